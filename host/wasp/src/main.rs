@@ -1,0 +1,3 @@
+//! The `wasp` command line.
+
+fn main() {}
