@@ -611,3 +611,201 @@ pub enum ElemData {
     /// A verdict (verdict maps).
     Verdict(Verdict),
 }
+
+impl DataType {
+    /// Width of a value of this type in bits (e.g. 32 for `ipv4_addr`, 16 for `inet_service`,
+    /// 128 for `ifname`), as nft's datatype table (`nft describe`) gives it.
+    pub fn width_bits(self) -> u16 {
+        match self {
+            DataType::Integer(bits) => u16::from(bits.max(1)),
+            DataType::Ipv4Addr | DataType::Mark => 32,
+            DataType::Ipv6Addr | DataType::Ifname => 128,
+            DataType::EtherAddr => 48,
+            DataType::EtherType | DataType::InetService => 16,
+            DataType::InetProto
+            | DataType::TcpFlag
+            | DataType::IcmpType
+            | DataType::IcmpCode
+            | DataType::Icmpv6Type
+            | DataType::Icmpv6Code
+            | DataType::NfProto => 8,
+            DataType::Dscp => 6,
+            DataType::Boolean => 1,
+            DataType::Verdict => 32,
+        }
+    }
+
+    /// Width of a [`Value`] of this type in bytes: `width_bits` rounded up.
+    pub fn width_bytes(self) -> usize {
+        usize::from(self.width_bits().div_ceil(8))
+    }
+
+    /// nft's name of the type (`nft describe`), as used in `type ipv4_addr . inet_service`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Integer(_) => "integer",
+            DataType::Ipv4Addr => "ipv4_addr",
+            DataType::Ipv6Addr => "ipv6_addr",
+            DataType::EtherAddr => "ether_addr",
+            DataType::EtherType => "ether_type",
+            DataType::InetProto => "inet_proto",
+            DataType::InetService => "inet_service",
+            DataType::Mark => "mark",
+            DataType::Ifname => "ifname",
+            DataType::TcpFlag => "tcp_flag",
+            DataType::IcmpType => "icmp_type",
+            DataType::IcmpCode => "icmp_code",
+            DataType::Icmpv6Type => "icmpv6_type",
+            DataType::Icmpv6Code => "icmpv6_code",
+            DataType::Dscp => "dscp",
+            DataType::NfProto => "nf_proto",
+            DataType::Boolean => "boolean",
+            DataType::Verdict => "verdict",
+        }
+    }
+
+    /// `true` for types nft keeps in host byte order (`mark`, `ifname`, meta integers): the
+    /// model still stores them big-endian, but nft sorts set elements of these types by their
+    /// little-endian value when it lists them.
+    pub fn host_order(self) -> bool {
+        matches!(self, DataType::Mark | DataType::Ifname)
+    }
+}
+
+impl PayloadField {
+    /// Where the field lives, as nft 1.0.6 encodes it (checked with `nft --debug=netlink`):
+    /// base, bit offset, bit length, data type and the dependency nft adds in the netdev
+    /// family.
+    ///
+    /// Notes from the kernel bytecode:
+    /// - `th sport/dport` get no dependency in nft 1.0.6 (only the transport header load,
+    ///   which fails when the packet has no transport header).
+    /// - `icmpv6 ...` gets `meta protocol ip6` and `meta l4proto 58`; `icmp ...` gets
+    ///   `meta protocol ip` and `meta l4proto 1`; `tcp`/`udp` only `meta l4proto`.
+    /// - vlan fields at `depth` d sit 4*d bytes further; the dependency of depth 0 is
+    ///   `ether type 8021q` unless the rule already matched `ether type`.
+    pub fn desc(self) -> FieldDesc {
+        use DataType as T;
+        use PayloadBase::{Link, Network, Transport};
+        let f = |base, offset_bits: u16, len_bits: u16, dtype, dependency| FieldDesc {
+            base,
+            offset_bits,
+            len_bits,
+            dtype,
+            dependency,
+        };
+        let vlan = |depth: u8| 8 * (14 + 4 * u16::from(depth));
+        match self {
+            PayloadField::EtherDaddr => f(Link, 0, 48, T::EtherAddr, Dependency::None),
+            PayloadField::EtherSaddr => f(Link, 48, 48, T::EtherAddr, Dependency::None),
+            PayloadField::EtherType => f(Link, 96, 16, T::EtherType, Dependency::None),
+            PayloadField::VlanPcp { depth } => {
+                f(Link, vlan(depth), 3, T::Integer(3), Dependency::Vlan(depth))
+            }
+            PayloadField::VlanCfi { depth } => f(
+                Link,
+                vlan(depth) + 3,
+                1,
+                T::Integer(1),
+                Dependency::Vlan(depth),
+            ),
+            PayloadField::VlanId { depth } => f(
+                Link,
+                vlan(depth) + 4,
+                12,
+                T::Integer(12),
+                Dependency::Vlan(depth),
+            ),
+            PayloadField::VlanType { depth } => f(
+                Link,
+                vlan(depth) + 16,
+                16,
+                T::EtherType,
+                Dependency::Vlan(depth),
+            ),
+            PayloadField::IpVersion => f(Network, 0, 4, T::Integer(4), Dependency::Ipv4),
+            PayloadField::IpHdrLength => f(Network, 4, 4, T::Integer(4), Dependency::Ipv4),
+            PayloadField::IpDscp => f(Network, 8, 6, T::Dscp, Dependency::Ipv4),
+            PayloadField::IpLength => f(Network, 16, 16, T::Integer(16), Dependency::Ipv4),
+            PayloadField::IpId => f(Network, 32, 16, T::Integer(16), Dependency::Ipv4),
+            PayloadField::IpTtl => f(Network, 64, 8, T::Integer(8), Dependency::Ipv4),
+            PayloadField::IpProtocol => f(Network, 72, 8, T::InetProto, Dependency::Ipv4),
+            PayloadField::IpSaddr => f(Network, 96, 32, T::Ipv4Addr, Dependency::Ipv4),
+            PayloadField::IpDaddr => f(Network, 128, 32, T::Ipv4Addr, Dependency::Ipv4),
+            PayloadField::Ip6Flowlabel => f(Network, 12, 20, T::Integer(20), Dependency::Ipv6),
+            PayloadField::Ip6Length => f(Network, 32, 16, T::Integer(16), Dependency::Ipv6),
+            PayloadField::Ip6Nexthdr => f(Network, 48, 8, T::InetProto, Dependency::Ipv6),
+            PayloadField::Ip6Hoplimit => f(Network, 56, 8, T::Integer(8), Dependency::Ipv6),
+            PayloadField::Ip6Saddr => f(Network, 64, 128, T::Ipv6Addr, Dependency::Ipv6),
+            PayloadField::Ip6Daddr => f(Network, 192, 128, T::Ipv6Addr, Dependency::Ipv6),
+            PayloadField::TcpSport => f(Transport, 0, 16, T::InetService, Dependency::L4Proto(6)),
+            PayloadField::TcpDport => f(Transport, 16, 16, T::InetService, Dependency::L4Proto(6)),
+            PayloadField::TcpFlags => f(Transport, 104, 8, T::TcpFlag, Dependency::L4Proto(6)),
+            PayloadField::UdpSport => f(Transport, 0, 16, T::InetService, Dependency::L4Proto(17)),
+            PayloadField::UdpDport => f(Transport, 16, 16, T::InetService, Dependency::L4Proto(17)),
+            PayloadField::UdpLength => {
+                f(Transport, 32, 16, T::Integer(16), Dependency::L4Proto(17))
+            }
+            PayloadField::IcmpType => f(Transport, 0, 8, T::IcmpType, Dependency::L4Proto(1)),
+            PayloadField::IcmpCode => f(Transport, 8, 8, T::IcmpCode, Dependency::L4Proto(1)),
+            PayloadField::Icmpv6Type => f(Transport, 0, 8, T::Icmpv6Type, Dependency::L4Proto(58)),
+            PayloadField::Icmpv6Code => f(Transport, 8, 8, T::Icmpv6Code, Dependency::L4Proto(58)),
+            PayloadField::ThSport => f(Transport, 0, 16, T::InetService, Dependency::None),
+            PayloadField::ThDport => f(Transport, 16, 16, T::InetService, Dependency::None),
+        }
+    }
+}
+
+impl MetaKey {
+    /// Data type of the key's value, as nft's meta template table: `iifname`/`oifname` are
+    /// `ifname` (16 bytes), `l4proto` `inet_proto`, `nfproto` `nf_proto`, `protocol`
+    /// `ether_type`, `len` a 32-bit integer, `mark` `mark`, `nftrace` a 1-bit integer.
+    pub fn dtype(self) -> DataType {
+        match self {
+            MetaKey::Iifname | MetaKey::Oifname => DataType::Ifname,
+            MetaKey::L4proto => DataType::InetProto,
+            MetaKey::Nfproto => DataType::NfProto,
+            MetaKey::Protocol => DataType::EtherType,
+            MetaKey::Len => DataType::Integer(32),
+            MetaKey::Mark => DataType::Mark,
+            MetaKey::Nftrace => DataType::Integer(1),
+        }
+    }
+}
+
+impl Ip6ExtHdr {
+    /// The IPv6 next-header number of the extension header (0, 43, 44, 60, 135), which the
+    /// kernel's `ipv6_find_hdr` looks for (`exthdr load ipv6 1b @ 43 + 0 present`).
+    pub fn nexthdr(self) -> u8 {
+        match self {
+            Ip6ExtHdr::HopByHop => 0,
+            Ip6ExtHdr::Routing => 43,
+            Ip6ExtHdr::Fragment => 44,
+            Ip6ExtHdr::DestOpts => 60,
+            Ip6ExtHdr::Mobility => 135,
+        }
+    }
+}
+
+impl Expr {
+    /// Data type of the value the expression produces (the type its right-hand side is
+    /// parsed as). A concatenation has no single type: see [`Expr::key_types`].
+    pub fn dtype(&self) -> DataType {
+        match self {
+            Expr::Payload(p) => p.desc().dtype,
+            Expr::Meta(k) => k.dtype(),
+            Expr::ExthdrExists(_) => DataType::Boolean,
+            Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
+            Expr::Binop { expr, .. } => expr.dtype(),
+            Expr::Const(v) => v.dtype,
+        }
+    }
+
+    /// The key types: one per concatenated field (one for a plain expression).
+    pub fn key_types(&self) -> Vec<DataType> {
+        match self {
+            Expr::Concat(parts) => parts.iter().map(Expr::dtype).collect(),
+            other => vec![other.dtype()],
+        }
+    }
+}
