@@ -1,3 +1,21 @@
-//! The `wasp` command line.
+//! The `wasp` command line. Everything but argument parsing and exit codes lives in the library.
+//!
+//! Exit codes: 0 success; 1 an error (bad ruleset, missing or faulty capture, output error:
+//! the text on stderr); 2 a command-line usage error (clap).
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = wasp::cli::Cli::parse();
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr();
+    match wasp::cli::run(&cli, &mut stdout, &mut stderr).map_err(anyhow::Error::from) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wasp: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The command line: `wasp check` and `wasp replay` (clap), and [`run`], which does what a
+//! parsed command line asks and writes to the given stdout and stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::Error;
+use crate::progress::Progress;
+use crate::replay::{Input, ReplayOptions, replay};
+use crate::sample::Sample;
+
+/// wasp: a userspace packet processor with nftables' language and the kernel's semantics.
+#[derive(Debug, Parser)]
+#[command(name = "wasp", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a ruleset (exit 0, or 1 with the error), optionally print it back.
+    Check(CheckArgs),
+    /// Run captures through a ruleset: verdicts, accepted/dropped pcaps, trace, summary.
+    Replay(ReplayArgs),
+}
+
+/// `wasp check [--print [-a]] FILE`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Print the ruleset as `nft list ruleset` prints it.
+    #[arg(long)]
+    pub print: bool,
+    /// With --print: show rule handles, as `nft -a list ruleset`.
+    #[arg(short = 'a', long = "handle", requires = "print")]
+    pub handles: bool,
+    /// The ruleset file.
+    pub file: PathBuf,
+}
+
+/// `wasp replay (--ruleset FILE --in CAPTURE... | SAMPLE_DIR) [options]`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A sample directory holding sample.toml (instead of --ruleset and --in).
+    #[arg(conflicts_with_all = ["ruleset", "inputs"])]
+    pub sample: Option<PathBuf>,
+    /// The ruleset file.
+    #[arg(long, requires = "inputs")]
+    pub ruleset: Option<PathBuf>,
+    /// A capture (pcap or pcapng, Ethernet); repeat for several, read in order.
+    #[arg(long = "in", value_name = "CAPTURE")]
+    pub inputs: Vec<PathBuf>,
+    /// Device the packets enter on (default: the first ingress base chain's device).
+    #[arg(long)]
+    pub in_dev: Option<String>,
+    /// Directory for accepted.pcap and dropped.pcap (default: out/, or the sample's out dir).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write one line per packet: `<index> <accept|drop> <table> <chain> <handle|policy>`.
+    #[arg(long, value_name = "FILE")]
+    pub verdicts: Option<PathBuf>,
+    /// Print each packet's walk as `nft monitor trace` does.
+    #[arg(long)]
+    pub trace: bool,
+    /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ReplayArgs {
+    /// The replay options these arguments ask for.
+    ///
+    /// # Errors
+    /// [`Error::Sample`] for a bad `sample.toml`, [`Error::Usage`] without a ruleset or sample.
+    pub fn options(&self) -> Result<ReplayOptions, Error> {
+        let mut opts = match (&self.sample, &self.ruleset) {
+            (Some(dir), _) => ReplayOptions::from_sample(&Sample::load(dir)?),
+            (None, Some(ruleset)) => ReplayOptions {
+                ruleset: ruleset.clone(),
+                inputs: self.inputs.iter().map(Input::required).collect(),
+                out_dir: Some(PathBuf::from("out")),
+                ..ReplayOptions::default()
+            },
+            (None, None) => {
+                return Err(Error::Usage(
+                    "replay needs --ruleset FILE --in CAPTURE, or a sample directory".to_string(),
+                ));
+            }
+        };
+        if let Some(dev) = &self.in_dev {
+            opts.in_dev = Some(dev.clone());
+        }
+        if let Some(out) = &self.out {
+            opts.out_dir = Some(out.clone());
+        }
+        opts.verdicts.clone_from(&self.verdicts);
+        opts.trace = self.trace;
+        Ok(opts)
+    }
+}
+
+/// Do what `cli` asks. Normal output goes to `stdout`, notes to `stderr`.
+///
+/// # Errors
+/// The command's [`Error`]; for a replay stopped by a capture fault, the summary of the packets
+/// before it is printed first and the fault is returned as [`Error::Capture`].
+pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(), Error> {
+    let io = |e: std::io::Error| Error::Output {
+        path: PathBuf::from("<stdout>"),
+        message: e.to_string(),
+    };
+    match &cli.command {
+        Command::Check(a) => {
+            let text = crate::check::check(&a.file, a.print, a.handles)?;
+            stdout.write_all(text.as_bytes()).map_err(io)?;
+            Ok(())
+        }
+        Command::Replay(a) => {
+            let opts = a.options()?;
+            let mut progress = if a.json {
+                Progress::hidden()
+            } else {
+                Progress::stderr()
+            };
+            // With --json the trace goes to stderr so that stdout stays one JSON document.
+            let report = if a.json {
+                replay(&opts, Some(stderr), &mut progress)?
+            } else {
+                replay(&opts, Some(stdout), &mut progress)?
+            };
+            for n in &report.notes {
+                writeln!(stderr, "note: {n}").map_err(io)?;
+            }
+            let text = if a.json {
+                report.summary.to_json() + "\n"
+            } else {
+                report.summary.to_table()
+            };
+            stdout.write_all(text.as_bytes()).map_err(io)?;
+            match report.fault {
+                Some(f) => Err(Error::Capture(f)),
+                None => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The errors of the `wasp` command, for the person running it.
+
+use std::path::PathBuf;
+
+use crate::capture::CaptureError;
+use crate::sample::SampleError;
+
+/// Why a `wasp` command could not do its job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The ruleset cannot be read, parsed or compiled (the text names file:line:col).
+    #[error("{0}")]
+    Ruleset(#[from] wasp_ruleset::Error),
+    /// A capture cannot be read, or is truncated or corrupt (the text names file and offset).
+    #[error("{0}")]
+    Capture(#[from] CaptureError),
+    /// A sample directory's `sample.toml` cannot be read or is invalid.
+    #[error("{0}")]
+    Sample(#[from] SampleError),
+    /// A capture given with `--in`, or marked `required` in `sample.toml`, does not exist.
+    #[error("{path}: capture not found")]
+    MissingCapture {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// An output file or directory cannot be created or written.
+    #[error("{path}: {message}")]
+    Output {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the OS said.
+        message: String,
+    },
+    /// The command line does not say what to do (e.g. `replay` without a ruleset).
+    #[error("{0}")]
+    Usage(String),
+}

@@ -1,0 +1,27 @@
+//! The `wasp` command as a library: `wasp check` and `wasp replay`, kept here so that tests
+//! (and the conformance harness and benchmarks) can call them; `main.rs` only parses the command
+//! line and maps errors to exit codes.
+//!
+//! - [`check::check`]: parse, compile and optionally print a ruleset.
+//! - [`replay::replay`]: captures through a ruleset ([`replay::ReplayOptions`]), giving a
+//!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
+//! - [`capture`]: pcap/pcapng reading (faults name file and byte offset) and pcap writing.
+//! - [`sample`]: the `sample.toml` of a sample directory.
+//! - [`verdicts`], [`trace`], [`summary`]: the output formats.
+#![forbid(unsafe_code)]
+
+pub mod capture;
+pub mod check;
+pub mod cli;
+pub mod error;
+pub mod names;
+pub mod progress;
+pub mod replay;
+pub mod sample;
+pub mod summary;
+pub mod trace;
+pub mod verdicts;
+
+pub use error::Error;
+pub use replay::{Input, ReplayOptions, Report, replay};
+pub use summary::Summary;

@@ -1,0 +1,498 @@
+//! `wasp replay`: captures through a ruleset, as a live port would feed them.
+//!
+//! Each input's frames are read in file order and go to the engine in vectors of up to
+//! [`MAX_VECTOR`] packets: every frame is parsed once with [`wasp_wire::parse`] and the vector
+//! enters [`Engine::ingress`] on the input device, at the capture time of the vector's first
+//! packet (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector
+//! never spans two inputs. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
+//! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
+//!
+//! A fault in a capture (truncated, corrupt, not a capture) ends the run after the packets read
+//! before it have been processed and written; it is returned in [`Report::fault`].
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use wasp_core::engine::MAX_VECTOR;
+use wasp_core::{Engine, FinalVerdict, Outcome, Packet, TraceEvent};
+
+use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
+use crate::error::Error;
+use crate::names::{BaseChainRef, Names};
+use crate::progress::Progress;
+use crate::sample::Sample;
+use crate::summary::{ChainSummary, InputStatus, InputSummary, Summary};
+use crate::trace::{Collector, base_chains_walked, format_packet_trace};
+use crate::verdicts::VerdictWriter;
+
+/// File name of the accepted packets in the output directory.
+pub const ACCEPTED_FILE: &str = "accepted.pcap";
+/// File name of the dropped packets in the output directory.
+pub const DROPPED_FILE: &str = "dropped.pcap";
+
+/// One capture to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// Where the file is.
+    pub path: PathBuf,
+    /// How to name it in the summary (the path as the user wrote it).
+    pub display: String,
+    /// When the file is missing: `true` is an error, `false` skips it with a note.
+    pub required: bool,
+}
+
+impl Input {
+    /// A required input named by its path.
+    pub fn required(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Input {
+            display: path.display().to_string(),
+            path,
+            required: true,
+        }
+    }
+}
+
+/// What to replay and where the results go.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplayOptions {
+    /// The ruleset file.
+    pub ruleset: PathBuf,
+    /// Captures in order.
+    pub inputs: Vec<Input>,
+    /// Input device; `None`: the device of the first netdev ingress base chain.
+    pub in_dev: Option<String>,
+    /// Directory for `accepted.pcap` and `dropped.pcap` (created when missing); `None` writes
+    /// no captures.
+    pub out_dir: Option<PathBuf>,
+    /// File for the verdict lines.
+    pub verdicts: Option<PathBuf>,
+    /// Produce the `nft monitor trace` style walk of every packet.
+    pub trace: bool,
+}
+
+impl ReplayOptions {
+    /// The options a sample directory declares (its ruleset, captures, device, out dir).
+    pub fn from_sample(sample: &Sample) -> Self {
+        ReplayOptions {
+            ruleset: sample.ruleset.clone(),
+            inputs: sample
+                .captures
+                .iter()
+                .map(|c| Input {
+                    path: c.path.clone(),
+                    display: c.path.display().to_string(),
+                    required: c.required,
+                })
+                .collect(),
+            in_dev: sample.in_dev.clone(),
+            out_dir: Some(sample.out.clone()),
+            verdicts: None,
+            trace: false,
+        }
+    }
+}
+
+/// The result of a run that got as far as reading captures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Counts.
+    pub summary: Summary,
+    /// Things the user should know (a skipped capture, no base chain on the device).
+    pub notes: Vec<String>,
+    /// The capture fault that ended the run early, if any. The packets before it have their
+    /// results.
+    pub fault: Option<CaptureError>,
+}
+
+/// Per-base-chain counters, in hook order.
+struct ChainCounts {
+    chains: Vec<BaseChainRef>,
+    counts: Vec<ChainSummary>,
+}
+
+impl ChainCounts {
+    fn new(names: &Names, dev: &str) -> Self {
+        let chains = names.ingress_chains(dev);
+        let counts = chains
+            .iter()
+            .map(|b| ChainSummary {
+                family: names.family(b.table).to_string(),
+                table: names.table(b.table).to_string(),
+                chain: names.chain(b.table, b.chain).to_string(),
+                priority: b.priority,
+                ..ChainSummary::default()
+            })
+            .collect();
+        ChainCounts { chains, counts }
+    }
+
+    fn position(&self, t: u32, c: u32) -> Option<usize> {
+        self.chains
+            .iter()
+            .position(|b| b.table == t && b.chain == c)
+    }
+
+    /// Count one packet: every base chain it walked saw it; all but the last accepted it (an
+    /// accept moves on to the next base chain of the hook, a drop ends the walk); the last
+    /// gave the final verdict.
+    fn count(&mut self, names: &Names, events: &[TraceEvent], outcome: &Outcome) {
+        let mut walked: Vec<usize> = base_chains_walked(events, names)
+            .into_iter()
+            .filter_map(|(t, c)| self.position(t, c))
+            .collect();
+        if walked.is_empty()
+            && let Some(d) = outcome.decision
+        {
+            // No events from the engine: infer the walk from the deciding chain.
+            let last = self
+                .position(d.table, d.chain)
+                .or_else(|| self.chains.iter().position(|b| b.table == d.table));
+            if let Some(last) = last {
+                walked = (0..=last).collect();
+            }
+        }
+        let n = walked.len();
+        for (i, &pos) in walked.iter().enumerate() {
+            let c = &mut self.counts[pos];
+            c.packets += 1;
+            if i + 1 < n || outcome.verdict == FinalVerdict::Accept {
+                c.accepted += 1;
+            } else {
+                c.dropped += 1;
+            }
+        }
+    }
+}
+
+/// Output files of a run.
+struct Outputs {
+    dir: Option<PathBuf>,
+    accepted: Option<CaptureWriter>,
+    dropped: Option<CaptureWriter>,
+    verdicts: Option<(PathBuf, VerdictWriter<BufWriter<File>>)>,
+}
+
+impl Outputs {
+    fn open(opts: &ReplayOptions) -> Result<Self, Error> {
+        if let Some(dir) = &opts.out_dir {
+            std::fs::create_dir_all(dir).map_err(|e| Error::Output {
+                path: dir.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let verdicts = match &opts.verdicts {
+            None => None,
+            Some(p) => {
+                let f = File::create(p).map_err(|e| Error::Output {
+                    path: p.clone(),
+                    message: e.to_string(),
+                })?;
+                Some((p.clone(), VerdictWriter::new(BufWriter::new(f))))
+            }
+        };
+        Ok(Outputs {
+            dir: opts.out_dir.clone(),
+            accepted: None,
+            dropped: None,
+            verdicts,
+        })
+    }
+
+    /// Create the two pcaps (at the first packet, with its timestamp resolution).
+    fn ensure_pcaps(&mut self, resolution: TsResolution) -> Result<(), Error> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        if self.accepted.is_none() {
+            self.accepted = Some(CaptureWriter::create(&dir.join(ACCEPTED_FILE), resolution)?);
+            self.dropped = Some(CaptureWriter::create(&dir.join(DROPPED_FILE), resolution)?);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, frame: &Frame<'_>, verdict: FinalVerdict) -> Result<(), Error> {
+        self.ensure_pcaps(frame.resolution)?;
+        let w = match verdict {
+            FinalVerdict::Accept => self.accepted.as_mut(),
+            FinalVerdict::Drop => self.dropped.as_mut(),
+        };
+        if let Some(w) = w {
+            w.write(frame)?;
+        }
+        Ok(())
+    }
+
+    fn verdict(&mut self, index: u64, outcome: &Outcome, names: &Names) -> Result<(), Error> {
+        if let Some((path, w)) = &mut self.verdicts {
+            w.write(index, outcome, names).map_err(|e| Error::Output {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), Error> {
+        self.ensure_pcaps(TsResolution::Micro)?;
+        if let Some(w) = self.accepted.take() {
+            w.finish()?;
+        }
+        if let Some(w) = self.dropped.take() {
+            w.finish()?;
+        }
+        if let Some((path, w)) = self.verdicts.take() {
+            w.finish().map_err(|e| Error::Output {
+                path,
+                message: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything a run keeps between vectors.
+struct Run<'o> {
+    engine: Engine,
+    names: Names,
+    dev: String,
+    trace: Option<&'o mut dyn Write>,
+    outputs: Outputs,
+    chains: ChainCounts,
+    summary: Summary,
+    index: u64,
+    collector: Collector,
+}
+
+impl Run<'_> {
+    /// Classify one vector of frames from one input and record every result.
+    fn vector(&mut self, frames: &[Frame<'_>], input: &mut InputSummary) -> Result<(), Error> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let dev = self.dev.as_str();
+        let packets: Vec<Packet<'_>> = frames
+            .iter()
+            .map(|f| Packet {
+                frame: f.data,
+                meta: wasp_wire::parse(f.data),
+                iifname: dev,
+                mark: 0,
+            })
+            .collect();
+        let mut out = vec![
+            Outcome {
+                verdict: FinalVerdict::Accept,
+                decision: None,
+                mark: 0,
+            };
+            packets.len()
+        ];
+        self.engine.ingress(
+            dev,
+            &packets,
+            frames[0].ts_ns,
+            &mut out,
+            Some(&mut self.collector),
+        );
+        let events = self.collector.take_by_packet(packets.len());
+        for (i, (frame, pkt)) in frames.iter().zip(&packets).enumerate() {
+            self.index += 1;
+            let outcome = &out[i];
+            let malformed = pkt.meta.malformed.is_some();
+            self.summary.packets += 1;
+            input.packets += 1;
+            if malformed {
+                self.summary.malformed += 1;
+                input.malformed += 1;
+            }
+            match outcome.verdict {
+                FinalVerdict::Accept => {
+                    self.summary.accepted += 1;
+                    input.accepted += 1;
+                }
+                FinalVerdict::Drop => {
+                    self.summary.dropped += 1;
+                    input.dropped += 1;
+                }
+            }
+            if outcome.decision.is_none() {
+                self.summary.unseen += 1;
+            }
+            self.chains.count(&self.names, &events[i], outcome);
+            self.outputs.write(frame, outcome.verdict)?;
+            self.outputs.verdict(self.index, outcome, &self.names)?;
+            if let Some(t) = self.trace.as_mut() {
+                let text = format_packet_trace(
+                    self.index,
+                    &events[i],
+                    &self.names,
+                    dev,
+                    frame.data,
+                    &pkt.meta,
+                );
+                t.write_all(text.as_bytes()).map_err(|e| Error::Output {
+                    path: PathBuf::from("<trace>"),
+                    message: e.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read one capture to its end or its first fault.
+    fn input(
+        &mut self,
+        cap: &Capture,
+        input: &mut InputSummary,
+        progress: &mut Progress,
+    ) -> Result<Option<CaptureError>, Error> {
+        let mut frames = match cap.frames() {
+            Ok(f) => f,
+            Err(e) => return Ok(Some(e)),
+        };
+        input.format = Some(frames.format());
+        let mut batch: Vec<Frame<'_>> = Vec::with_capacity(MAX_VECTOR);
+        let mut fault = None;
+        let mut done_bytes = 0;
+        loop {
+            match frames.next() {
+                Some(Ok(f)) => {
+                    batch.push(f);
+                    if batch.len() == MAX_VECTOR {
+                        self.vector(&batch, input)?;
+                        batch.clear();
+                        progress.advance(frames.offset() - done_bytes);
+                        done_bytes = frames.offset();
+                    }
+                }
+                Some(Err(e)) => {
+                    fault = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        self.vector(&batch, input)?;
+        progress.advance(cap.len_bytes().saturating_sub(done_bytes));
+        Ok(fault)
+    }
+}
+
+/// Run a replay. Trace text (when `opts.trace`) goes to `trace_out`.
+///
+/// # Errors
+/// [`Error::Ruleset`] before anything is read when the ruleset is bad; [`Error::MissingCapture`]
+/// for a missing required input (also before anything is read); [`Error::Output`] or
+/// [`Error::Capture`] (I/O) when an output cannot be written. A fault inside a capture is not an
+/// error here: it is returned in [`Report::fault`] with the results of the packets before it.
+pub fn replay(
+    opts: &ReplayOptions,
+    trace_out: Option<&mut dyn Write>,
+    progress: &mut Progress,
+) -> Result<Report, Error> {
+    let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
+    let engine = Engine::compile(&ruleset)?;
+    let mut names = Names::new(&ruleset);
+    if opts.trace {
+        names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
+    }
+    let mut notes = Vec::new();
+    let dev = match (&opts.in_dev, names.first_ingress_device()) {
+        (Some(d), _) => d.clone(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => String::new(),
+    };
+    let chains = ChainCounts::new(&names, &dev);
+    if chains.chains.is_empty() {
+        notes.push(format!(
+            "no netdev ingress base chain on device \"{dev}\": every packet is accepted unseen"
+        ));
+    }
+
+    // Missing inputs: an error when required, before anything is processed.
+    let mut present = Vec::new();
+    let mut summary = Summary {
+        ruleset: opts.ruleset.display().to_string(),
+        in_dev: dev.clone(),
+        ..Summary::default()
+    };
+    for input in &opts.inputs {
+        if input.path.exists() {
+            present.push(true);
+        } else if input.required {
+            return Err(Error::MissingCapture {
+                path: input.path.clone(),
+            });
+        } else {
+            present.push(false);
+            notes.push(format!("skipping {}: not found", input.display));
+        }
+    }
+    if opts.inputs.is_empty() {
+        return Err(Error::Usage(
+            "no capture to replay: give --in CAPTURE (or a sample directory)".to_string(),
+        ));
+    }
+
+    progress.start(
+        opts.inputs
+            .iter()
+            .filter_map(|i| std::fs::metadata(&i.path).ok())
+            .map(|m| m.len())
+            .sum(),
+    );
+    let mut run = Run {
+        engine,
+        names,
+        dev,
+        trace: if opts.trace { trace_out } else { None },
+        outputs: Outputs::open(opts)?,
+        chains,
+        summary,
+        index: 0,
+        collector: Collector::default(),
+    };
+    let mut fault = None;
+    for (input, here) in opts.inputs.iter().zip(present) {
+        let mut s = InputSummary {
+            path: input.display.clone(),
+            ..InputSummary::default()
+        };
+        if !here {
+            s.status = InputStatus::Skipped;
+            s.note = Some("not found".to_string());
+            run.summary.inputs.push(s);
+            continue;
+        }
+        if fault.is_some() {
+            s.status = InputStatus::Skipped;
+            s.note = Some("not read: an earlier capture stopped the run".to_string());
+            run.summary.inputs.push(s);
+            continue;
+        }
+        let f = match Capture::open(&input.path) {
+            Ok(cap) => run.input(&cap, &mut s, progress)?,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = f {
+            s.status = InputStatus::Fault;
+            s.note = Some(e.to_string());
+            fault = Some(e);
+        }
+        run.summary.inputs.push(s);
+    }
+    progress.finish();
+    summary = run.summary;
+    summary.chains = run.chains.counts;
+    run.outputs.finish()?;
+    Ok(Report {
+        summary,
+        notes,
+        fault,
+    })
+}
+
+/// Check that `path` is a sample directory (holds `sample.toml`).
+pub fn is_sample_dir(path: &Path) -> bool {
+    path.is_dir() && path.join(crate::sample::SAMPLE_FILE).is_file()
+}

@@ -1,0 +1,243 @@
+//! The end-of-run summary: totals, per base chain, per input file. Printed as a table, or as
+//! JSON with `--json` (the same fields).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::capture::Format;
+
+/// Counts of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// The ruleset file.
+    pub ruleset: String,
+    /// The device every packet entered on (`meta iifname`).
+    pub in_dev: String,
+    /// Packets read from all inputs.
+    pub packets: u64,
+    /// Final verdict accept.
+    pub accepted: u64,
+    /// Final verdict drop.
+    pub dropped: u64,
+    /// Packets whose parse found a malformed or truncated header (they still got a verdict).
+    pub malformed: u64,
+    /// Packets that no base chain saw (accepted).
+    pub unseen: u64,
+    /// The netdev ingress base chains of `in_dev`, in hook order.
+    pub chains: Vec<ChainSummary>,
+    /// The inputs in the order they were read.
+    pub inputs: Vec<InputSummary>,
+}
+
+/// Counts of one base chain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ChainSummary {
+    /// Table family (`netdev`).
+    pub family: String,
+    /// Table name.
+    pub table: String,
+    /// Chain name.
+    pub chain: String,
+    /// Hook priority.
+    pub priority: i32,
+    /// Packets whose walk entered this base chain.
+    pub packets: u64,
+    /// Packets whose walk of this base chain (and the chains it jumped to) ended in accept; a
+    /// later base chain of the hook may still drop them.
+    pub accepted: u64,
+    /// Packets dropped in this base chain or a chain it jumped to.
+    pub dropped: u64,
+}
+
+/// What happened to an input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputStatus {
+    /// Read to the end.
+    #[default]
+    Read,
+    /// Not found and not required: skipped.
+    Skipped,
+    /// Stopped at a fault (truncated or not a capture); the packets before it were processed.
+    Fault,
+}
+
+/// Counts of one input file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct InputSummary {
+    /// The path as given (command line or `sample.toml`).
+    pub path: String,
+    /// Container format, when the file was opened.
+    pub format: Option<Format>,
+    /// Read, skipped or stopped at a fault.
+    pub status: InputStatus,
+    /// Packets read.
+    pub packets: u64,
+    /// Of those, accepted.
+    pub accepted: u64,
+    /// Of those, dropped.
+    pub dropped: u64,
+    /// Of those, malformed.
+    pub malformed: u64,
+    /// Why it was skipped, or the fault.
+    pub note: Option<String>,
+}
+
+impl Summary {
+    /// The summary as a text table, for a terminal.
+    pub fn to_table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "ruleset {}, input device \"{}\"",
+            self.ruleset, self.in_dev
+        );
+        let _ = writeln!(
+            s,
+            "packets {}  accepted {}  dropped {}  malformed {}  unseen {}",
+            self.packets, self.accepted, self.dropped, self.malformed, self.unseen
+        );
+        let _ = writeln!(s);
+        let name_of = |c: &ChainSummary| format!("{} {} {}", c.family, c.table, c.chain);
+        let w = self
+            .chains
+            .iter()
+            .map(|c| name_of(c).len())
+            .chain(std::iter::once("base chain".len()))
+            .max()
+            .unwrap_or(10);
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:>8}  {:>8}  {:>8}  {:>8}",
+            "base chain", "priority", "packets", "accepted", "dropped"
+        );
+        for c in &self.chains {
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:>8}  {:>8}  {:>8}  {:>8}",
+                name_of(c),
+                c.priority,
+                c.packets,
+                c.accepted,
+                c.dropped
+            );
+        }
+        if self.chains.is_empty() {
+            let _ = writeln!(s, "(no ingress base chain on \"{}\")", self.in_dev);
+        }
+        let _ = writeln!(s);
+        let w = self
+            .inputs
+            .iter()
+            .map(|i| i.path.len())
+            .chain(std::iter::once("input".len()))
+            .max()
+            .unwrap_or(5);
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:>8}  {:>8}  {:>8}  {:>9}",
+            "input", "packets", "accepted", "dropped", "malformed"
+        );
+        for i in &self.inputs {
+            match i.status {
+                InputStatus::Skipped => {
+                    let _ = writeln!(
+                        s,
+                        "{:<w$}  skipped: {}",
+                        i.path,
+                        i.note.as_deref().unwrap_or("")
+                    );
+                }
+                InputStatus::Read | InputStatus::Fault => {
+                    let _ = write!(
+                        s,
+                        "{:<w$}  {:>8}  {:>8}  {:>8}  {:>9}",
+                        i.path, i.packets, i.accepted, i.dropped, i.malformed
+                    );
+                    if i.status == InputStatus::Fault {
+                        let _ = write!(s, "  (stopped at a fault)");
+                    }
+                    let _ = writeln!(s);
+                }
+            }
+        }
+        s
+    }
+
+    /// The summary as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing plain structs of strings and integers cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Summary {
+        Summary {
+            ruleset: "fw.nft".into(),
+            in_dev: "lan0".into(),
+            packets: 5,
+            accepted: 3,
+            dropped: 2,
+            malformed: 1,
+            unseen: 0,
+            chains: vec![ChainSummary {
+                family: "netdev".into(),
+                table: "office".into(),
+                chain: "ingress".into(),
+                priority: 0,
+                packets: 5,
+                accepted: 3,
+                dropped: 2,
+            }],
+            inputs: vec![
+                InputSummary {
+                    path: "a.pcap".into(),
+                    format: Some(Format::Pcap),
+                    status: InputStatus::Read,
+                    packets: 5,
+                    accepted: 3,
+                    dropped: 2,
+                    malformed: 1,
+                    note: None,
+                },
+                InputSummary {
+                    path: "gone.pcap".into(),
+                    status: InputStatus::Skipped,
+                    note: Some("not found".into()),
+                    ..InputSummary::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn table_layout() {
+        assert_eq!(
+            sample().to_table(),
+            "ruleset fw.nft, input device \"lan0\"\n\
+             packets 5  accepted 3  dropped 2  malformed 1  unseen 0\n\
+             \n\
+             base chain             priority   packets  accepted   dropped\n\
+             netdev office ingress         0         5         3         2\n\
+             \n\
+             input       packets  accepted   dropped  malformed\n\
+             a.pcap            5         3         2          1\n\
+             gone.pcap  skipped: not found\n"
+        );
+    }
+
+    #[test]
+    fn json_fields() {
+        let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        assert_eq!(v["packets"], 5);
+        assert_eq!(v["chains"][0]["chain"], "ingress");
+        assert_eq!(v["inputs"][0]["format"], "pcap");
+        assert_eq!(v["inputs"][1]["status"], "skipped");
+        assert_eq!(v["inputs"][1]["format"], serde_json::Value::Null);
+    }
+}

@@ -1,0 +1,136 @@
+//! The `--verdicts` file: one line per input packet,
+//! `<index> <accept|drop> <table> <chain> <rule handle|policy>`, index counting from 1 across
+//! all inputs in order; `<index> accept - - -` for a packet that no base chain saw.
+
+use std::io::{self, Write};
+
+use wasp_core::{FinalVerdict, Outcome};
+
+use crate::names::Names;
+
+/// Format one verdict line (without its newline).
+pub fn verdict_line(index: u64, outcome: &Outcome, names: &Names) -> String {
+    let verdict = match outcome.verdict {
+        FinalVerdict::Accept => "accept",
+        FinalVerdict::Drop => "drop",
+    };
+    match outcome.decision {
+        None => format!("{index} {verdict} - - -"),
+        Some(d) => {
+            let by = d
+                .rule
+                .map_or_else(|| "policy".to_string(), |h| h.to_string());
+            format!(
+                "{index} {verdict} {} {} {by}",
+                names.table(d.table),
+                names.chain(d.table, d.chain)
+            )
+        }
+    }
+}
+
+/// Writes verdict lines to any [`Write`] (a file, or a `Vec<u8>` in tests).
+#[derive(Debug)]
+pub struct VerdictWriter<W: Write> {
+    out: W,
+    lines: u64,
+}
+
+impl<W: Write> VerdictWriter<W> {
+    /// Wrap `out`.
+    pub fn new(out: W) -> Self {
+        VerdictWriter { out, lines: 0 }
+    }
+
+    /// Write the line of packet `index` (counted from 1).
+    ///
+    /// # Errors
+    /// The writer's I/O error.
+    pub fn write(&mut self, index: u64, outcome: &Outcome, names: &Names) -> io::Result<()> {
+        self.lines += 1;
+        writeln!(self.out, "{}", verdict_line(index, outcome, names))
+    }
+
+    /// Lines written so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Flush and return the inner writer.
+    ///
+    /// # Errors
+    /// The writer's I/O error.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasp_core::Decision;
+    use wasp_ruleset::Ruleset;
+    use wasp_ruleset::model::{Chain, Family, Span, Table};
+
+    fn names() -> Names {
+        let chain = |name: &str| Chain {
+            name: name.to_string(),
+            handle: 1,
+            base: None,
+            rules: Vec::new(),
+            comment: None,
+            span: Span::default(),
+        };
+        Names::new(&Ruleset {
+            tables: vec![Table {
+                family: Family::Netdev,
+                name: "office".to_string(),
+                handle: 1,
+                chains: vec![chain("ingress"), chain("guest")],
+                sets: Vec::new(),
+                comment: None,
+                span: Span::default(),
+            }],
+            sources: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn lines_for_rule_policy_and_unseen() {
+        let n = names();
+        let mut w = VerdictWriter::new(Vec::new());
+        let rule = Outcome {
+            verdict: FinalVerdict::Drop,
+            decision: Some(Decision {
+                table: 0,
+                chain: 1,
+                rule: Some(17),
+            }),
+            mark: 0,
+        };
+        let policy = Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: Some(Decision {
+                table: 0,
+                chain: 0,
+                rule: None,
+            }),
+            mark: 0,
+        };
+        let unseen = Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark: 0,
+        };
+        w.write(1, &rule, &n).unwrap();
+        w.write(2, &policy, &n).unwrap();
+        w.write(3, &unseen, &n).unwrap();
+        assert_eq!(w.lines(), 3);
+        let text = String::from_utf8(w.finish().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "1 drop office guest 17\n2 accept office ingress policy\n3 accept - - -\n"
+        );
+    }
+}
