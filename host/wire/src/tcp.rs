@@ -1,0 +1,161 @@
+//! TCP header (RFC 9293 section 3.1) with options.
+
+use crate::bytes::{be16, be32};
+use crate::options::OptionIter;
+use crate::{Error, Result};
+
+/// Byte offsets of the TCP header fields.
+pub mod field {
+    /// Source port.
+    pub const SRC_PORT: usize = 0;
+    /// Destination port.
+    pub const DST_PORT: usize = 2;
+    /// Sequence number.
+    pub const SEQ: usize = 4;
+    /// Acknowledgment number.
+    pub const ACK: usize = 8;
+    /// Data offset (high 4 bits, 32-bit words) and reserved bits (low bit of the byte: AE/NS).
+    pub const DATA_OFF: usize = 12;
+    /// Flags byte (CWR ECE URG ACK PSH RST SYN FIN), `tcp flags`.
+    pub const FLAGS: usize = 13;
+    /// Window.
+    pub const WINDOW: usize = 14;
+    /// Checksum.
+    pub const CHECKSUM: usize = 16;
+    /// Urgent pointer.
+    pub const URGENT: usize = 18;
+    /// Options start here and run to the data offset.
+    pub const OPTIONS: usize = 20;
+}
+
+/// Length in bytes of the header without options.
+pub const MIN_HEADER_LEN: usize = field::OPTIONS;
+
+/// Flag bits of the flags byte, as `tcp flags` names them.
+pub mod flags {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// PSH.
+    pub const PSH: u8 = 0x08;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+    /// URG.
+    pub const URG: u8 = 0x20;
+    /// ECE.
+    pub const ECE: u8 = 0x40;
+    /// CWR.
+    pub const CWR: u8 = 0x80;
+}
+
+/// A view of a TCP header whose data offset is sane and whose options are within the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Packet<'a> {
+    /// Wrap `buf`, which starts at the TCP header.
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when `buf` is shorter than 20 bytes or the data offset;
+    /// [`Error::Malformed`] when the data offset is below 5.
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
+        if buf.len() < MIN_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let hl = usize::from(buf[field::DATA_OFF] >> 4) * 4;
+        if hl < MIN_HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if buf.len() < hl {
+            return Err(Error::Truncated);
+        }
+        Ok(Packet { buf })
+    }
+
+    /// Source port, `tcp sport`.
+    pub fn src_port(&self) -> u16 {
+        be16(self.buf, field::SRC_PORT)
+    }
+    /// Destination port, `tcp dport`.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buf, field::DST_PORT)
+    }
+    /// Sequence number.
+    pub fn seq(&self) -> u32 {
+        be32(self.buf, field::SEQ)
+    }
+    /// Acknowledgment number.
+    pub fn ack(&self) -> u32 {
+        be32(self.buf, field::ACK)
+    }
+    /// Header length in bytes (data offset * 4, 20 to 60).
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buf[field::DATA_OFF] >> 4) * 4
+    }
+    /// The flags byte, `tcp flags` (see [`flags`]).
+    pub fn flags(&self) -> u8 {
+        self.buf[field::FLAGS]
+    }
+    /// Window.
+    pub fn window(&self) -> u16 {
+        be16(self.buf, field::WINDOW)
+    }
+    /// Checksum as carried (not verified).
+    pub fn checksum(&self) -> u16 {
+        be16(self.buf, field::CHECKSUM)
+    }
+    /// Urgent pointer.
+    pub fn urgent(&self) -> u16 {
+        be16(self.buf, field::URGENT)
+    }
+    /// The option bytes.
+    pub fn options(&self) -> &'a [u8] {
+        &self.buf[field::OPTIONS..self.header_len()]
+    }
+    /// Iterator over the options.
+    pub fn option_iter(&self) -> OptionIter<'a> {
+        OptionIter::new(self.options())
+    }
+    /// Bytes after the header, to the end of the buffer.
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buf[self.header_len()..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SYN 40000 -> 22, seq 1, data offset 6 with MSS 1460, window 64240.
+    const SYN: [u8; 26] = [
+        0x9c, 0x40, 0x00, 0x16, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xfa, 0xf0, 0x12, 0x34, 0, 0,
+        2, 4, 0x05, 0xb4, //
+        0xaa, 0xbb,
+    ];
+
+    #[test]
+    fn fields() {
+        let t = Packet::new_checked(&SYN).unwrap();
+        assert_eq!((t.src_port(), t.dst_port()), (40000, 22));
+        assert_eq!((t.seq(), t.ack(), t.header_len()), (1, 0, 24));
+        assert_eq!(t.flags(), flags::SYN);
+        assert_eq!((t.window(), t.checksum(), t.urgent()), (64240, 0x1234, 0));
+        let o: Vec<(u8, &[u8])> = t.option_iter().map(|o| (o.kind, o.data)).collect();
+        assert_eq!(o, vec![(2, &[0x05, 0xb4][..])]);
+        assert_eq!(t.payload(), &[0xaa, 0xbb]);
+    }
+
+    #[test]
+    fn bounds() {
+        assert_eq!(Packet::new_checked(&SYN[..19]), Err(Error::Truncated));
+        assert_eq!(Packet::new_checked(&SYN[..23]), Err(Error::Truncated));
+        let mut bad = SYN;
+        bad[12] = 0x40;
+        assert_eq!(Packet::new_checked(&bad), Err(Error::Malformed));
+    }
+}
