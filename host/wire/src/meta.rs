@@ -498,3 +498,371 @@ fn exthdr_mask(ip6: &[u8]) -> u16 {
         next = hp_next;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::protocol::*;
+    use crate::samples::{self, ethernet as eth};
+    use ethertype::{ARP, IPV4, IPV6, QINQ, VLAN, VLAN_9100};
+
+    fn sample(name: &str) -> Vec<u8> {
+        samples::all()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f)
+            .unwrap_or_else(|| panic!("no sample {name}"))
+    }
+
+    fn l4(proto: u8, offset: u16, fragoff: u16) -> Option<L4Info> {
+        Some(L4Info {
+            proto,
+            offset,
+            fragoff,
+        })
+    }
+
+    #[test]
+    fn untagged_ipv4_tcp() {
+        let f = sample("eth-v4-tcp-syn");
+        let m = parse(&f);
+        assert_eq!(m.len, 54);
+        assert_eq!((m.protocol, m.net_offset, m.l3), (IPV4, 14, L3Kind::Ipv4));
+        assert_eq!(m.l4, l4(TCP, 34, 0));
+        assert_eq!(m.inner_l4, m.l4);
+        assert_eq!(
+            (m.vlan_count, m.inner_ethertype, m.inner_l3_offset),
+            (0, IPV4, 14)
+        );
+        assert_eq!((m.malformed, m.tunnel, m.untag_drop), (None, None, false));
+    }
+
+    #[test]
+    fn one_vlan_tag_is_popped_by_the_kernel() {
+        let m = parse(&sample("vlan1-v4-tcp"));
+        assert_eq!((m.protocol, m.net_offset, m.l3), (IPV4, 18, L3Kind::Ipv4));
+        assert_eq!(m.l4, l4(TCP, 38, 0));
+        assert_eq!(m.vlan_count, 1);
+        assert_eq!(
+            m.vlans[0],
+            VlanTag {
+                offset: 12,
+                tpid: VLAN,
+                tci: 0xa064
+            }
+        );
+        assert_eq!((m.inner_ethertype, m.inner_l3_offset), (IPV4, 18));
+    }
+
+    #[test]
+    fn two_tags_leave_the_inner_tpid_as_protocol() {
+        let m = parse(&sample("vlan2-qinq-v4-tcp"));
+        // skb_vlan_untag pops the 802.1ad tag only: protocol is the inner tag's 0x8100.
+        assert_eq!(
+            (m.protocol, m.net_offset, m.l3),
+            (VLAN, 18, L3Kind::Other(VLAN))
+        );
+        assert_eq!(m.l4, None);
+        assert_eq!(m.inner_l4, l4(TCP, 42, 0));
+        assert_eq!(m.vlan_count, 2);
+        assert_eq!(
+            m.vlans[0],
+            VlanTag {
+                offset: 12,
+                tpid: QINQ,
+                tci: 200
+            }
+        );
+        assert_eq!(
+            m.vlans[1],
+            VlanTag {
+                offset: 16,
+                tpid: VLAN,
+                tci: 2001
+            }
+        );
+        assert_eq!(
+            (m.inner_ethertype, m.inner_l3_offset, m.malformed),
+            (IPV4, 22, None)
+        );
+    }
+
+    #[test]
+    fn three_tags() {
+        let m = parse(&sample("vlan3-v4-icmp"));
+        assert_eq!((m.protocol, m.net_offset, m.l4), (VLAN, 18, None));
+        let vids: Vec<u16> = m.vlans[..3].iter().map(|t| t.tci & 0xfff).collect();
+        assert_eq!((m.vlan_count, vids), (3, vec![1, 10, 100]));
+        assert_eq!((m.vlans[2].offset, m.inner_l3_offset), (20, 26));
+        assert_eq!(m.inner_l4, l4(ICMP, 46, 0));
+    }
+
+    #[test]
+    fn deeper_stacks_keep_the_first_four_tags() {
+        let tags: Vec<(u16, u16)> = (1..=6).map(|v| (VLAN, v)).collect();
+        let f = eth(&tags, IPV4, &samples::ipv4(UDP, &samples::udp(1, 2, &[])));
+        let m = parse(&f);
+        assert_eq!(m.vlan_count as usize, MAX_VLAN_TAGS);
+        assert_eq!(m.vlans[3].tci, 4);
+        assert_eq!((m.inner_l3_offset, m.inner_l4), (38, l4(UDP, 58, 0)));
+    }
+
+    #[test]
+    fn tag_9100_is_not_popped_by_the_kernel() {
+        let m = parse(&sample("vlan-9100-arp"));
+        assert_eq!((m.protocol, m.net_offset), (VLAN_9100, 14));
+        assert_eq!(m.l3, L3Kind::Other(VLAN_9100));
+        assert_eq!(
+            (m.vlan_count, m.vlans[0].tpid, m.vlans[0].tci),
+            (1, VLAN_9100, 7)
+        );
+        assert_eq!(
+            (m.inner_ethertype, m.inner_l3_offset, m.malformed),
+            (ARP, 18, None)
+        );
+    }
+
+    #[test]
+    fn arp_and_mpls_have_no_l4() {
+        let m = parse(&sample("eth-arp"));
+        assert_eq!((m.l3, m.l4, m.malformed), (L3Kind::Arp, None, None));
+        let m = parse(&sample("eth-mpls"));
+        assert_eq!(
+            (m.protocol, m.l3, m.l4),
+            (0x8847, L3Kind::Other(0x8847), None)
+        );
+        assert_eq!(m.malformed, None);
+        let mut short_arp = sample("eth-arp");
+        short_arp.truncate(14 + 20);
+        assert_eq!(parse(&short_arp).malformed, Some(Malformed::TruncatedArp));
+    }
+
+    #[test]
+    fn ipv6_hop_by_hop_routing_udp() {
+        let m = parse(&sample("eth-v6-hbh-rt-udp"));
+        assert_eq!((m.protocol, m.l3), (IPV6, L3Kind::Ipv6));
+        // 14 + 40 (IPv6) + 8 (hop-by-hop) + 24 (routing, one address) = 86.
+        assert_eq!(m.l4, l4(UDP, 86, 0));
+        let hbh = exthdr_bit(HOPOPTS).unwrap();
+        let rt = exthdr_bit(ROUTING).unwrap();
+        assert_eq!(m.ip6_exthdrs, hbh | rt);
+        assert_eq!(m.malformed, None);
+    }
+
+    #[test]
+    fn ipv6_non_first_fragment() {
+        let m = parse(&sample("eth-v6-frag-later"));
+        assert_eq!(m.l4, l4(TCP, 62, 1232));
+        assert_eq!(m.ip6_exthdrs, exthdr_bit(FRAGMENT).unwrap());
+        assert_eq!(m.malformed, None);
+    }
+
+    #[test]
+    fn ipv6_payload_len_zero_with_fragment_header() {
+        // payload_len 0 passes validation (0 + 40 <= len); the first fragment's header is walked.
+        let m = parse(&sample("eth-v6-len0-frag"));
+        assert_eq!(m.l4, l4(UDP, 62, 0));
+        assert_eq!(m.ip6_exthdrs, exthdr_bit(FRAGMENT).unwrap());
+        assert_eq!(m.malformed, None);
+    }
+
+    #[test]
+    fn ipv6_ext_header_longer_than_the_frame() {
+        // Hop-by-hop announcing 2048 bytes, next header UDP: the kernel reports l4proto UDP with
+        // thoff past the end; the offset is clamped to the frame length.
+        let mut hbh = vec![UDP, 255, 1, 2, 0, 0, 0, 0];
+        hbh.extend_from_slice(&[0; 8]);
+        let mut ip = samples::ipv6(HOPOPTS, &hbh);
+        ip[4..6].copy_from_slice(&[0, 16]);
+        let f = eth(&[], IPV6, &ip);
+        let m = parse(&f);
+        assert_eq!(m.l4, l4(UDP, f.len() as u16, 0));
+        assert_eq!(m.malformed, Some(Malformed::BadIpv6ExtHeader));
+        // With another extension header behind it, the walk fails: no L4 info.
+        let mut ip2 = ip.clone();
+        ip2[40] = DSTOPTS;
+        let m = parse(&eth(&[], IPV6, &ip2));
+        assert_eq!(
+            (m.l4, m.malformed),
+            (None, Some(Malformed::BadIpv6ExtHeader))
+        );
+        assert_eq!(m.ip6_exthdrs, exthdr_bit(HOPOPTS).unwrap());
+    }
+
+    #[test]
+    fn ipv6_ah_stops_the_walk_and_esp_is_transport() {
+        let mut ah = vec![TCP, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 7];
+        ah.extend_from_slice(&[0; 12]);
+        ah.extend_from_slice(&samples::tcp(1, 2, 0x10, &[]));
+        let m = parse(&eth(&[], IPV6, &samples::ipv6(AH, &ah)));
+        assert_eq!(m.l4, l4(AH, 54, 0));
+        assert_eq!(m.ip6_exthdrs, exthdr_bit(AH).unwrap());
+        let m = parse(&eth(&[], IPV6, &samples::ipv6(ESP, &[0; 16])));
+        assert_eq!(
+            (m.l4, m.ip6_exthdrs),
+            (l4(ESP, 54, 0), exthdr_bit(ESP).unwrap())
+        );
+    }
+
+    #[test]
+    fn ipv6_bad_payload_length() {
+        let mut ip = samples::ipv6(UDP, &samples::udp(1, 2, &[]));
+        ip[5] = 9;
+        let m = parse(&eth(&[], IPV6, &ip));
+        assert_eq!(
+            (m.l3, m.l4, m.malformed),
+            (L3Kind::Ipv6, None, Some(Malformed::BadIpv6))
+        );
+    }
+
+    #[test]
+    fn ipv4_fragments() {
+        let m = parse(&sample("eth-v4-frag-later"));
+        assert_eq!((m.l4, m.malformed), (l4(UDP, 34, 1480), None));
+        let m = parse(&sample("eth-v4-frag-first"));
+        assert_eq!((m.l4, m.malformed), (l4(UDP, 34, 0), None));
+    }
+
+    #[test]
+    fn ipv4_total_length_past_the_capture() {
+        // As tcpdump's udp-length-heapoverflow: tot_len 12336 in a short frame.
+        let m = parse(&sample("eth-v4-totlen-overflow"));
+        assert_eq!((m.protocol, m.l3), (IPV4, L3Kind::Ipv4));
+        assert_eq!((m.l4, m.malformed), (None, Some(Malformed::BadIpv4)));
+    }
+
+    #[test]
+    fn ipv4_header_checks() {
+        let good = samples::ipv4(UDP, &samples::udp(1, 2, &[]));
+        let cases: [(usize, u8); 3] = [(0, 0x44), (0, 0x55), (3, 19)];
+        for (at, v) in cases {
+            let mut ip = good.clone();
+            ip[at] = v;
+            let m = parse(&eth(&[], IPV4, &ip));
+            assert_eq!(
+                (m.l4, m.malformed),
+                (None, Some(Malformed::BadIpv4)),
+                "{at} {v}"
+            );
+        }
+        // Options are skipped: router alert, NOP, EOL padded to 8 bytes, so IHL 7.
+        let m = parse(&sample("eth-v4-options-udp"));
+        assert_eq!((m.l4, m.malformed), (l4(UDP, 14 + 28, 0), None));
+        // Padding after tot_len is fine, a TCP header cut by tot_len is not.
+        let mut padded = eth(&[], IPV4, &good);
+        padded.resize(60, 0);
+        assert_eq!(parse(&padded).malformed, None);
+        let cut_tcp = samples::ipv4(TCP, &[0; 12]);
+        let m = parse(&eth(&[], IPV4, &cut_tcp));
+        assert_eq!(
+            (m.l4, m.malformed),
+            (l4(TCP, 34, 0), Some(Malformed::TruncatedL4))
+        );
+    }
+
+    #[test]
+    fn vxlan() {
+        let m = parse(&sample("eth-v4-vxlan"));
+        let t = m.tunnel.unwrap();
+        assert_eq!(
+            (t.kind, t.offset, t.inner_offset, t.vni),
+            (TunnelKind::Vxlan, 42, Some(50), 100)
+        );
+        assert_eq!((t.inner_proto, m.malformed), (0x6558, None));
+    }
+
+    #[test]
+    fn geneve_with_options_of_mixed_lengths() {
+        let f = sample("eth-v4-geneve-options");
+        let m = parse(&f);
+        let t = m.tunnel.unwrap();
+        assert_eq!(
+            (t.kind, t.offset, t.vni, t.inner_proto),
+            (TunnelKind::Geneve, 42, 0x0c012e, 0x6558)
+        );
+        // Options: 8 + 20 + 4 + 12 bytes after the 8-byte header.
+        assert_eq!((t.inner_offset, m.malformed), (Some(42 + 8 + 44), None));
+        let h = geneve::Header::new_checked(&f[42..]).unwrap();
+        let opts: Vec<(u16, u8, bool, u8)> = h
+            .option_iter()
+            .map(|o| (o.class, o.opt_type, o.is_critical(), o.len_words))
+            .collect();
+        assert_eq!(
+            opts,
+            vec![
+                (0x0132, 1, false, 1),
+                (0x0100, 0x82, true, 4),
+                (0xff72, 0x7f, false, 0),
+                (0, 0x80, true, 2)
+            ]
+        );
+        assert!(h.critical());
+    }
+
+    #[test]
+    fn geneve_over_ipv6_and_truncated_option() {
+        let m = parse(&sample("eth-v6-geneve-v4-inner"));
+        let t = m.tunnel.unwrap();
+        assert_eq!(
+            (t.offset, t.inner_offset, t.vni, t.inner_proto),
+            (62, Some(70), 0x123456, 0x0800)
+        );
+        let m = parse(&sample("eth-v4-geneve-truncated-option"));
+        assert_eq!(m.malformed, Some(Malformed::BadTunnel));
+        assert_eq!(m.tunnel.map(|t| (t.vni, t.inner_offset)), Some((11, None)));
+    }
+
+    #[test]
+    fn short_and_truncated_link_layers() {
+        let m = parse(&sample("short-ethernet"));
+        assert_eq!(
+            (m.len, m.l3, m.malformed),
+            (7, L3Kind::None, Some(Malformed::ShortEthernet))
+        );
+        let m = parse(&sample("vlan-truncated"));
+        assert_eq!((m.untag_drop, m.protocol, m.vlan_count), (true, VLAN, 0));
+        assert_eq!(m.malformed, Some(Malformed::TruncatedVlan));
+        // A whole tag but fewer than 2 bytes after it: complete for us, dropped by the kernel.
+        let m = parse(&eth(&[(VLAN, 5)], 0x1234, &[]));
+        assert_eq!((m.untag_drop, m.vlan_count, m.malformed), (true, 1, None));
+        let m = parse(&eth(&[(VLAN, 5)], 0x1234, &[0, 0]));
+        assert_eq!(
+            (m.untag_drop, m.protocol, m.net_offset),
+            (false, 0x1234, 18)
+        );
+    }
+
+    #[test]
+    fn ieee_802_3_frames_get_the_kernels_protocol() {
+        let m = parse(&eth(&[], 0x0026, &[0xaa, 0xaa, 0x03]));
+        assert_eq!((m.protocol, m.inner_ethertype), (0x0004, 0x0026));
+        let m = parse(&eth(&[(VLAN, 1)], 0x0026, &[0xff, 0xff]));
+        assert_eq!(m.protocol, 0x0001);
+    }
+
+    #[test]
+    fn exthdr_mask_follows_ipv6_find_hdr() {
+        // hop-by-hop, then dest options, then a non-first fragment, then routing (not found).
+        let frag = samples::ip6_fragment_header(ROUTING, 8, false, &[0; 24]);
+        let ip = samples::ipv6(
+            HOPOPTS,
+            &samples::ip6_opts_header(DSTOPTS, 8, &samples::ip6_opts_header(FRAGMENT, 8, &frag)),
+        );
+        let m = parse(&eth(&[], IPV6, &ip));
+        let want = [HOPOPTS, DSTOPTS, FRAGMENT]
+            .iter()
+            .fold(0, |a, &t| a | exthdr_bit(t).unwrap());
+        assert_eq!(m.ip6_exthdrs, want);
+        // Non-first fragment followed by an extension header: no transport header.
+        assert_eq!(
+            (m.l4, m.malformed),
+            (None, Some(Malformed::BadIpv6ExtHeader))
+        );
+        // The mask is computed even when validation fails (bad version).
+        let mut bad = ip.clone();
+        bad[0] = 0x40;
+        assert_eq!(parse(&eth(&[], IPV6, &bad)).ip6_exthdrs, want);
+        // ... but only for protocol 0x86dd.
+        assert_eq!(parse(&eth(&[], IPV4, &ip)).ip6_exthdrs, 0);
+    }
+}
