@@ -1,7 +1,15 @@
-//! The public face of the data path. (Contract; filled in by the evaluator.)
+//! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
+//! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
+use wasp_ruleset::model::{Family, Hook};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
+
+use crate::compile::compile;
+use crate::eval::{Effects, walk_one};
+use crate::expr::{PktState, ifname_value, skb_len_ingress};
+use crate::pipeline::{Scratch, run_base};
+use crate::program::{ChainId, Program};
 
 /// Largest number of packets in one vector.
 pub const MAX_VECTOR: usize = 64;
@@ -92,24 +100,131 @@ pub trait TraceSink {
     fn event(&mut self, ev: TraceEvent);
 }
 
+/// Counts of one `counter` statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterValue {
+    /// Table index.
+    pub table: u32,
+    /// Chain index in its table.
+    pub chain: u32,
+    /// Handle of the rule holding the counter.
+    pub handle: u64,
+    /// Packets counted (including the count the ruleset was loaded with).
+    pub packets: u64,
+    /// Bytes counted: `skb->len` of each packet as the kernel counts at the hook (the frame
+    /// without the Ethernet header and the popped VLAN tag at ingress).
+    pub bytes: u64,
+}
+
+/// The base chains of one hook of one device, in the order they run.
+#[derive(Debug, Clone)]
+struct HookList {
+    hook: Hook,
+    device: String,
+    chains: Vec<ChainId>,
+}
+
 /// A compiled ruleset, ready to classify packets.
+///
+/// Holds the compiled program, the counters, and the reusable buffers of the vector pipeline
+/// (so one engine serves one worker at a time).
 #[derive(Debug)]
-pub struct Engine {}
+pub struct Engine {
+    prog: Program,
+    hooks: Vec<HookList>,
+    counters: Vec<(u64, u64)>,
+    scratch: Scratch,
+    state: [PktState; MAX_VECTOR],
+    res: [(FinalVerdict, Option<Decision>); MAX_VECTOR],
+    alive: [bool; MAX_VECTOR],
+    entry: Vec<u8>,
+}
+
+/// `meta nfproto` of a packet as the inet family sees it.
+fn nfproto(protocol: u16) -> u8 {
+    match protocol {
+        0x0800 => 2,
+        0x86dd => 10,
+        _ => 0,
+    }
+}
 
 impl Engine {
     /// Compile `ruleset`: resolve chain references, type-check, build set structures.
+    ///
+    /// Refuses what the kernel refuses at load: a jump or goto to an unknown chain or to a base
+    /// chain (EOPNOTSUPP), a chain reached through 16 or more jumps/gotos from a base chain, or a
+    /// jump loop reachable from a base chain (EMLINK, "Too many links"); also comparisons the
+    /// evaluator cannot give a meaning (`<` on a set, mismatched key widths).
     ///
     /// # Errors
     /// A ruleset that parses but cannot run (unknown jump target, chain loop, ...) gives an
     /// [`Error`] at the offending place.
     pub fn compile(ruleset: &Ruleset) -> Result<Self, Error> {
-        let _ = ruleset;
-        todo!("implemented by the evaluator")
+        let prog = compile(ruleset)?;
+        // Registration order: tables and chains as declared. Equal priorities: the chain
+        // registered later runs first (nf_hook_entries_grow inserts a new hook before the
+        // existing ones of the same priority; checked on the kernel with two tables).
+        let mut hooks: Vec<HookList> = Vec::new();
+        for (id, c) in prog.chains.iter().enumerate() {
+            let Some(b) = &c.base else { continue };
+            let runs = matches!(
+                (c.family, b.hook),
+                (Family::Netdev, Hook::Ingress | Hook::Egress) | (Family::Inet, Hook::Ingress)
+            );
+            if !runs {
+                continue;
+            }
+            for dev in &b.devices {
+                let at = match hooks
+                    .iter()
+                    .position(|h| h.hook == b.hook && &h.device == dev)
+                {
+                    Some(at) => at,
+                    None => {
+                        hooks.push(HookList {
+                            hook: b.hook,
+                            device: dev.clone(),
+                            chains: Vec::new(),
+                        });
+                        hooks.len() - 1
+                    }
+                };
+                hooks[at].chains.push(id as ChainId);
+            }
+        }
+        for h in &mut hooks {
+            // Later registration first, then a stable sort by priority.
+            h.chains.reverse();
+            h.chains.sort_by_key(|&c| {
+                prog.chains[c as usize]
+                    .base
+                    .as_ref()
+                    .map_or(0, |b| b.priority)
+            });
+        }
+        let counters = prog.counters.iter().map(|c| (c.packets, c.bytes)).collect();
+        let scratch = Scratch::new(prog.chains.len());
+        Ok(Engine {
+            prog,
+            hooks,
+            counters,
+            scratch,
+            state: [PktState::default(); MAX_VECTOR],
+            res: [(FinalVerdict::Accept, None); MAX_VECTOR],
+            alive: [false; MAX_VECTOR],
+            entry: Vec::with_capacity(MAX_VECTOR),
+        })
     }
 
     /// Run the netdev ingress hook of device `dev` over a vector of up to [`MAX_VECTOR`] packets
     /// at time `now_ns`, writing one outcome per packet into `out` (`out.len() == packets.len()`).
     /// Trace events go to `trace` when given (for every packet, as if `meta nftrace set 1`).
+    ///
+    /// Longer inputs are processed in vectors of [`MAX_VECTOR`]; when `out` is shorter than
+    /// `packets`, only the first `out.len()` packets are processed. Events of one packet come
+    /// in the order of its walk; events of different packets of a vector interleave (group them
+    /// by [`TraceEvent`]'s `packet`, which counts within the call).
     pub fn ingress(
         &mut self,
         dev: &str,
@@ -118,7 +233,284 @@ impl Engine {
         out: &mut [Outcome],
         trace: Option<&mut dyn TraceSink>,
     ) {
-        let _ = (dev, packets, now_ns, out, trace);
-        todo!("implemented by the evaluator")
+        self.run_hook(Hook::Ingress, dev, packets, now_ns, out, trace);
+    }
+
+    /// Run the netdev egress hook of device `dev` (packets leaving through it), as
+    /// [`Engine::ingress`]. At egress `meta oifname` is `dev`, `meta len` is the whole frame
+    /// (the kernel's skb at egress still holds its Ethernet header). Not yet checked against the
+    /// kernel.
+    pub fn egress(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+    ) {
+        self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace);
+    }
+
+    /// Per-packet reference evaluation of the ingress hook: the same result as
+    /// [`Engine::ingress`] for a vector of one, computed by a plain walk without the vector
+    /// pipeline (used to check the pipeline). `packet_index` is the `packet` of trace events.
+    pub fn ingress_one(
+        &mut self,
+        dev: &str,
+        packet: &Packet<'_>,
+        packet_index: usize,
+        now_ns: u64,
+        trace: Option<&mut dyn TraceSink>,
+    ) -> Outcome {
+        let _ = now_ns;
+        let Some(h) = self
+            .hooks
+            .iter()
+            .find(|h| h.hook == Hook::Ingress && h.device == dev)
+        else {
+            return Outcome {
+                verdict: FinalVerdict::Accept,
+                decision: None,
+                mark: packet.mark,
+            };
+        };
+        let mut st = packet_state(Hook::Ingress, dev, packet);
+        let mut fx = Effects {
+            counters: &mut self.counters,
+            trace,
+            oif: "",
+        };
+        let mut decision = None;
+        for &base in &h.chains {
+            match inet_gate(&self.prog, base, packet) {
+                Gate::Skip => continue,
+                Gate::Drop => {
+                    return Outcome {
+                        verdict: FinalVerdict::Drop,
+                        decision: None,
+                        mark: st.mark,
+                    };
+                }
+                Gate::Run => {}
+            }
+            let (v, d) = walk_one(&self.prog, &mut fx, base, packet_index, packet, &mut st);
+            decision = Some(d);
+            if v == FinalVerdict::Drop {
+                return Outcome {
+                    verdict: v,
+                    decision,
+                    mark: st.mark,
+                };
+            }
+        }
+        Outcome {
+            verdict: FinalVerdict::Accept,
+            decision,
+            mark: st.mark,
+        }
+    }
+
+    fn run_hook(
+        &mut self,
+        hook: Hook,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        mut trace: Option<&mut dyn TraceSink>,
+    ) {
+        let _ = now_ns;
+        let n = packets.len().min(out.len());
+        let Some(hi) = self
+            .hooks
+            .iter()
+            .position(|h| h.hook == hook && h.device == dev)
+        else {
+            for (o, p) in out.iter_mut().zip(packets) {
+                *o = Outcome {
+                    verdict: FinalVerdict::Accept,
+                    decision: None,
+                    mark: p.mark,
+                };
+            }
+            return;
+        };
+        let mut start = 0;
+        while start < n {
+            let end = (start + MAX_VECTOR).min(n);
+            let vec = &packets[start..end];
+            for (i, p) in vec.iter().enumerate() {
+                self.state[i] = packet_state(hook, dev, p);
+                self.res[i] = (FinalVerdict::Accept, None);
+                self.alive[i] = true;
+            }
+            let mut fx = Effects {
+                counters: &mut self.counters,
+                trace: trace.as_deref_mut(),
+                oif: if hook == Hook::Egress { dev } else { "" },
+            };
+            for &base in &self.hooks[hi].chains {
+                self.entry.clear();
+                for (i, p) in vec.iter().enumerate() {
+                    if !self.alive[i] {
+                        continue;
+                    }
+                    match inet_gate(&self.prog, base, p) {
+                        Gate::Skip => {}
+                        Gate::Drop => {
+                            self.alive[i] = false;
+                            self.res[i] = (FinalVerdict::Drop, None);
+                        }
+                        Gate::Run => self.entry.push(i as u8),
+                    }
+                }
+                if self.entry.is_empty() {
+                    continue;
+                }
+                run_base(
+                    &self.prog,
+                    &mut fx,
+                    &mut self.scratch,
+                    base,
+                    &self.entry,
+                    vec,
+                    &mut self.state[..vec.len()],
+                    &mut self.res[..vec.len()],
+                );
+                for &i in &self.entry {
+                    if self.res[usize::from(i)].0 == FinalVerdict::Drop {
+                        self.alive[usize::from(i)] = false;
+                    }
+                }
+            }
+            for i in 0..vec.len() {
+                out[start + i] = Outcome {
+                    verdict: self.res[i].0,
+                    decision: self.res[i].1,
+                    mark: self.state[i].mark,
+                };
+            }
+            start = end;
+        }
+    }
+
+    /// Name of table `table` (a [`Decision`]'s `table`); `""` when out of range.
+    pub fn table_name(&self, table: u32) -> &str {
+        self.prog
+            .tables
+            .get(table as usize)
+            .map_or("", |t| t.0.as_str())
+    }
+
+    /// Family of table `table`.
+    pub fn table_family(&self, table: u32) -> Option<Family> {
+        self.prog.tables.get(table as usize).map(|t| t.1)
+    }
+
+    /// Name of chain `chain` of table `table` (a [`Decision`]'s `chain`); `""` when out of range.
+    pub fn chain_name(&self, table: u32, chain: u32) -> &str {
+        self.prog
+            .chain_ids
+            .get(table as usize)
+            .and_then(|t| t.get(chain as usize))
+            .map_or("", |&id| self.prog.chains[id as usize].name.as_str())
+    }
+
+    /// Devices that have ingress base chains, in the order their first chain was declared
+    /// (`wasp replay`'s default input device is the first).
+    pub fn ingress_devices(&self) -> Vec<&str> {
+        let mut first: Vec<(ChainId, &str)> = self
+            .hooks
+            .iter()
+            .filter(|h| h.hook == Hook::Ingress)
+            .map(|h| {
+                (
+                    h.chains.iter().copied().min().unwrap_or(0),
+                    h.device.as_str(),
+                )
+            })
+            .collect();
+        first.sort();
+        first.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// The base chains that run on `hook` of `dev`, in running order, as (table, chain) indices.
+    pub fn base_chains(&self, hook: Hook, dev: &str) -> Vec<(u32, u32)> {
+        self.hooks
+            .iter()
+            .find(|h| h.hook == hook && h.device == dev)
+            .map(|h| {
+                h.chains
+                    .iter()
+                    .map(|&c| {
+                        let c = &self.prog.chains[c as usize];
+                        (c.table, c.index)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every counter with its current counts, in ruleset order.
+    pub fn counters(&self) -> Vec<CounterValue> {
+        self.prog
+            .counters
+            .iter()
+            .zip(&self.counters)
+            .map(|(c, &(packets, bytes))| CounterValue {
+                table: c.table,
+                chain: c.chain,
+                handle: c.handle,
+                packets,
+                bytes,
+            })
+            .collect()
+    }
+
+    /// Counts of the (first) counter of rule `handle` in chain `chain` of table `table`.
+    pub fn counter(&self, table: u32, chain: u32, handle: u64) -> Option<(u64, u64)> {
+        self.prog
+            .counters
+            .iter()
+            .position(|c| c.table == table && c.chain == chain && c.handle == handle)
+            .map(|i| self.counters[i])
+    }
+}
+
+/// Per-packet state at the start of a hook.
+fn packet_state(hook: Hook, dev: &str, p: &Packet<'_>) -> PktState {
+    let egress = hook == Hook::Egress;
+    PktState {
+        iif: ifname_value(p.iifname),
+        oif: if egress { ifname_value(dev) } else { 0 },
+        skb_len: if egress {
+            p.meta.len
+        } else {
+            skb_len_ingress(&p.meta)
+        },
+        mark: p.mark,
+        nftrace: false,
+        nfproto: nfproto(p.meta.protocol),
+    }
+}
+
+/// What the inet family's ingress hook does before its chain (nft_do_chain_inet_ingress).
+enum Gate {
+    /// Not an inet chain, or an IP packet that passed validation: run the chain.
+    Run,
+    /// Not IPv4/IPv6: the hook accepts without running the chain.
+    Skip,
+    /// IP header validation failed (nft_set_pktinfo_ipv4_ingress / _ipv6_ingress): dropped.
+    Drop,
+}
+
+fn inet_gate(prog: &Program, base: ChainId, p: &Packet<'_>) -> Gate {
+    if prog.chains[base as usize].family != Family::Inet {
+        return Gate::Run;
+    }
+    match p.meta.protocol {
+        0x0800 | 0x86dd if p.meta.l4.is_some() => Gate::Run,
+        0x0800 | 0x86dd => Gate::Drop,
+        _ => Gate::Skip,
     }
 }

@@ -5,8 +5,26 @@
 //! statements run left to right, `accept` ends the hook's current base chain walk and the next
 //! base chain on the hook runs, `drop` ends everything, `jump`/`goto`/`return` use a call stack,
 //! and a base chain's policy applies when its rules run out.
+//!
+//! Modules: [`engine`] (the public API), `compile` (model to program, load-time checks), `field`
+//! (where fields live, implicit dependencies), `expr` (loads and comparisons), `eval` (one packet,
+//! the reference walk), `pipeline` (the vector pipeline), `trace` (event text).
 #![forbid(unsafe_code)]
 
+mod compile;
 pub mod engine;
+mod eval;
+mod expr;
+mod field;
+mod pipeline;
+mod program;
+mod trace;
 
-pub use engine::{Decision, Engine, FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
+#[cfg(test)]
+mod tests;
+
+pub use compile::MAX_JUMP_LEVEL;
+pub use engine::{
+    CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent,
+    TraceSink,
+};

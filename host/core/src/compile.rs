@@ -1,0 +1,649 @@
+//! Model -> [`Program`]: chain references resolved, every match turned into loads and
+//! comparisons with nft's implicit dependencies in front, sets built, and the checks the kernel
+//! makes at load time (unknown chain, jump to a base chain, jump loops and depth).
+
+use std::collections::HashMap;
+
+use wasp_ruleset::Error;
+use wasp_ruleset::model::{
+    BinOp, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, RelOp, Rhs, Rule, Ruleset,
+    SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
+};
+use wasp_sets::{ExactSet, RangeList, SetBackend};
+
+use crate::expr::{Cmp, Load, Src, mask_bits};
+use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
+use crate::field::{payload_field, payload_load};
+use crate::program::{BaseC, ChainC, ChainId, CounterC, Op, Program, RuleC, SetC, VerdictC};
+
+/// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
+/// reached through 16 jumps/gotos makes the load fail with EMLINK ("Too many links").
+pub const MAX_JUMP_LEVEL: u32 = 16;
+
+struct Ctx<'r> {
+    rs: &'r Ruleset,
+    prog: Program,
+}
+
+/// Compile a whole ruleset.
+pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
+    let mut cx = Ctx {
+        rs,
+        prog: Program::default(),
+    };
+    // Chain ids first, so that jumps can be resolved in any order.
+    for (ti, t) in rs.tables.iter().enumerate() {
+        cx.prog.tables.push((t.name.clone(), t.family));
+        let mut ids = Vec::with_capacity(t.chains.len());
+        for (ci, c) in t.chains.iter().enumerate() {
+            ids.push(cx.prog.chains.len() as ChainId);
+            cx.prog.chains.push(ChainC {
+                table: ti as u32,
+                index: ci as u32,
+                name: c.name.clone(),
+                rules: Vec::new(),
+                base: c.base.as_ref().map(|b| BaseC {
+                    hook: b.hook,
+                    devices: b.devices.clone(),
+                    priority: b.priority,
+                    policy: b.policy,
+                }),
+                family: t.family,
+                rank: 0,
+            });
+        }
+        cx.prog.chain_ids.push(ids);
+    }
+    for (ti, t) in rs.tables.iter().enumerate() {
+        let named = cx.named_sets(ti, t)?;
+        for (ci, c) in t.chains.iter().enumerate() {
+            let mut rules = Vec::with_capacity(c.rules.len());
+            for r in &c.rules {
+                rules.push(cx.rule(ti, ci, t, &named, r)?);
+            }
+            let id = cx.prog.chain_ids[ti][ci] as usize;
+            cx.prog.chains[id].rules = rules;
+        }
+    }
+    check_graph(rs, &mut cx.prog)?;
+    Ok(cx.prog)
+}
+
+fn value_u128(rs: &Ruleset, span: Span, v: &Value) -> Result<u128, Error> {
+    if v.bytes.len() > 16 {
+        return Err(Error::at(rs, span, "value wider than 128 bits"));
+    }
+    Ok(v.bytes.iter().fold(0u128, |a, &b| (a << 8) | u128::from(b)))
+}
+
+/// Mask of the first `n` bytes of a 16-byte interface name.
+fn ifname_prefix_mask(v: &Value) -> u128 {
+    let n = v.bytes.iter().take_while(|&&b| b != 0).count() as u32;
+    if n == 0 { 0 } else { !mask_bits(128 - 8 * n) }
+}
+
+/// `load & m`, composed into the load's mask and xor.
+fn and(mut l: Load, m: u128) -> Load {
+    l.mask &= m;
+    l.xor &= m;
+    l
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Span, msg: impl Into<String>) -> Error {
+        Error::at(self.rs, span, msg)
+    }
+
+    fn chain_target(&self, ti: usize, t: &Table, name: &str, span: Span) -> Result<ChainId, Error> {
+        let Some(ci) = t.chains.iter().position(|c| c.name == name) else {
+            return Err(self.err(
+                span,
+                format!("unknown chain \"{name}\" in table {}", t.name),
+            ));
+        };
+        if t.chains[ci].base.is_some() {
+            return Err(self.err(
+                span,
+                format!("cannot jump to base chain \"{name}\" (the kernel refuses it: EOPNOTSUPP)"),
+            ));
+        }
+        Ok(self.prog.chain_ids[ti][ci])
+    }
+
+    fn verdict(&self, ti: usize, t: &Table, v: &Verdict, span: Span) -> Result<VerdictC, Error> {
+        Ok(match v {
+            Verdict::Accept => VerdictC::Accept,
+            Verdict::Drop => VerdictC::Drop,
+            Verdict::Continue => VerdictC::Continue,
+            Verdict::Return => VerdictC::Return,
+            Verdict::Jump(n) => VerdictC::Jump(self.chain_target(ti, t, n, span)?),
+            Verdict::Goto(n) => VerdictC::Goto(self.chain_target(ti, t, n, span)?),
+        })
+    }
+
+    /// Build a set back-end from elements whose fields have the given widths. Returns the set's
+    /// index.
+    fn build_set(
+        &mut self,
+        ti: usize,
+        t: &Table,
+        widths: &[u8],
+        elems: &[SetElem],
+        verdict_map: bool,
+        span: Span,
+    ) -> Result<u32, Error> {
+        let exact = elems.iter().all(|e| {
+            e.key
+                .iter()
+                .all(|p| matches!(p, KeyPart::Value(v) if !v.wildcard))
+        });
+        let lens: Vec<usize> = widths.iter().map(|&w| usize::from(w)).collect();
+        let key_len: usize = lens.iter().sum();
+        let mut backend = if exact {
+            SetBackend::Exact(ExactSet::new(key_len))
+        } else {
+            SetBackend::Ranges(RangeList::new(&lens))
+        };
+        let mut verdicts = Vec::new();
+        for e in elems {
+            if e.key.len() != widths.len() {
+                return Err(self.err(
+                    e.span,
+                    format!(
+                        "element has {} fields, the key has {}",
+                        e.key.len(),
+                        widths.len()
+                    ),
+                ));
+            }
+            let mut lo = Vec::with_capacity(key_len);
+            let mut hi = Vec::with_capacity(key_len);
+            for (part, &w) in e.key.iter().zip(widths) {
+                let (a, b) = self.part_bounds(part, w, e.span)?;
+                let wb = usize::from(w);
+                lo.extend_from_slice(&a.to_be_bytes()[16 - wb..]);
+                hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
+            }
+            let data = if verdict_map {
+                let Some(ElemData::Verdict(v)) = &e.data else {
+                    return Err(self.err(e.span, "verdict map element without a verdict"));
+                };
+                verdicts.push(self.verdict(ti, t, v, e.span)?);
+                (verdicts.len() - 1) as u32
+            } else {
+                0
+            };
+            match &mut backend {
+                SetBackend::Exact(s) => {
+                    // A duplicate keeps its first data, as the kernel keeps the first element.
+                    s.insert(&lo, data);
+                }
+                SetBackend::Ranges(r) => {
+                    if !r.insert(&lo, &hi, data) {
+                        return Err(self.err(e.span, "range with its low end above its high end"));
+                    }
+                }
+            }
+        }
+        let _ = span;
+        self.prog.sets.push(SetC {
+            backend,
+            verdicts: verdicts.into(),
+        });
+        Ok((self.prog.sets.len() - 1) as u32)
+    }
+
+    /// Inclusive bounds of a key part in a field of `w` bytes.
+    fn part_bounds(&self, part: &KeyPart, w: u8, span: Span) -> Result<(u128, u128), Error> {
+        let full = mask_bits(u32::from(w) * 8);
+        Ok(match part {
+            KeyPart::Value(v) if v.wildcard => {
+                let m = ifname_prefix_mask(v);
+                let x = value_u128(self.rs, span, v)? & m;
+                (x, x | !m)
+            }
+            KeyPart::Value(v) => {
+                let x = value_u128(self.rs, span, v)?;
+                (x, x)
+            }
+            KeyPart::Range(a, b) => (value_u128(self.rs, span, a)?, value_u128(self.rs, span, b)?),
+            KeyPart::Prefix(v, plen) => {
+                let bits = u32::from(w) * 8;
+                let host = mask_bits(bits.saturating_sub(u32::from(*plen)));
+                let x = value_u128(self.rs, span, v)? & full & !host;
+                (x, x | host)
+            }
+        })
+    }
+
+    fn named_sets(
+        &mut self,
+        ti: usize,
+        t: &Table,
+    ) -> Result<HashMap<String, (u32, Vec<u8>)>, Error> {
+        let mut out = HashMap::new();
+        for s in &t.sets {
+            let widths = self.decl_widths(s);
+            let is_vmap = s.is_map && s.data == Some(DataType::Verdict);
+            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, s.span)?;
+            out.insert(s.name.clone(), (id, widths));
+        }
+        Ok(out)
+    }
+
+    fn decl_widths(&self, s: &SetDecl) -> Vec<u8> {
+        s.key.iter().map(|&d| dtype_width(d)).collect()
+    }
+
+    /// Loads of an expression (one per concatenated field) and the dependencies they need.
+    fn expr(
+        &self,
+        e: &Expr,
+        span: Span,
+        loads: &mut Vec<Load>,
+        deps: &mut Vec<Dep>,
+    ) -> Result<(), Error> {
+        match e {
+            Expr::Payload(f) => {
+                let (pos, d) = payload_field(*f);
+                deps.extend_from_slice(d);
+                loads.push(payload_load(pos));
+            }
+            Expr::Meta(k) => {
+                let (src, w) = meta_src(*k);
+                loads.push(Load::meta(src, w));
+            }
+            Expr::ExthdrExists(h) => {
+                deps.push(Dep::Ipv6);
+                loads.push(Load::meta(Src::Exthdr(exthdr_bit(*h)), 1));
+            }
+            Expr::Concat(parts) => {
+                for p in parts {
+                    if matches!(p, Expr::Concat(_)) {
+                        return Err(self.err(span, "nested concatenation"));
+                    }
+                    self.expr(p, span, loads, deps)?;
+                }
+            }
+            Expr::Binop { expr, op, value } => {
+                let start = loads.len();
+                self.expr(expr, span, loads, deps)?;
+                if loads.len() != start + 1 {
+                    return Err(self.err(span, "a bitwise operation needs a single field"));
+                }
+                let v = value_u128(self.rs, span, value)?;
+                let l = &mut loads[start];
+                let m = l.mask;
+                match op {
+                    BinOp::And => *l = and(*l, v),
+                    BinOp::Or => {
+                        l.mask &= !v;
+                        l.xor = (l.xor & !v) ^ (v & m);
+                    }
+                    BinOp::Xor => l.xor ^= v & m,
+                }
+            }
+            Expr::Const(v) => {
+                let w = v.bytes.len().clamp(1, 16) as u8;
+                loads.push(Load::constant(value_u128(self.rs, span, v)?, w));
+            }
+        }
+        Ok(())
+    }
+
+    /// Put the implicit dependencies in front, unless the rule already matches that field.
+    fn deps(&self, family: Family, deps: &[Dep], ops: &mut Vec<Op>) {
+        for &d in deps {
+            let field = dep_field_load(d, family);
+            let present = ops
+                .iter()
+                .any(|o| matches!(o, Op::Cmp { load, .. } if *load == field));
+            if !present {
+                let (load, v) = dep_check(d, family);
+                ops.push(Op::Cmp {
+                    load,
+                    cmp: Cmp::Eq(v),
+                });
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn set_ref(
+        &mut self,
+        ti: usize,
+        t: &Table,
+        named: &HashMap<String, (u32, Vec<u8>)>,
+        sref: &SetRef,
+        loads: &[Load],
+        vmap: bool,
+        span: Span,
+    ) -> Result<u32, Error> {
+        let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
+        match sref {
+            SetRef::Anonymous(elems) => self.build_set(ti, t, &widths, elems, vmap, span),
+            SetRef::Named(n) => {
+                let Some((id, w)) = named.get(n) else {
+                    return Err(self.err(span, format!("unknown set \"{n}\" in table {}", t.name)));
+                };
+                if *w != widths {
+                    return Err(self.err(
+                        span,
+                        format!("datatype mismatch: set \"{n}\" has keys of {w:?} bytes per field, the expression gives {widths:?}"),
+                    ));
+                }
+                if vmap
+                    && self.prog.sets[*id as usize].verdicts.is_empty()
+                    && !self.prog.sets[*id as usize].backend.is_empty()
+                {
+                    return Err(self.err(span, format!("\"{n}\" is not a verdict map")));
+                }
+                Ok(*id)
+            }
+        }
+    }
+
+    fn matcher(
+        &mut self,
+        ti: usize,
+        t: &Table,
+        named: &HashMap<String, (u32, Vec<u8>)>,
+        m: &Match,
+        ops: &mut Vec<Op>,
+    ) -> Result<(), Error> {
+        let mut loads = Vec::new();
+        let mut deps = Vec::new();
+        self.expr(&m.left, m.span, &mut loads, &mut deps)?;
+        self.deps(t.family, &deps, ops);
+        let neg = match m.op {
+            RelOp::Implicit | RelOp::Eq => false,
+            RelOp::Ne => true,
+            _ => {
+                if let Rhs::Key(p) = &m.right
+                    && loads.len() == 1
+                    && p.len() == 1
+                    && matches!(p[0], KeyPart::Value(_))
+                {
+                    false
+                } else {
+                    return Err(
+                        self.err(m.span, "<, >, <= and >= need a single value on the right")
+                    );
+                }
+            }
+        };
+        match &m.right {
+            Rhs::Set(sref) => {
+                let set = self.set_ref(ti, t, named, sref, &loads, false, m.span)?;
+                ops.push(Op::Lookup {
+                    keys: loads.into(),
+                    set,
+                    neg,
+                });
+            }
+            Rhs::Key(parts) if parts.len() != loads.len() => {
+                return Err(self.err(
+                    m.span,
+                    format!(
+                        "the expression has {} fields, the value {}",
+                        loads.len(),
+                        parts.len()
+                    ),
+                ));
+            }
+            Rhs::Key(parts) if parts.len() > 1 => {
+                // A concatenated key: a one-element set, as nft does.
+                let elem = SetElem {
+                    key: parts.clone(),
+                    data: None,
+                    timeout_ms: None,
+                    expires_ms: None,
+                    counter: false,
+                    comment: None,
+                    span: m.span,
+                };
+                let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
+                let set = self.build_set(ti, t, &widths, &[elem], false, m.span)?;
+                ops.push(Op::Lookup {
+                    keys: loads.into(),
+                    set,
+                    neg,
+                });
+            }
+            Rhs::Key(parts) => {
+                let load = loads[0];
+                let (load, cmp) = self.single(load, m.op, &parts[0], m.span)?;
+                ops.push(Op::Cmp { load, cmp });
+            }
+        }
+        Ok(())
+    }
+
+    /// One field against one key part.
+    fn single(
+        &self,
+        load: Load,
+        op: RelOp,
+        part: &KeyPart,
+        span: Span,
+    ) -> Result<(Load, Cmp), Error> {
+        let ne = op == RelOp::Ne;
+        Ok(match part {
+            KeyPart::Value(v) if v.wildcard => {
+                let m = ifname_prefix_mask(v);
+                let x = value_u128(self.rs, span, v)? & m;
+                let l = and(load, m);
+                (l, if ne { Cmp::Ne(x) } else { Cmp::Eq(x) })
+            }
+            KeyPart::Value(v) => {
+                let x = value_u128(self.rs, span, v)?;
+                match op {
+                    RelOp::Implicit if v.dtype == DataType::TcpFlag => (and(load, x), Cmp::Ne(0)),
+                    RelOp::Implicit | RelOp::Eq => (load, Cmp::Eq(x)),
+                    RelOp::Ne => (load, Cmp::Ne(x)),
+                    RelOp::Lt => (load, Cmp::Lt(x)),
+                    RelOp::Gt => (load, Cmp::Gt(x)),
+                    RelOp::Le => (load, Cmp::Le(x)),
+                    RelOp::Ge => (load, Cmp::Ge(x)),
+                }
+            }
+            KeyPart::Range(a, b) => {
+                let (a, b) = (value_u128(self.rs, span, a)?, value_u128(self.rs, span, b)?);
+                if a > b {
+                    return Err(self.err(span, "range with its low end above its high end"));
+                }
+                (load, if ne { Cmp::NotIn(a, b) } else { Cmp::In(a, b) })
+            }
+            KeyPart::Prefix(_, plen) => {
+                let (lo, hi) = self.part_bounds(part, load.width, span)?;
+                let pm = !(lo ^ hi) & mask_bits(u32::from(load.width) * 8);
+                let mut l = and(load, pm);
+                // nft loads only the bytes the prefix covers (`ip saddr 10.0.0.0/8` is a 1-byte
+                // load), so only those need to be inside the frame.
+                let whole = load.shift == 0
+                    && load.xor == 0
+                    && load.len == load.width
+                    && load.mask == mask_bits(u32::from(load.width) * 8);
+                if whole && matches!(load.src, Src::Link | Src::Net | Src::Transport) {
+                    l.need = (u32::from(*plen).div_ceil(8)).clamp(1, u32::from(load.len)) as u8;
+                }
+                (l, if ne { Cmp::Ne(lo) } else { Cmp::Eq(lo) })
+            }
+        })
+    }
+
+    fn rule(
+        &mut self,
+        ti: usize,
+        ci: usize,
+        t: &Table,
+        named: &HashMap<String, (u32, Vec<u8>)>,
+        r: &Rule,
+    ) -> Result<RuleC, Error> {
+        let mut ops = Vec::new();
+        for s in &r.stmts {
+            match s {
+                Stmt::Match(m) => self.matcher(ti, t, named, m, &mut ops)?,
+                Stmt::Verdict(v) => {
+                    ops.push(Op::Verdict(self.verdict(ti, t, v, r.span)?));
+                    break;
+                }
+                Stmt::VerdictMap { key, map, span } => {
+                    let mut loads = Vec::new();
+                    let mut deps = Vec::new();
+                    self.expr(key, *span, &mut loads, &mut deps)?;
+                    self.deps(t.family, &deps, &mut ops);
+                    let set = self.set_ref(ti, t, named, map, &loads, true, *span)?;
+                    ops.push(Op::Vmap {
+                        keys: loads.into(),
+                        set,
+                    });
+                    break;
+                }
+                Stmt::Counter { packets, bytes } => {
+                    self.prog.counters.push(CounterC {
+                        table: ti as u32,
+                        chain: ci as u32,
+                        handle: r.handle,
+                        packets: *packets,
+                        bytes: *bytes,
+                    });
+                    ops.push(Op::Counter((self.prog.counters.len() - 1) as u32));
+                }
+                Stmt::Log { prefix, .. } => {
+                    self.prog.logs.push(prefix.clone().unwrap_or_default());
+                    ops.push(Op::Log((self.prog.logs.len() - 1) as u32));
+                }
+                Stmt::MetaSet { key, value, span } => {
+                    let mut loads = Vec::new();
+                    let mut deps = Vec::new();
+                    self.expr(value, *span, &mut loads, &mut deps)?;
+                    self.deps(t.family, &deps, &mut ops);
+                    if loads.len() != 1 {
+                        return Err(self.err(*span, "meta set needs a single value"));
+                    }
+                    let l = loads[0];
+                    match key {
+                        MetaKey::Mark => ops.push(Op::SetMark(l)),
+                        MetaKey::Nftrace => ops.push(Op::SetNftrace(l)),
+                        _ => {
+                            return Err(
+                                self.err(*span, "only meta mark and meta nftrace can be set")
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(RuleC {
+            handle: r.handle,
+            ops: ops.into(),
+        })
+    }
+}
+
+/// Targets of jumps and gotos in a chain's rules (and in the verdict maps they use), with the
+/// span of the rule.
+fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
+    let ch = &prog.chains[c as usize];
+    let model = &rs.tables[ch.table as usize].chains[ch.index as usize];
+    let mut out = Vec::new();
+    for (r, m) in ch.rules.iter().zip(&model.rules) {
+        for op in r.ops.iter() {
+            match op {
+                Op::Verdict(VerdictC::Jump(t) | VerdictC::Goto(t)) => out.push((*t, m.span)),
+                Op::Vmap { set, .. } => {
+                    for v in prog.sets[*set as usize].verdicts.iter() {
+                        if let VerdictC::Jump(t) | VerdictC::Goto(t) = v {
+                            out.push((*t, m.span));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The kernel's load-time walk from every base chain (nft_chain_validate): a chain reached at
+/// level 16 (through jumps and gotos; a loop reaches any level) fails with EMLINK. Chains no base
+/// chain reaches are not checked (the kernel accepts a loop between unreferenced chains). Also
+/// numbers the chains in topological order for the vector pipeline.
+fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
+    let n = prog.chains.len();
+    let adj: Vec<Vec<(ChainId, Span)>> = (0..n as u32).map(|c| edges(prog, rs, c)).collect();
+    // 0 = unvisited, 1 = on stack, 2 = done
+    let mut state = vec![0u8; n];
+    let mut height = vec![0u32; n];
+    let mut post: Vec<ChainId> = Vec::with_capacity(n);
+    for root in 0..n {
+        if prog.chains[root].base.is_none() || state[root] != 0 {
+            continue;
+        }
+        // Iterative DFS: (chain, next edge index).
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        state[root] = 1;
+        while let Some(&mut (c, ref mut i)) = stack.last_mut() {
+            if let Some(&(t, span)) = adj[c].get(*i) {
+                *i += 1;
+                let t = t as usize;
+                match state[t] {
+                    0 => {
+                        state[t] = 1;
+                        stack.push((t, 0));
+                    }
+                    1 => {
+                        return Err(Error::at(
+                            rs,
+                            span,
+                            format!(
+                                "jump loop: chain \"{}\" is reached again from chain \"{}\" (the kernel refuses it: Too many links)",
+                                prog.chains[t].name, prog.chains[c].name
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            } else {
+                height[c] = adj[c]
+                    .iter()
+                    .map(|&(t, _)| height[t as usize] + 1)
+                    .max()
+                    .unwrap_or(0);
+                state[c] = 2;
+                post.push(c as ChainId);
+                stack.pop();
+            }
+        }
+        if height[root] >= MAX_JUMP_LEVEL {
+            // Walk down the deepest path to the jump that reaches level 16.
+            let mut c = root;
+            let mut level = 0;
+            while let Some(&(t, span)) = adj[c].iter().max_by_key(|&&(t, _)| height[t as usize]) {
+                level += 1;
+                if level >= MAX_JUMP_LEVEL {
+                    return Err(Error::at(
+                        rs,
+                        span,
+                        format!(
+                            "chain \"{}\" would be reached through {level} jumps from base chain \"{}\"; the kernel allows at most {} (Too many links)",
+                            prog.chains[t as usize].name,
+                            prog.chains[root].name,
+                            MAX_JUMP_LEVEL - 1
+                        ),
+                    ));
+                }
+                c = t as usize;
+            }
+        }
+    }
+    // Reverse postorder: callers before callees. Unreached chains go last.
+    for c in prog.chains.iter_mut() {
+        c.rank = n as u32;
+    }
+    for (i, &c) in post.iter().rev().enumerate() {
+        prog.chains[c as usize].rank = i as u32;
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Evaluation of rules for one packet, with the kernel's semantics (nft_do_chain): the operations
+//! shared by both evaluators, and the plain per-packet walk used as the reference that the
+//! vector pipeline must agree with.
+
+use wasp_ruleset::model::Policy;
+
+use crate::engine::{Decision, FinalVerdict, Packet, TraceEvent, TraceSink};
+use crate::expr::{KEY_MAX, PktState, build_key};
+use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
+use crate::trace::{log_text, verdict_text};
+
+/// Kernel jump stack size (`NFT_JUMP_STACK_SIZE`).
+pub(crate) const JUMP_STACK: usize = 16;
+
+/// What one operation did to one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpRes {
+    /// Go on with the next operation.
+    Pass,
+    /// The rule stops here (NFT_BREAK): go on with the next rule.
+    Break,
+    /// The rule ends with this verdict.
+    Verdict(VerdictC),
+}
+
+/// Mutable things an operation may touch besides the packet's own state.
+pub(crate) struct Effects<'a, 'b> {
+    /// Counter values (packets, bytes).
+    pub counters: &'a mut [(u64, u64)],
+    /// Where trace and log events go.
+    pub trace: Option<&'a mut (dyn TraceSink + 'b)>,
+    /// `meta oifname` text, for log lines.
+    pub oif: &'a str,
+}
+
+impl Effects<'_, '_> {
+    #[inline]
+    pub fn emit(&mut self, ev: impl FnOnce() -> TraceEvent) {
+        if let Some(t) = self.trace.as_deref_mut() {
+            t.event(ev());
+        }
+    }
+}
+
+/// Apply `op` to packet `idx`.
+#[inline]
+pub(crate) fn op_one(
+    prog: &Program,
+    fx: &mut Effects<'_, '_>,
+    op: &Op,
+    idx: usize,
+    p: &Packet<'_>,
+    st: &mut PktState,
+) -> OpRes {
+    match op {
+        Op::Cmp { load, cmp } => match load.eval(p, st) {
+            Some(x) if cmp.test(x) => OpRes::Pass,
+            _ => OpRes::Break,
+        },
+        Op::Lookup { keys, set, neg } => {
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
+                return OpRes::Break;
+            };
+            let found = prog.sets[*set as usize].backend.get(&buf[..n]).is_some();
+            if found != *neg {
+                OpRes::Pass
+            } else {
+                OpRes::Break
+            }
+        }
+        Op::Vmap { keys, set } => {
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
+                return OpRes::Break;
+            };
+            let s = &prog.sets[*set as usize];
+            match s.backend.get(&buf[..n]) {
+                Some(d) => s
+                    .verdicts
+                    .get(d as usize)
+                    .map_or(OpRes::Break, |v| OpRes::Verdict(*v)),
+                None => OpRes::Break,
+            }
+        }
+        Op::Counter(c) => {
+            let c = &mut fx.counters[*c as usize];
+            c.0 += 1;
+            c.1 += u64::from(st.skb_len);
+            OpRes::Pass
+        }
+        Op::Log(l) => {
+            let oif = fx.oif;
+            fx.emit(|| TraceEvent::Log {
+                packet: idx,
+                text: log_text(&prog.logs[*l as usize], p, oif),
+            });
+            OpRes::Pass
+        }
+        Op::SetMark(load) => match load.eval(p, st) {
+            Some(v) => {
+                st.mark = v as u32;
+                OpRes::Pass
+            }
+            None => OpRes::Break,
+        },
+        Op::SetNftrace(load) => match load.eval(p, st) {
+            Some(v) => {
+                st.nftrace = v & 1 != 0;
+                OpRes::Pass
+            }
+            None => OpRes::Break,
+        },
+        Op::Verdict(v) => OpRes::Verdict(*v),
+    }
+}
+
+/// Run one rule for one packet: `None` when a match failed, `Some(None)` when every operation
+/// ran without a verdict, `Some(Some(v))` for a verdict.
+pub(crate) fn rule_one(
+    prog: &Program,
+    fx: &mut Effects<'_, '_>,
+    rule: &RuleC,
+    idx: usize,
+    p: &Packet<'_>,
+    st: &mut PktState,
+) -> Option<Option<VerdictC>> {
+    for op in rule.ops.iter() {
+        match op_one(prog, fx, op, idx, p, st) {
+            OpRes::Pass => {}
+            OpRes::Break => return None,
+            OpRes::Verdict(v) => return Some(Some(v)),
+        }
+    }
+    Some(None)
+}
+
+/// The trace event of a rule that matched.
+pub(crate) fn rule_event(
+    prog: &Program,
+    chain: ChainId,
+    handle: u64,
+    idx: usize,
+    v: Option<VerdictC>,
+) -> TraceEvent {
+    let c = &prog.chains[chain as usize];
+    TraceEvent::Rule {
+        packet: idx,
+        table: c.table,
+        chain: c.index,
+        handle,
+        verdict: verdict_text(prog, v),
+    }
+}
+
+/// The trace event of a chain's end (`policy` for a base chain, `None` for a return).
+pub(crate) fn end_event(
+    prog: &Program,
+    chain: ChainId,
+    idx: usize,
+    policy: Option<Policy>,
+) -> TraceEvent {
+    let c = &prog.chains[chain as usize];
+    TraceEvent::ChainEnd {
+        packet: idx,
+        table: c.table,
+        chain: c.index,
+        policy: policy.map(final_of),
+    }
+}
+
+/// Policy as a final verdict.
+pub(crate) fn final_of(p: Policy) -> FinalVerdict {
+    match p {
+        Policy::Accept => FinalVerdict::Accept,
+        Policy::Drop => FinalVerdict::Drop,
+    }
+}
+
+/// The policy of base chain `base` as the decision of a walk.
+pub(crate) fn policy_decision(prog: &Program, base: ChainId) -> (FinalVerdict, Decision) {
+    let c = &prog.chains[base as usize];
+    let pol = c.base.as_ref().map_or(Policy::Accept, |b| b.policy);
+    (
+        final_of(pol),
+        Decision {
+            table: c.table,
+            chain: c.index,
+            rule: None,
+        },
+    )
+}
+
+/// The base chain's policy ends the walk (end of the rules with an empty jump stack, or
+/// `return` there): its trace event and decision.
+pub(crate) fn base_policy(
+    prog: &Program,
+    fx: &mut Effects<'_, '_>,
+    base: ChainId,
+    idx: usize,
+) -> (FinalVerdict, Decision) {
+    let pol = prog.chains[base as usize]
+        .base
+        .as_ref()
+        .map_or(Policy::Accept, |b| b.policy);
+    fx.emit(|| end_event(prog, base, idx, Some(pol)));
+    policy_decision(prog, base)
+}
+
+/// A rule's verdict as the decision of a walk.
+pub(crate) fn rule_decision(prog: &Program, chain: ChainId, handle: u64) -> Decision {
+    let c = &prog.chains[chain as usize];
+    Decision {
+        table: c.table,
+        chain: c.index,
+        rule: Some(handle),
+    }
+}
+
+/// Walk one packet through base chain `base` (nft_do_chain): returns accept or drop and the
+/// rule or policy that decided.
+pub(crate) fn walk_one(
+    prog: &Program,
+    fx: &mut Effects<'_, '_>,
+    base: ChainId,
+    idx: usize,
+    p: &Packet<'_>,
+    st: &mut PktState,
+) -> (FinalVerdict, Decision) {
+    let mut stack = [(0 as ChainId, 0u32); JUMP_STACK];
+    let mut depth = 0usize;
+    let (mut c, mut r) = (base, 0u32);
+    loop {
+        let chain = &prog.chains[c as usize];
+        let Some(rule) = chain.rules.get(r as usize) else {
+            // End of the chain: return to the caller, or the base chain's policy.
+            if depth == 0 {
+                return base_policy(prog, fx, base, idx);
+            }
+            fx.emit(|| end_event(prog, c, idx, None));
+            depth -= 1;
+            (c, r) = stack[depth];
+            continue;
+        };
+        let Some(v) = rule_one(prog, fx, rule, idx, p, st) else {
+            r += 1;
+            continue;
+        };
+        fx.emit(|| rule_event(prog, c, rule.handle, idx, v));
+        match v {
+            None | Some(VerdictC::Continue) => r += 1,
+            Some(VerdictC::Accept) => {
+                return (FinalVerdict::Accept, rule_decision(prog, c, rule.handle));
+            }
+            Some(VerdictC::Drop) => {
+                return (FinalVerdict::Drop, rule_decision(prog, c, rule.handle));
+            }
+            Some(VerdictC::Return) => {
+                if depth == 0 {
+                    return base_policy(prog, fx, base, idx);
+                }
+                depth -= 1;
+                (c, r) = stack[depth];
+            }
+            Some(VerdictC::Jump(t)) => {
+                if depth == JUMP_STACK {
+                    // Unreachable after the load-time depth check; the kernel drops here.
+                    return (FinalVerdict::Drop, rule_decision(prog, c, rule.handle));
+                }
+                stack[depth] = (c, r + 1);
+                depth += 1;
+                (c, r) = (t, 0);
+            }
+            Some(VerdictC::Goto(t)) => (c, r) = (t, 0),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Compiled expressions: a load of a field from the packet (payload at a base + byte offset, a
+//! meta key, or an IPv6 extension header's presence) followed by shift, mask and xor, as the
+//! kernel's payload/meta/exthdr + bitwise expressions compute it, and a comparison of the result.
+//!
+//! Every field fits in 128 bits (the widest are IPv6 addresses and interface names), so a loaded
+//! field is a `u128` holding its big-endian bytes as a number: comparing numbers is comparing the
+//! kernel's big-endian registers with `memcmp`, which is what `cmp` and `range` do for network
+//! byte order data (and what `byteorder` + `cmp` give for host-order `meta len` / `meta mark`).
+
+use wasp_wire::PacketMeta;
+
+use crate::engine::Packet;
+
+/// Where a load reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Src {
+    /// Frame bytes from offset 0 (link-layer header; VLAN tags appear at their original
+    /// offsets, as `nft_payload_copy_vlan` rebuilds them).
+    Link,
+    /// From the network header (`PacketMeta::net_offset`).
+    Net,
+    /// From the transport header; fails without L4 info or with a non-zero fragment offset.
+    Transport,
+    /// `meta protocol` (2 bytes, big-endian EtherType).
+    Protocol,
+    /// `meta l4proto` (1 byte; 0 without L4 info).
+    L4proto,
+    /// `meta nfproto` (1 byte: 2 for IPv4, 10 for IPv6; inet family only).
+    Nfproto,
+    /// `meta len` (4 bytes, skb->len).
+    Len,
+    /// `meta mark` (4 bytes).
+    Mark,
+    /// `meta iifname` (16 NUL-padded bytes).
+    Iifname,
+    /// `meta oifname` (16 NUL-padded bytes).
+    Oifname,
+    /// `meta nftrace` (1 byte, 0 or 1).
+    Nftrace,
+    /// `exthdr X exists`: 1 when the IPv6 extension header with this bit is present.
+    Exthdr(u16),
+    /// A constant (the value is the load's `xor`, `mask` is 0).
+    Const,
+}
+
+/// A field load: `((read(src, off, len) >> shift) & mask) ^ xor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Load {
+    /// Source.
+    pub src: Src,
+    /// Byte offset from the base (payload sources only).
+    pub off: u16,
+    /// Bytes read (1..=16).
+    pub len: u8,
+    /// Bytes that must be inside the frame for the read to succeed (1..=len). Less than `len`
+    /// when a prefix match only needs the first bytes, as nft then loads only those.
+    pub need: u8,
+    /// Right shift after the read (for sub-byte fields).
+    pub shift: u8,
+    /// Mask after the shift.
+    pub mask: u128,
+    /// Xor after the mask (composes `|` and `^` with constants).
+    pub xor: u128,
+    /// Width of the field in a set key, in bytes.
+    pub width: u8,
+}
+
+/// Per-packet state the evaluator reads besides the frame.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PktState {
+    /// `meta iifname` as a number (16 NUL-padded bytes, big-endian).
+    pub iif: u128,
+    /// `meta oifname`.
+    pub oif: u128,
+    /// `meta len`.
+    pub skb_len: u32,
+    /// `meta mark`.
+    pub mark: u32,
+    /// `meta nftrace`.
+    pub nftrace: bool,
+    /// `meta nfproto` as the inet family sees it (0 for non-IP).
+    pub nfproto: u8,
+}
+
+/// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).
+pub(crate) fn ifname_value(name: &str) -> u128 {
+    let mut b = [0u8; 16];
+    let n = name.len().min(16);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u128::from_be_bytes(b)
+}
+
+/// `meta len` of a frame at the netdev ingress hook: skb->len, the frame without its Ethernet
+/// header and the VLAN tag the kernel popped (everything before the network header).
+pub(crate) fn skb_len_ingress(meta: &PacketMeta) -> u32 {
+    meta.len.saturating_sub(u32::from(meta.net_offset))
+}
+
+#[inline]
+fn read_be(frame: &[u8], start: usize, len: usize, need: usize) -> Option<u128> {
+    let avail = frame.len().checked_sub(start)?;
+    if avail < need {
+        return None;
+    }
+    let n = len.min(avail);
+    let mut v: u128 = 0;
+    for &b in &frame[start..start + n] {
+        v = (v << 8) | u128::from(b);
+    }
+    // Bytes past the frame (only possible when need < len) read as zero; the mask drops them.
+    Some(v << (8 * (len - n)))
+}
+
+impl Load {
+    /// A constant.
+    pub fn constant(v: u128, width: u8) -> Load {
+        Load {
+            src: Src::Const,
+            off: 0,
+            len: width,
+            need: width,
+            shift: 0,
+            mask: 0,
+            xor: v,
+            width,
+        }
+    }
+
+    /// A whole-value load from a non-payload source of `width` bytes.
+    pub fn meta(src: Src, width: u8) -> Load {
+        Load {
+            src,
+            off: 0,
+            len: width,
+            need: width,
+            shift: 0,
+            mask: mask_bytes(width),
+            xor: 0,
+            width,
+        }
+    }
+
+    /// Evaluate: `None` is the kernel's NFT_BREAK (read past the frame, no transport header).
+    #[inline]
+    pub fn eval(&self, p: &Packet<'_>, st: &PktState) -> Option<u128> {
+        let raw = match self.src {
+            Src::Link => read_be(
+                p.frame,
+                usize::from(self.off),
+                usize::from(self.len),
+                usize::from(self.need),
+            )?,
+            Src::Net => read_be(
+                p.frame,
+                usize::from(p.meta.net_offset) + usize::from(self.off),
+                usize::from(self.len),
+                usize::from(self.need),
+            )?,
+            Src::Transport => {
+                let l4 = p.meta.l4?;
+                if l4.fragoff != 0 {
+                    return None;
+                }
+                read_be(
+                    p.frame,
+                    usize::from(l4.offset) + usize::from(self.off),
+                    usize::from(self.len),
+                    usize::from(self.need),
+                )?
+            }
+            Src::Protocol => u128::from(p.meta.protocol),
+            Src::L4proto => p.meta.l4.map_or(0, |l| u128::from(l.proto)),
+            Src::Nfproto => u128::from(st.nfproto),
+            Src::Len => u128::from(st.skb_len),
+            Src::Mark => u128::from(st.mark),
+            Src::Iifname => st.iif,
+            Src::Oifname => st.oif,
+            Src::Nftrace => u128::from(st.nftrace),
+            Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
+            Src::Const => 0,
+        };
+        Some(((raw >> self.shift) & self.mask) ^ self.xor)
+    }
+}
+
+/// All-ones mask of `bytes` bytes.
+pub(crate) fn mask_bytes(bytes: u8) -> u128 {
+    mask_bits(u32::from(bytes) * 8)
+}
+
+/// All-ones mask of the low `bits` bits.
+pub(crate) fn mask_bits(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+/// A comparison of a loaded value, as the kernel's `cmp` and `range` expressions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    /// `==`
+    Eq(u128),
+    /// `!=`
+    Ne(u128),
+    /// `<`
+    Lt(u128),
+    /// `>`
+    Gt(u128),
+    /// `<=`
+    Le(u128),
+    /// `>=`
+    Ge(u128),
+    /// `lo..=hi`
+    In(u128, u128),
+    /// not `lo..=hi`
+    NotIn(u128, u128),
+}
+
+impl Cmp {
+    /// Whether `x` satisfies the comparison.
+    #[inline]
+    pub fn test(&self, x: u128) -> bool {
+        match *self {
+            Cmp::Eq(v) => x == v,
+            Cmp::Ne(v) => x != v,
+            Cmp::Lt(v) => x < v,
+            Cmp::Gt(v) => x > v,
+            Cmp::Le(v) => x <= v,
+            Cmp::Ge(v) => x >= v,
+            Cmp::In(lo, hi) => lo <= x && x <= hi,
+            Cmp::NotIn(lo, hi) => x < lo || hi < x,
+        }
+    }
+}
+
+/// Write the key of a lookup: each load's value in big-endian bytes of its width, concatenated.
+/// Returns the key length, or `None` when a load breaks.
+#[inline]
+pub(crate) fn build_key(
+    loads: &[Load],
+    p: &Packet<'_>,
+    st: &PktState,
+    buf: &mut [u8; KEY_MAX],
+) -> Option<usize> {
+    let mut at = 0;
+    for l in loads {
+        let v = l.eval(p, st)?;
+        let w = usize::from(l.width);
+        let bytes = v.to_be_bytes();
+        buf[at..at + w].copy_from_slice(&bytes[16 - w..]);
+        at += w;
+    }
+    Some(at)
+}
+
+/// Largest key of a lookup, in bytes.
+pub(crate) const KEY_MAX: usize = 128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_be_bounds() {
+        let f = [1u8, 2, 3, 4];
+        assert_eq!(read_be(&f, 0, 2, 2), Some(0x0102));
+        assert_eq!(read_be(&f, 2, 2, 2), Some(0x0304));
+        assert_eq!(read_be(&f, 3, 2, 2), None, "one byte past the end");
+        assert_eq!(
+            read_be(&f, 3, 2, 1),
+            Some(0x0400),
+            "prefix needs only one byte"
+        );
+        assert_eq!(read_be(&f, 5, 1, 1), None);
+    }
+
+    #[test]
+    fn ifname_is_nul_padded() {
+        let v = ifname_value("eth0");
+        let b = v.to_be_bytes();
+        assert_eq!(&b[..4], b"eth0");
+        assert!(b[4..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn cmp_ops() {
+        assert!(Cmp::In(1, 1024).test(22));
+        assert!(!Cmp::In(1, 1024).test(1025));
+        assert!(Cmp::NotIn(1, 1024).test(0));
+        assert!(Cmp::Lt(5).test(4) && !Cmp::Lt(5).test(5));
+        assert!(Cmp::Ge(5).test(5) && !Cmp::Gt(5).test(5));
+    }
+}

@@ -1,0 +1,431 @@
+//! Verdict semantics: jump/goto/return stack, continue, policies, several base chains, decisions,
+//! counters, trace, and the load-time checks.
+
+use super::*;
+use FinalVerdict::{Accept as A, Drop as D};
+
+#[derive(Default)]
+struct Rec(Vec<TraceEvent>);
+impl TraceSink for Rec {
+    fn event(&mut self, ev: TraceEvent) {
+        self.0.push(ev);
+    }
+}
+
+fn f22() -> Vec<u8> {
+    ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, SYN))
+}
+fn f80() -> Vec<u8> {
+    ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 80, SYN))
+}
+fn dport(p: u16) -> Stmt {
+    eq(pf(PayloadField::TcpDport), port(p))
+}
+
+/// base c (policy drop): [2] jump sub, [3] dport 80 accept ; sub: [5] dport 22 return,
+/// [6] counter, [7] mark set 1 — then c [3] for 80; 22 returns at once and hits the policy.
+fn jump_ruleset(policy: Policy) -> Ruleset {
+    ruleset(vec![table(
+        Family::Netdev,
+        "t",
+        vec![
+            chain(
+                "c",
+                Some((0, policy)),
+                vec![rule(vec![jump("sub")]), rule(vec![dport(80), accept()])],
+            ),
+            chain(
+                "sub",
+                None,
+                vec![
+                    rule(vec![dport(22), Stmt::Verdict(Verdict::Return)]),
+                    rule(vec![counter()]),
+                    rule(vec![set_mark(1)]),
+                ],
+            ),
+        ],
+        vec![],
+    )])
+}
+
+#[test]
+fn jump_return_and_policy() {
+    let mut e = Engine::compile(&jump_ruleset(Policy::Drop)).unwrap();
+    let out = run(&mut e, &[f22(), f80()]);
+    assert_eq!(
+        out[0],
+        Outcome {
+            verdict: D,
+            decision: Some(Decision {
+                table: 0,
+                chain: 0,
+                rule: None
+            }),
+            mark: 0
+        }
+    );
+    assert_eq!(
+        out[1],
+        Outcome {
+            verdict: A,
+            decision: Some(Decision {
+                table: 0,
+                chain: 0,
+                rule: Some(3)
+            }),
+            mark: 1
+        }
+    );
+    // The counter in sub saw only the port-80 packet: 1 packet, skb->len 40 bytes.
+    assert_eq!(e.counter(0, 1, 6), Some((1, 40)));
+    assert_eq!(e.table_name(0), "t");
+    assert_eq!(e.chain_name(0, 1), "sub");
+}
+
+#[test]
+fn trace_of_a_jump() {
+    let mut e = Engine::compile(&jump_ruleset(Policy::Drop)).unwrap();
+    let f = f80();
+    let mut rec = Rec::default();
+    let mut out = [Outcome {
+        verdict: A,
+        decision: None,
+        mark: 0,
+    }];
+    e.ingress("eth0", &[pkt(&f)], 0, &mut out, Some(&mut rec));
+    let rule = |chain, handle, v: &str| TraceEvent::Rule {
+        packet: 0,
+        table: 0,
+        chain,
+        handle,
+        verdict: v.into(),
+    };
+    assert_eq!(
+        rec.0,
+        vec![
+            rule(0, 2, "jump sub"),
+            rule(1, 6, "continue"),
+            rule(1, 7, "continue"),
+            TraceEvent::ChainEnd {
+                packet: 0,
+                table: 0,
+                chain: 1,
+                policy: None
+            },
+            rule(0, 3, "accept"),
+        ]
+    );
+    // 22 returns explicitly from sub, then runs off the end of c: policy drop.
+    let f = f22();
+    let mut rec = Rec::default();
+    e.ingress("eth0", &[pkt(&f)], 0, &mut out, Some(&mut rec));
+    assert_eq!(
+        rec.0,
+        vec![
+            rule(0, 2, "jump sub"),
+            rule(1, 5, "return"),
+            TraceEvent::ChainEnd {
+                packet: 0,
+                table: 0,
+                chain: 0,
+                policy: Some(D)
+            },
+        ]
+    );
+}
+
+#[test]
+fn goto_does_not_return_and_continue_goes_on() {
+    // c: [2] goto g, [3] accept ; g: [5] continue, [6] dport 22 drop  (end of g = c's policy)
+    let rs = ruleset(vec![table(
+        Family::Netdev,
+        "t",
+        vec![
+            chain(
+                "c",
+                Some((0, Policy::Accept)),
+                vec![rule(vec![goto("g")]), rule(vec![drop_()])],
+            ),
+            chain(
+                "g",
+                None,
+                vec![
+                    rule(vec![Stmt::Verdict(Verdict::Continue)]),
+                    rule(vec![dport(22), drop_()]),
+                ],
+            ),
+        ],
+        vec![],
+    )]);
+    let mut e = Engine::compile(&rs).unwrap();
+    let out = run(&mut e, &[f22(), f80()]);
+    assert_eq!(
+        (out[0].verdict, out[0].decision.unwrap().rule),
+        (D, Some(6))
+    );
+    // 80 runs off the end of g: no return to c's rule 3 (which would drop); c's policy accepts.
+    assert_eq!(
+        out[1].decision,
+        Some(Decision {
+            table: 0,
+            chain: 0,
+            rule: None
+        })
+    );
+    assert_eq!(out[1].verdict, A);
+}
+
+#[test]
+fn return_in_base_chain_is_policy() {
+    let mut e = one(
+        Policy::Drop,
+        vec![vec![Stmt::Verdict(Verdict::Return)], vec![accept()]],
+    );
+    let out = run(&mut e, &[f22()]);
+    assert_eq!((out[0].verdict, out[0].decision.unwrap().rule), (D, None));
+}
+
+/// Two tables; `first` declared first. Each base chain: [counter-less] mark checks.
+fn two_tables(p1: i32, p2: i32, r1: Vec<Vec<Stmt>>, r2: Vec<Vec<Stmt>>) -> Engine {
+    let rs = ruleset(vec![
+        table(
+            Family::Netdev,
+            "first",
+            vec![chain(
+                "c",
+                Some((p1, Policy::Accept)),
+                r1.into_iter().map(rule).collect(),
+            )],
+            vec![],
+        ),
+        table(
+            Family::Netdev,
+            "second",
+            vec![chain(
+                "c",
+                Some((p2, Policy::Accept)),
+                r2.into_iter().map(rule).collect(),
+            )],
+            vec![],
+        ),
+    ]);
+    Engine::compile(&rs).unwrap()
+}
+
+fn mark_is(m: u32) -> Stmt {
+    eq(
+        Expr::Meta(MetaKey::Mark),
+        val(DataType::Mark, &m.to_be_bytes()),
+    )
+}
+
+#[test]
+fn base_chains_run_by_priority_and_accept_goes_on() {
+    // first at priority 10 accepts; second at -5 sets mark 1 then accepts. Priority -5 runs
+    // first, the packet goes on to `first` after its accept; decision = last accept.
+    let mut e = two_tables(
+        10,
+        -5,
+        vec![vec![mark_is(1), accept()]],
+        vec![vec![set_mark(1), accept()]],
+    );
+    let out = run(&mut e, &[f22()]);
+    assert_eq!(
+        out[0],
+        Outcome {
+            verdict: A,
+            decision: Some(Decision {
+                table: 0,
+                chain: 0,
+                rule: Some(2)
+            }),
+            mark: 1
+        }
+    );
+    assert_eq!(e.base_chains(Hook::Ingress, "eth0"), vec![(1, 0), (0, 0)]);
+    // A drop in the first chain to run ends everything.
+    let mut e = two_tables(10, -5, vec![vec![set_mark(5)]], vec![vec![drop_()]]);
+    let out = run(&mut e, &[f22()]);
+    assert_eq!(
+        out[0],
+        Outcome {
+            verdict: D,
+            decision: Some(Decision {
+                table: 1,
+                chain: 0,
+                rule: Some(2)
+            }),
+            mark: 0
+        }
+    );
+}
+
+#[test]
+fn equal_priority_later_table_runs_first() {
+    // Checked on the kernel (two netdev tables, priority 0, counters behind mark tests): the
+    // table loaded second ran first.
+    let mut e = two_tables(
+        0,
+        0,
+        vec![vec![mark_is(2), counter()], vec![set_mark(1)]],
+        vec![vec![mark_is(1), counter()], vec![set_mark(2)]],
+    );
+    let out = run(&mut e, &[f22()]);
+    assert_eq!(out[0].mark, 1);
+    assert_eq!(e.counter(0, 0, 2), Some((1, 40)));
+    assert_eq!(e.counter(1, 0, 2), Some((0, 0)));
+}
+
+#[test]
+fn inet_ingress_sees_only_valid_ip() {
+    let rs = ruleset(vec![table(
+        Family::Inet,
+        "i",
+        vec![chain(
+            "c",
+            Some((0, Policy::Drop)),
+            vec![rule(vec![
+                eq(pf(PayloadField::IpSaddr), v4([10, 0, 0, 1])),
+                accept(),
+            ])],
+        )],
+        vec![],
+    )]);
+    let mut e = Engine::compile(&rs).unwrap();
+    let arp = eth(0x0806, &[0u8; 28]);
+    let mut bad = f22();
+    bad[14 + 3] = 200; // total length past the frame: validation fails
+    let out = run(&mut e, &[f22(), arp, bad, ipv6(6, 1, &tcp(1, 2, 0))]);
+    assert_eq!(
+        (out[0].verdict, out[0].decision.unwrap().rule),
+        (A, Some(2))
+    );
+    assert_eq!(
+        (out[1].verdict, out[1].decision),
+        (A, None),
+        "non-IP skips the inet chain"
+    );
+    assert_eq!(
+        (out[2].verdict, out[2].decision),
+        (D, None),
+        "bad IPv4 dropped by the hook"
+    );
+    assert_eq!(
+        (out[3].verdict, out[3].decision.unwrap().rule),
+        (D, None),
+        "IPv6 hits the policy"
+    );
+}
+
+#[test]
+fn no_base_chain_for_device() {
+    let mut e = one(Policy::Drop, vec![]);
+    let f = f22();
+    let mut out = [Outcome {
+        verdict: D,
+        decision: None,
+        mark: 9,
+    }];
+    e.ingress("other", &[pkt(&f)], 0, &mut out, None);
+    assert_eq!(
+        out[0],
+        Outcome {
+            verdict: A,
+            decision: None,
+            mark: 0
+        }
+    );
+    assert_eq!(e.ingress_devices(), vec!["eth0"]);
+}
+
+fn compile_err(rs: &Ruleset) -> String {
+    match Engine::compile(rs) {
+        Ok(_) => panic!("compiled"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn chains_table(chains: Vec<Chain>) -> Ruleset {
+    ruleset(vec![table(Family::Netdev, "t", chains, vec![])])
+}
+
+#[test]
+fn load_time_checks() {
+    let e = compile_err(&chains_table(vec![chain(
+        "c",
+        Some((0, Policy::Accept)),
+        vec![rule(vec![jump("nope")])],
+    )]));
+    assert!(e.contains("unknown chain \"nope\""), "{e}");
+    let e = compile_err(&chains_table(vec![
+        chain("a", Some((0, Policy::Accept)), vec![]),
+        chain("x", Some((1, Policy::Accept)), vec![rule(vec![jump("a")])]),
+    ]));
+    assert!(e.contains("base chain"), "{e}");
+    // A loop reachable from a base chain is refused ...
+    let lp = |base: bool| {
+        let mut v = vec![
+            chain("b", None, vec![rule(vec![jump("c2")])]),
+            chain("c2", None, vec![rule(vec![goto("b")])]),
+        ];
+        if base {
+            v.push(chain(
+                "a",
+                Some((0, Policy::Accept)),
+                vec![rule(vec![jump("b")])],
+            ));
+        }
+        chains_table(v)
+    };
+    assert!(compile_err(&lp(true)).contains("loop"));
+    // ... an unreferenced one is not (the kernel accepts it).
+    assert!(Engine::compile(&lp(false)).is_ok());
+    // Depth: base + 15 levels loads, 16 does not (jumps and gotos both count).
+    let depth = |n: usize, goto_: bool| {
+        let mut v = vec![chain(
+            "c0",
+            Some((0, Policy::Accept)),
+            vec![rule(vec![jump("c1")])],
+        )];
+        for i in 1..=n {
+            let r = if i < n {
+                vec![rule(vec![if goto_ {
+                    goto(&format!("c{}", i + 1))
+                } else {
+                    jump(&format!("c{}", i + 1))
+                }])]
+            } else {
+                vec![rule(vec![accept()])]
+            };
+            v.push(chain(&format!("c{i}"), None, r));
+        }
+        chains_table(v)
+    };
+    assert!(Engine::compile(&depth(15, false)).is_ok());
+    assert!(compile_err(&depth(16, false)).contains("Too many links"));
+    assert!(compile_err(&depth(16, true)).contains("Too many links"));
+}
+
+#[test]
+fn deepest_jump_stack_works() {
+    // 15 nested jumps, the last chain sets a mark and returns all the way to c0's accept.
+    let mut v = vec![chain(
+        "c0",
+        Some((0, Policy::Drop)),
+        vec![rule(vec![jump("c1")]), rule(vec![mark_is(15), accept()])],
+    )];
+    for i in 1..=15 {
+        let r = if i < 15 {
+            vec![rule(vec![jump(&format!("c{}", i + 1))])]
+        } else {
+            vec![rule(vec![set_mark(15)])]
+        };
+        v.push(chain(&format!("c{i}"), None, r));
+    }
+    let mut e = Engine::compile(&chains_table(v)).unwrap();
+    let out = run(&mut e, &[f22()]);
+    assert_eq!(
+        (out[0].verdict, out[0].decision.unwrap().rule, out[0].mark),
+        (A, Some(3), 15)
+    );
+}
