@@ -2,9 +2,9 @@
 //! checks, and the differential property test of the vector pipeline against the per-packet walk.
 //!
 //! Rulesets are built as models by hand (the parser is written in parallel); frames are built
-//! byte by byte and described by a small test-only walker that fills `PacketMeta` the way the
-//! kernel's netdev hook sees simple frames (one VLAN tag popped, IPv4 validated, IPv6 without
-//! extension headers).
+//! byte by byte and described by `wasp_wire::parse`. `meta_of`, a small walker for simple frames
+//! (one VLAN tag popped, IPv4 validated, IPv6 without extension headers), builds metadata that a
+//! test then edits by hand (e.g. the extension header bits).
 
 use proptest::prelude::*;
 use wasp_ruleset::model::*;
@@ -144,7 +144,7 @@ fn meta_of(f: &[u8]) -> PacketMeta {
 fn pkt(f: &[u8]) -> Packet<'_> {
     Packet {
         frame: f,
-        meta: meta_of(f),
+        meta: wasp_wire::parse(f),
         iifname: "eth0",
         mark: 0,
     }
