@@ -7,8 +7,13 @@
 //! - [`Error`]: every error names file:line:col, shows the line and says what was expected.
 #![forbid(unsafe_code)]
 
+pub mod datatypes;
 pub mod error;
+pub mod lexer;
 pub mod model;
+mod parser;
+mod print;
+mod services;
 
 pub use error::Error;
 pub use model::Ruleset;
@@ -21,8 +26,11 @@ use std::path::Path;
 /// # Errors
 /// [`Error`] with file:line:col for a syntax or meaning error, or an I/O error reading a file.
 pub fn parse_file(path: &Path) -> Result<Ruleset, Error> {
-    let _ = path;
-    todo!("implemented by the parser")
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    parser::parse(&text, path)
 }
 
 /// Parse ruleset text; `name` is the file name used in errors, includes resolve against the
@@ -31,12 +39,10 @@ pub fn parse_file(path: &Path) -> Result<Ruleset, Error> {
 /// # Errors
 /// As [`parse_file`].
 pub fn parse_str(text: &str, name: &str) -> Result<Ruleset, Error> {
-    let _ = (text, name);
-    todo!("implemented by the parser")
+    parser::parse(text, Path::new(name))
 }
 
 /// Print `ruleset` as `nft list ruleset` prints it (with `handles`, as `nft -a list ruleset`).
 pub fn print_ruleset(ruleset: &Ruleset, handles: bool) -> String {
-    let _ = (ruleset, handles);
-    todo!("implemented by the printer")
+    print::ruleset(ruleset, handles)
 }

@@ -1,0 +1,595 @@
+//! Values typed by their data type: parsing the text nft accepts and printing the form
+//! `nft list ruleset` shows (nft 1.0.6, checked against the kernel in a netns).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::model::{DataType, Value};
+use crate::services::SERVICES;
+
+/// Protocol names nft resolves with getprotobyname(3) / prints with getprotobynumber(3):
+/// the Debian netbase `/etc/protocols` (first name of a number is the printed one).
+const PROTOCOLS: &[(&str, u8)] = &[
+    ("ip", 0),
+    ("hopopt", 0),
+    ("icmp", 1),
+    ("igmp", 2),
+    ("ggp", 3),
+    ("ipencap", 4),
+    ("st", 5),
+    ("tcp", 6),
+    ("egp", 8),
+    ("igp", 9),
+    ("pup", 12),
+    ("udp", 17),
+    ("hmp", 20),
+    ("xns-idp", 22),
+    ("rdp", 27),
+    ("iso-tp4", 29),
+    ("dccp", 33),
+    ("xtp", 36),
+    ("ddp", 37),
+    ("idpr-cmtp", 38),
+    ("ipv6", 41),
+    ("ipv6-route", 43),
+    ("ipv6-frag", 44),
+    ("idrp", 45),
+    ("rsvp", 46),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("skip", 57),
+    ("ipv6-icmp", 58),
+    ("ipv6-nonxt", 59),
+    ("ipv6-opts", 60),
+    ("rspf", 73),
+    ("vmtp", 81),
+    ("eigrp", 88),
+    ("ospf", 89),
+    ("ax.25", 93),
+    ("ipip", 94),
+    ("etherip", 97),
+    ("encap", 98),
+    ("pim", 103),
+    ("ipcomp", 108),
+    ("vrrp", 112),
+    ("l2tp", 115),
+    ("isis", 124),
+    ("sctp", 132),
+    ("fc", 133),
+    ("mobility-header", 135),
+    ("udplite", 136),
+    ("mpls-in-ip", 137),
+    ("manet", 138),
+    ("hip", 139),
+    ("shim6", 140),
+    ("wesp", 141),
+    ("rohc", 142),
+    ("ethernet", 143),
+];
+
+/// `ether_type` symbols (`nft describe ether type`); the first of a value is printed.
+const ETHER_TYPES: &[(&str, u16)] = &[
+    ("ip", 0x0800),
+    ("arp", 0x0806),
+    ("ip6", 0x86dd),
+    ("8021q", 0x8100),
+    ("8021ad", 0x88a8),
+    ("vlan", 0x8100),
+];
+
+/// `icmp_type` symbols (`nft describe icmp type`).
+const ICMP_TYPES: &[(&str, u8)] = &[
+    ("echo-reply", 0),
+    ("destination-unreachable", 3),
+    ("source-quench", 4),
+    ("redirect", 5),
+    ("echo-request", 8),
+    ("router-advertisement", 9),
+    ("router-solicitation", 10),
+    ("time-exceeded", 11),
+    ("parameter-problem", 12),
+    ("timestamp-request", 13),
+    ("timestamp-reply", 14),
+    ("info-request", 15),
+    ("info-reply", 16),
+    ("address-mask-request", 17),
+    ("address-mask-reply", 18),
+];
+
+/// `icmp_code` symbols (`nft describe icmp code`).
+const ICMP_CODES: &[(&str, u8)] = &[
+    ("net-unreachable", 0),
+    ("host-unreachable", 1),
+    ("prot-unreachable", 2),
+    ("port-unreachable", 3),
+    ("net-prohibited", 9),
+    ("host-prohibited", 10),
+    ("admin-prohibited", 13),
+    ("frag-needed", 4),
+];
+
+/// `icmpv6_type` symbols (`nft describe icmpv6 type`).
+const ICMPV6_TYPES: &[(&str, u8)] = &[
+    ("destination-unreachable", 1),
+    ("packet-too-big", 2),
+    ("time-exceeded", 3),
+    ("parameter-problem", 4),
+    ("echo-request", 128),
+    ("echo-reply", 129),
+    ("mld-listener-query", 130),
+    ("mld-listener-report", 131),
+    ("mld-listener-done", 132),
+    ("mld-listener-reduction", 132),
+    ("nd-router-solicit", 133),
+    ("nd-router-advert", 134),
+    ("nd-neighbor-solicit", 135),
+    ("nd-neighbor-advert", 136),
+    ("nd-redirect", 137),
+    ("router-renumbering", 138),
+    ("ind-neighbor-solicit", 141),
+    ("ind-neighbor-advert", 142),
+    ("mld2-listener-report", 143),
+];
+
+/// `icmpv6_code` symbols (`nft describe icmpv6 code`).
+const ICMPV6_CODES: &[(&str, u8)] = &[
+    ("no-route", 0),
+    ("admin-prohibited", 1),
+    ("addr-unreachable", 3),
+    ("port-unreachable", 4),
+    ("policy-fail", 5),
+    ("reject-route", 6),
+];
+
+/// `dscp` symbols (`nft describe ip dscp`).
+const DSCP: &[(&str, u8)] = &[
+    ("cs0", 0x00),
+    ("cs1", 0x08),
+    ("cs2", 0x10),
+    ("cs3", 0x18),
+    ("cs4", 0x20),
+    ("cs5", 0x28),
+    ("cs6", 0x30),
+    ("cs7", 0x38),
+    ("df", 0x00),
+    ("be", 0x00),
+    ("lephb", 0x01),
+    ("af11", 0x0a),
+    ("af12", 0x0c),
+    ("af13", 0x0e),
+    ("af21", 0x12),
+    ("af22", 0x14),
+    ("af23", 0x16),
+    ("af31", 0x1a),
+    ("af32", 0x1c),
+    ("af33", 0x1e),
+    ("af41", 0x22),
+    ("af42", 0x24),
+    ("af43", 0x26),
+    ("va", 0x2c),
+    ("ef", 0x2e),
+];
+
+/// `tcp_flag` symbols (`nft describe tcp flags`), in bit order.
+pub const TCP_FLAGS: &[(&str, u8)] = &[
+    ("fin", 0x01),
+    ("syn", 0x02),
+    ("rst", 0x04),
+    ("psh", 0x08),
+    ("ack", 0x10),
+    ("urg", 0x20),
+    ("ecn", 0x40),
+    ("cwr", 0x80),
+];
+
+/// `nf_proto` symbols.
+const NFPROTO: &[(&str, u8)] = &[("ipv4", 2), ("ipv6", 10)];
+
+/// What a value of `dtype` looks like, for "expected ..." messages.
+pub fn expected(dtype: DataType) -> &'static str {
+    match dtype {
+        DataType::Integer(_) => "a number",
+        DataType::Ipv4Addr => "an IPv4 address",
+        DataType::Ipv6Addr => "an IPv6 address",
+        DataType::EtherAddr => "a MAC address",
+        DataType::EtherType => "an ether type (ip, ip6, arp, vlan, 8021q, 8021ad or a number)",
+        DataType::InetProto => "a protocol name or number",
+        DataType::InetService => "a port number or service name",
+        DataType::Mark => "a mark (a number)",
+        DataType::Ifname => "an interface name",
+        DataType::TcpFlag => "a tcp flag (fin, syn, rst, psh, ack, urg, ecn, cwr)",
+        DataType::IcmpType => "an icmp type name or number",
+        DataType::IcmpCode => "an icmp code name or number",
+        DataType::Icmpv6Type => "an icmpv6 type name or number",
+        DataType::Icmpv6Code => "an icmpv6 code name or number",
+        DataType::Dscp => "a dscp name or number",
+        DataType::NfProto => "ipv4 or ipv6",
+        DataType::Boolean => "`exists` or `missing`",
+        DataType::Verdict => "a verdict",
+    }
+}
+
+/// Parse an unsigned integer in decimal or `0x` hexadecimal.
+pub fn parse_uint(text: &str) -> Option<u128> {
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        if hex.is_empty() {
+            return None;
+        }
+        u128::from_str_radix(hex, 16).ok()
+    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// A value of `dtype` from an integer, or an error when it does not fit the type's width.
+pub fn from_uint(dtype: DataType, n: u128) -> Result<Value, String> {
+    let bits = u32::from(dtype.width_bits());
+    if bits < 128 && n >> bits != 0 {
+        return Err(format!(
+            "value {n} exceeds valid range 0-{} of {} ({bits} bits)",
+            (1u128 << bits) - 1,
+            dtype.name()
+        ));
+    }
+    let width = dtype.width_bytes();
+    let bytes = n.to_be_bytes()[16 - width..].to_vec();
+    Ok(Value {
+        dtype,
+        bytes,
+        wildcard: false,
+    })
+}
+
+/// The integer a value holds (big-endian bytes).
+pub fn to_uint(v: &Value) -> u128 {
+    v.bytes
+        .iter()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+}
+
+fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+fn name_of<T: Copy + PartialEq>(table: &[(&'static str, T)], v: T) -> Option<&'static str> {
+    table.iter().find(|(_, x)| *x == v).map(|(n, _)| *n)
+}
+
+/// Parse `text` as a value of `dtype`. `quoted` is true for a `"..."` string (only ifnames
+/// take one). The error says what was expected.
+///
+/// # Errors
+/// A message such as "expected a port number or service name, found `htps`".
+pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, String> {
+    let bad = || format!("expected {}, found `{text}`", expected(dtype));
+    if quoted && dtype != DataType::Ifname {
+        return Err(format!("expected {}, found \"{text}\"", expected(dtype)));
+    }
+    let symbolic = |table: &[(&str, u8)]| -> Result<Value, String> {
+        match lookup(table, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => match parse_uint(text) {
+                Some(n) => from_uint(dtype, n),
+                None => Err(bad()),
+            },
+        }
+    };
+    match dtype {
+        DataType::Integer(_) | DataType::Mark => match parse_uint(text) {
+            Some(n) => from_uint(dtype, n),
+            None => Err(bad()),
+        },
+        DataType::Ipv4Addr => text
+            .parse::<Ipv4Addr>()
+            .map(|a| Value {
+                dtype,
+                bytes: a.octets().to_vec(),
+                wildcard: false,
+            })
+            .map_err(|_| bad()),
+        DataType::Ipv6Addr => text
+            .parse::<Ipv6Addr>()
+            .map(|a| Value {
+                dtype,
+                bytes: a.octets().to_vec(),
+                wildcard: false,
+            })
+            .map_err(|_| bad()),
+        DataType::EtherAddr => {
+            let parts: Vec<&str> = text.split(':').collect();
+            if parts.len() != 6 {
+                return Err(bad());
+            }
+            let mut bytes = Vec::with_capacity(6);
+            for p in parts {
+                if p.is_empty() || p.len() > 2 {
+                    return Err(bad());
+                }
+                bytes.push(u8::from_str_radix(p, 16).map_err(|_| bad())?);
+            }
+            Ok(Value {
+                dtype,
+                bytes,
+                wildcard: false,
+            })
+        }
+        DataType::EtherType => match lookup(ETHER_TYPES, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => parse_uint(text)
+                .ok_or_else(bad)
+                .and_then(|n| from_uint(dtype, n)),
+        },
+        DataType::InetProto => {
+            let alias = match text {
+                "icmpv6" => Some(58),
+                _ => None,
+            };
+            match alias.or_else(|| lookup(PROTOCOLS, text)) {
+                Some(n) => from_uint(dtype, u128::from(n)),
+                None => parse_uint(text)
+                    .ok_or_else(bad)
+                    .and_then(|n| from_uint(dtype, n)),
+            }
+        }
+        DataType::InetService => match parse_uint(text) {
+            Some(n) => from_uint(dtype, n),
+            None => match SERVICES.binary_search_by(|(n, _)| (*n).cmp(text)) {
+                Ok(i) => from_uint(dtype, u128::from(SERVICES[i].1)),
+                Err(_) => Err(bad()),
+            },
+        },
+        DataType::Ifname => {
+            let (name, wildcard) = match text.strip_suffix('*') {
+                Some(n) => (n, true),
+                None => (text, false),
+            };
+            if name.len() >= 16 || (text.is_empty()) {
+                return Err(format!(
+                    "expected an interface name of at most 15 characters, found \"{text}\""
+                ));
+            }
+            let mut bytes = name.as_bytes().to_vec();
+            bytes.resize(16, 0);
+            Ok(Value {
+                dtype,
+                bytes,
+                wildcard,
+            })
+        }
+        DataType::TcpFlag => symbolic(TCP_FLAGS),
+        DataType::IcmpType => symbolic(ICMP_TYPES),
+        DataType::IcmpCode => symbolic(ICMP_CODES),
+        DataType::Icmpv6Type => symbolic(ICMPV6_TYPES),
+        DataType::Icmpv6Code => symbolic(ICMPV6_CODES),
+        DataType::Dscp => symbolic(DSCP),
+        DataType::NfProto => symbolic(NFPROTO),
+        DataType::Boolean => match text {
+            "exists" => from_uint(dtype, 1),
+            "missing" => from_uint(dtype, 0),
+            _ => Err(bad()),
+        },
+        DataType::Verdict => Err(bad()),
+    }
+}
+
+/// IPv6 text as glibc's inet_ntop writes it (what nft prints): RFC 5952 compression, and the
+/// embedded IPv4 form for `::ffff:a.b.c.d` and `::a.b.c.d`.
+pub fn ipv6_text(bytes: &[u8]) -> String {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&bytes[..16]);
+    let a = Ipv6Addr::from(b);
+    let w = a.segments();
+    if w[..6].iter().all(|x| *x == 0) && w[6] != 0 {
+        return format!("::{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
+    }
+    a.to_string()
+}
+
+/// Print a value as nft lists it.
+pub fn print_value(v: &Value) -> String {
+    let n = to_uint(v);
+    let num8 = |table: &[(&'static str, u8)]| match name_of(table, n as u8) {
+        Some(s) => s.to_string(),
+        None => n.to_string(),
+    };
+    match v.dtype {
+        DataType::Integer(_) | DataType::InetService => n.to_string(),
+        DataType::Mark => format!("0x{n:08x}"),
+        DataType::Ipv4Addr => {
+            Ipv4Addr::new(v.bytes[0], v.bytes[1], v.bytes[2], v.bytes[3]).to_string()
+        }
+        DataType::Ipv6Addr => ipv6_text(&v.bytes),
+        DataType::EtherAddr => v
+            .bytes
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        DataType::EtherType => match name_of(ETHER_TYPES, n as u16) {
+            Some(s) => s.to_string(),
+            None => format!("0x{n:04x}"),
+        },
+        DataType::InetProto => num8(PROTOCOLS),
+        DataType::Ifname => {
+            let end = v
+                .bytes
+                .iter()
+                .position(|b| *b == 0)
+                .unwrap_or(v.bytes.len());
+            let name = String::from_utf8_lossy(&v.bytes[..end]);
+            format!("\"{}{}\"", name, if v.wildcard { "*" } else { "" })
+        }
+        DataType::TcpFlag => tcp_flags_text(n as u8, " | "),
+        DataType::IcmpType => num8(ICMP_TYPES),
+        DataType::IcmpCode => num8(ICMP_CODES),
+        DataType::Icmpv6Type => num8(ICMPV6_TYPES),
+        DataType::Icmpv6Code => num8(ICMPV6_CODES),
+        DataType::Dscp => match name_of(DSCP, n as u8) {
+            Some(s) => s.to_string(),
+            None => format!("0x{n:02x}"),
+        },
+        DataType::NfProto => num8(NFPROTO),
+        DataType::Boolean => if n != 0 { "exists" } else { "missing" }.to_string(),
+        DataType::Verdict => n.to_string(),
+    }
+}
+
+/// TCP flag names of the bits of `bits` joined by `sep` (`syn,ack` in a mask, `fin | syn` in
+/// a value); `0x0` for none.
+pub fn tcp_flags_text(bits: u8, sep: &str) -> String {
+    if bits == 0 {
+        return "0x0".to_string();
+    }
+    TCP_FLAGS
+        .iter()
+        .filter(|(_, b)| bits & b != 0)
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// Parse a duration as nft writes it: `30s`, `1h2m3s`, `500ms`, `2d`, or a bare number of
+/// seconds. Returns milliseconds.
+///
+/// # Errors
+/// A message naming what was expected.
+pub fn parse_time_ms(text: &str) -> Result<u64, String> {
+    let bad = || format!("expected a time such as `30s` or `1h2m`, found `{text}`");
+    if let Some(n) = parse_uint(text) {
+        return u64::try_from(n)
+            .ok()
+            .and_then(|s| s.checked_mul(1000))
+            .ok_or_else(bad);
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else if rest.starts_with('s') {
+            (1000, 1)
+        } else if rest.starts_with('m') {
+            (60_000, 1)
+        } else if rest.starts_with('h') {
+            (3_600_000, 1)
+        } else if rest.starts_with('d') {
+            (86_400_000, 1)
+        } else {
+            return Err(bad());
+        };
+        rest = &rest[len..];
+        total = n
+            .checked_mul(unit)
+            .and_then(|x| total.checked_add(x))
+            .ok_or_else(bad)?;
+    }
+    Ok(total)
+}
+
+/// Print milliseconds as nft does: `1h2m3s`, `30s`, `9s996ms`, `1d`.
+pub fn time_text(ms: u64) -> String {
+    let mut out = String::new();
+    let mut rest = ms;
+    for (unit, name) in [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+        (1, "ms"),
+    ] {
+        if rest >= unit {
+            out.push_str(&format!("{}{}", rest / unit, name));
+            rest %= unit;
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(d: DataType, t: &str) -> Value {
+        parse_value(d, t, false).unwrap()
+    }
+
+    #[test]
+    fn values_take_their_type_width() {
+        assert_eq!(p(DataType::Integer(12), "100").bytes, vec![0x00, 0x64]);
+        assert_eq!(p(DataType::Dscp, "cs1").bytes, vec![0x08]);
+        assert_eq!(p(DataType::InetService, "https").bytes, vec![0x01, 0xbb]);
+        assert_eq!(p(DataType::InetService, "domain").bytes, vec![0x00, 53]);
+        assert_eq!(p(DataType::InetProto, "icmpv6").bytes, vec![58]);
+        assert_eq!(p(DataType::EtherType, "vlan").bytes, vec![0x81, 0x00]);
+        assert_eq!(
+            p(DataType::EtherAddr, "0:0:0:0:0:1").bytes,
+            vec![0, 0, 0, 0, 0, 1]
+        );
+        assert_eq!(p(DataType::Mark, "0x10").bytes, vec![0, 0, 0, 0x10]);
+        assert_eq!(
+            p(DataType::Ipv6Addr, "::ffff:1.2.3.4").bytes[10..],
+            [0xff, 0xff, 1, 2, 3, 4]
+        );
+        assert!(
+            parse_value(DataType::Integer(12), "4096", false)
+                .unwrap_err()
+                .contains("exceeds")
+        );
+        assert!(parse_value(DataType::Dscp, "64", false).is_err());
+        assert!(
+            parse_value(DataType::InetService, "htps", false)
+                .unwrap_err()
+                .contains("port number")
+        );
+        assert!(parse_value(DataType::Ifname, "0123456789abcdef", false).is_err());
+    }
+
+    #[test]
+    fn printing_matches_nft_list() {
+        assert_eq!(print_value(&p(DataType::InetProto, "58")), "ipv6-icmp");
+        assert_eq!(print_value(&p(DataType::InetProto, "47")), "gre");
+        assert_eq!(print_value(&p(DataType::Dscp, "be")), "cs0");
+        assert_eq!(print_value(&p(DataType::EtherType, "vlan")), "8021q");
+        assert_eq!(print_value(&p(DataType::EtherType, "0x1234")), "0x1234");
+        assert_eq!(print_value(&p(DataType::Mark, "5")), "0x00000005");
+        assert_eq!(print_value(&p(DataType::IcmpCode, "0")), "net-unreachable");
+        assert_eq!(print_value(&p(DataType::IcmpCode, "5")), "5");
+        assert_eq!(print_value(&p(DataType::TcpFlag, "3")), "fin | syn");
+        assert_eq!(
+            print_value(&p(DataType::EtherAddr, "0:0:0:0:0:1")),
+            "00:00:00:00:00:01"
+        );
+        assert_eq!(
+            print_value(&p(DataType::Ipv6Addr, "2001:db8:0:0:0:0:0:1")),
+            "2001:db8::1"
+        );
+        assert_eq!(
+            print_value(&p(DataType::Ipv6Addr, "::ffff:1.2.3.4")),
+            "::ffff:1.2.3.4"
+        );
+        assert_eq!(print_value(&p(DataType::Ifname, "eth*")), "\"eth*\"");
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time_ms("1h2m3s").unwrap(), 3_723_000);
+        assert_eq!(parse_time_ms("30").unwrap(), 30_000);
+        assert_eq!(time_text(9_996), "9s996ms");
+        assert_eq!(time_text(60_000), "1m");
+        assert!(parse_time_ms("3x").is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! Left-hand expressions: header fields, meta keys, `exthdr`, concatenations and bitwise
+//! operations.
+
+use super::{PResult, Parser};
+use crate::lexer::Tok;
+use crate::model::{BinOp, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value};
+
+/// What a rule has said so far that types later expressions (nft's protocol context).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RuleCtx {
+    /// Table family.
+    pub family: Family,
+    /// Depth of the next `vlan` header: nft 1.0.6 moves to the next tag only after a
+    /// `vlan type 8021q|8021ad` match (`vlan id 1 vlan id 2` reads the same tag twice).
+    pub vlan_depth: u8,
+    /// Network protocol named by an `ip`/`ip6` field (for "conflicting protocols").
+    pub l3: Option<&'static str>,
+    /// Transport protocol named by a `tcp`/`udp`/`icmp`/`icmpv6` field.
+    pub l4: Option<&'static str>,
+}
+
+impl RuleCtx {
+    pub fn new(family: Family) -> Self {
+        RuleCtx {
+            family,
+            vlan_depth: 0,
+            l3: None,
+            l4: None,
+        }
+    }
+}
+
+/// The header keywords that start a payload expression.
+pub(crate) const HEADERS: &[&str] = &[
+    "ether", "vlan", "ip", "ip6", "tcp", "udp", "icmp", "icmpv6", "th", "meta", "exthdr",
+];
+
+/// Meta keys nft accepts without `meta` (its `meta_key_unqualified`, of those wasp knows).
+pub(crate) const BARE_META: &[&str] = &["iifname", "oifname", "mark", "nftrace"];
+
+impl Parser<'_> {
+    /// `true` when the next token starts an expression.
+    pub(super) fn at_expr(&mut self) -> PResult<bool> {
+        Ok(match self.peek_tok()? {
+            Some(Tok::Word(w)) => HEADERS.contains(&w.as_str()) || BARE_META.contains(&w.as_str()),
+            _ => false,
+        })
+    }
+
+    /// One field: `ip saddr`, `meta mark`, `iifname`, `exthdr rt`, ...
+    pub(super) fn primary_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(head)) = self.peek_tok()? else {
+            return self.expected("an expression such as `ip saddr` or `tcp dport`");
+        };
+        if BARE_META.contains(&head.as_str()) {
+            self.advance();
+            let key = meta_key(&head).unwrap_or(MetaKey::Mark);
+            return Ok((Expr::Meta(key), span));
+        }
+        if !HEADERS.contains(&head.as_str()) {
+            return self.expected("an expression such as `ip saddr` or `tcp dport`");
+        }
+        self.advance();
+        let fspan = self.peek_span()?;
+        let field = match self.peek_tok()? {
+            Some(Tok::Word(f)) => f,
+            _ => String::new(),
+        };
+        let whole = Span {
+            len: fspan.col + fspan.len - span.col,
+            ..span
+        };
+        let d = ctx.vlan_depth;
+        use PayloadField as P;
+        let (payload, l3, l4): (
+            Option<PayloadField>,
+            Option<&'static str>,
+            Option<&'static str>,
+        ) = match (head.as_str(), field.as_str()) {
+            ("ether", "saddr") => (Some(P::EtherSaddr), None, None),
+            ("ether", "daddr") => (Some(P::EtherDaddr), None, None),
+            ("ether", "type") => (Some(P::EtherType), None, None),
+            ("vlan", "id") => (Some(P::VlanId { depth: d }), None, None),
+            ("vlan", "pcp") => (Some(P::VlanPcp { depth: d }), None, None),
+            ("vlan", "cfi" | "dei") => (Some(P::VlanCfi { depth: d }), None, None),
+            ("vlan", "type") => (Some(P::VlanType { depth: d }), None, None),
+            ("ip", "saddr") => (Some(P::IpSaddr), Some("ip"), None),
+            ("ip", "daddr") => (Some(P::IpDaddr), Some("ip"), None),
+            ("ip", "protocol") => (Some(P::IpProtocol), Some("ip"), None),
+            ("ip", "ttl") => (Some(P::IpTtl), Some("ip"), None),
+            ("ip", "length") => (Some(P::IpLength), Some("ip"), None),
+            ("ip", "dscp") => (Some(P::IpDscp), Some("ip"), None),
+            ("ip", "version") => (Some(P::IpVersion), Some("ip"), None),
+            ("ip", "hdrlength") => (Some(P::IpHdrLength), Some("ip"), None),
+            ("ip", "id") => (Some(P::IpId), Some("ip"), None),
+            ("ip6", "saddr") => (Some(P::Ip6Saddr), Some("ip6"), None),
+            ("ip6", "daddr") => (Some(P::Ip6Daddr), Some("ip6"), None),
+            ("ip6", "nexthdr") => (Some(P::Ip6Nexthdr), Some("ip6"), None),
+            ("ip6", "hoplimit") => (Some(P::Ip6Hoplimit), Some("ip6"), None),
+            ("ip6", "length") => (Some(P::Ip6Length), Some("ip6"), None),
+            ("ip6", "flowlabel") => (Some(P::Ip6Flowlabel), Some("ip6"), None),
+            ("tcp", "sport") => (Some(P::TcpSport), None, Some("tcp")),
+            ("tcp", "dport") => (Some(P::TcpDport), None, Some("tcp")),
+            ("tcp", "flags") => (Some(P::TcpFlags), None, Some("tcp")),
+            ("udp", "sport") => (Some(P::UdpSport), None, Some("udp")),
+            ("udp", "dport") => (Some(P::UdpDport), None, Some("udp")),
+            ("udp", "length") => (Some(P::UdpLength), None, Some("udp")),
+            ("icmp", "type") => (Some(P::IcmpType), Some("ip"), Some("icmp")),
+            ("icmp", "code") => (Some(P::IcmpCode), Some("ip"), Some("icmp")),
+            ("icmpv6", "type") => (Some(P::Icmpv6Type), Some("ip6"), Some("icmpv6")),
+            ("icmpv6", "code") => (Some(P::Icmpv6Code), Some("ip6"), Some("icmpv6")),
+            ("th", "sport") => (Some(P::ThSport), None, None),
+            ("th", "dport") => (Some(P::ThDport), None, None),
+            _ => (None, None, None),
+        };
+        if let Some(p) = payload {
+            self.advance();
+            if let Some(l3) = l3 {
+                if let Some(prev) = ctx.l3
+                    && prev != l3
+                {
+                    return Err(self.st.error(
+                        whole,
+                        format!("conflicting protocols specified: {prev} vs. {l3}"),
+                    ));
+                }
+                ctx.l3 = Some(l3);
+            }
+            if let Some(l4) = l4 {
+                if let Some(prev) = ctx.l4
+                    && prev != l4
+                {
+                    return Err(self.st.error(
+                        whole,
+                        format!("conflicting protocols specified: {prev} vs. {l4}"),
+                    ));
+                }
+                ctx.l4 = Some(l4);
+            }
+            return Ok((Expr::Payload(p), whole));
+        }
+        match head.as_str() {
+            "meta" => match meta_key(&field) {
+                Some(k) => {
+                    self.advance();
+                    if k == MetaKey::Nfproto && ctx.family != Family::Inet {
+                        return Err(self.st.error(
+                            whole,
+                            "meta nfproto is only useful in the inet family",
+                        ));
+                    }
+                    Ok((Expr::Meta(k), whole))
+                }
+                None => self.expected(
+                    "a meta key (`iifname`, `oifname`, `l4proto`, `nfproto`, `protocol`, `length`, `mark`, `nftrace`)",
+                ),
+            },
+            "exthdr" => {
+                let h = match field.as_str() {
+                    "hbh" => Ip6ExtHdr::HopByHop,
+                    "rt" => Ip6ExtHdr::Routing,
+                    "frag" => Ip6ExtHdr::Fragment,
+                    "dst" => Ip6ExtHdr::DestOpts,
+                    "mh" => Ip6ExtHdr::Mobility,
+                    _ => {
+                        return self.expected(
+                            "an IPv6 extension header (`hbh`, `rt`, `frag`, `dst`, `mh`)",
+                        );
+                    }
+                };
+                self.advance();
+                if let Some(prev) = ctx.l3
+                    && prev != "ip6"
+                {
+                    return Err(self.st.error(
+                        whole,
+                        format!("conflicting protocols specified: {prev} vs. ip6"),
+                    ));
+                }
+                ctx.l3 = Some("ip6");
+                Ok((Expr::ExthdrExists(h), whole))
+            }
+            _ => {
+                let fields = match head.as_str() {
+                    "ether" => "`saddr`, `daddr` or `type`",
+                    "vlan" => "`id`, `pcp`, `cfi` or `type`",
+                    "ip" => "`saddr`, `daddr`, `protocol`, `ttl`, `length`, `dscp`, `version`, `hdrlength` or `id`",
+                    "ip6" => "`saddr`, `daddr`, `nexthdr`, `hoplimit`, `length` or `flowlabel`",
+                    "tcp" => "`sport`, `dport` or `flags`",
+                    "udp" => "`sport`, `dport` or `length`",
+                    "icmp" | "icmpv6" => "`type` or `code`",
+                    _ => "`sport` or `dport`",
+                };
+                self.expected(&format!("a `{head}` field: {fields}"))
+            }
+        }
+    }
+
+    /// A field with optional bitwise operations: `tcp flags & (syn | ack)`, `meta mark & 0xff`.
+    pub(super) fn binop_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
+        let (mut e, mut span) = self.primary_expr(ctx)?;
+        loop {
+            let op = match self.peek_tok()? {
+                Some(Tok::Punct("&")) => BinOp::And,
+                Some(Tok::Punct("|")) => BinOp::Or,
+                Some(Tok::Punct("^")) => BinOp::Xor,
+                _ => break,
+            };
+            self.advance();
+            let dtype = e.dtype();
+            let (value, vspan) = self.const_or(dtype)?;
+            span.len = vspan.col + vspan.len - span.col;
+            e = Expr::Binop {
+                expr: Box::new(e),
+                op,
+                value,
+            };
+        }
+        Ok((e, span))
+    }
+
+    /// A constant, possibly `a | b | c` or in parentheses: the right side of `&`.
+    pub(super) fn const_or(&mut self, dtype: DataType) -> PResult<(Value, Span)> {
+        let start = self.peek_span()?;
+        let paren = self.eat_punct("(")?;
+        let (mut v, mut end) = self.single_value(dtype)?;
+        while self.eat_punct("|")? {
+            let (w, s) = self.single_value(dtype)?;
+            for (a, b) in v.bytes.iter_mut().zip(&w.bytes) {
+                *a |= b;
+            }
+            end = s;
+        }
+        if paren {
+            end = self.expect_punct(")")?;
+        }
+        let span = if end.line == start.line {
+            Span {
+                len: end.col + end.len - start.col,
+                ..start
+            }
+        } else {
+            start
+        };
+        Ok((v, span))
+    }
+
+    /// A concatenation of fields: `ip saddr . tcp dport`.
+    pub(super) fn concat_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
+        let (first, mut span) = self.binop_expr(ctx)?;
+        if !self.at_punct(".")? {
+            return Ok((first, span));
+        }
+        let mut parts = vec![first];
+        while self.eat_punct(".")? {
+            let (e, s) = self.binop_expr(ctx)?;
+            if s.line == span.line {
+                span.len = s.col + s.len - span.col;
+            }
+            parts.push(e);
+        }
+        Ok((Expr::Concat(parts), span))
+    }
+}
+
+/// `meta KEY` names.
+pub(crate) fn meta_key(w: &str) -> Option<MetaKey> {
+    Some(match w {
+        "iifname" => MetaKey::Iifname,
+        "oifname" => MetaKey::Oifname,
+        "l4proto" => MetaKey::L4proto,
+        "nfproto" => MetaKey::Nfproto,
+        "protocol" => MetaKey::Protocol,
+        "length" => MetaKey::Len,
+        "mark" => MetaKey::Mark,
+        "nftrace" => MetaKey::Nftrace,
+        _ => return None,
+    })
+}

@@ -1,0 +1,328 @@
+//! Applying a parsed block to its table, with handles numbered as the kernel numbers them.
+//!
+//! Facts (nft 1.0.6 + kernel 6.x, `nft -a list ruleset` after `nft -f` in a fresh netns):
+//! - table handles count from 1 per network namespace, in creation order;
+//! - each table has one counter shared by chains, sets and rules, starting at 1;
+//! - nft expands a `table { ... }` block into: its new chains, then its new sets, then the
+//!   rules chain by chain (each anonymous set, e.g. `{ 22, 80 }` or a `vmap { ... }`, takes a
+//!   handle just before its rule); a one-element anonymous set without data is turned into a
+//!   plain comparison and takes none;
+//! - a chain or set declared again (a second block, or twice in one block) takes no new
+//!   handle.
+
+use super::{PResult, Parser};
+use crate::model::{
+    BaseChain, Chain, DataType, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
+};
+
+/// A reference a rule makes that is checked once the block is applied.
+#[derive(Debug, Clone)]
+pub(crate) enum Ref {
+    /// `jump NAME` / `goto NAME` (also inside verdict maps).
+    Chain {
+        /// Target.
+        name: String,
+        /// Where.
+        span: Span,
+    },
+    /// `@NAME` used with an expression of these key types; `map` is `Some(data)` for a
+    /// `vmap @m` (data `verdict`).
+    Set {
+        /// Set name.
+        name: String,
+        /// Where.
+        span: Span,
+        /// Key types of the expression.
+        key: Vec<DataType>,
+        /// Text of the expression (for messages).
+        expr_text: String,
+        /// `Some(DataType::Verdict)` for `vmap @m`.
+        map_data: Option<DataType>,
+    },
+}
+
+/// One chain as a block declares it.
+#[derive(Debug, Clone)]
+pub(crate) struct ChainDecl {
+    pub name: String,
+    pub span: Span,
+    pub base: Option<BaseChain>,
+    pub base_span: Span,
+    pub policy: Option<(Policy, Span)>,
+    pub comment: Option<String>,
+    pub rules: Vec<Rule>,
+    /// `insert rule`: the rules go first.
+    pub insert: bool,
+}
+
+impl ChainDecl {
+    pub fn new(name: String, span: Span) -> Self {
+        ChainDecl {
+            name,
+            span,
+            base: None,
+            base_span: span,
+            policy: None,
+            comment: None,
+            rules: Vec::new(),
+            insert: false,
+        }
+    }
+}
+
+/// What one command adds to a table.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Block {
+    pub chains: Vec<ChainDecl>,
+    pub sets: Vec<SetDecl>,
+    pub comment: Option<String>,
+    pub refs: Vec<Ref>,
+}
+
+/// Chains a rule jumps or goes to (verdicts and verdict-map data).
+pub(crate) fn rule_jumps(rule: &Rule) -> impl Iterator<Item = &str> {
+    rule.stmts.iter().flat_map(|s| {
+        let mut out: Vec<&str> = Vec::new();
+        fn verdict(v: &Verdict) -> Option<&str> {
+            match v {
+                Verdict::Jump(c) | Verdict::Goto(c) => Some(c.as_str()),
+                _ => None,
+            }
+        }
+        match s {
+            Stmt::Verdict(v) => out.extend(verdict(v)),
+            Stmt::VerdictMap {
+                map: SetRef::Anonymous(elems),
+                ..
+            } => {
+                for e in elems {
+                    if let Some(crate::model::ElemData::Verdict(v)) = &e.data {
+                        out.extend(verdict(v));
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    })
+}
+
+/// Anonymous sets a rule creates in the kernel (each takes a handle).
+pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
+    rule.stmts
+        .iter()
+        .filter(|s| match s {
+            Stmt::Match(m) => matches!(m.right, Rhs::Set(SetRef::Anonymous(_))),
+            Stmt::VerdictMap { map, .. } => matches!(map, SetRef::Anonymous(_)),
+            _ => false,
+        })
+        .count() as u64
+}
+
+impl Parser<'_> {
+    /// Add `block` to table `ti`, numbering new objects, then check its references.
+    pub(super) fn apply_block(&mut self, ti: usize, block: Block) -> PResult<()> {
+        let Block {
+            chains,
+            sets,
+            comment,
+            refs,
+        } = block;
+        if comment.is_some() {
+            self.st.tables[ti].comment = comment;
+        }
+        // 1. Chains.
+        for decl in &chains {
+            let existing = self.st.tables[ti]
+                .chains
+                .iter()
+                .position(|c| c.name == decl.name);
+            let mut base = decl.base.clone();
+            if let (Some(b), Some((p, _))) = (&mut base, decl.policy) {
+                b.policy = p;
+            } else if let (None, Some((_, pspan))) = (&base, decl.policy)
+                && existing.is_none()
+            {
+                return Err(self
+                    .st
+                    .error(pspan, "a policy needs a base chain (`type ... hook ...`)"));
+            }
+            match existing {
+                Some(ci) => {
+                    let chain = &mut self.st.tables[ti].chains[ci];
+                    match (&mut chain.base, base) {
+                        (Some(old), Some(new)) => {
+                            let same = old.chain_type == new.chain_type
+                                && old.hook == new.hook
+                                && old.devices == new.devices
+                                && old.priority == new.priority;
+                            if !same {
+                                return Err(self.st.error(
+                                    decl.base_span,
+                                    format!(
+                                        "chain `{}` is already declared with a different hook",
+                                        decl.name
+                                    ),
+                                ));
+                            }
+                            old.policy = new.policy;
+                        }
+                        (None, Some(_)) => {
+                            return Err(self.st.error(
+                                decl.base_span,
+                                format!(
+                                    "chain `{}` is already declared as a regular chain",
+                                    decl.name
+                                ),
+                            ));
+                        }
+                        (Some(old), None) => {
+                            if let Some((p, _)) = decl.policy {
+                                old.policy = p;
+                            }
+                        }
+                        (None, None) => {}
+                    }
+                    if decl.comment.is_some() {
+                        chain.comment = decl.comment.clone();
+                    }
+                }
+                None => {
+                    let handle = self.take_handle(ti);
+                    self.st.tables[ti].chains.push(Chain {
+                        name: decl.name.clone(),
+                        handle,
+                        base,
+                        rules: Vec::new(),
+                        comment: decl.comment.clone(),
+                        span: decl.span,
+                    });
+                }
+            }
+        }
+        // 2. Sets.
+        for set in sets {
+            let existing = self.st.tables[ti]
+                .sets
+                .iter()
+                .position(|s| s.name == set.name);
+            match existing {
+                Some(si) => {
+                    let old = &self.st.tables[ti].sets[si];
+                    if old.key != set.key || old.data != set.data || old.is_map != set.is_map {
+                        return Err(self.st.error(
+                            set.span,
+                            format!(
+                                "set `{}` is already declared with a different type",
+                                set.name
+                            ),
+                        ));
+                    }
+                    let old = &mut self.st.tables[ti].sets[si];
+                    for e in set.elements {
+                        if !old.elements.iter().any(|x| x.key == e.key) {
+                            old.elements.push(e);
+                        }
+                    }
+                }
+                None => {
+                    let handle = self.take_handle(ti);
+                    self.st.tables[ti].sets.push(SetDecl { handle, ..set });
+                }
+            }
+        }
+        // 3. Rules, chain by chain.
+        for decl in chains {
+            let ci = self.st.tables[ti]
+                .chains
+                .iter()
+                .position(|c| c.name == decl.name)
+                .unwrap_or(0);
+            let mut at = 0usize;
+            for mut rule in decl.rules {
+                let anon = anonymous_sets(&rule);
+                self.st.next_handle[ti] += anon;
+                rule.handle = self.take_handle(ti);
+                let chain = &mut self.st.tables[ti].chains[ci];
+                if decl.insert {
+                    chain.rules.insert(at, rule);
+                    at += 1;
+                } else {
+                    chain.rules.push(rule);
+                }
+            }
+        }
+        // 4. References.
+        let mut refs = refs;
+        refs.append(&mut self.refs);
+        for r in refs {
+            self.check_ref(ti, r)?;
+        }
+        Ok(())
+    }
+
+    fn take_handle(&mut self, ti: usize) -> u64 {
+        let h = self.st.next_handle[ti];
+        self.st.next_handle[ti] += 1;
+        h
+    }
+
+    fn check_ref(&mut self, ti: usize, r: Ref) -> PResult<()> {
+        let table = &self.st.tables[ti];
+        match r {
+            Ref::Chain { name, span } => match table.chains.iter().find(|c| c.name == name) {
+                None => Err(self.st.error(span, format!("unknown chain `{name}`"))),
+                Some(c) if c.base.is_some() => Err(self.st.error(
+                    span,
+                    format!("cannot jump or go to base chain `{name}` (the kernel refuses it)"),
+                )),
+                Some(_) => Ok(()),
+            },
+            Ref::Set {
+                name,
+                span,
+                key,
+                expr_text,
+                map_data,
+            } => {
+                let Some(set) = table.sets.iter().find(|s| s.name == name) else {
+                    return Err(self.st.error(span, format!("unknown set `@{name}`")));
+                };
+                if !keys_compatible(&set.key, &key) {
+                    let want: Vec<&str> = set.key.iter().map(|d| d.name()).collect();
+                    let have: Vec<&str> = key.iter().map(|d| d.name()).collect();
+                    return Err(self.st.error(
+                        span,
+                        format!(
+                            "datatype mismatch: set `{name}` has type {}, expression `{expr_text}` has type {}",
+                            want.join(" . "),
+                            have.join(" . ")
+                        ),
+                    ));
+                }
+                match (map_data, set.data) {
+                    (Some(DataType::Verdict), Some(DataType::Verdict)) | (None, None) => Ok(()),
+                    (Some(_), _) => Err(self.st.error(
+                        span,
+                        format!(
+                            "`{name}` is not a verdict map (`map {name} {{ type ... : verdict }}`)"
+                        ),
+                    )),
+                    (None, Some(_)) => Err(self.st.error(
+                        span,
+                        format!("`{name}` is a map: use it with `vmap` or `map`, not as a set"),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// Set key types match an expression's types (integers match by width).
+pub(crate) fn keys_compatible(set: &[DataType], expr: &[DataType]) -> bool {
+    set.len() == expr.len()
+        && set.iter().zip(expr).all(|(a, b)| match (a, b) {
+            (DataType::Integer(_), DataType::Integer(_)) => a.width_bytes() == b.width_bytes(),
+            _ => a == b,
+        })
+}

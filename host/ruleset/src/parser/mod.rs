@@ -1,0 +1,429 @@
+//! Recursive-descent parser for nft syntax, producing a [`Ruleset`] with kernel-style handles.
+//!
+//! The parser works as `nft -f` does: each top-level command (a `table` block, `add rule`,
+//! `add element`, `flush ruleset`, ...) is read and then applied to the ruleset in order. A
+//! `table` block is applied the way nft expands it into its batch (new chains first, then new
+//! sets, then the rules chain by chain, each anonymous set just before its rule), which is the
+//! order in which the kernel hands out handles (see [`handles`]).
+
+mod expr;
+mod handles;
+mod rule;
+pub(crate) mod table;
+pub(crate) mod value;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Located};
+use crate::lexer::{self, Tok, Token};
+use crate::model::{FileId, Ruleset, SourceFile, Span, Table};
+
+/// Most `$variable` expansions one parse may do (guards against a define that uses itself).
+const MAX_EXPANSIONS: usize = 1_000_000;
+
+/// Parse state shared by a file and the files it includes.
+pub(crate) struct State {
+    /// Source files read so far.
+    pub sources: Vec<SourceFile>,
+    /// `define NAME = ...`: the tokens of each value.
+    pub defines: HashMap<String, Vec<Token>>,
+    /// Canonical paths of the files being parsed (include loop detection).
+    pub include_stack: Vec<PathBuf>,
+    /// Tables built so far.
+    pub tables: Vec<Table>,
+    /// Next handle of each table (parallel to `tables`).
+    pub next_handle: Vec<u64>,
+    /// Last table handle given (per netns in the kernel, never reset by `flush ruleset`).
+    pub table_handle: u64,
+    /// Expansions done.
+    pub expansions: usize,
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            sources: Vec::new(),
+            defines: HashMap::new(),
+            include_stack: Vec::new(),
+            tables: Vec::new(),
+            next_handle: Vec::new(),
+            table_handle: 0,
+            expansions: 0,
+        }
+    }
+
+    /// An error at `span` with the source line.
+    pub fn error(&self, span: Span, message: impl Into<String>) -> Error {
+        let (path, line_text) = match self.sources.get(span.file as usize) {
+            Some(src) => (
+                src.path.clone(),
+                src.text
+                    .lines()
+                    .nth(span.line.saturating_sub(1) as usize)
+                    .unwrap_or("")
+                    .to_string(),
+            ),
+            None => (PathBuf::from("<ruleset>"), String::new()),
+        };
+        Error::At(Located {
+            path,
+            line: span.line,
+            col: span.col,
+            len: span.len.max(1),
+            line_text,
+            message: message.into(),
+        })
+    }
+}
+
+/// A cursor over one file's tokens, expanding `$variables` as it goes.
+pub(crate) struct Parser<'s> {
+    toks: Vec<Token>,
+    pos: usize,
+    /// Tokens of expanded variables, to be read before `toks[pos]` (last = next).
+    pending: Vec<Token>,
+    /// Span of the end of the file (for "found end of file").
+    eof: Span,
+    file: FileId,
+    /// Folder that relative includes resolve against.
+    dir: PathBuf,
+    pub(crate) st: &'s mut State,
+    /// References made by the rules read since the last block was applied.
+    pub(crate) refs: Vec<handles::Ref>,
+}
+
+pub(crate) type PResult<T> = Result<T, Error>;
+
+impl<'s> Parser<'s> {
+    /// The next token (after expanding variables), without consuming it.
+    pub fn peek(&mut self) -> PResult<Option<&Token>> {
+        loop {
+            let next = match self.pending.last() {
+                Some(t) => t,
+                None => match self.toks.get(self.pos) {
+                    Some(t) => t,
+                    None => return Ok(None),
+                },
+            };
+            if let Tok::Var(name) = &next.tok {
+                let (name, span) = (name.clone(), next.span);
+                self.advance();
+                let Some(value) = self.st.defines.get(&name) else {
+                    return Err(self.st.error(span, format!("unknown variable `${name}`")));
+                };
+                self.st.expansions += value.len() + 1;
+                if self.st.expansions > MAX_EXPANSIONS {
+                    return Err(self
+                        .st
+                        .error(span, format!("variable `${name}` expands without end")));
+                }
+                self.pending.extend(value.iter().rev().cloned());
+                continue;
+            }
+            break;
+        }
+        Ok(self.pending.last().or_else(|| self.toks.get(self.pos)))
+    }
+
+    fn advance(&mut self) {
+        if self.pending.pop().is_none() {
+            self.pos += 1;
+        }
+    }
+
+    /// Consume and return the next token.
+    pub fn next(&mut self) -> PResult<Option<Token>> {
+        let t = self.peek()?.cloned();
+        if t.is_some() {
+            self.advance();
+        }
+        Ok(t)
+    }
+
+    /// The next token's kind, cloned (`None` at the end of the file).
+    pub fn peek_tok(&mut self) -> PResult<Option<Tok>> {
+        Ok(self.peek()?.map(|t| t.tok.clone()))
+    }
+
+    /// Span of the next token (the end of the file when there is none).
+    pub fn peek_span(&mut self) -> PResult<Span> {
+        let eof = self.eof;
+        Ok(self.peek()?.map_or(eof, |t| t.span))
+    }
+
+    /// `true` when the next token is the word `w`.
+    pub fn at_word(&mut self, w: &str) -> PResult<bool> {
+        Ok(matches!(self.peek()?, Some(Token { tok: Tok::Word(x), .. }) if x == w))
+    }
+
+    /// `true` when the next token is the punctuation `p`.
+    pub fn at_punct(&mut self, p: &str) -> PResult<bool> {
+        Ok(matches!(self.peek()?, Some(Token { tok: Tok::Punct(x), .. }) if *x == p))
+    }
+
+    /// Consume the word `w` if it is next.
+    pub fn eat_word(&mut self, w: &str) -> PResult<bool> {
+        let yes = self.at_word(w)?;
+        if yes {
+            self.advance();
+        }
+        Ok(yes)
+    }
+
+    /// Consume the punctuation `p` if it is next.
+    pub fn eat_punct(&mut self, p: &str) -> PResult<bool> {
+        let yes = self.at_punct(p)?;
+        if yes {
+            self.advance();
+        }
+        Ok(yes)
+    }
+
+    /// An error at the next token: "expected WHAT, found TOKEN".
+    pub fn expected<T>(&mut self, what: &str) -> PResult<T> {
+        let (span, found) = match self.peek()? {
+            Some(t) => (t.span, t.tok.describe()),
+            None => (self.eof, "end of file".to_string()),
+        };
+        Err(self
+            .st
+            .error(span, format!("expected {what}, found {found}")))
+    }
+
+    /// Consume the punctuation `p` or fail with "expected `p`".
+    pub fn expect_punct(&mut self, p: &str) -> PResult<Span> {
+        let span = self.peek_span()?;
+        if self.eat_punct(p)? {
+            Ok(span)
+        } else {
+            self.expected(&format!("`{p}`"))
+        }
+    }
+
+    /// Consume the word `w` or fail.
+    pub fn expect_word(&mut self, w: &str) -> PResult<Span> {
+        let span = self.peek_span()?;
+        if self.eat_word(w)? {
+            Ok(span)
+        } else {
+            self.expected(&format!("`{w}`"))
+        }
+    }
+
+    /// A name (identifier): a word or a quoted string.
+    pub fn name(&mut self, what: &str) -> PResult<(String, Span)> {
+        match self.peek()?.cloned() {
+            Some(Token {
+                tok: Tok::Word(w),
+                span,
+            }) if w
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_') =>
+            {
+                self.advance();
+                Ok((w, span))
+            }
+            Some(Token {
+                tok: Tok::Str(s),
+                span,
+            }) => {
+                self.advance();
+                Ok((s, span))
+            }
+            _ => self.expected(what),
+        }
+    }
+
+    /// A quoted string.
+    pub fn string(&mut self, what: &str) -> PResult<(String, Span)> {
+        match self.peek()?.cloned() {
+            Some(Token {
+                tok: Tok::Str(s),
+                span,
+            }) => {
+                self.advance();
+                Ok((s, span))
+            }
+            _ => self.expected(what),
+        }
+    }
+
+    /// Skip newlines and `;`.
+    pub fn skip_separators(&mut self) -> PResult<()> {
+        while matches!(self.peek_tok()?, Some(Tok::Newline) | Some(Tok::Punct(";"))) {
+            self.advance();
+        }
+        Ok(())
+    }
+
+    /// Skip newlines only (inside `{ ... }` lists).
+    pub fn skip_newlines(&mut self) -> PResult<()> {
+        while matches!(self.peek_tok()?, Some(Tok::Newline)) {
+            self.advance();
+        }
+        Ok(())
+    }
+
+    /// Require the end of a statement: a newline, `;` or the end of the file.
+    pub fn end_of_statement(&mut self) -> PResult<()> {
+        match self.peek_tok()? {
+            None | Some(Tok::Newline) | Some(Tok::Punct(";")) => Ok(()),
+            _ => self.expected("a newline or `;`"),
+        }
+    }
+
+    /// The top level of a file.
+    fn parse_file_body(&mut self) -> PResult<()> {
+        loop {
+            self.skip_separators()?;
+            if self.peek()?.is_none() {
+                return Ok(());
+            }
+            self.command()?;
+            self.end_of_statement()?;
+        }
+    }
+
+    fn include(&mut self) -> PResult<()> {
+        let (name, span) = self.string("a quoted file name after `include`")?;
+        let path = if Path::new(&name).is_absolute() {
+            PathBuf::from(&name)
+        } else {
+            self.dir.join(&name)
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        if name.contains('*') {
+            // A glob in the last component, as nft allows: every match, in name order.
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let pattern = path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                for e in rd.flatten() {
+                    let f = e.file_name().to_string_lossy().into_owned();
+                    if glob_match(&pattern, &f) && !f.starts_with('.') {
+                        files.push(e.path());
+                    }
+                }
+            }
+            files.sort();
+        } else {
+            files.push(path);
+        }
+        for path in files {
+            let canon = std::fs::canonicalize(&path).map_err(|e| {
+                self.st
+                    .error(span, format!("cannot include \"{}\": {e}", path.display()))
+            })?;
+            if self.st.include_stack.contains(&canon) {
+                return Err(self.st.error(
+                    span,
+                    format!("include loop: \"{}\" is already being read", path.display()),
+                ));
+            }
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                self.st
+                    .error(span, format!("cannot include \"{}\": {e}", path.display()))
+            })?;
+            parse_source(self.st, path, canon, text)?;
+        }
+        Ok(())
+    }
+
+    fn define(&mut self) -> PResult<()> {
+        let (name, _) = self.name("a variable name after `define`")?;
+        self.expect_punct("=")?;
+        let mut value = Vec::new();
+        let mut depth = 0usize;
+        // The raw tokens up to the end of the line (braces may span lines).
+        loop {
+            let t = match self.pending.last().or_else(|| self.toks.get(self.pos)) {
+                Some(t) => t.clone(),
+                None => break,
+            };
+            match &t.tok {
+                Tok::Newline | Tok::Punct(";") if depth == 0 => break,
+                Tok::Punct("{") => depth += 1,
+                Tok::Punct("}") => depth = depth.saturating_sub(1),
+                Tok::Var(v) if !self.st.defines.contains_key(v) => {
+                    return Err(self.st.error(t.span, format!("unknown variable `${v}`")));
+                }
+                _ => {}
+            }
+            self.advance();
+            if !matches!(t.tok, Tok::Newline) {
+                value.push(t);
+            }
+        }
+        if value.is_empty() {
+            return self.expected("a value after `=`");
+        }
+        // Expand variables now, as nft binds them at definition time.
+        let mut expanded = Vec::with_capacity(value.len());
+        for t in value {
+            match &t.tok {
+                Tok::Var(v) => expanded.extend(self.st.defines[v].iter().cloned()),
+                _ => expanded.push(t),
+            }
+        }
+        self.st.defines.insert(name, expanded);
+        Ok(())
+    }
+}
+
+/// `*` and `?` matching of a file name.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    fn go(p: &[u8], n: &[u8]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some(b'*') => (0..=n.len()).any(|i| go(&p[1..], &n[i..])),
+            Some(b'?') => !n.is_empty() && go(&p[1..], &n[1..]),
+            Some(c) => n.first() == Some(c) && go(&p[1..], &n[1..]),
+        }
+    }
+    go(pattern.as_bytes(), name.as_bytes())
+}
+
+fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, text: String) -> PResult<()> {
+    let file = st.sources.len() as FileId;
+    let toks = lexer::lex(&text, file);
+    let lines = text.lines().count().max(1) as u32;
+    let last_len = text.lines().last().map_or(0, |l| l.chars().count()) as u32;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    st.sources.push(SourceFile { path, text });
+    let toks = toks.map_err(|e| st.error(e.span, e.message))?;
+    st.include_stack.push(canon);
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        pending: Vec::new(),
+        eof: Span {
+            file,
+            line: lines,
+            col: last_len + 1,
+            len: 1,
+        },
+        file,
+        dir,
+        st,
+        refs: Vec::new(),
+    };
+    let _ = p.file;
+    let r = p.parse_file_body();
+    st.include_stack.pop();
+    r
+}
+
+/// Parse `text` named `name`; includes resolve against `dir`.
+pub(crate) fn parse(text: &str, path: &Path) -> Result<Ruleset, Error> {
+    let mut st = State::new();
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    parse_source(&mut st, path.to_path_buf(), canon, text.to_string())?;
+    Ok(Ruleset {
+        tables: st.tables,
+        sources: st.sources,
+    })
+}

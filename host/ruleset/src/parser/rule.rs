@@ -1,0 +1,384 @@
+//! Rules: matches, verdicts and statements.
+
+use super::expr::RuleCtx;
+use super::handles::Ref;
+use super::value::is_vlan_type;
+use super::{PResult, Parser};
+use crate::datatypes::TCP_FLAGS;
+use crate::lexer::Tok;
+use crate::model::{
+    BinOp, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule, SetRef,
+    Span, Stmt,
+};
+
+/// Log levels nft accepts.
+const LOG_LEVELS: &[&str] = &[
+    "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug", "audit",
+];
+
+impl Parser<'_> {
+    /// One rule, up to (not including) its newline, `;` or `}`.
+    pub(super) fn rule(&mut self, family: Family) -> PResult<Rule> {
+        let span = self.peek_span()?;
+        let mut ctx = RuleCtx::new(family);
+        let mut stmts = Vec::new();
+        let mut comment = None;
+        loop {
+            let sspan = self.peek_span()?;
+            let tok = self.peek_tok()?;
+            let word = match &tok {
+                None | Some(Tok::Newline) | Some(Tok::Punct(";")) | Some(Tok::Punct("}")) => {
+                    if stmts.is_empty() && comment.is_none() {
+                        return self.expected("a verdict, `counter`, `log` or a match");
+                    }
+                    break;
+                }
+                Some(Tok::Word(w)) => w.clone(),
+                _ => return self.expected("a verdict, `counter`, `log` or a match"),
+            };
+            if let Some((v, _)) = self.verdict()? {
+                stmts.push(Stmt::Verdict(v));
+                continue;
+            }
+            match word.as_str() {
+                "comment" => {
+                    self.advance();
+                    comment = Some(self.string("a quoted comment")?.0);
+                }
+                "counter" => {
+                    self.advance();
+                    let (mut packets, mut bytes) = (0, 0);
+                    if self.eat_word("packets")? {
+                        packets = self.number_u64()?;
+                        self.expect_word("bytes")?;
+                        bytes = self.number_u64()?;
+                    }
+                    stmts.push(Stmt::Counter { packets, bytes });
+                }
+                "log" => {
+                    self.advance();
+                    let (mut prefix, mut level) = (None, None);
+                    loop {
+                        if self.eat_word("prefix")? {
+                            prefix = Some(self.string("a quoted log prefix")?.0);
+                        } else if self.eat_word("level")? {
+                            let lspan = self.peek_span()?;
+                            match self.peek_tok()? {
+                                Some(Tok::Word(l)) if LOG_LEVELS.contains(&l.as_str()) => {
+                                    self.advance();
+                                    // `warn` is the default and nft does not list it.
+                                    level = (l != "warn").then_some(l);
+                                }
+                                _ => {
+                                    let _ = lspan;
+                                    return self.expected(
+                                        "a log level (`emerg`, `alert`, `crit`, `err`, `warn`, `notice`, `info`, `debug`)",
+                                    );
+                                }
+                            }
+                        } else {
+                            break;
+                        }
+                    }
+                    stmts.push(Stmt::Log { prefix, level });
+                }
+                _ if self.at_expr()? => {
+                    let stmt = self.match_or_set(&mut ctx, sspan)?;
+                    stmts.push(stmt);
+                }
+                _ => return self.expected("a verdict, `counter`, `log` or a match"),
+            }
+        }
+        merge_order(&mut stmts);
+        Ok(Rule {
+            handle: 0,
+            stmts,
+            comment,
+            span,
+        })
+    }
+
+    /// `EXPR [op] RHS`, `EXPR vmap { ... }` or `meta KEY set VALUE`.
+    fn match_or_set(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
+        let (left, lspan) = self.concat_expr(ctx)?;
+        if self.at_word("set")? {
+            let Expr::Meta(key) = left else {
+                return Err(self
+                    .st
+                    .error(lspan, "only `meta` keys can be set (`meta mark set 0x1`)"));
+            };
+            self.advance();
+            if !matches!(key, MetaKey::Mark | MetaKey::Nftrace) {
+                return Err(self
+                    .st
+                    .error(lspan, "only `meta mark` and `meta nftrace` can be set"));
+            }
+            let vspan = self.peek_span()?;
+            let value = if self.at_expr()? {
+                self.binop_expr(ctx)?.0
+            } else {
+                Expr::Const(self.const_or(key.dtype())?.0)
+            };
+            let span = Span {
+                len: if vspan.line == start.line {
+                    vspan.col + vspan.len - start.col
+                } else {
+                    lspan.len
+                },
+                ..start
+            };
+            return Ok(Stmt::MetaSet { key, value, span });
+        }
+        let types = left.key_types();
+        if self.eat_word("vmap")? {
+            let mspan = self.peek_span()?;
+            let map = if self.eat_punct("{")? {
+                SetRef::Anonymous(self.elements(&types, Some(DataType::Verdict), None)?)
+            } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
+                self.advance();
+                self.refs.push(Ref::Set {
+                    name: name.clone(),
+                    span: mspan,
+                    key: types.clone(),
+                    expr_text: self.st_text(lspan),
+                    map_data: Some(DataType::Verdict),
+                });
+                SetRef::Named(name)
+            } else {
+                return self.expected("`{` or `@map` after `vmap`");
+            };
+            return Ok(Stmt::VerdictMap {
+                key: left,
+                map,
+                span: start,
+            });
+        }
+        let op = match self.peek_tok()? {
+            Some(Tok::Punct("==")) => RelOp::Eq,
+            Some(Tok::Punct("!=")) => RelOp::Ne,
+            Some(Tok::Punct("<")) => RelOp::Lt,
+            Some(Tok::Punct(">")) => RelOp::Gt,
+            Some(Tok::Punct("<=")) => RelOp::Le,
+            Some(Tok::Punct(">=")) => RelOp::Ge,
+            Some(Tok::Word(w)) => match w.as_str() {
+                "eq" => RelOp::Eq,
+                "ne" => RelOp::Ne,
+                "lt" => RelOp::Lt,
+                "gt" => RelOp::Gt,
+                "le" => RelOp::Le,
+                "ge" => RelOp::Ge,
+                _ => RelOp::Implicit,
+            },
+            _ => RelOp::Implicit,
+        };
+        if op != RelOp::Implicit {
+            self.advance();
+        }
+        let rspan = self.peek_span()?;
+        let dtype = left.dtype();
+        let (mut left, mut op) = (left, op);
+        let right = if self.eat_punct("{")? {
+            let mut elems = self.elements(&types, None, None)?;
+            let single = elems.len() == 1
+                && elems[0].timeout_ms.is_none()
+                && elems[0].comment.is_none()
+                && !elems[0].counter;
+            if single {
+                // nft turns a one-element anonymous set into a plain comparison.
+                Rhs::Key(elems.remove(0).key)
+            } else {
+                Rhs::Set(SetRef::Anonymous(elems))
+            }
+        } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
+            self.advance();
+            self.refs.push(Ref::Set {
+                name: name.clone(),
+                span: rspan,
+                key: types.clone(),
+                expr_text: self.st_text(lspan),
+                map_data: None,
+            });
+            Rhs::Set(SetRef::Named(name))
+        } else if matches!(left, Expr::Concat(_)) {
+            return Err(self.st.error(
+                lspan,
+                "Use concatenations with sets and maps, not singleton values",
+            ));
+        } else if dtype == DataType::TcpFlag {
+            // `syn`, `syn|ack`, or nft's listed form `syn / syn,ack` (flags & mask == value).
+            let (v, _) = self.const_or(dtype)?;
+            if self.at_word("/")? {
+                self.advance();
+                let (mut mask, _) = self.single_value(dtype)?;
+                while self.eat_punct(",")? {
+                    let (m, _) = self.single_value(dtype)?;
+                    mask.bytes[0] |= m.bytes[0];
+                }
+                left = Expr::Binop {
+                    expr: Box::new(left),
+                    op: BinOp::And,
+                    value: mask,
+                };
+                if op == RelOp::Implicit {
+                    op = RelOp::Eq;
+                }
+            }
+            Rhs::Key(vec![KeyPart::Value(v)])
+        } else {
+            let (part, _) = self.key_part(dtype)?;
+            Rhs::Key(vec![part])
+        };
+        if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
+            (&left, op)
+        {
+            return Err(self
+                .st
+                .error(rspan, "use `exists` or `missing` without an operator"));
+        }
+        if let (Expr::Payload(PayloadField::VlanType { depth }), Rhs::Key(parts)) = (&left, &right)
+            && let [KeyPart::Value(v)] = parts.as_slice()
+            && is_vlan_type(v)
+            && matches!(op, RelOp::Implicit | RelOp::Eq)
+        {
+            ctx.vlan_depth = depth + 1;
+        }
+        let _ = TCP_FLAGS;
+        Ok(Stmt::Match(Match {
+            left,
+            op,
+            right,
+            span: start,
+        }))
+    }
+
+    /// The source text a span covers (for messages).
+    pub(super) fn st_text(&self, span: Span) -> String {
+        self.st
+            .sources
+            .get(span.file as usize)
+            .and_then(|s| s.text.lines().nth(span.line.saturating_sub(1) as usize))
+            .map(|l| {
+                l.chars()
+                    .skip(span.col.saturating_sub(1) as usize)
+                    .take(span.len as usize)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The header a payload field belongs to, for nft's dependency insertion.
+fn header_of(p: PayloadField) -> &'static str {
+    let d = p.desc();
+    match (d.base, d.dependency) {
+        (crate::model::PayloadBase::Link, _) => "link",
+        (_, crate::model::Dependency::Ipv4) => "ip",
+        (_, crate::model::Dependency::Ipv6) => "ip6",
+        (_, crate::model::Dependency::L4Proto(6)) => "tcp",
+        (_, crate::model::Dependency::L4Proto(17)) => "udp",
+        (_, crate::model::Dependency::L4Proto(_)) => "icmp",
+        _ => "th",
+    }
+}
+
+/// A payload `==` match of a whole-byte field with one value: what nft's `payload_try_merge`
+/// may combine into one load. Returns (base, offset, length) in bits.
+fn mergeable(s: &Stmt) -> Option<(crate::model::PayloadBase, u16, u16)> {
+    let Stmt::Match(m) = s else { return None };
+    let Expr::Payload(p) = m.left else {
+        return None;
+    };
+    let d = p.desc();
+    let eq = m.op == RelOp::Eq || (m.op == RelOp::Implicit && d.dtype != DataType::TcpFlag);
+    let single =
+        matches!(&m.right, Rhs::Key(parts) if matches!(parts.as_slice(), [KeyPart::Value(_)]));
+    (eq && single && d.offset_bits % 8 == 0 && d.len_bits % 8 == 0).then_some((
+        d.base,
+        d.offset_bits,
+        d.len_bits,
+    ))
+}
+
+/// Reorder statements as nft lists them after merging adjacent payload matches.
+///
+/// nft 1.0.6 (`payload_try_merge`) sorts each run of consecutive mergeable matches by
+/// offset and combines neighbours of the same base whose bytes touch (up to 16 bytes) into one
+/// load, which sits where its lowest-offset member was and is listed field by field in offset
+/// order: `ether saddr A ether daddr B` is listed as `ether daddr B ether saddr A`. A run ends
+/// at any other statement and where nft inserts a dependency (the first field of a header).
+fn merge_order(stmts: &mut Vec<Stmt>) {
+    let mut seen: Vec<&'static str> = Vec::new();
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    for (i, s) in stmts.iter().enumerate() {
+        let header = match s {
+            Stmt::Match(Match {
+                left: Expr::Payload(p),
+                ..
+            }) => Some(header_of(*p)),
+            _ => None,
+        };
+        let new_header = header.is_some_and(|h| h != "th" && !seen.contains(&h));
+        if let Some(h) = header
+            && !seen.contains(&h)
+        {
+            seen.push(h);
+        }
+        if mergeable(s).is_some() && !new_header {
+            cur.push(i);
+        } else {
+            runs.push(std::mem::take(&mut cur));
+            if mergeable(s).is_some() {
+                cur.push(i);
+            }
+        }
+    }
+    runs.push(cur);
+    let mut moved = false;
+    let mut order: Vec<Option<Vec<usize>>> = (0..stmts.len()).map(|i| Some(vec![i])).collect();
+    for run in runs.into_iter().filter(|r| r.len() >= 2) {
+        let mut sorted = run.clone();
+        sorted.sort_by_key(|i| mergeable(&stmts[*i]).map(|(_, o, _)| o));
+        let mut group: Vec<usize> = vec![sorted[0]];
+        let (mut base, mut end, mut len) = {
+            let (b, o, l) =
+                mergeable(&stmts[sorted[0]]).unwrap_or((crate::model::PayloadBase::Link, 0, 0));
+            (b, o + l, l)
+        };
+        let mut groups = Vec::new();
+        for &i in &sorted[1..] {
+            let (b, o, l) = mergeable(&stmts[i]).unwrap_or((crate::model::PayloadBase::Link, 0, 0));
+            if b == base && o == end && len + l <= 128 {
+                group.push(i);
+                end += l;
+                len += l;
+            } else {
+                groups.push(std::mem::take(&mut group));
+                group.push(i);
+                base = b;
+                end = o + l;
+                len = l;
+            }
+        }
+        groups.push(group);
+        for g in groups.into_iter().filter(|g| g.len() >= 2) {
+            let anchor = g[0];
+            for &i in &g {
+                order[i] = None;
+            }
+            order[anchor] = Some(g);
+            moved = true;
+        }
+    }
+    if !moved {
+        return;
+    }
+    let mut old: Vec<Option<Stmt>> = std::mem::take(stmts).into_iter().map(Some).collect();
+    for slot in order.into_iter().flatten() {
+        for i in slot {
+            if let Some(s) = old[i].take() {
+                stmts.push(s);
+            }
+        }
+    }
+}

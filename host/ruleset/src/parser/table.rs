@@ -1,0 +1,852 @@
+//! Top-level commands, `table` blocks, chains and set declarations.
+
+use super::handles::{Block, ChainDecl};
+use super::{PResult, Parser};
+use crate::lexer::{Tok, Token};
+use crate::model::{
+    BaseChain, ChainType, DataType, Expr, Family, Hook, Policy, SetDecl, SetFlags, Span, Table,
+};
+
+/// Standard priority names (nft's `std_prios`), in the order nft tries them when printing.
+pub(crate) const STD_PRIOS: &[(&str, i32)] = &[
+    ("raw", -300),
+    ("mangle", -150),
+    ("dstnat", -100),
+    ("filter", 0),
+    ("security", 50),
+    ("srcnat", 100),
+];
+
+/// Whether a standard priority may be named in this family and hook (nft 1.0.6
+/// `std_prio_family_hook_compat`): `dstnat` only at prerouting, `srcnat` only at postrouting,
+/// and netdev knows only `filter`.
+pub(crate) fn std_prio_ok(prio: i32, family: Family, hook: Hook) -> bool {
+    match family {
+        Family::Netdev => prio == 0,
+        _ => match prio {
+            -100 => hook == Hook::Prerouting,
+            100 => hook == Hook::Postrouting,
+            _ => true,
+        },
+    }
+}
+
+pub(crate) fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::Ip => "ip",
+        Family::Ip6 => "ip6",
+        Family::Inet => "inet",
+        Family::Arp => "arp",
+        Family::Bridge => "bridge",
+        Family::Netdev => "netdev",
+    }
+}
+
+fn family_from(w: &str) -> Option<Family> {
+    Some(match w {
+        "ip" => Family::Ip,
+        "ip6" => Family::Ip6,
+        "inet" => Family::Inet,
+        "arp" => Family::Arp,
+        "bridge" => Family::Bridge,
+        "netdev" => Family::Netdev,
+        _ => return None,
+    })
+}
+
+/// Data type names for `type ...` in a set declaration.
+pub(crate) fn dtype_from_name(w: &str) -> Option<DataType> {
+    Some(match w {
+        "ipv4_addr" => DataType::Ipv4Addr,
+        "ipv6_addr" => DataType::Ipv6Addr,
+        "ether_addr" => DataType::EtherAddr,
+        "ether_type" => DataType::EtherType,
+        "inet_proto" => DataType::InetProto,
+        "inet_service" => DataType::InetService,
+        "mark" => DataType::Mark,
+        "ifname" => DataType::Ifname,
+        "tcp_flag" => DataType::TcpFlag,
+        "icmp_type" => DataType::IcmpType,
+        "icmp_code" => DataType::IcmpCode,
+        "icmpv6_type" => DataType::Icmpv6Type,
+        "icmpv6_code" => DataType::Icmpv6Code,
+        "dscp" => DataType::Dscp,
+        "nf_proto" => DataType::NfProto,
+        "boolean" => DataType::Boolean,
+        "verdict" => DataType::Verdict,
+        _ => return None,
+    })
+}
+
+impl Parser<'_> {
+    /// One top-level command.
+    pub(super) fn command(&mut self) -> PResult<()> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`");
+        };
+        match w.as_str() {
+            "table" => {
+                self.advance();
+                self.table_command(span, true)
+            }
+            "define" | "redefine" => {
+                self.advance();
+                self.define()
+            }
+            "include" => {
+                self.advance();
+                self.include()
+            }
+            "add" | "create" => {
+                self.advance();
+                self.add_command(false)
+            }
+            "insert" => {
+                self.advance();
+                self.expect_word("rule")?;
+                self.rule_command(true)
+            }
+            "flush" => {
+                self.advance();
+                self.flush_command()
+            }
+            "delete" | "destroy" => {
+                self.advance();
+                self.delete_command()
+            }
+            _ => self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`"),
+        }
+    }
+
+    fn family(&mut self) -> PResult<Family> {
+        if let Some(Tok::Word(w)) = self.peek_tok()?
+            && let Some(f) = family_from(&w)
+        {
+            self.advance();
+            return Ok(f);
+        }
+        Ok(Family::Ip)
+    }
+
+    /// Index of an existing table, or an error at `span`.
+    fn existing_table(&mut self, family: Family, name: &str, span: Span) -> PResult<usize> {
+        match self
+            .st
+            .tables
+            .iter()
+            .position(|t| t.family == family && t.name == name)
+        {
+            Some(i) => Ok(i),
+            None => Err(self.st.error(
+                span,
+                format!("unknown table `{} {name}`", family_name(family)),
+            )),
+        }
+    }
+
+    fn table_index_or_create(&mut self, family: Family, name: &str, span: Span) -> usize {
+        if let Some(i) = self
+            .st
+            .tables
+            .iter()
+            .position(|t| t.family == family && t.name == name)
+        {
+            return i;
+        }
+        self.st.table_handle += 1;
+        self.st.tables.push(Table {
+            family,
+            name: name.to_string(),
+            handle: self.st.table_handle,
+            chains: Vec::new(),
+            sets: Vec::new(),
+            comment: None,
+            span,
+        });
+        self.st.next_handle.push(1);
+        self.st.tables.len() - 1
+    }
+
+    /// `table [family] NAME [{ ... }]` (after `table` or `add table`).
+    fn table_command(&mut self, span: Span, body_required: bool) -> PResult<()> {
+        let family = self.family()?;
+        let (name, _) = self.name("a table name")?;
+        let ti = self.table_index_or_create(family, &name, span);
+        if !self.at_punct("{")? {
+            if body_required {
+                return self.expected("`{`");
+            }
+            return Ok(());
+        }
+        self.advance();
+        let mut block = Block::default();
+        loop {
+            self.skip_separators()?;
+            let item_span = self.peek_span()?;
+            match self.peek_tok()? {
+                Some(Tok::Punct("}")) => {
+                    self.advance();
+                    break;
+                }
+                Some(Tok::Word(w)) if w == "chain" => {
+                    self.advance();
+                    let (cname, cspan) = self.name("a chain name")?;
+                    let mut decl = ChainDecl::new(cname, cspan);
+                    self.expect_punct("{")?;
+                    self.chain_body(family, &mut decl)?;
+                    block.chains.push(decl);
+                }
+                Some(Tok::Word(w)) if w == "set" || w == "map" => {
+                    self.advance();
+                    let set = self.set_decl(w == "map", item_span)?;
+                    block.sets.push(set);
+                }
+                Some(Tok::Word(w)) if w == "comment" => {
+                    self.advance();
+                    let (c, _) = self.string("a quoted comment")?;
+                    block.comment = Some(c);
+                }
+                Some(Tok::Word(w)) if w == "flags" => {
+                    self.advance();
+                    let (f, fspan) = self.name("a table flag")?;
+                    if f != "dormant" {
+                        return Err(self
+                            .st
+                            .error(fspan, format!("expected `dormant`, found `{f}`")));
+                    }
+                }
+                _ => return self.expected("`chain`, `set`, `map`, `comment` or `}`"),
+            }
+            self.end_of_item()?;
+        }
+        self.apply_block(ti, block)
+    }
+
+    /// After an item inside a block: a newline or `;` (nft requires one even before `}`).
+    fn end_of_item(&mut self) -> PResult<()> {
+        match self.peek_tok()? {
+            Some(Tok::Newline) | Some(Tok::Punct(";")) => Ok(()),
+            _ => self.expected("a newline or `;`"),
+        }
+    }
+
+    /// The inside of `chain NAME { ... }` up to and including `}`.
+    fn chain_body(&mut self, family: Family, decl: &mut ChainDecl) -> PResult<()> {
+        loop {
+            self.skip_separators()?;
+            let span = self.peek_span()?;
+            match self.peek_tok()? {
+                Some(Tok::Punct("}")) => {
+                    self.advance();
+                    return Ok(());
+                }
+                Some(Tok::Word(w)) if w == "type" => {
+                    self.advance();
+                    let base = self.hook_spec(family, span)?;
+                    if decl.base.is_some() {
+                        return Err(self.st.error(span, "the chain's hook is already given"));
+                    }
+                    decl.base = Some(base);
+                    decl.base_span = span;
+                }
+                Some(Tok::Word(w)) if w == "policy" => {
+                    self.advance();
+                    let p = if self.eat_word("accept")? {
+                        Policy::Accept
+                    } else if self.eat_word("drop")? {
+                        Policy::Drop
+                    } else {
+                        return self.expected("`accept` or `drop`");
+                    };
+                    decl.policy = Some((p, span));
+                }
+                Some(Tok::Word(w)) if w == "comment" => {
+                    self.advance();
+                    let (c, _) = self.string("a quoted comment")?;
+                    decl.comment = Some(c);
+                }
+                None => return self.expected("a rule or `}`"),
+                _ => {
+                    let rule = self.rule(family)?;
+                    decl.rules.push(rule);
+                }
+            }
+            self.end_of_item()?;
+        }
+    }
+
+    fn hook_spec(&mut self, family: Family, span: Span) -> PResult<BaseChain> {
+        let chain_type = if self.eat_word("filter")? {
+            ChainType::Filter
+        } else if self.eat_word("nat")? {
+            ChainType::Nat
+        } else if self.eat_word("route")? {
+            ChainType::Route
+        } else {
+            return self.expected("a chain type (`filter`, `nat` or `route`)");
+        };
+        self.expect_word("hook")?;
+        let hspan = self.peek_span()?;
+        let Some(Tok::Word(h)) = self.peek_tok()? else {
+            return self.expected("a hook name");
+        };
+        let hook = match h.as_str() {
+            "ingress" => Hook::Ingress,
+            "egress" => Hook::Egress,
+            "prerouting" => Hook::Prerouting,
+            "input" => Hook::Input,
+            "forward" => Hook::Forward,
+            "output" => Hook::Output,
+            "postrouting" => Hook::Postrouting,
+            _ => return self.expected("a hook name"),
+        };
+        let ok = match family {
+            Family::Netdev => matches!(hook, Hook::Ingress | Hook::Egress),
+            Family::Inet => hook != Hook::Egress,
+            Family::Arp => matches!(hook, Hook::Input | Hook::Output),
+            _ => !matches!(hook, Hook::Ingress | Hook::Egress),
+        };
+        if !ok {
+            return Err(self.st.error(
+                hspan,
+                format!(
+                    "hook `{h}` is not valid in the {} family",
+                    family_name(family)
+                ),
+            ));
+        }
+        self.advance();
+        let mut devices = Vec::new();
+        if self.eat_word("device")? {
+            devices.push(self.device_name()?);
+        } else if self.eat_word("devices")? {
+            self.expect_punct("=")?;
+            self.expect_punct("{")?;
+            loop {
+                self.skip_newlines()?;
+                devices.push(self.device_name()?);
+                self.skip_newlines()?;
+                if self.eat_punct(",")? {
+                    self.skip_newlines()?;
+                    if self.eat_punct("}")? {
+                        break;
+                    }
+                    continue;
+                }
+                self.expect_punct("}")?;
+                break;
+            }
+        }
+        self.expect_word("priority")?;
+        let priority = self.priority(family, hook)?;
+        if family == Family::Netdev && devices.is_empty() {
+            return Err(self
+                .st
+                .error(span, "Missing `device' in this chain definition"));
+        }
+        Ok(BaseChain {
+            chain_type,
+            hook,
+            devices,
+            priority,
+            policy: Policy::Accept,
+        })
+    }
+
+    fn device_name(&mut self) -> PResult<String> {
+        match self.peek_tok()? {
+            Some(Tok::Word(w) | Tok::Str(w)) => {
+                self.advance();
+                Ok(w)
+            }
+            _ => self.expected("a device name"),
+        }
+    }
+
+    fn priority(&mut self, family: Family, hook: Hook) -> PResult<i32> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("a priority (a number or a name such as `filter`)");
+        };
+        self.advance();
+        let num = |s: &str| -> Option<i32> {
+            let (neg, digits) = match s.strip_prefix('-') {
+                Some(d) => (true, d),
+                None => (false, s),
+            };
+            let v = crate::datatypes::parse_uint(digits).and_then(|v| i32::try_from(v).ok())?;
+            Some(if neg { -v } else { v })
+        };
+        if let Some(n) = num(&w) {
+            return Ok(n);
+        }
+        let Some(&(_, base)) = STD_PRIOS.iter().find(|(n, _)| *n == w) else {
+            return Err(self.st.error(
+                span,
+                format!("expected a priority (a number or a name such as `filter`), found `{w}`"),
+            ));
+        };
+        let mut len = span.len;
+        let mut value = base;
+        let sign_span = self.peek_span()?;
+        if let Some(Tok::Punct(p @ ("+" | "-"))) = self.peek_tok()? {
+            self.advance();
+            let nspan = self.peek_span()?;
+            let Some(Tok::Word(n)) = self.peek_tok()? else {
+                return self.expected("a number");
+            };
+            let Some(off) = num(&n) else {
+                return self.expected("a number");
+            };
+            self.advance();
+            value = if p == "+" { base + off } else { base - off };
+            len = nspan.col + nspan.len - span.col;
+            let _ = sign_span;
+        } else if let Some(Tok::Word(n)) = self.peek_tok()?
+            && n.starts_with('-')
+            && let Some(off) = num(&n)
+        {
+            self.advance();
+            value = base + off;
+        }
+        if !std_prio_ok(base, family, hook) {
+            return Err(self.st.error(
+                Span { len, ..span },
+                "invalid priority expression value in this context.",
+            ));
+        }
+        Ok(value)
+    }
+
+    /// `set NAME { ... }` / `map NAME { ... }` (after the keyword).
+    pub(super) fn set_decl(&mut self, is_map: bool, span: Span) -> PResult<SetDecl> {
+        let (name, _) = self.name("a set name")?;
+        self.expect_punct("{")?;
+        let mut set = SetDecl {
+            name,
+            handle: 0,
+            is_map,
+            key: Vec::new(),
+            key_typeof: None,
+            data: None,
+            flags: SetFlags::default(),
+            timeout_ms: None,
+            gc_interval_ms: None,
+            size: None,
+            counter: false,
+            elements: Vec::new(),
+            comment: None,
+            span,
+        };
+        let mut pending_elems: Vec<Token> = Vec::new();
+        let mut elem_start = None;
+        loop {
+            self.skip_separators()?;
+            let ispan = self.peek_span()?;
+            let Some(tok) = self.peek_tok()? else {
+                return self.expected("`}`");
+            };
+            let word = match &tok {
+                Tok::Punct("}") => {
+                    self.advance();
+                    break;
+                }
+                Tok::Word(w) => w.clone(),
+                _ => return self.expected("a set property (`type`, `flags`, `elements`, ...)"),
+            };
+            self.advance();
+            match word.as_str() {
+                "type" => {
+                    let mut key = Vec::new();
+                    loop {
+                        key.push(self.type_name()?);
+                        if !self.eat_punct(".")? {
+                            break;
+                        }
+                    }
+                    set.key = key;
+                    if is_map {
+                        let sep = self.peek_tok()?;
+                        if !matches!(sep, Some(Tok::Word(ref c)) if c == ":") {
+                            return self.expected("`:` and the map's data type");
+                        }
+                        self.advance();
+                        set.data = Some(self.type_name()?);
+                    }
+                }
+                "typeof" => {
+                    let mut exprs = Vec::new();
+                    loop {
+                        let (e, _) =
+                            self.primary_expr(&mut super::expr::RuleCtx::new(Family::Inet))?;
+                        exprs.push(e);
+                        if !self.eat_punct(".")? {
+                            break;
+                        }
+                    }
+                    set.key = exprs.iter().map(Expr::dtype).collect();
+                    set.key_typeof = Some(exprs);
+                    if is_map {
+                        if !matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+                            return self.expected("`:` and the map's data");
+                        }
+                        self.advance();
+                        if self.eat_word("verdict")? {
+                            set.data = Some(DataType::Verdict);
+                        } else {
+                            let (e, _) =
+                                self.primary_expr(&mut super::expr::RuleCtx::new(Family::Inet))?;
+                            set.data = Some(e.dtype());
+                        }
+                    }
+                }
+                "flags" => loop {
+                    let (f, fspan) = self.name("a set flag")?;
+                    match f.as_str() {
+                        "interval" => set.flags.interval = true,
+                        "timeout" => set.flags.timeout = true,
+                        "constant" => set.flags.constant = true,
+                        "dynamic" => set.flags.dynamic = true,
+                        _ => {
+                            return Err(self.st.error(
+                                fspan,
+                                format!(
+                                    "expected a set flag (`interval`, `timeout`, `constant`, `dynamic`), found `{f}`"
+                                ),
+                            ));
+                        }
+                    }
+                    if !self.eat_punct(",")? {
+                        break;
+                    }
+                },
+                "timeout" => set.timeout_ms = Some(self.time()?),
+                "gc-interval" => set.gc_interval_ms = Some(self.time()?),
+                "size" => {
+                    let nspan = self.peek_span()?;
+                    let Some(Tok::Word(n)) = self.peek_tok()? else {
+                        return self.expected("a number");
+                    };
+                    let Some(v) =
+                        crate::datatypes::parse_uint(&n).and_then(|v| u32::try_from(v).ok())
+                    else {
+                        return Err(self
+                            .st
+                            .error(nspan, format!("expected a number, found `{n}`")));
+                    };
+                    self.advance();
+                    set.size = Some(v);
+                }
+                "policy" => {
+                    if !(self.eat_word("performance")? || self.eat_word("memory")?) {
+                        return self.expected("`performance` or `memory`");
+                    }
+                }
+                "auto-merge" => {}
+                "counter" => set.counter = true,
+                "comment" => {
+                    let (c, _) = self.string("a quoted comment")?;
+                    set.comment = Some(c);
+                }
+                "elements" => {
+                    self.expect_punct("=")?;
+                    // Elements are typed by the key, which may be declared after them.
+                    elem_start = Some(ispan);
+                    let open = self.peek_span()?;
+                    if !self.at_punct("{")? {
+                        return self.expected("`{`");
+                    }
+                    let mut depth = 0usize;
+                    loop {
+                        let Some(t) = self.next()? else {
+                            return Err(self.st.error(open, "expected `}` to close the elements"));
+                        };
+                        match t.tok {
+                            Tok::Punct("{") => depth += 1,
+                            Tok::Punct("}") => depth -= 1,
+                            _ => {}
+                        }
+                        pending_elems.push(t);
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                _ => {
+                    return Err(self.st.error(
+                        ispan,
+                        format!(
+                            "expected a set property (`type`, `typeof`, `flags`, `timeout`, `size`, `comment`, `elements`), found `{word}`"
+                        ),
+                    ));
+                }
+            }
+            self.end_of_item()?;
+        }
+        if set.key.is_empty() {
+            return Err(self.st.error(
+                span,
+                format!("set `{}` needs a `type` or `typeof`", set.name),
+            ));
+        }
+        if !pending_elems.is_empty() {
+            // Re-read the element tokens now that the key type is known.
+            let saved = std::mem::take(&mut self.pending);
+            self.pending = pending_elems.into_iter().rev().collect();
+            self.expect_punct("{")?;
+            let elems = self.elements(&set.key.clone(), set.data, Some(set.flags.interval))?;
+            self.pending = saved;
+            set.elements = elems;
+            let _ = elem_start;
+        }
+        Ok(set)
+    }
+
+    fn type_name(&mut self) -> PResult<DataType> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("a data type such as `ipv4_addr`");
+        };
+        match dtype_from_name(&w) {
+            Some(d) => {
+                self.advance();
+                Ok(d)
+            }
+            None => Err(self.st.error(
+                span,
+                format!("expected a data type such as `ipv4_addr`, found `{w}`"),
+            )),
+        }
+    }
+
+    /// A duration (`30s`, `1h2m`).
+    pub(super) fn time(&mut self) -> PResult<u64> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("a time such as `30s`");
+        };
+        self.advance();
+        crate::datatypes::parse_time_ms(&w).map_err(|m| self.st.error(span, m))
+    }
+
+    /// `add table|chain|rule|set|map|element ...`
+    fn add_command(&mut self, _create: bool) -> PResult<()> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("`table`, `chain`, `rule`, `set`, `map` or `element`");
+        };
+        self.advance();
+        match w.as_str() {
+            "table" => self.table_command(span, false),
+            "chain" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let (cname, cspan) = self.name("a chain name")?;
+                let mut block = Block::default();
+                let mut decl = ChainDecl::new(cname, cspan);
+                if self.eat_punct("{")? {
+                    self.chain_body(family, &mut decl)?;
+                }
+                block.chains.push(decl);
+                self.apply_block(ti, block)
+            }
+            "set" | "map" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let set = self.set_decl(w == "map", span)?;
+                let block = Block {
+                    sets: vec![set],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
+            "rule" => self.rule_command(false),
+            "element" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let (sname, sspan) = self.name("a set name")?;
+                let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                let set = self.st.tables[ti].sets[si].clone();
+                self.expect_punct("{")?;
+                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                let target = &mut self.st.tables[ti].sets[si];
+                for e in elems {
+                    if !target.elements.iter().any(|x| x.key == e.key) {
+                        target.elements.push(e);
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(self.st.error(
+                span,
+                format!(
+                    "expected `table`, `chain`, `rule`, `set`, `map` or `element`, found `{w}`"
+                ),
+            )),
+        }
+    }
+
+    /// `add rule [family] TABLE CHAIN ...` / `insert rule ...`.
+    fn rule_command(&mut self, insert: bool) -> PResult<()> {
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        let (cname, cspan) = self.name("a chain name")?;
+        if !self.st.tables[ti].chains.iter().any(|c| c.name == cname) {
+            return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+        }
+        let mut block = Block::default();
+        let rule = self.rule(family)?;
+        let mut decl = ChainDecl::new(cname, cspan);
+        decl.rules.push(rule);
+        decl.insert = insert;
+        block.chains.push(decl);
+        self.apply_block(ti, block)
+    }
+
+    fn flush_command(&mut self) -> PResult<()> {
+        if self.eat_word("ruleset")? {
+            self.st.tables.clear();
+            self.st.next_handle.clear();
+            return Ok(());
+        }
+        let span = self.peek_span()?;
+        let what = if self.eat_word("table")? {
+            "table"
+        } else if self.eat_word("chain")? {
+            "chain"
+        } else if self.eat_word("set")? || self.eat_word("map")? {
+            "set"
+        } else {
+            return self.expected("`ruleset`, `table`, `chain` or `set`");
+        };
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        match what {
+            "table" => {
+                for c in &mut self.st.tables[ti].chains {
+                    c.rules.clear();
+                }
+            }
+            "chain" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                match self.st.tables[ti]
+                    .chains
+                    .iter_mut()
+                    .find(|c| c.name == cname)
+                {
+                    Some(c) => c.rules.clear(),
+                    None => return Err(self.st.error(cspan, format!("unknown chain `{cname}`"))),
+                }
+            }
+            _ => {
+                let (sname, sspan) = self.name("a set name")?;
+                match self.st.tables[ti].sets.iter_mut().find(|s| s.name == sname) {
+                    Some(s) => s.elements.clear(),
+                    None => return Err(self.st.error(sspan, format!("unknown set `{sname}`"))),
+                }
+            }
+        }
+        let _ = span;
+        Ok(())
+    }
+
+    fn delete_command(&mut self) -> PResult<()> {
+        let what = if self.eat_word("table")? {
+            "table"
+        } else if self.eat_word("chain")? {
+            "chain"
+        } else if self.eat_word("set")? || self.eat_word("map")? {
+            "set"
+        } else if self.eat_word("rule")? {
+            "rule"
+        } else if self.eat_word("element")? {
+            "element"
+        } else {
+            return self.expected("`table`, `chain`, `set`, `rule` or `element`");
+        };
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        match what {
+            "table" => {
+                self.st.tables.remove(ti);
+                self.st.next_handle.remove(ti);
+            }
+            "chain" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(ci) = t.chains.iter().position(|c| c.name == cname) else {
+                    return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+                };
+                let used = t.chains.iter().any(|c| {
+                    c.rules
+                        .iter()
+                        .any(|r| super::handles::rule_jumps(r).any(|j| j == cname))
+                });
+                if used || !t.chains[ci].rules.is_empty() {
+                    return Err(self.st.error(
+                        cspan,
+                        format!("cannot delete chain `{cname}`: it is not empty or is jumped to"),
+                    ));
+                }
+                t.chains.remove(ci);
+            }
+            "set" => {
+                let (sname, sspan) = self.name("a set name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(si) = t.sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                t.sets.remove(si);
+            }
+            "rule" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                self.expect_word("handle")?;
+                let hspan = self.peek_span()?;
+                let Some(Tok::Word(h)) = self.peek_tok()? else {
+                    return self.expected("a rule handle");
+                };
+                self.advance();
+                let h = crate::datatypes::parse_uint(&h).unwrap_or(0) as u64;
+                let t = &mut self.st.tables[ti];
+                let Some(c) = t.chains.iter_mut().find(|c| c.name == cname) else {
+                    return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+                };
+                let Some(ri) = c.rules.iter().position(|r| r.handle == h) else {
+                    return Err(self.st.error(hspan, format!("no rule with handle {h}")));
+                };
+                c.rules.remove(ri);
+            }
+            _ => {
+                let (sname, sspan) = self.name("a set name")?;
+                let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                let set = self.st.tables[ti].sets[si].clone();
+                self.expect_punct("{")?;
+                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                let target = &mut self.st.tables[ti].sets[si];
+                for e in elems {
+                    match target.elements.iter().position(|x| x.key == e.key) {
+                        Some(i) => {
+                            target.elements.remove(i);
+                        }
+                        None => {
+                            return Err(self.st.error(e.span, "element does not exist"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,292 @@
+//! Right-hand values typed by the left-hand side: single values, ranges, prefixes,
+//! concatenations and set elements.
+
+use super::handles::Ref;
+use super::{PResult, Parser};
+use crate::datatypes::{expected, parse_uint, parse_value, to_uint};
+use crate::lexer::{Tok, Token};
+use crate::model::{DataType, ElemData, KeyPart, SetElem, Span, Value, Verdict};
+
+fn join(a: Span, b: Span) -> Span {
+    if a.line == b.line && a.file == b.file && b.col >= a.col {
+        Span {
+            len: b.col + b.len - a.col,
+            ..a
+        }
+    } else {
+        a
+    }
+}
+
+/// Keep the first `bits` bits of `bytes` (big-endian), clearing the rest.
+pub(crate) fn mask_prefix(bytes: &mut [u8], bits: u32) {
+    for (i, b) in bytes.iter_mut().enumerate() {
+        let start = (i as u32) * 8;
+        if start >= bits {
+            *b = 0;
+        } else if bits - start < 8 {
+            *b &= 0xffu8 << (8 - (bits - start));
+        }
+    }
+}
+
+impl Parser<'_> {
+    /// One value of `dtype` (a word or, for an ifname, a string).
+    pub(super) fn single_value(&mut self, dtype: DataType) -> PResult<(Value, Span)> {
+        let span = self.peek_span()?;
+        match self.peek_tok()? {
+            Some(Tok::Word(w)) => {
+                let v = parse_value(dtype, &w, false).map_err(|m| self.st.error(span, m))?;
+                self.advance();
+                Ok((v, span))
+            }
+            Some(Tok::Str(s)) => {
+                let v = parse_value(dtype, &s, true).map_err(|m| self.st.error(span, m))?;
+                self.advance();
+                Ok((v, span))
+            }
+            _ => self.expected(expected(dtype)),
+        }
+    }
+
+    /// A value, a range `a-b` or a prefix `a/n` of `dtype`.
+    pub(super) fn key_part(&mut self, dtype: DataType) -> PResult<(KeyPart, Span)> {
+        let span = self.peek_span()?;
+        let (text, quoted) = match self.peek_tok()? {
+            Some(Tok::Word(w)) => (w, false),
+            Some(Tok::Str(s)) => (s, true),
+            _ => return self.expected(expected(dtype)),
+        };
+        if let Ok(v) = parse_value(dtype, &text, quoted) {
+            self.advance();
+            if self.at_punct("-")? {
+                self.advance();
+                let (hi, hspan) = self.single_value(dtype)?;
+                let whole = join(span, hspan);
+                return self.range(v, hi, whole);
+            }
+            return Ok((KeyPart::Value(v), span));
+        }
+        if !quoted && dtype != DataType::Ifname {
+            if let Some((addr, len)) = text.rsplit_once('/')
+                && let Ok(mut v) = parse_value(dtype, addr, false)
+            {
+                let bits = u32::from(dtype.width_bits());
+                let Some(n) = parse_uint(len).filter(|n| *n <= u128::from(bits)) else {
+                    return Err(self.st.error(
+                        span,
+                        format!("expected a prefix length of 0 to {bits} after `/`, found `{len}`"),
+                    ));
+                };
+                // The value is right-aligned in its bytes: mask from the first used bit.
+                let pad = (v.bytes.len() as u32) * 8 - bits;
+                mask_prefix(&mut v.bytes, pad + n as u32);
+                self.advance();
+                return Ok((KeyPart::Prefix(v, n as u8), span));
+            }
+            for (i, _) in text.match_indices('-') {
+                let (a, b) = (&text[..i], &text[i + 1..]);
+                if let (Ok(lo), Ok(hi)) =
+                    (parse_value(dtype, a, false), parse_value(dtype, b, false))
+                {
+                    self.advance();
+                    return self.range(lo, hi, span);
+                }
+            }
+        }
+        // Report the error of the plain value (it names what was expected).
+        let msg = parse_value(dtype, &text, quoted).err().unwrap_or_default();
+        Err(self.st.error(span, msg))
+    }
+
+    fn range(&mut self, lo: Value, hi: Value, span: Span) -> PResult<(KeyPart, Span)> {
+        if lo.bytes > hi.bytes {
+            return Err(self.st.error(span, "Range has zero or negative size"));
+        }
+        Ok((KeyPart::Range(lo, hi), span))
+    }
+
+    /// A key: one part per type, separated by `.`.
+    pub(super) fn key(&mut self, types: &[DataType]) -> PResult<(Vec<KeyPart>, Span)> {
+        let mut parts = Vec::with_capacity(types.len());
+        let start = self.peek_span()?;
+        let mut end = start;
+        for (i, t) in types.iter().enumerate() {
+            if i > 0 && !self.eat_punct(".")? {
+                let names: Vec<&str> = types.iter().map(|d| d.name()).collect();
+                return self.expected(&format!(
+                    "`.` and {} (the key is {})",
+                    expected(*t),
+                    names.join(" . ")
+                ));
+            }
+            let (p, s) = self.key_part(*t)?;
+            parts.push(p);
+            end = s;
+        }
+        if self.at_punct(".")? {
+            let names: Vec<&str> = types.iter().map(|d| d.name()).collect();
+            return self.expected(&format!(
+                "the end of the key ({} has {} field{})",
+                names.join(" . "),
+                types.len(),
+                if types.len() == 1 { "" } else { "s" }
+            ));
+        }
+        Ok((parts, join(start, end)))
+    }
+
+    /// A verdict word: `accept`, `drop`, `continue`, `return`, `jump X`, `goto X`.
+    pub(super) fn verdict(&mut self) -> PResult<Option<(Verdict, Span)>> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return Ok(None);
+        };
+        let v = match w.as_str() {
+            "accept" => Verdict::Accept,
+            "drop" => Verdict::Drop,
+            "continue" => Verdict::Continue,
+            "return" => Verdict::Return,
+            "jump" | "goto" => {
+                self.advance();
+                let (target, tspan) = self.name("a chain name")?;
+                self.refs.push(Ref::Chain {
+                    name: target.clone(),
+                    span: tspan,
+                });
+                let whole = join(span, tspan);
+                return Ok(Some((
+                    if w == "jump" {
+                        Verdict::Jump(target)
+                    } else {
+                        Verdict::Goto(target)
+                    },
+                    whole,
+                )));
+            }
+            _ => return Ok(None),
+        };
+        self.advance();
+        Ok(Some((v, span)))
+    }
+
+    /// Elements after `{` up to and including `}`. `interval` is `Some(false)` for a named set
+    /// without `flags interval` (ranges and prefixes are refused there, as nft does).
+    pub(super) fn elements(
+        &mut self,
+        key: &[DataType],
+        data: Option<DataType>,
+        interval: Option<bool>,
+    ) -> PResult<Vec<SetElem>> {
+        let mut out = Vec::new();
+        loop {
+            self.skip_newlines()?;
+            if self.eat_punct("}")? {
+                return Ok(out);
+            }
+            if self.eat_punct("{")? {
+                // A nested set (from a variable): its elements join this one.
+                out.extend(self.elements(key, data, interval)?);
+            } else {
+                out.push(self.element(key, data, interval)?);
+            }
+            self.skip_newlines()?;
+            if self.eat_punct(",")? {
+                continue;
+            }
+            if self.at_punct("}")? {
+                continue;
+            }
+            return self.expected("`,` or `}`");
+        }
+    }
+
+    fn element(
+        &mut self,
+        key: &[DataType],
+        data: Option<DataType>,
+        interval: Option<bool>,
+    ) -> PResult<SetElem> {
+        let (parts, span) = self.key(key)?;
+        if interval == Some(false) {
+            for p in &parts {
+                let kind = match p {
+                    KeyPart::Range(..) => "range",
+                    KeyPart::Prefix(..) => "prefix",
+                    KeyPart::Value(_) => continue,
+                };
+                return Err(self.st.error(
+                    span,
+                    format!(
+                        "You must add 'flags interval' to your set declaration if you want to add {kind} elements"
+                    ),
+                ));
+            }
+        }
+        let mut elem = SetElem {
+            key: parts,
+            data: None,
+            timeout_ms: None,
+            expires_ms: None,
+            counter: false,
+            comment: None,
+            span,
+        };
+        loop {
+            if self.eat_word("timeout")? {
+                elem.timeout_ms = Some(self.time()?);
+            } else if self.eat_word("expires")? {
+                elem.expires_ms = Some(self.time()?);
+            } else if self.eat_word("comment")? {
+                elem.comment = Some(self.string("a quoted comment")?.0);
+            } else if self.eat_word("counter")? {
+                elem.counter = true;
+                if self.eat_word("packets")? {
+                    self.number_u64()?;
+                    self.expect_word("bytes")?;
+                    self.number_u64()?;
+                }
+            } else {
+                break;
+            }
+        }
+        if let Some(d) = data {
+            if !matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+                return self.expected("`:` and the element's data");
+            }
+            self.advance();
+            if d == DataType::Verdict {
+                match self.verdict()? {
+                    Some((v, _)) => elem.data = Some(ElemData::Verdict(v)),
+                    None => {
+                        return self.expected("a verdict (`accept`, `drop`, `jump CHAIN`, ...)");
+                    }
+                }
+            } else {
+                let (v, _) = self.single_value(d)?;
+                elem.data = Some(ElemData::Value(v));
+            }
+        }
+        Ok(elem)
+    }
+
+    /// An unsigned number.
+    pub(super) fn number_u64(&mut self) -> PResult<u64> {
+        let span = self.peek_span()?;
+        if let Some(Token {
+            tok: Tok::Word(w), ..
+        }) = self.peek()?.cloned()
+            && let Some(n) = parse_uint(&w).and_then(|n| u64::try_from(n).ok())
+        {
+            self.advance();
+            return Ok(n);
+        }
+        let _ = span;
+        self.expected("a number")
+    }
+}
+
+/// `true` when the value is a VLAN ether type (8021q or 8021ad).
+pub(crate) fn is_vlan_type(v: &Value) -> bool {
+    v.dtype == DataType::EtherType && matches!(to_uint(v), 0x8100 | 0x88a8)
+}

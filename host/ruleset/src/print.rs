@@ -1,0 +1,532 @@
+//! The model printed as `nft list ruleset` (nft 1.0.6) prints it, byte for byte.
+//!
+//! What nft does that this follows (checked against `nft list ruleset` in a netns):
+//! - tabs for indentation; sets before chains; a blank line between objects;
+//! - set elements sorted by value (nft's `list_expr_sort`; `mark` and `ifname` are host
+//!   byte order and sort by their little-endian value), ranges that are prefixes shown as
+//!   prefixes, one-value ranges as the value;
+//! - named set elements wrapped by type: 5 per line for integer-like types, 2 for IPv4
+//!   addresses, 1 for the others (nft's `calculate_delim`); anonymous sets on one line;
+//! - priorities named when within 10 of a standard one allowed for the family and hook;
+//! - implicit dependencies are not in the model, so they are not printed.
+
+use std::cmp::Ordering;
+use std::fmt::Write;
+
+use crate::datatypes::{print_value, tcp_flags_text, time_text};
+use crate::model::{
+    BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
+    MetaKey, PayloadField, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt,
+    Table, Value, Verdict,
+};
+use crate::parser::table::{STD_PRIOS, family_name, std_prio_ok};
+
+pub(crate) fn ruleset(r: &Ruleset, handles: bool) -> String {
+    let mut out = String::new();
+    for t in &r.tables {
+        table(&mut out, t, handles);
+    }
+    out
+}
+
+fn handle_suffix(handles: bool, h: u64) -> String {
+    if handles {
+        format!(" # handle {h}")
+    } else {
+        String::new()
+    }
+}
+
+fn table(out: &mut String, t: &Table, handles: bool) {
+    let _ = writeln!(
+        out,
+        "table {} {} {{{}",
+        family_name(t.family),
+        t.name,
+        handle_suffix(handles, t.handle)
+    );
+    if let Some(c) = &t.comment {
+        let _ = writeln!(out, "\tcomment \"{c}\"");
+    }
+    let mut first = true;
+    for s in &t.sets {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        set(out, s, handles);
+    }
+    for c in &t.chains {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        chain(out, t.family, c, handles);
+    }
+    out.push_str("}\n");
+}
+
+fn set(out: &mut String, s: &SetDecl, handles: bool) {
+    let kw = if s.is_map { "map" } else { "set" };
+    let _ = writeln!(
+        out,
+        "\t{kw} {} {{{}",
+        s.name,
+        handle_suffix(handles, s.handle)
+    );
+    match &s.key_typeof {
+        Some(exprs) => {
+            let text: Vec<String> = exprs.iter().map(expr).collect();
+            let _ = write!(out, "\t\ttypeof {}", text.join(" . "));
+        }
+        None => {
+            let names: Vec<&str> = s.key.iter().map(|d| d.name()).collect();
+            let _ = write!(out, "\t\ttype {}", names.join(" . "));
+        }
+    }
+    if let Some(d) = s.data {
+        let _ = write!(out, " : {}", d.name());
+    }
+    out.push('\n');
+    if let Some(n) = s.size {
+        let _ = writeln!(out, "\t\tsize {n}");
+    }
+    let f = s.flags;
+    // nft drops a lone `timeout` flag when the set has a default timeout.
+    let timeout_flag =
+        f.timeout && !(s.timeout_ms.is_some() && !f.constant && !f.interval && !f.dynamic);
+    let mut flags = Vec::new();
+    if f.constant {
+        flags.push("constant");
+    }
+    if f.interval {
+        flags.push("interval");
+    }
+    if timeout_flag {
+        flags.push("timeout");
+    }
+    if f.dynamic {
+        flags.push("dynamic");
+    }
+    if !flags.is_empty() {
+        let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    }
+    if let Some(t) = s.timeout_ms {
+        let _ = writeln!(out, "\t\ttimeout {}", time_text(t));
+    }
+    if let Some(t) = s.gc_interval_ms {
+        let _ = writeln!(out, "\t\tgc-interval {}", time_text(t));
+    }
+    if let Some(c) = &s.comment {
+        let _ = writeln!(out, "\t\tcomment \"{c}\"");
+    }
+    if !s.elements.is_empty() {
+        let per_line = match (s.key.as_slice(), s.key_typeof.is_some()) {
+            ([d], _) => match d {
+                DataType::NfProto
+                | DataType::Integer(_)
+                | DataType::InetProto
+                | DataType::InetService
+                | DataType::TcpFlag
+                | DataType::Mark => 5,
+                DataType::Ipv4Addr => 2,
+                _ => 1,
+            },
+            _ => 1,
+        };
+        let _ = writeln!(
+            out,
+            "\t\telements = {{ {} }}",
+            elements_text(&s.elements, s.flags.interval, per_line)
+        );
+    }
+    out.push_str("\t}\n");
+}
+
+fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
+    let sorted = sorted_elements(elems, interval);
+    let mut out = String::new();
+    let mut count = 0;
+    for (i, e) in sorted.iter().enumerate() {
+        if i > 0 {
+            if count < per_line {
+                out.push_str(", ");
+            } else {
+                count = 0;
+                out.push_str(",\n\t\t\t     ");
+            }
+        }
+        out.push_str(&element(e));
+        count += 1;
+    }
+    out
+}
+
+/// Elements in the order nft lists them, with interval parts in their listed form.
+fn sorted_elements(elems: &[SetElem], _interval: bool) -> Vec<SetElem> {
+    let mut v: Vec<SetElem> = elems
+        .iter()
+        .map(|e| SetElem {
+            key: e.key.iter().map(normalize_part).collect(),
+            ..e.clone()
+        })
+        .collect();
+    v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
+    v
+}
+
+/// A range that covers a prefix is listed as the prefix, a one-value range as the value, a
+/// full-length prefix as the value.
+pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
+    match p {
+        KeyPart::Range(lo, hi) if lo.bytes == hi.bytes => KeyPart::Value(lo.clone()),
+        KeyPart::Range(lo, hi) => {
+            let bits = u32::from(lo.dtype.width_bits());
+            let pad = (lo.bytes.len() as u32) * 8 - bits;
+            for n in 0..=bits {
+                let mut m = lo.bytes.clone();
+                crate::parser::value::mask_prefix(&mut m, pad + n);
+                if m != lo.bytes {
+                    continue;
+                }
+                // hi must be lo with every bit after the prefix set.
+                let mut want = lo.bytes.clone();
+                for bit in (pad + n)..(pad + bits) {
+                    want[(bit / 8) as usize] |= 0x80 >> (bit % 8);
+                }
+                if want == hi.bytes {
+                    return if n == bits {
+                        KeyPart::Value(lo.clone())
+                    } else {
+                        KeyPart::Prefix(lo.clone(), n as u8)
+                    };
+                }
+                break;
+            }
+            p.clone()
+        }
+        KeyPart::Prefix(v, n) if u16::from(*n) == v.dtype.width_bits() => KeyPart::Value(v.clone()),
+        _ => p.clone(),
+    }
+}
+
+fn sort_value(v: &Value) -> Vec<u8> {
+    if v.dtype.host_order() {
+        v.bytes.iter().rev().copied().collect()
+    } else {
+        v.bytes.clone()
+    }
+}
+
+fn low(p: &KeyPart) -> &Value {
+    match p {
+        KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => v,
+    }
+}
+
+fn cmp_keys(a: &[KeyPart], b: &[KeyPart]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        match sort_value(low(x)).cmp(&sort_value(low(y))) {
+            Ordering::Equal => {}
+            o => return o,
+        }
+    }
+    Ordering::Equal
+}
+
+fn element(e: &SetElem) -> String {
+    let mut s = key_text(&e.key);
+    if e.counter {
+        s.push_str(" counter packets 0 bytes 0");
+    }
+    if let Some(t) = e.timeout_ms {
+        let _ = write!(s, " timeout {}", time_text(t));
+    }
+    if let Some(t) = e.expires_ms {
+        let _ = write!(s, " expires {}", time_text(t));
+    }
+    if let Some(c) = &e.comment {
+        let _ = write!(s, " comment \"{c}\"");
+    }
+    match &e.data {
+        Some(ElemData::Value(v)) => {
+            let _ = write!(s, " : {}", print_value(v));
+        }
+        Some(ElemData::Verdict(v)) => {
+            let _ = write!(s, " : {}", verdict(v));
+        }
+        None => {}
+    }
+    s
+}
+
+fn key_text(parts: &[KeyPart]) -> String {
+    parts
+        .iter()
+        .map(|p| match normalize_part(p) {
+            KeyPart::Value(v) => print_value(&v),
+            KeyPart::Range(a, b) => format!("{}-{}", print_value(&a), print_value(&b)),
+            KeyPart::Prefix(v, n) => format!("{}/{}", print_value(&v), n),
+        })
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
+fn hook_name(h: Hook) -> &'static str {
+    match h {
+        Hook::Ingress => "ingress",
+        Hook::Egress => "egress",
+        Hook::Prerouting => "prerouting",
+        Hook::Input => "input",
+        Hook::Forward => "forward",
+        Hook::Output => "output",
+        Hook::Postrouting => "postrouting",
+    }
+}
+
+/// nft's `prio2str`: a standard name, or name +/- offset up to 10, or the number.
+pub(crate) fn priority_text(family: Family, hook: Hook, prio: i32) -> String {
+    for (name, base) in STD_PRIOS {
+        if !std_prio_ok(*base, family, hook) {
+            continue;
+        }
+        let off = i64::from(prio) - i64::from(*base);
+        if off == 0 {
+            return (*name).to_string();
+        }
+        if off.abs() <= 10 {
+            let sign = if off < 0 { '-' } else { '+' };
+            return format!("{name} {sign} {}", off.abs());
+        }
+    }
+    prio.to_string()
+}
+
+fn chain(out: &mut String, family: Family, c: &Chain, handles: bool) {
+    let _ = writeln!(
+        out,
+        "\tchain {} {{{}",
+        c.name,
+        handle_suffix(handles, c.handle)
+    );
+    if let Some(com) = &c.comment {
+        let _ = writeln!(out, "\t\tcomment \"{com}\"");
+    }
+    if let Some(b) = &c.base {
+        let ty = match b.chain_type {
+            ChainType::Filter => "filter",
+            ChainType::Nat => "nat",
+            ChainType::Route => "route",
+        };
+        let dev = match b.devices.as_slice() {
+            [] => String::new(),
+            [d] => format!(" device \"{d}\""),
+            many => format!(" devices = {{ {} }}", many.join(", ")),
+        };
+        let policy = match b.policy {
+            Policy::Accept => "accept",
+            Policy::Drop => "drop",
+        };
+        let _ = writeln!(
+            out,
+            "\t\ttype {ty} hook {}{dev} priority {}; policy {policy};",
+            hook_name(b.hook),
+            priority_text(family, b.hook, b.priority)
+        );
+    }
+    for r in &c.rules {
+        let _ = writeln!(
+            out,
+            "\t\t{}{}",
+            rule_text(r),
+            handle_suffix(handles, r.handle)
+        );
+    }
+    out.push_str("\t}\n");
+}
+
+/// One rule as nft lists it (without the handle).
+pub fn rule_text(r: &Rule) -> String {
+    let mut parts: Vec<String> = r.stmts.iter().map(stmt).collect();
+    if let Some(c) = &r.comment {
+        parts.push(format!("comment \"{c}\""));
+    }
+    parts.join(" ")
+}
+
+fn verdict(v: &Verdict) -> String {
+    match v {
+        Verdict::Accept => "accept".into(),
+        Verdict::Drop => "drop".into(),
+        Verdict::Continue => "continue".into(),
+        Verdict::Return => "return".into(),
+        Verdict::Jump(c) => format!("jump {c}"),
+        Verdict::Goto(c) => format!("goto {c}"),
+    }
+}
+
+fn stmt(s: &Stmt) -> String {
+    match s {
+        Stmt::Match(m) => match_text(m),
+        Stmt::Verdict(v) => verdict(v),
+        Stmt::VerdictMap { key, map, .. } => format!("{} vmap {}", expr(key), set_ref(map)),
+        Stmt::Counter { packets, bytes } => format!("counter packets {packets} bytes {bytes}"),
+        Stmt::Log { prefix, level } => {
+            let mut s = "log".to_string();
+            if let Some(p) = prefix {
+                let _ = write!(s, " prefix \"{p}\"");
+            }
+            if let Some(l) = level {
+                let _ = write!(s, " level {l}");
+            }
+            s
+        }
+        Stmt::MetaSet { key, value, .. } => {
+            let v = match value {
+                Expr::Const(v) => print_value(v),
+                e => expr(e),
+            };
+            format!("meta {} set {v}", meta_name(*key))
+        }
+    }
+}
+
+fn set_ref(r: &SetRef) -> String {
+    match r {
+        SetRef::Named(n) => format!("@{n}"),
+        SetRef::Anonymous(elems) => {
+            let sorted = sorted_elements(elems, true);
+            let items: Vec<String> = sorted.iter().map(element).collect();
+            format!("{{ {} }}", items.join(", "))
+        }
+    }
+}
+
+fn meta_name(k: MetaKey) -> &'static str {
+    match k {
+        MetaKey::Iifname => "iifname",
+        MetaKey::Oifname => "oifname",
+        MetaKey::L4proto => "l4proto",
+        MetaKey::Nfproto => "nfproto",
+        MetaKey::Protocol => "protocol",
+        MetaKey::Len => "length",
+        MetaKey::Mark => "mark",
+        MetaKey::Nftrace => "nftrace",
+    }
+}
+
+fn payload_name(p: PayloadField) -> &'static str {
+    use PayloadField as P;
+    match p {
+        P::EtherDaddr => "ether daddr",
+        P::EtherSaddr => "ether saddr",
+        P::EtherType => "ether type",
+        P::VlanId { .. } => "vlan id",
+        P::VlanPcp { .. } => "vlan pcp",
+        P::VlanCfi { .. } => "vlan cfi",
+        P::VlanType { .. } => "vlan type",
+        P::IpSaddr => "ip saddr",
+        P::IpDaddr => "ip daddr",
+        P::IpProtocol => "ip protocol",
+        P::IpTtl => "ip ttl",
+        P::IpLength => "ip length",
+        P::IpDscp => "ip dscp",
+        P::IpVersion => "ip version",
+        P::IpHdrLength => "ip hdrlength",
+        P::IpId => "ip id",
+        P::Ip6Saddr => "ip6 saddr",
+        P::Ip6Daddr => "ip6 daddr",
+        P::Ip6Nexthdr => "ip6 nexthdr",
+        P::Ip6Hoplimit => "ip6 hoplimit",
+        P::Ip6Length => "ip6 length",
+        P::Ip6Flowlabel => "ip6 flowlabel",
+        P::TcpSport => "tcp sport",
+        P::TcpDport => "tcp dport",
+        P::TcpFlags => "tcp flags",
+        P::UdpSport => "udp sport",
+        P::UdpDport => "udp dport",
+        P::UdpLength => "udp length",
+        P::IcmpType => "icmp type",
+        P::IcmpCode => "icmp code",
+        P::Icmpv6Type => "icmpv6 type",
+        P::Icmpv6Code => "icmpv6 code",
+        P::ThSport => "th sport",
+        P::ThDport => "th dport",
+    }
+}
+
+fn exthdr_name(h: Ip6ExtHdr) -> &'static str {
+    match h {
+        Ip6ExtHdr::HopByHop => "hbh",
+        Ip6ExtHdr::Routing => "rt",
+        Ip6ExtHdr::Fragment => "frag",
+        Ip6ExtHdr::DestOpts => "dst",
+        Ip6ExtHdr::Mobility => "mh",
+    }
+}
+
+/// An expression as nft lists it.
+pub fn expr(e: &Expr) -> String {
+    match e {
+        Expr::Payload(p) => payload_name(*p).to_string(),
+        Expr::Meta(k @ (MetaKey::Iifname | MetaKey::Oifname)) => meta_name(*k).to_string(),
+        Expr::Meta(k) => format!("meta {}", meta_name(*k)),
+        Expr::ExthdrExists(h) => format!("exthdr {}", exthdr_name(*h)),
+        Expr::Concat(parts) => parts.iter().map(expr).collect::<Vec<_>>().join(" . "),
+        Expr::Binop {
+            expr: inner,
+            op,
+            value,
+        } => {
+            let o = match op {
+                BinOp::And => "&",
+                BinOp::Or => "|",
+                BinOp::Xor => "^",
+            };
+            format!("{} {o} {}", expr(inner), print_value(value))
+        }
+        Expr::Const(v) => print_value(v),
+    }
+}
+
+fn op_text(op: RelOp) -> &'static str {
+    match op {
+        RelOp::Implicit | RelOp::Eq => "",
+        RelOp::Ne => "!= ",
+        RelOp::Lt => "< ",
+        RelOp::Gt => "> ",
+        RelOp::Le => "<= ",
+        RelOp::Ge => ">= ",
+    }
+}
+
+fn match_text(m: &Match) -> String {
+    let right = match &m.right {
+        Rhs::Key(parts) => key_text(parts),
+        Rhs::Set(r) => set_ref(r),
+    };
+    // `tcp flags & mask == value` is listed as `tcp flags value / mask`.
+    if let Expr::Binop {
+        expr: inner,
+        op: BinOp::And,
+        value: mask,
+    } = &m.left
+        && mask.dtype == DataType::TcpFlag
+        && matches!(m.op, RelOp::Eq | RelOp::Ne | RelOp::Implicit)
+        && matches!(m.right, Rhs::Key(_))
+    {
+        return format!(
+            "{} {}{} / {}",
+            expr(inner),
+            op_text(m.op),
+            right,
+            tcp_flags_text(mask.bytes[0], ",")
+        );
+    }
+    let op = match (m.op, m.left.dtype()) {
+        // For a bitmask type an implicit operator is a flag test, so `==` is written out.
+        (RelOp::Eq, DataType::TcpFlag) if matches!(m.right, Rhs::Key(_)) => "== ",
+        (o, _) => op_text(o),
+    };
+    format!("{} {op}{right}", expr(&m.left))
+}
