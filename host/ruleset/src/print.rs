@@ -178,6 +178,31 @@ fn sorted_elements(elems: &[SetElem], _interval: bool) -> Vec<SetElem> {
 /// A range that covers a prefix is listed as the prefix, a one-value range as the value, a
 /// full-length prefix as the value.
 pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
+    let prefix_type = matches!(low(p).dtype, DataType::Ipv4Addr | DataType::Ipv6Addr);
+    if !prefix_type {
+        // Only address types have a prefix form (nft's DTYPE_F_PREFIX): others list ranges.
+        return match p {
+            KeyPart::Prefix(v, n) => {
+                let bits = u32::from(v.dtype.width_bits());
+                let pad = (v.bytes.len() as u32) * 8 - bits;
+                let mut hi = v.bytes.clone();
+                for bit in (pad + u32::from(*n))..(pad + bits) {
+                    hi[(bit / 8) as usize] |= 0x80 >> (bit % 8);
+                }
+                let hi = Value {
+                    bytes: hi,
+                    ..v.clone()
+                };
+                if hi.bytes == v.bytes {
+                    KeyPart::Value(v.clone())
+                } else {
+                    KeyPart::Range(v.clone(), hi)
+                }
+            }
+            KeyPart::Range(lo, hi) if lo.bytes == hi.bytes => KeyPart::Value(lo.clone()),
+            _ => p.clone(),
+        };
+    }
     match p {
         KeyPart::Range(lo, hi) if lo.bytes == hi.bytes => KeyPart::Value(lo.clone()),
         KeyPart::Range(lo, hi) => {
@@ -201,7 +226,6 @@ pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
                         KeyPart::Prefix(lo.clone(), n as u8)
                     };
                 }
-                break;
             }
             p.clone()
         }
@@ -423,7 +447,7 @@ fn payload_name(p: PayloadField) -> &'static str {
         P::EtherType => "ether type",
         P::VlanId { .. } => "vlan id",
         P::VlanPcp { .. } => "vlan pcp",
-        P::VlanCfi { .. } => "vlan cfi",
+        P::VlanCfi { .. } => "vlan dei",
         P::VlanType { .. } => "vlan type",
         P::IpSaddr => "ip saddr",
         P::IpDaddr => "ip daddr",
@@ -513,7 +537,7 @@ fn match_text(m: &Match) -> String {
     } = &m.left
         && mask.dtype == DataType::TcpFlag
         && matches!(m.op, RelOp::Eq | RelOp::Ne | RelOp::Implicit)
-        && matches!(m.right, Rhs::Key(_))
+        && matches!(&m.right, Rhs::Key(p) if !matches!(p.as_slice(), [KeyPart::Value(v)] if v.bytes == [0] && m.op == RelOp::Eq))
     {
         return format!(
             "{} {}{} / {}",
@@ -523,9 +547,30 @@ fn match_text(m: &Match) -> String {
             tcp_flags_text(mask.bytes[0], ",")
         );
     }
+    // `tcp flags & mask == 0` is listed as `tcp flags ! mask`.
+    if let Expr::Binop {
+        expr: inner,
+        op: BinOp::And,
+        value: mask,
+    } = &m.left
+        && mask.dtype == DataType::TcpFlag
+        && m.op == RelOp::Eq
+        && matches!(&m.right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(v)] if v.bytes == [0]))
+    {
+        return format!("{} ! {}", expr(inner), tcp_flags_text(mask.bytes[0], ","));
+    }
+    // A flag test with several flags is listed with commas: `tcp flags syn,ack`.
+    if m.op == RelOp::Implicit
+        && let Rhs::Key(parts) = &m.right
+        && let [KeyPart::Value(v)] = parts.as_slice()
+        && v.dtype == DataType::TcpFlag
+    {
+        return format!("{} {}", expr(&m.left), tcp_flags_text(v.bytes[0], ","));
+    }
     let op = match (m.op, m.left.dtype()) {
         // For a bitmask type an implicit operator is a flag test, so `==` is written out.
         (RelOp::Eq, DataType::TcpFlag) if matches!(m.right, Rhs::Key(_)) => "== ",
+        (RelOp::Eq | RelOp::Implicit, _) if matches!(m.left, Expr::Binop { .. }) => "== ",
         (o, _) => op_text(o),
     };
     format!("{} {op}{right}", expr(&m.left))

@@ -89,6 +89,7 @@ impl Parser<'_> {
                 _ => return self.expected("a verdict, `counter`, `log` or a match"),
             }
         }
+        explicit_vlan_dependency(&mut stmts);
         merge_order(&mut stmts);
         Ok(Rule {
             handle: 0,
@@ -205,8 +206,35 @@ impl Parser<'_> {
                 "Use concatenations with sets and maps, not singleton values",
             ));
         } else if dtype == DataType::TcpFlag {
-            // `syn`, `syn|ack`, or nft's listed form `syn / syn,ack` (flags & mask == value).
-            let (v, _) = self.const_or(dtype)?;
+            // `syn`, `syn|ack`, `syn,ack`, nft's listed forms `syn / syn,ack` (flags & mask ==
+            // value) and `! syn,ack` (flags & mask == 0).
+            if op == RelOp::Implicit && self.eat_punct("!")? {
+                let (mut mask, _) = self.single_value(dtype)?;
+                while self.eat_punct(",")? || self.eat_punct("|")? {
+                    let (m, _) = self.single_value(dtype)?;
+                    mask.bytes[0] |= m.bytes[0];
+                }
+                let zero =
+                    crate::datatypes::from_uint(dtype, 0).map_err(|m| self.st.error(rspan, m))?;
+                left = Expr::Binop {
+                    expr: Box::new(left),
+                    op: BinOp::And,
+                    value: mask,
+                };
+                return Ok(Stmt::Match(Match {
+                    left,
+                    op: RelOp::Eq,
+                    right: Rhs::Key(vec![KeyPart::Value(zero)]),
+                    span: start,
+                }));
+            }
+            let (mut v, _) = self.const_or(dtype)?;
+            if op == RelOp::Implicit {
+                while self.eat_punct(",")? {
+                    let (m, _) = self.single_value(dtype)?;
+                    v.bytes[0] |= m.bytes[0];
+                }
+            }
             if self.at_word("/")? {
                 self.advance();
                 let (mut mask, _) = self.single_value(dtype)?;
@@ -338,7 +366,7 @@ fn merge_order(stmts: &mut Vec<Stmt>) {
     let mut order: Vec<Option<Vec<usize>>> = (0..stmts.len()).map(|i| Some(vec![i])).collect();
     for run in runs.into_iter().filter(|r| r.len() >= 2) {
         let mut sorted = run.clone();
-        sorted.sort_by_key(|i| mergeable(&stmts[*i]).map(|(_, o, _)| o));
+        sorted.sort_by_key(|i| mergeable(&stmts[*i]).map(|(b, o, _)| (b as u8, o)));
         let mut group: Vec<usize> = vec![sorted[0]];
         let (mut base, mut end, mut len) = {
             let (b, o, l) =
@@ -348,7 +376,12 @@ fn merge_order(stmts: &mut Vec<Stmt>) {
         let mut groups = Vec::new();
         for &i in &sorted[1..] {
             let (b, o, l) = mergeable(&stmts[i]).unwrap_or((crate::model::PayloadBase::Link, 0, 0));
-            if b == base && o == end && len + l <= 128 {
+            let limit = if b == crate::model::PayloadBase::Link {
+                128
+            } else {
+                32
+            };
+            if b == base && o == end && len + l <= limit {
                 group.push(i);
                 end += l;
                 len += l;
@@ -362,7 +395,8 @@ fn merge_order(stmts: &mut Vec<Stmt>) {
         }
         groups.push(group);
         for g in groups.into_iter().filter(|g| g.len() >= 2) {
-            let anchor = g[0];
+            // The merged load takes the place of its highest-offset member.
+            let anchor = g[g.len() - 1];
             for &i in &g {
                 order[i] = None;
             }
@@ -380,5 +414,48 @@ fn merge_order(stmts: &mut Vec<Stmt>) {
                 stmts.push(s);
             }
         }
+    }
+}
+
+/// nft 1.0.6 lists the implicit `ether type 8021q` in front of a rule's first vlan field when
+/// that field is a `vlan type` comparison (`vlan type ip` is listed as
+/// `ether type 8021q vlan type ip`), so the model holds it as an explicit match.
+fn explicit_vlan_dependency(stmts: &mut Vec<Stmt>) {
+    let mut first_vlan = None;
+    for (i, s) in stmts.iter().enumerate() {
+        if let Stmt::Match(m) = s {
+            match m.left {
+                Expr::Payload(PayloadField::EtherType) => return,
+                Expr::Payload(
+                    PayloadField::VlanId { .. }
+                    | PayloadField::VlanPcp { .. }
+                    | PayloadField::VlanCfi { .. }
+                    | PayloadField::VlanType { .. },
+                ) => {
+                    first_vlan = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    let Some(i) = first_vlan else { return };
+    let Stmt::Match(m) = &stmts[i] else { return };
+    let single = matches!(&m.right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(_)]));
+    if matches!(m.left, Expr::Payload(PayloadField::VlanType { depth: 0 }))
+        && matches!(m.op, RelOp::Implicit | RelOp::Eq)
+        && single
+    {
+        let dep = Match {
+            left: Expr::Payload(PayloadField::EtherType),
+            op: RelOp::Implicit,
+            right: Rhs::Key(vec![KeyPart::Value(crate::model::Value {
+                dtype: DataType::EtherType,
+                bytes: vec![0x81, 0x00],
+                wildcard: false,
+            })]),
+            span: m.span,
+        };
+        stmts.insert(i, Stmt::Match(dep));
     }
 }
