@@ -1,1 +1,8 @@
-//! Benchmarks.
+//! Benchmarks and the traffic generator.
+//!
+//! - [`traffic`]: deterministic Ethernet frames from a seed (VLAN stacks, IPv4/IPv6 with
+//!   extension headers, TCP/UDP/ICMP/ICMPv6, ARP, malformed frames), written as pcap; also the
+//!   capture of `samples/firewall` (`wasp-traffic office`).
+#![forbid(unsafe_code)]
+
+pub mod traffic;

@@ -82,7 +82,7 @@ impl ReplayOptions {
                 .iter()
                 .map(|c| Input {
                     path: c.path.clone(),
-                    display: c.path.display().to_string(),
+                    display: c.declared.display().to_string(),
                     required: c.required,
                 })
                 .collect(),
