@@ -10,10 +10,12 @@
 pub mod capture;
 pub mod cmd;
 pub mod error;
+pub mod generate;
 pub mod kernel;
-pub mod monitor;
 pub mod netns;
+pub mod run;
 pub mod socket;
+pub mod summary;
 pub mod trace;
 pub mod verdict;
 

@@ -1,5 +1,6 @@
 //! The one place with system calls: an AF_PACKET socket that sends raw frames out of a
-//! device inside a network namespace.
+//! device inside a network namespace, and a netlink socket that receives the namespace's
+//! nftables trace events (the NFNLGRP_NFTRACE multicast group that `nft monitor trace` reads).
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -7,6 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -26,20 +28,13 @@ impl PacketSocket {
     /// # Errors
     /// When the namespace cannot be entered, the device does not exist, or the socket calls fail.
     pub fn open_in(netns: &Path, dev: &str) -> Result<Self> {
-        let ns =
-            File::open(netns).map_err(|e| Error::io(format!("open {}", netns.display()), e))?;
         let dev_c = CString::new(dev).map_err(|_| {
             Error::io(
                 "device name",
                 io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"),
             )
         })?;
-        let thread = std::thread::spawn(move || -> Result<OwnedFd> {
-            // SAFETY: `ns` is an open file descriptor of a network namespace handle; setns
-            // only changes the network namespace of this (private, short-lived) thread.
-            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(Error::io("setns", io::Error::last_os_error()));
-            }
+        let fd = in_netns(netns, move || {
             // SAFETY: plain socket(2) call with constant arguments; the result is checked.
             let raw = unsafe {
                 libc::socket(
@@ -77,10 +72,7 @@ impl PacketSocket {
                 return Err(Error::io("bind(AF_PACKET)", io::Error::last_os_error()));
             }
             Ok(fd)
-        });
-        let fd = thread
-            .join()
-            .map_err(|_| Error::io("socket thread", io::Error::other("panicked")))??;
+        })?;
         Ok(PacketSocket { fd })
     }
 
@@ -117,4 +109,144 @@ impl PacketSocket {
 pub fn is_root() -> bool {
     // SAFETY: geteuid(2) has no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs `f` on a short-lived thread that has entered the network namespace `netns`; sockets
+/// created there stay in that namespace for their whole life. The caller's thread is not moved.
+fn in_netns<T: Send + 'static>(
+    netns: &Path,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let ns = File::open(netns).map_err(|e| Error::io(format!("open {}", netns.display()), e))?;
+    std::thread::spawn(move || {
+        // SAFETY: `ns` is an open file descriptor of a network namespace handle; setns only
+        // changes the network namespace of this (private, short-lived) thread.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(Error::io("setns", io::Error::last_os_error()));
+        }
+        f()
+    })
+    .join()
+    .map_err(|_| Error::io("netns thread", io::Error::other("panicked")))?
+}
+
+/// `SOL_NETLINK` (linux/socket.h).
+const SOL_NETLINK: libc::c_int = 270;
+
+/// A NETLINK_NETFILTER socket subscribed to the nftables trace group of one namespace.
+#[derive(Debug)]
+pub struct TraceSocket {
+    fd: OwnedFd,
+}
+
+impl TraceSocket {
+    /// Opens the socket inside the namespace whose handle is `netns` and joins
+    /// NFNLGRP_NFTRACE. Events are queued from this call on (a 4 MiB receive buffer).
+    ///
+    /// # Errors
+    /// When the namespace cannot be entered or a socket call fails.
+    pub fn open_in(netns: &Path) -> Result<Self> {
+        let fd = in_netns(netns, || {
+            // SAFETY: plain socket(2) call with constant arguments; the result is checked.
+            let raw = unsafe {
+                libc::socket(
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    libc::NETLINK_NETFILTER,
+                )
+            };
+            if raw < 0 {
+                return Err(Error::io("socket(AF_NETLINK)", io::Error::last_os_error()));
+            }
+            // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: sockaddr_nl is plain old data; all-zero is a valid value.
+            let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+            sa.nl_family = libc::AF_NETLINK as u16;
+            // SAFETY: `sa` is a valid sockaddr_nl and the length passed is its size.
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&sa as *const libc::sockaddr_nl).cast::<libc::sockaddr>(),
+                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(Error::io("bind(AF_NETLINK)", io::Error::last_os_error()));
+            }
+            setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)
+                .or_else(|_| setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20))
+                .map_err(|e| Error::io("SO_RCVBUF", e))?;
+            setsockopt_int(
+                &fd,
+                SOL_NETLINK,
+                libc::NETLINK_ADD_MEMBERSHIP,
+                libc::NFNLGRP_NFTRACE,
+            )
+            .map_err(|e| Error::io("NETLINK_ADD_MEMBERSHIP(NFNLGRP_NFTRACE)", e))?;
+            Ok(fd)
+        })?;
+        Ok(TraceSocket { fd })
+    }
+
+    /// Receives one datagram (one or more netlink messages) into `buf`, waiting at most
+    /// `timeout`; `Ok(None)` when nothing arrived in time.
+    ///
+    /// # Errors
+    /// The OS error (`ENOBUFS` when events were lost because the buffer overflowed).
+    pub fn recv(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<usize>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `pfd` is one valid pollfd and the count passed is 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the pointer and length describe `buf`, which outlives the call.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast::<libc::c_void>(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+        Ok(Some(n as usize))
+    }
+}
+
+fn setsockopt_int(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a c_int that outlives the call and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -1,160 +1,292 @@
-//! Parsing `nft -a monitor` trace lines and folding one packet's lines into its [`Decision`].
+//! nftables trace events as the kernel sends them on the NFNLGRP_NFTRACE netlink group
+//! (`NFT_MSG_TRACE`, built by nf_tables_trace.c), and the folding of one packet's events into
+//! its [`Decision`].
 //!
-//! Line shapes printed by nft 1.0.6 (netlink.c, netlink_events_trace_cb):
-//! ```text
-//! trace id 591f420f netdev t a packet: iif "wasp0" ether saddr ...
-//! trace id 591f420f netdev t b rule udp dport 53 drop # handle 5 (verdict drop)
-//! trace id 591f420f netdev t b unknown rule handle 5 (verdict drop)
-//! trace id 591f420f netdev t a policy accept
-//! trace id d036308b netdev t b policy drop meta mark 0x00000005
-//! ```
-//! (`unknown rule` when the monitor's cache predates the rule.)
+//! The harness reads the netlink messages itself rather than through `nft monitor trace`:
+//! nft 1.0.6 aborts (`payload_expr_pctx_update: Assertion 'base->length > 0'`) while printing
+//! the packet headers of some frames (an IPv6 AH header, for one), which would kill the
+//! monitor in the middle of a run.
+
+use std::fmt;
 
 use crate::verdict::{Decision, Place, Source, Verdict};
 
-/// The verdict a trace line reports.
+/// `NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_TRACE`.
+const MSG_TRACE: u16 = (10 << 8) | 17;
+/// enum nft_trace_attributes (include/uapi/linux/netfilter/nf_tables.h).
+const NFTA_TRACE_TABLE: u16 = 1;
+const NFTA_TRACE_CHAIN: u16 = 2;
+const NFTA_TRACE_RULE_HANDLE: u16 = 3;
+const NFTA_TRACE_TYPE: u16 = 4;
+const NFTA_TRACE_VERDICT: u16 = 5;
+const NFTA_TRACE_ID: u16 = 6;
+const NFTA_TRACE_MARK: u16 = 14;
+const NFTA_TRACE_POLICY: u16 = 16;
+/// enum nft_verdict_attributes.
+const NFTA_VERDICT_CODE: u16 = 1;
+const NFTA_VERDICT_CHAIN: u16 = 2;
+/// enum nft_trace_types.
+const NFT_TRACETYPE_POLICY: u32 = 1;
+const NFT_TRACETYPE_RETURN: u32 = 2;
+const NFT_TRACETYPE_RULE: u32 = 3;
+/// Attribute type bits that are flags, not the type (NLA_F_NESTED, NLA_F_NET_BYTEORDER).
+const NLA_TYPE_MASK: u16 = 0x3fff;
+
+/// A verdict code as the trace reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceVerdict {
-    /// `accept`.
+    /// NF_ACCEPT.
     Accept,
-    /// `drop`.
+    /// NF_DROP.
     Drop,
-    /// Anything else: `continue`, `return`, `jump X`, `goto X` (the text as printed).
-    Other(String),
+    /// NFT_CONTINUE.
+    Continue,
+    /// NFT_RETURN.
+    Return,
+    /// NFT_JUMP to the chain.
+    Jump(String),
+    /// NFT_GOTO to the chain.
+    Goto(String),
+    /// Another code (NF_QUEUE, NF_STOLEN, NFT_BREAK...).
+    Other(i32),
 }
 
 impl TraceVerdict {
-    fn parse(s: &str) -> Self {
-        match s.trim() {
-            "accept" => TraceVerdict::Accept,
-            "drop" => TraceVerdict::Drop,
-            other => TraceVerdict::Other(other.to_string()),
+    fn from_code(code: i32, chain: Option<String>) -> Self {
+        match code {
+            1 => TraceVerdict::Accept,
+            0 => TraceVerdict::Drop,
+            -1 => TraceVerdict::Continue,
+            -5 => TraceVerdict::Return,
+            -3 => TraceVerdict::Jump(chain.unwrap_or_default()),
+            -4 => TraceVerdict::Goto(chain.unwrap_or_default()),
+            c => TraceVerdict::Other(c),
         }
     }
 }
 
-/// What one trace line says.
+impl fmt::Display for TraceVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceVerdict::Accept => f.write_str("accept"),
+            TraceVerdict::Drop => f.write_str("drop"),
+            TraceVerdict::Continue => f.write_str("continue"),
+            TraceVerdict::Return => f.write_str("return"),
+            TraceVerdict::Jump(c) => write!(f, "jump {c}"),
+            TraceVerdict::Goto(c) => write!(f, "goto {c}"),
+            TraceVerdict::Other(c) => write!(f, "code {c}"),
+        }
+    }
+}
+
+/// What one trace event reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceKind {
-    /// `packet: ...`: the packet entered a base chain (first line of each base chain).
-    Packet,
-    /// A rule matched fully and gave a verdict.
+    /// A rule matched fully and gave a verdict (NFT_TRACETYPE_RULE).
     Rule {
         /// The rule's handle.
         handle: u64,
         /// Its verdict.
         verdict: TraceVerdict,
     },
-    /// The end of a base chain: its policy.
+    /// The end of a base chain: its policy (NFT_TRACETYPE_POLICY).
     Policy(TraceVerdict),
-    /// A line of another shape (kept for diagnostics).
-    Other,
+    /// NFT_TRACETYPE_RETURN.
+    Return,
+    /// Another type.
+    Other(u32),
 }
 
-/// One parsed trace line.
+/// One trace event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceLine {
-    /// The trace id (a hash of the skb: the same for all lines of one packet's walk).
-    pub id: String,
-    /// Table family (`netdev`).
-    pub family: String,
+pub struct TraceEvent {
+    /// The trace id (a hash of the skb: the same for all events of one packet's walk).
+    pub id: u32,
+    /// Table family (NFPROTO_*: 1 inet, 5 netdev...).
+    pub family: u8,
     /// Table name.
     pub table: String,
     /// Chain name.
     pub chain: String,
-    /// What the line reports.
+    /// What the event reports.
     pub kind: TraceKind,
+    /// The packet mark, when not 0.
+    pub mark: Option<u32>,
 }
 
-/// Parses a trace line; `None` when `line` is not a trace line (e.g. a ruleset event).
-pub fn parse_trace_line(line: &str) -> Option<TraceLine> {
-    let rest = line.strip_prefix("trace id ")?;
-    let mut it = rest.splitn(5, ' ');
-    let id = it.next()?.to_string();
-    let family = it.next()?.to_string();
-    let table = it.next()?.to_string();
-    let chain = it.next()?.to_string();
-    let body = it.next().unwrap_or("").trim_end();
-    let kind = if body.starts_with("packet:") {
-        TraceKind::Packet
-    } else if let Some(p) = body.strip_prefix("policy ") {
-        TraceKind::Policy(TraceVerdict::parse(
-            p.split_whitespace().next().unwrap_or(""),
-        ))
-    } else if body.starts_with("rule ") || body.starts_with("unknown rule ") {
-        parse_rule(body).unwrap_or(TraceKind::Other)
-    } else {
-        TraceKind::Other
+impl fmt::Display for TraceEvent {
+    /// In the shape of `nft monitor trace`, without the packet headers.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let family = match self.family {
+            1 => "inet",
+            2 => "ip",
+            3 => "arp",
+            5 => "netdev",
+            7 => "bridge",
+            10 => "ip6",
+            _ => "?",
+        };
+        write!(
+            f,
+            "trace id {:08x} {family} {} {} ",
+            self.id, self.table, self.chain
+        )?;
+        match &self.kind {
+            TraceKind::Rule { handle, verdict } => {
+                write!(f, "rule handle {handle} (verdict {verdict})")?
+            }
+            TraceKind::Policy(v) => write!(f, "policy {v}")?,
+            TraceKind::Return => f.write_str("return")?,
+            TraceKind::Other(t) => write!(f, "type {t}")?,
+        }
+        if let Some(m) = self.mark {
+            write!(f, " meta mark 0x{m:08x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Splits `buf` into (type, payload) attributes; stops at the first malformed one.
+fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if buf.len() < 4 {
+            return None;
+        }
+        let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));
+        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
+        if len < 4 || len > buf.len() {
+            return None;
+        }
+        let payload = &buf[4..len];
+        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+        Some((ty, payload))
+    })
+}
+
+fn be32(p: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(p.get(..4)?.try_into().ok()?))
+}
+
+fn string(p: &[u8]) -> String {
+    let end = p.iter().position(|&b| b == 0).unwrap_or(p.len());
+    String::from_utf8_lossy(&p[..end]).into_owned()
+}
+
+/// Parses the trace events in one netlink datagram (other messages are ignored).
+pub fn parse_datagram(mut buf: &[u8]) -> Vec<TraceEvent> {
+    let mut out = Vec::new();
+    while buf.len() >= 16 {
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        let ty = u16::from_ne_bytes([buf[4], buf[5]]);
+        if len < 16 || len > buf.len() {
+            break;
+        }
+        let msg = &buf[16..len];
+        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+        if ty != MSG_TRACE || msg.len() < 4 {
+            continue;
+        }
+        if let Some(ev) = parse_trace(msg[0], &msg[4..]) {
+            out.push(ev);
+        }
+    }
+    out
+}
+
+fn parse_trace(family: u8, body: &[u8]) -> Option<TraceEvent> {
+    let (mut table, mut chain, mut handle, mut ty, mut id, mut mark, mut policy) =
+        (None, None, None, None, None, None, None);
+    let mut verdict = None;
+    for (t, p) in attrs(body) {
+        match t {
+            NFTA_TRACE_TABLE => table = Some(string(p)),
+            NFTA_TRACE_CHAIN => chain = Some(string(p)),
+            NFTA_TRACE_RULE_HANDLE => {
+                handle = p
+                    .get(..8)
+                    .map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
+            }
+            NFTA_TRACE_TYPE => ty = be32(p),
+            NFTA_TRACE_ID => id = be32(p),
+            NFTA_TRACE_MARK => mark = be32(p),
+            NFTA_TRACE_POLICY => policy = be32(p),
+            NFTA_TRACE_VERDICT => {
+                let (mut code, mut target) = (None, None);
+                for (vt, vp) in attrs(p) {
+                    match vt {
+                        NFTA_VERDICT_CODE => code = be32(vp),
+                        NFTA_VERDICT_CHAIN => target = Some(string(vp)),
+                        _ => {}
+                    }
+                }
+                verdict = code.map(|c| TraceVerdict::from_code(c as i32, target));
+            }
+            _ => {}
+        }
+    }
+    let kind = match ty? {
+        NFT_TRACETYPE_RULE => TraceKind::Rule {
+            handle: handle?,
+            verdict: verdict?,
+        },
+        NFT_TRACETYPE_POLICY => TraceKind::Policy(TraceVerdict::from_code(policy? as i32, None)),
+        NFT_TRACETYPE_RETURN => TraceKind::Return,
+        other => TraceKind::Other(other),
     };
-    Some(TraceLine {
-        id,
+    Some(TraceEvent {
+        id: id?,
         family,
-        table,
-        chain,
+        table: table?,
+        chain: chain?,
         kind,
+        mark: mark.filter(|&m| m != 0),
     })
 }
 
-/// `rule <text> # handle N (verdict V)` or `unknown rule handle N (verdict V)`.
-fn parse_rule(body: &str) -> Option<TraceKind> {
-    let open = body.rfind(" (verdict ")?;
-    let verdict = body[open + " (verdict ".len()..].strip_suffix(')')?;
-    let head = &body[..open];
-    let handle_at = head.rfind("handle ")?;
-    let handle = head[handle_at + "handle ".len()..].trim().parse().ok()?;
-    Some(TraceKind::Rule {
-        handle,
-        verdict: TraceVerdict::parse(verdict),
-    })
-}
-
-/// Folds the trace lines of one packet into its decision. The harness's own table frames the
+/// Folds the trace events of one packet into its decision. The harness's own table frames the
 /// walk: its head chain (lowest priority) sets nftrace, its tail chain (highest priority) only
-/// runs when every other base chain accepted, so its policy line ends an accepted walk; a drop
-/// line ends a dropped one.
+/// runs when every other base chain accepted, so its policy event ends an accepted walk; a
+/// drop ends a dropped one. Events are not told apart by trace id (a hash of the skb that a
+/// later packet may share): the caller feeds the events that follow its frame's send.
 #[derive(Debug)]
 pub struct Walk {
     harness_table: String,
     tail_chain: String,
-    id: Option<String>,
     last_accept: Option<Place>,
-    lines: Vec<String>,
+    events: Vec<TraceEvent>,
 }
 
 impl Walk {
-    /// A walk that ignores `harness_table` except for the policy line of its `tail_chain`.
+    /// A walk that ignores `harness_table` except for the policy event of its `tail_chain`.
     pub fn new(harness_table: &str, tail_chain: &str) -> Self {
         Walk {
             harness_table: harness_table.to_string(),
             tail_chain: tail_chain.to_string(),
-            id: None,
             last_accept: None,
-            lines: Vec::new(),
+            events: Vec::new(),
         }
     }
 
-    /// The raw lines fed so far (for diagnostics).
-    pub fn lines(&self) -> &[String] {
-        &self.lines
+    /// The events fed so far.
+    pub fn events(&self) -> &[TraceEvent] {
+        &self.events
     }
 
-    /// Feeds one monitor line; returns the decision once the walk has ended. Lines that are not
-    /// trace lines, or that belong to another trace id than the walk's first line, are ignored.
-    pub fn feed(&mut self, raw: &str) -> Option<Decision> {
-        let line = parse_trace_line(raw)?;
-        match &self.id {
-            None => self.id = Some(line.id.clone()),
-            Some(id) if *id != line.id => return None,
-            Some(_) => {}
-        }
-        self.lines.push(raw.to_string());
+    /// Whether an event of the walk arrived.
+    pub fn started(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Feeds one event; returns the decision once the walk has ended.
+    pub fn feed(&mut self, ev: &TraceEvent) -> Option<Decision> {
+        self.events.push(ev.clone());
         let place = |source| Place {
-            table: line.table.clone(),
-            chain: line.chain.clone(),
+            table: ev.table.clone(),
+            chain: ev.chain.clone(),
             source,
         };
-        if line.table == self.harness_table {
-            if line.chain == self.tail_chain && matches!(line.kind, TraceKind::Policy(_)) {
+        if ev.table == self.harness_table {
+            if ev.chain == self.tail_chain && matches!(ev.kind, TraceKind::Policy(_)) {
                 return Some(Decision {
                     verdict: Verdict::Accept,
                     place: self.last_accept.take(),
@@ -162,10 +294,10 @@ impl Walk {
             }
             return None;
         }
-        let (verdict, source) = match &line.kind {
+        let (verdict, source) = match &ev.kind {
             TraceKind::Rule { handle, verdict } => (verdict, Source::Rule(*handle)),
             TraceKind::Policy(verdict) => (verdict, Source::Policy),
-            TraceKind::Packet | TraceKind::Other => return None,
+            TraceKind::Return | TraceKind::Other(_) => return None,
         };
         match verdict {
             TraceVerdict::Accept => {
@@ -176,7 +308,7 @@ impl Walk {
                 verdict: Verdict::Drop,
                 place: Some(place(source)),
             }),
-            TraceVerdict::Other(_) => None,
+            _ => None,
         }
     }
 }
@@ -185,66 +317,124 @@ impl Walk {
 mod tests {
     use super::*;
 
+    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut a = ((4 + payload.len()) as u16).to_ne_bytes().to_vec();
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(payload);
+        a.resize(a.len().next_multiple_of(4), 0);
+        a
+    }
+
+    fn message(family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = attrs.concat();
+        let len = 16 + 4 + body.len();
+        let mut m = (len as u32).to_ne_bytes().to_vec();
+        m.extend_from_slice(&MSG_TRACE.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]);
+        m.extend_from_slice(&[family, 0, 0, 0]);
+        m.extend_from_slice(&body);
+        m
+    }
+
     #[test]
-    fn parses_the_shapes_nft_prints() {
-        let l = parse_trace_line(
-            "trace id 591f420f netdev t b rule udp dport 53 drop # handle 5 (verdict drop)",
-        )
-        .unwrap();
-        assert_eq!((l.table.as_str(), l.chain.as_str()), ("t", "b"));
-        assert_eq!(
-            l.kind,
-            TraceKind::Rule {
-                handle: 5,
-                verdict: TraceVerdict::Drop
-            }
+    fn parses_rule_and_policy_events() {
+        let verdict = [
+            attr(NFTA_VERDICT_CODE, &(-3i32).to_be_bytes()),
+            attr(NFTA_VERDICT_CHAIN, b"sub\0"),
+        ]
+        .concat();
+        let rule = message(
+            5,
+            &[
+                attr(NFTA_TRACE_TABLE, b"t\0"),
+                attr(NFTA_TRACE_CHAIN, b"a\0"),
+                attr(NFTA_TRACE_ID, &0x591f_420fu32.to_be_bytes()),
+                attr(NFTA_TRACE_RULE_HANDLE, &6u64.to_be_bytes()),
+                attr(NFTA_TRACE_TYPE, &3u32.to_be_bytes()),
+                attr(NFTA_TRACE_VERDICT | 0x8000, &verdict),
+            ],
         );
-        let l = parse_trace_line("trace id 1 netdev t a unknown rule handle 6 (verdict jump sub)")
-            .unwrap();
-        assert_eq!(
-            l.kind,
-            TraceKind::Rule {
-                handle: 6,
-                verdict: TraceVerdict::Other("jump sub".into())
-            }
+        let policy = message(
+            5,
+            &[
+                attr(NFTA_TRACE_TABLE, b"t\0"),
+                attr(NFTA_TRACE_CHAIN, b"b\0"),
+                attr(NFTA_TRACE_ID, &0x591f_420fu32.to_be_bytes()),
+                attr(NFTA_TRACE_TYPE, &1u32.to_be_bytes()),
+                attr(NFTA_TRACE_POLICY, &0u32.to_be_bytes()),
+                attr(NFTA_TRACE_MARK, &5u32.to_be_bytes()),
+            ],
         );
-        let l =
-            parse_trace_line("trace id d0 netdev t b policy drop meta mark 0x00000005 ").unwrap();
-        assert_eq!(l.kind, TraceKind::Policy(TraceVerdict::Drop));
-        let l = parse_trace_line("trace id d0 netdev t b packet: iif \"wasp0\"").unwrap();
-        assert_eq!(l.kind, TraceKind::Packet);
-        assert!(parse_trace_line("add table netdev t # handle 4").is_none());
+        let evs = parse_datagram(&[rule, policy].concat());
+        assert_eq!(evs.len(), 2);
+        assert_eq!(
+            evs[0].to_string(),
+            "trace id 591f420f netdev t a rule handle 6 (verdict jump sub)"
+        );
+        assert_eq!(
+            evs[1].to_string(),
+            "trace id 591f420f netdev t b policy drop meta mark 0x00000005"
+        );
+        assert!(parse_datagram(&[1, 2, 3]).is_empty());
+    }
+
+    fn ev(id: u32, table: &str, chain: &str, kind: TraceKind) -> TraceEvent {
+        TraceEvent {
+            id,
+            family: 5,
+            table: table.into(),
+            chain: chain.into(),
+            kind,
+            mark: None,
+        }
     }
 
     #[test]
     fn walk_reports_last_base_chain_accept() {
         let mut w = Walk::new("wasp_trace", "tail");
-        let lines = [
-            "trace id 1 netdev wasp_trace head packet: x",
-            "trace id 1 netdev wasp_trace head unknown rule handle 3 (verdict continue)",
-            "trace id 1 netdev wasp_trace head policy accept ",
-            "trace id 1 netdev t a packet: x",
-            "trace id 1 netdev t a unknown rule handle 7 (verdict accept)",
-            "trace id 2 netdev t zzz unknown rule handle 7 (verdict drop)",
-            "trace id 1 netdev t b packet: x",
-            "trace id 1 netdev t b policy accept ",
+        let rule = |h, v| TraceKind::Rule {
+            handle: h,
+            verdict: v,
+        };
+        let evs = [
+            ev(1, "wasp_trace", "head", rule(3, TraceVerdict::Continue)),
+            ev(
+                1,
+                "wasp_trace",
+                "head",
+                TraceKind::Policy(TraceVerdict::Accept),
+            ),
+            ev(1, "t", "a", rule(7, TraceVerdict::Accept)),
+            ev(1, "t", "b", TraceKind::Policy(TraceVerdict::Accept)),
         ];
-        for l in lines {
-            assert_eq!(w.feed(l), None, "{l}");
+        for e in &evs {
+            assert_eq!(w.feed(e), None, "{e}");
         }
-        let d = w
-            .feed("trace id 1 netdev wasp_trace tail policy accept ")
-            .unwrap();
-        assert_eq!(d.to_string(), "accept t b policy");
+        let d = w.feed(&ev(
+            1,
+            "wasp_trace",
+            "tail",
+            TraceKind::Policy(TraceVerdict::Accept),
+        ));
+        assert_eq!(d.unwrap().to_string(), "accept t b policy");
     }
 
     #[test]
     fn walk_ends_on_drop() {
         let mut w = Walk::new("wasp_trace", "tail");
-        assert_eq!(w.feed("trace id 1 netdev t a policy accept "), None);
-        let d = w
-            .feed("trace id 1 netdev t sub rule drop # handle 9 (verdict drop)")
-            .unwrap();
-        assert_eq!(d.to_string(), "drop t sub 9");
+        assert_eq!(
+            w.feed(&ev(1, "t", "a", TraceKind::Policy(TraceVerdict::Accept))),
+            None
+        );
+        let d = w.feed(&ev(
+            1,
+            "t",
+            "sub",
+            TraceKind::Rule {
+                handle: 9,
+                verdict: TraceVerdict::Drop,
+            },
+        ));
+        assert_eq!(d.unwrap().to_string(), "drop t sub 9");
     }
 }
