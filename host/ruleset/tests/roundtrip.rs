@@ -16,7 +16,7 @@ fn cases() -> Vec<PathBuf> {
     v
 }
 
-fn norm_elems(elems: &mut Vec<SetElem>) {
+fn norm_elems(elems: &mut [SetElem]) {
     for e in elems.iter_mut() {
         e.span = Span::default();
         e.expires_ms = None;

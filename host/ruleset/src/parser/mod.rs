@@ -339,11 +339,8 @@ impl<'s> Parser<'s> {
         let mut value = Vec::new();
         let mut depth = 0usize;
         // The raw tokens up to the end of the line (braces may span lines).
-        loop {
-            let t = match self.pending.last().or_else(|| self.toks.get(self.pos)) {
-                Some(t) => t.clone(),
-                None => break,
-            };
+        while let Some(t) = self.pending.last().or_else(|| self.toks.get(self.pos)) {
+            let t = t.clone();
             match &t.tok {
                 Tok::Newline | Tok::Punct(";") if depth == 0 => break,
                 Tok::Punct("{") => depth += 1,

@@ -4,7 +4,6 @@ use super::expr::RuleCtx;
 use super::handles::Ref;
 use super::value::is_vlan_type;
 use super::{PResult, Parser};
-use crate::datatypes::TCP_FLAGS;
 use crate::lexer::Tok;
 use crate::model::{
     BinOp, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule, SetRef,
@@ -270,7 +269,6 @@ impl Parser<'_> {
         {
             ctx.vlan_depth = depth + 1;
         }
-        let _ = TCP_FLAGS;
         Ok(Stmt::Match(Match {
             left,
             op,

@@ -585,6 +585,10 @@ impl Parser<'_> {
             }
             self.end_of_item()?;
         }
+        if set.timeout_ms.is_some() {
+            // A default timeout implies the timeout flag (nft sets NFT_SET_TIMEOUT for it).
+            set.flags.timeout = true;
+        }
         if set.key.is_empty() {
             return Err(self.st.error(
                 span,

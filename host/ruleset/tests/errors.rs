@@ -1,0 +1,274 @@
+//! Every error names file:line:col, shows the line and says what was expected. One row per
+//! error case: (ruleset, line, column, text the message must contain).
+
+use wasp_ruleset::error::Error;
+
+const HDR: &str = "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n";
+
+fn rule_case(rule: &str) -> String {
+    format!("{HDR}\t\t{rule}\n\t}}\n}}\n")
+}
+
+fn check(text: &str, line: u32, col: u32, needle: &str) {
+    match wasp_ruleset::parse_str(text, "case.nft") {
+        Ok(_) => panic!("accepted, expected an error containing {needle:?}:\n{text}"),
+        Err(Error::At(l)) => {
+            assert_eq!(
+                (l.line, l.col),
+                (line, col),
+                "position of {:?} (message {:?})",
+                needle,
+                l.message
+            );
+            assert!(
+                l.message.contains(needle),
+                "message {:?} does not contain {:?}",
+                l.message,
+                needle
+            );
+            let shown = Error::At(l.clone()).to_string();
+            assert!(
+                shown.starts_with(&format!("case.nft:{line}:{col}: error: ")),
+                "{shown}"
+            );
+            assert!(shown.contains(&l.line_text), "{shown}");
+        }
+        Err(e) => panic!("unexpected error kind: {e}"),
+    }
+}
+
+#[test]
+fn rule_errors() {
+    // (rule text on line 4 at column 3, column of the error in the rule, message part)
+    let cases: &[(&str, u32, &str)] = &[
+        (
+            "tcp dport 22 acept",
+            14,
+            "expected a verdict, `counter`, `log` or a match, found `acept`",
+        ),
+        (
+            "tcp dport htps accept",
+            11,
+            "expected a port number or service name, found `htps`",
+        ),
+        (
+            "tcp dprt 22 accept",
+            5,
+            "expected a `tcp` field: `sport`, `dport` or `flags`",
+        ),
+        ("vlan id 4096 accept", 9, "exceeds valid range 0-4095"),
+        ("ip dscp 64 accept", 9, "exceeds valid range 0-63"),
+        (
+            "ip saddr 10.0.0.300 accept",
+            10,
+            "expected an IPv4 address, found `10.0.0.300`",
+        ),
+        (
+            "ip6 saddr 2001:db8::g accept",
+            11,
+            "expected an IPv6 address",
+        ),
+        (
+            "ether saddr 00:11:22:33:44 accept",
+            13,
+            "expected a MAC address",
+        ),
+        (
+            "ip saddr 10.0.0.0/33 accept",
+            10,
+            "prefix length of 0 to 32",
+        ),
+        (
+            "ip saddr 10.0.0.5-10.0.0.1 accept",
+            10,
+            "Range has zero or negative size",
+        ),
+        (
+            "iifname \"0123456789abcdef\" accept",
+            9,
+            "at most 15 characters",
+        ),
+        (
+            "icmp type echo-reqest accept",
+            11,
+            "expected an icmp type name or number",
+        ),
+        ("meta len 5 accept", 6, "expected a meta key"),
+        (
+            "meta nfproto ipv4 accept",
+            1,
+            "meta nfproto is only useful in the inet family",
+        ),
+        (
+            "icmp type 8 tcp dport 2 accept",
+            13,
+            "conflicting protocols specified: icmp vs. tcp",
+        ),
+        (
+            "ip saddr . tcp dport 10.0.0.1 . 22 accept",
+            1,
+            "Use concatenations with sets and maps",
+        ),
+        ("ip saddr @nope drop", 10, "unknown set `@nope`"),
+        ("jump nowhere", 6, "unknown chain `nowhere`"),
+        ("jump c", 6, "cannot jump or go to base chain `c`"),
+        (
+            "ip saddr { 1.1.1.1, 2.2.2.2 accept",
+            29,
+            "expected `,` or `}`",
+        ),
+        ("tcp dport 22 accept }", 0, ""),
+        ("log level loud", 11, "expected a log level"),
+        (
+            "ip saddr $undefined accept",
+            10,
+            "unknown variable `$undefined`",
+        ),
+        (
+            "notrack",
+            1,
+            "expected a verdict, `counter`, `log` or a match, found `notrack`",
+        ),
+        ("tcp dport { 22 . 80 } accept", 16, "the end of the key"),
+    ];
+    for (rule, col, needle) in cases {
+        if needle.is_empty() {
+            // `}` right after a rule needs a separator first, as nft requires.
+            check(&rule_case(rule), 4, 23, "expected a newline or `;`");
+            continue;
+        }
+        check(&rule_case(rule), 4, 2 + col, needle);
+    }
+}
+
+#[test]
+fn declaration_errors() {
+    let cases: &[(&str, u32, u32, &str)] = &[
+        (
+            "tabel netdev t {\n}\n",
+            1,
+            1,
+            "expected `table`, `define`, `include`, `add`, `flush` or `delete`, found `tabel`",
+        ),
+        (
+            "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress priority 0;\n\t}\n}\n",
+            3,
+            3,
+            "Missing `device' in this chain definition",
+        ),
+        (
+            "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device eth0 priority raw;\n\t}\n}\n",
+            3,
+            49,
+            "invalid priority expression value in this context",
+        ),
+        (
+            "table inet t {\n\tchain c {\n\t\ttype filter hook input priority dstnat;\n\t}\n}\n",
+            3,
+            35,
+            "invalid priority expression value in this context",
+        ),
+        (
+            "table netdev t {\n\tchain c {\n\t\ttype filter hook input device eth0 priority 0;\n\t}\n}\n",
+            3,
+            20,
+            "hook `input` is not valid in the netdev family",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; elements = { 10.0.0.0/8 } }\n}\n",
+            2,
+            39,
+            "You must add 'flags interval' to your set declaration if you want to add prefix elements",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; elements = { 1.1.1.1-1.1.1.5 } }\n}\n",
+            2,
+            39,
+            "if you want to add range elements",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; }\n\tchain c {\n\t\ttcp dport @s accept\n\t}\n}\n",
+            4,
+            13,
+            "datatype mismatch: set `s` has type ipv4_addr, expression `tcp dport` has type inet_service",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_adr; }\n}\n",
+            2,
+            15,
+            "expected a data type such as `ipv4_addr`, found `ipv4_adr`",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; flags intervall; }\n}\n",
+            2,
+            32,
+            "expected a set flag",
+        ),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; }\n\tset s { type inet_service; }\n}\n",
+            3,
+            2,
+            "set `s` is already declared with a different type",
+        ),
+        (
+            "table ip t {\n\tchain c { type filter hook input priority 0; }\n}\ntable ip t {\n\tchain c { type filter hook output priority 0; }\n}\n",
+            5,
+            12,
+            "chain `c` is already declared with a different hook",
+        ),
+        (
+            "add rule ip nope c accept\n",
+            1,
+            13,
+            "unknown table `ip nope`",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t}\n}\nadd rule ip t d accept\n",
+            5,
+            15,
+            "unknown chain `d`",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t\tip saddr \"oops\n",
+            3,
+            12,
+            "unterminated string",
+        ),
+        (
+            "table ip t {\n\tchain c {\n",
+            2,
+            11,
+            "expected a rule or `}`, found end of file",
+        ),
+        (
+            "table ip t { chain c { accept; } }\n",
+            1,
+            34,
+            "expected a newline or `;`",
+        ),
+        ("include \"/nonexistent/x.nft\"\n", 1, 9, "cannot include"),
+    ];
+    for (text, line, col, needle) in cases {
+        check(text, *line, *col, needle);
+    }
+}
+
+#[test]
+fn include_loops_are_refused() {
+    let dir = std::env::temp_dir().join(format!("wasp-ruleset-inc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.nft"), "include \"b.nft\"\n").unwrap();
+    std::fs::write(dir.join("b.nft"), "\ninclude \"a.nft\"\n").unwrap();
+    let err = wasp_ruleset::parse_file(&dir.join("a.nft")).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    let Error::At(l) = err else { panic!("{err}") };
+    assert_eq!((l.line, l.col), (2, 9));
+    assert!(l.path.ends_with("b.nft"), "{}", l.path.display());
+    assert!(l.message.contains("include loop"), "{}", l.message);
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let err = wasp_ruleset::parse_file(std::path::Path::new("/nonexistent/rules.nft")).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+}
