@@ -9,13 +9,13 @@ use crate::sample::SampleError;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The ruleset cannot be read, parsed or compiled (the text names file:line:col).
-    #[error("{0}")]
+    #[error(transparent)]
     Ruleset(#[from] wasp_ruleset::Error),
     /// A capture cannot be read, or is truncated or corrupt (the text names file and offset).
-    #[error("{0}")]
+    #[error(transparent)]
     Capture(#[from] CaptureError),
     /// A sample directory's `sample.toml` cannot be read or is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Sample(#[from] SampleError),
     /// A capture given with `--in`, or marked `required` in `sample.toml`, does not exist.
     #[error("{path}: capture not found")]

@@ -336,6 +336,24 @@ fn ipv6(b: &[u8]) -> String {
     std::net::Ipv6Addr::from(a).to_string()
 }
 
+/// Bytes of the transport header that the kernel puts in a trace (`NFT_TRACETYPE_TRANSPORT_HSIZE`
+/// in nf_tables_trace.c).
+const TRACE_TRANSPORT_BYTES: usize = 20;
+
+/// The transport bytes after the `known` header bytes that the kernel's trace carries, printed
+/// as nft prints what it cannot name: `@th,OFFSET_BITS,LEN_BITS 0xHEX`.
+fn raw_rest(s: &mut String, frame: &[u8], th: usize, known: usize) {
+    let end = frame.len().min(th + TRACE_TRANSPORT_BYTES);
+    let Some(rest) = frame.get(th + known..end) else {
+        return;
+    };
+    if rest.is_empty() {
+        return;
+    }
+    let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    let _ = write!(s, " @th,{},{} 0x{hex}", known * 8, rest.len() * 8);
+}
+
 /// The `packet:` part of a trace line: the input interface and the headers, in the words nft
 /// uses (`ether saddr ...`, `ip saddr ...`, `tcp dport ...`). Fields that are cut off by the
 /// end of the capture are left out.
@@ -393,23 +411,14 @@ pub fn describe_packet(iif: &str, frame: &[u8], meta: &PacketMeta) -> String {
             );
         }
         L3Kind::Arp if frame.len() >= off + 8 => {
-            let op = be16(frame, off + 6).unwrap_or(0);
-            let op = match op {
+            // nft prints only the operation: the hardware/protocol types and lengths are the
+            // dependency it implies.
+            let op = match be16(frame, off + 6).unwrap_or(0) {
                 1 => "request".to_string(),
                 2 => "reply".to_string(),
                 o => o.to_string(),
             };
-            let _ = write!(
-                s,
-                " arp htype {} arp ptype {} arp hlen {} arp plen {} arp operation {op}",
-                be16(frame, off).unwrap_or(0),
-                match be16(frame, off + 2).unwrap_or(0) {
-                    0x0800 => "ip".to_string(),
-                    p => format!("0x{p:04x}"),
-                },
-                frame[off + 4],
-                frame[off + 5]
-            );
+            let _ = write!(s, " arp operation {op}");
         }
         _ => {
             if let Some(t) = be16(frame, 12) {
@@ -441,6 +450,7 @@ pub fn describe_packet(iif: &str, frame: &[u8], meta: &PacketMeta) -> String {
                     (be16(frame, o), be16(frame, o + 2), be16(frame, o + 4))
                 {
                     let _ = write!(s, " udp sport {sp} udp dport {dp} udp length {len}");
+                    raw_rest(&mut s, frame, o, 8);
                 }
             }
             1 => {
@@ -460,6 +470,7 @@ pub fn describe_packet(iif: &str, frame: &[u8], meta: &PacketMeta) -> String {
                             idseq >> 16,
                             idseq & 0xffff
                         );
+                        raw_rest(&mut s, frame, o, 8);
                     }
                 }
             }
@@ -480,6 +491,7 @@ pub fn describe_packet(iif: &str, frame: &[u8], meta: &PacketMeta) -> String {
                             idseq >> 16,
                             idseq & 0xffff
                         );
+                        raw_rest(&mut s, frame, o, 8);
                     }
                 }
             }
