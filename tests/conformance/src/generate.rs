@@ -418,6 +418,12 @@ fn vlan_cases(c: &mut Corpus) {
     c.add("vlan-4095", e(&[q(0, 4095)], ET_IP, &udp4));
     c.add("vlan-dei", e(&[(ET_8021Q, 0x1000 | 42)], ET_IP, &udp4));
     c.add("vlan-tag-only", e(&[q(0, 42)], ET_IP, &[]));
+    // skb_vlan_untag needs the tag and 2 more bytes (20 in all) or drops the frame before
+    // the ingress hook.
+    c.add("vlan-tag-1-byte", e(&[q(0, 42)], ET_IP, &[0x45]));
+    c.add("vlan-tag-2-bytes", e(&[q(0, 42)], ET_IP, &[0x45, 0]));
+    c.add("qinq-tag-only", e(&[ad(0, 42)], ET_IP, &[]));
+    c.add("qinq-tag-2-bytes", e(&[ad(0, 42)], ET_IP, &[0x45, 0]));
     c.add(
         "vlan-cut-tag",
         ether(DST_MAC, SRC_MAC, &[], ET_8021Q, &[0x00]),
