@@ -10,6 +10,7 @@
 //! A fault in a capture (truncated, corrupt, not a capture) ends the run after the packets read
 //! before it have been processed and written; it is returned in [`Report::fault`].
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
 use crate::progress::Progress;
 use crate::sample::Sample;
-use crate::summary::{ChainSummary, InputStatus, InputSummary, Summary};
+use crate::summary::{ChainSummary, InputStatus, InputSummary, RuleSummary, Summary};
 use crate::trace::{Collector, base_chains_walked, format_packet_trace};
 use crate::verdicts::VerdictWriter;
 
@@ -261,6 +262,8 @@ struct Run<'o> {
     summary: Summary,
     index: u64,
     collector: Collector,
+    /// (table, chain, rule handle or `u64::MAX` for the policy, drop?) -> packets.
+    decisions: BTreeMap<(u32, u32, u64, bool), u64>,
 }
 
 impl Run<'_> {
@@ -315,8 +318,17 @@ impl Run<'_> {
                     input.dropped += 1;
                 }
             }
-            if outcome.decision.is_none() {
-                self.summary.unseen += 1;
+            match outcome.decision {
+                None => self.summary.unseen += 1,
+                Some(d) => {
+                    let key = (
+                        d.table,
+                        d.chain,
+                        d.rule.unwrap_or(u64::MAX),
+                        outcome.verdict == FinalVerdict::Drop,
+                    );
+                    *self.decisions.entry(key).or_default() += 1;
+                }
             }
             self.chains.count(&self.names, &events[i], outcome);
             self.outputs.write(frame, outcome.verdict)?;
@@ -451,6 +463,7 @@ pub fn replay(
         summary,
         index: 0,
         collector: Collector::default(),
+        decisions: BTreeMap::new(),
     };
     let mut fault = None;
     for (input, here) in opts.inputs.iter().zip(present) {
@@ -484,6 +497,17 @@ pub fn replay(
     progress.finish();
     summary = run.summary;
     summary.chains = run.chains.counts;
+    summary.decided_by = run
+        .decisions
+        .iter()
+        .map(|(&(t, c, h, drop), &packets)| RuleSummary {
+            table: run.names.table(t).to_string(),
+            chain: run.names.chain(t, c).to_string(),
+            rule: (h != u64::MAX).then_some(h),
+            verdict: if drop { "drop" } else { "accept" }.to_string(),
+            packets,
+        })
+        .collect();
     run.outputs.finish()?;
     Ok(Report {
         summary,

@@ -26,8 +26,25 @@ pub struct Summary {
     pub unseen: u64,
     /// The netdev ingress base chains of `in_dev`, in hook order.
     pub chains: Vec<ChainSummary>,
+    /// Which rule (or policy) gave how many packets their final verdict, in ruleset order.
+    pub decided_by: Vec<RuleSummary>,
     /// The inputs in the order they were read.
     pub inputs: Vec<InputSummary>,
+}
+
+/// How many packets one rule or chain policy decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RuleSummary {
+    /// Table name.
+    pub table: String,
+    /// Chain name.
+    pub chain: String,
+    /// Rule handle, or `None` for the chain's policy.
+    pub rule: Option<u64>,
+    /// `accept` or `drop`.
+    pub verdict: String,
+    /// Packets.
+    pub packets: u64,
 }
 
 /// Counts of one base chain.
@@ -127,6 +144,33 @@ impl Summary {
             let _ = writeln!(s, "(no ingress base chain on \"{}\")", self.in_dev);
         }
         let _ = writeln!(s);
+        if !self.decided_by.is_empty() {
+            let by = |r: &RuleSummary| {
+                format!(
+                    "{} {} {}",
+                    r.table,
+                    r.chain,
+                    r.rule
+                        .map_or_else(|| "policy".to_string(), |h| h.to_string())
+                )
+            };
+            let w = self
+                .decided_by
+                .iter()
+                .map(|r| by(r).len())
+                .chain(std::iter::once("decided by".len()))
+                .max()
+                .unwrap_or(10);
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:<7}  {:>8}",
+                "decided by", "verdict", "packets"
+            );
+            for r in &self.decided_by {
+                let _ = writeln!(s, "{:<w$}  {:<7}  {:>8}", by(r), r.verdict, r.packets);
+            }
+            let _ = writeln!(s);
+        }
         let w = self
             .inputs
             .iter()
@@ -194,6 +238,22 @@ mod tests {
                 accepted: 3,
                 dropped: 2,
             }],
+            decided_by: vec![
+                RuleSummary {
+                    table: "office".into(),
+                    chain: "ingress".into(),
+                    rule: Some(4),
+                    verdict: "drop".into(),
+                    packets: 2,
+                },
+                RuleSummary {
+                    table: "office".into(),
+                    chain: "ingress".into(),
+                    rule: None,
+                    verdict: "accept".into(),
+                    packets: 3,
+                },
+            ],
             inputs: vec![
                 InputSummary {
                     path: "a.pcap".into(),
@@ -224,6 +284,10 @@ mod tests {
              \n\
              base chain             priority   packets  accepted   dropped\n\
              netdev office ingress         0         5         3         2\n\
+             \n\
+             decided by             verdict   packets\n\
+             office ingress 4       drop            2\n\
+             office ingress policy  accept          3\n\
              \n\
              input       packets  accepted   dropped  malformed\n\
              a.pcap            5         3         2          1\n\

@@ -150,6 +150,30 @@ fn verdict_lines_outputs_and_summary_for_known_packets() {
     );
     assert_eq!(v["inputs"][0]["packets"], 6);
     assert_eq!(v["inputs"][0]["status"], "read");
+    // Deciding rules in ruleset order (chains as declared: zone, first, second).
+    let by: Vec<String> = v["decided_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}",
+                r["chain"].as_str().unwrap(),
+                r["rule"],
+                r["verdict"].as_str().unwrap(),
+                r["packets"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        [
+            "zone 5 drop 1",
+            "first 6 drop 1",
+            "second 8 accept 2",
+            "second null drop 2"
+        ]
+    );
 }
 
 #[test]
