@@ -83,49 +83,56 @@ impl Names {
     /// `wasp_ruleset::print_ruleset(ruleset, true)` (with handles), so that traces can show
     /// rules as `nft monitor trace` does. Lines that do not look like rules are ignored.
     pub fn learn_rule_texts(&mut self, printed: &str) {
-        let mut table: Option<u32> = None;
-        let mut chain: Option<u32> = None;
+        /// What an open `{` belongs to.
+        enum Open {
+            Table(Option<u32>),
+            Chain(Option<u32>, Option<u32>),
+            Other,
+        }
+        let mut stack: Vec<Open> = Vec::new();
         for line in printed.lines() {
             let t = line.trim();
-            if let Some(rest) = t.strip_prefix("table ") {
-                let mut words = rest.split_whitespace();
-                let fam = words.next().unwrap_or("");
-                let name = words.next().unwrap_or("");
-                table = self
-                    .tables
-                    .iter()
-                    .position(|tb| {
-                        family_name(tb.family) == fam && tb.name == name.trim_matches('"')
-                    })
-                    .map(|i| i as u32);
-                chain = None;
-                continue;
-            }
-            if let (Some(ti), Some(rest)) = (table, t.strip_prefix("chain ")) {
-                let name = rest.split_whitespace().next().unwrap_or("");
-                chain = self.tables[ti as usize]
-                    .chains
-                    .iter()
-                    .position(|c| c.name == name.trim_matches('"'))
-                    .map(|i| i as u32);
-                continue;
-            }
-            if t == "}" {
-                if chain.is_some() {
-                    chain = None;
-                } else {
-                    table = None;
-                }
-                continue;
-            }
-            let (Some(ti), Some(ci)) = (table, chain) else {
-                continue;
+            let (body, handle) = match t.rsplit_once(" # handle ") {
+                Some((b, h)) => (b.trim(), h.trim().parse::<u64>().ok()),
+                None => (t, None),
             };
-            let Some((text, handle)) = t.rsplit_once(" # handle ") else {
+            if body == "}" {
+                stack.pop();
                 continue;
-            };
-            if let Ok(h) = handle.trim().parse::<u64>() {
-                self.rule_text.insert((ti, ci, h), text.trim().to_string());
+            }
+            let table = stack.iter().rev().find_map(|o| match o {
+                Open::Table(t) | Open::Chain(t, _) => Some(*t),
+                Open::Other => None,
+            });
+            if let Some(head) = body.strip_suffix('{') {
+                let mut words = head.split_whitespace();
+                let open = match (words.next(), words.next(), words.next()) {
+                    (Some("table"), Some(fam), Some(name)) => Open::Table(
+                        self.tables
+                            .iter()
+                            .position(|tb| {
+                                family_name(tb.family) == fam && tb.name == name.trim_matches('"')
+                            })
+                            .map(|i| i as u32),
+                    ),
+                    (Some("chain"), Some(name), _) => {
+                        let t = table.flatten();
+                        let c = t.and_then(|t| {
+                            self.tables[t as usize]
+                                .chains
+                                .iter()
+                                .position(|c| c.name == name.trim_matches('"'))
+                                .map(|i| i as u32)
+                        });
+                        Open::Chain(t, c)
+                    }
+                    _ => Open::Other,
+                };
+                stack.push(open);
+                continue;
+            }
+            if let (Some(Open::Chain(Some(ti), Some(ci))), Some(h)) = (stack.last(), handle) {
+                self.rule_text.insert((*ti, *ci, h), body.to_string());
             }
         }
     }
@@ -270,7 +277,7 @@ mod tests {
     fn rule_texts_from_printed_ruleset() {
         let mut n = Names::new(&ruleset());
         n.learn_rule_texts(
-            "table netdev a { # handle 1\n\tchain zone { # handle 1\n\t\tip saddr 10.0.0.0/8 drop # handle 4\n\t}\n\n\tchain late { # handle 2\n\t\ttype filter hook ingress device \"lan0\" priority 10; policy accept;\n\t\tcounter packets 0 bytes 0 # handle 5\n\t}\n}\ntable netdev b { # handle 2\n\tchain early {\n\t\tudp dport 53 accept # handle 4\n\t}\n}\n",
+            "table netdev a { # handle 1\n\tset s { # handle 9\n\t\ttype ipv4_addr\n\t\telements = { 10.0.0.1, 10.0.0.2 }\n\t}\n\n\tchain zone { # handle 1\n\t\tip saddr 10.0.0.0/8 drop # handle 4\n\t}\n\n\tchain late { # handle 2\n\t\ttype filter hook ingress device \"lan0\" priority 10; policy accept;\n\t\tcounter packets 0 bytes 0 # handle 5\n\t}\n}\ntable netdev b { # handle 2\n\tchain early {\n\t\tudp dport 53 accept # handle 4\n\t}\n}\n",
         );
         assert_eq!(n.rule_text(0, 0, 4), "ip saddr 10.0.0.0/8 drop");
         assert_eq!(n.rule_text(0, 1, 5), "counter packets 0 bytes 0");

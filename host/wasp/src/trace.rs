@@ -92,8 +92,16 @@ pub fn format_packet_trace(
     let mut s = String::new();
     let mut current_base: Option<(u32, u32)> = None;
     let packet_desc = describe_packet(iif, frame, meta);
-    for ev in events {
-        if let Some((t, c)) = event_chain(ev)
+    for (i, ev) in events.iter().enumerate() {
+        // A log line comes before its rule's event: open the walk with the packet line of the
+        // next event's chain first.
+        let chain = match ev {
+            TraceEvent::Log { .. } if current_base.is_none() => {
+                events[i..].iter().find_map(event_chain)
+            }
+            _ => event_chain(ev),
+        };
+        if let Some((t, c)) = chain
             && names.is_base(t, c)
             && current_base != Some((t, c))
         {
