@@ -52,7 +52,11 @@ pub struct Decision {
 pub struct Outcome {
     /// Accept or drop.
     pub verdict: FinalVerdict,
-    /// The deciding chain and rule; `None` when no base chain saw the packet.
+    /// The deciding chain and rule; `None` when no base chain saw the packet: with verdict
+    /// accept when no chain of the hook ran (none registered, or an inet chain skipped a non-IP
+    /// frame), with verdict drop when the kernel discards the frame before the hook (a VLAN tag
+    /// cut short, see [`PacketMeta::untag_drop`]) or an inet ingress chain drops a malformed IP
+    /// header before its rules.
     pub decision: Option<Decision>,
     /// `meta mark` after the walk.
     pub mark: u32,
@@ -263,6 +267,9 @@ impl Engine {
         trace: Option<&mut dyn TraceSink>,
     ) -> Outcome {
         let _ = now_ns;
+        if let Some(o) = discarded_before_hook(Hook::Ingress, packet) {
+            return o;
+        }
         let Some(h) = self
             .hooks
             .iter()
@@ -327,11 +334,11 @@ impl Engine {
             .position(|h| h.hook == hook && h.device == dev)
         else {
             for (o, p) in out.iter_mut().zip(packets) {
-                *o = Outcome {
+                *o = discarded_before_hook(hook, p).unwrap_or(Outcome {
                     verdict: FinalVerdict::Accept,
                     decision: None,
                     mark: p.mark,
-                };
+                });
             }
             return;
         };
@@ -343,6 +350,10 @@ impl Engine {
                 self.state[i] = packet_state(hook, dev, p);
                 self.res[i] = (FinalVerdict::Accept, None);
                 self.alive[i] = true;
+                if discarded_before_hook(hook, p).is_some() {
+                    self.res[i] = (FinalVerdict::Drop, None);
+                    self.alive[i] = false;
+                }
             }
             let mut fx = Effects {
                 counters: &mut self.counters,
@@ -492,6 +503,24 @@ fn packet_state(hook: Hook, dev: &str, p: &Packet<'_>) -> PktState {
         nftrace: false,
         nfproto: nfproto(p.meta.protocol),
     }
+}
+
+/// The outcome of a frame the kernel frees before the hook runs, so that no chain sees it:
+/// drop, no decision, mark unchanged.
+///
+/// At ingress that is a frame whose EtherType at offset 12 is 802.1Q (0x8100) or 802.1ad
+/// (0x88a8) and that is shorter than 20 bytes: `__netif_receive_skb_core` calls
+/// `skb_vlan_untag`, whose `pskb_may_pull(skb, VLAN_HLEN + sizeof(unsigned short))` after the
+/// Ethernet header fails, so the skb is freed before `nf_hook_ingress`
+/// ([`PacketMeta::untag_drop`]). Such a frame gets no trace event and touches no counter.
+/// `wasp replay` counts it as dropped and as seen by no base chain (its verdict line is
+/// `drop - - -`, as the conformance harness reports the kernel's result).
+fn discarded_before_hook(hook: Hook, p: &Packet<'_>) -> Option<Outcome> {
+    (hook == Hook::Ingress && p.meta.untag_drop).then_some(Outcome {
+        verdict: FinalVerdict::Drop,
+        decision: None,
+        mark: p.mark,
+    })
 }
 
 /// What the inet family's ingress hook does before its chain (nft_do_chain_inet_ingress).

@@ -148,7 +148,8 @@ pub struct PacketMeta {
     pub inner_l4: Option<L4Info>,
     /// The kernel frees this frame before the netdev ingress hook: its first 802.1Q/802.1ad tag
     /// is not followed by 2 more bytes (`skb_vlan_untag` pulls 4 + 2 bytes after the Ethernet
-    /// header). No ingress chain sees such a frame.
+    /// header): its EtherType at offset 12 is 0x8100 or 0x88a8 and it is shorter than 20 bytes.
+    /// No ingress chain sees such a frame; the engine gives it drop with no decision.
     pub untag_drop: bool,
     /// Tunnel found behind the inner transport header (`inner_l4`, UDP destination port 4789 or
     /// 6081, not a non-first fragment), if any.
@@ -830,6 +831,22 @@ mod tests {
             (m.untag_drop, m.protocol, m.net_offset),
             (false, 0x1234, 18)
         );
+    }
+
+    #[test]
+    fn untag_drop_below_20_bytes_for_both_kernel_tpids() {
+        // skb_vlan_untag pulls VLAN_HLEN + 2 = 6 bytes after the 14-byte Ethernet header: a frame
+        // with TPID 0x8100 or 0x88a8 at offset 12 is freed when it is shorter than 20 bytes.
+        for tpid in [VLAN, QINQ] {
+            let full = eth(&[(tpid, 42)], IPV4, &[0x45, 0, 0, 0]);
+            for len in 14..full.len() {
+                let m = parse(&full[..len]);
+                assert_eq!(m.untag_drop, len < 20, "tpid {tpid:#x} len {len}");
+            }
+        }
+        // 0x9100 is not a tag the kernel pops: never dropped.
+        let f = eth(&[(VLAN_9100, 42)], IPV4, &[]);
+        assert!(!parse(&f[..15]).untag_drop);
     }
 
     #[test]

@@ -429,3 +429,64 @@ fn deepest_jump_stack_works() {
         (A, Some(3), 15)
     );
 }
+
+/// Frames whose EtherType is 0x8100 or 0x88a8 but that end before the tag's TCI, its inner
+/// EtherType and 2 more bytes (20 bytes in all) are freed by `skb_vlan_untag` before the ingress
+/// hook: drop with no decision, whatever the rules say, no counter touched, no trace event.
+/// From 20 bytes on, the chain sees the frame.
+#[test]
+fn short_vlan_tags_are_dropped_before_the_hook() {
+    let mut e = one(Policy::Accept, vec![vec![counter(), accept()]]);
+    let full = tag(&eth(0x0800, &[0; 6]), 0x8100, 42);
+    assert_eq!(full.len(), 24);
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    for tpid in [0x8100u16, 0x88a8] {
+        let mut f = full.clone();
+        f[12..14].copy_from_slice(&tpid.to_be_bytes());
+        for len in [15, 16, 18, 19, 20] {
+            frames.push(f[..len].to_vec());
+        }
+    }
+    let mut rec = Rec::default();
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let mut out = vec![
+        Outcome {
+            verdict: A,
+            decision: None,
+            mark: 0
+        };
+        pk.len()
+    ];
+    e.ingress("eth0", &pk, 0, &mut out, Some(&mut rec));
+    let got: Vec<(FinalVerdict, bool)> = out
+        .iter()
+        .map(|o| (o.verdict, o.decision.is_some()))
+        .collect();
+    let dropped = (D, false);
+    let seen = (A, true);
+    assert_eq!(
+        got,
+        [
+            dropped, dropped, dropped, dropped, seen, dropped, dropped, dropped, dropped, seen
+        ]
+    );
+    // Only the two 20-byte frames reached the rule.
+    assert_eq!(e.counters()[0].packets, 2);
+    let traced: Vec<usize> = rec
+        .0
+        .iter()
+        .filter_map(|ev| match ev {
+            TraceEvent::Rule { packet, .. } => Some(*packet),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(traced, [4, 9]);
+    // The per-packet walk agrees, and so does a device without chains.
+    for (i, p) in pk.iter().enumerate() {
+        assert_eq!(e.ingress_one("eth0", p, i, 0, None), out[i], "frame {i}");
+    }
+    let mut none = vec![out[0]; 2];
+    e.ingress("eth1", &pk[..2], 0, &mut none, None);
+    assert_eq!(none[0].verdict, D);
+    assert_eq!(none[0].decision, None);
+}
