@@ -19,7 +19,9 @@ pub(crate) enum Src {
     Link,
     /// From the network header (`PacketMeta::net_offset`).
     Net,
-    /// From the transport header; fails without L4 info or with a non-zero fragment offset.
+    /// From the transport header (`PacketMeta::l4`'s offset, the kernel's `thoff`); fails
+    /// without L4 info, and on a non-first fragment unless the load takes the kernel's fast path
+    /// (see [`Load::kernel_fast_path`]).
     Transport,
     /// `meta protocol` (2 bytes, big-endian EtherType).
     Protocol,
@@ -140,6 +142,29 @@ impl Load {
         }
     }
 
+    /// Whether the kernel runs this payload load through its fast path: `nft_payload_select_ops`
+    /// picks `nft_payload_fast_ops` for a load of 1, 2 or 4 bytes at an offset aligned to its
+    /// length from the network or transport header (never the link layer), and `nft_do_chain`
+    /// then calls `nft_payload_fast_eval`. The kernel's load length is `need` (nft loads only the
+    /// bytes a prefix covers).
+    ///
+    /// For a transport load this decides what a non-first fragment gives: the fast path checks
+    /// only that L4 info exists (`NFT_PKTINFO_L4PROTO`) and that the bytes lie inside the linear
+    /// data, not `pkt->fragoff`, so it reads the fragment's bytes at `thoff` as if they were the
+    /// transport header (`tcp dport`, `tcp flags`, `icmp type`, `udp length`, `th sport`, a
+    /// merged 4-byte `udp sport . udp dport`). Any other transport load (3 bytes, unaligned, more
+    /// than 4 bytes) goes to `nft_payload_eval`, which breaks when `fragoff != 0`. When the fast
+    /// read runs past the data, the kernel falls back to `nft_payload_eval`, which fails too on a
+    /// fragment and reads the same bytes otherwise: the same as a failed read here.
+    /// (Checked against kernel 6.18; a later kernel patch adds the fragment check to the fast
+    /// path.)
+    #[inline]
+    pub fn kernel_fast_path(&self) -> bool {
+        matches!(self.src, Src::Net | Src::Transport)
+            && matches!(self.need, 1 | 2 | 4)
+            && self.off % u16::from(self.need) == 0
+    }
+
     /// Evaluate: `None` is the kernel's NFT_BREAK (read past the frame, no transport header).
     #[inline]
     pub fn eval(&self, p: &Packet<'_>, st: &PktState) -> Option<u128> {
@@ -158,7 +183,7 @@ impl Load {
             )?,
             Src::Transport => {
                 let l4 = p.meta.l4?;
-                if l4.fragoff != 0 {
+                if l4.fragoff != 0 && !self.kernel_fast_path() {
                     return None;
                 }
                 read_be(
@@ -274,6 +299,80 @@ mod tests {
             "prefix needs only one byte"
         );
         assert_eq!(read_be(&f, 5, 1, 1), None);
+    }
+
+    #[test]
+    fn fast_path_loads_read_non_first_fragments() {
+        use wasp_wire::L4Info;
+        // Ethernet + IPv4 header, then 8 bytes of a non-first fragment's data at 34.
+        let mut f = vec![0u8; 34];
+        f.extend_from_slice(&[0x13, 0x88, 0x00, 0x35, 0x00, 0x0c, 0xab, 0xcd]);
+        let meta = PacketMeta {
+            len: f.len() as u32,
+            net_offset: 14,
+            l4: Some(L4Info {
+                proto: 17,
+                offset: 34,
+                fragoff: 8,
+            }),
+            ..PacketMeta::default()
+        };
+        let p = Packet {
+            frame: &f,
+            meta,
+            iifname: "",
+            mark: 0,
+        };
+        let st = PktState::default();
+        let ld = |off: u16, len: u8| Load {
+            src: Src::Transport,
+            off,
+            len,
+            need: len,
+            shift: 0,
+            mask: mask_bytes(len),
+            xor: 0,
+            width: len,
+        };
+        // Fast path: 1, 2, 4 bytes aligned to their length.
+        assert_eq!(ld(2, 2).eval(&p, &st), Some(53));
+        assert_eq!(ld(0, 4).eval(&p, &st), Some(0x1388_0035));
+        assert_eq!(ld(7, 1).eval(&p, &st), Some(0xcd));
+        // nft_payload_eval: 4 bytes at 2 (unaligned), 3 bytes, 8 bytes, 2 bytes at an odd offset.
+        for (off, len) in [(2, 4), (0, 3), (0, 8), (1, 2)] {
+            assert_eq!(ld(off, len).eval(&p, &st), None, "{off} {len}");
+        }
+        // A fast read past the end falls back to the slow path and fails as well.
+        assert_eq!(ld(8, 2).eval(&p, &st), None);
+        // Not a fragment: every read inside the frame works.
+        let whole = Packet {
+            meta: PacketMeta {
+                l4: Some(L4Info {
+                    proto: 17,
+                    offset: 34,
+                    fragoff: 0,
+                }),
+                ..meta
+            },
+            ..p
+        };
+        assert_eq!(ld(2, 4).eval(&whole, &st), Some(0x0035_000c));
+        assert_eq!(ld(0, 8).eval(&whole, &st), Some(0x1388_0035_000c_abcd));
+        // Link loads never take the fast path.
+        assert!(
+            !Load {
+                src: Src::Link,
+                ..ld(0, 2)
+            }
+            .kernel_fast_path()
+        );
+        assert!(
+            Load {
+                src: Src::Net,
+                ..ld(12, 4)
+            }
+            .kernel_fast_path()
+        );
     }
 
     #[test]

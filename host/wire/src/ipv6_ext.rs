@@ -299,9 +299,12 @@ pub struct Found {
     pub proto: u8,
     /// Offset from the start of the IPv6 header, as `*offset`. May lie past the end of the
     /// buffer: the kernel checks only the bytes it reads, not the length of the last header.
-    /// For a non-first fragment found with no target, where the kernel returns without setting
-    /// `*offset` (so nftables' `thoff` stays 0), this is the offset of the fragment's data, right
-    /// after the fragment header; `fragoff` is non-zero then and no transport read may use it.
+    /// For a non-first fragment found with no target, the kernel returns the fragment header's
+    /// next header without writing `*offset` ("*offset is meaningless" in its comment), so the
+    /// caller's initial 0 stays: this is 0 then, i.e. the IPv6 header itself. nftables'
+    /// `__nft_set_pktinfo_ipv6_validate` starts from `thoff = 0` and keeps that as `pkt->thoff`,
+    /// and the kernel's fast payload path (`nft_payload_fast_eval`) reads transport fields of
+    /// such a fragment from the IPv6 header.
     pub offset: usize,
     /// Fragment offset in bytes of a non-first fragment header met on the way, else 0.
     pub fragoff: u16,
@@ -357,9 +360,10 @@ pub fn find_hdr(
             let frag_off = frag & !0x7;
             if frag_off != 0 {
                 if target.is_none() && (!is_kernel_ext_hdr(hp_next) || hp_next == protocol::NONE) {
+                    // `*offset` is not written: it keeps the caller's 0.
                     return Ok(Found {
                         proto: hp_next,
-                        offset: start + FRAGMENT_LEN,
+                        offset: 0,
                         fragoff: frag_off,
                     });
                 }
@@ -491,7 +495,7 @@ mod tests {
             find_hdr(&p, None, true),
             Ok(Found {
                 proto: 17,
-                offset: 80,
+                offset: 0,
                 fragoff: 184
             })
         );

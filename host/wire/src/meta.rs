@@ -41,16 +41,21 @@ pub enum L3Kind {
 pub struct L4Info {
     /// L4 protocol number (`meta l4proto`), e.g. 6 for TCP, 58 for ICMPv6.
     pub proto: u8,
-    /// Offset in bytes of the transport header from the start of the frame (the kernel's
-    /// `thoff` plus the network offset). Where the kernel's `thoff` lies past the end of the
+    /// Offset in bytes of the transport header from the start of the frame: the kernel's
+    /// `thoff` plus the network offset. Where the kernel's `thoff` lies past the end of the
     /// frame (an IPv6 extension header longer than the capture, whose next header is not an
     /// extension header), this is the frame length, so every transport read fails as in the
-    /// kernel. For a non-first IPv6 fragment it is the fragment's data (the kernel leaves `thoff`
-    /// at 0 there; `fragoff` is non-zero so no transport read happens either way).
+    /// kernel. For a non-first IPv6 fragment it is the network header itself: `ipv6_find_hdr`
+    /// returns there without writing its offset, so `thoff` stays 0 (see
+    /// [`ipv6_ext::Found::offset`]); for a non-first IPv4 fragment it is the fragment's data after
+    /// the IPv4 header. The kernel's fast payload path reads transport fields from there.
     pub offset: u16,
-    /// Fragment offset in bytes (0 for an unfragmented packet or a first fragment). Transport
-    /// header matches never match when this is non-zero, as in the kernel. (The kernel keeps
-    /// IPv4's in 8-byte units; only zero versus non-zero matters to nftables.)
+    /// Fragment offset in bytes (0 for an unfragmented packet or a first fragment). A non-zero
+    /// value makes the kernel's generic transport load (`nft_payload_eval`) fail, but not its
+    /// fast path (`nft_payload_fast_eval`, 1-, 2- or 4-byte loads aligned to their length), which
+    /// checks only that L4 info exists: `tcp dport`, `th sport`, `icmp type`... still read the
+    /// fragment's bytes at `offset`. (The kernel keeps IPv4's in 8-byte units; only zero versus
+    /// non-zero matters to nftables.)
     pub fragoff: u16,
 }
 
@@ -652,8 +657,9 @@ mod tests {
 
     #[test]
     fn ipv6_non_first_fragment() {
+        // thoff stays 0: transport reads start at the IPv6 header (network offset 14).
         let m = parse(&sample("eth-v6-frag-later"));
-        assert_eq!(m.l4, l4(TCP, 62, 1232));
+        assert_eq!(m.l4, l4(TCP, 14, 1232));
         assert_eq!(m.ip6_exthdrs, exthdr_bit(FRAGMENT).unwrap());
         assert_eq!(m.malformed, None);
     }

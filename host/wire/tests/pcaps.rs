@@ -325,6 +325,14 @@ fn fragments() {
             assert_eq!(m.ip6_exthdrs, exthdr_bit(44).unwrap());
             assert_eq!(m.l4.map(|l| l.proto), Some(6));
         }
+        // #2 and #3 are non-first fragments: the kernel's thoff stays at the IPv6 header (after
+        // the popped tag, at 18), where `tcp flags` reads saddr byte 5 (0 for ::1); the kernel
+        // drops both with `tcp flags & (fin|syn|rst|psh|ack|urg) == 0` (conformance 05-tcp-udp).
+        for f in &fr[1..] {
+            let l4 = parse(f).l4.unwrap();
+            assert_eq!((l4.offset, l4.fragoff != 0), (18, true));
+            assert_eq!(f[18 + 13], 0);
+        }
     }
 }
 
@@ -338,7 +346,8 @@ fn ipv6_payload_len_zero_non_first_fragment() {
     let m = parse(&fr[0]);
     assert_eq!(fr[0].len(), 70);
     let l4 = m.l4.unwrap();
-    assert_eq!((l4.proto, l4.offset, l4.fragoff), (2, 62, 1280));
+    // ipv6_find_hdr leaves the offset at 0 for a non-first fragment: thoff is the IPv6 header.
+    assert_eq!((l4.proto, l4.offset, l4.fragoff), (2, 14, 1280));
     assert_eq!(
         (m.ip6_exthdrs, m.malformed),
         (exthdr_bit(44).unwrap(), None)

@@ -99,10 +99,11 @@ fn ports_ranges_and_ordering() {
 }
 
 #[test]
-fn transport_reads_fail_on_fragments_and_short_frames() {
-    // Non-first fragment (offset 8 units = 64 bytes): no transport match, even th.
+fn transport_reads_on_fragments_and_short_frames() {
+    // Non-first fragment (offset 8 units = 64 bytes) whose data happens to look like a TCP
+    // header to port 22: the kernel's fast path (2-byte aligned load) reads it at thoff.
     let frag = ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], 8, &tcp(1, 22, SYN));
-    // First fragment (MF set, offset 0): matches.
+    // First fragment (MF set, offset 0): a real header.
     let first = ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], 0x2000, &tcp(1, 22, SYN));
     // TCP header cut after the source port.
     let mut short = t22();
@@ -112,12 +113,18 @@ fn transport_reads_fail_on_fragments_and_short_frames() {
     let frames = vec![frag, first, short];
     assert_eq!(
         accepts(vec![eq(pf(PayloadField::TcpDport), port(22))], &frames),
-        [false, true, false]
+        [true, true, false]
     );
     assert_eq!(
         accepts(vec![eq(pf(PayloadField::ThDport), port(22))], &frames),
-        [false, true, false]
+        [true, true, false]
     );
+    let syn = mt(
+        RelOp::Implicit,
+        pf(PayloadField::TcpFlags),
+        byte(DataType::TcpFlag, SYN),
+    );
+    assert_eq!(accepts(vec![syn], &frames), [true, true, false]);
     // meta l4proto still reads 6 for all three.
     let l4 = vec![eq(
         Expr::Meta(MetaKey::L4proto),
@@ -419,4 +426,34 @@ fn verdict_map_and_mark() {
         (FinalVerdict::Accept, None, 7)
     );
     assert_eq!(out[0].mark, 0);
+}
+
+/// A non-first IPv6 fragment: `ipv6_find_hdr` returns the fragment header's next header without
+/// writing the offset, so the kernel's `thoff` stays 0 and fast-path transport loads read the
+/// IPv6 header itself (here `tcp dport` reads bytes 2..4, the low half of the flow label, 5).
+/// A first fragment reads the real TCP header behind the fragment header.
+#[test]
+fn non_first_ipv6_fragment_reads_the_ipv6_header() {
+    let frag6 = |off_units: u16| {
+        let mut fh = vec![6u8, 0];
+        fh.extend_from_slice(&((off_units << 3) | 1).to_be_bytes());
+        fh.extend_from_slice(&[0, 0, 0x12, 0x34]);
+        fh.extend_from_slice(&tcp(1000, 22, SYN));
+        ipv6(44, 2, &fh)
+    };
+    let later = frag6(100);
+    let first = frag6(0);
+    let m = wasp_wire::parse(&later);
+    let l4 = m.l4.expect("validated");
+    assert_eq!((l4.proto, l4.offset, l4.fragoff), (6, 14, 800));
+    let frames = vec![later, first];
+    let dport = |p| vec![eq(pf(PayloadField::TcpDport), port(p))];
+    assert_eq!(accepts(dport(5), &frames), [true, false]);
+    assert_eq!(accepts(dport(22), &frames), [false, true]);
+    // tcp sport reads bytes 0..2 of the IPv6 header: 0x6000.
+    let sport = vec![eq(pf(PayloadField::TcpSport), port(0x6000))];
+    assert_eq!(accepts(sport, &frames), [true, false]);
+    // tcp flags reads byte 13 (source address byte 5, 0 here): `tcp flags == 0`.
+    let flags0 = vec![eq(pf(PayloadField::TcpFlags), byte(DataType::TcpFlag, 0))];
+    assert_eq!(accepts(flags0, &frames), [true, false]);
 }
