@@ -162,7 +162,7 @@ impl Load {
     pub fn kernel_fast_path(&self) -> bool {
         matches!(self.src, Src::Net | Src::Transport)
             && matches!(self.need, 1 | 2 | 4)
-            && self.off % u16::from(self.need) == 0
+            && self.off.is_multiple_of(u16::from(self.need))
     }
 
     /// Evaluate: `None` is the kernel's NFT_BREAK (read past the frame, no transport header).
