@@ -6,14 +6,15 @@ use std::collections::HashMap;
 
 use wasp_ruleset::Error;
 use wasp_ruleset::model::{
-    BinOp, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, RelOp, Rhs, Rule, Ruleset,
-    SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
+    BinOp, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs,
+    Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
 use wasp_sets::{ExactSet, RangeList, SetBackend};
 
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
+use crate::merge::{Cand, MergeKind, reduce};
 use crate::program::{BaseC, ChainC, ChainId, CounterC, Op, Program, RuleC, SetC, VerdictC};
 
 /// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
@@ -80,6 +81,32 @@ fn value_u128(rs: &Ruleset, span: Span, v: &Value) -> Result<u128, Error> {
 fn ifname_prefix_mask(v: &Value) -> u128 {
     let n = v.bytes.iter().take_while(|&&b| b != 0).count() as u32;
     if n == 0 { 0 } else { !mask_bits(128 - 8 * n) }
+}
+
+/// The operations of a rule being compiled, each with what nft's payload merge sees in it.
+#[derive(Default)]
+struct RuleOps {
+    ops: Vec<Op>,
+    kinds: Vec<MergeKind>,
+}
+
+impl RuleOps {
+    fn push(&mut self, op: Op, kind: MergeKind) {
+        self.ops.push(op);
+        self.kinds.push(kind);
+    }
+}
+
+/// Whether a payload field is its header's protocol field (nft's `EXPR_F_PROTOCOL`: the
+/// template at `desc->protocol_key`).
+fn is_protocol_field(f: PayloadField) -> bool {
+    matches!(
+        f,
+        PayloadField::EtherType
+            | PayloadField::VlanType { .. }
+            | PayloadField::IpProtocol
+            | PayloadField::Ip6Nexthdr
+    )
 }
 
 /// `load & m`, composed into the load's mask and xor.
@@ -291,21 +318,71 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// Put the implicit dependencies in front, unless the rule already matches that field.
-    fn deps(&self, family: Family, deps: &[Dep], ops: &mut Vec<Op>) {
+    /// Put the implicit dependencies in front, unless the rule already matches that field. A
+    /// payload dependency (`ether type 8021q` for a vlan field) is an `==` payload match that nft
+    /// may merge with its neighbours.
+    fn deps(&self, family: Family, deps: &[Dep], ops: &mut RuleOps) {
         for &d in deps {
             let field = dep_field_load(d, family);
             let present = ops
+                .ops
                 .iter()
                 .any(|o| matches!(o, Op::Cmp { load, .. } if *load == field));
             if !present {
                 let (load, v) = dep_check(d, family);
-                ops.push(Op::Cmp {
-                    load,
-                    cmp: Cmp::Eq(v),
-                });
+                let kind = match load.src {
+                    Src::Link | Src::Net | Src::Transport => MergeKind::Candidate(Cand {
+                        src: load.src,
+                        off: load.off,
+                        len: load.len,
+                        value: v,
+                        ne: false,
+                        protocol: true,
+                    }),
+                    _ => MergeKind::Other,
+                };
+                ops.push(
+                    Op::Cmp {
+                        load,
+                        cmp: Cmp::Eq(v),
+                    },
+                    kind,
+                );
             }
         }
+    }
+
+    /// What nft's `stmt_reduce` sees in match `m`: a candidate when it is a whole-byte payload
+    /// field (no bitwise operation) against one plain value with `==`, an implicit `==` or `!=`
+    /// (`tcp flags syn` is a bitwise test, `10.0.0.0/8` a prefix: neither merges).
+    fn merge_kind(&self, m: &Match) -> Result<MergeKind, Error> {
+        let Expr::Payload(f) = m.left else {
+            return Ok(MergeKind::Other);
+        };
+        let Rhs::Key(parts) = &m.right else {
+            return Ok(MergeKind::Other);
+        };
+        let [KeyPart::Value(v)] = parts.as_slice() else {
+            return Ok(MergeKind::Other);
+        };
+        let ne = match m.op {
+            RelOp::Implicit if v.dtype == DataType::TcpFlag => return Ok(MergeKind::Other),
+            RelOp::Implicit | RelOp::Eq => false,
+            RelOp::Ne => true,
+            _ => return Ok(MergeKind::Other),
+        };
+        let (pos, _) = payload_field(f);
+        if v.wildcard || pos.off_bits % 8 != 0 || pos.len_bits % 8 != 0 {
+            return Ok(MergeKind::Other);
+        }
+        Ok(MergeKind::Candidate(Cand {
+            src: pos.src,
+            off: (pos.off_bits / 8) as u16,
+            len: (pos.len_bits / 8) as u8,
+            value: value_u128(self.rs, m.span, v)?,
+            ne,
+            protocol: is_protocol_field(f),
+        }))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -349,7 +426,7 @@ impl Ctx<'_> {
         t: &Table,
         named: &HashMap<String, (u32, Vec<u8>)>,
         m: &Match,
-        ops: &mut Vec<Op>,
+        ops: &mut RuleOps,
     ) -> Result<(), Error> {
         let mut loads = Vec::new();
         let mut deps = Vec::new();
@@ -375,11 +452,14 @@ impl Ctx<'_> {
         match &m.right {
             Rhs::Set(sref) => {
                 let set = self.set_ref(ti, t, named, sref, &loads, false, m.span)?;
-                ops.push(Op::Lookup {
-                    keys: loads.into(),
-                    set,
-                    neg,
-                });
+                ops.push(
+                    Op::Lookup {
+                        keys: loads.into(),
+                        set,
+                        neg,
+                    },
+                    MergeKind::Other,
+                );
             }
             Rhs::Key(parts) if parts.len() != loads.len() => {
                 return Err(self.err(
@@ -404,16 +484,19 @@ impl Ctx<'_> {
                 };
                 let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
                 let set = self.build_set(ti, t, &widths, &[elem], false, m.span)?;
-                ops.push(Op::Lookup {
-                    keys: loads.into(),
-                    set,
-                    neg,
-                });
+                ops.push(
+                    Op::Lookup {
+                        keys: loads.into(),
+                        set,
+                        neg,
+                    },
+                    MergeKind::Other,
+                );
             }
             Rhs::Key(parts) => {
                 let load = loads[0];
                 let (load, cmp) = self.single(load, m.op, &parts[0], m.span)?;
-                ops.push(Op::Cmp { load, cmp });
+                ops.push(Op::Cmp { load, cmp }, self.merge_kind(m)?);
             }
         }
         Ok(())
@@ -480,12 +563,13 @@ impl Ctx<'_> {
         named: &HashMap<String, (u32, Vec<u8>)>,
         r: &Rule,
     ) -> Result<RuleC, Error> {
-        let mut ops = Vec::new();
+        let mut ops = RuleOps::default();
+        let fence = MergeKind::Fence;
         for s in &r.stmts {
             match s {
                 Stmt::Match(m) => self.matcher(ti, t, named, m, &mut ops)?,
                 Stmt::Verdict(v) => {
-                    ops.push(Op::Verdict(self.verdict(ti, t, v, r.span)?));
+                    ops.push(Op::Verdict(self.verdict(ti, t, v, r.span)?), fence);
                     break;
                 }
                 Stmt::VerdictMap { key, map, span } => {
@@ -494,10 +578,13 @@ impl Ctx<'_> {
                     self.expr(key, *span, &mut loads, &mut deps)?;
                     self.deps(t.family, &deps, &mut ops);
                     let set = self.set_ref(ti, t, named, map, &loads, true, *span)?;
-                    ops.push(Op::Vmap {
-                        keys: loads.into(),
-                        set,
-                    });
+                    ops.push(
+                        Op::Vmap {
+                            keys: loads.into(),
+                            set,
+                        },
+                        fence,
+                    );
                     break;
                 }
                 Stmt::Counter { packets, bytes } => {
@@ -508,11 +595,11 @@ impl Ctx<'_> {
                         packets: *packets,
                         bytes: *bytes,
                     });
-                    ops.push(Op::Counter((self.prog.counters.len() - 1) as u32));
+                    ops.push(Op::Counter((self.prog.counters.len() - 1) as u32), fence);
                 }
                 Stmt::Log { prefix, .. } => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());
-                    ops.push(Op::Log((self.prog.logs.len() - 1) as u32));
+                    ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);
                 }
                 Stmt::MetaSet { key, value, span } => {
                     let mut loads = Vec::new();
@@ -524,8 +611,8 @@ impl Ctx<'_> {
                     }
                     let l = loads[0];
                     match key {
-                        MetaKey::Mark => ops.push(Op::SetMark(l)),
-                        MetaKey::Nftrace => ops.push(Op::SetNftrace(l)),
+                        MetaKey::Mark => ops.push(Op::SetMark(l), fence),
+                        MetaKey::Nftrace => ops.push(Op::SetNftrace(l), fence),
                         _ => {
                             return Err(
                                 self.err(*span, "only meta mark and meta nftrace can be set")
@@ -535,9 +622,10 @@ impl Ctx<'_> {
                 }
             }
         }
+        // What the kernel runs is nft's bytecode, after its payload merge.
         Ok(RuleC {
             handle: r.handle,
-            ops: ops.into(),
+            ops: reduce(ops.ops, &ops.kinds).into(),
         })
     }
 }

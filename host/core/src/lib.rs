@@ -7,8 +7,9 @@
 //! and a base chain's policy applies when its rules run out.
 //!
 //! Modules: [`engine`] (the public API), `compile` (model to program, load-time checks), `field`
-//! (where fields live, implicit dependencies), `expr` (loads and comparisons), `eval` (one packet,
-//! the reference walk), `pipeline` (the vector pipeline), `trace` (event text).
+//! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
+//! `expr` (loads and comparisons), `eval` (one packet, the reference walk), `pipeline` (the vector
+//! pipeline), `trace` (event text).
 #![forbid(unsafe_code)]
 
 mod compile;
@@ -16,6 +17,7 @@ pub mod engine;
 mod eval;
 mod expr;
 mod field;
+mod merge;
 mod pipeline;
 mod program;
 mod trace;

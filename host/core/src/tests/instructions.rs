@@ -457,3 +457,74 @@ fn non_first_ipv6_fragment_reads_the_ipv6_header() {
     let flags0 = vec![eq(pf(PayloadField::TcpFlags), byte(DataType::TcpFlag, 0))];
     assert_eq!(accepts(flags0, &frames), [true, false]);
 }
+
+fn u4(sport: u16, dport: u16, frag: u16) -> Vec<u8> {
+    ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], frag, &udp(sport, dport))
+}
+
+/// nft 1.0.6 merges `udp dport != 31337 udp sport != 12345` into one 4-byte `cmp neq`: the rule
+/// matches when EITHER port differs (the kernel accepts 12345 -> 31338 and 40000 -> 31337 with
+/// it; conformance 05-tcp-udp), not only when both do.
+#[test]
+fn merged_neq_ports_match_when_either_differs() {
+    let rule = vec![
+        mt(RelOp::Ne, pf(PayloadField::UdpDport), port(31337)),
+        mt(RelOp::Ne, pf(PayloadField::UdpSport), port(12345)),
+    ];
+    let frames = vec![
+        u4(12345, 31338, 0),
+        u4(40000, 31337, 0),
+        u4(12345, 31337, 0),
+        u4(1, 2, 0),
+    ];
+    assert_eq!(accepts(rule, &frames), [true, true, false, true]);
+    // `==` and `!=` do not merge: both must hold.
+    let mixed = vec![
+        mt(RelOp::Ne, pf(PayloadField::UdpSport), port(12345)),
+        eq(pf(PayloadField::UdpDport), port(31338)),
+    ];
+    assert_eq!(accepts(mixed, &frames), [false, false, false, false]);
+}
+
+/// `udp dport 53 udp length 8` merges into a 4-byte load at transport + 2: not a fast-path load,
+/// so it fails on a non-first fragment, where `udp dport 53` alone (2 bytes at 2) still reads
+/// the fragment's bytes. `udp sport 5000 udp dport 53` merges into 4 bytes at 0: fast, reads.
+#[test]
+fn merged_loads_take_the_kernels_path_on_fragments() {
+    let frames = vec![u4(5000, 53, 0), u4(5000, 53, 1)];
+    let dport = || eq(pf(PayloadField::UdpDport), port(53));
+    let len8 = || eq(pf(PayloadField::UdpLength), port(8));
+    let sport = || eq(pf(PayloadField::UdpSport), port(5000));
+    assert_eq!(accepts(vec![dport()], &frames), [true, true]);
+    assert_eq!(accepts(vec![dport(), len8()], &frames), [true, false]);
+    assert_eq!(accepts(vec![sport(), dport()], &frames), [true, true]);
+    // A range is not merged: two fast 2-byte loads, both read the fragment.
+    let range = mpart(
+        RelOp::Eq,
+        pf(PayloadField::UdpLength),
+        vec![KeyPart::Range(port(8), port(8))],
+    );
+    assert_eq!(accepts(vec![dport(), range], &frames), [true, true]);
+}
+
+/// nft 1.0.6 keeps a lone payload match in its merge run across a counter: `udp sport 1 counter
+/// udp dport 2` becomes one 4-byte match in front of the counter, which then counts only
+/// packets with both ports (`[ payload load 4b @ transport header + 0 ] [ cmp eq ]
+/// [ counter ]`).
+#[test]
+fn lone_match_merges_across_a_counter() {
+    let rule = vec![
+        eq(pf(PayloadField::UdpSport), port(1)),
+        counter(),
+        eq(pf(PayloadField::UdpDport), port(2)),
+        accept(),
+    ];
+    let mut e = one(Policy::Drop, vec![rule]);
+    let out = run(&mut e, &[u4(1, 2, 0), u4(1, 3, 0), u4(4, 2, 0)]);
+    let acc: Vec<bool> = out
+        .iter()
+        .map(|o| o.verdict == FinalVerdict::Accept)
+        .collect();
+    assert_eq!(acc, [true, false, false]);
+    assert_eq!(e.counters()[0].packets, 1);
+}
