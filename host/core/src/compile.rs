@@ -83,17 +83,45 @@ fn ifname_prefix_mask(v: &Value) -> u128 {
     if n == 0 { 0 } else { !mask_bits(128 - 8 * n) }
 }
 
-/// The operations of a rule being compiled, each with what nft's payload merge sees in it.
+/// The link-layer protocol nft knows from the statements of a rule so far (its `proto_ctx` at
+/// the link-layer base), which decides how it writes the dependency of a network header field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum LinkCtx {
+    /// No link-layer field matched yet: `ip ...` depends on `meta protocol ip`.
+    #[default]
+    Unknown,
+    /// An `ether` field was matched: `ip ...` depends on `ether type ip` (link + 12).
+    Ether,
+    /// A field of VLAN tag `d` was matched: `ip ...` depends on that tag's `vlan type ip`.
+    Vlan(u8),
+}
+
+/// The operations of a rule being compiled, each with what nft's payload merge sees in it, and
+/// the link-layer context for dependencies.
 #[derive(Default)]
 struct RuleOps {
     ops: Vec<Op>,
     kinds: Vec<MergeKind>,
+    link: LinkCtx,
 }
 
 impl RuleOps {
     fn push(&mut self, op: Op, kind: MergeKind) {
         self.ops.push(op);
         self.kinds.push(kind);
+    }
+
+    /// Update the link-layer context after a statement that reads `loads`: a read at link + 14
+    /// or later is a field of VLAN tag `(off - 14) / 4`, an earlier one an Ethernet field.
+    fn note_link_reads(&mut self, loads: &[Load]) {
+        for l in loads.iter().filter(|l| l.src == Src::Link) {
+            self.link = match (l.off.checked_sub(14), self.link) {
+                (Some(o), LinkCtx::Vlan(d)) => LinkCtx::Vlan(d.max((o / 4) as u8)),
+                (Some(o), _) => LinkCtx::Vlan((o / 4) as u8),
+                (None, LinkCtx::Unknown) => LinkCtx::Ether,
+                (None, ctx) => ctx,
+            };
+        }
     }
 }
 
@@ -321,15 +349,33 @@ impl Ctx<'_> {
     /// Put the implicit dependencies in front, unless the rule already matches that field. A
     /// payload dependency (`ether type 8021q` for a vlan field) is an `==` payload match that nft
     /// may merge with its neighbours.
+    ///
+    /// The network dependency follows nft's protocol context (`payload_gen_dependency` asks the
+    /// header below for its protocol field): `meta protocol ip` (`meta nfproto ipv4` in inet)
+    /// when the rule has matched no link-layer field before, but `ether type ip` after an
+    /// `ether` field and `vlan type ip` after a `vlan` field. The difference matters for tagged
+    /// frames: `ether saddr X ip saddr Y` reads the rebuilt frame's EtherType at offset 12, which
+    /// is 0x8100 there, so it never matches a tagged frame, while `ip saddr Y` alone does (nft
+    /// 1.0.6 `--debug=netlink`: `[ payload load 8b @ link header + 6 ]` with the 0x0800 in it).
     fn deps(&self, family: Family, deps: &[Dep], ops: &mut RuleOps) {
         for &d in deps {
-            let field = dep_field_load(d, family);
+            let meta = dep_field_load(d, family);
+            let (load, v) = match (d, ops.link) {
+                (Dep::Ipv4 | Dep::Ipv6, LinkCtx::Ether | LinkCtx::Vlan(_)) => {
+                    let f = match ops.link {
+                        LinkCtx::Vlan(depth) => PayloadField::VlanType { depth },
+                        _ => PayloadField::EtherType,
+                    };
+                    let v = if d == Dep::Ipv4 { 0x0800 } else { 0x86dd };
+                    (payload_load(payload_field(f).0), v)
+                }
+                _ => dep_check(d, family),
+            };
             let present = ops
                 .ops
                 .iter()
-                .any(|o| matches!(o, Op::Cmp { load, .. } if *load == field));
+                .any(|o| matches!(o, Op::Cmp { load: l, .. } if *l == meta || *l == load));
             if !present {
-                let (load, v) = dep_check(d, family);
                 let kind = match load.src {
                     Src::Link | Src::Net | Src::Transport => MergeKind::Candidate(Cand {
                         src: load.src,
@@ -432,6 +478,7 @@ impl Ctx<'_> {
         let mut deps = Vec::new();
         self.expr(&m.left, m.span, &mut loads, &mut deps)?;
         self.deps(t.family, &deps, ops);
+        ops.note_link_reads(&loads);
         let neg = match m.op {
             RelOp::Implicit | RelOp::Eq => false,
             RelOp::Ne => true,
@@ -577,6 +624,7 @@ impl Ctx<'_> {
                     let mut deps = Vec::new();
                     self.expr(key, *span, &mut loads, &mut deps)?;
                     self.deps(t.family, &deps, &mut ops);
+                    ops.note_link_reads(&loads);
                     let set = self.set_ref(ti, t, named, map, &loads, true, *span)?;
                     ops.push(
                         Op::Vmap {
@@ -606,6 +654,7 @@ impl Ctx<'_> {
                     let mut deps = Vec::new();
                     self.expr(value, *span, &mut loads, &mut deps)?;
                     self.deps(t.family, &deps, &mut ops);
+                    ops.note_link_reads(&loads);
                     if loads.len() != 1 {
                         return Err(self.err(*span, "meta set needs a single value"));
                     }

@@ -528,3 +528,41 @@ fn lone_match_merges_across_a_counter() {
     assert_eq!(acc, [true, false, false]);
     assert_eq!(e.counters()[0].packets, 1);
 }
+
+/// After a link-layer field, nft writes the dependency of a network field as the header's own
+/// protocol field, not `meta protocol`: `ether saddr X ip saddr Y` checks `ether type ip` at
+/// link + 12 (0x8100 in a tagged frame, as the kernel rebuilds it), `vlan id 5 ip saddr Y`
+/// checks `vlan type ip` at link + 16. An explicit `meta protocol ip` leaves no dependency to add.
+#[test]
+fn network_dependency_follows_the_link_layer_context() {
+    let base = ipv4(17, [1; 4], [2; 4], 0, &udp(1, 53));
+    let q5 = tag(&base, 0x8100, 5);
+    let frames = vec![base.clone(), q5];
+    let mac = || {
+        eq(
+            pf(PayloadField::EtherSaddr),
+            val(DataType::EtherAddr, &MAC_S),
+        )
+    };
+    let saddr = || eq(pf(PayloadField::IpSaddr), v4([1; 4]));
+    assert_eq!(accepts(vec![saddr()], &frames), [true, true]);
+    assert_eq!(accepts(vec![mac(), saddr()], &frames), [true, false]);
+    // The context outlives a counter (nft 1.0.6 even merges the two across it).
+    assert_eq!(
+        accepts(vec![mac(), counter(), saddr()], &frames),
+        [true, false]
+    );
+    let proto_ip = eq(
+        Expr::Meta(MetaKey::Protocol),
+        val(DataType::EtherType, &[0x08, 0x00]),
+    );
+    assert_eq!(
+        accepts(vec![mac(), proto_ip, saddr()], &frames),
+        [true, true]
+    );
+    let vid5 = eq(
+        pf(PayloadField::VlanId { depth: 0 }),
+        val(DataType::Integer(12), &5u16.to_be_bytes()),
+    );
+    assert_eq!(accepts(vec![vid5, saddr()], &frames), [false, true]);
+}
