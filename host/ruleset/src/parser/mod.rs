@@ -8,6 +8,7 @@
 
 mod expr;
 mod handles;
+mod merge;
 mod rule;
 pub(crate) mod table;
 pub(crate) mod value;

@@ -89,7 +89,7 @@ impl Parser<'_> {
             }
         }
         explicit_vlan_dependency(&mut stmts);
-        merge_order(&mut stmts);
+        super::merge::listing_order(&mut stmts);
         Ok(Rule {
             handle: 0,
             stmts,
@@ -290,128 +290,6 @@ impl Parser<'_> {
                     .collect()
             })
             .unwrap_or_default()
-    }
-}
-
-/// The header a payload field belongs to, for nft's dependency insertion.
-fn header_of(p: PayloadField) -> &'static str {
-    let d = p.desc();
-    match (d.base, d.dependency) {
-        (crate::model::PayloadBase::Link, _) => "link",
-        (_, crate::model::Dependency::Ipv4) => "ip",
-        (_, crate::model::Dependency::Ipv6) => "ip6",
-        (_, crate::model::Dependency::L4Proto(6)) => "tcp",
-        (_, crate::model::Dependency::L4Proto(17)) => "udp",
-        (_, crate::model::Dependency::L4Proto(_)) => "icmp",
-        _ => "th",
-    }
-}
-
-/// A payload `==` match of a whole-byte field with one value: what nft's `payload_try_merge`
-/// may combine into one load. Returns (base, offset, length) in bits.
-fn mergeable(s: &Stmt) -> Option<(crate::model::PayloadBase, u16, u16)> {
-    let Stmt::Match(m) = s else { return None };
-    let Expr::Payload(p) = m.left else {
-        return None;
-    };
-    let d = p.desc();
-    let eq = m.op == RelOp::Eq || (m.op == RelOp::Implicit && d.dtype != DataType::TcpFlag);
-    let single =
-        matches!(&m.right, Rhs::Key(parts) if matches!(parts.as_slice(), [KeyPart::Value(_)]));
-    (eq && single && d.offset_bits % 8 == 0 && d.len_bits % 8 == 0).then_some((
-        d.base,
-        d.offset_bits,
-        d.len_bits,
-    ))
-}
-
-/// Reorder statements as nft lists them after merging adjacent payload matches.
-///
-/// nft 1.0.6 (`payload_try_merge`) sorts each run of consecutive mergeable matches by
-/// offset and combines neighbours of the same base whose bytes touch (up to 16 bytes) into one
-/// load, which sits where its lowest-offset member was and is listed field by field in offset
-/// order: `ether saddr A ether daddr B` is listed as `ether daddr B ether saddr A`. A run ends
-/// at any other statement and where nft inserts a dependency (the first field of a header).
-fn merge_order(stmts: &mut Vec<Stmt>) {
-    let mut seen: Vec<&'static str> = Vec::new();
-    let mut runs: Vec<Vec<usize>> = Vec::new();
-    let mut cur: Vec<usize> = Vec::new();
-    for (i, s) in stmts.iter().enumerate() {
-        let header = match s {
-            Stmt::Match(Match {
-                left: Expr::Payload(p),
-                ..
-            }) => Some(header_of(*p)),
-            _ => None,
-        };
-        let new_header = header.is_some_and(|h| h != "th" && !seen.contains(&h));
-        if let Some(h) = header
-            && !seen.contains(&h)
-        {
-            seen.push(h);
-        }
-        if mergeable(s).is_some() && !new_header {
-            cur.push(i);
-        } else {
-            runs.push(std::mem::take(&mut cur));
-            if mergeable(s).is_some() {
-                cur.push(i);
-            }
-        }
-    }
-    runs.push(cur);
-    let mut moved = false;
-    let mut order: Vec<Option<Vec<usize>>> = (0..stmts.len()).map(|i| Some(vec![i])).collect();
-    for run in runs.into_iter().filter(|r| r.len() >= 2) {
-        let mut sorted = run.clone();
-        sorted.sort_by_key(|i| mergeable(&stmts[*i]).map(|(b, o, _)| (b as u8, o)));
-        let mut group: Vec<usize> = vec![sorted[0]];
-        let (mut base, mut end, mut len) = {
-            let (b, o, l) =
-                mergeable(&stmts[sorted[0]]).unwrap_or((crate::model::PayloadBase::Link, 0, 0));
-            (b, o + l, l)
-        };
-        let mut groups = Vec::new();
-        for &i in &sorted[1..] {
-            let (b, o, l) = mergeable(&stmts[i]).unwrap_or((crate::model::PayloadBase::Link, 0, 0));
-            let limit = if b == crate::model::PayloadBase::Link {
-                128
-            } else {
-                32
-            };
-            if b == base && o == end && len + l <= limit {
-                group.push(i);
-                end += l;
-                len += l;
-            } else {
-                groups.push(std::mem::take(&mut group));
-                group.push(i);
-                base = b;
-                end = o + l;
-                len = l;
-            }
-        }
-        groups.push(group);
-        for g in groups.into_iter().filter(|g| g.len() >= 2) {
-            // The merged load takes the place of its highest-offset member.
-            let anchor = g[g.len() - 1];
-            for &i in &g {
-                order[i] = None;
-            }
-            order[anchor] = Some(g);
-            moved = true;
-        }
-    }
-    if !moved {
-        return;
-    }
-    let mut old: Vec<Option<Stmt>> = std::mem::take(stmts).into_iter().map(Some).collect();
-    for slot in order.into_iter().flatten() {
-        for i in slot {
-            if let Some(s) = old[i].take() {
-                stmts.push(s);
-            }
-        }
     }
 }
 
