@@ -11,6 +11,7 @@ use wasp_ruleset::model::{
 };
 use wasp_sets::{ExactSet, RangeList, SetBackend};
 
+use crate::compare::Test;
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
@@ -58,9 +59,10 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     for (ti, t) in rs.tables.iter().enumerate() {
         let named = cx.named_sets(ti, t)?;
         for (ci, c) in t.chains.iter().enumerate() {
-            let mut rules = Vec::with_capacity(c.rules.len());
+            let mut rules: Vec<RuleC> = Vec::with_capacity(c.rules.len());
             for r in &c.rules {
-                rules.push(cx.rule(ti, ci, t, &named, r)?);
+                let (handle, ops) = cx.rule(ti, ci, t, &named, r)?;
+                rules.push(RuleC::new(handle, ops, rules.last()));
             }
             let id = cx.prog.chain_ids[ti][ci] as usize;
             cx.prog.chains[id].rules = rules;
@@ -374,7 +376,7 @@ impl Ctx<'_> {
             let present = ops
                 .ops
                 .iter()
-                .any(|o| matches!(o, Op::Cmp { load: l, .. } if *l == meta || *l == load));
+                .any(|o| matches!(o, Op::Cmp(lc) if lc.0 == meta || lc.0 == load));
             if !present {
                 let kind = match load.src {
                     Src::Link | Src::Net | Src::Transport => MergeKind::Candidate(Cand {
@@ -387,13 +389,7 @@ impl Ctx<'_> {
                     }),
                     _ => MergeKind::Other,
                 };
-                ops.push(
-                    Op::Cmp {
-                        load,
-                        cmp: Cmp::Eq(v),
-                    },
-                    kind,
-                );
+                ops.push(Op::Cmp(Box::new((load, Cmp::Eq(v)))), kind);
             }
         }
     }
@@ -543,7 +539,7 @@ impl Ctx<'_> {
             Rhs::Key(parts) => {
                 let load = loads[0];
                 let (load, cmp) = self.single(load, m.op, &parts[0], m.span)?;
-                ops.push(Op::Cmp { load, cmp }, self.merge_kind(m)?);
+                ops.push(Op::Cmp(Box::new((load, cmp))), self.merge_kind(m)?);
             }
         }
         Ok(())
@@ -609,7 +605,7 @@ impl Ctx<'_> {
         t: &Table,
         named: &HashMap<String, (u32, Vec<u8>)>,
         r: &Rule,
-    ) -> Result<RuleC, Error> {
+    ) -> Result<(u64, Box<[Op]>), Error> {
         let mut ops = RuleOps::default();
         let fence = MergeKind::Fence;
         for s in &r.stmts {
@@ -660,8 +656,8 @@ impl Ctx<'_> {
                     }
                     let l = loads[0];
                     match key {
-                        MetaKey::Mark => ops.push(Op::SetMark(l), fence),
-                        MetaKey::Nftrace => ops.push(Op::SetNftrace(l), fence),
+                        MetaKey::Mark => ops.push(Op::SetMark(Box::new(l)), fence),
+                        MetaKey::Nftrace => ops.push(Op::SetNftrace(Box::new(l)), fence),
                         _ => {
                             return Err(
                                 self.err(*span, "only meta mark and meta nftrace can be set")
@@ -671,11 +667,18 @@ impl Ctx<'_> {
                 }
             }
         }
-        // What the kernel runs is nft's bytecode, after its payload merge.
-        Ok(RuleC {
-            handle: r.handle,
-            ops: reduce(ops.ops, &ops.kinds).into(),
-        })
+        // What the kernel runs is nft's bytecode, after its payload merge; matches are then
+        // lowered to their field's width.
+        Ok((
+            r.handle,
+            reduce(ops.ops, &ops.kinds)
+                .into_iter()
+                .map(|op| match op {
+                    Op::Cmp(lc) => Op::Test(Test::new(&lc.0, &lc.1)),
+                    op => op,
+                })
+                .collect(),
+        ))
     }
 }
 

@@ -5,10 +5,11 @@ use wasp_ruleset::model::{Family, Hook};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
+use crate::compare::bits;
 use crate::compile::compile;
 use crate::eval::{Effects, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
-use crate::pipeline::{Scratch, run_base};
+use crate::pipeline::{Scratch, View, run_base};
 use crate::program::{ChainId, Program};
 
 /// Largest number of packets in one vector.
@@ -120,12 +121,33 @@ pub struct CounterValue {
     pub bytes: u64,
 }
 
+/// What one base chain did on one hook of one device since the engine was compiled: packets
+/// whose walk entered it and how the walks ended. Counted per vector by the engine itself, so
+/// a caller needs no trace to report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChainStats {
+    /// Table index.
+    pub table: u32,
+    /// Chain index in its table.
+    pub chain: u32,
+    /// Packets whose walk entered the chain (an inet chain sees only the IP packets that
+    /// passed the hook's header validation; a frame discarded before the hook reaches none).
+    pub packets: u64,
+    /// Walks of the chain (and the chains it jumped to) that ended in accept: the packet goes
+    /// on to the hook's next base chain, which may still drop it.
+    pub accepted: u64,
+    /// Walks that ended in drop (a rule's verdict or the policy).
+    pub dropped: u64,
+}
+
 /// The base chains of one hook of one device, in the order they run.
 #[derive(Debug, Clone)]
 struct HookList {
     hook: Hook,
     device: String,
     chains: Vec<ChainId>,
+    /// Per chain of `chains`: (packets, accepted, dropped).
+    stats: Vec<(u64, u64, u64)>,
 }
 
 /// A compiled ruleset, ready to classify packets.
@@ -140,8 +162,6 @@ pub struct Engine {
     scratch: Scratch,
     state: [PktState; MAX_VECTOR],
     res: [(FinalVerdict, Option<Decision>); MAX_VECTOR],
-    alive: [bool; MAX_VECTOR],
-    entry: Vec<u8>,
 }
 
 /// `meta nfproto` of a packet as the inet family sees it.
@@ -190,6 +210,7 @@ impl Engine {
                             hook: b.hook,
                             device: dev.clone(),
                             chains: Vec::new(),
+                            stats: Vec::new(),
                         });
                         hooks.len() - 1
                     }
@@ -206,6 +227,7 @@ impl Engine {
                     .as_ref()
                     .map_or(0, |b| b.priority)
             });
+            h.stats = vec![(0, 0, 0); h.chains.len()];
         }
         let counters = prog.counters.iter().map(|c| (c.packets, c.bytes)).collect();
         let scratch = Scratch::new(prog.chains.len());
@@ -216,8 +238,6 @@ impl Engine {
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
-            alive: [false; MAX_VECTOR],
-            entry: Vec::with_capacity(MAX_VECTOR),
         })
     }
 
@@ -266,13 +286,27 @@ impl Engine {
         now_ns: u64,
         trace: Option<&mut dyn TraceSink>,
     ) -> Outcome {
+        self.walk_hook(dev, packet, packet_index, now_ns, trace, true)
+    }
+
+    /// [`Engine::ingress_one`], with `memo` false running every operation of every rule as
+    /// the kernel does (no answers remembered between rules; for tests of the memo).
+    pub(crate) fn walk_hook(
+        &mut self,
+        dev: &str,
+        packet: &Packet<'_>,
+        packet_index: usize,
+        now_ns: u64,
+        trace: Option<&mut dyn TraceSink>,
+        memo: bool,
+    ) -> Outcome {
         let _ = now_ns;
         if let Some(o) = discarded_before_hook(Hook::Ingress, packet) {
             return o;
         }
         let Some(h) = self
             .hooks
-            .iter()
+            .iter_mut()
             .find(|h| h.hook == Hook::Ingress && h.device == dev)
         else {
             return Outcome {
@@ -281,14 +315,14 @@ impl Engine {
                 mark: packet.mark,
             };
         };
-        let mut st = packet_state(Hook::Ingress, dev, packet);
+        let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
         let mut fx = Effects {
             counters: &mut self.counters,
             trace,
             oif: "",
         };
         let mut decision = None;
-        for &base in &h.chains {
+        for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
             match inet_gate(&self.prog, base, packet) {
                 Gate::Skip => continue,
                 Gate::Drop => {
@@ -300,15 +334,26 @@ impl Engine {
                 }
                 Gate::Run => {}
             }
-            let (v, d) = walk_one(&self.prog, &mut fx, base, packet_index, packet, &mut st);
+            let (v, d) = walk_one(
+                &self.prog,
+                &mut fx,
+                base,
+                packet_index,
+                packet,
+                &mut st,
+                memo,
+            );
             decision = Some(d);
+            stats.0 += 1;
             if v == FinalVerdict::Drop {
+                stats.2 += 1;
                 return Outcome {
                     verdict: v,
                     decision,
                     mark: st.mark,
                 };
             }
+            stats.1 += 1;
         }
         Outcome {
             verdict: FinalVerdict::Accept,
@@ -328,11 +373,15 @@ impl Engine {
     ) {
         let _ = now_ns;
         let n = packets.len().min(out.len());
-        let Some(hi) = self
-            .hooks
-            .iter()
-            .position(|h| h.hook == hook && h.device == dev)
-        else {
+        let Engine {
+            prog,
+            hooks,
+            counters,
+            scratch,
+            state,
+            res,
+        } = self;
+        let Some(h) = hooks.iter_mut().find(|h| h.hook == hook && h.device == dev) else {
             for (o, p) in out.iter_mut().zip(packets) {
                 *o = discarded_before_hook(hook, p).unwrap_or(Outcome {
                     verdict: FinalVerdict::Accept,
@@ -342,67 +391,101 @@ impl Engine {
             }
             return;
         };
+        let egress = hook == Hook::Egress;
+        let oif = if egress { ifname_value(dev) } else { 0 };
+        // `meta iifname` of the previous packet: a vector usually comes from one device.
+        let mut iif: (&str, u128) = ("", 0);
         let mut start = 0;
         while start < n {
             let end = (start + MAX_VECTOR).min(n);
             let vec = &packets[start..end];
+            let view = View::new(vec);
+            let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
             for (i, p) in vec.iter().enumerate() {
-                self.state[i] = packet_state(hook, dev, p);
-                self.res[i] = (FinalVerdict::Accept, None);
-                self.alive[i] = true;
-                if discarded_before_hook(hook, p).is_some() {
-                    self.res[i] = (FinalVerdict::Drop, None);
-                    self.alive[i] = false;
+                if p.iifname != iif.0 || i + start == 0 {
+                    iif = (p.iifname, ifname_value(p.iifname));
+                }
+                state[i] = packet_state(hook, iif.1, oif, p);
+                res[i] = (FinalVerdict::Accept, None);
+                if hook == Hook::Ingress && p.meta.untag_drop {
+                    // Freed before the hook (see `discarded_before_hook`).
+                    res[i] = (FinalVerdict::Drop, None);
+                    alive &= !(1 << i);
                 }
             }
             let mut fx = Effects {
-                counters: &mut self.counters,
+                counters,
                 trace: trace.as_deref_mut(),
-                oif: if hook == Hook::Egress { dev } else { "" },
+                oif: if egress { dev } else { "" },
             };
-            for &base in &self.hooks[hi].chains {
-                self.entry.clear();
-                for (i, p) in vec.iter().enumerate() {
-                    if !self.alive[i] {
-                        continue;
+            for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
+                let entry = if prog.chains[base as usize].family == Family::Inet {
+                    // nft_do_chain_inet_ingress: non-IP frames skip the chain, IP packets
+                    // that fail header validation are dropped before it (see `inet_gate`).
+                    let bad = alive & view.ip & !view.l4;
+                    for i in bits(bad) {
+                        res[i] = (FinalVerdict::Drop, None);
                     }
-                    match inet_gate(&self.prog, base, p) {
-                        Gate::Skip => {}
-                        Gate::Drop => {
-                            self.alive[i] = false;
-                            self.res[i] = (FinalVerdict::Drop, None);
-                        }
-                        Gate::Run => self.entry.push(i as u8),
-                    }
-                }
-                if self.entry.is_empty() {
+                    alive &= !bad;
+                    alive & view.ip
+                } else {
+                    alive
+                };
+                if entry == 0 {
                     continue;
                 }
-                run_base(
-                    &self.prog,
+                let dropped = run_base(
+                    prog,
                     &mut fx,
-                    &mut self.scratch,
+                    scratch,
                     base,
-                    &self.entry,
+                    entry,
+                    &view,
                     vec,
-                    &mut self.state[..vec.len()],
-                    &mut self.res[..vec.len()],
+                    &mut state[..vec.len()],
+                    &mut res[..vec.len()],
                 );
-                for &i in &self.entry {
-                    if self.res[usize::from(i)].0 == FinalVerdict::Drop {
-                        self.alive[usize::from(i)] = false;
-                    }
-                }
+                stats.0 += u64::from(entry.count_ones());
+                stats.1 += u64::from((entry & !dropped).count_ones());
+                stats.2 += u64::from(dropped.count_ones());
+                alive &= !dropped;
             }
-            for i in 0..vec.len() {
-                out[start + i] = Outcome {
-                    verdict: self.res[i].0,
-                    decision: self.res[i].1,
-                    mark: self.state[i].mark,
+            for (i, o) in out[start..end].iter_mut().enumerate() {
+                *o = Outcome {
+                    verdict: res[i].0,
+                    decision: res[i].1,
+                    mark: state[i].mark,
                 };
             }
             start = end;
         }
+    }
+
+    /// Per base chain of `hook` on `dev`, in running order (as [`Engine::base_chains`]): the
+    /// packets its walks saw and how they ended, counted since the engine was compiled by
+    /// [`Engine::ingress`] / [`Engine::egress`] / [`Engine::ingress_one`]. Empty when no chain
+    /// is on that hook of that device.
+    pub fn chain_stats(&self, hook: Hook, dev: &str) -> Vec<ChainStats> {
+        self.hooks
+            .iter()
+            .find(|h| h.hook == hook && h.device == dev)
+            .map(|h| {
+                h.chains
+                    .iter()
+                    .zip(&h.stats)
+                    .map(|(&c, &(packets, accepted, dropped))| {
+                        let c = &self.prog.chains[c as usize];
+                        ChainStats {
+                            table: c.table,
+                            chain: c.index,
+                            packets,
+                            accepted,
+                            dropped,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Name of table `table` (a [`Decision`]'s `table`); `""` when out of range.
@@ -488,12 +571,13 @@ impl Engine {
     }
 }
 
-/// Per-packet state at the start of a hook.
-fn packet_state(hook: Hook, dev: &str, p: &Packet<'_>) -> PktState {
+/// Per-packet state at the start of a hook; `iif` and `oif` are the device names as
+/// [`ifname_value`] gives them.
+fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
     let egress = hook == Hook::Egress;
     PktState {
-        iif: ifname_value(p.iifname),
-        oif: if egress { ifname_value(dev) } else { 0 },
+        iif,
+        oif,
         skb_len: if egress {
             p.meta.len
         } else {

@@ -53,8 +53,15 @@ pub(crate) fn op_one(
     st: &mut PktState,
 ) -> OpRes {
     match op {
-        Op::Cmp { load, cmp } => match load.eval(p, st) {
-            Some(x) if cmp.test(x) => OpRes::Pass,
+        Op::Test(t) => {
+            if t.one(p, st) {
+                OpRes::Pass
+            } else {
+                OpRes::Break
+            }
+        }
+        Op::Cmp(lc) => match lc.0.eval(p, st) {
+            Some(x) if lc.1.test(x) => OpRes::Pass,
             _ => OpRes::Break,
         },
         Op::Lookup { keys, set, neg } => {
@@ -115,8 +122,31 @@ pub(crate) fn op_one(
     }
 }
 
+/// Answers of one packet to the leading pure tests of the rule it ran last (see
+/// [`RuleC::shared`]): bit `k` of `known` says test `k` was answered, bit `k` of `pass` gives
+/// the answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Memo {
+    known: u8,
+    pass: u8,
+}
+
+impl Memo {
+    /// Forget everything (the walk moved to another chain or rule position).
+    pub fn clear(&mut self) {
+        self.known = 0;
+    }
+
+    /// Keep the answers that `rule` shares with the rule before it.
+    fn enter(&mut self, rule: &RuleC) {
+        self.known &= ((1u16 << rule.shared) - 1) as u8;
+    }
+}
+
 /// Run one rule for one packet: `None` when a match failed, `Some(None)` when every operation
-/// ran without a verdict, `Some(Some(v))` for a verdict.
+/// ran without a verdict, `Some(Some(v))` for a verdict. With `memo`, the leading pure tests
+/// answered in the previous rule are not run again (the caller clears `memo` whenever the rule
+/// it runs does not directly follow the one it ran before).
 pub(crate) fn rule_one(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
@@ -124,9 +154,37 @@ pub(crate) fn rule_one(
     idx: usize,
     p: &Packet<'_>,
     st: &mut PktState,
+    memo: Option<&mut Memo>,
 ) -> Option<Option<VerdictC>> {
-    for op in rule.ops.iter() {
-        match op_one(prog, fx, op, idx, p, st) {
+    let mut memo = memo;
+    let mut first = 0;
+    if let Some(m) = memo.as_deref_mut() {
+        m.enter(rule);
+        // Leading tests answered before decide without touching the operations: the rule
+        // fails at the first remembered failure, or runs on after the remembered passes.
+        let known = m.known.trailing_ones() as usize;
+        if ((m.known & !m.pass).trailing_zeros() as usize) < known {
+            return None;
+        }
+        first = known;
+    }
+    for (k, op) in rule.ops.iter().enumerate().skip(first) {
+        let res = match (op, memo.as_deref_mut()) {
+            (Op::Test(t), Some(m)) if k < usize::from(rule.pure) => {
+                let b = 1u8 << k;
+                let ok = if m.known & b != 0 {
+                    m.pass & b != 0
+                } else {
+                    let ok = t.one(p, st);
+                    m.known |= b;
+                    m.pass = (m.pass & !b) | (u8::from(ok) << k);
+                    ok
+                };
+                if ok { OpRes::Pass } else { OpRes::Break }
+            }
+            _ => op_one(prog, fx, op, idx, p, st),
+        };
+        match res {
             OpRes::Pass => {}
             OpRes::Break => return None,
             OpRes::Verdict(v) => return Some(Some(v)),
@@ -218,7 +276,8 @@ pub(crate) fn rule_decision(prog: &Program, chain: ChainId, handle: u64) -> Deci
 }
 
 /// Walk one packet through base chain `base` (nft_do_chain): returns accept or drop and the
-/// rule or policy that decided.
+/// rule or policy that decided. `memo` skips tests answered in the previous rule
+/// ([`RuleC::shared`]); without it every operation runs, as in the kernel.
 pub(crate) fn walk_one(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
@@ -226,10 +285,12 @@ pub(crate) fn walk_one(
     idx: usize,
     p: &Packet<'_>,
     st: &mut PktState,
+    memo: bool,
 ) -> (FinalVerdict, Decision) {
     let mut stack = [(0 as ChainId, 0u32); JUMP_STACK];
     let mut depth = 0usize;
     let (mut c, mut r) = (base, 0u32);
+    let mut m = Memo::default();
     loop {
         let chain = &prog.chains[c as usize];
         let Some(rule) = chain.rules.get(r as usize) else {
@@ -240,12 +301,17 @@ pub(crate) fn walk_one(
             fx.emit(|| end_event(prog, c, idx, None));
             depth -= 1;
             (c, r) = stack[depth];
+            m.clear();
             continue;
         };
-        let Some(v) = rule_one(prog, fx, rule, idx, p, st) else {
+        let Some(v) = rule_one(prog, fx, rule, idx, p, st, memo.then_some(&mut m)) else {
             r += 1;
             continue;
         };
+        if !matches!(v, None | Some(VerdictC::Continue)) {
+            // The walk leaves this rule position: what the memo knows is for this chain.
+            m.clear();
+        }
         fx.emit(|| rule_event(prog, c, rule.handle, idx, v));
         match v {
             None | Some(VerdictC::Continue) => r += 1,

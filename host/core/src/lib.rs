@@ -7,11 +7,12 @@
 //! and a base chain's policy applies when its rules run out.
 //!
 //! Modules: [`engine`] (the public API), `compile` (model to program, load-time checks), `field`
-//! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
+//! (where fields live, implicit dependencies), `compare` (matches lowered to their field's width), `merge` (nft's merge of adjacent payload matches),
 //! `expr` (loads and comparisons), `eval` (one packet, the reference walk), `pipeline` (the vector
 //! pipeline), `trace` (event text).
 #![forbid(unsafe_code)]
 
+mod compare;
 mod compile;
 pub mod engine;
 mod eval;
@@ -27,6 +28,6 @@ mod tests;
 
 pub use compile::MAX_JUMP_LEVEL;
 pub use engine::{
-    CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent,
-    TraceSink,
+    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet,
+    TraceEvent, TraceSink,
 };

@@ -80,7 +80,7 @@ impl Cand {
         } else {
             Cmp::Eq(self.value)
         };
-        Op::Cmp { load, cmp }
+        Op::Cmp(Box::new((load, cmp)))
     }
 }
 
@@ -226,7 +226,8 @@ mod tests {
         reduce(ops, items)
             .iter()
             .map(|op| match op {
-                Op::Cmp { load, cmp } => {
+                Op::Cmp(lc) => {
+                    let (load, cmp) = &**lc;
                     let (ne, v) = match cmp {
                         Cmp::Eq(v) => ("==", *v),
                         Cmp::Ne(v) => ("!=", *v),

@@ -1,62 +1,119 @@
 //! The vector pipeline: a base chain runs over a vector of packets, rule by rule; every
 //! operation of a rule runs over all packets that reached it, and jumps, gotos and returns move
-//! packets between chains' pending lists (the vector splits by target chain). Chains are run
+//! packets between chains' pending sets (the vector splits by target chain). Chains are run
 //! callers before callees (a topological order of the jump graph, which the load-time check
 //! keeps acyclic), so packets from several callers meet in a callee and run it together.
 //!
-//! Buffers live in [`Scratch`], owned by the engine and reused: nothing is allocated per packet
+//! The packets at a rule are a bitmask over the vector (bit `i` is packet `i`), so an operation
+//! is dispatched once per vector and its inner loop runs over the set bits: a test
+//! ([`Test::vector`]) reads each packet's field from the [`View`] (frames and header offsets
+//! side by side) and returns the mask of those that pass. Verdicts and counters act on whole
+//! masks. The leading pure tests a rule shares with the rule before it ([`RuleC::shared`]) are
+//! answered from the previous rule's results instead of being run again.
+//!
+//! Buffers live in [`Scratch`], owned by the engine and reused: nothing is allocated per vector
 //! once the buffers have grown to their working size.
+//!
+//! [`Test::vector`]: crate::compare::Test::vector
+//! [`RuleC::shared`]: crate::program::RuleC::shared
 
+use crate::compare::bits;
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
     Effects, JUMP_STACK, OpRes, base_policy, end_event, op_one, rule_decision, rule_event,
 };
 use crate::expr::PktState;
-use crate::program::{ChainId, Op, Program, VerdictC};
+use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
+
+/// The per-packet facts the tests read, side by side for a vector (structure of arrays).
+#[derive(Debug)]
+pub(crate) struct View<'a> {
+    /// The frames.
+    pub frames: [&'a [u8]; MAX_VECTOR],
+    /// Offset of the network header ([`wasp_wire::PacketMeta::net_offset`]).
+    pub net: [u16; MAX_VECTOR],
+    /// Offset of the transport header (the kernel's `thoff`), where `l4` has the packet.
+    pub th: [u16; MAX_VECTOR],
+    /// Packets with transport header info ([`wasp_wire::PacketMeta::l4`]).
+    pub l4: u64,
+    /// Of those, the ones that are not non-first fragments.
+    pub l4_whole: u64,
+    /// Packets whose `meta protocol` is IPv4 or IPv6.
+    pub ip: u64,
+}
+
+impl<'a> View<'a> {
+    /// The view of `pkts` (at most [`MAX_VECTOR`]; later ones are left out).
+    pub fn new(pkts: &[Packet<'a>]) -> Self {
+        let mut v = View {
+            frames: [&[]; MAX_VECTOR],
+            net: [0; MAX_VECTOR],
+            th: [0; MAX_VECTOR],
+            l4: 0,
+            l4_whole: 0,
+            ip: 0,
+        };
+        for (i, p) in pkts.iter().take(MAX_VECTOR).enumerate() {
+            let bit = 1u64 << i;
+            v.frames[i] = p.frame;
+            v.net[i] = p.meta.net_offset;
+            if let Some(l4) = p.meta.l4 {
+                v.th[i] = l4.offset;
+                v.l4 |= bit;
+                if l4.fragoff == 0 {
+                    v.l4_whole |= bit;
+                }
+            }
+            if matches!(p.meta.protocol, 0x0800 | 0x86dd) {
+                v.ip |= bit;
+            }
+        }
+        v
+    }
+}
 
 /// Reusable buffers of the vector pipeline.
 #[derive(Debug)]
 pub(crate) struct Scratch {
-    /// Per chain: packets waiting to run it, with the rule they start at.
-    pending: Vec<Vec<(u8, u32)>>,
+    /// Per chain: packets waiting to run it from its first rule.
+    start: Vec<u64>,
+    /// Per chain: packets waiting to resume it after a return, as (rule, packet).
+    resume: Vec<Vec<(u32, u8)>>,
     /// Per chain: in `work`.
     queued: Vec<bool>,
     /// Chains with pending packets.
     work: Vec<ChainId>,
-    /// Entries of the chain being run.
-    entries: Vec<(u8, u32)>,
-    /// Packets at the current rule.
-    active: Vec<u8>,
-    /// Packets still matching inside the current rule.
-    live: Vec<u8>,
+    /// Resuming entries of the chain being run, sorted.
+    entries: Vec<(u32, u8)>,
     /// Per packet: jump stack and depth.
     stacks: Vec<[(ChainId, u32); JUMP_STACK]>,
     depth: [u8; MAX_VECTOR],
-    /// Per packet: verdict of the current rule.
+    /// Per packet: verdict of the current rule, when it differs between packets (verdict maps).
     vslot: [Option<VerdictC>; MAX_VECTOR],
-    /// Per packet: left the current chain.
-    gone: [bool; MAX_VECTOR],
+    /// Answers to the current rule's leading pure tests, as (answered, passed) masks.
+    memo: [(u64, u64); MEMO],
+    /// Packets the current base chain dropped.
+    dropped: u64,
 }
 
 impl Scratch {
     /// Buffers for a program of `chains` chains.
     pub fn new(chains: usize) -> Self {
         Scratch {
-            pending: vec![Vec::new(); chains],
+            start: vec![0; chains],
+            resume: vec![Vec::new(); chains],
             queued: vec![false; chains],
             work: Vec::with_capacity(chains.min(64)),
             entries: Vec::with_capacity(MAX_VECTOR),
-            active: Vec::with_capacity(MAX_VECTOR),
-            live: Vec::with_capacity(MAX_VECTOR),
             stacks: vec![[(0, 0); JUMP_STACK]; MAX_VECTOR],
             depth: [0; MAX_VECTOR],
             vslot: [None; MAX_VECTOR],
-            gone: [false; MAX_VECTOR],
+            memo: [(0, 0); MEMO],
+            dropped: 0,
         }
     }
 
-    fn enqueue(&mut self, c: ChainId, i: u8, rule: u32) {
-        self.pending[c as usize].push((i, rule));
+    fn enqueue(&mut self, c: ChainId) {
         if !self.queued[c as usize] {
             self.queued[c as usize] = true;
             self.work.push(c);
@@ -75,195 +132,252 @@ impl Scratch {
     }
 }
 
-/// Run base chain `base` over the packets listed in `entry` (indices into `pkts`), writing each
-/// one's verdict and deciding rule or policy into `res`.
+/// What a chain run needs besides the scratch buffers.
+struct Ctx<'p, 'v, 'a> {
+    prog: &'p Program,
+    base: ChainId,
+    view: &'v View<'a>,
+    pkts: &'v [Packet<'a>],
+}
+
+/// Run base chain `base` over the packets of the mask `entry` (bits index `pkts`), writing each
+/// one's verdict and deciding rule or policy into `res`. Returns the mask of the packets it
+/// dropped.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_base(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
     sc: &mut Scratch,
     base: ChainId,
-    entry: &[u8],
+    entry: u64,
+    view: &View<'_>,
     pkts: &[Packet<'_>],
     st: &mut [PktState],
     res: &mut [(FinalVerdict, Option<Decision>)],
-) {
-    for &i in entry {
-        sc.depth[usize::from(i)] = 0;
-        sc.enqueue(base, i, 0);
+) -> u64 {
+    for i in bits(entry) {
+        sc.depth[i] = 0;
     }
+    sc.dropped = 0;
+    sc.start[base as usize] |= entry;
+    sc.enqueue(base);
+    let cx = Ctx {
+        prog,
+        base,
+        view,
+        pkts,
+    };
     while let Some(c) = sc.pop_min(prog) {
-        std::mem::swap(&mut sc.entries, &mut sc.pending[c as usize]);
-        sc.entries.sort_unstable_by_key(|&(i, r)| (r, i));
-        run_chain(prog, fx, sc, base, c, pkts, st, res);
+        std::mem::swap(&mut sc.entries, &mut sc.resume[c as usize]);
+        sc.entries.sort_unstable();
+        run_chain(&cx, fx, sc, c, st, res);
         sc.entries.clear();
     }
+    sc.dropped
 }
 
 /// Leave the current chain by returning (explicit `return` or the end of the chain).
-#[allow(clippy::too_many_arguments)]
 fn do_return(
-    prog: &Program,
+    cx: &Ctx<'_, '_, '_>,
     fx: &mut Effects<'_, '_>,
     sc: &mut Scratch,
-    base: ChainId,
-    i: u8,
+    i: usize,
     res: &mut [(FinalVerdict, Option<Decision>)],
 ) {
-    let u = usize::from(i);
-    if sc.depth[u] == 0 {
-        let (v, d) = base_policy(prog, fx, base, u);
-        res[u] = (v, Some(d));
+    if sc.depth[i] == 0 {
+        let (v, d) = base_policy(cx.prog, fx, cx.base, i);
+        res[i] = (v, Some(d));
+        if v == FinalVerdict::Drop {
+            sc.dropped |= 1 << i;
+        }
     } else {
-        sc.depth[u] -= 1;
-        let (c2, r2) = sc.stacks[u][usize::from(sc.depth[u])];
-        sc.enqueue(c2, i, r2);
+        sc.depth[i] -= 1;
+        let (c2, r2) = sc.stacks[i][usize::from(sc.depth[i])];
+        sc.resume[c2 as usize].push((r2, i as u8));
+        sc.enqueue(c2);
     }
 }
 
+/// Apply verdict `v` of rule `r` of chain `c` to the packets of `mask` (which all matched the
+/// rule). Returns the packets that left the chain.
 #[allow(clippy::too_many_arguments)]
-fn run_chain(
-    prog: &Program,
+fn follow(
+    cx: &Ctx<'_, '_, '_>,
     fx: &mut Effects<'_, '_>,
     sc: &mut Scratch,
-    base: ChainId,
     c: ChainId,
-    pkts: &[Packet<'_>],
+    r: usize,
+    handle: u64,
+    v: Option<VerdictC>,
+    mask: u64,
+    res: &mut [(FinalVerdict, Option<Decision>)],
+) -> u64 {
+    let decided = |verdict| (verdict, Some(rule_decision(cx.prog, c, handle)));
+    match v {
+        None | Some(VerdictC::Continue) => return 0,
+        Some(VerdictC::Accept) => {
+            let d = decided(FinalVerdict::Accept);
+            for i in bits(mask) {
+                res[i] = d;
+            }
+        }
+        Some(VerdictC::Drop) => {
+            let d = decided(FinalVerdict::Drop);
+            for i in bits(mask) {
+                res[i] = d;
+            }
+            sc.dropped |= mask;
+        }
+        Some(VerdictC::Return) => {
+            for i in bits(mask) {
+                do_return(cx, fx, sc, i, res);
+            }
+        }
+        Some(VerdictC::Jump(t)) => {
+            for i in bits(mask) {
+                let d = usize::from(sc.depth[i]);
+                if d == JUMP_STACK {
+                    // Unreachable after the load-time depth check; the kernel drops here.
+                    res[i] = decided(FinalVerdict::Drop);
+                    sc.dropped |= 1 << i;
+                } else {
+                    sc.stacks[i][d] = (c, r as u32 + 1);
+                    sc.depth[i] += 1;
+                    sc.start[t as usize] |= 1 << i;
+                    sc.enqueue(t);
+                }
+            }
+        }
+        Some(VerdictC::Goto(t)) => {
+            sc.start[t as usize] |= mask;
+            sc.enqueue(t);
+        }
+    }
+    mask
+}
+
+fn run_chain(
+    cx: &Ctx<'_, '_, '_>,
+    fx: &mut Effects<'_, '_>,
+    sc: &mut Scratch,
+    c: ChainId,
     st: &mut [PktState],
     res: &mut [(FinalVerdict, Option<Decision>)],
 ) {
+    let prog = cx.prog;
     let rules = &prog.chains[c as usize].rules;
-    sc.active.clear();
+    let mut active = std::mem::take(&mut sc.start[c as usize]);
+    sc.memo = [(0, 0); MEMO];
     let mut ei = 0;
     let mut r = 0usize;
     while r < rules.len() {
-        while ei < sc.entries.len() && sc.entries[ei].1 as usize == r {
-            sc.active.push(sc.entries[ei].0);
+        while let Some(&(at, i)) = sc.entries.get(ei)
+            && at as usize == r
+        {
+            active |= 1 << i;
             ei += 1;
         }
-        if sc.active.is_empty() {
+        if active == 0 {
             match sc.entries.get(ei) {
-                Some(&(_, next)) => {
+                Some(&(next, _)) => {
+                    // Rules were skipped: the answers remembered are not the next rule's.
                     r = next as usize;
+                    sc.memo = [(0, 0); MEMO];
                     continue;
                 }
                 None => break,
             }
         }
         let rule = &rules[r];
-        // Matches filter `live`; statements act on it; a verdict lands in `vslot`.
-        sc.live.clear();
-        sc.live.extend_from_slice(&sc.active);
-        for &i in &sc.live {
-            sc.vslot[usize::from(i)] = None;
+        for m in &mut sc.memo[usize::from(rule.shared)..] {
+            m.0 = 0;
         }
-        for op in rule.ops.iter() {
-            if sc.live.is_empty() {
+        // Matches narrow `live`; statements act on it; the last operation may give a verdict
+        // to all of it (`verdict`) or per packet (`vslot`, a verdict map).
+        let mut live = active;
+        let mut verdict = None;
+        let mut per_packet = false;
+        for (k, op) in rule.ops.iter().enumerate() {
+            if live == 0 {
                 break;
             }
             match op {
-                Op::Cmp { load, cmp } => sc.live.retain(|&i| {
-                    let u = usize::from(i);
-                    load.eval(&pkts[u], &st[u]).is_some_and(|x| cmp.test(x))
-                }),
+                Op::Test(t) if k < usize::from(rule.pure) => {
+                    let (known, pass) = sc.memo[k];
+                    let fresh = live & !known;
+                    let got = if fresh == 0 {
+                        0
+                    } else {
+                        t.vector(fresh, cx.view, cx.pkts, st)
+                    };
+                    sc.memo[k] = (known | fresh, (pass & !fresh) | got);
+                    live = (live & known & pass) | got;
+                }
+                Op::Test(t) => live = t.vector(live, cx.view, cx.pkts, st),
                 Op::Verdict(v) => {
-                    for &i in &sc.live {
-                        sc.vslot[usize::from(i)] = Some(*v);
+                    if per_packet {
+                        for i in bits(live) {
+                            sc.vslot[i] = Some(*v);
+                        }
+                    } else {
+                        verdict = Some(*v);
+                    }
+                }
+                Op::Counter(n) => {
+                    let cnt = &mut fx.counters[*n as usize];
+                    cnt.0 += u64::from(live.count_ones());
+                    for i in bits(live) {
+                        cnt.1 += u64::from(st[i].skb_len);
                     }
                 }
                 _ => {
-                    let vslot = &mut sc.vslot;
-                    sc.live.retain(|&i| {
-                        let u = usize::from(i);
-                        match op_one(prog, fx, op, u, &pkts[u], &mut st[u]) {
-                            OpRes::Pass => true,
-                            OpRes::Break => false,
+                    for i in bits(live) {
+                        match op_one(prog, fx, op, i, &cx.pkts[i], &mut st[i]) {
+                            OpRes::Pass => {}
+                            OpRes::Break => live &= !(1 << i),
                             OpRes::Verdict(v) => {
-                                vslot[u] = Some(v);
-                                true
+                                if !per_packet {
+                                    per_packet = true;
+                                    for j in bits(live) {
+                                        sc.vslot[j] = verdict;
+                                    }
+                                }
+                                sc.vslot[i] = Some(v);
                             }
                         }
-                    });
+                    }
                 }
             }
         }
-        // Packets that ran the whole rule: trace it and follow the verdict.
-        let mut any_gone = false;
-        for k in 0..sc.live.len() {
-            let i = sc.live[k];
-            let u = usize::from(i);
-            let v = sc.vslot[u];
-            fx.emit(|| rule_event(prog, c, rule.handle, u, v));
-            let gone = match v {
-                None | Some(VerdictC::Continue) => false,
-                Some(VerdictC::Accept) => {
-                    res[u] = (
-                        FinalVerdict::Accept,
-                        Some(rule_decision(prog, c, rule.handle)),
-                    );
-                    true
+        if live != 0 {
+            // Packets that ran the whole rule: trace it and follow the verdict.
+            if fx.trace.is_some() {
+                for i in bits(live) {
+                    let v = if per_packet { sc.vslot[i] } else { verdict };
+                    fx.emit(|| rule_event(prog, c, rule.handle, i, v));
                 }
-                Some(VerdictC::Drop) => {
-                    res[u] = (
-                        FinalVerdict::Drop,
-                        Some(rule_decision(prog, c, rule.handle)),
-                    );
-                    true
+            }
+            if per_packet {
+                for i in bits(live) {
+                    let v = sc.vslot[i];
+                    active &= !follow(cx, fx, sc, c, r, rule.handle, v, 1 << i, res);
                 }
-                Some(VerdictC::Return) => {
-                    do_return(prog, fx, sc, base, i, res);
-                    true
-                }
-                Some(VerdictC::Jump(t)) => {
-                    let d = usize::from(sc.depth[u]);
-                    if d == JUMP_STACK {
-                        // Unreachable after the load-time depth check; the kernel drops here.
-                        res[u] = (
-                            FinalVerdict::Drop,
-                            Some(rule_decision(prog, c, rule.handle)),
-                        );
-                    } else {
-                        sc.stacks[u][d] = (c, r as u32 + 1);
-                        sc.depth[u] += 1;
-                        sc.enqueue(t, i, 0);
-                    }
-                    true
-                }
-                Some(VerdictC::Goto(t)) => {
-                    sc.enqueue(t, i, 0);
-                    true
-                }
-            };
-            sc.gone[u] = gone;
-            any_gone |= gone;
-        }
-        if any_gone {
-            let gone = &mut sc.gone;
-            sc.active.retain(|&i| {
-                let u = usize::from(i);
-                let g = gone[u];
-                gone[u] = false;
-                !g
-            });
-            // Reset the flags of packets that left (they are not in `active` any more).
-            for &i in &sc.live {
-                sc.gone[usize::from(i)] = false;
+            } else {
+                active &= !follow(cx, fx, sc, c, r, rule.handle, verdict, live, res);
             }
         }
         r += 1;
     }
     // Packets returning past the last rule join those that ran off the end.
-    while ei < sc.entries.len() {
-        sc.active.push(sc.entries[ei].0);
+    while let Some(&(_, i)) = sc.entries.get(ei) {
+        active |= 1 << i;
         ei += 1;
     }
     // End of the chain: return to the caller or the base chain's policy.
-    for k in 0..sc.active.len() {
-        let i = sc.active[k];
-        let u = usize::from(i);
-        if sc.depth[u] != 0 {
-            fx.emit(|| end_event(prog, c, u, None));
+    for i in bits(active) {
+        if sc.depth[i] != 0 {
+            fx.emit(|| end_event(prog, c, i, None));
         }
-        do_return(prog, fx, sc, base, i, res);
+        do_return(cx, fx, sc, i, res);
     }
 }

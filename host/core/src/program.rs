@@ -4,6 +4,7 @@
 use wasp_ruleset::model::{Family, Hook, Policy};
 use wasp_sets::SetBackend;
 
+use crate::compare::Test;
 use crate::expr::{Cmp, Load};
 
 /// Index of a chain in [`Program::chains`].
@@ -24,8 +25,12 @@ pub(crate) enum VerdictC {
 /// with that verdict; the others are statements with side effects.
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
-    /// Load a field and compare it.
-    Cmp { load: Load, cmp: Cmp },
+    /// Load a field and compare it (while compiling; a compiled rule holds [`Op::Test`]).
+    /// Boxed, as the other wide variants, to keep operations small (the evaluators walk
+    /// arrays of them).
+    Cmp(Box<(Load, Cmp)>),
+    /// A match lowered to its field's width: the runtime form of [`Op::Cmp`].
+    Test(Test),
     /// Build a key from the loads and look it up in `sets[set]`; `neg` inverts.
     Lookup {
         keys: Box<[Load]>,
@@ -40,9 +45,9 @@ pub(crate) enum Op {
     /// `log`: index into the log prefixes.
     Log(u32),
     /// `meta mark set`.
-    SetMark(Load),
+    SetMark(Box<Load>),
     /// `meta nftrace set`.
-    SetNftrace(Load),
+    SetNftrace(Box<Load>),
     /// A verdict.
     Verdict(VerdictC),
 }
@@ -54,6 +59,43 @@ pub(crate) struct RuleC {
     pub handle: u64,
     /// Operations, ending at the first verdict.
     pub ops: Box<[Op]>,
+    /// How many leading operations are pure tests ([`Test::is_pure`]) identical to the
+    /// previous rule's leading operations (0 for a chain's first rule), at most [`MEMO`]. A
+    /// packet that ran those operations in the previous rule has the same answers here, so
+    /// the evaluators remember them instead of running them again: the dependency checks that
+    /// nft puts in front of every rule (`meta protocol ip`, `meta l4proto tcp`) cost once per
+    /// packet for a run of rules that share them.
+    pub shared: u8,
+    /// How many leading operations are pure tests, at most [`MEMO`]: the answers the
+    /// evaluators remember for the next rule.
+    pub pure: u8,
+}
+
+/// Leading operations of a rule whose answers are remembered for the next rule.
+pub(crate) const MEMO: usize = 8;
+
+impl RuleC {
+    /// A rule of `ops`, to be placed after `prev` in its chain.
+    pub fn new(handle: u64, ops: Box<[Op]>, prev: Option<&RuleC>) -> Self {
+        let pure = ops
+            .iter()
+            .take(MEMO)
+            .take_while(|o| matches!(o, Op::Test(t) if t.is_pure()))
+            .count();
+        let shared = prev.map_or(0, |p| {
+            ops.iter()
+                .zip(p.ops.iter())
+                .take(pure)
+                .take_while(|(a, b)| matches!((a, b), (Op::Test(x), Op::Test(y)) if x == y))
+                .count()
+        });
+        RuleC {
+            handle,
+            ops,
+            shared: shared as u8,
+            pure: pure as u8,
+        }
+    }
 }
 
 /// Hook attachment of a base chain.

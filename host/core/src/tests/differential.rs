@@ -187,13 +187,34 @@ proptest! {
             prop_assert_eq!(&o2[..], &out[ci * MAX_VECTOR..ci * MAX_VECTOR + chunk.len()]);
             traces.push(rec.0);
         }
+        // The kernel's walk: every operation of every rule runs (no memo between rules).
+        let mut ek = Engine::compile(&rs).unwrap();
         for (i, p) in pk.iter().enumerate() {
             let mut r1 = Rec::default();
             // Trace indices count within a vector.
             let o = e1.ingress_one("eth0", p, i % MAX_VECTOR, 0, Some(&mut r1));
             prop_assert_eq!(out[i], o, "packet {}", i);
-            prop_assert_eq!(by_packet(&traces[i / MAX_VECTOR], i % MAX_VECTOR), r1.0, "trace of packet {}", i);
+            prop_assert_eq!(&by_packet(&traces[i / MAX_VECTOR], i % MAX_VECTOR), &r1.0, "trace of packet {}", i);
+            let mut rk = Rec::default();
+            let ok = ek.walk_hook("eth0", p, i % MAX_VECTOR, 0, Some(&mut rk), false);
+            prop_assert_eq!(o, ok, "packet {} without memo", i);
+            prop_assert_eq!(r1.0, rk.0, "trace of packet {} without memo", i);
         }
         prop_assert_eq!(ev.counters(), e1.counters());
+        prop_assert_eq!(ev.counters(), ek.counters());
+        let stats = ev.chain_stats(Hook::Ingress, "eth0");
+        prop_assert_eq!(&stats, &e1.chain_stats(Hook::Ingress, "eth0"));
+        prop_assert_eq!(&stats, &ev2.chain_stats(Hook::Ingress, "eth0"));
+        // Every packet that reached a base chain ended its walk there in accept or drop; a
+        // later chain sees only the packets the earlier ones accepted.
+        for (k, s) in stats.iter().enumerate() {
+            prop_assert_eq!(s.packets, s.accepted + s.dropped);
+            if k > 0 {
+                prop_assert!(s.packets <= stats[k - 1].accepted);
+            }
+        }
+        prop_assert_eq!(stats[0].packets, pk.len() as u64);
+        let drops: u64 = stats.iter().map(|s| s.dropped).sum();
+        prop_assert_eq!(drops, out.iter().filter(|o| o.verdict == FinalVerdict::Drop).count() as u64);
     }
 }

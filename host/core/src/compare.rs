@@ -1,0 +1,451 @@
+//! Matches lowered to the width of their field: a [`Test`] is a [`Load`] + [`Cmp`] pair (the
+//! kernel's payload/meta + bitwise + cmp/range expressions) computed in `u32` for fields of up
+//! to 4 bytes, `u64` up to 8 and `u128` only for the 16-byte ones (IPv6 addresses, interface
+//! names). Payload bytes are read with `from_be_bytes` on fixed-size slices, and every
+//! comparison becomes one range test `(x - lo <= span) != neg` in wrapping arithmetic.
+//!
+//! A test gives exactly what `load.eval(..).is_some_and(|x| cmp.test(x))` gives (checked by a
+//! property test below); the width only changes how fast it is computed.
+
+use std::fmt::Debug;
+use std::ops::{BitAnd, BitXor, Shl, Shr};
+
+use crate::engine::Packet;
+use crate::expr::{Cmp, Load, PktState, Src};
+use crate::pipeline::View;
+
+/// An unsigned integer that holds a loaded field as its big-endian bytes read as a number.
+pub(crate) trait Word:
+    Copy
+    + Debug
+    + Default
+    + Eq
+    + Ord
+    + BitAnd<Output = Self>
+    + BitXor<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+{
+    /// The low bits of `v`.
+    fn from_u128(v: u128) -> Self;
+    /// `b` (no longer than the type) read big-endian.
+    fn from_be(b: &[u8]) -> Self;
+    /// `self - o`, wrapping.
+    fn wsub(self, o: Self) -> Self;
+}
+
+macro_rules! word {
+    ($t:ty, $($n:literal => $via:ty),*) => {
+        impl Word for $t {
+            #[inline]
+            fn from_u128(v: u128) -> Self {
+                v as $t
+            }
+            #[inline]
+            fn from_be(b: &[u8]) -> Self {
+                match b.len() {
+                    1 => <$t>::from(b[0]),
+                    $($n => match b.try_into() {
+                        Ok(a) => <$t>::from(<$via>::from_be_bytes(a)),
+                        Err(_) => 0,
+                    },)*
+                    _ => b.iter().fold(0, |v, &x| (v << 8) | <$t>::from(x)),
+                }
+            }
+            #[inline]
+            fn wsub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+        }
+    };
+}
+
+word!(u32, 2 => u16, 4 => u32);
+word!(u64, 2 => u16, 4 => u32, 8 => u64);
+word!(u128, 2 => u16, 4 => u32, 8 => u64, 16 => u128);
+
+/// Read `len` bytes at `start` big-endian, as `read_be` in `expr` does: `None` when fewer than
+/// `need` bytes are inside the frame; bytes past the end of a prefix read (`need < len`) are 0.
+#[inline]
+fn read<T: Word>(frame: &[u8], start: usize, len: usize, need: usize) -> Option<T> {
+    if let Some(b) = frame.get(start..start + len) {
+        return Some(T::from_be(b));
+    }
+    let avail = frame.len().checked_sub(start)?;
+    if avail < need {
+        return None;
+    }
+    Some(T::from_be(&frame[start..]) << (8 * (len - avail) as u32))
+}
+
+/// One match at width `T`: `(((read >> shift) & mask) ^ xor) - lo <= span`, inverted by `neg`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TestW<T> {
+    /// Where the bytes come from.
+    pub src: Src,
+    /// Byte offset from the source's base (payload sources).
+    pub off: u16,
+    /// Bytes read.
+    pub len: u8,
+    /// Bytes that must be inside the frame.
+    pub need: u8,
+    /// A transport read that also works on a non-first fragment (the kernel's fast path, see
+    /// [`Load::kernel_fast_path`]).
+    pub frag_ok: bool,
+    /// Right shift after the read.
+    pub shift: u8,
+    /// Mask after the shift.
+    pub mask: T,
+    /// Xor after the mask.
+    pub xor: T,
+    /// Low end of the accepted range.
+    pub lo: T,
+    /// Width of the accepted range minus one (`hi - lo`).
+    pub span: T,
+    /// Accept values outside the range instead.
+    pub neg: bool,
+}
+
+impl<T: Word> TestW<T> {
+    /// Whether a raw read satisfies the comparison.
+    #[inline]
+    fn check(&self, raw: T) -> bool {
+        let x = ((raw >> u32::from(self.shift)) & self.mask) ^ self.xor;
+        (x.wsub(self.lo) <= self.span) != self.neg
+    }
+
+    /// The value of a non-payload source.
+    #[inline]
+    fn meta(&self, p: &Packet<'_>, st: &PktState) -> T {
+        let v: u128 = match self.src {
+            Src::Protocol => u128::from(p.meta.protocol),
+            Src::L4proto => p.meta.l4.map_or(0, |l| u128::from(l.proto)),
+            Src::Nfproto => u128::from(st.nfproto),
+            Src::Len => u128::from(st.skb_len),
+            Src::Mark => u128::from(st.mark),
+            Src::Iifname => st.iif,
+            Src::Oifname => st.oif,
+            Src::Nftrace => u128::from(st.nftrace),
+            Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
+            Src::Link | Src::Net | Src::Transport | Src::Const => 0,
+        };
+        T::from_u128(v)
+    }
+
+    /// Read at `base + off` in `frame`.
+    #[inline]
+    fn read_at(&self, frame: &[u8], base: u16) -> Option<T> {
+        read(
+            frame,
+            usize::from(base) + usize::from(self.off),
+            usize::from(self.len),
+            usize::from(self.need),
+        )
+    }
+
+    /// The test for one packet.
+    #[inline]
+    fn one(&self, p: &Packet<'_>, st: &PktState) -> bool {
+        let raw = match self.src {
+            Src::Link => self.read_at(p.frame, 0),
+            Src::Net => self.read_at(p.frame, p.meta.net_offset),
+            Src::Transport => match p.meta.l4 {
+                Some(l4) if l4.fragoff == 0 || self.frag_ok => self.read_at(p.frame, l4.offset),
+                _ => None,
+            },
+            _ => Some(self.meta(p, st)),
+        };
+        raw.is_some_and(|r| self.check(r))
+    }
+
+    /// The packets of `live` (a bitmask over the vector) that pass the test.
+    #[inline]
+    fn vector(&self, live: u64, v: &View<'_>, pkts: &[Packet<'_>], st: &[PktState]) -> u64 {
+        let pass = |i: usize, raw: Option<T>| u64::from(raw.is_some_and(|r| self.check(r))) << i;
+        let mut out = 0;
+        match self.src {
+            Src::Link => {
+                for i in bits(live) {
+                    out |= pass(i, self.read_at(v.frames[i], 0));
+                }
+            }
+            Src::Net => {
+                for i in bits(live) {
+                    out |= pass(i, self.read_at(v.frames[i], v.net[i]));
+                }
+            }
+            Src::Transport => {
+                let readable = if self.frag_ok { v.l4 } else { v.l4_whole };
+                for i in bits(live & readable) {
+                    out |= pass(i, self.read_at(v.frames[i], v.th[i]));
+                }
+            }
+            _ => {
+                for i in bits(live) {
+                    out |= pass(i, Some(self.meta(&pkts[i], &st[i])));
+                }
+            }
+        }
+        out
+    }
+
+    fn new(load: &Load, cmp: &Cmp) -> Self {
+        let t = |v: u128| T::from_u128(v);
+        let max = t(u128::MAX);
+        // Every comparison as an inclusive range [lo, lo + span], possibly negated. A loaded
+        // value never exceeds `T::MAX` (the width is chosen so that it and all constants fit).
+        let never = (T::default(), max, true);
+        let (lo, span, neg) = match *cmp {
+            Cmp::Eq(v) => (t(v), T::default(), false),
+            Cmp::Ne(v) => (t(v), T::default(), true),
+            Cmp::Lt(0) => never,
+            Cmp::Lt(v) => (T::default(), t(v - 1), false),
+            Cmp::Gt(v) if t(v) == max => never,
+            Cmp::Gt(v) => (t(v + 1), max.wsub(t(v + 1)), false),
+            Cmp::Le(v) => (T::default(), t(v), false),
+            Cmp::Ge(v) => (t(v), max.wsub(t(v)), false),
+            Cmp::In(a, b) if a > b => never,
+            Cmp::In(a, b) => (t(a), t(b - a), false),
+            Cmp::NotIn(a, b) if a > b => (T::default(), max, false),
+            Cmp::NotIn(a, b) => (t(a), t(b - a), true),
+        };
+        TestW {
+            src: load.src,
+            off: load.off,
+            len: load.len,
+            need: load.need,
+            frag_ok: load.kernel_fast_path(),
+            shift: load.shift,
+            mask: t(load.mask),
+            xor: t(load.xor),
+            lo,
+            span,
+            neg,
+        }
+    }
+}
+
+/// A match lowered to the narrowest width that holds its field and constants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Test {
+    /// Fields and constants of up to 4 bytes.
+    W32(TestW<u32>),
+    /// Up to 8 bytes.
+    W64(TestW<u64>),
+    /// Up to 16 bytes (boxed: rare, and it would double the size of every operation).
+    W128(Box<TestW<u128>>),
+}
+
+impl Test {
+    /// Lower `load` compared by `cmp`.
+    pub fn new(load: &Load, cmp: &Cmp) -> Test {
+        let raw_bytes = match load.src {
+            Src::Link | Src::Net | Src::Transport => usize::from(load.len),
+            Src::Protocol => 2,
+            Src::Len | Src::Mark => 4,
+            Src::Iifname | Src::Oifname => 16,
+            Src::L4proto | Src::Nfproto | Src::Nftrace | Src::Exthdr(_) | Src::Const => 1,
+        };
+        let consts: [u128; 4] = match *cmp {
+            Cmp::Eq(v) | Cmp::Ne(v) | Cmp::Lt(v) | Cmp::Gt(v) | Cmp::Le(v) | Cmp::Ge(v) => {
+                [load.mask, load.xor, v, 0]
+            }
+            Cmp::In(a, b) | Cmp::NotIn(a, b) => [load.mask, load.xor, a, b],
+        };
+        let fits = |bytes: usize| {
+            raw_bytes <= bytes
+                && consts
+                    .iter()
+                    .all(|&c| bytes >= 16 || c >> (8 * bytes as u32) == 0)
+        };
+        if fits(4) {
+            Test::W32(TestW::new(load, cmp))
+        } else if fits(8) {
+            Test::W64(TestW::new(load, cmp))
+        } else {
+            Test::W128(Box::new(TestW::new(load, cmp)))
+        }
+    }
+
+    /// Whether the answer depends only on the packet as received, so that it is the same
+    /// wherever the test runs in the walk: every source but `meta mark` and `meta nftrace`,
+    /// which statements can set. (A statement that rewrites payload bytes would make payload
+    /// tests impure; there is none yet.)
+    pub fn is_pure(&self) -> bool {
+        let src = match self {
+            Test::W32(t) => t.src,
+            Test::W64(t) => t.src,
+            Test::W128(t) => t.src,
+        };
+        !matches!(src, Src::Mark | Src::Nftrace)
+    }
+
+    /// The test for one packet (`false` where the load breaks).
+    #[inline]
+    pub fn one(&self, p: &Packet<'_>, st: &PktState) -> bool {
+        match self {
+            Test::W32(t) => t.one(p, st),
+            Test::W64(t) => t.one(p, st),
+            Test::W128(t) => t.one(p, st),
+        }
+    }
+
+    /// The packets of `live` that pass, over a whole vector.
+    #[inline]
+    pub fn vector(&self, live: u64, v: &View<'_>, pkts: &[Packet<'_>], st: &[PktState]) -> u64 {
+        match self {
+            Test::W32(t) => t.vector(live, v, pkts, st),
+            Test::W64(t) => t.vector(live, v, pkts, st),
+            Test::W128(t) => t.vector(live, v, pkts, st),
+        }
+    }
+}
+
+/// The indices of the set bits of `m`, lowest first.
+#[inline]
+pub(crate) fn bits(mut m: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        Some(i)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use wasp_wire::{L4Info, PacketMeta};
+
+    use super::*;
+    use crate::expr::mask_bits;
+
+    fn src_of(k: u8) -> Src {
+        match k % 12 {
+            0 => Src::Link,
+            1 | 2 => Src::Net,
+            3 | 4 => Src::Transport,
+            5 => Src::Protocol,
+            6 => Src::L4proto,
+            7 => Src::Len,
+            8 => Src::Mark,
+            9 => Src::Iifname,
+            10 => Src::Exthdr(4),
+            _ => Src::Nfproto,
+        }
+    }
+
+    fn cmp_of(k: u8, a: u128, b: u128) -> Cmp {
+        match k % 8 {
+            0 => Cmp::Eq(a),
+            1 => Cmp::Ne(a),
+            2 => Cmp::Lt(a),
+            3 => Cmp::Gt(a),
+            4 => Cmp::Le(a),
+            5 => Cmp::Ge(a),
+            6 => Cmp::In(a.min(b), a.max(b)),
+            _ => Cmp::NotIn(a.min(b), a.max(b)),
+        }
+    }
+
+    /// A constant near the field's range: small, at the edges of a width, or from the frame.
+    fn constant(k: u8, raw: u128, len: u8) -> u128 {
+        let full = mask_bits(u32::from(len) * 8);
+        match k % 6 {
+            0 => raw,
+            1 => raw.wrapping_add(1) & full,
+            2 => 0,
+            3 => full,
+            4 => u128::from(k),
+            _ => raw.saturating_sub(1),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+        /// A lowered test answers as the generic load and comparison, one packet at a time and
+        /// over a vector.
+        #[test]
+        fn test_equals_load_and_cmp(
+            frame in prop::collection::vec(any::<u8>(), 0..80),
+            net in 0u16..30, th in prop::option::of((0u16..70, 0u16..2)),
+            sk in any::<u8>(), off in 0u16..50, len in 1u8..=16, need_cut in 0u8..16,
+            shift in 0u8..8, mask_bits_ in 0u32..=128, xor in any::<u128>(),
+            ck in any::<u8>(), ak in any::<u8>(), bk in any::<u8>(), mark in any::<u32>(),
+        ) {
+            let src = src_of(sk);
+            let meta = PacketMeta {
+                len: frame.len() as u32,
+                net_offset: net,
+                protocol: 0x0800,
+                ip6_exthdrs: u16::from(sk & 4),
+                l4: th.map(|(o, f)| L4Info { proto: 6, offset: o, fragoff: f * 8 }),
+                ..PacketMeta::default()
+            };
+            let p = Packet { frame: &frame, meta, iifname: "eth0", mark };
+            let st = PktState { mark, skb_len: frame.len() as u32, nfproto: 2, iif: crate::expr::ifname_value("eth0"), ..PktState::default() };
+            let width = match src { Src::Link | Src::Net | Src::Transport => len, Src::Iifname => 16, Src::Len | Src::Mark => 4, Src::Protocol => 2, _ => 1 };
+            let mut load = Load::meta(src, width);
+            if matches!(src, Src::Link | Src::Net | Src::Transport) {
+                load.off = off;
+                load.len = len;
+                load.need = len - need_cut.min(len - 1);
+                load.shift = shift.min(len * 8 - 1);
+            }
+            load.mask &= mask_bits(mask_bits_);
+            load.xor = xor & load.mask & if sk & 1 == 0 { 0 } else { u128::MAX };
+            let raw = load.eval(&p, &st).unwrap_or(0);
+            let cmp = cmp_of(ck, constant(ak, raw, width), constant(bk, raw ^ 0x55, width));
+            let want = load.eval(&p, &st).is_some_and(|x| cmp.test(x));
+            let t = Test::new(&load, &cmp);
+            prop_assert_eq!(t.one(&p, &st), want, "{:?} {:?} {:?}", load, cmp, t);
+            let pkts = [p];
+            let v = View::new(&pkts);
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st]), u64::from(want));
+        }
+    }
+
+    #[test]
+    fn widths() {
+        let ip_saddr = Load {
+            src: Src::Net,
+            off: 12,
+            len: 4,
+            need: 4,
+            shift: 0,
+            mask: 0xffff_ffff,
+            xor: 0,
+            width: 4,
+        };
+        assert!(matches!(
+            Test::new(&ip_saddr, &Cmp::Eq(0x0a00_0001)),
+            Test::W32(_)
+        ));
+        let mac = Load {
+            src: Src::Link,
+            off: 6,
+            len: 6,
+            mask: mask_bits(48),
+            need: 6,
+            width: 6,
+            ..ip_saddr
+        };
+        assert!(matches!(Test::new(&mac, &Cmp::Eq(1)), Test::W64(_)));
+        let iif = Load::meta(Src::Iifname, 16);
+        assert!(matches!(Test::new(&iif, &Cmp::Eq(1)), Test::W128(_)));
+        // A constant wider than the field widens the test (and never matches).
+        assert!(matches!(
+            Test::new(&ip_saddr, &Cmp::Eq(1 << 40)),
+            Test::W64(_)
+        ));
+    }
+
+    #[test]
+    fn bits_in_order() {
+        assert_eq!(bits(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
+        assert_eq!(bits(1 << 63).collect::<Vec<_>>(), vec![63]);
+        assert_eq!(bits(0).count(), 0);
+    }
+}
