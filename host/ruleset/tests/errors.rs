@@ -272,3 +272,85 @@ fn missing_file_is_an_io_error() {
     let err = wasp_ruleset::parse_file(std::path::Path::new("/nonexistent/rules.nft")).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err}");
 }
+
+#[test]
+fn nesting_limits() {
+    // 64 levels of `{` are read; the 65th `{` (column 10 + 2 * 64 in the rule) is refused,
+    // also from far deeper input that would otherwise exhaust the stack.
+    for n in [64usize, 65, 20_000] {
+        let rule = format!("ip saddr {}1.1.1.1{} drop", "{ ".repeat(n), " }".repeat(n));
+        if n == 64 {
+            wasp_ruleset::parse_str(&rule_case(&rule), "case.nft").unwrap();
+        } else {
+            check(
+                &rule_case(&rule),
+                4,
+                2 + 10 + 2 * 64,
+                "sets nest too deeply, max 64",
+            );
+        }
+    }
+    // The same through a variable: the error points into the define.
+    let text = format!(
+        "define x = {}1.1.1.1{}\n{}",
+        "{ ".repeat(20_000),
+        " }".repeat(20_000),
+        rule_case("ip saddr $x drop")
+    );
+    check(&text, 1, 12 + 2 * 64, "sets nest too deeply");
+    // 64 bitwise operations are read, the 65th is refused (each wraps the expression again).
+    let ops = |n: usize| format!("meta mark{} 1 drop", " & 0xff".repeat(n));
+    wasp_ruleset::parse_str(&rule_case(&ops(64)), "case.nft").unwrap();
+    check(
+        &rule_case(&ops(100_000)),
+        4,
+        2 + 10 + 7 * 64 + 1,
+        "too many bitwise operations in one expression, max 64",
+    );
+}
+
+#[test]
+fn defines_that_double_at_each_level_are_refused() {
+    // v1 = { v0, v0 }, v2 = { v1, v1 }, ...: 2^40 tokens if expanded.
+    let mut text = String::from("define v0 = 1.1.1.1\n");
+    for i in 1..=40 {
+        text.push_str(&format!("define v{i} = {{ $v{j}, $v{j} }}\n", j = i - 1));
+    }
+    let err = wasp_ruleset::parse_str(&text, "case.nft").unwrap_err();
+    let Error::At(l) = err else { panic!("{err}") };
+    assert!(l.message.contains("expands without end"), "{}", l.message);
+    assert!(l.line < 40, "line {}", l.line);
+}
+
+#[test]
+fn include_depth_is_limited_as_in_nft() {
+    // nft 1.0.6: the 16th file in a chain may not include a 17th ("Include nested too
+    // deeply, max 16 levels", at the include in the 16th file).
+    let dir = std::env::temp_dir().join(format!("wasp-ruleset-incdepth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..3000 {
+        std::fs::write(
+            dir.join(format!("f{i}.nft")),
+            format!("\ninclude \"f{}.nft\"\n", i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("f3000.nft"), "table ip t {\n}\n").unwrap();
+    // 16 files (f0 .. f15, f15 holding a table) are fine.
+    std::fs::write(dir.join("g15.nft"), "table ip t {\n}\n").unwrap();
+    for i in 0..15 {
+        std::fs::write(
+            dir.join(format!("g{i}.nft")),
+            format!("include \"g{}.nft\"\n", i + 1),
+        )
+        .unwrap();
+    }
+    let ok = wasp_ruleset::parse_file(&dir.join("g0.nft"));
+    let err = wasp_ruleset::parse_file(&dir.join("f0.nft")).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ok.unwrap().tables.len(), 1);
+    let Error::At(l) = err else { panic!("{err}") };
+    assert!(l.path.ends_with("f15.nft"), "{}", l.path.display());
+    assert_eq!((l.line, l.col), (2, 9));
+    assert_eq!(l.message, "Include nested too deeply, max 16 levels");
+}

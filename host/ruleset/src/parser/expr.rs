@@ -200,13 +200,26 @@ impl Parser<'_> {
     /// A field with optional bitwise operations: `tcp flags & (syn | ack)`, `meta mark & 0xff`.
     pub(super) fn binop_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
         let (mut e, mut span) = self.primary_expr(ctx)?;
+        let mut ops = 0;
         loop {
+            let op_span = self.peek_span()?;
             let op = match self.peek_tok()? {
                 Some(Tok::Punct("&")) => BinOp::And,
                 Some(Tok::Punct("|")) => BinOp::Or,
                 Some(Tok::Punct("^")) => BinOp::Xor,
                 _ => break,
             };
+            // Each operation wraps the expression once more (`Expr::Binop`).
+            ops += 1;
+            if ops > super::MAX_NESTING {
+                return Err(self.st.error(
+                    op_span,
+                    format!(
+                        "too many bitwise operations in one expression, max {}",
+                        super::MAX_NESTING
+                    ),
+                ));
+            }
             self.advance();
             let dtype = e.dtype();
             let (value, vspan) = self.const_or(dtype)?;

@@ -20,8 +20,19 @@ use crate::error::{Error, Located};
 use crate::lexer::{self, Tok, Token};
 use crate::model::{FileId, Ruleset, SourceFile, Span, Table};
 
-/// Most `$variable` expansions one parse may do (guards against a define that uses itself).
+/// Most `$variable` expansions one parse may do, counted in tokens (guards against a define
+/// that uses itself, and against defines that double in size at each level).
 const MAX_EXPANSIONS: usize = 1_000_000;
+
+/// Deepest nesting of `{ ... }` (nested sets, from variables or written out) and of bitwise
+/// operations (`meta mark & 1 | 2 ...`) one expression may have. nft's bison parser gives
+/// up at 10000 stack entries ("memory exhausted"); wasp stops much earlier, before the
+/// recursion can exhaust a thread's stack, as no real ruleset nests this deep.
+pub(crate) const MAX_NESTING: usize = 64;
+
+/// Deepest chain of `include`s: the main file and 15 included files, as nft 1.0.6
+/// (`MAX_INCLUDE_DEPTH` 16: "Include nested too deeply, max 16 levels").
+const MAX_INCLUDE_DEPTH: usize = 16;
 
 /// Parse state shared by a file and the files it includes.
 pub(crate) struct State {
@@ -92,6 +103,8 @@ pub(crate) struct Parser<'s> {
     pub(crate) st: &'s mut State,
     /// References made by the rules read since the last block was applied.
     pub(crate) refs: Vec<handles::Ref>,
+    /// `{` levels open in the set being read (see [`MAX_NESTING`]).
+    pub(crate) nesting: usize,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -314,6 +327,12 @@ impl<'s> Parser<'s> {
         } else {
             files.push(path);
         }
+        if self.st.include_stack.len() >= MAX_INCLUDE_DEPTH {
+            return Err(self.st.error(
+                span,
+                format!("Include nested too deeply, max {MAX_INCLUDE_DEPTH} levels"),
+            ));
+        }
         for path in files {
             let canon = std::fs::canonicalize(&path).map_err(|e| {
                 self.st
@@ -363,7 +382,16 @@ impl<'s> Parser<'s> {
         let mut expanded = Vec::with_capacity(value.len());
         for t in value {
             match &t.tok {
-                Tok::Var(v) => expanded.extend(self.st.defines[v].iter().cloned()),
+                Tok::Var(v) => {
+                    let inner = &self.st.defines[v];
+                    self.st.expansions += inner.len() + 1;
+                    if self.st.expansions > MAX_EXPANSIONS {
+                        return Err(self
+                            .st
+                            .error(t.span, format!("variable `${v}` expands without end")));
+                    }
+                    expanded.extend(inner.iter().cloned());
+                }
                 _ => expanded.push(t),
             }
         }
@@ -372,17 +400,33 @@ impl<'s> Parser<'s> {
     }
 }
 
-/// `*` and `?` matching of a file name.
+/// `*` and `?` matching of a file name (linear backtracking over the last `*`, so a pattern
+/// such as `a*a*a*b` cannot take exponential time).
 fn glob_match(pattern: &str, name: &str) -> bool {
-    fn go(p: &[u8], n: &[u8]) -> bool {
-        match p.first() {
-            None => n.is_empty(),
-            Some(b'*') => (0..=n.len()).any(|i| go(&p[1..], &n[i..])),
-            Some(b'?') => !n.is_empty() && go(&p[1..], &n[1..]),
-            Some(c) => n.first() == Some(c) && go(&p[1..], &n[1..]),
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == b'?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
         }
     }
-    go(pattern.as_bytes(), name.as_bytes())
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, text: String) -> PResult<()> {
@@ -408,6 +452,7 @@ fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, text: String) -> 
         dir,
         st,
         refs: Vec::new(),
+        nesting: 0,
     };
     let _ = p.file;
     let r = p.parse_file_body();
@@ -424,4 +469,21 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Ruleset, Error> {
         tables: st.tables,
         sources: st.sources,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn glob() {
+        assert!(glob_match("*.nft", "a.nft"));
+        assert!(glob_match("a?c*", "abc"));
+        assert!(glob_match("*a*b", "xxaxxb"));
+        assert!(!glob_match("*.nft", "a.nf"));
+        assert!(!glob_match("a?c", "ac"));
+        // Exponential for a naive backtracking matcher (about 2^40 steps).
+        let name = "a".repeat(200);
+        assert!(!glob_match(&format!("{}b", "a*".repeat(40)), &name));
+    }
 }

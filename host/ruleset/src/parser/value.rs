@@ -184,9 +184,23 @@ impl Parser<'_> {
             if self.eat_punct("}")? {
                 return Ok(out);
             }
+            let open = self.peek_span()?;
             if self.eat_punct("{")? {
                 // A nested set (from a variable): its elements join this one.
-                out.extend(self.elements(key, data, interval)?);
+                // `nesting` counts the levels inside the outermost `{`.
+                if self.nesting + 1 >= super::MAX_NESTING {
+                    return Err(self.st.error(
+                        open,
+                        format!(
+                            "sets nest too deeply, max {} levels of `{{`",
+                            super::MAX_NESTING
+                        ),
+                    ));
+                }
+                self.nesting += 1;
+                let inner = self.elements(key, data, interval);
+                self.nesting -= 1;
+                out.extend(inner?);
             } else {
                 out.push(self.element(key, data, interval)?);
             }
