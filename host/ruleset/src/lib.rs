@@ -1,7 +1,7 @@
 //! The nftables ruleset language as wasp reads and prints it.
 //!
 //! - [`model`]: the typed objects (tables, chains, rules, sets, expressions, statements).
-//! - [`parse_file`] / [`parse_str`]: nft syntax (with `define`, `include`, comments) into the model,
+//! - [`parse_file`] / [`parse_str`] / [`parse_bytes`]: nft syntax (with `define`, `include`, comments) into the model,
 //!   with kernel-style handles assigned.
 //! - [`print_ruleset`]: the model back in the form `nft list ruleset` prints.
 //! - [`Error`]: every error names file:line:col, shows the line and says what was expected.
@@ -25,12 +25,24 @@ use std::path::Path;
 ///
 /// # Errors
 /// [`Error`] with file:line:col for a syntax or meaning error, or an I/O error reading a file.
+///
+/// The file is UTF-8 text; bytes that are not UTF-8 are accepted in comments only (elsewhere
+/// they are an error at their line and column).
 pub fn parse_file(path: &Path) -> Result<Ruleset, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+    let bytes = std::fs::read(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    parser::parse(&text, path)
+    parser::parse(&bytes, path)
+}
+
+/// Parse the bytes of a ruleset file; `name` is the file name used in errors, includes
+/// resolve against the current directory.
+///
+/// # Errors
+/// As [`parse_file`] (a byte that is not UTF-8 outside a comment is an error at its place).
+pub fn parse_bytes(bytes: &[u8], name: &str) -> Result<Ruleset, Error> {
+    parser::parse(bytes, Path::new(name))
 }
 
 /// Parse ruleset text; `name` is the file name used in errors, includes resolve against the
@@ -39,7 +51,7 @@ pub fn parse_file(path: &Path) -> Result<Ruleset, Error> {
 /// # Errors
 /// As [`parse_file`].
 pub fn parse_str(text: &str, name: &str) -> Result<Ruleset, Error> {
-    parser::parse(text, Path::new(name))
+    parser::parse(text.as_bytes(), Path::new(name))
 }
 
 /// Print `ruleset` as `nft list ruleset` prints it (with `handles`, as `nft -a list ruleset`).

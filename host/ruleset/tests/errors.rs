@@ -354,3 +354,42 @@ fn include_depth_is_limited_as_in_nft() {
     assert_eq!((l.line, l.col), (2, 9));
     assert_eq!(l.message, "Include nested too deeply, max 16 levels");
 }
+
+#[test]
+fn bytes_that_are_not_utf8() {
+    // Fine in a comment (nft accepts any byte there).
+    let text = b"# caf\xe9 \xff\xfe\ntable netdev t {\n}\n";
+    assert_eq!(
+        wasp_ruleset::parse_bytes(text, "case.nft").unwrap().tables[0].name,
+        "t"
+    );
+    // In a string or elsewhere: an error at the byte.
+    let cases: &[(&[u8], u32, u32, &str)] = &[
+        (
+            b"table netdev t {\n\tcomment \"caf\xe9\"\n}\n",
+            2,
+            14,
+            "byte 0xE9 in a string is not UTF-8",
+        ),
+        (
+            b"table netdev t {\n\tchain \xc3\x28 {\n\t}\n}\n",
+            2,
+            8,
+            "byte 0xC3 is not UTF-8",
+        ),
+    ];
+    for (bytes, line, col, needle) in cases {
+        let Err(Error::At(l)) = wasp_ruleset::parse_bytes(bytes, "case.nft") else {
+            panic!("accepted {}", String::from_utf8_lossy(bytes));
+        };
+        assert_eq!((l.line, l.col), (*line, *col), "{}", l.message);
+        assert!(l.message.contains(needle), "{}", l.message);
+    }
+    // Through parse_file too (it read the file as UTF-8 text and failed with no place).
+    let dir = std::env::temp_dir().join(format!("wasp-ruleset-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("c.nft"), text).unwrap();
+    let r = wasp_ruleset::parse_file(&dir.join("c.nft"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.unwrap().tables.len(), 1);
+}

@@ -166,3 +166,17 @@ proptest! {
         ));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Bytes that are not UTF-8 anywhere: an error at a place, never a panic.
+    #[test]
+    fn random_raw_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        match wasp_ruleset::parse_bytes(&bytes, "fuzz.nft") {
+            Ok(_) => {}
+            Err(Error::At(l)) => prop_assert!(l.line >= 1 && l.col >= 1),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

@@ -344,11 +344,11 @@ impl<'s> Parser<'s> {
                     format!("include loop: \"{}\" is already being read", path.display()),
                 ));
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| {
+            let bytes = std::fs::read(&path).map_err(|e| {
                 self.st
                     .error(span, format!("cannot include \"{}\": {e}", path.display()))
             })?;
-            parse_source(self.st, path, canon, text)?;
+            parse_source(self.st, path, canon, &bytes)?;
         }
         Ok(())
     }
@@ -429,14 +429,81 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, text: String) -> PResult<()> {
+/// A byte that is not UTF-8, where the lexer will see it (as U+FFFD).
+struct BadByte {
+    line: u32,
+    col: u32,
+    byte: u8,
+}
+
+/// `bytes` as text, each invalid UTF-8 sequence replaced by U+FFFD (as
+/// `String::from_utf8_lossy`), with the place of each (line and column as the lexer counts
+/// them).
+fn decode(bytes: &[u8]) -> (String, Vec<BadByte>) {
+    let mut text = String::with_capacity(bytes.len());
+    let mut bad = Vec::new();
+    let (mut line, mut col) = (1u32, 1u32);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\n' {
+                line += 1;
+                col = 1;
+            } else {
+                col += 1;
+            }
+        }
+        text.push_str(chunk.valid());
+        if let Some(&byte) = chunk.invalid().first() {
+            bad.push(BadByte { line, col, byte });
+            text.push(char::REPLACEMENT_CHARACTER);
+            col += 1;
+        }
+    }
+    (text, bad)
+}
+
+/// The error for a byte that is not UTF-8 outside a comment.
+fn bad_byte_message(b: &BadByte, what: &str) -> String {
+    format!(
+        "byte 0x{:02X}{what} is not UTF-8: wasp reads a ruleset as UTF-8 text (other bytes may appear only in comments)",
+        b.byte
+    )
+}
+
+fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, bytes: &[u8]) -> PResult<()> {
     let file = st.sources.len() as FileId;
+    let (text, bad) = decode(bytes);
     let toks = lexer::lex(&text, file);
     let lines = text.lines().count().max(1) as u32;
     let last_len = text.lines().last().map_or(0, |l| l.chars().count()) as u32;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     st.sources.push(SourceFile { path, text });
-    let toks = toks.map_err(|e| st.error(e.span, e.message))?;
+    let toks = toks.map_err(|e| {
+        match bad
+            .iter()
+            .find(|b| (b.line, b.col) == (e.span.line, e.span.col))
+        {
+            Some(b) => st.error(e.span, bad_byte_message(b, "")),
+            None => st.error(e.span, e.message),
+        }
+    })?;
+    // Bytes that are not UTF-8 are fine in comments (the lexer skips them) but not in strings.
+    for b in &bad {
+        let in_string = toks.iter().any(|t| {
+            matches!(t.tok, Tok::Str(_))
+                && t.span.line == b.line
+                && (t.span.col..t.span.col + t.span.len).contains(&b.col)
+        });
+        if in_string {
+            let span = Span {
+                file,
+                line: b.line,
+                col: b.col,
+                len: 1,
+            };
+            return Err(st.error(span, bad_byte_message(b, " in a string")));
+        }
+    }
     st.include_stack.push(canon);
     let mut p = Parser {
         toks,
@@ -460,11 +527,11 @@ fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, text: String) -> 
     r
 }
 
-/// Parse `text` named `name`; includes resolve against `dir`.
-pub(crate) fn parse(text: &str, path: &Path) -> Result<Ruleset, Error> {
+/// Parse the file contents `bytes` named `path`; includes resolve against its folder.
+pub(crate) fn parse(bytes: &[u8], path: &Path) -> Result<Ruleset, Error> {
     let mut st = State::new();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    parse_source(&mut st, path.to_path_buf(), canon, text.to_string())?;
+    parse_source(&mut st, path.to_path_buf(), canon, bytes)?;
     Ok(Ruleset {
         tables: st.tables,
         sources: st.sources,
