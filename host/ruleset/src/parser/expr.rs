@@ -1,7 +1,7 @@
 //! Left-hand expressions: header fields, meta keys, `exthdr`, concatenations and bitwise
 //! operations.
 
-use super::{PResult, Parser};
+use super::{PResult, Parser, unsupported};
 use crate::lexer::Tok;
 use crate::model::{BinOp, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value};
 
@@ -59,6 +59,9 @@ impl Parser<'_> {
             return Ok((Expr::Meta(key), span));
         }
         if !HEADERS.contains(&head.as_str()) {
+            if unsupported::statement(&head) {
+                return Err(self.st.error(span, unsupported::message(&head)));
+            }
             return self.expected("an expression such as `ip saddr` or `tcp dport`");
         }
         self.advance();
@@ -152,6 +155,9 @@ impl Parser<'_> {
                     }
                     Ok((Expr::Meta(k), whole))
                 }
+                None if unsupported::meta_key(&field) => {
+                    Err(self.st.error(whole, unsupported::message(&format!("meta {field}"))))
+                }
                 None => self.expected(
                     "a meta key (`iifname`, `oifname`, `l4proto`, `nfproto`, `protocol`, `length`, `mark`, `nftrace`)",
                 ),
@@ -163,6 +169,11 @@ impl Parser<'_> {
                     "frag" => Ip6ExtHdr::Fragment,
                     "dst" => Ip6ExtHdr::DestOpts,
                     "mh" => Ip6ExtHdr::Mobility,
+                    f if unsupported::field("exthdr", f) => {
+                        return Err(self
+                            .st
+                            .error(whole, unsupported::message(&format!("exthdr {f}"))));
+                    }
                     _ => {
                         return self.expected(
                             "an IPv6 extension header (`hbh`, `rt`, `frag`, `dst`, `mh`)",
@@ -181,6 +192,9 @@ impl Parser<'_> {
                 ctx.l3 = Some("ip6");
                 Ok((Expr::ExthdrExists(h), whole))
             }
+            _ if unsupported::field(&head, &field) => Err(self
+                .st
+                .error(whole, unsupported::message(&format!("{head} {field}")))),
             _ => {
                 let fields = match head.as_str() {
                     "ether" => "`saddr`, `daddr` or `type`",
@@ -192,7 +206,12 @@ impl Parser<'_> {
                     "icmp" | "icmpv6" => "`type` or `code`",
                     _ => "`sport` or `dport`",
                 };
-                self.expected(&format!("a `{head}` field: {fields}"))
+                let article = if head.starts_with(['e', 'i']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                self.expected(&format!("{article} `{head}` field: {fields}"))
             }
         }
     }

@@ -11,6 +11,7 @@ mod handles;
 mod merge;
 mod rule;
 pub(crate) mod table;
+mod unsupported;
 pub(crate) mod value;
 
 use std::collections::HashMap;

@@ -2,6 +2,7 @@
 
 use super::expr::RuleCtx;
 use super::handles::Ref;
+use super::unsupported;
 use super::value::is_vlan_type;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
@@ -33,6 +34,15 @@ impl Parser<'_> {
                     break;
                 }
                 Some(Tok::Word(w)) => w.clone(),
+                Some(Tok::SetRef(base)) if unsupported::RAW_BASES.contains(&base.as_str()) => {
+                    return Err(self.st.error(
+                        sspan,
+                        unsupported::message_with(
+                            &format!("@{base},OFFSET,LENGTH"),
+                            "a raw payload expression",
+                        ),
+                    ));
+                }
                 _ => return self.expected("a verdict, `counter`, `log` or a match"),
             };
             if let Some((v, _)) = self.verdict()? {
@@ -46,6 +56,14 @@ impl Parser<'_> {
                 }
                 "counter" => {
                     self.advance();
+                    let nspan = self.peek_span()?;
+                    if self.at_word("name")? {
+                        let whole = Span {
+                            len: nspan.col + nspan.len - sspan.col,
+                            ..sspan
+                        };
+                        return Err(self.st.error(whole, unsupported::message("counter name")));
+                    }
                     let (mut packets, mut bytes) = (0, 0);
                     if self.eat_word("packets")? {
                         packets = self.number_u64()?;
@@ -75,6 +93,13 @@ impl Parser<'_> {
                                     );
                                 }
                             }
+                        } else if let Some(Tok::Word(o)) = self.peek_tok()?
+                            && unsupported::LOG_OPTIONS.contains(&o.as_str())
+                        {
+                            let ospan = self.peek_span()?;
+                            return Err(self
+                                .st
+                                .error(ospan, unsupported::message(&format!("log {o}"))));
                         } else {
                             break;
                         }
@@ -84,6 +109,9 @@ impl Parser<'_> {
                 _ if self.at_expr()? => {
                     let stmt = self.match_or_set(&mut ctx, sspan)?;
                     stmts.push(stmt);
+                }
+                _ if unsupported::statement(&word) => {
+                    return Err(self.st.error(sspan, unsupported::message(&word)));
                 }
                 _ => return self.expected("a verdict, `counter`, `log` or a match"),
             }
@@ -103,9 +131,9 @@ impl Parser<'_> {
         let (left, lspan) = self.concat_expr(ctx)?;
         if self.at_word("set")? {
             let Expr::Meta(key) = left else {
-                return Err(self
-                    .st
-                    .error(lspan, "only `meta` keys can be set (`meta mark set 0x1`)"));
+                // `ip ttl set 1` and the like: nft's payload statement.
+                let what = format!("{} set", self.st_text(lspan));
+                return Err(self.st.error(lspan, unsupported::message(&what)));
             };
             self.advance();
             if !matches!(key, MetaKey::Mark | MetaKey::Nftrace) {

@@ -115,6 +115,9 @@ impl Parser<'_> {
                 self.advance();
                 self.delete_command()
             }
+            w if super::unsupported::COMMANDS.contains(&w) => {
+                Err(self.st.error(span, super::unsupported::message(w)))
+            }
             _ => self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`"),
         }
     }
@@ -215,6 +218,12 @@ impl Parser<'_> {
                             .st
                             .error(fspan, format!("expected `dormant`, found `{f}`")));
                     }
+                }
+                Some(Tok::Word(w)) if super::unsupported::TABLE_ITEMS.contains(&w.as_str()) => {
+                    return Err(self.st.error(
+                        item_span,
+                        super::unsupported::message_with(&w, "a named object in a table"),
+                    ));
                 }
                 _ => return self.expected("`chain`, `set`, `map`, `comment` or `}`"),
             }

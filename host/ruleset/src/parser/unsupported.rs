@@ -1,0 +1,193 @@
+//! nft syntax that wasp does not read yet, so that a valid nft ruleset gets "wasp does not
+//! support this yet" rather than a syntax error. The lists follow nft 1.0.6's grammar
+//! (`parser_bison.y`: statements, `meta_key_unqualified`, header fields, table objects).
+
+/// Words that start a statement or an expression in nft and that wasp does not read.
+const STATEMENT_WORDS: &[&str] = &[
+    // Expressions.
+    "ct",
+    "fib",
+    "rt",
+    "socket",
+    "osf",
+    "numgen",
+    "jhash",
+    "symhash",
+    "ipsec",
+    "sctp",
+    "dccp",
+    "esp",
+    "ah",
+    "comp",
+    "udplite",
+    "arp",
+    "igmp",
+    "gre",
+    "gretap",
+    "vxlan",
+    "geneve",
+    "inner",
+    "hbh",
+    "rt0",
+    "rt2",
+    "srh",
+    "frag",
+    "dst",
+    "mh",
+    "dscp",
+    "ecn",
+    "priority",
+    // Meta keys nft accepts without `meta` (`meta_key_unqualified`).
+    "iif",
+    "iiftype",
+    "oif",
+    "oiftype",
+    "skuid",
+    "skgid",
+    "rtclassid",
+    "ibriport",
+    "obriport",
+    "ibrname",
+    "obrname",
+    "pkttype",
+    "cpu",
+    "iifgroup",
+    "oifgroup",
+    "cgroup",
+    "time",
+    "day",
+    "hour",
+    // Statements.
+    "limit",
+    "reject",
+    "quota",
+    "snat",
+    "dnat",
+    "masquerade",
+    "redirect",
+    "notrack",
+    "queue",
+    "dup",
+    "fwd",
+    "tproxy",
+    "synproxy",
+    "flow",
+    "meter",
+    "set",
+    "update",
+    "add",
+    "delete",
+    "reset",
+    "secmark",
+    "last",
+    "xt",
+];
+
+/// `meta KEY` keys of nft that wasp does not read.
+const META_KEYS: &[&str] = &[
+    "iif",
+    "oif",
+    "iiftype",
+    "oiftype",
+    "skuid",
+    "skgid",
+    "rtclassid",
+    "ibrname",
+    "obrname",
+    "ibriport",
+    "obriport",
+    "ibrvproto",
+    "ibrpvid",
+    "pkttype",
+    "cpu",
+    "iifgroup",
+    "oifgroup",
+    "cgroup",
+    "random",
+    "ipsec",
+    "secpath",
+    "iifkind",
+    "oifkind",
+    "priority",
+    "secmark",
+    "time",
+    "day",
+    "hour",
+    "sdif",
+    "sdifname",
+    "broute",
+];
+
+/// Header fields of nft that wasp does not read, by header keyword.
+fn fields(head: &str) -> &'static [&'static str] {
+    match head {
+        "ip" => &["frag-off", "checksum", "ecn", "option"],
+        "ip6" => &["version", "dscp", "ecn", "priority"],
+        "tcp" => &[
+            "sequence", "ackseq", "doff", "reserved", "window", "checksum", "urgptr", "option",
+        ],
+        "udp" => &["checksum"],
+        "icmp" => &["checksum", "id", "sequence", "gateway", "mtu"],
+        "icmpv6" => &[
+            "checksum",
+            "parameter-problem",
+            "packet-too-big",
+            "id",
+            "sequence",
+            "max-delay",
+            "taddr",
+            "daddr",
+        ],
+        "vlan" => &[],
+        "ether" => &[],
+        "exthdr" => &["rt0", "rt2", "srh"],
+        _ => &[],
+    }
+}
+
+/// Objects a `table` block may declare in nft that wasp does not read.
+pub(crate) const TABLE_ITEMS: &[&str] = &[
+    "flowtable",
+    "counter",
+    "quota",
+    "limit",
+    "ct",
+    "secmark",
+    "synproxy",
+];
+
+/// Top-level commands of nft that wasp does not read.
+pub(crate) const COMMANDS: &[&str] = &[
+    "list", "reset", "rename", "replace", "monitor", "describe", "export", "import",
+];
+
+/// `log` options of nft that wasp does not read.
+pub(crate) const LOG_OPTIONS: &[&str] = &["group", "snaplen", "queue-threshold", "flags"];
+
+/// Raw payload bases: `@ll,OFFSET,LENGTH`, `@nh,...`, `@th,...`, `@ih,...`.
+pub(crate) const RAW_BASES: &[&str] = &["ll", "nh", "th", "ih"];
+
+/// `true` when `w` starts an nft statement or expression that wasp does not read.
+pub(crate) fn statement(w: &str) -> bool {
+    STATEMENT_WORDS.contains(&w)
+}
+
+/// `true` when `meta KEY` is valid nft that wasp does not read.
+pub(crate) fn meta_key(key: &str) -> bool {
+    META_KEYS.contains(&key)
+}
+
+/// `true` when `HEAD FIELD` is valid nft that wasp does not read.
+pub(crate) fn field(head: &str, field: &str) -> bool {
+    fields(head).contains(&field)
+}
+
+/// The message: "`what` is nftables syntax that wasp does not support yet".
+pub(crate) fn message(what: &str) -> String {
+    format!("`{what}` is nftables syntax that wasp does not support yet")
+}
+
+/// The message with a note on what `what` is: "`what` (note) is nftables syntax ...".
+pub(crate) fn message_with(what: &str, note: &str) -> String {
+    format!("`{what}` ({note}) is nftables syntax that wasp does not support yet")
+}
