@@ -129,6 +129,32 @@ fn rule_errors() {
             1,
             "`notrack` is nftables syntax that wasp does not support yet",
         ),
+        // What nft refuses although it reads (checked with `nft -c -f`).
+        (
+            "tcp dport 22 accept accept",
+            21,
+            "Statement after terminal statement has no effect (`accept` ends the rule)",
+        ),
+        (
+            "drop log",
+            6,
+            "Statement after terminal statement has no effect",
+        ),
+        (
+            "return comment \"x\" counter",
+            20,
+            "after terminal statement",
+        ),
+        (
+            "tcp dport { } accept",
+            13,
+            "expected a set element (nft has no empty `{ }`), found `}`",
+        ),
+        (
+            "ip saddr { 1.1.1.1, { } } drop",
+            23,
+            "expected a set element",
+        ),
         // Valid nft that wasp does not read yet: a message of its own, not a syntax error.
         (
             "ct state established accept",
@@ -301,6 +327,19 @@ fn declaration_errors() {
         ),
         ("include \"/nonexistent/x.nft\"\n", 1, 9, "cannot include"),
         (
+            "define x = 1\ndefine x = 2\n",
+            2,
+            8,
+            "redefinition of symbol 'x'",
+        ),
+        ("define e = { }\n", 1, 14, "expected a set element"),
+        (
+            "table ip t {\n\tset s { type ipv4_addr; elements = { } }\n}\n",
+            2,
+            39,
+            "expected a set element",
+        ),
+        (
             "table inet t {\n\tflowtable f {\n\t}\n}\n",
             2,
             2,
@@ -457,4 +496,27 @@ fn bytes_that_are_not_utf8() {
     let r = wasp_ruleset::parse_file(&dir.join("c.nft"));
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(r.unwrap().tables.len(), 1);
+}
+
+#[test]
+fn what_nft_refuses_beside_errors() {
+    // `continue` is not terminal, `accept comment` has no statement after the verdict, and
+    // `redefine`/`undefine` may give a variable a new value (all accepted by nft -c).
+    let text = format!(
+        "define x = 22\nredefine x = 23\nundefine x\ndefine x = 24\n{}",
+        rule_case("tcp dport $x continue counter accept comment \"x\"")
+    );
+    let r = wasp_ruleset::parse_str(&text, "case.nft").unwrap();
+    assert_eq!(r.tables[0].chains[0].rules[0].stmts.len(), 4);
+    // The kernel takes a log prefix of at most 127 bytes (NF_LOG_PREFIXLEN 128 with the NUL;
+    // nft 1.0.6 reports ERANGE for 128).
+    let ok = format!("log prefix \"{}\" accept", "a".repeat(127));
+    wasp_ruleset::parse_str(&rule_case(&ok), "case.nft").unwrap();
+    let long = format!("log prefix \"{}\" accept", "a".repeat(128));
+    check(
+        &rule_case(&long),
+        4,
+        14,
+        "log prefix is 128 bytes long, the kernel takes at most 127",
+    );
 }

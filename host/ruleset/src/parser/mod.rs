@@ -354,16 +354,44 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    fn define(&mut self) -> PResult<()> {
-        let (name, _) = self.name("a variable name after `define`")?;
+    /// `define NAME = VALUE` (`redefine`: `NAME` may be defined already).
+    /// `undefine NAME`.
+    fn undefine(&mut self) -> PResult<()> {
+        let (name, _) = self.name("a variable name after `undefine`")?;
+        self.st.defines.remove(&name);
+        Ok(())
+    }
+
+    fn define(&mut self, redefine: bool) -> PResult<()> {
+        let (name, nspan) = self.name("a variable name after `define`")?;
+        if !redefine && self.st.defines.contains_key(&name) {
+            return Err(self.st.error(
+                nspan,
+                format!("redefinition of symbol '{name}' (use `redefine`)"),
+            ));
+        }
         self.expect_punct("=")?;
         let mut value = Vec::new();
         let mut depth = 0usize;
         // The raw tokens up to the end of the line (braces may span lines).
         while let Some(t) = self.pending.last().or_else(|| self.toks.get(self.pos)) {
             let t = t.clone();
+            let after_open = matches!(
+                value.last(),
+                Some(Token {
+                    tok: Tok::Punct("{"),
+                    ..
+                })
+            );
             match &t.tok {
                 Tok::Newline | Tok::Punct(";") if depth == 0 => break,
+                Tok::Punct("}") if after_open => {
+                    // nft: "syntax error, unexpected '}'" (its grammar has no empty set).
+                    return Err(self.st.error(
+                        t.span,
+                        "expected a set element (nft has no empty `{ }`), found `}`",
+                    ));
+                }
                 Tok::Punct("{") => depth += 1,
                 Tok::Punct("}") => depth = depth.saturating_sub(1),
                 Tok::Var(v) if !self.st.defines.contains_key(v) => {

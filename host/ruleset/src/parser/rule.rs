@@ -8,8 +8,11 @@ use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{
     BinOp, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule, SetRef,
-    Span, Stmt,
+    Span, Stmt, Verdict,
 };
+
+/// Longest `log prefix` the kernel takes, in bytes (NF_LOG_PREFIXLEN 128 with the NUL).
+const LOG_PREFIX_MAX: usize = 127;
 
 /// Log levels nft accepts.
 const LOG_LEVELS: &[&str] = &[
@@ -23,6 +26,7 @@ impl Parser<'_> {
         let mut ctx = RuleCtx::new(family);
         let mut stmts = Vec::new();
         let mut comment = None;
+        let mut terminal: Option<String> = None;
         loop {
             let sspan = self.peek_span()?;
             let tok = self.peek_tok()?;
@@ -45,7 +49,22 @@ impl Parser<'_> {
                 }
                 _ => return self.expected("a verdict, `counter`, `log` or a match"),
             };
+            if let Some(t) = &terminal
+                && word != "comment"
+            {
+                // nft 1.0.6 rule_evaluate: a statement after a terminal one never runs.
+                return Err(self.st.error(
+                    sspan,
+                    format!(
+                        "Statement after terminal statement has no effect (`{t}` ends the rule)"
+                    ),
+                ));
+            }
             if let Some((v, _)) = self.verdict()? {
+                // Every verdict but `continue` is terminal (nft's STMT_F_TERMINAL).
+                if v != Verdict::Continue {
+                    terminal = Some(self.st_text(sspan));
+                }
                 stmts.push(Stmt::Verdict(v));
                 continue;
             }
@@ -77,7 +96,19 @@ impl Parser<'_> {
                     let (mut prefix, mut level) = (None, None);
                     loop {
                         if self.eat_word("prefix")? {
-                            prefix = Some(self.string("a quoted log prefix")?.0);
+                            let (p, pspan) = self.string("a quoted log prefix")?;
+                            // The kernel's NF_LOG_PREFIXLEN is 128 bytes with the final NUL:
+                            // nft_log_init answers ERANGE for a longer one.
+                            if p.len() > LOG_PREFIX_MAX {
+                                return Err(self.st.error(
+                                    pspan,
+                                    format!(
+                                        "log prefix is {} bytes long, the kernel takes at most {LOG_PREFIX_MAX} (nft: Numerical result out of range)",
+                                        p.len()
+                                    ),
+                                ));
+                            }
+                            prefix = Some(p);
                         } else if self.eat_word("level")? {
                             let lspan = self.peek_span()?;
                             match self.peek_tok()? {

@@ -92,7 +92,11 @@ impl Parser<'_> {
             }
             "define" | "redefine" => {
                 self.advance();
-                self.define()
+                self.define(w == "redefine")
+            }
+            "undefine" => {
+                self.advance();
+                self.undefine()
             }
             "include" => {
                 self.advance();

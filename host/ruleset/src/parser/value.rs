@@ -179,8 +179,14 @@ impl Parser<'_> {
         interval: Option<bool>,
     ) -> PResult<Vec<SetElem>> {
         let mut out = Vec::new();
+        let mut first = true;
         loop {
             self.skip_newlines()?;
+            if first && self.at_punct("}")? {
+                // nft: "syntax error, unexpected '}'" (its grammar has no empty set).
+                return self.expected("a set element (nft has no empty `{ }`)");
+            }
+            first = false;
             if self.eat_punct("}")? {
                 return Ok(out);
             }
