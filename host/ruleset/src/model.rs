@@ -31,6 +31,8 @@ pub struct SourceFile {
     pub path: PathBuf,
     /// Full text, kept so that later errors (compile time) can show the offending line.
     pub text: String,
+    /// The `include` statement that read this file (`None` for the main file).
+    pub included_from: Option<Span>,
 }
 
 /// A whole ruleset: what `nft list ruleset` shows.

@@ -17,7 +17,7 @@ pub(crate) mod value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Located};
+use crate::error::Error;
 use crate::lexer::{self, Tok, Token};
 use crate::model::{FileId, Ruleset, SourceFile, Span, Table};
 
@@ -68,25 +68,20 @@ impl State {
 
     /// An error at `span` with the source line.
     pub fn error(&self, span: Span, message: impl Into<String>) -> Error {
-        let (path, line_text) = match self.sources.get(span.file as usize) {
-            Some(src) => (
-                src.path.clone(),
-                src.text
-                    .lines()
-                    .nth(span.line.saturating_sub(1) as usize)
-                    .unwrap_or("")
-                    .to_string(),
-            ),
-            None => (PathBuf::from("<ruleset>"), String::new()),
-        };
-        Error::At(Located {
-            path,
-            line: span.line,
-            col: span.col,
-            len: span.len.max(1),
-            line_text,
-            message: message.into(),
-        })
+        Error::At(Box::new(crate::error::located(
+            &self.sources,
+            span,
+            message.into(),
+        )))
+    }
+
+    /// "FILE:LINE:COL" of `span`, for notes.
+    pub fn place(&self, span: Span) -> String {
+        let path = self
+            .sources
+            .get(span.file as usize)
+            .map_or_else(|| "<ruleset>".to_string(), |s| s.path.display().to_string());
+        format!("{path}:{}:{}", span.line, span.col)
     }
 }
 
@@ -206,6 +201,12 @@ impl<'s> Parser<'s> {
             .error(span, format!("expected {what}, found {found}")))
     }
 
+    /// "expected WHAT, found end of file" with a note on where the block `open` began.
+    pub fn unclosed<T>(&mut self, what: &str, open: Span) -> PResult<T> {
+        let note = format!("note: the block opened here: {}", self.st.place(open));
+        self.expected::<T>(what).map_err(|e| e.with_note(note))
+    }
+
     /// Consume the punctuation `p` or fail with "expected `p`".
     pub fn expect_punct(&mut self, p: &str) -> PResult<Span> {
         let span = self.peek_span()?;
@@ -301,7 +302,8 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn include(&mut self) -> PResult<()> {
+    /// `include "FILE"` (`at`: the `include` word, where nft's "In file included from" points).
+    fn include(&mut self, at: Span) -> PResult<()> {
         let (name, span) = self.string("a quoted file name after `include`")?;
         let path = if Path::new(&name).is_absolute() {
             PathBuf::from(&name)
@@ -349,7 +351,7 @@ impl<'s> Parser<'s> {
                 self.st
                     .error(span, format!("cannot include \"{}\": {e}", path.display()))
             })?;
-            parse_source(self.st, path, canon, &bytes)?;
+            parse_source(self.st, path, canon, &bytes, Some(at))?;
         }
         Ok(())
     }
@@ -499,14 +501,24 @@ fn bad_byte_message(b: &BadByte, what: &str) -> String {
     )
 }
 
-fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, bytes: &[u8]) -> PResult<()> {
+fn parse_source(
+    st: &mut State,
+    path: PathBuf,
+    canon: PathBuf,
+    bytes: &[u8],
+    included_from: Option<Span>,
+) -> PResult<()> {
     let file = st.sources.len() as FileId;
     let (text, bad) = decode(bytes);
     let toks = lexer::lex(&text, file);
     let lines = text.lines().count().max(1) as u32;
     let last_len = text.lines().last().map_or(0, |l| l.chars().count()) as u32;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    st.sources.push(SourceFile { path, text });
+    st.sources.push(SourceFile {
+        path,
+        text,
+        included_from,
+    });
     let toks = toks.map_err(|e| {
         match bad
             .iter()
@@ -560,7 +572,7 @@ fn parse_source(st: &mut State, path: PathBuf, canon: PathBuf, bytes: &[u8]) -> 
 pub(crate) fn parse(bytes: &[u8], path: &Path) -> Result<Ruleset, Error> {
     let mut st = State::new();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    parse_source(&mut st, path.to_path_buf(), canon, bytes)?;
+    parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
     Ok(Ruleset {
         tables: st.tables,
         sources: st.sources,

@@ -100,7 +100,7 @@ impl Parser<'_> {
             }
             "include" => {
                 self.advance();
-                self.include()
+                self.include(span)
             }
             "add" | "create" => {
                 self.advance();
@@ -180,6 +180,7 @@ impl Parser<'_> {
         let family = self.family()?;
         let (name, _) = self.name("a table name")?;
         let ti = self.table_index_or_create(family, &name, span);
+        let open = self.peek_span()?;
         if !self.at_punct("{")? {
             if body_required {
                 return self.expected("`{`");
@@ -200,8 +201,8 @@ impl Parser<'_> {
                     self.advance();
                     let (cname, cspan) = self.name("a chain name")?;
                     let mut decl = ChainDecl::new(cname, cspan);
-                    self.expect_punct("{")?;
-                    self.chain_body(family, &mut decl)?;
+                    let open = self.expect_punct("{")?;
+                    self.chain_body(family, &mut decl, open)?;
                     block.chains.push(decl);
                 }
                 Some(Tok::Word(w)) if w == "set" || w == "map" => {
@@ -229,6 +230,7 @@ impl Parser<'_> {
                         super::unsupported::message_with(&w, "a named object in a table"),
                     ));
                 }
+                None => return self.unclosed("`chain`, `set`, `map`, `comment` or `}`", open),
                 _ => return self.expected("`chain`, `set`, `map`, `comment` or `}`"),
             }
             self.end_of_item()?;
@@ -245,7 +247,7 @@ impl Parser<'_> {
     }
 
     /// The inside of `chain NAME { ... }` up to and including `}`.
-    fn chain_body(&mut self, family: Family, decl: &mut ChainDecl) -> PResult<()> {
+    fn chain_body(&mut self, family: Family, decl: &mut ChainDecl, open: Span) -> PResult<()> {
         loop {
             self.skip_separators()?;
             let span = self.peek_span()?;
@@ -279,7 +281,7 @@ impl Parser<'_> {
                     let (c, _) = self.string("a quoted comment")?;
                     decl.comment = Some(c);
                 }
-                None => return self.expected("a rule or `}`"),
+                None => return self.unclosed("a rule or `}`", open),
                 _ => {
                     let rule = self.rule(family)?;
                     decl.rules.push(rule);
@@ -435,7 +437,7 @@ impl Parser<'_> {
     /// `set NAME { ... }` / `map NAME { ... }` (after the keyword).
     pub(super) fn set_decl(&mut self, is_map: bool, span: Span) -> PResult<SetDecl> {
         let (name, _) = self.name("a set name")?;
-        self.expect_punct("{")?;
+        let open = self.expect_punct("{")?;
         let mut set = SetDecl {
             name,
             handle: 0,
@@ -458,7 +460,7 @@ impl Parser<'_> {
             self.skip_separators()?;
             let ispan = self.peek_span()?;
             let Some(tok) = self.peek_tok()? else {
-                return self.expected("`}`");
+                return self.unclosed("`}`", open);
             };
             let word = match &tok {
                 Tok::Punct("}") => {
@@ -664,8 +666,9 @@ impl Parser<'_> {
                 let (cname, cspan) = self.name("a chain name")?;
                 let mut block = Block::default();
                 let mut decl = ChainDecl::new(cname, cspan);
+                let open = self.peek_span()?;
                 if self.eat_punct("{")? {
-                    self.chain_body(family, &mut decl)?;
+                    self.chain_body(family, &mut decl, open)?;
                 }
                 block.chains.push(decl);
                 self.apply_block(ti, block)

@@ -187,6 +187,9 @@ impl Parser<'_> {
                 return self.expected("a set element (nft has no empty `{ }`)");
             }
             first = false;
+            if self.peek()?.is_none() {
+                return self.expected("a set element or `}`");
+            }
             if self.eat_punct("}")? {
                 return Ok(out);
             }
