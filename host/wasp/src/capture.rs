@@ -488,11 +488,7 @@ impl<'a> Frames<'a> {
                         let err = CaptureError::Corrupt {
                             path: self.path.to_path_buf(),
                             offset,
-                            what: format!(
-                                "packet names interface {} but only {} are described",
-                                epb.interface_id,
-                                interfaces.len()
-                            ),
+                            what: unknown_interface(epb.interface_id, interfaces.len()),
                         };
                         return self.fail(err);
                     };
@@ -564,11 +560,7 @@ impl<'a> Frames<'a> {
                         let err = CaptureError::Corrupt {
                             path: self.path.to_path_buf(),
                             offset,
-                            what: format!(
-                                "packet names interface {} but only {} are described",
-                                pb.interface_id,
-                                interfaces.len()
-                            ),
+                            what: unknown_interface(u32::from(pb.interface_id), interfaces.len()),
                         };
                         return self.fail(err);
                     };
@@ -756,6 +748,19 @@ pub fn pcap_bytes(frames: &[(u64, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// "packet names interface N but ..." for a pcapng packet whose interface has no
+/// Interface Description Block before it.
+fn unknown_interface(id: u32, described: usize) -> String {
+    match described {
+        0 => format!("packet names interface {id} but no interface is described before it"),
+        1 => format!("packet names interface {id} but only interface 0 is described"),
+        n => format!(
+            "packet names interface {id} but only interfaces 0 to {} are described",
+            n - 1
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -886,5 +891,21 @@ mod tests {
         assert_eq!(ts_to_ns(1234, 3, 10), 11_234_000_000);
         assert_eq!(ts_to_ns(1 << 20, 0x80 | 20, 0), 1_000_000_000);
         assert_eq!(ts_to_ns(12_345, 12, 0), 12);
+    }
+
+    #[test]
+    fn unknown_interface_wording() {
+        assert_eq!(
+            unknown_interface(0, 0),
+            "packet names interface 0 but no interface is described before it"
+        );
+        assert_eq!(
+            unknown_interface(3, 1),
+            "packet names interface 3 but only interface 0 is described"
+        );
+        assert_eq!(
+            unknown_interface(5, 2),
+            "packet names interface 5 but only interfaces 0 to 1 are described"
+        );
     }
 }

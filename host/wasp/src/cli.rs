@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::error::Error;
 use crate::progress::Progress;
@@ -44,6 +44,7 @@ pub struct CheckArgs {
 
 /// `wasp replay (--ruleset FILE --in CAPTURE... | SAMPLE_DIR) [options]`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["sample", "ruleset"])))]
 pub struct ReplayArgs {
     /// A sample directory holding sample.toml (instead of --ruleset and --in).
     #[arg(conflicts_with_all = ["ruleset", "inputs"])]
@@ -52,7 +53,7 @@ pub struct ReplayArgs {
     #[arg(long, requires = "inputs")]
     pub ruleset: Option<PathBuf>,
     /// A capture (pcap or pcapng, Ethernet); repeat for several, read in order.
-    #[arg(long = "in", value_name = "CAPTURE")]
+    #[arg(long = "in", value_name = "CAPTURE", requires = "ruleset")]
     pub inputs: Vec<PathBuf>,
     /// Device the packets enter on (default: the first ingress base chain's device).
     #[arg(long)]
@@ -75,7 +76,9 @@ impl ReplayArgs {
     /// The replay options these arguments ask for.
     ///
     /// # Errors
-    /// [`Error::Sample`] for a bad `sample.toml`, [`Error::Usage`] without a ruleset or sample.
+    /// [`Error::Sample`] for a bad `sample.toml`, [`Error::Usage`] without a ruleset or sample
+    /// (clap refuses that command line first), [`Error::Output`] when the output directory
+    /// is a file.
     pub fn options(&self) -> Result<ReplayOptions, Error> {
         let mut opts = match (&self.sample, &self.ruleset) {
             (Some(dir), _) => ReplayOptions::from_sample(&Sample::load(dir)?),
@@ -96,6 +99,15 @@ impl ReplayArgs {
         }
         if let Some(out) = &self.out {
             opts.out_dir = Some(out.clone());
+        }
+        if let Some(dir) = &opts.out_dir
+            && dir.exists()
+            && !dir.is_dir()
+        {
+            return Err(Error::Output {
+                path: dir.clone(),
+                message: "exists and is not a directory (the output directory receives accepted.pcap and dropped.pcap)".to_string(),
+            });
         }
         opts.verdicts.clone_from(&self.verdicts);
         opts.trace = self.trace;
@@ -121,6 +133,13 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         }
         Command::Replay(a) => {
             let opts = a.options()?;
+            // Base chains at other hooks never see a packet: say so before the run. (A ruleset
+            // that does not parse is reported by the replay itself.)
+            if let Ok(ruleset) = wasp_ruleset::parse_file(&opts.ruleset)
+                && let Some(note) = crate::hooks::replay_note(&ruleset)
+            {
+                writeln!(stderr, "note: {note}").map_err(io)?;
+            }
             let mut progress = if a.json {
                 Progress::hidden()
             } else {

@@ -98,6 +98,19 @@ impl Sample {
     /// [`SampleError`] when it cannot be read or is invalid.
     pub fn load(dir: &Path) -> Result<Self, SampleError> {
         let path = dir.join(SAMPLE_FILE);
+        let usage = "a sample directory holds a sample.toml (see samples/README.md); or use --ruleset FILE --in CAPTURE";
+        if dir.exists() && !dir.is_dir() {
+            return Err(SampleError::Io {
+                path: dir.to_path_buf(),
+                message: format!("not a directory: {usage}"),
+            });
+        }
+        if dir.is_dir() && !path.exists() {
+            return Err(SampleError::Io {
+                path: dir.to_path_buf(),
+                message: format!("no {SAMPLE_FILE} here: {usage}"),
+            });
+        }
         let text = std::fs::read_to_string(&path).map_err(|e| SampleError::Io {
             path: path.clone(),
             message: e.to_string(),

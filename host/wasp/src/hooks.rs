@@ -1,0 +1,99 @@
+//! Which base chains `wasp replay` runs: packets enter at the netdev ingress hook only (the
+//! hook a NIC's received frames meet first), so base chains at other hooks (inet/ip/ip6
+//! prerouting, input, forward, output, postrouting, netdev egress, ...) never see a packet.
+//! This module names them, so the user is told rather than left to wonder.
+
+use wasp_ruleset::Ruleset;
+use wasp_ruleset::model::{Family, Hook};
+
+/// `family`'s keyword as nft writes it.
+fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::Ip => "ip",
+        Family::Ip6 => "ip6",
+        Family::Inet => "inet",
+        Family::Arp => "arp",
+        Family::Bridge => "bridge",
+        Family::Netdev => "netdev",
+    }
+}
+
+/// `hook`'s keyword as nft writes it.
+fn hook_name(h: Hook) -> &'static str {
+    match h {
+        Hook::Ingress => "ingress",
+        Hook::Egress => "egress",
+        Hook::Prerouting => "prerouting",
+        Hook::Input => "input",
+        Hook::Forward => "forward",
+        Hook::Output => "output",
+        Hook::Postrouting => "postrouting",
+    }
+}
+
+/// The base chains of `ruleset` that `wasp replay` does not run, as `FAMILY TABLE CHAIN
+/// (hook HOOK)`, in declaration order.
+pub fn chains_not_run(ruleset: &Ruleset) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &ruleset.tables {
+        for c in &t.chains {
+            let Some(base) = &c.base else { continue };
+            if t.family == Family::Netdev && base.hook == Hook::Ingress {
+                continue;
+            }
+            out.push(format!(
+                "{} {} {} (hook {})",
+                family_name(t.family),
+                t.name,
+                c.name,
+                hook_name(base.hook)
+            ));
+        }
+    }
+    out
+}
+
+/// The note `wasp replay` prints when `ruleset` has base chains it does not run, or `None`.
+pub fn replay_note(ruleset: &Ruleset) -> Option<String> {
+    let skipped = chains_not_run(ruleset);
+    if skipped.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "wasp replay runs netdev ingress base chains only; {} not run: {}",
+        if skipped.len() == 1 {
+            "this base chain is"
+        } else {
+            "these base chains are"
+        },
+        skipped.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_every_base_chain_off_netdev_ingress() {
+        let r = wasp_ruleset::parse_str(
+            "table netdev n {\n\tchain in { type filter hook ingress device \"lan0\" priority 0; }\n\tchain out { type filter hook egress device \"lan0\" priority 0; }\n\tchain sub {\n\t}\n}\ntable inet f {\n\tchain input { type filter hook input priority 0; }\n}\n",
+            "h.nft",
+        )
+        .unwrap();
+        assert_eq!(
+            chains_not_run(&r),
+            ["netdev n out (hook egress)", "inet f input (hook input)"]
+        );
+        assert_eq!(
+            replay_note(&r).unwrap(),
+            "wasp replay runs netdev ingress base chains only; these base chains are not run: netdev n out (hook egress), inet f input (hook input)"
+        );
+        let only_ingress = wasp_ruleset::parse_str(
+            "table netdev n {\n\tchain in { type filter hook ingress device \"lan0\" priority 0; }\n}\n",
+            "h.nft",
+        )
+        .unwrap();
+        assert_eq!(replay_note(&only_ingress), None);
+    }
+}

@@ -1,0 +1,127 @@
+//! Command-line messages and exit codes: usage errors exit 2 (as clap's), runtime errors 1,
+//! and each message says what is wrong and what to do.
+
+mod common;
+
+use common::*;
+
+const RULESET: &str = "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"lan0\" priority 0; policy accept;\n\t\tudp dport 53 drop\n\t}\n}\n";
+
+/// A folder with `r.nft` (RULESET) and `c.pcapng` (one UDP frame).
+fn setup() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("r.nft"), RULESET).unwrap();
+    let frame = eth(
+        1,
+        0x0800,
+        &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, &udp(1000, 53)),
+    );
+    std::fs::write(tmp.path().join("c.pcapng"), pcapng(&[(1, frame)])).unwrap();
+    tmp
+}
+
+#[test]
+fn replay_usage_errors_exit_two() {
+    let tmp = setup();
+    for args in [
+        &["replay", "--in", "c.pcapng"][..],
+        &["replay", "--ruleset", "r.nft"][..],
+        &["replay"][..],
+        &["replay", "--out", "o"][..],
+    ] {
+        let out = wasp(tmp.path(), args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert!(stderr.contains("Usage:"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn out_that_is_a_file_is_not_a_directory() {
+    let tmp = setup();
+    std::fs::write(tmp.path().join("plain"), "x").unwrap();
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "r.nft",
+            "--in",
+            "c.pcapng",
+            "--out",
+            "plain",
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "wasp: plain: exists and is not a directory (the output directory receives accepted.pcap and dropped.pcap)\n"
+    );
+}
+
+#[test]
+fn a_sample_directory_needs_a_sample_toml() {
+    let tmp = setup();
+    std::fs::create_dir(tmp.path().join("empty")).unwrap();
+    let out = wasp(tmp.path(), &["replay", "empty"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "wasp: empty: no sample.toml here: a sample directory holds a sample.toml (see samples/README.md); or use --ruleset FILE --in CAPTURE\n"
+    );
+    // A capture given where the sample directory goes.
+    let out = wasp(tmp.path(), &["replay", "c.pcapng"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "wasp: c.pcapng: not a directory: a sample directory holds a sample.toml (see samples/README.md); or use --ruleset FILE --in CAPTURE\n"
+    );
+}
+
+#[test]
+fn replay_names_the_base_chains_it_does_not_run() {
+    let tmp = setup();
+    std::fs::write(
+        tmp.path().join("inet.nft"),
+        "table inet f {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\t}\n\tchain fwd {\n\t\ttype filter hook forward priority 0;\n\t}\n}\n",
+    )
+    .unwrap();
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "inet.nft",
+            "--in",
+            "c.pcapng",
+            "--out",
+            "o",
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("note: wasp replay runs netdev ingress base chains only; these base chains are not run: inet f input (hook input), inet f fwd (hook forward)\n"),
+        "{stderr}"
+    );
+    // A ruleset with only netdev ingress base chains gets no such note.
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "r.nft",
+            "--in",
+            "c.pcapng",
+            "--out",
+            "o",
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("not run"), "{stderr}");
+}
