@@ -26,6 +26,10 @@ pub(crate) trait Word:
     + Shl<u32, Output = Self>
     + Shr<u32, Output = Self>
 {
+    /// Size in bytes.
+    const BYTES: usize;
+    /// `w` (exactly [`Word::BYTES`] bytes, else 0) read big-endian: one load and a byte swap.
+    fn from_window(w: &[u8]) -> Self;
     /// The low bits of `v`.
     fn from_u128(v: u128) -> Self;
     /// `b` (no longer than the type) read big-endian.
@@ -37,6 +41,14 @@ pub(crate) trait Word:
 macro_rules! word {
     ($t:ty, $($n:literal => $via:ty),*) => {
         impl Word for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn from_window(w: &[u8]) -> Self {
+                match w.try_into() {
+                    Ok(a) => <$t>::from_be_bytes(a),
+                    Err(_) => 0,
+                }
+            }
             #[inline]
             fn from_u128(v: u128) -> Self {
                 v as $t
@@ -94,6 +106,9 @@ pub(crate) struct TestW<T> {
     pub frag_ok: bool,
     /// Right shift after the read.
     pub shift: u8,
+    /// The same shift for a read of a whole `T` starting at the field (the field's bytes
+    /// first, then `T::BYTES - len` bytes that the shift drops).
+    pub wide_shift: u8,
     /// Mask after the shift.
     pub mask: T,
     /// Xor after the mask.
@@ -107,10 +122,10 @@ pub(crate) struct TestW<T> {
 }
 
 impl<T: Word> TestW<T> {
-    /// Whether a raw read satisfies the comparison.
-    #[inline]
-    fn check(&self, raw: T) -> bool {
-        let x = ((raw >> u32::from(self.shift)) & self.mask) ^ self.xor;
+    /// Whether a read, already shifted, satisfies the comparison.
+    #[inline(always)]
+    fn check(&self, shifted: T) -> bool {
+        let x = (shifted & self.mask) ^ self.xor;
         (x.wsub(self.lo) <= self.span) != self.neg
     }
 
@@ -129,22 +144,23 @@ impl<T: Word> TestW<T> {
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::Link | Src::Net | Src::Transport | Src::Const => 0,
         };
-        T::from_u128(v)
+        T::from_u128(v) >> u32::from(self.shift)
     }
 
-    /// Read at `base + off` in `frame`.
-    #[inline]
+    /// Read the field at `base + off` in `frame`, shifted: a whole `T` when the frame holds
+    /// one there (the common case: one load), else exactly the field's bytes.
+    #[inline(always)]
     fn read_at(&self, frame: &[u8], base: u16) -> Option<T> {
-        read(
-            frame,
-            usize::from(base) + usize::from(self.off),
-            usize::from(self.len),
-            usize::from(self.need),
-        )
+        let start = usize::from(base) + usize::from(self.off);
+        match frame.get(start..start + T::BYTES) {
+            Some(w) => Some(T::from_window(w) >> u32::from(self.wide_shift)),
+            None => read::<T>(frame, start, usize::from(self.len), usize::from(self.need))
+                .map(|r| r >> u32::from(self.shift)),
+        }
     }
 
     /// The test for one packet.
-    #[inline]
+    #[inline(always)]
     fn one(&self, p: &Packet<'_>, st: &PktState) -> bool {
         let raw = match self.src {
             Src::Link => self.read_at(p.frame, 0),
@@ -216,6 +232,7 @@ impl<T: Word> TestW<T> {
             need: load.need,
             frag_ok: load.kernel_fast_path(),
             shift: load.shift,
+            wide_shift: load.shift + 8 * (T::BYTES as u8).saturating_sub(load.len),
             mask: t(load.mask),
             xor: t(load.xor),
             lo,
@@ -281,7 +298,7 @@ impl Test {
     }
 
     /// The test for one packet (`false` where the load breaks).
-    #[inline]
+    #[inline(always)]
     pub fn one(&self, p: &Packet<'_>, st: &PktState) -> bool {
         match self {
             Test::W32(t) => t.one(p, st),

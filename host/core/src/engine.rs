@@ -393,7 +393,8 @@ impl Engine {
         };
         let egress = hook == Hook::Egress;
         let oif = if egress { ifname_value(dev) } else { 0 };
-        // `meta iifname` of the previous packet: a vector usually comes from one device.
+        // `meta iifname` of the previous packet: a vector usually comes from one device (the
+        // same `&str`, so a pointer comparison finds it).
         let mut iif: (&str, u128) = ("", 0);
         let mut start = 0;
         while start < n {
@@ -402,7 +403,7 @@ impl Engine {
             let view = View::new(vec);
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
             for (i, p) in vec.iter().enumerate() {
-                if p.iifname != iif.0 || i + start == 0 {
+                if !std::ptr::eq(p.iifname, iif.0) {
                     iif = (p.iifname, ifname_value(p.iifname));
                 }
                 state[i] = packet_state(hook, iif.1, oif, p);

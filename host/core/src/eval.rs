@@ -122,69 +122,64 @@ pub(crate) fn op_one(
     }
 }
 
-/// Answers of one packet to the leading pure tests of the rule it ran last (see
-/// [`RuleC::shared`]): bit `k` of `known` says test `k` was answered, bit `k` of `pass` gives
-/// the answer.
+/// What one packet's walk knows about the leading pure tests of the rule it ran last (see
+/// [`RuleC::shared`]): tests `0..passed` passed, and test `passed` failed when `failed`.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Memo {
-    known: u8,
-    pass: u8,
+    passed: u8,
+    failed: bool,
 }
 
 impl Memo {
     /// Forget everything (the walk moved to another chain or rule position).
     pub fn clear(&mut self) {
-        self.known = 0;
-    }
-
-    /// Keep the answers that `rule` shares with the rule before it.
-    fn enter(&mut self, rule: &RuleC) {
-        self.known &= ((1u16 << rule.shared) - 1) as u8;
+        *self = Memo::default();
     }
 }
 
-/// Run one rule for one packet: `None` when a match failed, `Some(None)` when every operation
-/// ran without a verdict, `Some(Some(v))` for a verdict. With `memo`, the leading pure tests
-/// answered in the previous rule are not run again (the caller clears `memo` whenever the rule
-/// it runs does not directly follow the one it ran before).
-pub(crate) fn rule_one(
+impl Memo {
+    /// Answer the leading pure tests of `rule` (the next rule after the one the memo is
+    /// about) for packet `p`: from the memo where the rules share them, by running the others.
+    /// Returns the index of the first operation still to run, or `None` when a test failed.
+    #[inline(always)]
+    pub fn tests(&mut self, rule: &RuleC, p: &Packet<'_>, st: &PktState) -> Option<usize> {
+        // What the previous rule's shared tests answered decides without touching them: the
+        // rule fails at a remembered failure, or runs on after the remembered passes.
+        if self.passed >= rule.shared {
+            self.passed = rule.shared;
+        } else if self.failed {
+            return None;
+        }
+        let mut k = usize::from(self.passed);
+        self.failed = false;
+        let pure = usize::from(rule.pure);
+        while k < pure
+            && let Some(Op::Test(t)) = rule.ops.get(k)
+        {
+            if !t.one(p, st) {
+                self.failed = true;
+                break;
+            }
+            k += 1;
+        }
+        self.passed = k as u8;
+        (!self.failed).then_some(k)
+    }
+}
+
+/// Run operations of a rule for one packet: `None` when a match failed, `Some(None)` when every
+/// operation ran without a verdict, `Some(Some(v))` for a verdict.
+#[inline]
+pub(crate) fn rule_ops(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
-    rule: &RuleC,
+    ops: &[Op],
     idx: usize,
     p: &Packet<'_>,
     st: &mut PktState,
-    memo: Option<&mut Memo>,
 ) -> Option<Option<VerdictC>> {
-    let mut memo = memo;
-    let mut first = 0;
-    if let Some(m) = memo.as_deref_mut() {
-        m.enter(rule);
-        // Leading tests answered before decide without touching the operations: the rule
-        // fails at the first remembered failure, or runs on after the remembered passes.
-        let known = m.known.trailing_ones() as usize;
-        if ((m.known & !m.pass).trailing_zeros() as usize) < known {
-            return None;
-        }
-        first = known;
-    }
-    for (k, op) in rule.ops.iter().enumerate().skip(first) {
-        let res = match (op, memo.as_deref_mut()) {
-            (Op::Test(t), Some(m)) if k < usize::from(rule.pure) => {
-                let b = 1u8 << k;
-                let ok = if m.known & b != 0 {
-                    m.pass & b != 0
-                } else {
-                    let ok = t.one(p, st);
-                    m.known |= b;
-                    m.pass = (m.pass & !b) | (u8::from(ok) << k);
-                    ok
-                };
-                if ok { OpRes::Pass } else { OpRes::Break }
-            }
-            _ => op_one(prog, fx, op, idx, p, st),
-        };
-        match res {
+    for op in ops {
+        match op_one(prog, fx, op, idx, p, st) {
             OpRes::Pass => {}
             OpRes::Break => return None,
             OpRes::Verdict(v) => return Some(Some(v)),
@@ -290,10 +285,10 @@ pub(crate) fn walk_one(
     let mut stack = [(0 as ChainId, 0u32); JUMP_STACK];
     let mut depth = 0usize;
     let (mut c, mut r) = (base, 0u32);
+    let mut rules = &prog.chains[c as usize].rules[..];
     let mut m = Memo::default();
     loop {
-        let chain = &prog.chains[c as usize];
-        let Some(rule) = chain.rules.get(r as usize) else {
+        let Some(rule) = rules.get(r as usize) else {
             // End of the chain: return to the caller, or the base chain's policy.
             if depth == 0 {
                 return base_policy(prog, fx, base, idx);
@@ -301,10 +296,23 @@ pub(crate) fn walk_one(
             fx.emit(|| end_event(prog, c, idx, None));
             depth -= 1;
             (c, r) = stack[depth];
+            rules = &prog.chains[c as usize].rules;
             m.clear();
             continue;
         };
-        let Some(v) = rule_one(prog, fx, rule, idx, p, st, memo.then_some(&mut m)) else {
+        let first = if memo {
+            match m.tests(rule, p, st) {
+                Some(k) => k,
+                None => {
+                    r += 1;
+                    continue;
+                }
+            }
+        } else {
+            0
+        };
+        let ops = rule.ops.get(first..).unwrap_or_default();
+        let Some(v) = rule_ops(prog, fx, ops, idx, p, st) else {
             r += 1;
             continue;
         };
@@ -327,6 +335,7 @@ pub(crate) fn walk_one(
                 }
                 depth -= 1;
                 (c, r) = stack[depth];
+                rules = &prog.chains[c as usize].rules;
             }
             Some(VerdictC::Jump(t)) => {
                 if depth == JUMP_STACK {
@@ -336,8 +345,12 @@ pub(crate) fn walk_one(
                 stack[depth] = (c, r + 1);
                 depth += 1;
                 (c, r) = (t, 0);
+                rules = &prog.chains[c as usize].rules;
             }
-            Some(VerdictC::Goto(t)) => (c, r) = (t, 0),
+            Some(VerdictC::Goto(t)) => {
+                (c, r) = (t, 0);
+                rules = &prog.chains[c as usize].rules;
+            }
         }
     }
 }

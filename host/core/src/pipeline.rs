@@ -20,7 +20,8 @@
 use crate::compare::bits;
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
-    Effects, JUMP_STACK, OpRes, base_policy, end_event, op_one, rule_decision, rule_event,
+    Effects, JUMP_STACK, OpRes, base_policy, end_event, op_one, policy_decision, rule_decision,
+    rule_event,
 };
 use crate::expr::PktState;
 use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
@@ -94,6 +95,8 @@ pub(crate) struct Scratch {
     memo: [(u64, u64); MEMO],
     /// Packets the current base chain dropped.
     dropped: u64,
+    /// Packets in a called chain (jump stack not empty).
+    deep: u64,
 }
 
 impl Scratch {
@@ -110,6 +113,7 @@ impl Scratch {
             vslot: [None; MAX_VECTOR],
             memo: [(0, 0); MEMO],
             dropped: 0,
+            deep: 0,
         }
     }
 
@@ -136,6 +140,8 @@ impl Scratch {
 struct Ctx<'p, 'v, 'a> {
     prog: &'p Program,
     base: ChainId,
+    /// The base chain's policy as a verdict and decision.
+    policy: (FinalVerdict, Option<Decision>),
     view: &'v View<'a>,
     pkts: &'v [Packet<'a>],
 }
@@ -159,11 +165,14 @@ pub(crate) fn run_base(
         sc.depth[i] = 0;
     }
     sc.dropped = 0;
+    sc.deep = 0;
     sc.start[base as usize] |= entry;
     sc.enqueue(base);
+    let (v, d) = policy_decision(prog, base);
     let cx = Ctx {
         prog,
         base,
+        policy: (v, Some(d)),
         view,
         pkts,
     };
@@ -185,16 +194,36 @@ fn do_return(
     res: &mut [(FinalVerdict, Option<Decision>)],
 ) {
     if sc.depth[i] == 0 {
-        let (v, d) = base_policy(cx.prog, fx, cx.base, i);
-        res[i] = (v, Some(d));
-        if v == FinalVerdict::Drop {
-            sc.dropped |= 1 << i;
-        }
+        end_at_policy(cx, fx, sc, 1 << i, res);
     } else {
         sc.depth[i] -= 1;
+        if sc.depth[i] == 0 {
+            sc.deep &= !(1 << i);
+        }
         let (c2, r2) = sc.stacks[i][usize::from(sc.depth[i])];
         sc.resume[c2 as usize].push((r2, i as u8));
         sc.enqueue(c2);
+    }
+}
+
+/// The walks of the packets of `mask` (all in the base chain) end at its policy.
+fn end_at_policy(
+    cx: &Ctx<'_, '_, '_>,
+    fx: &mut Effects<'_, '_>,
+    sc: &mut Scratch,
+    mask: u64,
+    res: &mut [(FinalVerdict, Option<Decision>)],
+) {
+    for i in bits(mask) {
+        res[i] = cx.policy;
+    }
+    if cx.policy.0 == FinalVerdict::Drop {
+        sc.dropped |= mask;
+    }
+    if fx.trace.is_some() {
+        for i in bits(mask) {
+            base_policy(cx.prog, fx, cx.base, i);
+        }
     }
 }
 
@@ -243,6 +272,7 @@ fn follow(
                 } else {
                     sc.stacks[i][d] = (c, r as u32 + 1);
                     sc.depth[i] += 1;
+                    sc.deep |= 1 << i;
                     sc.start[t as usize] |= 1 << i;
                     sc.enqueue(t);
                 }
@@ -374,10 +404,9 @@ fn run_chain(
         ei += 1;
     }
     // End of the chain: return to the caller or the base chain's policy.
-    for i in bits(active) {
-        if sc.depth[i] != 0 {
-            fx.emit(|| end_event(prog, c, i, None));
-        }
+    end_at_policy(cx, fx, sc, active & !sc.deep, res);
+    for i in bits(active & sc.deep) {
+        fx.emit(|| end_event(prog, c, i, None));
         do_return(cx, fx, sc, i, res);
     }
 }
