@@ -177,32 +177,18 @@ impl<T: Word> TestW<T> {
     /// The packets of `live` (a bitmask over the vector) that pass the test.
     #[inline]
     fn vector(&self, live: u64, v: &View<'_>, pkts: &[Packet<'_>], st: &[PktState]) -> u64 {
-        let pass = |i: usize, raw: Option<T>| u64::from(raw.is_some_and(|r| self.check(r))) << i;
-        let mut out = 0;
+        let pass = |raw: Option<T>| raw.is_some_and(|r| self.check(r));
         match self.src {
-            Src::Link => {
-                for i in bits(live) {
-                    out |= pass(i, self.read_at(v.frames[i], 0));
-                }
-            }
-            Src::Net => {
-                for i in bits(live) {
-                    out |= pass(i, self.read_at(v.frames[i], v.net[i]));
-                }
-            }
+            Src::Link => filter(live, |i| pass(self.read_at(v.frames[i], 0))),
+            Src::Net => filter(live, |i| pass(self.read_at(v.frames[i], v.net[i]))),
             Src::Transport => {
                 let readable = if self.frag_ok { v.l4 } else { v.l4_whole };
-                for i in bits(live & readable) {
-                    out |= pass(i, self.read_at(v.frames[i], v.th[i]));
-                }
+                filter(live & readable, |i| {
+                    pass(self.read_at(v.frames[i], v.th[i]))
+                })
             }
-            _ => {
-                for i in bits(live) {
-                    out |= pass(i, Some(self.meta(&pkts[i], &st[i])));
-                }
-            }
+            _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
-        out
     }
 
     fn new(load: &Load, cmp: &Cmp) -> Self {
@@ -316,6 +302,19 @@ impl Test {
             Test::W128(t) => t.vector(live, v, pkts, st),
         }
     }
+}
+
+/// The bits of `live` whose index passes `f` (called once per set bit, lowest first).
+#[inline(always)]
+fn filter(mut live: u64, mut f: impl FnMut(usize) -> bool) -> u64 {
+    let mut out = 0;
+    while live != 0 {
+        let low = live & live.wrapping_neg();
+        live ^= low;
+        // Branch-free: keep `low` when `f` passes.
+        out |= low & 0u64.wrapping_sub(u64::from(f(low.trailing_zeros() as usize)));
+    }
+    out
 }
 
 /// The indices of the set bits of `m`, lowest first.

@@ -16,7 +16,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use wasp_core::engine::MAX_VECTOR;
-use wasp_core::{Engine, FinalVerdict, Outcome, Packet, TraceEvent};
+use wasp_core::{Engine, FinalVerdict, Outcome, Packet, TraceSink};
+use wasp_ruleset::model::Hook;
 
 use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
 use crate::error::Error;
@@ -24,7 +25,7 @@ use crate::names::{BaseChainRef, Names};
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{ChainSummary, InputStatus, InputSummary, RuleSummary, Summary};
-use crate::trace::{Collector, base_chains_walked, format_packet_trace};
+use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
 
 /// File name of the accepted packets in the output directory.
@@ -107,7 +108,7 @@ pub struct Report {
     pub fault: Option<CaptureError>,
 }
 
-/// Per-base-chain counters, in hook order.
+/// The netdev ingress base chains of the input device, in hook order, for the summary.
 struct ChainCounts {
     chains: Vec<BaseChainRef>,
     counts: Vec<ChainSummary>,
@@ -129,39 +130,20 @@ impl ChainCounts {
         ChainCounts { chains, counts }
     }
 
-    fn position(&self, t: u32, c: u32) -> Option<usize> {
-        self.chains
-            .iter()
-            .position(|b| b.table == t && b.chain == c)
-    }
-
-    /// Count one packet: every base chain it walked saw it; all but the last accepted it (an
-    /// accept moves on to the next base chain of the hook, a drop ends the walk); the last
-    /// gave the final verdict.
-    fn count(&mut self, names: &Names, events: &[TraceEvent], outcome: &Outcome) {
-        let mut walked: Vec<usize> = base_chains_walked(events, names)
-            .into_iter()
-            .filter_map(|(t, c)| self.position(t, c))
-            .collect();
-        if walked.is_empty()
-            && let Some(d) = outcome.decision
-        {
-            // No events from the engine: infer the walk from the deciding chain.
-            let last = self
-                .position(d.table, d.chain)
-                .or_else(|| self.chains.iter().position(|b| b.table == d.table));
-            if let Some(last) = last {
-                walked = (0..=last).collect();
-            }
-        }
-        let n = walked.len();
-        for (i, &pos) in walked.iter().enumerate() {
-            let c = &mut self.counts[pos];
-            c.packets += 1;
-            if i + 1 < n || outcome.verdict == FinalVerdict::Accept {
-                c.accepted += 1;
-            } else {
-                c.dropped += 1;
+    /// Fill in the counts from the engine's own per-base-chain statistics: every packet whose
+    /// walk entered a chain, and how that walk ended (an accept moves on to the next base
+    /// chain of the hook, a drop ends the walk).
+    fn fill(&mut self, engine: &Engine, dev: &str) {
+        for s in engine.chain_stats(Hook::Ingress, dev) {
+            if let Some(pos) = self
+                .chains
+                .iter()
+                .position(|b| b.table == s.table && b.chain == s.chain)
+            {
+                let c = &mut self.counts[pos];
+                c.packets = s.packets;
+                c.accepted = s.accepted;
+                c.dropped = s.dropped;
             }
         }
     }
@@ -290,14 +272,18 @@ impl Run<'_> {
             };
             packets.len()
         ];
-        self.engine.ingress(
-            dev,
-            &packets,
-            frames[0].ts_ns,
-            &mut out,
-            Some(&mut self.collector),
-        );
-        let events = self.collector.take_by_packet(packets.len());
+        // Trace events only when a trace is printed: the summary's counts come from the
+        // outcomes and the engine's per-base-chain statistics.
+        let sink: Option<&mut dyn TraceSink> = match self.trace {
+            Some(_) => Some(&mut self.collector),
+            None => None,
+        };
+        self.engine
+            .ingress(dev, &packets, frames[0].ts_ns, &mut out, sink);
+        let events = match self.trace {
+            Some(_) => self.collector.take_by_packet(packets.len()),
+            None => Vec::new(),
+        };
         for (i, (frame, pkt)) in frames.iter().zip(&packets).enumerate() {
             self.index += 1;
             let outcome = &out[i];
@@ -330,13 +316,12 @@ impl Run<'_> {
                     *self.decisions.entry(key).or_default() += 1;
                 }
             }
-            self.chains.count(&self.names, &events[i], outcome);
             self.outputs.write(frame, outcome.verdict)?;
             self.outputs.verdict(self.index, outcome, &self.names)?;
             if let Some(t) = self.trace.as_mut() {
                 let text = format_packet_trace(
                     self.index,
-                    &events[i],
+                    events.get(i).map_or(&[][..], Vec::as_slice),
                     &self.names,
                     dev,
                     frame.data,
@@ -495,6 +480,7 @@ pub fn replay(
         run.summary.inputs.push(s);
     }
     progress.finish();
+    run.chains.fill(&run.engine, &run.dev);
     summary = run.summary;
     summary.chains = run.chains.counts;
     summary.decided_by = run
