@@ -10,7 +10,7 @@
 use std::fmt::Debug;
 use std::ops::{BitAnd, BitXor, Shl, Shr};
 
-use crate::engine::Packet;
+use crate::engine::{MAX_VECTOR, Packet};
 use crate::expr::{Cmp, Load, PktState, Src};
 use crate::pipeline::View;
 
@@ -36,10 +36,12 @@ pub(crate) trait Word:
     fn from_be(b: &[u8]) -> Self;
     /// `self - o`, wrapping.
     fn wsub(self, o: Self) -> Self;
+    /// The values of this width kept in a [`ReadCache`] entry.
+    fn lanes(e: &mut CacheEntry) -> &mut [Self; MAX_VECTOR];
 }
 
 macro_rules! word {
-    ($t:ty, $($n:literal => $via:ty),*) => {
+    ($t:ty, $lanes:ident, $($n:literal => $via:ty),*) => {
         impl Word for $t {
             const BYTES: usize = std::mem::size_of::<$t>();
             #[inline(always)]
@@ -68,13 +70,17 @@ macro_rules! word {
             fn wsub(self, o: Self) -> Self {
                 self.wrapping_sub(o)
             }
+            #[inline(always)]
+            fn lanes(e: &mut CacheEntry) -> &mut [Self; MAX_VECTOR] {
+                &mut e.$lanes
+            }
         }
     };
 }
 
-word!(u32, 2 => u16, 4 => u32);
-word!(u64, 2 => u16, 4 => u32, 8 => u64);
-word!(u128, 2 => u16, 4 => u32, 8 => u64, 16 => u128);
+word!(u32, vals32, 2 => u16, 4 => u32);
+word!(u64, vals64, 2 => u16, 4 => u32, 8 => u64);
+word!(u128, vals128, 2 => u16, 4 => u32, 8 => u64, 16 => u128);
 
 /// Read `len` bytes at `start` big-endian, as `read_be` in `expr` does: `None` when fewer than
 /// `need` bytes are inside the frame; bytes past the end of a prefix read (`need < len`) are 0.
@@ -119,6 +125,10 @@ pub(crate) struct TestW<T> {
     pub span: T,
     /// Accept values outside the range instead.
     pub neg: bool,
+    /// Non-zero when another test of the program makes the same read: the number of that
+    /// read in the program, under which the vector's [`ReadCache`] keeps the values (payload
+    /// reads only).
+    pub read_id: u16,
 }
 
 impl<T: Word> TestW<T> {
@@ -176,8 +186,56 @@ impl<T: Word> TestW<T> {
 
     /// The packets of `live` (a bitmask over the vector) that pass the test.
     #[inline]
-    fn vector(&self, live: u64, v: &View<'_>, pkts: &[Packet<'_>], st: &[PktState]) -> u64 {
+    fn vector(
+        &self,
+        live: u64,
+        v: &View<'_>,
+        pkts: &[Packet<'_>],
+        st: &[PktState],
+        cache: &mut ReadCache,
+    ) -> u64 {
         let pass = |raw: Option<T>| raw.is_some_and(|r| self.check(r));
+        if self.read_id != 0 {
+            // Read the packets the cache does not have yet, then test the cached values.
+            let readable = match self.src {
+                Src::Transport if self.frag_ok => v.l4,
+                Src::Transport => v.l4_whole,
+                _ => u64::MAX,
+            };
+            let e = cache.entry(self.read_id);
+            let fresh = live & readable & !e.have;
+            e.have |= fresh;
+            let mut ok = e.ok;
+            for i in bits(fresh) {
+                let base = match self.src {
+                    Src::Net => v.net[i],
+                    Src::Transport => v.th[i],
+                    _ => 0,
+                };
+                if let Some(x) = self.read_at(v.frames[i], base) {
+                    T::lanes(e)[i] = x;
+                    ok |= 1 << i;
+                }
+            }
+            e.ok = ok;
+            let want = live & ok;
+            let vals = &*T::lanes(e);
+            if want.count_ones() < 8 {
+                return filter(want, |i| self.check(vals[i]));
+            }
+            // Many packets: test every slot up to the last one wanted, without a loop-carried
+            // dependency (values of other slots are tested too and masked out).
+            let end = (64 - want.leading_zeros() as usize).div_ceil(8);
+            let mut hit = 0u64;
+            for (c, chunk) in vals.chunks_exact(8).take(end).enumerate() {
+                let mut b = 0u64;
+                for (j, &x) in chunk.iter().enumerate() {
+                    b |= u64::from(self.check(x)) << j;
+                }
+                hit |= b << (8 * c);
+            }
+            return hit & want;
+        }
         match self.src {
             Src::Link => filter(live, |i| pass(self.read_at(v.frames[i], 0))),
             Src::Net => filter(live, |i| pass(self.read_at(v.frames[i], v.net[i]))),
@@ -224,7 +282,22 @@ impl<T: Word> TestW<T> {
             lo,
             span,
             neg,
+            read_id: 0,
         }
+    }
+
+    /// What identifies the read, for the [`ReadCache`] (`None`: not a payload read).
+    fn key(&self) -> Option<ReadKey> {
+        matches!(self.src, Src::Link | Src::Net | Src::Transport).then_some(ReadKey {
+            src: self.src,
+            off: self.off,
+            len: self.len,
+            need: self.need,
+            shift: self.shift,
+            wide_shift: self.wide_shift,
+            frag_ok: self.frag_ok,
+            bytes: size_of::<T>() as u8,
+        })
     }
 }
 
@@ -270,6 +343,26 @@ impl Test {
         }
     }
 
+    /// The read of a payload test (`None` for other sources).
+    pub fn read_key(&self) -> Option<ReadKey> {
+        match self {
+            Test::W32(t) => t.key(),
+            Test::W64(t) => t.key(),
+            Test::W128(t) => t.key(),
+        }
+    }
+
+    /// Keep this test's values in the [`ReadCache`] under `id` (non-zero; the same for every
+    /// test of the program with the same [`Test::read_key`]). No effect on a test without one.
+    pub fn set_read_id(&mut self, id: u16) {
+        match self {
+            Test::W32(t) if t.key().is_some() => t.read_id = id,
+            Test::W64(t) if t.key().is_some() => t.read_id = id,
+            Test::W128(t) if t.key().is_some() => t.read_id = id,
+            _ => {}
+        }
+    }
+
     /// Whether the answer depends only on the packet as received, so that it is the same
     /// wherever the test runs in the walk: every source but `meta mark` and `meta nftrace`,
     /// which statements can set. (A statement that rewrites payload bytes would make payload
@@ -293,14 +386,104 @@ impl Test {
         }
     }
 
-    /// The packets of `live` that pass, over a whole vector.
+    /// The packets of `live` that pass, over a whole vector (whose cached reads are `cache`).
     #[inline]
-    pub fn vector(&self, live: u64, v: &View<'_>, pkts: &[Packet<'_>], st: &[PktState]) -> u64 {
+    pub fn vector(
+        &self,
+        live: u64,
+        v: &View<'_>,
+        pkts: &[Packet<'_>],
+        st: &[PktState],
+        cache: &mut ReadCache,
+    ) -> u64 {
         match self {
-            Test::W32(t) => t.vector(live, v, pkts, st),
-            Test::W64(t) => t.vector(live, v, pkts, st),
-            Test::W128(t) => t.vector(live, v, pkts, st),
+            Test::W32(t) => t.vector(live, v, pkts, st, cache),
+            Test::W64(t) => t.vector(live, v, pkts, st, cache),
+            Test::W128(t) => t.vector(live, v, pkts, st, cache),
         }
+    }
+}
+
+/// What identifies a payload read: everything of a test but its comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ReadKey {
+    src: Src,
+    off: u16,
+    len: u8,
+    need: u8,
+    shift: u8,
+    wide_shift: u8,
+    frag_ok: bool,
+    bytes: u8,
+}
+
+/// Reads kept per vector.
+const READ_CACHE: usize = 4;
+
+/// The field values of the vector being classified, per payload read that several tests of
+/// the program make (the same field against different constants in consecutive rules, say):
+/// frames do not change while a vector is classified, so each packet's field is read once per
+/// vector and the tests compare the kept value. Holds [`READ_CACHE`] reads, replaced in turn.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadCache {
+    entries: [CacheEntry; READ_CACHE],
+    next: usize,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CacheEntry {
+    /// The read's id ([`TestW::read_id`]), 0 for none.
+    key: u16,
+    /// Packets whose read was tried.
+    have: u64,
+    /// Of those, the ones whose read succeeded (value in the lanes of the read's width).
+    ok: u64,
+    vals32: [u32; MAX_VECTOR],
+    vals64: [u64; MAX_VECTOR],
+    vals128: [u128; MAX_VECTOR],
+}
+
+impl Default for ReadCache {
+    fn default() -> Self {
+        let e = CacheEntry {
+            key: 0,
+            have: 0,
+            ok: 0,
+            vals32: [0; MAX_VECTOR],
+            vals64: [0; MAX_VECTOR],
+            vals128: [0; MAX_VECTOR],
+        };
+        ReadCache {
+            entries: [e.clone(), e.clone(), e.clone(), e],
+            next: 0,
+        }
+    }
+}
+
+impl ReadCache {
+    /// Forget every value (a new vector).
+    pub fn clear(&mut self) {
+        for e in &mut self.entries {
+            e.key = 0;
+        }
+    }
+
+    /// The entry of `key`, taking over the oldest one when it has none.
+    #[inline]
+    fn entry(&mut self, key: u16) -> &mut CacheEntry {
+        let at = match self.entries.iter().position(|e| e.key == key) {
+            Some(at) => at,
+            None => {
+                let at = self.next;
+                self.next = (at + 1) % READ_CACHE;
+                let e = &mut self.entries[at];
+                e.key = key;
+                e.have = 0;
+                e.ok = 0;
+                at
+            }
+        };
+        &mut self.entries[at]
     }
 }
 
@@ -419,7 +602,13 @@ mod tests {
             prop_assert_eq!(t.one(&p, &st), want, "{:?} {:?} {:?}", load, cmp, t);
             let pkts = [p];
             let v = View::new(&pkts);
-            prop_assert_eq!(t.vector(1, &v, &pkts, &[st]), u64::from(want));
+            let mut cache = ReadCache::default();
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
+            // The same through the read cache, filled and then hit.
+            let mut t = t;
+            t.set_read_id(1);
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
         }
     }
 

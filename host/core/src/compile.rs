@@ -11,7 +11,7 @@ use wasp_ruleset::model::{
 };
 use wasp_sets::{ExactSet, RangeList, SetBackend};
 
-use crate::compare::Test;
+use crate::compare::{ReadKey, Test};
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
@@ -69,7 +69,40 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         }
     }
     check_graph(rs, &mut cx.prog)?;
+    mark_cached_reads(&mut cx.prog);
     Ok(cx.prog)
+}
+
+/// Let the tests whose payload read another test of the program makes too keep their values
+/// in the vector pipeline's read cache ([`crate::compare::ReadCache`]).
+fn mark_cached_reads(prog: &mut Program) {
+    fn tests(prog: &mut Program) -> impl Iterator<Item = &mut Test> {
+        prog.chains
+            .iter_mut()
+            .flat_map(|c| c.rules.iter_mut())
+            .flat_map(|r| r.ops.iter_mut())
+            .filter_map(|op| match op {
+                Op::Test(t) => Some(t),
+                _ => None,
+            })
+    }
+    let mut seen: HashMap<ReadKey, u32> = HashMap::new();
+    for k in tests(prog).filter_map(|t| t.read_key()) {
+        *seen.entry(k).or_default() += 1;
+    }
+    // Ids in order of first use, for the reads made more than once.
+    let mut ids: HashMap<ReadKey, u16> = HashMap::new();
+    for t in tests(prog) {
+        let Some(k) = t.read_key() else { continue };
+        if seen.get(&k).is_some_and(|&n| n > 1) {
+            let next = ids.len() + 1;
+            let Ok(next) = u16::try_from(next) else {
+                continue;
+            };
+            let id = *ids.entry(k).or_insert(next);
+            t.set_read_id(id);
+        }
+    }
 }
 
 fn value_u128(rs: &Ruleset, span: Span, v: &Value) -> Result<u128, Error> {

@@ -401,6 +401,7 @@ impl Engine {
             let end = (start + MAX_VECTOR).min(n);
             let vec = &packets[start..end];
             let view = View::new(vec);
+            scratch.new_vector();
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
             for (i, p) in vec.iter().enumerate() {
                 if !std::ptr::eq(p.iifname, iif.0) {

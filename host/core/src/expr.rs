@@ -12,7 +12,7 @@ use wasp_wire::PacketMeta;
 use crate::engine::Packet;
 
 /// Where a load reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Src {
     /// Frame bytes from offset 0 (link-layer header; VLAN tags appear at their original
     /// offsets, as `nft_payload_copy_vlan` rebuilds them).

@@ -17,7 +17,7 @@
 //! [`Test::vector`]: crate::compare::Test::vector
 //! [`RuleC::shared`]: crate::program::RuleC::shared
 
-use crate::compare::bits;
+use crate::compare::{ReadCache, bits};
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
     Effects, JUMP_STACK, OpRes, base_policy, end_event, op_one, policy_decision, rule_decision,
@@ -97,6 +97,8 @@ pub(crate) struct Scratch {
     dropped: u64,
     /// Packets in a called chain (jump stack not empty).
     deep: u64,
+    /// Field values of the vector, per repeated read.
+    reads: ReadCache,
 }
 
 impl Scratch {
@@ -114,7 +116,13 @@ impl Scratch {
             memo: [(0, 0); MEMO],
             dropped: 0,
             deep: 0,
+            reads: ReadCache::default(),
         }
+    }
+
+    /// Start a new vector (forget the field values of the last one).
+    pub fn new_vector(&mut self) {
+        self.reads.clear();
     }
 
     fn enqueue(&mut self, c: ChainId) {
@@ -338,12 +346,12 @@ fn run_chain(
                     let got = if fresh == 0 {
                         0
                     } else {
-                        t.vector(fresh, cx.view, cx.pkts, st)
+                        t.vector(fresh, cx.view, cx.pkts, st, &mut sc.reads)
                     };
                     sc.memo[k] = (known | fresh, (pass & !fresh) | got);
                     live = (live & known & pass) | got;
                 }
-                Op::Test(t) => live = t.vector(live, cx.view, cx.pkts, st),
+                Op::Test(t) => live = t.vector(live, cx.view, cx.pkts, st, &mut sc.reads),
                 Op::Verdict(v) => {
                     if per_packet {
                         for i in bits(live) {
