@@ -376,8 +376,10 @@ impl Test {
         !matches!(src, Src::Mark | Src::Nftrace)
     }
 
-    /// The test for one packet (`false` where the load breaks).
-    #[inline(always)]
+    /// The test for one packet (`false` where the load breaks). Not inlined: the per-packet
+    /// walk stays small (inlined, its set-up for every width and source costs more than the
+    /// call for short chains).
+    #[inline(never)]
     pub fn one(&self, p: &Packet<'_>, st: &PktState) -> bool {
         match self {
             Test::W32(t) => t.one(p, st),

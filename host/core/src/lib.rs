@@ -7,9 +7,19 @@
 //! and a base chain's policy applies when its rules run out.
 //!
 //! Modules: [`engine`] (the public API), `compile` (model to program, load-time checks), `field`
-//! (where fields live, implicit dependencies), `compare` (matches lowered to their field's width), `merge` (nft's merge of adjacent payload matches),
-//! `expr` (loads and comparisons), `eval` (one packet, the reference walk), `pipeline` (the vector
-//! pipeline), `trace` (event text).
+//! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
+//! `expr` (loads and comparisons), `compare` (matches lowered to their field's width, the read
+//! cache), `eval` (one packet, the reference walk), `pipeline` (the vector pipeline), `trace`
+//! (event text).
+//!
+//! Speed (see `cargo bench -p wasp-core` and `perf/`'s `ruleset-scaling`): matches run at the
+//! width of their field; the vector pipeline runs each operation once per vector over a bitmask
+//! of packets; a rule's leading dependency tests that the previous rule also made (`meta
+//! protocol ip`, `meta l4proto tcp`) are answered from the previous rule's results; and within a
+//! vector a payload field that several rules test is read once per packet. None of these
+//! changes a verdict: the differential property test checks the pipeline against the per-packet
+//! walk with and without the remembered answers, and the conformance harness against the
+//! kernel.
 #![forbid(unsafe_code)]
 
 mod compare;

@@ -9,7 +9,8 @@
 //! ([`Test::vector`]) reads each packet's field from the [`View`] (frames and header offsets
 //! side by side) and returns the mask of those that pass. Verdicts and counters act on whole
 //! masks. The leading pure tests a rule shares with the rule before it ([`RuleC::shared`]) are
-//! answered from the previous rule's results instead of being run again.
+//! answered from the previous rule's results instead of being run again, and a payload read
+//! that several tests make keeps its values for the whole vector ([`ReadCache`]).
 //!
 //! Buffers live in [`Scratch`], owned by the engine and reused: nothing is allocated per vector
 //! once the buffers have grown to their working size.
