@@ -10,13 +10,16 @@
 //!
 //! Every element carries a `u32` of data: for a plain set its index, for a map the index of its
 //! data (a verdict or a value) in the caller's table.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod exact;
 pub mod fxhash;
+pub mod pipapo;
 pub mod ranges;
+mod simd;
 
 pub use exact::ExactSet;
+pub use pipapo::{ElemHandle, InsertMode, NewElem, Pipapo, SetError};
 pub use ranges::{RangeElem, RangeList};
 
 /// A compiled set or map: whichever back-end its elements need.

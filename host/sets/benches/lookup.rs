@@ -1,0 +1,2 @@
+//! Placeholder, replaced by the lookup benchmark.
+fn main() {}

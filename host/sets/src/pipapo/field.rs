@@ -1,0 +1,323 @@
+//! One field of a pipapo set: its lookup table (buckets of rule bitmaps per group) and its
+//! mapping table, with the kernel's growth and 8/4-bit group switching (`pipapo_resize`,
+//! `pipapo_lt_bits_adjust`).
+
+use super::expand::{Prefix, low_mask};
+
+/// One 256-bit word of a bucket: 256 rule bits, rule `r` is bit `r % 64` of word `(r % 256) / 64`
+/// (the kernel's bitmap layout), aligned to 32 bytes as the kernel aligns its AVX2 buckets.
+#[repr(C, align(32))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Block(pub [u64; 4]);
+
+impl Block {
+    /// All bits clear.
+    pub const ZERO: Block = Block([0; 4]);
+    /// All bits set.
+    pub const ONES: Block = Block([u64::MAX; 4]);
+
+    /// `true` when no bit is set.
+    #[inline]
+    pub fn is_zero(&self) -> bool {
+        (self.0[0] | self.0[1] | self.0[2] | self.0[3]) == 0
+    }
+}
+
+/// Rules per block.
+pub(crate) const BLOCK_BITS: usize = 256;
+
+/// `NFT_PIPAPO_LT_SIZE_THRESHOLD`: a field whose 8-bit table grows past 2 MiB goes 4-bit.
+pub const LT_SIZE_HIGH: usize = 1 << 21;
+/// `NFT_PIPAPO_LT_SIZE_HYSTERESIS`.
+pub const LT_SIZE_HYSTERESIS: usize = 1 << 16;
+/// `NFT_PIPAPO_LT_SIZE_LOW`: a 4-bit field whose table shrinks below this may go back to 8-bit.
+pub const LT_SIZE_LOW: usize = LT_SIZE_HIGH - LT_SIZE_HYSTERESIS;
+/// `NFT_PIPAPO_ALIGN_HEADROOM` on x86_64 (32 - `ARCH_KMALLOC_MINALIGN`), counted by the kernel
+/// when it checks whether the 8-bit table would fit.
+pub const ALIGN_HEADROOM: usize = 24;
+
+/// How a field chooses its group width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupPolicy {
+    /// The kernel's rule: start with 8-bit groups, switch a field to 4-bit past
+    /// [`LT_SIZE_HIGH`] and back below [`LT_SIZE_LOW`] when the 8-bit table fits.
+    #[default]
+    Auto,
+    /// Always 8-bit groups (for tests and benchmarks).
+    Fixed8,
+    /// Always 4-bit groups (the kernel's original layout; for tests and benchmarks).
+    Fixed4,
+}
+
+/// One mapping slot. In every field but the last: the first rule (`to`) and the rule count
+/// (`n`) of the same element in the next field. In the last field `to` holds the element
+/// handle and `n` is 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Map {
+    /// First rule in the next field, or the element handle in the last field.
+    pub to: u32,
+    /// Rules in the next field (0 in the last field).
+    pub n: u32,
+}
+
+/// Lookup and mapping tables of one field.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// Field length in bytes (1..=16).
+    pub len: usize,
+    /// Group width in bits: 8 or 4.
+    pub bb: u32,
+    /// Groups: `len * 8 / bb`.
+    pub groups: usize,
+    /// Rules stored.
+    pub rules: usize,
+    /// Bucket size in blocks: `ceil(rules / 256)`.
+    pub bblocks: usize,
+    /// Lookup table: `groups * 2^bb` buckets of `bblocks` blocks, bucket `(g, v)` at block
+    /// `((g << bb) | v) * bblocks`.
+    pub lt: Vec<Block>,
+    /// One mapping slot per rule.
+    pub mt: Vec<Map>,
+}
+
+/// Size of a lookup table in bytes.
+#[inline]
+pub(crate) fn lt_bytes(groups: usize, bb: u32, bblocks: usize) -> usize {
+    (groups << bb) * bblocks * std::mem::size_of::<Block>()
+}
+
+impl Field {
+    /// An empty field of `len` bytes with `bb`-bit groups.
+    pub fn new(len: usize, bb: u32) -> Field {
+        Field {
+            len,
+            bb,
+            groups: len * 8 / bb as usize,
+            rules: 0,
+            bblocks: 0,
+            lt: Vec::new(),
+            mt: Vec::new(),
+        }
+    }
+
+    /// Bits of the field.
+    #[inline]
+    pub fn bits(&self) -> u32 {
+        self.len as u32 * 8
+    }
+
+    /// Table size in bytes.
+    pub fn lt_bytes(&self) -> usize {
+        lt_bytes(self.groups, self.bb, self.bblocks)
+    }
+
+    /// Block index of bucket `(g, v)`.
+    #[inline]
+    pub fn bucket(&self, g: usize, v: usize) -> usize {
+        ((g << self.bb) | v) * self.bblocks
+    }
+
+    /// Group values of a field value (`bytes` holds exactly `len` bytes), most significant
+    /// group first, written to `out` as bucket base block indices. Returns the group count.
+    #[inline]
+    pub fn bases(&self, bytes: &[u8], out: &mut [usize; 32]) -> usize {
+        if self.bb == 8 {
+            for (g, &b) in bytes.iter().enumerate() {
+                out[g] = ((g << 8) | b as usize) * self.bblocks;
+            }
+        } else {
+            for (i, &b) in bytes.iter().enumerate() {
+                out[2 * i] = ((2 * i) << 4 | (b >> 4) as usize) * self.bblocks;
+                out[2 * i + 1] = ((2 * i + 1) << 4 | (b & 15) as usize) * self.bblocks;
+            }
+        }
+        self.groups
+    }
+
+    /// Resize the bucket size for `rules` rules, keeping each bucket's first blocks.
+    pub fn resize(&mut self, rules: usize) {
+        let nb = rules.div_ceil(BLOCK_BITS);
+        if nb != self.bblocks {
+            let buckets = self.groups << self.bb;
+            let mut lt = vec![Block::ZERO; buckets * nb];
+            let keep = nb.min(self.bblocks);
+            for b in 0..buckets {
+                lt[b * nb..b * nb + keep]
+                    .copy_from_slice(&self.lt[b * self.bblocks..b * self.bblocks + keep]);
+            }
+            self.lt = lt;
+            self.bblocks = nb;
+        }
+    }
+
+    /// Set rule `r`'s bit in every bucket that accepts the prefix (kernel `pipapo_insert` for
+    /// one rule). The table must already be sized for `r`.
+    pub fn set_rule(&mut self, r: usize, p: Prefix) {
+        let bits = self.bits();
+        let bb = self.bb;
+        let (blk, w, bit) = (r / BLOCK_BITS, (r % BLOCK_BITS) / 64, r % 64);
+        for g in 0..self.groups {
+            let shift = bits - (g as u32 + 1) * bb;
+            let v = ((p.value >> shift) & low_mask(bb)) as usize;
+            let lo_bit = g as u32 * bb;
+            let (first, count) = if p.mask_len >= lo_bit + bb {
+                (v, 1)
+            } else if p.mask_len <= lo_bit {
+                (0, 1usize << bb)
+            } else {
+                let free = bb - (p.mask_len - lo_bit);
+                ((v >> free) << free, 1usize << free)
+            };
+            for x in first..first + count {
+                let i = self.bucket(g, x) + blk;
+                self.lt[i].0[w] |= 1u64 << bit;
+            }
+        }
+    }
+
+    /// Cut rules `at..at + n` out of every bucket, moving the higher rules down (kernel
+    /// `bitmap_cut`), and drop their mapping slots. The caller shrinks afterwards.
+    pub fn cut_rules(&mut self, at: usize, n: usize) {
+        let words = self.bblocks * 4;
+        let mut tmp = vec![0u64; words];
+        for b in 0..(self.groups << self.bb) {
+            let base = b * self.bblocks;
+            for (i, t) in tmp.iter_mut().enumerate() {
+                *t = self.lt[base + i / 4].0[i % 4];
+            }
+            bitmap_cut(&mut tmp, at, n);
+            for (i, t) in tmp.iter().enumerate() {
+                self.lt[base + i / 4].0[i % 4] = *t;
+            }
+        }
+        self.mt.drain(at..at + n);
+        self.rules -= n;
+    }
+
+    /// The kernel's `pipapo_lt_bits_adjust` under `policy`: 8-bit to 4-bit when the table
+    /// exceeds [`LT_SIZE_HIGH`], 4-bit back to 8-bit when it is below [`LT_SIZE_LOW`] and the
+    /// 8-bit table (plus the allocation headroom) would fit in [`LT_SIZE_HIGH`].
+    pub fn adjust_bits(&mut self, policy: GroupPolicy) {
+        match policy {
+            GroupPolicy::Fixed8 | GroupPolicy::Fixed4 => {}
+            GroupPolicy::Auto => {
+                if self.bb == 8 && self.lt_bytes() > LT_SIZE_HIGH {
+                    self.to_4bit();
+                } else if self.bb == 4
+                    && self.lt_bytes() < LT_SIZE_LOW
+                    && lt_bytes(self.len, 8, self.bblocks) + ALIGN_HEADROOM <= LT_SIZE_HIGH
+                {
+                    self.to_8bit();
+                }
+            }
+        }
+    }
+
+    /// Convert 8-bit groups to 4-bit: new bucket (2g, h) is the OR of old buckets (g, x) with
+    /// high nibble h, (2g+1, l) the OR of those with low nibble l.
+    pub fn to_4bit(&mut self) {
+        if self.bb != 8 {
+            return;
+        }
+        let nb = self.bblocks;
+        let groups = self.len * 2;
+        let mut lt = vec![Block::ZERO; (groups << 4) * nb];
+        for g in 0..self.len {
+            for x in 0..256usize {
+                let old = ((g << 8) | x) * nb;
+                let hi = ((2 * g) << 4 | (x >> 4)) * nb;
+                let lo = ((2 * g + 1) << 4 | (x & 15)) * nb;
+                for k in 0..nb {
+                    let o = self.lt[old + k];
+                    for w in 0..4 {
+                        lt[hi + k].0[w] |= o.0[w];
+                        lt[lo + k].0[w] |= o.0[w];
+                    }
+                }
+            }
+        }
+        self.lt = lt;
+        self.bb = 4;
+        self.groups = groups;
+    }
+
+    /// Convert 4-bit groups to 8-bit: new bucket (g, x) is old (2g, x >> 4) AND (2g+1, x & 15).
+    pub fn to_8bit(&mut self) {
+        if self.bb != 4 {
+            return;
+        }
+        let nb = self.bblocks;
+        let groups = self.len;
+        let mut lt = vec![Block::ZERO; (groups << 8) * nb];
+        for g in 0..groups {
+            for x in 0..256usize {
+                let new = ((g << 8) | x) * nb;
+                let hi = ((2 * g) << 4 | (x >> 4)) * nb;
+                let lo = ((2 * g + 1) << 4 | (x & 15)) * nb;
+                for k in 0..nb {
+                    for w in 0..4 {
+                        lt[new + k].0[w] = self.lt[hi + k].0[w] & self.lt[lo + k].0[w];
+                    }
+                }
+            }
+        }
+        self.lt = lt;
+        self.bb = 8;
+        self.groups = groups;
+    }
+}
+
+/// Remove bits `at..at + n` from a bitmap, shifting the higher bits down and clearing the top
+/// (kernel `bitmap_cut`).
+pub(crate) fn bitmap_cut(words: &mut [u64], at: usize, n: usize) {
+    let src: Vec<u64> = words.to_vec();
+    // 64 bits of `src` starting at bit `pos`; bits past the end read as zero.
+    let bits64 = |pos: usize| -> u64 {
+        let (w, s) = (pos / 64, pos % 64);
+        let lo = src.get(w).copied().unwrap_or(0) >> s;
+        let hi = if s == 0 {
+            0
+        } else {
+            src.get(w + 1).copied().unwrap_or(0) << (64 - s)
+        };
+        lo | hi
+    };
+    let first = at / 64;
+    for wi in first..words.len() {
+        let moved = bits64(wi * 64 + n);
+        words[wi] = if wi == first {
+            let keep = (1u64 << (at % 64)) - 1;
+            (src[wi] & keep) | (moved & !keep)
+        } else {
+            moved
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_moves_bits_down() {
+        let mut w = vec![0b1011_0110u64, 1 << 63, 0b1];
+        bitmap_cut(&mut w, 1, 2);
+        assert_eq!(w[0] & 0xff, 0b0010_1100);
+        // bit 64+63 moves to 125, bit 128 to 126
+        assert_eq!(w[1], (1 << 61) | (1 << 62));
+        assert_eq!(w[2], 0);
+    }
+
+    #[test]
+    fn switch_points_match_the_research_table() {
+        // A field first goes 4-bit when its 8-bit table exceeds 2 MiB: groups*256*bblocks*32.
+        // IPv4 (4 bytes): > 16384 rules (bblocks 65 -> 2.08 MiB), port: > 32768, proto: > 65536.
+        assert!(lt_bytes(4, 8, 16384 / 256) <= LT_SIZE_HIGH);
+        assert!(lt_bytes(4, 8, 16385usize.div_ceil(256)) > LT_SIZE_HIGH);
+        assert!(lt_bytes(2, 8, 32768 / 256) <= LT_SIZE_HIGH);
+        assert!(lt_bytes(2, 8, 32769usize.div_ceil(256)) > LT_SIZE_HIGH);
+        assert!(lt_bytes(1, 8, 65536 / 256) <= LT_SIZE_HIGH);
+        assert!(lt_bytes(16, 8, 4096 / 256) <= LT_SIZE_HIGH);
+        assert!(lt_bytes(16, 8, 4097usize.div_ceil(256)) > LT_SIZE_HIGH);
+    }
+}

@@ -1,0 +1,106 @@
+//! Element insertion with the kernel's overlap rules (`nft_pipapo_insert`).
+
+use super::expand::{Prefix, be_value, expand};
+use super::field::Map;
+use super::{Elem, ElemHandle, InsertMode, NewElem, Pipapo, SetError};
+
+/// `NFT_PIPAPO_RULE0_MAX` on 64-bit: most rules in one field.
+pub const RULE0_MAX: usize = (1 << 31) - 256;
+
+impl<X: Clone> Pipapo<X> {
+    /// Insert an element, as the kernel does in a transaction whose timestamp is `now`.
+    ///
+    /// Order of checks: key lengths ([`SetError::KeyLength`]); every field's start <= end
+    /// ([`SetError::InvalidRange`]); then the overlap check on the live (not expired at `now`)
+    /// elements: the start point inside an element that has the same start and end is
+    /// [`SetError::Exists`] (returned as `Ok` of that element for [`InsertMode::Add`]), inside
+    /// any other element [`SetError::Overlap`]; the end point inside any element is
+    /// [`SetError::Overlap`]. A new element that contains older ones without covering either
+    /// of its corners is accepted and shadowed by them where they overlap (oldest wins).
+    pub fn insert(
+        &mut self,
+        e: NewElem<'_, X>,
+        mode: InsertMode,
+        now: u64,
+    ) -> Result<ElemHandle, SetError> {
+        let start = e.start;
+        let end = e.end.unwrap_or(start);
+        self.check_len(start)?;
+        self.check_len(end)?;
+        for (i, sp) in self.field_spans().enumerate() {
+            if end[sp.clone()] < start[sp] {
+                return Err(SetError::InvalidRange { field: i });
+            }
+        }
+        if let Some(h) = self.lookup_scalar(start, now) {
+            let d = self.elem(h).ok_or(SetError::NotFound)?;
+            if *d.start == *start && *d.end == *end {
+                return match mode {
+                    InsertMode::Add => Ok(h),
+                    InsertMode::Create => Err(SetError::Exists(h)),
+                };
+            }
+            return Err(SetError::Overlap(h));
+        }
+        if let Some(h) = self.lookup_scalar(end, now) {
+            return Err(SetError::Overlap(h));
+        }
+
+        let rules: Vec<Vec<Prefix>> = self
+            .field_spans()
+            .map(|sp| {
+                let bits = (sp.len() * 8) as u32;
+                expand(be_value(&start[sp.clone()]), be_value(&end[sp]), bits)
+            })
+            .collect();
+        if self
+            .fields
+            .iter()
+            .zip(&rules)
+            .any(|(f, r)| f.rules + r.len() > RULE0_MAX)
+        {
+            return Err(SetError::Full);
+        }
+        let h = match self.free.pop() {
+            Some(h) => h,
+            None => {
+                let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
+                self.slab.push(None);
+                self.expiry.push(u64::MAX);
+                h
+            }
+        };
+        let firsts: Vec<usize> = self.fields.iter().map(|f| f.rules).collect();
+        let last = self.fields.len() - 1;
+        for (i, f) in self.fields.iter_mut().enumerate() {
+            let n = rules[i].len();
+            f.resize(f.rules + n);
+            for (k, p) in rules[i].iter().enumerate() {
+                f.set_rule(f.rules + k, *p);
+            }
+            f.rules += n;
+            let slot = if i < last {
+                Map {
+                    to: firsts[i + 1] as u32,
+                    n: rules[i + 1].len() as u32,
+                }
+            } else {
+                Map { to: h, n: 0 }
+            };
+            f.mt.extend(std::iter::repeat_n(slot, n));
+            f.adjust_bits(self.policy);
+        }
+        self.bblocks_max = self.fields.iter().map(|f| f.bblocks).max().unwrap_or(0);
+        self.slab[h as usize] = Some(Elem {
+            start: start.into(),
+            end: end.into(),
+            data: e.data,
+            expires: e.expires,
+            ext: e.ext,
+            nrules: rules.iter().map(|r| r.len() as u32).collect(),
+        });
+        self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
+        self.order.push(h);
+        Ok(ElemHandle(h))
+    }
+}

@@ -1,0 +1,205 @@
+//! Property and regression tests of the pipapo set: every lookup variant against a naive
+//! linear-scan oracle, and the kernel's overlap, delete and timeout rules.
+
+use proptest::prelude::*;
+
+use super::*;
+
+const WIDTHS: [usize; 5] = [1, 2, 4, 6, 16];
+
+/// An oracle element: start, end, expiry, handle.
+type OElem = (Vec<u8>, Vec<u8>, Option<u64>, ElemHandle);
+/// A generated set: field widths, elements, policy index, deletions.
+type GenSet = (
+    Vec<usize>,
+    Vec<(Vec<FieldRange>, Option<u64>)>,
+    u8,
+    Vec<usize>,
+);
+
+/// Naive model: elements in insertion order, first live one containing the key wins.
+#[derive(Default)]
+struct Oracle {
+    lens: Vec<usize>,
+    elems: Vec<OElem>,
+}
+
+impl Oracle {
+    fn contains(&self, s: &[u8], e: &[u8], k: &[u8]) -> bool {
+        let mut at = 0;
+        for &l in &self.lens {
+            let r = at..at + l;
+            if k[r.clone()] < s[r.clone()] || k[r.clone()] > e[r] {
+                return false;
+            }
+            at += l;
+        }
+        true
+    }
+
+    fn lookup(&self, k: &[u8], now: u64) -> Option<ElemHandle> {
+        self.elems
+            .iter()
+            .find(|(s, e, x, _)| x.is_none_or(|t| now < t) && self.contains(s, e, k))
+            .map(|x| x.3)
+    }
+
+    /// What the kernel answers to an insertion.
+    fn insert_outcome(&self, s: &[u8], e: &[u8], now: u64) -> Result<(), SetError> {
+        if let Some(h) = self.lookup(s, now) {
+            let d = self.elems.iter().find(|x| x.3 == h).unwrap();
+            if d.0 == s && d.1 == e {
+                return Err(SetError::Exists(h));
+            }
+            return Err(SetError::Overlap(h));
+        }
+        if let Some(h) = self.lookup(e, now) {
+            return Err(SetError::Overlap(h));
+        }
+        Ok(())
+    }
+}
+
+/// Every variant's answer for `key`, checked against the oracle.
+fn check_all(p: &Pipapo, o: &Oracle, key: &[u8], now: u64) -> Result<(), TestCaseError> {
+    let want = o.lookup(key, now);
+    prop_assert_eq!(p.lookup_scalar(key, now), want, "scalar {:?}", key);
+    prop_assert_eq!(p.lookup_avx2(key, now), want, "avx2 {:?}", key);
+    prop_assert_eq!(p.lookup_avx512(key, now), want, "avx512 {:?}", key);
+    prop_assert_eq!(p.lookup(key, now), want, "dispatch {:?}", key);
+    Ok(())
+}
+
+/// Batched lookups of all probes, every variant, against the oracle.
+fn check_batch(p: &Pipapo, o: &Oracle, keys: &[Vec<u8>], now: u64) -> Result<(), TestCaseError> {
+    for chunk in keys.chunks(BATCH_MAX_TEST) {
+        let flat: Vec<u8> = chunk.concat();
+        let want: Vec<_> = chunk.iter().map(|k| o.lookup(k, now)).collect();
+        for v in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
+            let mut out = vec![None; chunk.len()];
+            p.lookup_batch_variant(v, &flat, now, &mut out);
+            prop_assert_eq!(&out, &want, "batch {:?}", v);
+        }
+        let mut out = vec![None; chunk.len()];
+        p.lookup_batch(&flat, now, &mut out);
+        prop_assert_eq!(&out, &want, "batch dispatch");
+    }
+    Ok(())
+}
+
+const BATCH_MAX_TEST: usize = 64;
+
+/// Probe keys around an element: its corners, and each corner with one bit flipped in every
+/// byte position of every field (bits 0, 7 and the position's own index mod 8).
+fn probes(lens: &[usize], s: &[u8], e: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![s.to_vec(), e.to_vec()];
+    let total: usize = lens.iter().sum();
+    for corner in [s, e] {
+        for pos in 0..total {
+            for bit in [0, 7, pos % 8] {
+                let mut k = corner.to_vec();
+                k[pos] ^= 1 << bit;
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+struct FieldRange {
+    start: Vec<u8>,
+    end: Vec<u8>,
+}
+
+/// A field range: a random start and a span of 0, a few, or many values; values are drawn from
+/// a small pool so that elements overlap often.
+fn field_range(len: usize) -> impl Strategy<Value = FieldRange> {
+    (0u8..4, any::<u128>(), 0u32..4, any::<u64>()).prop_map(
+        move |(pool, raw, span_kind, span_raw)| {
+            let bits = len as u32 * 8;
+            let max = expand::low_mask(bits);
+            let start = if pool == 0 {
+                raw & max
+            } else {
+                (raw & 0x3f) << (bits.saturating_sub(8)) & max
+            };
+            let span: u128 = match span_kind {
+                0 => 0,
+                1 => u128::from(span_raw % 8),
+                2 => u128::from(span_raw) & max,
+                _ => max,
+            };
+            let end = start.saturating_add(span).min(max);
+            let to = |v: u128| v.to_be_bytes()[16 - len..].to_vec();
+            FieldRange {
+                start: to(start),
+                end: to(end),
+            }
+        },
+    )
+}
+
+fn set_strategy() -> impl Strategy<Value = GenSet> {
+    prop::collection::vec(prop::sample::select(WIDTHS.to_vec()), 1..=4).prop_flat_map(|lens| {
+        let elem = (
+            lens.iter().map(|&l| field_range(l)).collect::<Vec<_>>(),
+            prop::option::weighted(0.2, 1u64..20),
+        );
+        (
+            Just(lens),
+            prop::collection::vec(elem, 1..24),
+            0u8..3,
+            prop::collection::vec(any::<usize>(), 0..4),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random sets: insertion outcomes follow the kernel's overlap rules, and every lookup
+    /// variant (scalar, AVX2, AVX-512, dispatch, batched) agrees with the linear-scan oracle
+    /// on corners and one-bit neighbours, before and after deletions, at several times.
+    #[test]
+    fn every_variant_matches_oracle((lens, elems, policy, deletes) in set_strategy()) {
+        let policy = [GroupPolicy::Auto, GroupPolicy::Fixed8, GroupPolicy::Fixed4][policy as usize];
+        let mut p: Pipapo = Pipapo::with_policy(&lens, policy).unwrap();
+        let mut o = Oracle { lens: lens.clone(), ..Oracle::default() };
+        let mut all_probes = Vec::new();
+        for (fields, expires) in &elems {
+            let s: Vec<u8> = fields.iter().flat_map(|f| f.start.clone()).collect();
+            let e: Vec<u8> = fields.iter().flat_map(|f| f.end.clone()).collect();
+            let want = o.insert_outcome(&s, &e, 0);
+            let got = p.insert(NewElem { start: &s, end: Some(&e), data: 0, expires: *expires, ext: () }, InsertMode::Create, 0);
+            match (&want, &got) {
+                (Ok(()), Ok(h)) => o.elems.push((s.clone(), e.clone(), *expires, *h)),
+                (Err(w), Err(g)) => prop_assert_eq!(w, g),
+                _ => prop_assert!(false, "insert {:?}-{:?}: want {:?} got {:?}", s, e, want, got),
+            }
+            all_probes.extend(probes(&lens, &s, &e));
+        }
+        for now in [0u64, 10, 100] {
+            for k in &all_probes {
+                check_all(&p, &o, k, now)?;
+            }
+            check_batch(&p, &o, &all_probes, now)?;
+        }
+        // Delete some elements by their start point, then probe again.
+        for d in deletes {
+            if o.elems.is_empty() { break; }
+            let i = d % o.elems.len();
+            let s = o.elems[i].0.clone();
+            let want = o.lookup(&s, 0);
+            let got = p.delete(&s, 0).ok().map(|_| ());
+            prop_assert_eq!(got.is_some(), want.is_some());
+            if let Some(h) = want {
+                o.elems.retain(|x| x.3 != h);
+            }
+            for k in &all_probes {
+                check_all(&p, &o, k, 5)?;
+            }
+        }
+        check_batch(&p, &o, &all_probes, 5)?;
+    }
+}

@@ -1,0 +1,97 @@
+//! The AVX2 AND step: one 256-bit block per step, `vpand` of the key's buckets, blocks whose
+//! previous result is zero skipped (kernel `nft_set_pipapo_avx2.c`, written here as one loop
+//! over the groups instead of per-size routines).
+
+use std::arch::x86_64::{
+    __m256i, _MM_HINT_T0, _mm_prefetch, _mm256_and_si256, _mm256_load_si256, _mm256_store_si256,
+    _mm256_testz_si256,
+};
+
+use crate::pipapo::Block;
+use crate::pipapo::lookup::AndKernel;
+
+/// Token for the AVX2 step; exists only when AVX2 was detected at runtime.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx2And(());
+
+impl Avx2And {
+    /// Only `simd::avx2()` calls this, after detecting AVX2.
+    pub(super) fn new_detected() -> Avx2And {
+        Avx2And(())
+    }
+}
+
+impl AndKernel for Avx2And {
+    #[inline]
+    fn and(
+        &self,
+        lt: &[Block],
+        bases: &[usize],
+        res: &mut [Block],
+        lo: usize,
+        hi: usize,
+        first: bool,
+    ) {
+        // SAFETY: an `Avx2And` is only created by `simd::avx2()` after
+        // `is_x86_feature_detected!("avx2")` returned true, so the CPU has AVX2.
+        unsafe { and_avx2(lt, bases, res, lo, hi, first) }
+    }
+
+    #[inline]
+    fn prefetch(&self, lt: &[Block], bases: &[usize]) {
+        prefetch(lt, bases)
+    }
+}
+
+/// Prefetch the first block of every bucket in `bases` (out-of-range bases are skipped).
+#[inline]
+pub(super) fn prefetch(lt: &[Block], bases: &[usize]) {
+    for &b in bases {
+        if let Some(blk) = lt.get(b) {
+            // SAFETY: prefetch has no architectural effect besides the cache; the pointer comes
+            // from a reference into `lt`, and SSE is part of the x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((blk as *const Block).cast::<i8>()) };
+        }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2. Bounds are checked here (`hi <= res.len()`,
+/// `bases[g] + hi <= lt.len()`); `Block` is 32-byte aligned, so aligned loads are valid.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn and_avx2(
+    lt: &[Block],
+    bases: &[usize],
+    res: &mut [Block],
+    lo: usize,
+    hi: usize,
+    first: bool,
+) {
+    if lo >= hi || bases.is_empty() || hi > res.len() || bases.iter().any(|&b| b + hi > lt.len()) {
+        if lo < hi && bases.is_empty() && first {
+            res[lo..hi].fill(Block::ONES);
+        }
+        return;
+    }
+    let ltp = lt.as_ptr();
+    let rp = res.as_mut_ptr();
+    for b in lo..hi {
+        // SAFETY: b < hi <= res.len(), and for every base b + base < lt.len() (checked above);
+        // Block is `repr(align(32))`, so every pointer is 32-byte aligned for the aligned
+        // load/store; AVX2 is enabled on this function and detected by the caller.
+        unsafe {
+            let mut acc = _mm256_load_si256(ltp.add(bases[0] + b).cast::<__m256i>());
+            if !first {
+                let r = _mm256_load_si256(rp.add(b).cast::<__m256i>());
+                if _mm256_testz_si256(r, r) != 0 {
+                    continue;
+                }
+                acc = _mm256_and_si256(acc, r);
+            }
+            for &base in &bases[1..] {
+                acc = _mm256_and_si256(acc, _mm256_load_si256(ltp.add(base + b).cast::<__m256i>()));
+            }
+            _mm256_store_si256(rp.add(b).cast::<__m256i>(), acc);
+        }
+    }
+}
