@@ -14,13 +14,17 @@
 
 pub mod exact;
 pub mod fxhash;
+pub mod interval;
 pub mod pipapo;
 pub mod ranges;
 mod simd;
+pub mod txn;
 
 pub use exact::ExactSet;
+pub use interval::{IntervalElem, IntervalSet};
 pub use pipapo::{ElemHandle, InsertMode, NewElem, Pipapo, SetError};
 pub use ranges::{RangeElem, RangeList};
+pub use txn::{Shared, Txn};
 
 /// A compiled set or map: whichever back-end its elements need.
 #[derive(Debug, Clone)]

@@ -255,4 +255,6 @@ impl<X: Clone> Pipapo<X> {
 }
 
 #[cfg(test)]
+mod regress;
+#[cfg(test)]
 mod tests;
