@@ -61,6 +61,20 @@ pub enum Family {
     Netdev,
 }
 
+impl Family {
+    /// The family's keyword as nft writes it: `ip`, `ip6`, `inet`, `arp`, `bridge`, `netdev`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ip => "ip",
+            Family::Ip6 => "ip6",
+            Family::Inet => "inet",
+            Family::Arp => "arp",
+            Family::Bridge => "bridge",
+            Family::Netdev => "netdev",
+        }
+    }
+}
+
 /// A table: a namespace for chains and sets of one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
@@ -140,6 +154,21 @@ pub enum Hook {
     Output,
     /// `postrouting`
     Postrouting,
+}
+
+impl Hook {
+    /// The hook's keyword as nft writes it (`ingress`, `prerouting`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Ingress => "ingress",
+            Hook::Egress => "egress",
+            Hook::Prerouting => "prerouting",
+            Hook::Input => "input",
+            Hook::Forward => "forward",
+            Hook::Output => "output",
+            Hook::Postrouting => "postrouting",
+        }
+    }
 }
 
 /// Base chain policy.

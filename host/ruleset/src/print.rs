@@ -19,7 +19,7 @@ use crate::model::{
     MetaKey, PayloadField, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt,
     Table, Value, Verdict,
 };
-use crate::parser::table::{STD_PRIOS, family_name, std_prio_ok};
+use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
 pub(crate) fn ruleset(r: &Ruleset, handles: bool) -> String {
     let mut out = String::new();
@@ -41,7 +41,7 @@ fn table(out: &mut String, t: &Table, handles: bool) {
     let _ = writeln!(
         out,
         "table {} {} {{{}",
-        family_name(t.family),
+        t.family.name(),
         t.name,
         handle_suffix(handles, t.handle)
     );
@@ -296,18 +296,6 @@ fn key_text(parts: &[KeyPart]) -> String {
         .join(" . ")
 }
 
-fn hook_name(h: Hook) -> &'static str {
-    match h {
-        Hook::Ingress => "ingress",
-        Hook::Egress => "egress",
-        Hook::Prerouting => "prerouting",
-        Hook::Input => "input",
-        Hook::Forward => "forward",
-        Hook::Output => "output",
-        Hook::Postrouting => "postrouting",
-    }
-}
-
 /// nft's `prio2str`: a standard name, or name +/- offset up to 10, or the number.
 pub(crate) fn priority_text(family: Family, hook: Hook, prio: i32) -> String {
     for (name, base) in STD_PRIOS {
@@ -354,7 +342,7 @@ fn chain(out: &mut String, family: Family, c: &Chain, handles: bool) {
         let _ = writeln!(
             out,
             "\t\ttype {ty} hook {}{dev} priority {}; policy {policy};",
-            hook_name(b.hook),
+            b.hook.name(),
             priority_text(family, b.hook, b.priority)
         );
     }

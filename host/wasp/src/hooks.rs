@@ -1,35 +1,11 @@
-//! Which base chains `wasp replay` runs: packets enter at the netdev ingress hook only (the
-//! hook a NIC's received frames meet first), so base chains at other hooks (inet/ip/ip6
-//! prerouting, input, forward, output, postrouting, netdev egress, ...) never see a packet.
+//! Which base chains `wasp replay` runs: packets enter at the ingress hook only (the hook a
+//! NIC's received frames meet first: netdev and inet ingress chains), so base chains at other
+//! hooks (inet/ip/ip6 prerouting, input, forward, output, postrouting, netdev egress, ...) never
+//! see a packet.
 //! This module names them, so the user is told rather than left to wonder.
 
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::{Family, Hook};
-
-/// `family`'s keyword as nft writes it.
-fn family_name(f: Family) -> &'static str {
-    match f {
-        Family::Ip => "ip",
-        Family::Ip6 => "ip6",
-        Family::Inet => "inet",
-        Family::Arp => "arp",
-        Family::Bridge => "bridge",
-        Family::Netdev => "netdev",
-    }
-}
-
-/// `hook`'s keyword as nft writes it.
-fn hook_name(h: Hook) -> &'static str {
-    match h {
-        Hook::Ingress => "ingress",
-        Hook::Egress => "egress",
-        Hook::Prerouting => "prerouting",
-        Hook::Input => "input",
-        Hook::Forward => "forward",
-        Hook::Output => "output",
-        Hook::Postrouting => "postrouting",
-    }
-}
 
 /// The base chains of `ruleset` that `wasp replay` does not run, as `FAMILY TABLE CHAIN
 /// (hook HOOK)`, in declaration order.
@@ -38,15 +14,16 @@ pub fn chains_not_run(ruleset: &Ruleset) -> Vec<String> {
     for t in &ruleset.tables {
         for c in &t.chains {
             let Some(base) = &c.base else { continue };
-            if t.family == Family::Netdev && base.hook == Hook::Ingress {
+            // The engine runs ingress base chains of the netdev and inet families.
+            if base.hook == Hook::Ingress && matches!(t.family, Family::Netdev | Family::Inet) {
                 continue;
             }
             out.push(format!(
                 "{} {} {} (hook {})",
-                family_name(t.family),
+                t.family.name(),
                 t.name,
                 c.name,
-                hook_name(base.hook)
+                base.hook.name()
             ));
         }
     }
@@ -60,7 +37,7 @@ pub fn replay_note(ruleset: &Ruleset) -> Option<String> {
         return None;
     }
     Some(format!(
-        "wasp replay runs netdev ingress base chains only; {} not run: {}",
+        "wasp replay runs ingress base chains (netdev and inet families) only; {} not run: {}",
         if skipped.len() == 1 {
             "this base chain is"
         } else {
@@ -77,7 +54,7 @@ mod tests {
     #[test]
     fn names_every_base_chain_off_netdev_ingress() {
         let r = wasp_ruleset::parse_str(
-            "table netdev n {\n\tchain in { type filter hook ingress device \"lan0\" priority 0; }\n\tchain out { type filter hook egress device \"lan0\" priority 0; }\n\tchain sub {\n\t}\n}\ntable inet f {\n\tchain input { type filter hook input priority 0; }\n}\n",
+            "table netdev n {\n\tchain in { type filter hook ingress device \"lan0\" priority 0; }\n\tchain out { type filter hook egress device \"lan0\" priority 0; }\n\tchain sub {\n\t}\n}\ntable inet f {\n\tchain input { type filter hook input priority 0; }\n\tchain ing { type filter hook ingress device \"lan0\" priority 0; }\n}\n",
             "h.nft",
         )
         .unwrap();
@@ -87,7 +64,7 @@ mod tests {
         );
         assert_eq!(
             replay_note(&r).unwrap(),
-            "wasp replay runs netdev ingress base chains only; these base chains are not run: netdev n out (hook egress), inet f input (hook input)"
+            "wasp replay runs ingress base chains (netdev and inet families) only; these base chains are not run: netdev n out (hook egress), inet f input (hook input)"
         );
         let only_ingress = wasp_ruleset::parse_str(
             "table netdev n {\n\tchain in { type filter hook ingress device \"lan0\" priority 0; }\n}\n",

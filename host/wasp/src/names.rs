@@ -7,18 +7,6 @@ use std::collections::HashMap;
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::{Family, Hook};
 
-/// `ip`, `ip6`, `inet`, `arp`, `bridge` or `netdev`, as nft writes the family.
-pub fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::Ip => "ip",
-        Family::Ip6 => "ip6",
-        Family::Inet => "inet",
-        Family::Arp => "arp",
-        Family::Bridge => "bridge",
-        Family::Netdev => "netdev",
-    }
-}
-
 /// A base chain attached to a device's netdev ingress hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseChainRef {
@@ -111,7 +99,7 @@ impl Names {
                         self.tables
                             .iter()
                             .position(|tb| {
-                                family_name(tb.family) == fam && tb.name == name.trim_matches('"')
+                                tb.family.name() == fam && tb.name == name.trim_matches('"')
                             })
                             .map(|i| i as u32),
                     ),
@@ -156,7 +144,7 @@ impl Names {
     pub fn family(&self, table: u32) -> &'static str {
         self.tables
             .get(table as usize)
-            .map_or("?", |t| family_name(t.family))
+            .map_or("?", |t| t.family.name())
     }
 
     /// Chain name, or `?`.

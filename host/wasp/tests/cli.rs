@@ -105,7 +105,7 @@ fn replay_names_the_base_chains_it_does_not_run() {
     let (_, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("note: wasp replay runs netdev ingress base chains only; these base chains are not run: inet f input (hook input), inet f fwd (hook forward)\n"),
+        stderr.contains("note: wasp replay runs ingress base chains (netdev and inet families) only; these base chains are not run: inet f input (hook input), inet f fwd (hook forward)\n"),
         "{stderr}"
     );
     // A ruleset with only netdev ingress base chains gets no such note.

@@ -31,17 +31,6 @@ pub(crate) fn std_prio_ok(prio: i32, family: Family, hook: Hook) -> bool {
     }
 }
 
-pub(crate) fn family_name(f: Family) -> &'static str {
-    match f {
-        Family::Ip => "ip",
-        Family::Ip6 => "ip6",
-        Family::Inet => "inet",
-        Family::Arp => "arp",
-        Family::Bridge => "bridge",
-        Family::Netdev => "netdev",
-    }
-}
-
 fn family_from(w: &str) -> Option<Family> {
     Some(match w {
         "ip" => Family::Ip,
@@ -145,10 +134,9 @@ impl Parser<'_> {
             .position(|t| t.family == family && t.name == name)
         {
             Some(i) => Ok(i),
-            None => Err(self.st.error(
-                span,
-                format!("unknown table `{} {name}`", family_name(family)),
-            )),
+            None => Err(self
+                .st
+                .error(span, format!("unknown table `{} {name}`", family.name()))),
         }
     }
 
@@ -325,10 +313,7 @@ impl Parser<'_> {
         if !ok {
             return Err(self.st.error(
                 hspan,
-                format!(
-                    "hook `{h}` is not valid in the {} family",
-                    family_name(family)
-                ),
+                format!("hook `{h}` is not valid in the {} family", family.name()),
             ));
         }
         self.advance();
