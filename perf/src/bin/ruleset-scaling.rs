@@ -7,7 +7,7 @@
 //! with the rule count, as for the kernel's "about 40 ns per linear rule" on this machine
 //! (`../shared/research/io.md`). Each variant runs `--runs` times over the same in-memory frames
 //! and the table prints the median; CPU-ns per packet come from the thread's scheduler clock
-//! (`/proc/thread-self/schedstat`), wall-ns from `Instant`. Variants alternate within each run so
+//! (`CLOCK_THREAD_CPUTIME_ID`), wall-ns from `Instant`. Variants alternate within each run so
 //! that machine noise hits them alike.
 //!
 //! ```text
@@ -95,12 +95,9 @@ fn linear_ruleset(n: usize) -> String {
     s
 }
 
-/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`, first field).
+/// Nanoseconds this thread has run on a CPU (`CLOCK_THREAD_CPUTIME_ID`, through `cpu-time`).
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
+    cpu_time::ThreadTime::try_now().map_or(0, |t| t.as_duration().as_nanos() as u64)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -239,10 +236,12 @@ fn main() {
             });
         }
     }
-    let base = rows
-        .iter()
-        .find(|r| r.rules == 0 && r.mode == Mode::Vector)
-        .map_or(0.0, |r| r.cpu_ns);
+    // CPU ns per rule: the row's cost over the same mode with no rules, per rule.
+    let base = |m: Mode| {
+        rows.iter()
+            .find(|r| r.rules == 0 && r.mode == m)
+            .map_or(0.0, |r| r.cpu_ns)
+    };
     if args.json {
         let items: Vec<serde_json::Value> = rows
             .iter()
@@ -272,7 +271,7 @@ fn main() {
     println!("|---:|---|---:|---:|---:|---:|---:|");
     for r in &rows {
         let per_rule = if r.rules > 0 {
-            format!("{:.2}", (r.cpu_ns - base) / r.rules as f64)
+            format!("{:.2}", (r.cpu_ns - base(r.mode)) / r.rules as f64)
         } else {
             "-".into()
         };
