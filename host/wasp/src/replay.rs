@@ -7,8 +7,9 @@
 //! never spans two inputs. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
 //!
-//! A fault in a capture (truncated, corrupt, not a capture) ends the run after the packets read
-//! before it have been processed and written; it is returned in [`Report::fault`].
+//! A fault in a capture (truncated, corrupt, not a capture) ends that capture after the packets
+//! read before it have been processed and written; the captures after it are still read, and
+//! the first fault is returned in [`Report::fault`] (the command then exits 1).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -103,8 +104,8 @@ pub struct Report {
     pub summary: Summary,
     /// Things the user should know (a skipped capture, no base chain on the device).
     pub notes: Vec<String>,
-    /// The capture fault that ended the run early, if any. The packets before it have their
-    /// results.
+    /// The first capture fault of the run, if any: that capture stopped there, the packets
+    /// before it have their results, and later captures were still read.
     pub fault: Option<CaptureError>,
 }
 
@@ -462,12 +463,6 @@ pub fn replay(
             run.summary.inputs.push(s);
             continue;
         }
-        if fault.is_some() {
-            s.status = InputStatus::Skipped;
-            s.note = Some("not read: an earlier capture stopped the run".to_string());
-            run.summary.inputs.push(s);
-            continue;
-        }
         let f = match Capture::open(&input.path) {
             Ok(cap) => run.input(&cap, &mut s, progress)?,
             Err(e) => Some(e),
@@ -475,7 +470,9 @@ pub fn replay(
         if let Some(e) = f {
             s.status = InputStatus::Fault;
             s.note = Some(e.to_string());
-            fault = Some(e);
+            // The first fault is the run's; later captures are still read (a capture cut
+            // short by a killed tcpdump should not hide the ones after it).
+            fault.get_or_insert(e);
         }
         run.summary.inputs.push(s);
     }

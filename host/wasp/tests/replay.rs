@@ -555,6 +555,46 @@ fn truncated_capture_keeps_results_before_the_fault() {
         + read_frames(&tmp.path().join("out/dropped.pcap")).len();
     assert_eq!(written, 100);
     assert!(stdout.contains("(stopped at a fault)"), "{stdout}");
+
+    // A capture after the faulty one is still read; the run still exits 1.
+    let whole = fw.join("office.pcap");
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            fw.join("firewall.nft").to_str().unwrap(),
+            "--in",
+            &cut,
+            "--in",
+            whole.to_str().unwrap(),
+            "--verdicts",
+            "v2.txt",
+            "--out",
+            "o2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let got: Vec<String> = std::fs::read_to_string(tmp.path().join("v2.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        got.len(),
+        400,
+        "100 before the fault, then all 300 of the next capture"
+    );
+    assert_eq!(got[..100], expected[..]);
+    let renumbered: Vec<String> = std::fs::read_to_string(fw.join("office.expected"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (i, rest) = l.split_once(' ').unwrap();
+            format!("{} {rest}", i.parse::<u64>().unwrap() + 100)
+        })
+        .collect();
+    assert_eq!(got[100..], renumbered[..]);
 }
 
 #[test]
