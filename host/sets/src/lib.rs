@@ -15,6 +15,7 @@
 pub mod exact;
 pub mod fxhash;
 pub mod interval;
+pub mod perfcases;
 pub mod pipapo;
 pub mod ranges;
 mod simd;

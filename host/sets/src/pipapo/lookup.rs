@@ -55,6 +55,8 @@ impl Variant {
 /// The per-field AND step: `res[b] = (first ? ONES : res[b]) & AND_g lt[bases[g] + b]` for
 /// every block `b` in `lo..hi` (blocks where `res[b]` is already zero may be skipped).
 /// Callers guarantee `hi <= res.len()` and `bases[g] + hi <= lt.len()` for every group.
+/// Returns the range of blocks that may be non-zero afterwards (`(lo, lo)` when all are
+/// zero), so that the refill scans only those.
 pub(crate) trait AndKernel {
     /// Run the AND step.
     fn and(
@@ -65,7 +67,7 @@ pub(crate) trait AndKernel {
         lo: usize,
         hi: usize,
         first: bool,
-    );
+    ) -> (usize, usize);
 
     /// Hint that the buckets at `bases` (first block) will be read soon.
     #[inline]
@@ -85,7 +87,8 @@ impl AndKernel for ScalarAnd {
         lo: usize,
         hi: usize,
         first: bool,
-    ) {
+    ) -> (usize, usize) {
+        let (mut nlo, mut nhi) = (usize::MAX, lo);
         for b in lo..hi {
             let mut acc = if first { Block::ONES } else { res[b] };
             if acc.is_zero() {
@@ -98,6 +101,15 @@ impl AndKernel for ScalarAnd {
                 }
             }
             res[b] = acc;
+            if !acc.is_zero() {
+                nlo = nlo.min(b);
+                nhi = b + 1;
+            }
+        }
+        if nlo == usize::MAX {
+            (lo, lo)
+        } else {
+            (nlo, nhi)
         }
     }
 }
@@ -227,7 +239,9 @@ impl<X: Clone> Pipapo<X> {
         for (i, f) in self.fields.iter().enumerate() {
             let g = f.bases(&key[at..at + f.len], &mut bases);
             at += f.len;
-            k.and(&f.lt, &bases[..g], res, lo, hi, i == 0);
+            let (alo, ahi) = k.and(&f.lt, &bases[..g], res, lo, hi, i == 0);
+            debug_assert!(res[lo..alo].iter().chain(&res[ahi..hi]).all(Block::is_zero));
+            (lo, hi) = (alo, ahi);
             if i == last {
                 let found = self.first_live(f, res, lo, hi, now);
                 zero(res, lo, hi);
@@ -292,11 +306,11 @@ impl<X: Clone> Pipapo<X> {
     ) -> Option<ElemHandle> {
         match v {
             Variant::Avx512 => match simd::avx512() {
-                Some(k) => self.lookup_in(&k, key, now, s),
+                Some(k) => k.lookup(self, key, now, s),
                 None => self.lookup_in(&ScalarAnd, key, now, s),
             },
             Variant::Avx2 => match simd::avx2() {
-                Some(k) => self.lookup_in(&k, key, now, s),
+                Some(k) => k.lookup(self, key, now, s),
                 None => self.lookup_in(&ScalarAnd, key, now, s),
             },
             Variant::Scalar => self.lookup_in(&ScalarAnd, key, now, s),
@@ -336,18 +350,19 @@ impl<X: Clone> Pipapo<X> {
     ) {
         with_scratch(|s| match v {
             Variant::Avx512 => match simd::avx512() {
-                Some(k) => self.batch_in(&k, keys, now, out, s),
+                Some(k) => k.batch(self, keys, now, out, s),
                 None => self.batch_in(&ScalarAnd, keys, now, out, s),
             },
             Variant::Avx2 => match simd::avx2() {
-                Some(k) => self.batch_in(&k, keys, now, out, s),
+                Some(k) => k.batch(self, keys, now, out, s),
                 None => self.batch_in(&ScalarAnd, keys, now, out, s),
             },
             Variant::Scalar => self.batch_in(&ScalarAnd, keys, now, out, s),
         })
     }
 
-    fn batch_in<K: AndKernel>(
+    #[inline(always)]
+    pub(crate) fn batch_in<K: AndKernel>(
         &self,
         k: &K,
         keys: &[u8],

@@ -7,8 +7,8 @@ use std::arch::x86_64::{
     _mm256_testz_si256,
 };
 
-use crate::pipapo::Block;
 use crate::pipapo::lookup::AndKernel;
+use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
 
 /// Token for the AVX2 step; exists only when AVX2 was detected at runtime.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +21,64 @@ impl Avx2And {
     }
 }
 
+impl Avx2And {
+    /// The whole lookup pipeline compiled with AVX2 enabled, so the AND step inlines.
+    #[inline]
+    pub(crate) fn lookup<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        key: &[u8],
+        now: u64,
+        s: &mut Scratch,
+    ) -> Option<ElemHandle> {
+        // SAFETY: an `Avx2And` exists only after AVX2 was detected at runtime.
+        unsafe { lookup_avx2(self, set, key, now, s) }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn lookup_avx2<X: Clone>(
+    k: Avx2And,
+    set: &Pipapo<X>,
+    key: &[u8],
+    now: u64,
+    s: &mut Scratch,
+) -> Option<ElemHandle> {
+    set.lookup_in(&k, key, now, s)
+}
+
+impl Avx2And {
+    /// The batched lookup compiled with the same features.
+    #[inline]
+    pub(crate) fn batch<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        keys: &[u8],
+        now: u64,
+        out: &mut [Option<ElemHandle>],
+        s: &mut Scratch,
+    ) {
+        // SAFETY: the token exists only after the features were detected at runtime.
+        unsafe { batch_avx2(self, set, keys, now, out, s) }
+    }
+}
+
+/// # Safety
+/// The CPU must have the features enabled here.
+#[target_feature(enable = "avx2")]
+unsafe fn batch_avx2<X: Clone>(
+    k: Avx2And,
+    set: &Pipapo<X>,
+    keys: &[u8],
+    now: u64,
+    out: &mut [Option<ElemHandle>],
+    s: &mut Scratch,
+) {
+    set.batch_in(&k, keys, now, out, s)
+}
+
 impl AndKernel for Avx2And {
     #[inline]
     fn and(
@@ -31,7 +89,7 @@ impl AndKernel for Avx2And {
         lo: usize,
         hi: usize,
         first: bool,
-    ) {
+    ) -> (usize, usize) {
         // SAFETY: an `Avx2And` is only created by `simd::avx2()` after
         // `is_x86_feature_detected!("avx2")` returned true, so the CPU has AVX2.
         unsafe { and_avx2(lt, bases, res, lo, hi, first) }
@@ -66,13 +124,15 @@ pub(super) unsafe fn and_avx2(
     lo: usize,
     hi: usize,
     first: bool,
-) {
+) -> (usize, usize) {
     if lo >= hi || bases.is_empty() || hi > res.len() || bases.iter().any(|&b| b + hi > lt.len()) {
-        if lo < hi && bases.is_empty() && first {
-            res[lo..hi].fill(Block::ONES);
+        // Never reached for tables built by this crate; answer "no match" without reading.
+        if let Some(r) = res.get_mut(lo..hi) {
+            r.fill(Block::ZERO);
         }
-        return;
+        return (lo, lo);
     }
+    let (mut nlo, mut nhi) = (usize::MAX, lo);
     let ltp = lt.as_ptr();
     let rp = res.as_mut_ptr();
     for b in lo..hi {
@@ -92,6 +152,15 @@ pub(super) unsafe fn and_avx2(
                 acc = _mm256_and_si256(acc, _mm256_load_si256(ltp.add(base + b).cast::<__m256i>()));
             }
             _mm256_store_si256(rp.add(b).cast::<__m256i>(), acc);
+            if _mm256_testz_si256(acc, acc) == 0 {
+                nlo = nlo.min(b);
+                nhi = b + 1;
+            }
         }
+    }
+    if nlo == usize::MAX {
+        (lo, lo)
+    } else {
+        (nlo, nhi)
     }
 }

@@ -7,8 +7,8 @@ use std::arch::x86_64::{
 };
 
 use super::avx2::{and_avx2, prefetch};
-use crate::pipapo::Block;
 use crate::pipapo::lookup::AndKernel;
+use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
 
 /// Token for the AVX-512 step; exists only when AVX-512 F/BW/VL and AVX2 were detected.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +21,64 @@ impl Avx512And {
     }
 }
 
+impl Avx512And {
+    /// The whole lookup pipeline compiled with AVX-512 enabled, so the AND step inlines.
+    #[inline]
+    pub(crate) fn lookup<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        key: &[u8],
+        now: u64,
+        s: &mut Scratch,
+    ) -> Option<ElemHandle> {
+        // SAFETY: an `Avx512And` exists only after AVX-512 F/BW/VL and AVX2 were detected.
+        unsafe { lookup_avx512(self, set, key, now, s) }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VL and AVX2.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn lookup_avx512<X: Clone>(
+    k: Avx512And,
+    set: &Pipapo<X>,
+    key: &[u8],
+    now: u64,
+    s: &mut Scratch,
+) -> Option<ElemHandle> {
+    set.lookup_in(&k, key, now, s)
+}
+
+impl Avx512And {
+    /// The batched lookup compiled with the same features.
+    #[inline]
+    pub(crate) fn batch<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        keys: &[u8],
+        now: u64,
+        out: &mut [Option<ElemHandle>],
+        s: &mut Scratch,
+    ) {
+        // SAFETY: the token exists only after the features were detected at runtime.
+        unsafe { batch_avx512(self, set, keys, now, out, s) }
+    }
+}
+
+/// # Safety
+/// The CPU must have the features enabled here.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn batch_avx512<X: Clone>(
+    k: Avx512And,
+    set: &Pipapo<X>,
+    keys: &[u8],
+    now: u64,
+    out: &mut [Option<ElemHandle>],
+    s: &mut Scratch,
+) {
+    set.batch_in(&k, keys, now, out, s)
+}
+
 impl AndKernel for Avx512And {
     #[inline]
     fn and(
@@ -31,7 +89,7 @@ impl AndKernel for Avx512And {
         lo: usize,
         hi: usize,
         first: bool,
-    ) {
+    ) -> (usize, usize) {
         // SAFETY: an `Avx512And` is only created by `simd::avx512()` after runtime detection
         // of AVX-512 F, BW, VL and AVX2.
         unsafe { and_avx512(lt, bases, res, lo, hi, first) }
@@ -53,13 +111,13 @@ unsafe fn and_avx512(
     lo: usize,
     hi: usize,
     first: bool,
-) {
+) -> (usize, usize) {
     if lo >= hi || bases.is_empty() || hi > res.len() || bases.iter().any(|&b| b + hi > lt.len()) {
         // SAFETY: AVX2 is enabled here and detected by the caller; the AVX2 step checks its
         // own bounds.
-        unsafe { and_avx2(lt, bases, res, lo, hi, first) };
-        return;
+        return unsafe { and_avx2(lt, bases, res, lo, hi, first) };
     }
+    let (mut nlo, mut nhi) = (usize::MAX, lo);
     let ltp = lt.as_ptr();
     let rp = res.as_mut_ptr();
     let mut b = lo;
@@ -82,11 +140,25 @@ unsafe fn and_avx512(
                     _mm512_and_si512(acc, _mm512_loadu_si512(ltp.add(base + b).cast::<__m512i>()));
             }
             _mm512_storeu_si512(rp.add(b).cast::<__m512i>(), acc);
+            let m = _mm512_test_epi64_mask(acc, acc);
+            if m != 0 {
+                nlo = nlo.min(if m & 0x0f != 0 { b } else { b + 1 });
+                nhi = if m & 0xf0 != 0 { b + 2 } else { b + 1 };
+            }
         }
         b += 2;
     }
     if b < hi {
         // SAFETY: as above; the AVX2 step checks its own bounds.
-        unsafe { and_avx2(lt, bases, res, b, hi, first) };
+        let (tlo, thi) = unsafe { and_avx2(lt, bases, res, b, hi, first) };
+        if tlo < thi {
+            nlo = nlo.min(tlo);
+            nhi = thi;
+        }
+    }
+    if nlo == usize::MAX {
+        (lo, lo)
+    } else {
+        (nlo, nhi)
     }
 }

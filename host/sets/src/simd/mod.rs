@@ -45,7 +45,15 @@ mod none {
     /// Never constructed.
     pub(crate) enum Never {}
     impl AndKernel for Never {
-        fn and(&self, _: &[Block], _: &[usize], _: &mut [Block], _: usize, _: usize, _: bool) {
+        fn and(
+            &self,
+            _: &[Block],
+            _: &[usize],
+            _: &mut [Block],
+            _: usize,
+            _: usize,
+            _: bool,
+        ) -> (usize, usize) {
             match *self {}
         }
     }
