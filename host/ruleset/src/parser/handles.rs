@@ -218,16 +218,18 @@ impl Parser<'_> {
                             ),
                         ));
                     }
-                    let old = &mut self.st.tables[ti].sets[si];
-                    for e in set.elements {
-                        if !old.elements.iter().any(|x| x.key == e.key) {
-                            old.elements.push(e);
-                        }
-                    }
+                    self.insert_elements(ti, si, set.elements, false)?;
                 }
                 None => {
                     let handle = self.take_handle(ti);
-                    self.st.tables[ti].sets.push(SetDecl { handle, ..set });
+                    let elements = set.elements.clone();
+                    self.st.tables[ti].sets.push(SetDecl {
+                        handle,
+                        elements: Vec::new(),
+                        ..set
+                    });
+                    let si = self.st.tables[ti].sets.len() - 1;
+                    self.insert_elements(ti, si, elements, false)?;
                 }
             }
         }

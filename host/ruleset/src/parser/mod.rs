@@ -10,6 +10,7 @@ mod expr;
 mod handles;
 mod merge;
 mod rule;
+mod setcheck;
 pub(crate) mod table;
 mod unsupported;
 pub(crate) mod value;
@@ -51,6 +52,8 @@ pub(crate) struct State {
     pub table_handle: u64,
     /// Expansions done.
     pub expansions: usize,
+    /// Each named set's kernel back-end as the transaction has built it (acceptance checks).
+    pub shadows: HashMap<setcheck::ShadowKey, setcheck::Shadow>,
 }
 
 impl State {
@@ -63,6 +66,7 @@ impl State {
             next_handle: Vec::new(),
             table_handle: 0,
             expansions: 0,
+            shadows: HashMap::new(),
         }
     }
 

@@ -93,7 +93,7 @@ impl Parser<'_> {
             }
             "add" | "create" => {
                 self.advance();
-                self.add_command(false)
+                self.add_command(w == "create")
             }
             "insert" => {
                 self.advance();
@@ -636,7 +636,7 @@ impl Parser<'_> {
     }
 
     /// `add table|chain|rule|set|map|element ...`
-    fn add_command(&mut self, _create: bool) -> PResult<()> {
+    fn add_command(&mut self, create: bool) -> PResult<()> {
         let span = self.peek_span()?;
         let Some(Tok::Word(w)) = self.peek_tok()? else {
             return self.expected("`table`, `chain`, `rule`, `set`, `map` or `element`");
@@ -681,13 +681,7 @@ impl Parser<'_> {
                 let set = self.st.tables[ti].sets[si].clone();
                 self.expect_punct("{")?;
                 let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
-                let target = &mut self.st.tables[ti].sets[si];
-                for e in elems {
-                    if !target.elements.iter().any(|x| x.key == e.key) {
-                        target.elements.push(e);
-                    }
-                }
-                Ok(())
+                self.insert_elements(ti, si, elems, create)
             }
             _ => Err(self.st.error(
                 span,
@@ -754,8 +748,8 @@ impl Parser<'_> {
             }
             _ => {
                 let (sname, sspan) = self.name("a set name")?;
-                match self.st.tables[ti].sets.iter_mut().find(|s| s.name == sname) {
-                    Some(s) => s.elements.clear(),
+                match self.st.tables[ti].sets.iter().position(|s| s.name == sname) {
+                    Some(si) => self.flush_elements(ti, si),
                     None => return Err(self.st.error(sspan, format!("unknown set `{sname}`"))),
                 }
             }
@@ -839,17 +833,7 @@ impl Parser<'_> {
                 let set = self.st.tables[ti].sets[si].clone();
                 self.expect_punct("{")?;
                 let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
-                let target = &mut self.st.tables[ti].sets[si];
-                for e in elems {
-                    match target.elements.iter().position(|x| x.key == e.key) {
-                        Some(i) => {
-                            target.elements.remove(i);
-                        }
-                        None => {
-                            return Err(self.st.error(e.span, "element does not exist"));
-                        }
-                    }
-                }
+                self.delete_elements(ti, si, elems)?;
             }
         }
         Ok(())

@@ -1,0 +1,282 @@
+//! Element acceptance as the kernel's back-ends decide it, over a file's transaction. Every
+//! row was run with `nft -c -f` (nft 1.0.6, kernel 6.18) and, for the accepted files, with
+//! `nft -f` in a fresh namespace: the refusals, their line:col and wording are nft's.
+
+use wasp_ruleset::error::Error;
+use wasp_ruleset::model::Ruleset;
+
+const CONCAT: &str = "table ip t {\nset s { type ipv4_addr . inet_service; flags interval; }\n}\n";
+const PORTS: &str = "table ip t {\nset s { type inet_service; flags interval; }\n}\n";
+const PAIR: &str = "table ip t {\nset s { type ipv4_addr . ipv4_addr; flags interval; elements = { 1.2.3.4 . 1.2.4.1 } }\n}\n";
+
+fn refused(text: &str, line: u32, col: u32, needle: &str) {
+    match wasp_ruleset::parse_str(text, "case.nft") {
+        Ok(_) => panic!("accepted, expected {needle:?}:\n{text}"),
+        Err(Error::At(l)) => {
+            assert_eq!((l.line, l.col), (line, col), "{:?}\n{text}", l.message);
+            assert!(
+                l.message.contains(needle),
+                "{:?} lacks {needle:?}",
+                l.message
+            );
+        }
+        Err(e) => panic!("unexpected error kind: {e}"),
+    }
+}
+
+fn accepted(text: &str) -> Ruleset {
+    match wasp_ruleset::parse_str(text, "case.nft") {
+        Ok(r) => r,
+        Err(e) => panic!("refused: {e}\n{text}"),
+    }
+}
+
+/// The elements of the first set, as `wasp check --print` lists them.
+fn listed(r: &Ruleset) -> String {
+    let text = wasp_ruleset::print_ruleset(r, false);
+    let mut out = String::new();
+    for l in text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("elements = "))
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(l.trim());
+        if l.trim_end().ends_with('}') {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn refusals_as_nft() {
+    let rows: Vec<(String, u32, u32, &str)> = vec![
+        // pipapo: create of an identical element (C05).
+        (
+            format!(
+                "{CONCAT}add element ip t s {{ 10.0.0.1 . 22-25, 10.0.0.1 . 10-20 }}\nadd element ip t s {{ 10.0.0.1 . 22-25 }}\ncreate element ip t s {{ 10.0.0.1 . 22-25 }}\n"
+            ),
+            6,
+            25,
+            "File exists",
+        ),
+        // pipapo: partial overlap of the start point.
+        (
+            format!(
+                "{CONCAT}add element ip t s {{ 10.0.0.1 . 22-25 }}\nadd element ip t s {{ 10.0.0.1 . 20-23 }}\n"
+            ),
+            5,
+            22,
+            "File exists",
+        ),
+        // pipapo: same start, longer end (C09 `0-1 . 0-2 n` kind).
+        (
+            "table inet t {\nset s { type inet_service . inet_service; flags interval; elements = { 0-2 . 0-3, 10-20 . 30-40 } }\n}\nadd element inet t s { 0-1 . 0-2 }\n".to_string(),
+            4,
+            24,
+            "File exists",
+        ),
+        (
+            "table inet t {\nset s { type inet_service . inet_service; flags interval; elements = { 0-2 . 0-3, 10-20 . 30-40 } }\n}\nadd element inet t s { 11-19 . 30-40 }\n".to_string(),
+            4,
+            24,
+            "File exists",
+        ),
+        // rbtree: every overlap, in another command or in the same one.
+        (
+            format!("{PORTS}add element ip t s {{ 10-20 }}\nadd element ip t s {{ 15-30 }}\n"),
+            5,
+            22,
+            "conflicting intervals specified",
+        ),
+        (
+            format!("{PORTS}add element ip t s {{ 10-20, 15-30 }}\n"),
+            4,
+            29,
+            "conflicting intervals specified",
+        ),
+        // C09 (tests/py/ip/sets.t): a single address inside a stored prefix.
+        (
+            "table ip t {\nset s { type ipv4_addr; flags interval; elements = { 192.168.1.0/24 } }\n}\nadd element ip t s { 192.168.1.1 }\n".to_string(),
+            4,
+            22,
+            "conflicting intervals specified",
+        ),
+        (
+            format!("{PORTS}add element ip t s {{ 10-20 }}\ncreate element ip t s {{ 10-20 }}\n"),
+            5,
+            25,
+            "File exists",
+        ),
+        // hash: create of an existing key; a map key with other data.
+        (
+            "table ip t {\nset s { type inet_service; }\n}\nadd element ip t s { 10 }\ncreate element ip t s { 10 }\n".to_string(),
+            5,
+            25,
+            "File exists",
+        ),
+        (
+            "table ip t {\nmap m { type inet_service : mark; }\n}\nadd element ip t m { 10 : 1 }\nadd element ip t m { 10 : 2 }\n".to_string(),
+            5,
+            22,
+            "File exists",
+        ),
+        // C01: an inverted range in a later field, of two and three fields.
+        (
+            format!("{CONCAT}add element ip t s {{ 10.0.0.1 . 100-50 }}\n"),
+            4,
+            33,
+            "Range has zero or negative size",
+        ),
+        (
+            "table ip t {\nset s { type ipv4_addr . inet_service . inet_proto; flags interval; }\n}\nadd element ip t s { 10.0.0.1 . 10 . 17-6 }\n".to_string(),
+            4,
+            38,
+            "Range has zero or negative size",
+        ),
+        // C05: flush, then create twice in one transaction.
+        (
+            format!(
+                "{PAIR}flush set ip t s\ncreate element ip t s {{ 1.2.3.4 . 1.2.4.1 }}\ncreate element ip t s {{ 1.2.3.4 . 1.2.4.1 }}\n"
+            ),
+            6,
+            25,
+            "File exists",
+        ),
+        // delete: a point inside a range (nft's cache), a deleted pipapo element, a hash key.
+        (
+            format!("{PORTS}add element ip t s {{ 10-20 }}\ndelete element ip t s {{ 10 }}\n"),
+            5,
+            25,
+            "element does not exist",
+        ),
+        (
+            format!(
+                "{CONCAT}add element ip t s {{ 10.0.0.0/24 . 10-20 }}\ndelete element ip t s {{ 10.0.0.0/24 . 10-20 }}\ndelete element ip t s {{ 10.0.0.0/24 . 10-20 }}\n"
+            ),
+            6,
+            25,
+            "No such file or directory",
+        ),
+        (
+            "table ip t {\nset s { type inet_service; }\n}\nadd element ip t s { 10 }\ndelete element ip t s { 11 }\n".to_string(),
+            5,
+            25,
+            "No such file or directory",
+        ),
+        // size: the element past it, in a hash, rbtree and pipapo set.
+        (
+            "table ip t {\nset s { type inet_service; size 2; }\n}\nadd element ip t s { 10, 20, 30 }\n".to_string(),
+            4,
+            30,
+            "Too many open files in system",
+        ),
+        (
+            "table ip t {\nset s { type inet_service; flags interval; size 2; }\n}\nadd element ip t s { 10-20, 30-40, 50-60 }\n".to_string(),
+            4,
+            36,
+            "Too many open files in system",
+        ),
+        (
+            "table ip t {\nset s { type ipv4_addr . inet_service; flags interval; size 1; }\n}\nadd element ip t s { 10.0.0.1 . 22-25, 10.0.0.1 . 10-20 }\n".to_string(),
+            4,
+            40,
+            "Too many open files in system",
+        ),
+    ];
+    for (text, line, col, needle) in &rows {
+        refused(text, *line, *col, needle);
+    }
+}
+
+#[test]
+fn c04_flush_and_readd_in_another_order() {
+    let mut text = String::from(CONCAT);
+    for _ in 0..100 {
+        text.push_str("add element ip t s { 10.0.0.1 . 22-25, 10.0.0.1 . 10-20 }\n");
+        text.push_str("flush set ip t s\n");
+        text.push_str("add element ip t s { 10.0.0.1 . 10-20, 10.0.0.1 . 22-25 }\n");
+    }
+    let r = accepted(&text);
+    assert_eq!(r.tables[0].sets[0].elements.len(), 2);
+    assert_eq!(
+        listed(&r),
+        "elements = { 10.0.0.1 . 10-20, 10.0.0.1 . 22-25 }"
+    );
+}
+
+#[test]
+fn c05_add_twice_create_after_flush() {
+    // add twice: both succeed, one element.
+    let r = accepted(&format!(
+        "{PAIR}add element ip t s {{ 1.2.3.4 . 1.2.4.1, 1.2.4.1 . 1.2.3.4 }}\nadd element ip t s {{ 1.2.3.4 . 1.2.4.1, 1.2.4.1 . 1.2.3.4 }}\n"
+    ));
+    assert_eq!(r.tables[0].sets[0].elements.len(), 2);
+    // flush then one create in the same transaction: the flush freed the key.
+    let r = accepted(&format!(
+        "{PAIR}flush set ip t s\ncreate element ip t s {{ 1.2.3.4 . 1.2.4.1 }}\n"
+    ));
+    assert_eq!(listed(&r), "elements = { 1.2.3.4 . 1.2.4.1 }");
+    // create of an element already there.
+    refused(
+        &format!("{PAIR}create element ip t s {{ 1.2.3.4 . 1.2.4.1 }}\n"),
+        4,
+        25,
+        "File exists",
+    );
+}
+
+#[test]
+fn c11_exact_duplicates_in_one_batch() {
+    let r = accepted(
+        "table ip t {\nset s { type ipv4_addr; flags interval; }\n}\n\
+         add element ip t s { 1.0.1.0/24, 1.0.2.0/23, 1.0.4.0/22, 1.0.8.0/21, 1.0.16.0/20, 1.0.32.0/19, 1.0.1.0/24 }\n\
+         add element ip t s { 1.0.1.0/24 }\n",
+    );
+    assert_eq!(r.tables[0].sets[0].elements.len(), 6);
+}
+
+#[test]
+fn c14_range_with_same_start_and_end() {
+    let r = accepted(
+        "table ip t {\nset s { type inet_service; flags interval; elements = { 10, 30-30, 30, 35 } }\n}\n",
+    );
+    // nft -f then nft list set: `elements = { 10, 30, 35 }`.
+    assert_eq!(listed(&r), "elements = { 10, 30, 35 }");
+}
+
+#[test]
+fn c02_delete_single_key_then_readd() {
+    let r = accepted(
+        "table ip t {\nset s { type ipv4_addr . ipv4_addr; flags interval; }\n}\n\
+         add element ip t s { 1.0.0.0 . 2.0.0.0 }\ndelete element ip t s { 1.0.0.0 . 2.0.0.0 }\n\
+         add element ip t s { 1.0.0.0 . 2.0.0.0 }\n",
+    );
+    assert_eq!(listed(&r), "elements = { 1.0.0.0 . 2.0.0.0 }");
+}
+
+#[test]
+fn c06_delete_one_of_many_keeps_the_others() {
+    let mut text = String::from(
+        "table ip t {\nset s { type ipv4_addr . inet_service . inet_proto; flags interval; }\n}\n",
+    );
+    for i in 1..=10 {
+        for j in 1..=20 {
+            text.push_str(&format!(
+                "add element ip t s {{ 10.{i}.{j}.0/24 . {j}-{}0 . 6-17 }}\n",
+                j + 1
+            ));
+        }
+    }
+    text.push_str("delete element ip t s { 10.3.7.0/24 . 7-80 . 6-17 }\n");
+    let r = accepted(&text);
+    let els = &r.tables[0].sets[0].elements;
+    assert_eq!(els.len(), 199);
+    // The same element cannot be deleted twice; its neighbours still can.
+    text.push_str("delete element ip t s { 10.3.8.0/24 . 8-90 . 6-17 }\n");
+    accepted(&text);
+    text.push_str("delete element ip t s { 10.3.7.0/24 . 7-80 . 6-17 }\n");
+    refused(&text, 206, 25, "No such file or directory");
+}
