@@ -119,7 +119,7 @@ impl Field {
 
     /// Group values of a field value (`bytes` holds exactly `len` bytes), most significant
     /// group first, written to `out` as bucket base block indices. Returns the group count.
-    #[inline]
+    #[inline(always)]
     pub fn bases(&self, bytes: &[u8], out: &mut [usize; 32]) -> usize {
         if self.bb == 8 {
             for (g, &b) in bytes.iter().enumerate() {

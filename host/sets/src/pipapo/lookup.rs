@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
+use super::fast::{BATCH_AHEAD, Flow, Rules, by_groups, first_scalar};
 use super::field::{BLOCK_BITS, Block, Field, Map};
 use super::{ElemHandle, Pipapo};
 use crate::simd;
@@ -72,6 +73,14 @@ pub(crate) trait AndKernel {
     /// Hint that the buckets at `bases` (first block) will be read soon.
     #[inline]
     fn prefetch(&self, _lt: &[Block], _bases: &[usize]) {}
+
+    /// The fast path's field-0 step (`fast::first_scalar`): the rules set in the AND of the
+    /// buckets at `bases` (`nb` blocks each), ascending, into the empty `out`; `false` when
+    /// they do not fit (the caller falls back to the bitmap pipeline).
+    #[inline(always)]
+    fn first(&self, lt: &[Block], bases: &[usize], nb: usize, out: &mut Rules) -> bool {
+        by_groups!(bases.len(), first_scalar(lt, bases, nb, out))
+    }
 }
 
 /// The portable AND step.
@@ -218,9 +227,36 @@ fn refill(
 }
 
 impl<X: Clone> Pipapo<X> {
-    /// The pipeline shared by every variant. `key` must have the set's key length.
+    /// Every variant's lookup: the fast path, else the bitmap pipeline.
     #[inline(always)]
     pub(crate) fn lookup_in<K: AndKernel>(
+        &self,
+        k: &K,
+        key: &[u8],
+        now: u64,
+        s: &mut Scratch,
+    ) -> Option<ElemHandle> {
+        match self.fast_in(k, key, now) {
+            Some(r) => r,
+            None => self.bitmap_in(k, key, now, s),
+        }
+    }
+
+    /// The fast path with `k`'s field-0 step (`None`: fall back).
+    #[inline(always)]
+    pub(crate) fn fast_in<K: AndKernel>(
+        &self,
+        k: &K,
+        key: &[u8],
+        now: u64,
+    ) -> Option<Option<ElemHandle>> {
+        self.fast_with(key, now, |lt, bases, nb, out| k.first(lt, bases, nb, out))
+    }
+
+    /// The bitmap pipeline shared by every variant (kernel `pipapo_get_slow`). `key` must
+    /// have the set's key length.
+    #[inline(always)]
+    pub(crate) fn bitmap_in<K: AndKernel>(
         &self,
         k: &K,
         key: &[u8],
@@ -292,7 +328,27 @@ impl<X: Clone> Pipapo<X> {
 
     /// As [`Pipapo::lookup`] with a given variant; an unavailable variant runs the scalar one.
     pub fn lookup_variant(&self, v: Variant, key: &[u8], now: u64) -> Option<ElemHandle> {
-        with_scratch(|s| self.lookup_variant_with(v, key, now, s))
+        let fast = match v {
+            Variant::Avx512 => match simd::avx512() {
+                Some(k) => k.fast(self, key, now),
+                None => self.fast_in(&ScalarAnd, key, now),
+            },
+            Variant::Avx2 => match simd::avx2() {
+                Some(k) => k.fast(self, key, now),
+                None => self.fast_in(&ScalarAnd, key, now),
+            },
+            Variant::Scalar => self.fast_in(&ScalarAnd, key, now),
+        };
+        match fast {
+            Some(r) => r,
+            None => with_scratch(|s| self.lookup_variant_with(v, key, now, s)),
+        }
+    }
+
+    /// The bitmap pipeline alone, scalar AND step (tests compare the fast path with it).
+    #[cfg(test)]
+    pub(crate) fn lookup_bitmap(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
+        self.bitmap_in(&ScalarAnd, key, now, &mut Scratch::new())
     }
 
     /// As [`Pipapo::lookup_variant`] with caller-owned scratch maps.
@@ -361,6 +417,9 @@ impl<X: Clone> Pipapo<X> {
         })
     }
 
+    /// Batched lookups, field by field: every key's field-0 AND (the next keys' buckets
+    /// prefetched), then every remaining key's field 1 (the next keys' words prefetched), and
+    /// so on; a key whose lists overflow runs the single-key lookup.
     #[inline(always)]
     pub(crate) fn batch_in<K: AndKernel>(
         &self,
@@ -375,28 +434,59 @@ impl<X: Clone> Pipapo<X> {
             return;
         }
         let n = out.len().min(keys.len() / self.key_len);
-        const AHEAD: usize = 4;
+        let kl = self.key_len;
+        let mut rules = [Rules::EMPTY; BATCH_MAX];
+        let mut flow = [Flow::Next; BATCH_MAX];
         let mut bases = [0usize; 32];
+        let mut pbases = [0usize; 32];
         for chunk in (0..n).step_by(BATCH_MAX) {
             let end = (chunk + BATCH_MAX).min(n);
-            let prefetch = |i: usize, bases: &mut [usize; 32]| {
-                let key = &keys[i * self.key_len..(i + 1) * self.key_len];
-                let mut at = 0;
-                for f in &self.fields {
-                    let g = f.bases(&key[at..at + f.len], bases);
-                    at += f.len;
-                    k.prefetch(&f.lt, &bases[..g]);
-                }
-            };
-            for i in chunk..(chunk + AHEAD).min(end) {
-                prefetch(i, &mut bases);
+            let m = end - chunk;
+            let key = |i: usize| &keys[(chunk + i) * kl..(chunk + i + 1) * kl];
+            // Field 0.
+            let f0 = &self.fields[0];
+            for i in 0..m.min(BATCH_AHEAD) {
+                let g = f0.bases(&key(i)[..f0.len], &mut pbases);
+                k.prefetch(&f0.lt, &pbases[..g]);
             }
-            for i in chunk..end {
-                if i + AHEAD < end {
-                    prefetch(i + AHEAD, &mut bases);
+            for i in 0..m {
+                if i + BATCH_AHEAD < m {
+                    let g = f0.bases(&key(i + BATCH_AHEAD)[..f0.len], &mut pbases);
+                    k.prefetch(&f0.lt, &pbases[..g]);
                 }
-                let key = &keys[i * self.key_len..(i + 1) * self.key_len];
-                out[i] = self.lookup_in(k, key, now, s);
+                let g = f0.bases(&key(i)[..f0.len], &mut bases);
+                rules[i] = Rules::EMPTY;
+                flow[i] = if k.first(&f0.lt, &bases[..g], f0.bblocks, &mut rules[i]) {
+                    self.after_first(&rules[i], now)
+                } else {
+                    Flow::Fallback
+                };
+            }
+            // Later fields.
+            let mut at = f0.len;
+            for fi in 1..self.fields.len() {
+                let f = &self.fields[fi];
+                let span = at..at + f.len;
+                at += f.len;
+                for i in 0..m {
+                    if flow[i] != Flow::Next {
+                        continue;
+                    }
+                    let j = i + BATCH_AHEAD / 2;
+                    if j < m && flow[j] == Flow::Next {
+                        let g = f.bases(&key(j)[span.clone()], &mut pbases);
+                        self.prefetch_later(fi, &pbases, g, &rules[j]);
+                    }
+                    let g = f.bases(&key(i)[span.clone()], &mut bases);
+                    flow[i] = self.later_field(fi, &bases, g, &mut rules[i], now);
+                }
+            }
+            for i in 0..m {
+                out[chunk + i] = match flow[i] {
+                    Flow::Done(r) => r,
+                    Flow::Fallback => self.bitmap_in(k, key(i), now, s),
+                    Flow::Next => None,
+                };
             }
         }
     }

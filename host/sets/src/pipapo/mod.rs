@@ -22,6 +22,7 @@
 //! `expires = Some(t)` is expired when `now >= t` (the kernel's `nft_set_elem_expired`).
 
 pub mod expand;
+pub(crate) mod fast;
 pub mod field;
 mod insert;
 pub(crate) mod lookup;

@@ -67,6 +67,7 @@ fn check_all(p: &Pipapo, o: &Oracle, key: &[u8], now: u64) -> Result<(), TestCas
     prop_assert_eq!(p.lookup_avx2(key, now), want, "avx2 {:?}", key);
     prop_assert_eq!(p.lookup_avx512(key, now), want, "avx512 {:?}", key);
     prop_assert_eq!(p.lookup(key, now), want, "dispatch {:?}", key);
+    prop_assert_eq!(p.lookup_bitmap(key, now), want, "bitmap pipeline {:?}", key);
     Ok(())
 }
 
@@ -201,5 +202,51 @@ proptest! {
             }
         }
         check_batch(&p, &o, &all_probes, 5)?;
+    }
+}
+
+/// Keys that match many field-0 rules (every element spans the whole first field), so the fast
+/// path's rule list and word window overflow and the bitmap pipeline answers: every variant,
+/// single and batched, still returns the element holding the key.
+#[test]
+fn fast_path_fallback_on_wide_first_field() {
+    let mut p: Pipapo = Pipapo::new(&[1, 2]).unwrap();
+    let mut hs = Vec::new();
+    for i in 0..40u16 {
+        let (lo, hi) = ((i * 10).to_be_bytes(), (i * 10 + 5).to_be_bytes());
+        let s = [0, lo[0], lo[1]];
+        let e = [255, hi[0], hi[1]];
+        let elem = NewElem {
+            start: &s,
+            end: Some(&e),
+            data: i as u32,
+            expires: None,
+            ext: (),
+        };
+        hs.push(p.insert(elem, InsertMode::Create, 0).unwrap());
+    }
+    let mut flat = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..40u16 {
+        for off in [0u16, 3, 5, 7] {
+            let v = (i * 10 + off).to_be_bytes();
+            let key = [(i * 7) as u8, v[0], v[1]];
+            let w = (off <= 5).then_some(hs[i as usize]);
+            for var in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
+                assert_eq!(p.lookup_variant(var, &key, 0), w, "{var:?} {key:?}");
+            }
+            assert_eq!(p.lookup_bitmap(&key, 0), w);
+            flat.extend_from_slice(&key);
+            want.push(w);
+        }
+    }
+    for chunk in 0..want.len().div_ceil(64) {
+        let keys = &flat[chunk * 64 * 3..((chunk + 1) * 64 * 3).min(flat.len())];
+        let w = &want[chunk * 64..((chunk + 1) * 64).min(want.len())];
+        for var in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
+            let mut out = vec![None; w.len()];
+            p.lookup_batch_variant(var, keys, 0, &mut out);
+            assert_eq!(out, w, "{var:?}");
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::arch::x86_64::{
     _mm256_testz_si256,
 };
 
+use crate::pipapo::fast::{Rules, by_groups};
 use crate::pipapo::lookup::AndKernel;
 use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
 
@@ -34,6 +35,32 @@ impl Avx2And {
         // SAFETY: an `Avx2And` exists only after AVX2 was detected at runtime.
         unsafe { lookup_avx2(self, set, key, now, s) }
     }
+}
+
+impl Avx2And {
+    /// The fast path compiled with AVX2 enabled (`None`: fall back).
+    #[inline]
+    pub(crate) fn fast<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        key: &[u8],
+        now: u64,
+    ) -> Option<Option<ElemHandle>> {
+        // SAFETY: an `Avx2And` exists only after AVX2 was detected at runtime.
+        unsafe { fast_avx2(self, set, key, now) }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn fast_avx2<X: Clone>(
+    k: Avx2And,
+    set: &Pipapo<X>,
+    key: &[u8],
+    now: u64,
+) -> Option<Option<ElemHandle>> {
+    set.fast_in(&k, key, now)
 }
 
 /// # Safety
@@ -99,6 +126,50 @@ impl AndKernel for Avx2And {
     fn prefetch(&self, lt: &[Block], bases: &[usize]) {
         prefetch(lt, bases)
     }
+
+    #[inline(always)]
+    fn first(&self, lt: &[Block], bases: &[usize], nb: usize, out: &mut Rules) -> bool {
+        // SAFETY: an `Avx2And` exists only after AVX2 was detected at runtime.
+        unsafe { by_groups!(bases.len(), first_avx2(lt, bases, nb, out)) }
+    }
+}
+
+/// The fast path's field-0 step with AVX2 (see `fast::first_scalar`): one block per step,
+/// `G` groups unrolled when known (0: `bases.len()`).
+///
+/// # Safety
+/// The CPU must have AVX2. Bounds are checked here.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn first_avx2<const G: usize>(
+    lt: &[Block],
+    bases: &[usize],
+    nb: usize,
+    out: &mut Rules,
+) -> bool {
+    let g = if G == 0 { bases.len() } else { G };
+    if g == 0 || bases.len() < g || bases[..g].iter().any(|&b| b + nb > lt.len()) {
+        return false;
+    }
+    let ltp = lt.as_ptr();
+    for b in 0..nb {
+        // SAFETY: b < nb and base + nb <= lt.len() for every base (checked above); Block is
+        // `repr(align(32))`, so the aligned loads are valid; AVX2 is enabled and detected.
+        unsafe {
+            let mut acc = _mm256_load_si256(ltp.add(bases[0] + b).cast::<__m256i>());
+            for &base in &bases[1..g] {
+                acc = _mm256_and_si256(acc, _mm256_load_si256(ltp.add(base + b).cast::<__m256i>()));
+            }
+            if _mm256_testz_si256(acc, acc) == 0 {
+                let mut blk = Block::ZERO;
+                _mm256_store_si256((&mut blk as *mut Block).cast::<__m256i>(), acc);
+                if !out.push_block(&blk, b) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 /// Prefetch the first block of every bucket in `bases` (out-of-range bases are skipped).

@@ -6,7 +6,8 @@ use std::arch::x86_64::{
     __m512i, _mm512_and_si512, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_test_epi64_mask,
 };
 
-use super::avx2::{and_avx2, prefetch};
+use super::avx2::{and_avx2, first_avx2, prefetch};
+use crate::pipapo::fast::{Rules, by_groups};
 use crate::pipapo::lookup::AndKernel;
 use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
 
@@ -99,6 +100,92 @@ impl AndKernel for Avx512And {
     fn prefetch(&self, lt: &[Block], bases: &[usize]) {
         prefetch(lt, bases)
     }
+
+    #[inline(always)]
+    fn first(&self, lt: &[Block], bases: &[usize], nb: usize, out: &mut Rules) -> bool {
+        // SAFETY: an `Avx512And` exists only after its features were detected at runtime.
+        unsafe { by_groups!(bases.len(), first_avx512(lt, bases, nb, out)) }
+    }
+}
+
+impl Avx512And {
+    /// The fast path compiled with AVX-512 enabled (`None`: fall back).
+    #[inline]
+    pub(crate) fn fast<X: Clone>(
+        self,
+        set: &Pipapo<X>,
+        key: &[u8],
+        now: u64,
+    ) -> Option<Option<ElemHandle>> {
+        // SAFETY: an `Avx512And` exists only after its features were detected at runtime.
+        unsafe { fast_avx512(self, set, key, now) }
+    }
+}
+
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VL and AVX2.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn fast_avx512<X: Clone>(
+    k: Avx512And,
+    set: &Pipapo<X>,
+    key: &[u8],
+    now: u64,
+) -> Option<Option<ElemHandle>> {
+    set.fast_in(&k, key, now)
+}
+
+/// The fast path's field-0 step with AVX-512: two blocks per step, an odd last block by the
+/// AVX2 step.
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VL and AVX2. Bounds are checked here.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+#[inline]
+unsafe fn first_avx512<const G: usize>(
+    lt: &[Block],
+    bases: &[usize],
+    nb: usize,
+    out: &mut Rules,
+) -> bool {
+    let g = if G == 0 { bases.len() } else { G };
+    if g == 0 || bases.len() < g || bases[..g].iter().any(|&b| b + nb > lt.len()) {
+        return false;
+    }
+    let ltp = lt.as_ptr();
+    let mut b = 0;
+    while b + 2 <= nb {
+        // SAFETY: b + 1 < nb and base + nb <= lt.len() for every base (checked above), so
+        // both blocks of each 64-byte access are in bounds; unaligned forms; features enabled.
+        unsafe {
+            let mut acc = _mm512_loadu_si512(ltp.add(bases[0] + b).cast::<__m512i>());
+            for &base in &bases[1..g] {
+                acc =
+                    _mm512_and_si512(acc, _mm512_loadu_si512(ltp.add(base + b).cast::<__m512i>()));
+            }
+            if _mm512_test_epi64_mask(acc, acc) != 0 {
+                let mut two = [Block::ZERO; 2];
+                _mm512_storeu_si512(two.as_mut_ptr().cast::<__m512i>(), acc);
+                if !out.push_block(&two[0], b) || !out.push_block(&two[1], b + 1) {
+                    return false;
+                }
+            }
+        }
+        b += 2;
+    }
+    if b < nb {
+        let shifted: [usize; 32] = std::array::from_fn(|i| bases.get(i).map_or(0, |&x| x + b));
+        let mut rest = Rules::EMPTY;
+        // SAFETY: AVX2 is enabled here and detected; the AVX2 step checks its own bounds.
+        if !unsafe { first_avx2::<G>(lt, &shifted[..g], 1, &mut rest) } {
+            return false;
+        }
+        for &r in &rest.r[..rest.n] {
+            if !out.push_word(1, b * 256 + r as usize) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// # Safety

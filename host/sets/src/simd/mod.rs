@@ -16,6 +16,24 @@ pub(crate) use avx512::Avx512And;
 #[cfg(target_arch = "x86_64")]
 use std::sync::OnceLock;
 
+/// Hint that block `i` of `lt` will be read soon (nothing when `i` is out of range or the
+/// architecture has no prefetch here).
+#[inline(always)]
+pub(crate) fn prefetch_block(lt: &[crate::pipapo::Block], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(blk) = lt.get(i) {
+        // SAFETY: prefetch has no architectural effect besides the cache; the pointer comes
+        // from a reference into `lt`, and SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (blk as *const crate::pipapo::Block).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (lt, i);
+}
+
 /// The AVX2 token, if this CPU has AVX2 (detected once).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx2() -> Option<Avx2And> {
