@@ -9,14 +9,16 @@ use wasp_ruleset::model::{
     BinOp, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs,
     Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
-use wasp_sets::{ExactSet, RangeList, SetBackend};
 
 use crate::compare::{ReadKey, Test};
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
-use crate::program::{BaseC, ChainC, ChainId, CounterC, Op, Program, RuleC, SetC, VerdictC};
+use crate::program::{
+    BaseC, ChainC, ChainId, CounterC, ElemCounterC, Op, Program, RuleC, VerdictC,
+};
+use crate::setstore::{ElemC, ElemIn, SetC};
 
 /// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
 /// reached through 16 jumps/gotos makes the load fail with EMLINK ("Too many links").
@@ -220,7 +222,7 @@ impl Ctx<'_> {
         widths: &[u8],
         elems: &[SetElem],
         verdict_map: bool,
-        span: Span,
+        decl: Option<&SetDecl>,
     ) -> Result<u32, Error> {
         let exact = elems.iter().all(|e| {
             e.key
@@ -229,13 +231,9 @@ impl Ctx<'_> {
         });
         let lens: Vec<usize> = widths.iter().map(|&w| usize::from(w)).collect();
         let key_len: usize = lens.iter().sum();
-        let mut backend = if exact {
-            SetBackend::Exact(ExactSet::new(key_len))
-        } else {
-            SetBackend::Ranges(RangeList::new(&lens))
-        };
         let mut verdicts = Vec::new();
-        for e in elems {
+        let mut ins = Vec::with_capacity(elems.len());
+        for (mi, e) in elems.iter().enumerate() {
             if e.key.len() != widths.len() {
                 return Err(self.err(
                     e.span,
@@ -254,7 +252,7 @@ impl Ctx<'_> {
                 lo.extend_from_slice(&a.to_be_bytes()[16 - wb..]);
                 hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
             }
-            let data = if verdict_map {
+            let verdict = if verdict_map {
                 let Some(ElemData::Verdict(v)) = &e.data else {
                     return Err(self.err(e.span, "verdict map element without a verdict"));
                 };
@@ -263,24 +261,42 @@ impl Ctx<'_> {
             } else {
                 0
             };
-            match &mut backend {
-                SetBackend::Exact(s) => {
-                    // A duplicate keeps its first data, as the kernel keeps the first element.
-                    s.insert(&lo, data);
+            // Remaining life: `expires`, else the element's `timeout`, else the set's.
+            let life_ms = e
+                .expires_ms
+                .or(e.timeout_ms)
+                .or(decl.and_then(|d| d.timeout_ms));
+            let expires = life_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
+            let counter = match decl {
+                Some(d) if d.counter || e.counter => {
+                    self.prog.elem_counters.push(ElemCounterC {
+                        table: ti as u32,
+                        set: d.name.clone(),
+                        element: mi,
+                        packets: e.packets,
+                        bytes: e.bytes,
+                    });
+                    Some((self.prog.elem_counters.len() - 1) as u32)
                 }
-                SetBackend::Ranges(r) => {
-                    if !r.insert(&lo, &hi, data) {
-                        return Err(self.err(e.span, "range with its low end above its high end"));
-                    }
-                }
-            }
+                _ => None,
+            };
+            ins.push(ElemIn {
+                lo,
+                hi,
+                elem: ElemC {
+                    verdict,
+                    expires,
+                    counter,
+                },
+            });
         }
-        let _ = span;
-        self.prog.sets.push(SetC {
-            backend,
-            verdicts: verdicts.into(),
-        });
-        Ok((self.prog.sets.len() - 1) as u32)
+        match SetC::build(&lens, exact, ins, verdicts.into()) {
+            Ok(set) => {
+                self.prog.sets.push(set);
+                Ok((self.prog.sets.len() - 1) as u32)
+            }
+            Err(i) => Err(self.err(elems[i].span, "range with its low end above its high end")),
+        }
     }
 
     /// Inclusive bounds of a key part in a field of `w` bytes.
@@ -315,7 +331,7 @@ impl Ctx<'_> {
         for s in &t.sets {
             let widths = self.decl_widths(s);
             let is_vmap = s.is_map && s.data == Some(DataType::Verdict);
-            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, s.span)?;
+            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, Some(s))?;
             out.insert(s.name.clone(), (id, widths));
         }
         Ok(out)
@@ -473,7 +489,7 @@ impl Ctx<'_> {
     ) -> Result<u32, Error> {
         let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
         match sref {
-            SetRef::Anonymous(elems) => self.build_set(ti, t, &widths, elems, vmap, span),
+            SetRef::Anonymous(elems) => self.build_set(ti, t, &widths, elems, vmap, None),
             SetRef::Named(n) => {
                 let Some((id, w)) = named.get(n) else {
                     return Err(self.err(span, format!("unknown set \"{n}\" in table {}", t.name)));
@@ -486,7 +502,7 @@ impl Ctx<'_> {
                 }
                 if vmap
                     && self.prog.sets[*id as usize].verdicts.is_empty()
-                    && !self.prog.sets[*id as usize].backend.is_empty()
+                    && !self.prog.sets[*id as usize].is_empty()
                 {
                     return Err(self.err(span, format!("\"{n}\" is not a verdict map")));
                 }
@@ -555,11 +571,13 @@ impl Ctx<'_> {
                     timeout_ms: None,
                     expires_ms: None,
                     counter: false,
+                    packets: 0,
+                    bytes: 0,
                     comment: None,
                     span: m.span,
                 };
                 let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
-                let set = self.build_set(ti, t, &widths, &[elem], false, m.span)?;
+                let set = self.build_set(ti, t, &widths, &[elem], false, None)?;
                 ops.push(
                     Op::Lookup {
                         keys: loads.into(),

@@ -121,6 +121,21 @@ pub struct CounterValue {
     pub bytes: u64,
 }
 
+/// Counts of one set element's counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetElemCounter {
+    /// Table index.
+    pub table: u32,
+    /// Set name.
+    pub set: String,
+    /// Index of the element in the model's `SetDecl::elements`.
+    pub element: usize,
+    /// Packets counted (including the count the ruleset was loaded with).
+    pub packets: u64,
+    /// Bytes counted (`skb->len`, as [`CounterValue::bytes`]).
+    pub bytes: u64,
+}
+
 /// What one base chain did on one hook of one device since the engine was compiled: packets
 /// whose walk entered it and how the walks ended. Counted per vector by the engine itself, so
 /// a caller needs no trace to report them.
@@ -159,6 +174,10 @@ pub struct Engine {
     prog: Program,
     hooks: Vec<HookList>,
     counters: Vec<(u64, u64)>,
+    elem_counters: Vec<(u64, u64)>,
+    /// Time of the ruleset's load on the packet path's clock (set element timeouts count from
+    /// it); the first packet's time when not set.
+    epoch: Option<u64>,
     scratch: Scratch,
     state: [PktState; MAX_VECTOR],
     res: [(FinalVerdict, Option<Decision>); MAX_VECTOR],
@@ -230,11 +249,18 @@ impl Engine {
             h.stats = vec![(0, 0, 0); h.chains.len()];
         }
         let counters = prog.counters.iter().map(|c| (c.packets, c.bytes)).collect();
+        let elem_counters = prog
+            .elem_counters
+            .iter()
+            .map(|c| (c.packets, c.bytes))
+            .collect();
         let scratch = Scratch::new(prog.chains.len());
         Ok(Engine {
             prog,
             hooks,
             counters,
+            elem_counters,
+            epoch: None,
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
@@ -300,7 +326,7 @@ impl Engine {
         trace: Option<&mut dyn TraceSink>,
         memo: bool,
     ) -> Outcome {
-        let _ = now_ns;
+        let now = self.since_epoch(now_ns);
         if let Some(o) = discarded_before_hook(Hook::Ingress, packet) {
             return o;
         }
@@ -320,6 +346,8 @@ impl Engine {
             counters: &mut self.counters,
             trace,
             oif: "",
+            elem_counters: &mut self.elem_counters,
+            now,
         };
         let mut decision = None;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
@@ -371,12 +399,14 @@ impl Engine {
         out: &mut [Outcome],
         mut trace: Option<&mut dyn TraceSink>,
     ) {
-        let _ = now_ns;
+        let now = self.since_epoch(now_ns);
         let n = packets.len().min(out.len());
         let Engine {
             prog,
             hooks,
             counters,
+            elem_counters,
+            epoch: _,
             scratch,
             state,
             res,
@@ -419,6 +449,8 @@ impl Engine {
                 counters,
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
+                elem_counters,
+                now,
             };
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
                 let entry = if prog.chains[base as usize].family == Family::Inet {
@@ -561,6 +593,55 @@ impl Engine {
                 bytes,
             })
             .collect()
+    }
+
+    /// Set the time the ruleset was loaded, on the clock of the `now_ns` the hooks are given
+    /// (for a replay, the capture's): a set element with `timeout 30s` (or `expires 30s`, or
+    /// in a set with `timeout 30s`) stops matching at `epoch_ns + 30 s`, as the kernel's
+    /// `nft_set_elem_expired`. Without a call, the epoch is the `now_ns` of the first packet.
+    pub fn set_epoch(&mut self, epoch_ns: u64) {
+        self.epoch = Some(epoch_ns);
+    }
+
+    /// `now_ns` as ns after the epoch (fixing the epoch at the first call).
+    fn since_epoch(&mut self, now_ns: u64) -> u64 {
+        now_ns.saturating_sub(*self.epoch.get_or_insert(now_ns))
+    }
+
+    /// Counts of every set element's counter (elements of a set with `counter`, or written
+    /// with `counter`), including the counts the ruleset was loaded with. A lookup that finds
+    /// the element counts the packet and its `skb->len`, as the kernel's per-element counter.
+    pub fn set_element_counters(&self) -> Vec<SetElemCounter> {
+        self.prog
+            .elem_counters
+            .iter()
+            .zip(&self.elem_counters)
+            .map(|(c, &(packets, bytes))| SetElemCounter {
+                table: c.table,
+                set: c.set.clone(),
+                element: c.element,
+                packets,
+                bytes,
+            })
+            .collect()
+    }
+
+    /// Write the set element counts into `ruleset` (the one this engine was compiled from), so
+    /// that printing it lists `counter packets N bytes M` on each counted element as `nft list
+    /// ruleset` does after traffic.
+    pub fn store_set_counters(&self, ruleset: &mut Ruleset) {
+        for c in self.set_element_counters() {
+            if let Some(e) = ruleset
+                .tables
+                .get_mut(c.table as usize)
+                .and_then(|t| t.sets.iter_mut().find(|s| s.name == c.set))
+                .and_then(|s| s.elements.get_mut(c.element))
+            {
+                e.counter = true;
+                e.packets = c.packets;
+                e.bytes = c.bytes;
+            }
+        }
     }
 
     /// Counts of the (first) counter of rule `handle` in chain `chain` of table `table`.

@@ -7,6 +7,7 @@ use wasp_ruleset::model::Policy;
 use crate::engine::{Decision, FinalVerdict, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
 use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
+use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};
 
 /// Kernel jump stack size (`NFT_JUMP_STACK_SIZE`).
@@ -31,9 +32,25 @@ pub(crate) struct Effects<'a, 'b> {
     pub trace: Option<&'a mut (dyn TraceSink + 'b)>,
     /// `meta oifname` text, for log lines.
     pub oif: &'a str,
+    /// Set element counters (packets, bytes).
+    pub elem_counters: &'a mut [(u64, u64)],
+    /// The packet path's time, ns after the engine's epoch (set element expiry).
+    pub now: u64,
 }
 
 impl Effects<'_, '_> {
+    /// A lookup hit `e`: its counter (if any) counts the packet, as the kernel's per-element
+    /// counter expression (`nft_counter_eval` on the element's extension: bytes are skb->len).
+    #[inline]
+    pub fn count_elem(&mut self, e: ElemC, st: &PktState) {
+        if let Some(c) = e.counter
+            && let Some(c) = self.elem_counters.get_mut(c as usize)
+        {
+            c.0 += 1;
+            c.1 += u64::from(st.skb_len);
+        }
+    }
+
     #[inline]
     pub fn emit(&mut self, ev: impl FnOnce() -> TraceEvent) {
         if let Some(t) = self.trace.as_deref_mut() {
@@ -69,8 +86,11 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let found = prog.sets[*set as usize].backend.get(&buf[..n]).is_some();
-            if found != *neg {
+            let hit = prog.sets[*set as usize].lookup(&buf[..n], fx.now);
+            if let Some(&e) = hit {
+                fx.count_elem(e, st);
+            }
+            if hit.is_some() != *neg {
                 OpRes::Pass
             } else {
                 OpRes::Break
@@ -82,11 +102,13 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             };
             let s = &prog.sets[*set as usize];
-            match s.backend.get(&buf[..n]) {
-                Some(d) => s
-                    .verdicts
-                    .get(d as usize)
-                    .map_or(OpRes::Break, |v| OpRes::Verdict(*v)),
+            match s.lookup(&buf[..n], fx.now) {
+                Some(&e) => {
+                    fx.count_elem(e, st);
+                    s.verdicts
+                        .get(e.verdict as usize)
+                        .map_or(OpRes::Break, |v| OpRes::Verdict(*v))
+                }
                 None => OpRes::Break,
             }
         }

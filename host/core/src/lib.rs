@@ -31,6 +31,7 @@ mod field;
 mod merge;
 mod pipeline;
 mod program;
+mod setstore;
 mod trace;
 
 #[cfg(test)]
@@ -39,5 +40,5 @@ mod tests;
 pub use compile::MAX_JUMP_LEVEL;
 pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet,
-    TraceEvent, TraceSink,
+    SetElemCounter, TraceEvent, TraceSink,
 };

@@ -2,10 +2,10 @@
 //! resolved to indices, sets built into their back-ends.
 
 use wasp_ruleset::model::{Family, Hook, Policy};
-use wasp_sets::SetBackend;
 
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
+use crate::setstore::SetC;
 
 /// Index of a chain in [`Program::chains`].
 pub(crate) type ChainId = u32;
@@ -126,13 +126,6 @@ pub(crate) struct ChainC {
     pub rank: u32,
 }
 
-/// A set or map in its back-end, with the verdicts of a verdict map.
-#[derive(Debug, Clone)]
-pub(crate) struct SetC {
-    pub backend: SetBackend,
-    pub verdicts: Box<[VerdictC]>,
-}
-
 /// A whole compiled ruleset.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Program {
@@ -148,6 +141,19 @@ pub(crate) struct Program {
     pub logs: Vec<String>,
     /// Owner (table, chain index, rule handle) and initial counts of every counter.
     pub counters: Vec<CounterC>,
+    /// Owner and initial counts of every set element's counter.
+    pub elem_counters: Vec<ElemCounterC>,
+}
+
+/// A set element's counter: its set (table index and name), the element's index in the
+/// model's `SetDecl::elements`, and its counts at load.
+#[derive(Debug, Clone)]
+pub(crate) struct ElemCounterC {
+    pub table: u32,
+    pub set: String,
+    pub element: usize,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// A counter's owner and its counts at load.

@@ -215,6 +215,8 @@ fn elem(key: Vec<KeyPart>, data: Option<ElemData>) -> SetElem {
         timeout_ms: None,
         expires_ms: None,
         counter: false,
+        packets: 0,
+        bytes: 0,
         comment: None,
         span: Span::default(),
     }
@@ -357,3 +359,4 @@ const ACK: u8 = 0x10;
 mod differential;
 mod instructions;
 mod semantics;
+mod sets;

@@ -628,6 +628,10 @@ pub struct SetElem {
     pub expires_ms: Option<u64>,
     /// `counter` on this element.
     pub counter: bool,
+    /// Packets its counter has counted (`counter packets N bytes M`; 0 without a counter).
+    pub packets: u64,
+    /// Bytes its counter has counted.
+    pub bytes: u64,
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the element is written.

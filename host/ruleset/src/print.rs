@@ -111,6 +111,9 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
     if !flags.is_empty() {
         let _ = writeln!(out, "\t\tflags {}", flags.join(","));
     }
+    if s.counter {
+        out.push_str("\t\tcounter\n");
+    }
     if let Some(t) = s.timeout_ms {
         let _ = writeln!(out, "\t\ttimeout {}", time_text(t));
     }
@@ -261,7 +264,7 @@ fn cmp_keys(a: &[KeyPart], b: &[KeyPart]) -> Ordering {
 fn element(e: &SetElem) -> String {
     let mut s = key_text(&e.key);
     if e.counter {
-        s.push_str(" counter packets 0 bytes 0");
+        let _ = write!(s, " counter packets {} bytes {}", e.packets, e.bytes);
     }
     if let Some(t) = e.timeout_ms {
         let _ = write!(s, " timeout {}", time_text(t));

@@ -280,3 +280,15 @@ fn c06_delete_one_of_many_keeps_the_others() {
     text.push_str("delete element ip t s { 10.3.7.0/24 . 7-80 . 6-17 }\n");
     refused(&text, 206, 25, "No such file or directory");
 }
+
+#[test]
+fn set_counter_listed_as_nft() {
+    // `nft -f` then `nft list ruleset` (nft 1.0.6) printed exactly this.
+    let r = accepted(
+        "table netdev t {\nset a { type ipv4_addr; counter; elements = { 10.0.0.1, 10.0.0.2 counter packets 3 bytes 4 } }\n}\n",
+    );
+    assert_eq!(
+        wasp_ruleset::print_ruleset(&r, false),
+        "table netdev t {\n\tset a {\n\t\ttype ipv4_addr\n\t\tcounter\n\t\telements = { 10.0.0.1 counter packets 0 bytes 0, 10.0.0.2 counter packets 3 bytes 4 }\n\t}\n}\n"
+    );
+}

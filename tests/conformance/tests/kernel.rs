@@ -141,6 +141,16 @@ fn inet_ingress() {
     check("12-inet.nft");
 }
 
+#[test]
+fn interval_sets() {
+    check("13-interval-sets.nft");
+}
+
+#[test]
+fn verdict_maps() {
+    check("14-maps.nft");
+}
+
 /// Every ruleset file has its test above.
 #[test]
 fn every_ruleset_has_a_test() {

@@ -247,8 +247,11 @@ impl Parser<'_> {
         create: bool,
     ) -> PResult<()> {
         let size = self.st.tables[ti].sets[si].size;
+        let counter = self.st.tables[ti].sets[si].counter;
         for e in elems {
-            let e = normalize(e);
+            let mut e = normalize(e);
+            // Every element of a set with `counter` has one (nft lists it on each).
+            e.counter |= counter;
             let res = self.shadow(ti, si).insert(&e, create);
             match res {
                 Ok(true) => {

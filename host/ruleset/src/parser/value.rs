@@ -252,6 +252,8 @@ impl Parser<'_> {
             timeout_ms: None,
             expires_ms: None,
             counter: false,
+            packets: 0,
+            bytes: 0,
             comment: None,
             span,
         };
@@ -265,9 +267,9 @@ impl Parser<'_> {
             } else if self.eat_word("counter")? {
                 elem.counter = true;
                 if self.eat_word("packets")? {
-                    self.number_u64()?;
+                    elem.packets = self.number_u64()?;
                     self.expect_word("bytes")?;
-                    self.number_u64()?;
+                    elem.bytes = self.number_u64()?;
                 }
             } else {
                 break;

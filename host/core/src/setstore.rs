@@ -1,0 +1,156 @@
+//! Compiled sets and maps in the back-end the kernel would pick (`nft_select_set_ops`): exact
+//! keys in a hash, one interval field in the rbtree-semantics [`IntervalSet`], concatenated
+//! intervals in [`Pipapo`]. Every back-end stores the element's index into [`SetC::elems`], which
+//! holds its verdict (verdict maps), its expiry and its counter.
+//!
+//! Time: element expiries are nanoseconds after the engine's epoch (the ruleset's load, see
+//! `Engine::set_epoch`); a lookup at `now` (same clock) misses an element with `now >= expiry`,
+//! as the kernel's `nft_set_elem_expired`.
+
+use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, RangeList};
+
+use crate::program::VerdictC;
+
+/// Where a set's keys live.
+#[derive(Debug, Clone)]
+pub(crate) enum SetStore {
+    /// Exact keys (`nft_set_hash`).
+    Exact(ExactSet),
+    /// One interval field (`nft_set_rbtree` semantics).
+    Interval(IntervalSet),
+    /// Concatenated intervals (`nft_set_pipapo`).
+    Pipapo(Pipapo),
+    /// Ranges the kernel back-ends would refuse to hold together (only reachable for anonymous
+    /// sets the ruleset parser did not check): first match in order.
+    Ranges(RangeList),
+}
+
+/// One element's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ElemC {
+    /// Index into [`SetC::verdicts`] for a verdict map, else 0.
+    pub verdict: u32,
+    /// Expiry in ns after the epoch; `u64::MAX` for never.
+    pub expires: u64,
+    /// Index into the engine's element counters, when the element counts.
+    pub counter: Option<u32>,
+}
+
+/// A set or map in its back-end, with its elements' data and a verdict map's verdicts.
+#[derive(Debug, Clone)]
+pub(crate) struct SetC {
+    pub store: SetStore,
+    pub elems: Vec<ElemC>,
+    pub verdicts: Box<[VerdictC]>,
+}
+
+/// An element to add: per-field bounds concatenated, and its data.
+pub(crate) struct ElemIn {
+    pub lo: Vec<u8>,
+    pub hi: Vec<u8>,
+    pub elem: ElemC,
+}
+
+impl SetC {
+    /// Build a set of keys of `lens` bytes per field. `exact` when every element is a single
+    /// key. An element identical to an earlier one keeps the earlier (the kernel keeps the
+    /// first); elements the kernel back-end refuses together (overlaps the ruleset parser lets
+    /// through in anonymous sets) make the set a first-match range list.
+    /// Returns `Err(index)` of an element whose range is inverted.
+    pub fn build(
+        lens: &[usize],
+        exact: bool,
+        elems: Vec<ElemIn>,
+        verdicts: Box<[VerdictC]>,
+    ) -> Result<SetC, usize> {
+        let key_len: usize = lens.iter().sum();
+        for (i, e) in elems.iter().enumerate() {
+            if e.hi < e.lo && lens.len() == 1 {
+                return Err(i);
+            }
+        }
+        let mut out = SetC {
+            store: SetStore::Exact(ExactSet::new(key_len)),
+            elems: Vec::with_capacity(elems.len()),
+            verdicts,
+        };
+        if exact {
+            let mut s = ExactSet::new(key_len);
+            for e in &elems {
+                if s.insert(&e.lo, out.elems.len() as u32) {
+                    out.elems.push(e.elem);
+                }
+            }
+            out.store = SetStore::Exact(s);
+            return Ok(out);
+        }
+        let tried = if lens.len() == 1 {
+            IntervalSet::new(key_len).ok().and_then(|mut s| {
+                for e in &elems {
+                    let n = new_elem(e, out.elems.len() as u32);
+                    let before = s.len();
+                    s.insert(n, InsertMode::Add, 0).ok()?;
+                    if s.len() != before {
+                        out.elems.push(e.elem);
+                    }
+                }
+                Some(SetStore::Interval(s))
+            })
+        } else {
+            Pipapo::new(lens).ok().and_then(|mut s| {
+                for e in &elems {
+                    let n = new_elem(e, out.elems.len() as u32);
+                    let before = s.len();
+                    s.insert(n, InsertMode::Add, 0).ok()?;
+                    if s.len() != before {
+                        out.elems.push(e.elem);
+                    }
+                }
+                Some(SetStore::Pipapo(s))
+            })
+        };
+        match tried {
+            Some(store) => out.store = store,
+            None => {
+                out.elems.clear();
+                let mut r = RangeList::new(lens);
+                for (i, e) in elems.iter().enumerate() {
+                    if !r.insert(&e.lo, &e.hi, out.elems.len() as u32) {
+                        return Err(i);
+                    }
+                    out.elems.push(e.elem);
+                }
+                out.store = SetStore::Ranges(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The live element holding `key` at `now` (ns after the epoch).
+    #[inline]
+    pub fn lookup(&self, key: &[u8], now: u64) -> Option<&ElemC> {
+        let i = match &self.store {
+            SetStore::Exact(s) => s.get(key)?,
+            SetStore::Interval(s) => s.elem(s.lookup(key, now)?)?.data,
+            SetStore::Pipapo(s) => s.elem(s.lookup(key, now)?)?.data,
+            SetStore::Ranges(r) => r.get(key)?,
+        };
+        let e = self.elems.get(i as usize)?;
+        (now < e.expires).then_some(e)
+    }
+
+    /// `true` when the set has no element.
+    pub fn is_empty(&self) -> bool {
+        self.elems.is_empty()
+    }
+}
+
+fn new_elem(e: &ElemIn, data: u32) -> NewElem<'_, ()> {
+    NewElem {
+        start: &e.lo,
+        end: (e.lo != e.hi).then_some(&e.hi[..]),
+        data,
+        expires: (e.elem.expires != u64::MAX).then_some(e.elem.expires),
+        ext: (),
+    }
+}
