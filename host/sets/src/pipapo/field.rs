@@ -73,8 +73,12 @@ pub struct Field {
     pub rules: usize,
     /// Bucket size in blocks: `ceil(rules / 256)`.
     pub bblocks: usize,
-    /// Lookup table: `groups * 2^bb` buckets of `bblocks` blocks, bucket `(g, v)` at block
-    /// `((g << bb) | v) * bblocks`.
+    /// Blocks allocated per bucket (`>= bblocks`; the blocks past `bblocks` are zero): the
+    /// table grows with slack, so that inserting rule after rule does not copy the whole
+    /// table every 256 rules.
+    pub stride: usize,
+    /// Lookup table: `groups * 2^bb` buckets of `stride` blocks, bucket `(g, v)` at block
+    /// `((g << bb) | v) * stride`; its first `bblocks` blocks hold the rules.
     pub lt: Vec<Block>,
     /// One mapping slot per rule.
     pub mt: Vec<Map>,
@@ -95,6 +99,7 @@ impl Field {
             groups: len * 8 / bb as usize,
             rules: 0,
             bblocks: 0,
+            stride: 0,
             lt: Vec::new(),
             mt: Vec::new(),
         }
@@ -106,15 +111,20 @@ impl Field {
         self.len as u32 * 8
     }
 
-    /// Table size in bytes.
+    /// Table size in bytes as the kernel counts it (buckets of `bblocks`, no slack).
     pub fn lt_bytes(&self) -> usize {
         lt_bytes(self.groups, self.bb, self.bblocks)
+    }
+
+    /// Table bytes allocated (with the growth slack).
+    pub fn lt_alloc_bytes(&self) -> usize {
+        self.lt.len() * std::mem::size_of::<Block>()
     }
 
     /// Block index of bucket `(g, v)`.
     #[inline]
     pub fn bucket(&self, g: usize, v: usize) -> usize {
-        ((g << self.bb) | v) * self.bblocks
+        ((g << self.bb) | v) * self.stride
     }
 
     /// Group values of a field value (`bytes` holds exactly `len` bytes), most significant
@@ -123,31 +133,42 @@ impl Field {
     pub fn bases(&self, bytes: &[u8], out: &mut [usize; 32]) -> usize {
         if self.bb == 8 {
             for (g, &b) in bytes.iter().enumerate() {
-                out[g] = ((g << 8) | b as usize) * self.bblocks;
+                out[g] = ((g << 8) | b as usize) * self.stride;
             }
         } else {
             for (i, &b) in bytes.iter().enumerate() {
-                out[2 * i] = ((2 * i) << 4 | (b >> 4) as usize) * self.bblocks;
-                out[2 * i + 1] = ((2 * i + 1) << 4 | (b & 15) as usize) * self.bblocks;
+                out[2 * i] = ((2 * i) << 4 | (b >> 4) as usize) * self.stride;
+                out[2 * i + 1] = ((2 * i + 1) << 4 | (b & 15) as usize) * self.stride;
             }
         }
         self.groups
     }
 
-    /// Resize the bucket size for `rules` rules, keeping each bucket's first blocks.
+    /// Resize the bucket size for `rules` rules, keeping each bucket's first blocks. The
+    /// table is reallocated only when the buckets outgrow their stride (then with a quarter
+    /// of slack) or shrink below half of it; otherwise the dropped blocks are zeroed.
     pub fn resize(&mut self, rules: usize) {
         let nb = rules.div_ceil(BLOCK_BITS);
-        if nb != self.bblocks {
-            let buckets = self.groups << self.bb;
-            let mut lt = vec![Block::ZERO; buckets * nb];
+        if nb == self.bblocks {
+            return;
+        }
+        let buckets = self.groups << self.bb;
+        if nb > self.stride || nb * 2 < self.stride {
+            let stride = if nb > self.stride { nb + nb / 4 } else { nb };
+            let mut lt = vec![Block::ZERO; buckets * stride];
             let keep = nb.min(self.bblocks);
             for b in 0..buckets {
-                lt[b * nb..b * nb + keep]
-                    .copy_from_slice(&self.lt[b * self.bblocks..b * self.bblocks + keep]);
+                lt[b * stride..b * stride + keep]
+                    .copy_from_slice(&self.lt[b * self.stride..b * self.stride + keep]);
             }
             self.lt = lt;
-            self.bblocks = nb;
+            self.stride = stride;
+        } else if nb < self.bblocks {
+            for b in 0..buckets {
+                self.lt[b * self.stride + nb..b * self.stride + self.bblocks].fill(Block::ZERO);
+            }
         }
+        self.bblocks = nb;
     }
 
     /// Set rule `r`'s bit in every bucket that accepts the prefix (kernel `pipapo_insert` for
@@ -181,7 +202,7 @@ impl Field {
         let words = self.bblocks * 4;
         let mut tmp = vec![0u64; words];
         for b in 0..(self.groups << self.bb) {
-            let base = b * self.bblocks;
+            let base = b * self.stride;
             for (i, t) in tmp.iter_mut().enumerate() {
                 *t = self.lt[base + i / 4].0[i % 4];
             }
@@ -219,14 +240,14 @@ impl Field {
         if self.bb != 8 {
             return;
         }
-        let nb = self.bblocks;
+        let (nb, st) = (self.bblocks, self.stride);
         let groups = self.len * 2;
-        let mut lt = vec![Block::ZERO; (groups << 4) * nb];
+        let mut lt = vec![Block::ZERO; (groups << 4) * st];
         for g in 0..self.len {
             for x in 0..256usize {
-                let old = ((g << 8) | x) * nb;
-                let hi = ((2 * g) << 4 | (x >> 4)) * nb;
-                let lo = ((2 * g + 1) << 4 | (x & 15)) * nb;
+                let old = ((g << 8) | x) * st;
+                let hi = ((2 * g) << 4 | (x >> 4)) * st;
+                let lo = ((2 * g + 1) << 4 | (x & 15)) * st;
                 for k in 0..nb {
                     let o = self.lt[old + k];
                     for w in 0..4 {
@@ -246,14 +267,14 @@ impl Field {
         if self.bb != 4 {
             return;
         }
-        let nb = self.bblocks;
+        let (nb, st) = (self.bblocks, self.stride);
         let groups = self.len;
-        let mut lt = vec![Block::ZERO; (groups << 8) * nb];
+        let mut lt = vec![Block::ZERO; (groups << 8) * st];
         for g in 0..groups {
             for x in 0..256usize {
-                let new = ((g << 8) | x) * nb;
-                let hi = ((2 * g) << 4 | (x >> 4)) * nb;
-                let lo = ((2 * g + 1) << 4 | (x & 15)) * nb;
+                let new = ((g << 8) | x) * st;
+                let hi = ((2 * g) << 4 | (x >> 4)) * st;
+                let lo = ((2 * g + 1) << 4 | (x & 15)) * st;
                 for k in 0..nb {
                     for w in 0..4 {
                         lt[new + k].0[w] = self.lt[hi + k].0[w] & self.lt[lo + k].0[w];

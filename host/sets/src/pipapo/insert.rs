@@ -32,7 +32,7 @@ impl<X: Clone> Pipapo<X> {
                 return Err(SetError::InvalidRange { field: i });
             }
         }
-        if let Some(h) = self.lookup_scalar(start, now) {
+        if let Some(h) = self.lookup(start, now) {
             let d = self.elem(h).ok_or(SetError::NotFound)?;
             if *d.start == *start && *d.end == *end {
                 return match mode {
@@ -42,7 +42,7 @@ impl<X: Clone> Pipapo<X> {
             }
             return Err(SetError::Overlap(h));
         }
-        if let Some(h) = self.lookup_scalar(end, now) {
+        if let Some(h) = self.lookup(end, now) {
             return Err(SetError::Overlap(h));
         }
 
