@@ -58,3 +58,9 @@ pub fn parse_str(text: &str, name: &str) -> Result<Ruleset, Error> {
 pub fn print_ruleset(ruleset: &Ruleset, handles: bool) -> String {
     print::ruleset(ruleset, handles)
 }
+
+/// The key of a set element as `nft list` prints it (e.g. `10.0.0.0/8 . 22-80`), without its
+/// counter, timeout or data.
+pub fn element_key_text(e: &model::SetElem) -> String {
+    print::key_text(&e.key)
+}

@@ -287,7 +287,8 @@ fn element(e: &SetElem) -> String {
     s
 }
 
-fn key_text(parts: &[KeyPart]) -> String {
+/// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`).
+pub(crate) fn key_text(parts: &[KeyPart]) -> String {
     parts
         .iter()
         .map(|p| match normalize_part(p) {

@@ -25,7 +25,9 @@ use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
 use crate::progress::Progress;
 use crate::sample::Sample;
-use crate::summary::{ChainSummary, InputStatus, InputSummary, RuleSummary, Summary};
+use crate::summary::{
+    ChainSummary, InputStatus, InputSummary, RuleSummary, SetCounterSummary, Summary,
+};
 use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
 
@@ -489,6 +491,27 @@ pub fn replay(
             rule: (h != u64::MAX).then_some(h),
             verdict: if drop { "drop" } else { "accept" }.to_string(),
             packets,
+        })
+        .collect();
+    summary.set_counters = run
+        .engine
+        .set_element_counters()
+        .into_iter()
+        .filter_map(|c| {
+            let t = ruleset.tables.get(c.table as usize)?;
+            let e = t
+                .sets
+                .iter()
+                .find(|s| s.name == c.set)?
+                .elements
+                .get(c.element)?;
+            Some(SetCounterSummary {
+                table: t.name.clone(),
+                set: c.set,
+                element: wasp_ruleset::element_key_text(e),
+                packets: c.packets,
+                bytes: c.bytes,
+            })
         })
         .collect();
     run.outputs.finish()?;

@@ -30,6 +30,25 @@ pub struct Summary {
     pub decided_by: Vec<RuleSummary>,
     /// The inputs in the order they were read.
     pub inputs: Vec<InputSummary>,
+    /// Set element counters after the run (elements of sets with `counter`, or written with
+    /// `counter`), in declaration order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set_counters: Vec<SetCounterSummary>,
+}
+
+/// Counts of one set element's counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SetCounterSummary {
+    /// Table name.
+    pub table: String,
+    /// Set name.
+    pub set: String,
+    /// The element's key as nft lists it.
+    pub element: String,
+    /// Packets (including the count the ruleset gave).
+    pub packets: u64,
+    /// Bytes (`skb->len`, as the kernel's element counter).
+    pub bytes: u64,
 }
 
 /// How many packets one rule or chain policy decided.
@@ -171,6 +190,17 @@ impl Summary {
             }
             let _ = writeln!(s);
         }
+        if !self.set_counters.is_empty() {
+            let _ = writeln!(s, "set element counters");
+            for c in &self.set_counters {
+                let _ = writeln!(
+                    s,
+                    "  {} @{} {{ {} }}: packets {} bytes {}",
+                    c.table, c.set, c.element, c.packets, c.bytes
+                );
+            }
+            let _ = writeln!(s);
+        }
         let w = self
             .inputs
             .iter()
@@ -272,6 +302,7 @@ mod tests {
                     ..InputSummary::default()
                 },
             ],
+            set_counters: Vec::new(),
         }
     }
 
