@@ -292,3 +292,50 @@ fn set_counter_listed_as_nft() {
         "table netdev t {\n\tset a {\n\t\ttype ipv4_addr\n\t\tcounter\n\t\telements = { 10.0.0.1 counter packets 0 bytes 0, 10.0.0.2 counter packets 3 bytes 4 }\n\t}\n}\n"
     );
 }
+
+/// Anonymous sets and maps in rules: what `nft -c -f` refused (line 4, column) or accepted.
+#[test]
+fn anonymous_sets_as_nft() {
+    let rule = |r: &str| {
+        format!(
+            "table netdev t {{\nchain c {{\ntype filter hook ingress device \"eth0\" priority 0;\n{r}\n}}\n}}\n"
+        )
+    };
+    let refused_rows = [
+        (
+            "udp dport vmap { 10-20 : accept, 15-30 : drop }",
+            34,
+            "conflicting intervals specified",
+        ),
+        (
+            "ip saddr . udp dport vmap { 10.0.0.0/8 . 10-20 : accept, 10.0.0.0/8 . 10-20 : drop }",
+            58,
+            "File exists",
+        ),
+        (
+            "ip saddr . udp dport { 10.0.0.0/8 . 10-20, 10.1.0.0/16 . 15-30 } accept",
+            44,
+            "File exists",
+        ),
+        (
+            "udp dport vmap { 10 : accept, 10 : drop }",
+            31,
+            "File exists",
+        ),
+    ];
+    for (r, col, needle) in refused_rows {
+        refused(&rule(r), 4, col, needle);
+    }
+    for r in [
+        "udp dport vmap { 10-20 : accept, 10-20 : accept }",
+        "udp dport vmap { 10 : accept, 10 : accept }",
+        "ip saddr . udp dport { 10.0.0.0/8 . 10-20, 10.0.0.0/8 . 10-20 } accept",
+        // Less specific than an older element: accepted (pipapo).
+        "ip saddr . udp dport { 10.0.0.0/8 . 10-20, 10.0.0.0/8 . 5-25 } accept",
+        // A single-field set without data merges overlaps.
+        "udp dport { 10-20, 15-30 } accept",
+        "ip saddr . udp dport { 10.0.0.1 . 10, 10.0.0.1 . 10 } accept",
+    ] {
+        accepted(&rule(r));
+    }
+}

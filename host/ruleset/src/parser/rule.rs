@@ -192,7 +192,9 @@ impl Parser<'_> {
         if self.eat_word("vmap")? {
             let mspan = self.peek_span()?;
             let map = if self.eat_punct("{")? {
-                SetRef::Anonymous(self.elements(&types, Some(DataType::Verdict), None)?)
+                let elems = self.elements(&types, Some(DataType::Verdict), None)?;
+                self.check_anonymous(&types, &elems, true)?;
+                SetRef::Anonymous(elems)
             } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
                 self.advance();
                 self.refs.push(Ref::Set {
@@ -238,6 +240,7 @@ impl Parser<'_> {
         let (mut left, mut op) = (left, op);
         let right = if self.eat_punct("{")? {
             let mut elems = self.elements(&types, None, None)?;
+            self.check_anonymous(&types, &elems, false)?;
             let single = elems.len() == 1
                 && elems[0].timeout_ms.is_none()
                 && elems[0].comment.is_none()

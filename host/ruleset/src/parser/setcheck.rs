@@ -298,6 +298,54 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// The kernel's acceptance of an anonymous set or map written in a rule (nft 1.0.6 +
+    /// kernel 6.18, `nft -c -f`): a single-field set without data merges overlapping ranges
+    /// (accepted); a single-field map refuses any overlap ("conflicting intervals
+    /// specified"); concatenations with ranges follow pipapo's rules; exact keys the hash's
+    /// (a map key given twice with other data: "File exists").
+    pub(super) fn check_anonymous(
+        &mut self,
+        key: &[crate::model::DataType],
+        elems: &[SetElem],
+        is_map: bool,
+    ) -> PResult<()> {
+        let interval = elems.iter().any(|e| {
+            e.key
+                .iter()
+                .any(|p| !matches!(p, KeyPart::Value(v) if !v.wildcard))
+        });
+        if interval && key.len() == 1 && !is_map {
+            return Ok(());
+        }
+        let decl = SetDecl {
+            name: String::new(),
+            handle: 0,
+            is_map,
+            key: key.to_vec(),
+            key_typeof: None,
+            data: None,
+            flags: crate::model::SetFlags {
+                interval,
+                ..Default::default()
+            },
+            timeout_ms: None,
+            gc_interval_ms: None,
+            size: None,
+            counter: false,
+            elements: Vec::new(),
+            comment: None,
+            span: crate::model::Span::default(),
+        };
+        let mut shadow = Shadow::new(&decl);
+        for e in elems {
+            let e = normalize(e.clone());
+            if let Err(m) = shadow.insert(&e, false) {
+                return Err(self.st.error(e.span, m));
+            }
+        }
+        Ok(())
+    }
+
     /// `flush set`: the set's elements and its shadow emptied.
     pub(super) fn flush_elements(&mut self, ti: usize, si: usize) {
         self.shadow(ti, si).flush();
