@@ -52,7 +52,7 @@ fn listed(r: &Ruleset) -> String {
 
 #[test]
 fn refusals_as_nft() {
-    let rows: Vec<(String, u32, u32, &str)> = vec![
+    let mut rows: Vec<(String, u32, u32, &str)> = vec![
         // pipapo: create of an identical element (C05).
         (
             format!(
@@ -186,6 +186,14 @@ fn refusals_as_nft() {
             "Too many open files in system",
         ),
     ];
+    // An element timeout in a set without `flags timeout` (EINVAL).
+    rows.push((
+        "table ip t {\nset s { type ipv4_addr; elements = { 1.2.3.4 timeout 10s } }\n}\n"
+            .to_string(),
+        2,
+        38,
+        "Invalid argument",
+    ));
     for (text, line, col, needle) in &rows {
         refused(text, *line, *col, needle);
     }

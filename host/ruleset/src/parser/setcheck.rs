@@ -25,6 +25,8 @@ use crate::model::{ElemData, KeyPart, SetDecl, SetElem, Value};
 const EXISTS: &str = "Could not process rule: File exists";
 /// nft's text for ENOENT from the kernel.
 const NOT_FOUND: &str = "Could not process rule: No such file or directory";
+/// nft's text for EINVAL from the kernel.
+const INVALID: &str = "Could not process rule: Invalid argument";
 /// nft's text for ENFILE (a set past its `size`).
 const FULL: &str = "Could not process rule: Too many open files in system";
 
@@ -248,8 +250,13 @@ impl Parser<'_> {
     ) -> PResult<()> {
         let size = self.st.tables[ti].sets[si].size;
         let counter = self.st.tables[ti].sets[si].counter;
+        let timeouts = self.st.tables[ti].sets[si].flags.timeout;
         for e in elems {
             let mut e = normalize(e);
+            if !timeouts && (e.timeout_ms.is_some() || e.expires_ms.is_some()) {
+                // NFT_SET_EXT_TIMEOUT on a set without NFT_SET_TIMEOUT: EINVAL.
+                return Err(self.st.error(e.span, INVALID));
+            }
             // Every element of a set with `counter` has one (nft lists it on each).
             e.counter |= counter;
             let res = self.shadow(ti, si).insert(&e, create);
