@@ -1,16 +1,32 @@
-//! Prints a table of pipapo lookup cost (ns per lookup, million lookups per second, one core)
-//! on the kernel selftest's performance cases: scalar 4-bit only, scalar with the 8/4 switch,
-//! AVX2, AVX-512 and batched. `cargo run --release -p wasp-perf --bin set-lookup [-- MS]`,
-//! MS = milliseconds per measurement (default 300).
+//! Prints a table of set lookup cost (ns per lookup and million lookups per second, one core)
+//! on the kernel selftest's performance cases, with the kernel commit message's columns: hash
+//! on the same keys without ranges (`ExactSet`), interval on the first field only
+//! (`IntervalSet`), pipapo 4-bit only, pipapo with the 8/4 switch (both scalar), AVX2,
+//! AVX-512 and batched (best variant, 64 keys per call); then memory per element
+//! (`table_bytes() / elements`) and the time to insert `ip saddr . tcp dport` range elements
+//! in one transaction (the kernel needs about 42 s for 800 000).
+//!
+//! `cargo build --release -p wasp-perf --bin set-lookup && set-lookup [MS [ROUNDS [N]]]`:
+//! MS = milliseconds per measurement (default 100), ROUNDS = interleaved rounds whose median is
+//! printed (default 5), N = elements for the insertion timing (default 800000, 0 to skip).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use wasp_sets::Pipapo;
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
+use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, Shared};
 
 const KEYS: usize = 4096;
+const COLS: [&str; 7] = [
+    "hash",
+    "interval",
+    "pipapo-4bit",
+    "pipapo-8/4",
+    "avx2",
+    "avx512",
+    "batched",
+];
 
 /// Nanoseconds per lookup of `f` over `n` keys per call, for about `budget`.
 fn measure(n: usize, budget: Duration, mut f: impl FnMut() -> usize) -> f64 {
@@ -30,58 +46,132 @@ fn single(set: &Pipapo, v: Variant, keys: &[u8]) -> usize {
         .count()
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn elem<'a>(start: &'a [u8], end: &'a [u8]) -> NewElem<'a, ()> {
+    NewElem {
+        start,
+        end: Some(end),
+        data: 0,
+        expires: None,
+        ext: (),
+    }
+}
+
+/// Seconds to insert `n` elements `10.a.b.c+1 - 10.a.b.c+4 . port` (4 addresses, 3 prefixes,
+/// as the kernel commit's `10.1.1.1 - 10.1.1.4 . 3996`) into an `ipv4_addr . inet_service`
+/// pipapo set in one transaction, committed.
+fn insert_time(n: usize) -> (f64, usize) {
+    let shared = Shared::new(Pipapo::<()>::new(&[4, 2]).expect("valid"));
+    let t = Instant::now();
+    let mut txn = shared.begin();
+    let set = txn.get_mut();
+    for i in 0..n as u32 {
+        let a = 0x0a00_0000u32 + 1 + i * 4;
+        let port = ((i % 60000) + 1000) as u16;
+        let mut s = a.to_be_bytes().to_vec();
+        s.extend_from_slice(&port.to_be_bytes());
+        let mut e = (a + 3).to_be_bytes().to_vec();
+        e.extend_from_slice(&port.to_be_bytes());
+        set.insert(elem(&s, &e), InsertMode::Create, 0)
+            .expect("disjoint elements");
+    }
+    txn.commit();
+    let secs = t.elapsed().as_secs_f64();
+    (secs, shared.load().len())
+}
+
 fn main() {
-    let ms: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(300);
-    let budget = Duration::from_millis(ms);
+    let arg = |i: usize, d: u64| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(d)
+    };
+    let budget = Duration::from_millis(arg(1, 100));
+    let rounds = arg(2, 5).max(1) as usize;
+    let n_insert = arg(3, 800_000) as usize;
+    print!("{:<20} {:>6}", "case", "ents");
+    for c in COLS {
+        print!(" {c:>12}");
+    }
     println!(
-        "{:<20} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}   (ns/lookup, Mlookups/s)",
-        "case", "ents", "scalar-4bit", "scalar-8/4", "avx2", "avx512", "batched"
+        " {:>9}   (ns/lookup Mlookups/s; median of {rounds})",
+        "B/elem"
     );
     for case in CASES {
         let auto = case.build(GroupPolicy::Auto);
         let four = case.build(GroupPolicy::Fixed4);
         let keys = case.probes(KEYS);
         let kl = auto.key_len();
-        let mut cols = Vec::new();
-        cols.push(measure(KEYS, budget, || {
-            single(&four, Variant::Scalar, &keys)
-        }));
-        cols.push(measure(KEYS, budget, || {
-            single(&auto, Variant::Scalar, &keys)
-        }));
-        for v in [Variant::Avx2, Variant::Avx512] {
-            cols.push(if v.available() {
-                measure(KEYS, budget, || single(&auto, v, &keys))
-            } else {
-                f64::NAN
-            });
+        let els = case.elements();
+        // Hash: the same keys as exact elements (every element's start and end key).
+        let mut hash = ExactSet::new(kl);
+        for (i, (s, e)) in els.iter().enumerate() {
+            hash.insert(s, i as u32);
+            hash.insert(e, i as u32);
+        }
+        // Interval: the first field's ranges only.
+        let l0 = case.fields[0].width();
+        let mut iv: IntervalSet = IntervalSet::new(l0).expect("valid width");
+        for (s, e) in &els {
+            // Some cases repeat a first-field range (proto); those are the same element.
+            let _ = iv.insert(elem(&s[..l0], &e[..l0]), InsertMode::Add, 0);
         }
         let mut out = vec![None; 64];
-        cols.push(measure(KEYS, budget, || {
-            let mut hits = 0;
-            for chunk in keys.chunks(64 * kl) {
-                auto.lookup_batch(black_box(chunk), 0, &mut out);
-                hits += out.iter().filter(|x| x.is_some()).count();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); COLS.len()];
+        for _ in 0..rounds {
+            samples[0].push(measure(KEYS, budget, || {
+                keys.chunks_exact(kl)
+                    .filter(|k| hash.get(black_box(k)).is_some())
+                    .count()
+            }));
+            samples[1].push(measure(KEYS, budget, || {
+                keys.chunks_exact(kl)
+                    .filter(|k| iv.lookup(black_box(&k[..l0]), 0).is_some())
+                    .count()
+            }));
+            samples[2].push(measure(KEYS, budget, || {
+                single(&four, Variant::Scalar, &keys)
+            }));
+            samples[3].push(measure(KEYS, budget, || {
+                single(&auto, Variant::Scalar, &keys)
+            }));
+            for (c, v) in [(4, Variant::Avx2), (5, Variant::Avx512)] {
+                samples[c].push(if v.available() {
+                    measure(KEYS, budget, || single(&auto, v, &keys))
+                } else {
+                    f64::NAN
+                });
             }
-            hits
-        }));
-        let cells: Vec<String> = cols
-            .iter()
-            .map(|ns| format!("{ns:5.1} {:5.1}", 1e3 / ns))
-            .collect();
+            samples[6].push(measure(KEYS, budget, || {
+                let mut hits = 0;
+                for chunk in keys.chunks(64 * kl) {
+                    auto.lookup_batch(black_box(chunk), 0, &mut out);
+                    hits += out.iter().filter(|x| x.is_some()).count();
+                }
+                hits
+            }));
+        }
+        print!("{:<20} {:>6}", case.name, case.entries);
+        for s in samples {
+            let ns = median(s);
+            print!(" {ns:6.1} {:5.1}", 1e3 / ns);
+        }
         println!(
-            "{:<20} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}   groups {:?}",
-            case.name,
-            case.entries,
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
-            cells[4],
+            " {:>9.0}   groups {:?}",
+            auto.table_bytes() as f64 / auto.len() as f64,
             auto.group_bits()
+        );
+    }
+    if n_insert > 0 {
+        let (secs, len) = insert_time(n_insert);
+        println!(
+            "insert {n_insert} `ip saddr . tcp dport` range elements in one transaction: \
+             {secs:.1} s ({len} elements after commit)"
         );
     }
 }

@@ -14,6 +14,24 @@ use super::field::{BLOCK_BITS, Block, Field, Map};
 use super::{ElemHandle, Pipapo};
 use crate::simd;
 
+/// Field-0 tables up to this size are classified key after key in a batch; larger ones field
+/// by field with prefetch.
+const BATCH_PREFETCH_BYTES: usize = 512 << 10;
+
+/// Tests set this to run the field-by-field batch on small tables too (both ways give the
+/// same answers, so tests running in parallel may see either).
+#[cfg(test)]
+pub(crate) static BATCH_BY_FIELDS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+#[inline(always)]
+fn batch_by_fields_forced() -> bool {
+    #[cfg(test)]
+    return BATCH_BY_FIELDS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
+}
+
 /// Most keys in one batched lookup.
 pub const BATCH_MAX: usize = 64;
 
@@ -417,9 +435,10 @@ impl<X: Clone> Pipapo<X> {
         })
     }
 
-    /// Batched lookups, field by field: every key's field-0 AND (the next keys' buckets
-    /// prefetched), then every remaining key's field 1 (the next keys' words prefetched), and
-    /// so on; a key whose lists overflow runs the single-key lookup.
+    /// Batched lookups. When field 0's table is larger than `BATCH_PREFETCH_BYTES`, field by
+    /// field: every key's field-0 AND (the next keys' buckets prefetched), then every
+    /// remaining key's field 1 (the next keys' words prefetched), and so on; a key whose lists
+    /// overflow runs the bitmap pipeline. Smaller tables: the fast path key after key.
     #[inline(always)]
     pub(crate) fn batch_in<K: AndKernel>(
         &self,
@@ -435,6 +454,17 @@ impl<X: Clone> Pipapo<X> {
         }
         let n = out.len().min(keys.len() / self.key_len);
         let kl = self.key_len;
+        if self.fields[0].lt_alloc_bytes() <= BATCH_PREFETCH_BYTES && !batch_by_fields_forced() {
+            // Small tables stay in cache: key after key, the out-of-order core overlaps them.
+            for (i, o) in out.iter_mut().enumerate().take(n) {
+                let key = &keys[i * kl..(i + 1) * kl];
+                *o = match self.fast_in(k, key, now) {
+                    Some(r) => r,
+                    None => self.bitmap_in(k, key, now, s),
+                };
+            }
+            return;
+        }
         let mut rules = [Rules::EMPTY; BATCH_MAX];
         let mut flow = [Flow::Next; BATCH_MAX];
         let mut bases = [0usize; 32];

@@ -76,10 +76,13 @@ fn check_batch(p: &Pipapo, o: &Oracle, keys: &[Vec<u8>], now: u64) -> Result<(),
     for chunk in keys.chunks(BATCH_MAX_TEST) {
         let flat: Vec<u8> = chunk.concat();
         let want: Vec<_> = chunk.iter().map(|k| o.lookup(k, now)).collect();
-        for v in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
-            let mut out = vec![None; chunk.len()];
-            p.lookup_batch_variant(v, &flat, now, &mut out);
-            prop_assert_eq!(&out, &want, "batch {:?}", v);
+        for by_fields in [false, true] {
+            super::lookup::BATCH_BY_FIELDS.store(by_fields, std::sync::atomic::Ordering::Relaxed);
+            for v in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
+                let mut out = vec![None; chunk.len()];
+                p.lookup_batch_variant(v, &flat, now, &mut out);
+                prop_assert_eq!(&out, &want, "batch {:?} by fields {}", v, by_fields);
+            }
         }
         let mut out = vec![None; chunk.len()];
         p.lookup_batch(&flat, now, &mut out);
@@ -244,9 +247,71 @@ fn fast_path_fallback_on_wide_first_field() {
         let keys = &flat[chunk * 64 * 3..((chunk + 1) * 64 * 3).min(flat.len())];
         let w = &want[chunk * 64..((chunk + 1) * 64).min(want.len())];
         for var in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
-            let mut out = vec![None; w.len()];
-            p.lookup_batch_variant(var, keys, 0, &mut out);
-            assert_eq!(out, w, "{var:?}");
+            for by_fields in [false, true] {
+                super::lookup::BATCH_BY_FIELDS
+                    .store(by_fields, std::sync::atomic::Ordering::Relaxed);
+                let mut out = vec![None; w.len()];
+                p.lookup_batch_variant(var, keys, 0, &mut out);
+                assert_eq!(out, w, "{var:?} {by_fields}");
+            }
+        }
+    }
+}
+
+/// Every variant, single and batched, agrees with the bitmap pipeline on the selftest's
+/// performance sets (buckets of 1 to 4 blocks, 8-bit groups, 2 to 4 fields) and on a set whose
+/// first field has more than 16 blocks per bucket (the SIMD steps' 16-block chunks and odd
+/// tails), for matching keys and for keys next to them.
+#[test]
+fn variants_agree_on_multi_block_sets() {
+    let mut sets: Vec<(Pipapo, Vec<u8>)> = crate::perfcases::CASES
+        .iter()
+        .filter(|c| c.entries <= 1000)
+        .map(|c| (c.build(GroupPolicy::Auto), c.probes(300)))
+        .collect();
+    // 2-byte field . 1-byte field, 4500 elements of one port (first field 4500 rules, 18
+    // blocks), then an odd block count.
+    let mut p: Pipapo = Pipapo::new(&[2, 1]).unwrap();
+    let mut keys = Vec::new();
+    for i in 0..4500u16 {
+        let v = (i * 3).to_be_bytes();
+        let (s, e) = ([v[0], v[1], 6], [v[0], v[1], 17]);
+        let elem = NewElem {
+            start: &s,
+            end: Some(&e),
+            data: 0,
+            expires: None,
+            ext: (),
+        };
+        p.insert(elem, InsertMode::Create, 0).unwrap();
+        if i % 7 == 0 {
+            keys.extend_from_slice(&[v[0], v[1], 10]);
+        }
+    }
+    sets.push((p, keys));
+    for (p, probes) in &sets {
+        let kl = p.key_len();
+        let mut keys = probes.clone();
+        // Neighbours: last byte of each probe plus one and minus one.
+        for k in probes.chunks(kl) {
+            for d in [1u8, 255] {
+                let mut n = k.to_vec();
+                n[kl - 1] = n[kl - 1].wrapping_add(d);
+                keys.extend_from_slice(&n);
+            }
+        }
+        let want: Vec<_> = keys.chunks(kl).map(|k| p.lookup_bitmap(k, 0)).collect();
+        assert!(want.iter().any(Option::is_some));
+        for v in [Variant::Scalar, Variant::Avx2, Variant::Avx512] {
+            let got: Vec<_> = keys.chunks(kl).map(|k| p.lookup_variant(v, k, 0)).collect();
+            assert_eq!(got, want, "{v:?} {:?}", p.field_lens());
+            for by_fields in [false, true] {
+                super::lookup::BATCH_BY_FIELDS
+                    .store(by_fields, std::sync::atomic::Ordering::Relaxed);
+                let mut out = vec![None; want.len()];
+                p.lookup_batch_variant(v, &keys, 0, &mut out);
+                assert_eq!(out, want, "batch {v:?} {by_fields} {:?}", p.field_lens());
+            }
         }
     }
 }

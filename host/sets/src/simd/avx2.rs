@@ -3,13 +3,19 @@
 //! over the groups instead of per-size routines).
 
 use std::arch::x86_64::{
-    __m256i, _MM_HINT_T0, _mm_prefetch, _mm256_and_si256, _mm256_load_si256, _mm256_store_si256,
+    __m256i, _MM_HINT_T0, _mm_prefetch, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpeq_epi64,
+    _mm256_load_si256, _mm256_movemask_pd, _mm256_setzero_si256, _mm256_store_si256,
     _mm256_testz_si256,
 };
+
+use std::mem::MaybeUninit;
 
 use crate::pipapo::fast::{Rules, by_groups};
 use crate::pipapo::lookup::AndKernel;
 use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
+
+/// Rules per block.
+const BLOCK_BITS: usize = 256;
 
 /// Token for the AVX2 step; exists only when AVX2 was detected at runtime.
 #[derive(Debug, Clone, Copy)]
@@ -152,22 +158,44 @@ pub(super) unsafe fn first_avx2<const G: usize>(
         return false;
     }
     let ltp = lt.as_ptr();
-    for b in 0..nb {
-        // SAFETY: b < nb and base + nb <= lt.len() for every base (checked above); Block is
-        // `repr(align(32))`, so the aligned loads are valid; AVX2 is enabled and detected.
-        unsafe {
-            let mut acc = _mm256_load_si256(ltp.add(bases[0] + b).cast::<__m256i>());
-            for &base in &bases[1..g] {
-                acc = _mm256_and_si256(acc, _mm256_load_si256(ltp.add(base + b).cast::<__m256i>()));
-            }
-            if _mm256_testz_si256(acc, acc) == 0 {
-                let mut blk = Block::ZERO;
-                _mm256_store_si256((&mut blk as *mut Block).cast::<__m256i>(), acc);
-                if !out.push_block(&blk, b) {
-                    return false;
+    let zero = _mm256_setzero_si256();
+    let mut b = 0;
+    while b < nb {
+        // Up to 16 blocks at a time: store every AND, note its non-zero words in a mask, then
+        // visit only those words. The branches then follow how many words match (steady for
+        // a set), not where they are (random per key).
+        let n = (nb - b).min(16);
+        // Only the first `n` are written, and only those are read (the mask has no bit past
+        // them), so no zeroing.
+        let mut tmp = [const { MaybeUninit::<Block>::uninit() }; 16];
+        let mut mask = 0u64;
+        for (i, t) in tmp.iter_mut().enumerate().take(n) {
+            // SAFETY: b + i < nb and base + nb <= lt.len() for every base (checked above);
+            // Block is `repr(align(32))`, so the aligned loads and the store are valid; AVX2
+            // is enabled and detected.
+            unsafe {
+                let mut acc = _mm256_load_si256(ltp.add(bases[0] + b + i).cast::<__m256i>());
+                for &base in &bases[1..g] {
+                    acc = _mm256_and_si256(
+                        acc,
+                        _mm256_load_si256(ltp.add(base + b + i).cast::<__m256i>()),
+                    );
                 }
+                _mm256_store_si256(t.as_mut_ptr().cast::<__m256i>(), acc);
+                let z = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(acc, zero)));
+                mask |= u64::from(!z as u32 & 0xf) << (4 * i);
             }
         }
+        while mask != 0 {
+            let wi = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            // SAFETY: bit `wi` of the mask is set only for words of the `n` blocks stored above.
+            let word = unsafe { tmp[wi / 4].assume_init_ref() }.0[wi % 4];
+            if !out.push_word(word, (b + wi / 4) * BLOCK_BITS + (wi % 4) * 64) {
+                return false;
+            }
+        }
+        b += n;
     }
     true
 }

@@ -2,11 +2,14 @@
 //! buckets, pairs whose previous result is zero skipped (`vptestmq`); an odd last block runs
 //! the AVX2 step. Beyond the kernel, which has only the AVX2 path.
 
+use std::mem::MaybeUninit;
+
 use std::arch::x86_64::{
-    __m512i, _mm512_and_si512, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_test_epi64_mask,
+    __m256i, __m512i, _mm256_and_si256, _mm256_load_si256, _mm256_store_si256, _mm256_testz_si256,
+    _mm512_and_si512, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_test_epi64_mask,
 };
 
-use super::avx2::{and_avx2, first_avx2, prefetch};
+use super::avx2::{and_avx2, prefetch};
 use crate::pipapo::fast::{Rules, by_groups};
 use crate::pipapo::lookup::AndKernel;
 use crate::pipapo::{Block, ElemHandle, Pipapo, Scratch};
@@ -154,34 +157,54 @@ unsafe fn first_avx512<const G: usize>(
     let ltp = lt.as_ptr();
     let mut b = 0;
     while b + 2 <= nb {
-        // SAFETY: b + 1 < nb and base + nb <= lt.len() for every base (checked above), so
-        // both blocks of each 64-byte access are in bounds; unaligned forms; features enabled.
-        unsafe {
-            let mut acc = _mm512_loadu_si512(ltp.add(bases[0] + b).cast::<__m512i>());
-            for &base in &bases[1..g] {
-                acc =
-                    _mm512_and_si512(acc, _mm512_loadu_si512(ltp.add(base + b).cast::<__m512i>()));
-            }
-            if _mm512_test_epi64_mask(acc, acc) != 0 {
-                let mut two = [Block::ZERO; 2];
-                _mm512_storeu_si512(two.as_mut_ptr().cast::<__m512i>(), acc);
-                if !out.push_block(&two[0], b) || !out.push_block(&two[1], b + 1) {
-                    return false;
+        // Up to 16 blocks (8 pairs) at a time, as in `first_avx2`: every AND stored, its
+        // non-zero words in a mask, then only those words visited.
+        let n = ((nb - b) / 2).min(8);
+        // Only the first `2n` are written and read (the mask has no bit past them).
+        let mut tmp = [const { MaybeUninit::<Block>::uninit() }; 16];
+        let mut mask = 0u64;
+        for i in 0..n {
+            // SAFETY: b + 2i + 1 < nb and base + nb <= lt.len() for every base (checked
+            // above), so both blocks of each 64-byte access are in bounds, and 2i + 1 < 16
+            // for the store into `tmp`; unaligned forms; the features are enabled here.
+            unsafe {
+                let at = b + 2 * i;
+                let mut acc = _mm512_loadu_si512(ltp.add(bases[0] + at).cast::<__m512i>());
+                for &base in &bases[1..g] {
+                    acc = _mm512_and_si512(
+                        acc,
+                        _mm512_loadu_si512(ltp.add(base + at).cast::<__m512i>()),
+                    );
                 }
+                _mm512_storeu_si512(tmp.as_mut_ptr().add(2 * i).cast::<__m512i>(), acc);
+                mask |= u64::from(_mm512_test_epi64_mask(acc, acc)) << (8 * i);
             }
         }
-        b += 2;
+        while mask != 0 {
+            let wi = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            // SAFETY: bit `wi` of the mask is set only for words of the blocks stored above.
+            let word = unsafe { tmp[wi / 4].assume_init_ref() }.0[wi % 4];
+            if !out.push_word(word, (b + wi / 4) * 256 + (wi % 4) * 64) {
+                return false;
+            }
+        }
+        b += 2 * n;
     }
     if b < nb {
-        let shifted: [usize; 32] = std::array::from_fn(|i| bases.get(i).map_or(0, |&x| x + b));
-        let mut rest = Rules::EMPTY;
-        // SAFETY: AVX2 is enabled here and detected; the AVX2 step checks its own bounds.
-        if !unsafe { first_avx2::<G>(lt, &shifted[..g], 1, &mut rest) } {
-            return false;
-        }
-        for &r in &rest.r[..rest.n] {
-            if !out.push_word(1, b * 256 + r as usize) {
-                return false;
+        // SAFETY: b < nb and base + nb <= lt.len() for every base (checked above); Block is
+        // `repr(align(32))`, so the aligned loads and the store are valid; AVX2 is enabled.
+        unsafe {
+            let mut acc = _mm256_load_si256(ltp.add(bases[0] + b).cast::<__m256i>());
+            for &base in &bases[1..g] {
+                acc = _mm256_and_si256(acc, _mm256_load_si256(ltp.add(base + b).cast::<__m256i>()));
+            }
+            if _mm256_testz_si256(acc, acc) == 0 {
+                let mut blk = Block::ZERO;
+                _mm256_store_si256((&mut blk as *mut Block).cast::<__m256i>(), acc);
+                if !out.push_block(&blk, b) {
+                    return false;
+                }
             }
         }
     }
