@@ -252,6 +252,10 @@ impl Ctx<'_> {
                 lo.extend_from_slice(&a.to_be_bytes()[16 - wb..]);
                 hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
             }
+            let value = match &e.data {
+                Some(ElemData::Value(v)) => value_u128(self.rs, e.span, v)? as u32,
+                _ => 0,
+            };
             let verdict = if verdict_map {
                 let Some(ElemData::Verdict(v)) = &e.data else {
                     return Err(self.err(e.span, "verdict map element without a verdict"));
@@ -285,6 +289,7 @@ impl Ctx<'_> {
                 hi,
                 elem: ElemC {
                     verdict,
+                    value,
                     expires,
                     counter,
                 },
@@ -392,6 +397,9 @@ impl Ctx<'_> {
             Expr::Const(v) => {
                 let w = v.bytes.len().clamp(1, 16) as u8;
                 loads.push(Load::constant(value_u128(self.rs, span, v)?, w));
+            }
+            Expr::Map { .. } => {
+                return Err(self.err(span, "a map lookup gives a value only to `meta mark set`"));
             }
         }
         Ok(())
@@ -695,6 +703,25 @@ impl Ctx<'_> {
                 Stmt::Log { prefix, .. } => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());
                     ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);
+                }
+                Stmt::MetaSet {
+                    key: MetaKey::Mark,
+                    value: Expr::Map { key, map, .. },
+                    span,
+                } => {
+                    let mut loads = Vec::new();
+                    let mut deps = Vec::new();
+                    self.expr(key, *span, &mut loads, &mut deps)?;
+                    self.deps(t.family, &deps, &mut ops);
+                    ops.note_link_reads(&loads);
+                    let set = self.set_ref(ti, t, named, map, &loads, false, *span)?;
+                    ops.push(
+                        Op::SetMarkMap {
+                            keys: loads.into(),
+                            set,
+                        },
+                        fence,
+                    );
                 }
                 Stmt::MetaSet { key, value, span } => {
                     let mut loads = Vec::new();

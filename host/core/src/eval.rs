@@ -112,6 +112,20 @@ pub(crate) fn op_one(
                 None => OpRes::Break,
             }
         }
+        Op::SetMarkMap { keys, set } => {
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
+                return OpRes::Break;
+            };
+            match prog.sets[*set as usize].lookup(&buf[..n], fx.now) {
+                Some(&e) => {
+                    fx.count_elem(e, st);
+                    st.mark = e.value;
+                    OpRes::Pass
+                }
+                None => OpRes::Break,
+            }
+        }
         Op::Counter(c) => {
             let c = &mut fx.counters[*c as usize];
             c.0 += 1;

@@ -46,6 +46,9 @@ pub(crate) enum Op {
     Log(u32),
     /// `meta mark set`.
     SetMark(Box<Load>),
+    /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
+    /// the rule.
+    SetMarkMap { keys: Box<[Load]>, set: u32 },
     /// `meta nftrace set`.
     SetNftrace(Box<Load>),
     /// A verdict.

@@ -30,6 +30,8 @@ pub(crate) enum SetStore {
 pub(crate) struct ElemC {
     /// Index into [`SetC::verdicts`] for a verdict map, else 0.
     pub verdict: u32,
+    /// Data of a map of 32-bit values (`type ipv4_addr : mark`), else 0.
+    pub value: u32,
     /// Expiry in ns after the epoch; `u64::MAX` for never.
     pub expires: u64,
     /// Index into the engine's element counters, when the element counts.

@@ -374,6 +374,17 @@ pub enum Expr {
     },
     /// A constant (right side of `meta mark set 0x10`).
     Const(Value),
+    /// `KEY map { k : v, ... }` or `KEY map @m`: the data of the map element holding the key
+    /// (`meta mark set ip saddr map { 10.0.0.1 : 0x1 }`); a miss ends the rule (NFT_BREAK, as
+    /// the kernel's `nft_lookup_eval` with a destination register).
+    Map {
+        /// The key expression.
+        key: Box<Expr>,
+        /// The map.
+        map: SetRef,
+        /// Type of the map's data.
+        data: DataType,
+    },
 }
 
 /// Bitwise operators.
@@ -833,6 +844,7 @@ impl Expr {
             Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
             Expr::Binop { expr, .. } => expr.dtype(),
             Expr::Const(v) => v.dtype,
+            Expr::Map { data, .. } => *data,
         }
     }
 

@@ -502,6 +502,7 @@ pub fn expr(e: &Expr) -> String {
             format!("{} {o} {}", expr(inner), print_value(value))
         }
         Expr::Const(v) => print_value(v),
+        Expr::Map { key, map, .. } => format!("{} map {}", expr(key), set_ref(map)),
     }
 }
 

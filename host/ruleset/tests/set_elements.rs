@@ -347,3 +347,18 @@ fn anonymous_sets_as_nft() {
         accepted(&rule(r));
     }
 }
+
+#[test]
+fn data_maps_print_as_nft_lists_them() {
+    // `nft -f` then `nft list ruleset` (nft 1.0.6) printed exactly this text.
+    let text = "table netdev t {\n\tmap marks {\n\t\ttype ipv4_addr : mark\n\t\tflags interval\n\t\telements = { 10.0.0.0/8 : 0x00000001, 192.168.0.0/16 : 0x00000002 }\n\t}\n\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority filter; policy accept;\n\t\tmeta mark set ip saddr map @marks\n\t\tmeta mark set udp dport map { 10-20 : 0x00000003, 53 : 0x00000004 } accept\n\t\tmeta mark 0x00000001 drop\n\t}\n}\n";
+    let r = accepted(text);
+    assert_eq!(wasp_ruleset::print_ruleset(&r, false), text);
+    // A map of marks is not a verdict map, and a set is not a map.
+    refused(
+        "table netdev t {\nset s { type ipv4_addr; }\nchain c {\nmeta mark set ip saddr map @s\n}\n}\n",
+        4,
+        28,
+        "not a map of mark values",
+    );
+}

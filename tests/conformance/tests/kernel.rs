@@ -151,6 +151,11 @@ fn verdict_maps() {
     check("14-maps.nft");
 }
 
+#[test]
+fn data_maps() {
+    check("15-data-maps.nft");
+}
+
 /// Every ruleset file has its test above.
 #[test]
 fn every_ruleset_has_a_test() {

@@ -214,3 +214,31 @@ fn per_element_counters() {
         "{text}"
     );
 }
+
+#[test]
+fn data_maps_set_the_mark() {
+    let mut e = engine(&format!(
+        "{HEAD}map m {{ type ipv4_addr : mark; flags interval; elements = {{ 10.0.0.0/8 : 0x1, 192.168.0.0/16 : 0x2 }} }}\n{CHAIN}meta mark set ip saddr map @m\nmeta mark set udp dport map {{ 10-20 : 0x3, 53 : 0x4 }} accept\nmeta mark 0x1 accept\n}}\n}}\n"
+    ));
+    let frames = [
+        udp4([10, 1, 1, 1], 15),    // mark 1, then 3: accept (rule 2)
+        udp4([10, 1, 1, 1], 99),    // mark 1, port miss: rule 3 accepts
+        udp4([192, 168, 1, 1], 99), // mark 2: policy drop
+        udp4([11, 0, 0, 1], 53),    // net miss (mark stays 0), port 53: accept, mark 4
+    ];
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let mut out = vec![
+        Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark: 0
+        };
+        pk.len()
+    ];
+    e.ingress("eth0", &pk, 0, &mut out, None);
+    let got: Vec<(bool, u32)> = out
+        .iter()
+        .map(|o| (o.verdict == FinalVerdict::Accept, o.mark))
+        .collect();
+    assert_eq!(got, [(true, 3), (true, 1), (false, 2), (true, 4)]);
+}

@@ -12,7 +12,7 @@
 
 use super::{PResult, Parser};
 use crate::model::{
-    BaseChain, Chain, DataType, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
+    BaseChain, Chain, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -114,6 +114,14 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
         .filter(|s| match s {
             Stmt::Match(m) => matches!(m.right, Rhs::Set(SetRef::Anonymous(_))),
             Stmt::VerdictMap { map, .. } => matches!(map, SetRef::Anonymous(_)),
+            Stmt::MetaSet {
+                value:
+                    Expr::Map {
+                        map: SetRef::Anonymous(_),
+                        ..
+                    },
+                ..
+            } => true,
             _ => false,
         })
         .count() as u64
@@ -304,6 +312,17 @@ impl Parser<'_> {
                 }
                 match (map_data, set.data) {
                     (Some(DataType::Verdict), Some(DataType::Verdict)) | (None, None) => Ok(()),
+                    (Some(want), Some(have))
+                        if want != DataType::Verdict
+                            && have != DataType::Verdict
+                            && want.width_bytes() == have.width_bytes() =>
+                    {
+                        Ok(())
+                    }
+                    (Some(want), _) if want != DataType::Verdict => Err(self.st.error(
+                        span,
+                        format!("`{name}` is not a map of {} values", want.name()),
+                    )),
                     (Some(_), _) => Err(self.st.error(
                         span,
                         format!(

@@ -157,6 +157,34 @@ impl Parser<'_> {
         })
     }
 
+    /// After `KEY map`: `{ k : v, ... }` or `@m`, giving values of type `data`.
+    fn data_map(&mut self, key: Expr, kspan: Span, data: DataType) -> PResult<Expr> {
+        let types = key.key_types();
+        let mspan = self.peek_span()?;
+        let map = if self.eat_punct("{")? {
+            let elems = self.elements(&types, Some(data), None)?;
+            self.check_anonymous(&types, &elems, true)?;
+            SetRef::Anonymous(elems)
+        } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
+            self.advance();
+            self.refs.push(Ref::Set {
+                name: name.clone(),
+                span: mspan,
+                key: types,
+                expr_text: self.st_text(kspan),
+                map_data: Some(data),
+            });
+            SetRef::Named(name)
+        } else {
+            return self.expected("`{` or `@map` after `map`");
+        };
+        Ok(Expr::Map {
+            key: Box::new(key),
+            map,
+            data,
+        })
+    }
+
     /// `EXPR [op] RHS`, `EXPR vmap { ... }` or `meta KEY set VALUE`.
     fn match_or_set(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
         let (left, lspan) = self.concat_expr(ctx)?;
@@ -174,7 +202,12 @@ impl Parser<'_> {
             }
             let vspan = self.peek_span()?;
             let value = if self.at_expr()? {
-                self.binop_expr(ctx)?.0
+                let (v, kspan) = self.binop_expr(ctx)?;
+                if self.eat_word("map")? {
+                    self.data_map(v, kspan, key.dtype())?
+                } else {
+                    v
+                }
             } else {
                 Expr::Const(self.const_or(key.dtype())?.0)
             };
