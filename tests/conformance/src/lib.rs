@@ -9,7 +9,6 @@
 
 pub mod capture;
 pub mod cmd;
-pub mod concat_range;
 pub mod error;
 pub mod generate;
 pub mod kernel;
