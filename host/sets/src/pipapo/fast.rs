@@ -18,6 +18,8 @@ use super::{ElemHandle, Pipapo};
 pub(crate) const MAX_RULES: usize = 16;
 /// Keys ahead whose buckets a batched lookup prefetches.
 pub(crate) const BATCH_AHEAD: usize = 8;
+/// Buckets of at most this many blocks are ANDed whole, without their non-zero ranges.
+pub(crate) const NZ_MIN_BLOCKS: usize = 8;
 /// Widest window of 64-bit words a later field may need.
 pub(crate) const WINDOW: usize = 16;
 
@@ -279,6 +281,39 @@ impl<X: Clone> Pipapo<X> {
         }
     }
 
+    /// Field 0 for `key`: `first` ANDs only the blocks inside every bucket's non-zero range
+    /// (`Field::nz`; all blocks when there are at most `NZ_MIN_BLOCKS`), its rules are shifted back to field-0 rule numbers. `false`: fall back.
+    #[inline(always)]
+    pub(crate) fn first_step(
+        &self,
+        key: &[u8],
+        bases: &mut [usize; 32],
+        rules: &mut Rules,
+        first: impl Fn(&[Block], &[usize], usize, &mut Rules) -> bool,
+    ) -> bool {
+        let f0 = &self.fields[0];
+        if f0.bblocks <= NZ_MIN_BLOCKS {
+            // Few blocks: ANDing them all is cheaper than first loading the ranges.
+            let g = f0.bases(&key[..f0.len], bases);
+            return first(&f0.lt, &bases[..g], f0.bblocks, rules);
+        }
+        let (g, lo, hi) = f0.bases_nz(&key[..f0.len], bases);
+        if lo >= hi {
+            return true;
+        }
+        for b in &mut bases[..g] {
+            *b += lo;
+        }
+        if !first(&f0.lt, &bases[..g], hi - lo, rules) {
+            return false;
+        }
+        let shift = (lo * BLOCK_BITS) as u32;
+        for r in &mut rules.r[..rules.n] {
+            *r += shift;
+        }
+        true
+    }
+
     /// The fast lookup with `first` as the field-0 step (see the module docs). `None`: fall
     /// back to the bitmap pipeline. `key` must have the set's key length.
     #[inline(always)]
@@ -293,9 +328,8 @@ impl<X: Clone> Pipapo<X> {
         }
         let mut bases = [0usize; 32];
         let f0 = &self.fields[0];
-        let g = f0.bases(&key[..f0.len], &mut bases);
         let mut rules = Rules::EMPTY;
-        if !first(&f0.lt, &bases[..g], f0.bblocks, &mut rules) {
+        if !self.first_step(key, &mut bases, &mut rules, first) {
             return None;
         }
         match self.after_first(&rules, now) {

@@ -82,7 +82,15 @@ pub struct Field {
     pub lt: Vec<Block>,
     /// One mapping slot per rule.
     pub mt: Vec<Map>,
+    /// Per bucket, blocks `[lo, hi)` outside which the bucket is zero (`[u32::MAX, 0]` for
+    /// an empty bucket; may be wider than the truth, never narrower). A lookup ANDs only the
+    /// intersection of its buckets' ranges: a selftest set's high-byte buckets hold a few
+    /// adjacent rules, so a 118-block bucket shrinks to one or two blocks.
+    pub nz: Vec<[u32; 2]>,
 }
+
+/// `Field::nz` of an empty bucket.
+pub(crate) const NZ_EMPTY: [u32; 2] = [u32::MAX, 0];
 
 /// Size of a lookup table in bytes.
 #[inline]
@@ -102,6 +110,7 @@ impl Field {
             stride: 0,
             lt: Vec::new(),
             mt: Vec::new(),
+            nz: Vec::new(),
         }
     }
 
@@ -144,6 +153,44 @@ impl Field {
         self.groups
     }
 
+    /// As [`Field::bases`], and the intersection `[lo, hi)` of the buckets' non-zero block
+    /// ranges, clamped to `bblocks` (`lo >= hi`: the AND is zero). Returns `(groups, lo, hi)`.
+    #[inline(always)]
+    pub fn bases_nz(&self, bytes: &[u8], out: &mut [usize; 32]) -> (usize, usize, usize) {
+        let (mut lo, mut hi) = (0u32, self.bblocks as u32);
+        let mut put = |i: usize, id: usize| {
+            out[i] = id * self.stride;
+            let [l, h] = self.nz.get(id).copied().unwrap_or([0, u32::MAX]);
+            lo = lo.max(l);
+            hi = hi.min(h);
+        };
+        if self.bb == 8 {
+            for (g, &b) in bytes.iter().enumerate() {
+                put(g, (g << 8) | b as usize);
+            }
+        } else {
+            for (i, &b) in bytes.iter().enumerate() {
+                put(2 * i, (2 * i) << 4 | (b >> 4) as usize);
+                put(2 * i + 1, (2 * i + 1) << 4 | (b & 15) as usize);
+            }
+        }
+        (self.groups, lo as usize, hi as usize)
+    }
+
+    /// Recompute every bucket's non-zero block range from the table.
+    pub(crate) fn recompute_nz(&mut self) {
+        let buckets = self.groups << self.bb;
+        self.nz.clear();
+        self.nz.resize(buckets, NZ_EMPTY);
+        for (b, r) in self.nz.iter_mut().enumerate() {
+            let blocks = &self.lt[b * self.stride..b * self.stride + self.bblocks];
+            if let Some(l) = blocks.iter().position(|x| !x.is_zero()) {
+                let h = blocks.iter().rposition(|x| !x.is_zero()).unwrap_or(l);
+                *r = [l as u32, h as u32 + 1];
+            }
+        }
+    }
+
     /// Resize the bucket size for `rules` rules, keeping each bucket's first blocks. The
     /// table is reallocated only when the buckets outgrow their stride (then with a quarter
     /// of slack) or shrink below half of it; otherwise the dropped blocks are zeroed.
@@ -168,7 +215,11 @@ impl Field {
                 self.lt[b * self.stride + nb..b * self.stride + self.bblocks].fill(Block::ZERO);
             }
         }
+        let shrunk = nb < self.bblocks;
         self.bblocks = nb;
+        if shrunk || self.nz.len() != buckets {
+            self.recompute_nz();
+        }
     }
 
     /// Set rule `r`'s bit in every bucket that accepts the prefix (kernel `pipapo_insert` for
@@ -192,6 +243,10 @@ impl Field {
             for x in first..first + count {
                 let i = self.bucket(g, x) + blk;
                 self.lt[i].0[w] |= 1u64 << bit;
+                let id = (g << bb) | x;
+                if let Some(r) = self.nz.get_mut(id) {
+                    *r = [r[0].min(blk as u32), r[1].max(blk as u32 + 1)];
+                }
             }
         }
     }
@@ -213,6 +268,7 @@ impl Field {
         }
         self.mt.drain(at..at + n);
         self.rules -= n;
+        self.recompute_nz();
     }
 
     /// The kernel's `pipapo_lt_bits_adjust` under `policy`: 8-bit to 4-bit when the table
@@ -260,6 +316,7 @@ impl Field {
         self.lt = lt;
         self.bb = 4;
         self.groups = groups;
+        self.recompute_nz();
     }
 
     /// Convert 4-bit groups to 8-bit: new bucket (g, x) is old (2g, x >> 4) AND (2g+1, x & 15).
@@ -285,6 +342,7 @@ impl Field {
         self.lt = lt;
         self.bb = 8;
         self.groups = groups;
+        self.recompute_nz();
     }
 }
 

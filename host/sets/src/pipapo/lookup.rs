@@ -484,9 +484,10 @@ impl<X: Clone> Pipapo<X> {
                     let g = f0.bases(&key(i + BATCH_AHEAD)[..f0.len], &mut pbases);
                     k.prefetch(&f0.lt, &pbases[..g]);
                 }
-                let g = f0.bases(&key(i)[..f0.len], &mut bases);
                 rules[i] = Rules::EMPTY;
-                flow[i] = if k.first(&f0.lt, &bases[..g], f0.bblocks, &mut rules[i]) {
+                flow[i] = if self.first_step(key(i), &mut bases, &mut rules[i], |lt, b, nb, o| {
+                    k.first(lt, b, nb, o)
+                }) {
                     self.after_first(&rules[i], now)
                 } else {
                     Flow::Fallback
