@@ -186,6 +186,20 @@ fn refusals_as_nft() {
             "Too many open files in system",
         ),
     ];
+    // rbtree: a range deleted earlier in the batch is still in the way of an overlapping add
+    // (nft's cache) and of a `create` of the same range (the kernel).
+    rows.push((
+        format!("{PORTS}add element ip t s {{ 10-20 }}\ndelete element ip t s {{ 10-20 }}\nadd element ip t s {{ 12-14 }}\n"),
+        6,
+        22,
+        "interval overlaps with an existing one",
+    ));
+    rows.push((
+        format!("{PORTS}add element ip t s {{ 10-20 }}\ndelete element ip t s {{ 10-20 }}\ncreate element ip t s {{ 10-20 }}\n"),
+        6,
+        25,
+        "File exists",
+    ));
     // An element timeout in a set without `flags timeout` (EINVAL).
     rows.push((
         "table ip t {\nset s { type ipv4_addr; elements = { 1.2.3.4 timeout 10s } }\n}\n"
@@ -197,6 +211,22 @@ fn refusals_as_nft() {
     for (text, line, col, needle) in &rows {
         refused(text, *line, *col, needle);
     }
+}
+
+#[test]
+fn delete_then_readd_in_one_batch() {
+    // rbtree: the same range again is fine; pipapo and hash: the deleted key is free.
+    let r = accepted(&format!(
+        "{PORTS}add element ip t s {{ 10-20, 30-40 }}\ndelete element ip t s {{ 10-20 }}\nadd element ip t s {{ 10-20 }}\nadd element ip t s {{ 21-25 }}\n"
+    ));
+    assert_eq!(listed(&r), "elements = { 10-20, 21-25, 30-40 }");
+    let r = accepted(&format!(
+        "{CONCAT}add element ip t s {{ 10.0.0.0/24 . 10-20 }}\ndelete element ip t s {{ 10.0.0.0/24 . 10-20 }}\nadd element ip t s {{ 10.0.0.0/25 . 12-14 }}\ncreate element ip t s {{ 10.0.0.0/24 . 10-20 }}\n"
+    ));
+    assert_eq!(r.tables[0].sets[0].elements.len(), 2);
+    accepted(
+        "table ip t {\nset s { type inet_service; elements = { 10, 30 } }\n}\ndelete element ip t s { 10 }\ncreate element ip t s { 10 }\n",
+    );
 }
 
 #[test]

@@ -92,8 +92,11 @@ fn normalize(mut e: SetElem) -> SetElem {
 pub(crate) enum Shadow {
     /// `nft_set_hash`: exact keys, with each element's data.
     Hash(HashMap<Vec<u8>, Option<ElemData>>),
-    /// `nft_set_rbtree`: one interval field.
-    Rbtree(IntervalSet<Option<ElemData>>),
+    /// `nft_set_rbtree`: one interval field, and the ranges `delete element` removed in this
+    /// transaction (nft 1.0.6 + kernel 6.18 keep them in the way of the batch's later
+    /// commands: an overlapping add is "interval overlaps with an existing one", a `create` of
+    /// the same range "File exists"; `flush set` clears them).
+    Rbtree(IntervalSet<Option<ElemData>>, Vec<(Vec<u8>, Vec<u8>)>),
     /// `nft_set_pipapo`: concatenated intervals.
     Pipapo(Pipapo<Option<ElemData>>),
 }
@@ -106,7 +109,7 @@ impl Shadow {
             if lens.len() == 1
                 && let Ok(s) = IntervalSet::new(lens[0])
             {
-                return Shadow::Rbtree(s);
+                return Shadow::Rbtree(s, Vec::new());
             }
             if let Ok(p) = Pipapo::new(&lens) {
                 return Shadow::Pipapo(p);
@@ -118,7 +121,7 @@ impl Shadow {
     fn len(&self) -> usize {
         match self {
             Shadow::Hash(h) => h.len(),
-            Shadow::Rbtree(s) => s.len(),
+            Shadow::Rbtree(s, _) => s.len(),
             Shadow::Pipapo(p) => p.len(),
         }
     }
@@ -148,7 +151,15 @@ impl Shadow {
                     Ok(true)
                 }
             },
-            Shadow::Rbtree(s) => {
+            Shadow::Rbtree(s, deleted) => {
+                if let Some(i) = deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
+                    if create {
+                        return Err(EXISTS);
+                    }
+                    deleted.remove(i);
+                } else if deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
+                    return Err("interval overlaps with an existing one");
+                }
                 let before = s.len();
                 match s.insert(new, mode, 0) {
                     Ok(h) => {
@@ -194,8 +205,11 @@ impl Shadow {
                 Some(_) => Ok((lo.clone(), lo)),
                 None => Err(NOT_FOUND),
             },
-            Shadow::Rbtree(s) => match s.delete(&lo, Some(&hi), 0) {
-                Ok(x) => Ok((x.start.into(), x.end.into())),
+            Shadow::Rbtree(s, deleted) => match s.delete(&lo, Some(&hi), 0) {
+                Ok(x) => {
+                    deleted.push((x.start.to_vec(), x.end.to_vec()));
+                    Ok((x.start.into(), x.end.into()))
+                }
                 Err(_) => Err(NOT_FOUND),
             },
             Shadow::Pipapo(p) => match p.delete(&lo, 0) {
@@ -208,7 +222,10 @@ impl Shadow {
     fn flush(&mut self) {
         match self {
             Shadow::Hash(h) => h.clear(),
-            Shadow::Rbtree(s) => s.flush(),
+            Shadow::Rbtree(s, deleted) => {
+                s.flush();
+                deleted.clear();
+            }
             Shadow::Pipapo(p) => p.flush(),
         }
     }
@@ -293,7 +310,7 @@ impl Parser<'_> {
                 }
                 Err(m) => {
                     // nft 1.0.6 checks a single-field interval set against its cache first.
-                    let m = if matches!(self.shadow(ti, si), Shadow::Rbtree(_)) {
+                    let m = if matches!(self.shadow(ti, si), Shadow::Rbtree(..)) {
                         "element does not exist"
                     } else {
                         m
