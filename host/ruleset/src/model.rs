@@ -593,6 +593,8 @@ pub struct SetDecl {
     pub key: Vec<DataType>,
     /// `typeof EXPR . EXPR` when the declaration used `typeof` (kept for printing).
     pub key_typeof: Option<Vec<Expr>>,
+    /// `typeof ... : EXPR` of a map declared with `typeof` (kept for printing).
+    pub data_typeof: Option<Expr>,
     /// Map data type (`type K : V`); `None` for a set.
     pub data: Option<DataType>,
     /// Flags.

@@ -84,8 +84,14 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
             let _ = write!(out, "\t\ttype {}", names.join(" . "));
         }
     }
-    if let Some(d) = s.data {
-        let _ = write!(out, " : {}", d.name());
+    match (&s.data_typeof, s.data) {
+        (Some(e), _) if s.key_typeof.is_some() => {
+            let _ = write!(out, " : {}", expr(e));
+        }
+        (_, Some(d)) => {
+            let _ = write!(out, " : {}", d.name());
+        }
+        _ => {}
     }
     out.push('\n');
     if let Some(n) = s.size {

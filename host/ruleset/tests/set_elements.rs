@@ -392,3 +392,10 @@ fn data_maps_print_as_nft_lists_them() {
         "not a map of mark values",
     );
 }
+
+#[test]
+fn typeof_map_listed_as_nft() {
+    // `nft -f` then `nft list ruleset` (nft 1.0.6) printed exactly this text.
+    let text = "table netdev t {\n\tmap m {\n\t\ttypeof ip saddr : meta mark\n\t\tflags interval\n\t\telements = { 10.0.0.0/8 : 0x00000001 }\n\t}\n\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority filter; policy accept;\n\t\tmeta mark set ip saddr map @m\n\t}\n}\n";
+    assert_eq!(wasp_ruleset::print_ruleset(&accepted(text), false), text);
+}

@@ -367,6 +367,7 @@ fn sets_exact_ranges_concat_named_and_negated() {
         is_map: false,
         key: vec![DataType::InetService],
         key_typeof: None,
+        data_typeof: None,
         data: None,
         flags: SetFlags::default(),
         timeout_ms: None,

@@ -347,6 +347,7 @@ impl Parser<'_> {
             is_map,
             key: key.to_vec(),
             key_typeof: None,
+            data_typeof: None,
             data: None,
             flags: crate::model::SetFlags {
                 interval,

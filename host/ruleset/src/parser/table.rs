@@ -429,6 +429,7 @@ impl Parser<'_> {
             is_map,
             key: Vec::new(),
             key_typeof: None,
+            data_typeof: None,
             data: None,
             flags: SetFlags::default(),
             timeout_ms: None,
@@ -498,6 +499,7 @@ impl Parser<'_> {
                             let (e, _) =
                                 self.primary_expr(&mut super::expr::RuleCtx::new(Family::Inet))?;
                             set.data = Some(e.dtype());
+                            set.data_typeof = Some(e);
                         }
                     }
                 }
