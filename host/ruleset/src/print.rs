@@ -171,8 +171,15 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
     out
 }
 
-/// Elements in the order nft lists them, with interval parts in their listed form.
-fn sorted_elements(elems: &[SetElem], _interval: bool) -> Vec<SetElem> {
+/// Elements in the order nft lists them, with interval parts in their listed form: sorted by
+/// key, except in a concatenated set with ranges (the kernel's pipapo), which nft lists in
+/// insertion order (checked with `nft list ruleset`, nft 1.0.6 + kernel 6.18).
+fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
+    let pipapo = elems.first().is_some_and(|e| e.key.len() > 1)
+        && (interval
+            || elems
+                .iter()
+                .any(|e| e.key.iter().any(|p| !matches!(p, KeyPart::Value(_)))));
     let mut v: Vec<SetElem> = elems
         .iter()
         .map(|e| SetElem {
@@ -180,7 +187,9 @@ fn sorted_elements(elems: &[SetElem], _interval: bool) -> Vec<SetElem> {
             ..e.clone()
         })
         .collect();
-    v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
+    if !pipapo {
+        v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
+    }
     v
 }
 
@@ -417,7 +426,7 @@ fn set_ref(r: &SetRef) -> String {
     match r {
         SetRef::Named(n) => format!("@{n}"),
         SetRef::Anonymous(elems) => {
-            let sorted = sorted_elements(elems, true);
+            let sorted = sorted_elements(elems, false);
             let items: Vec<String> = sorted.iter().map(element).collect();
             format!("{{ {} }}", items.join(", "))
         }

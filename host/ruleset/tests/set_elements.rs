@@ -399,3 +399,21 @@ fn typeof_map_listed_as_nft() {
     let text = "table netdev t {\n\tmap m {\n\t\ttypeof ip saddr : meta mark\n\t\tflags interval\n\t\telements = { 10.0.0.0/8 : 0x00000001 }\n\t}\n\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority filter; policy accept;\n\t\tmeta mark set ip saddr map @m\n\t}\n}\n";
     assert_eq!(wasp_ruleset::print_ruleset(&accepted(text), false), text);
 }
+
+#[test]
+fn listing_order_by_back_end() {
+    // `nft list ruleset` after `nft -f` (nft 1.0.6 + kernel 6.18): pipapo lists in insertion
+    // order, rbtree sorted.
+    let r = accepted(
+        "table ip t {\nset s { type ipv4_addr . inet_service; flags interval; elements = { 10.0.0.0/8 . 1-100, 0.0.0.0/1 . 5353, 5.0.0.0/8 . 7 } }\nset r { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 1.0.0.0/8, 5.0.0.0/8 } }\n}\n",
+    );
+    let text = wasp_ruleset::print_ruleset(&r, false);
+    assert!(
+        text.contains("elements = { 10.0.0.0/8 . 1-100,\n\t\t\t     0.0.0.0/1 . 5353,\n\t\t\t     5.0.0.0/8 . 7 }"),
+        "{text}"
+    );
+    assert!(
+        text.contains("elements = { 1.0.0.0/8, 5.0.0.0/8,\n\t\t\t     10.0.0.0/8 }"),
+        "{text}"
+    );
+}

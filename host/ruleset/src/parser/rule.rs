@@ -202,7 +202,7 @@ impl Parser<'_> {
             }
             let vspan = self.peek_span()?;
             let value = if self.at_expr()? {
-                let (v, kspan) = self.binop_expr(ctx)?;
+                let (v, kspan) = self.concat_expr(ctx)?;
                 if self.eat_word("map")? {
                     self.data_map(v, kspan, key.dtype())?
                 } else {
