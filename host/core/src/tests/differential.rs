@@ -13,7 +13,7 @@ impl TraceSink for Rec {
 
 fn match_pool(k: u8) -> Stmt {
     let d = || pf(PayloadField::TcpDport);
-    match k % 10 {
+    match k % 12 {
         0 => eq(d(), port(22)),
         1 => mt(RelOp::Ne, d(), port(80)),
         2 => mpart(RelOp::Eq, d(), vec![KeyPart::Range(port(20), port(100))]),
@@ -46,6 +46,38 @@ fn match_pool(k: u8) -> Stmt {
         8 => eq(
             Expr::Meta(MetaKey::Protocol),
             val(DataType::EtherType, &[0x86, 0xdd]),
+        ),
+        // A single-field interval set (rbtree semantics) and a concatenation with ranges
+        // (pipapo, the older element first where two overlap).
+        10 => in_set(
+            RelOp::Eq,
+            pf(PayloadField::ThDport),
+            SetRef::Anonymous(vec![
+                elem(vec![KeyPart::Range(port(20), port(30))], None),
+                elem(vec![KeyPart::Range(port(50), port(80))], None),
+                elem(vec![kv(port(443))], None),
+            ]),
+        ),
+        11 => in_set(
+            RelOp::Ne,
+            Expr::Concat(vec![pf(PayloadField::IpSaddr), pf(PayloadField::ThDport)]),
+            SetRef::Anonymous(vec![
+                elem(
+                    vec![
+                        KeyPart::Prefix(v4([10, 0, 0, 0]), 8),
+                        KeyPart::Range(port(1), port(1000)),
+                    ],
+                    None,
+                ),
+                elem(
+                    vec![
+                        KeyPart::Prefix(v4([0, 0, 0, 0]), 1),
+                        KeyPart::Range(port(0), port(65535)),
+                    ],
+                    None,
+                ),
+                elem(vec![kv(v4([192, 168, 1, 1])), kv(port(53))], None),
+            ]),
         ),
         _ => eq(pf(PayloadField::UdpDport), port(53)),
     }
