@@ -1,8 +1,11 @@
 //! Benchmarks and the traffic generator.
 //!
+//! - [`acl`]: a set's rules, field definitions and input buffers as DPDK's `rte_acl` takes
+//!   them (the `acl-compare` benchmark, feature `dpdk`).
 //! - [`traffic`]: deterministic Ethernet frames from a seed (VLAN stacks, IPv4/IPv6 with
 //!   extension headers, TCP/UDP/ICMP/ICMPv6, ARP, malformed frames), written as pcap; also the
 //!   capture of `samples/firewall` (`wasp-traffic office`).
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod traffic;
