@@ -48,7 +48,10 @@ impl Hasher for FxHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        // The multiply leaves the low bits depending only on the input's low bits, and the
+        // hash map picks buckets by the low bits: keys whose first bytes are equal (addresses
+        // of one /8, `10.0.0.x . port`) would all collide. Fold the well-mixed high half down.
+        self.hash ^ (self.hash >> 32)
     }
 }
 
