@@ -136,7 +136,8 @@ impl<X: Clone> Pipapo<X> {
         for &r in &rules.r[..rules.n] {
             let r = r as usize;
             let m = f.mt.get(r).filter(|_| r < f.rules)?;
-            if self.expiry.get(m.to as usize).is_some_and(|&t| now < t) {
+            // Without timed elements every slot a rule maps to is live (expiry `u64::MAX`).
+            if !self.timed || self.expiry.get(m.to as usize).is_some_and(|&t| now < t) {
                 return Some(ElemHandle(m.to));
             }
         }

@@ -100,6 +100,7 @@ impl<X: Clone> Pipapo<X> {
             nrules: rules.iter().map(|r| r.len() as u32).collect(),
         });
         self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
+        self.timed |= e.expires.is_some();
         self.order.push(h);
         Ok(ElemHandle(h))
     }

@@ -141,6 +141,9 @@ pub struct Pipapo<X = ()> {
     slab: Vec<Option<Elem<X>>>,
     /// Expiry per slab slot (`u64::MAX` for never or free), read by lookups.
     expiry: Vec<u64>,
+    /// `true` once an element with an expiry was inserted (until a flush): without one,
+    /// lookups need not read `expiry`.
+    timed: bool,
     free: Vec<u32>,
     /// Live handles in insertion order (the rule order of every field).
     order: Vec<u32>,
@@ -174,6 +177,7 @@ impl<X: Clone> Pipapo<X> {
             policy,
             slab: Vec::new(),
             expiry: Vec::new(),
+            timed: false,
             free: Vec::new(),
             order: Vec::new(),
             bblocks_max: 0,

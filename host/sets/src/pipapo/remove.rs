@@ -65,6 +65,7 @@ impl<X: Clone> Pipapo<X> {
         }
         self.slab.clear();
         self.expiry.clear();
+        self.timed = false;
         self.free.clear();
         self.order.clear();
         self.bblocks_max = 0;
