@@ -9,6 +9,7 @@
 
 pub mod capture;
 pub mod cmd;
+pub mod concat_range;
 pub mod error;
 pub mod generate;
 pub mod kernel;
