@@ -783,6 +783,72 @@ impl KernelSets {
     }
 }
 
+/// A frame that carries `key` for `t`'s rule (`t.chain_spec`): Ethernet from the source MAC
+/// field (else 02:00:00:00:00:01) to 02:00:00:00:00:02; IPv6 when a field is an IPv6 address,
+/// else IPv4, addresses from the destination / source address fields (else 10.0.0.2 /
+/// 10.0.0.1); UDP with ports from the port fields (else 1024), or an ICMP / ICMPv6 echo
+/// request for the `*_icmp` types (the script pings them).
+pub fn frame(t: &TypeSpec, key: &[u128]) -> Vec<u8> {
+    use crate::generate::{DST_MAC, SRC_MAC, V4, ether, icmp, ipv6, udp};
+    let mut src_mac = SRC_MAC;
+    let (mut d4, mut s4) = ([10, 0, 0, 2], [10, 0, 0, 1]);
+    let (mut d6, mut s6) = (
+        Kind::Addr6.value(2).to_be_bytes(),
+        Kind::Addr6.value(1).to_be_bytes(),
+    );
+    let (mut dport, mut sport) = (1024u16, 1024u16);
+    let mut v6 = false;
+    for (f, &v) in t.fields.iter().zip(key) {
+        match (f.kind, f.src) {
+            (Kind::Mac, _) => src_mac.copy_from_slice(&v.to_be_bytes()[10..]),
+            (Kind::Addr4, false) => d4 = (v as u32).to_be_bytes(),
+            (Kind::Addr4, true) => s4 = (v as u32).to_be_bytes(),
+            (Kind::Addr6, false) => (d6, v6) = (v.to_be_bytes(), true),
+            (Kind::Addr6, true) => (s6, v6) = (v.to_be_bytes(), true),
+            (Kind::Port, false) => dport = v as u16,
+            (Kind::Port, true) => sport = v as u16,
+            (Kind::Proto, _) => {}
+        }
+    }
+    let ping = t.name.ends_with("_icmp");
+    if v6 {
+        let (next, l4) = if ping {
+            (58, icmp(128, 0))
+        } else {
+            (PROTO_UDP, udp(sport, dport, &[0; 8], None))
+        };
+        ether(
+            DST_MAC,
+            src_mac,
+            &[],
+            0x86dd,
+            &ipv6(s6, d6, next, 64, &l4, None),
+        )
+    } else {
+        let (proto, l4) = if ping {
+            (1, icmp(8, 0))
+        } else {
+            (PROTO_UDP, udp(sport, dport, &[0; 8], None))
+        };
+        let mut ip = V4::new(proto);
+        ip.src = s4;
+        ip.dst = d4;
+        ether(DST_MAC, src_mac, &[], 0x0800, &ip.build(&l4))
+    }
+}
+
+/// A netdev ruleset for the harness (ingress of `dev`): set `test` of `t`'s type with
+/// `elements` and the rule `<chain_spec> @test counter drop`, as the script's chain.
+pub fn ruleset(t: &TypeSpec, elements: &[&Element], dev: &str) -> String {
+    let elems: Vec<String> = elements.iter().map(|e| t.elem_text(e)).collect();
+    format!(
+        "table netdev concat {{\n\tset test {{\n\t\ttype {};\n\t\tflags interval;\n\t\telements = {{ {} }}\n\t}}\n\tchain in {{\n\t\ttype filter hook ingress device \"{dev}\" priority 0; policy accept;\n\t\t{} @test counter drop\n\t}}\n}}\n",
+        t.type_spec(),
+        elems.join(", "),
+        t.chain_spec
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

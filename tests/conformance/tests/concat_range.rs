@@ -7,7 +7,10 @@
 //! The kernel parts skip (pass with a message) when not root, nft is missing or no namespace
 //! can be created. `WASP_CONCAT_RANGE_SCRIPT_DCOUNT=1` makes `correctness_large` load the
 //! script's filler counts (16 385 / 32 768 / 65 536) instead of the smallest count that turns
-//! the first field's groups to 4 bits in the kernel (slower).
+//! the first field's groups to 4 bits in the kernel (slower), `WASP_CONCAT_RANGE_FULL=1` probes
+//! the kernel with `nft get element` at every step of `correctness_large` (minutes: nft 1.0.6
+//! lists the whole set for each get). `packets` sends every probe as a frame through the
+//! kernel's netdev ingress and `wasp replay --verdicts` (the harness of `tests/kernel.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -542,4 +545,110 @@ fn concurrency() {
         "concat_range concurrency: 14 types, {total_commits} commits, {total_lookups} checked lookups, {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// Packets through the kernel's netdev ingress and `wasp replay --verdicts`: per type, the set
+/// holds the correctness loop's final elements (every third one deleted), the chain has the
+/// script's rule `<chain_spec> @test counter drop`, and every probe of the loop plus each
+/// element's corners is sent as a frame; kernel and wasp verdicts must agree frame by frame.
+#[test]
+fn packets() {
+    use wasp_conformance::concat_range::{frame, ruleset};
+    use wasp_conformance::run::{Packet, build_wasp, compare};
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED concat_range packets: {why}");
+        return;
+    }
+    let wasp = build_wasp().unwrap_or_else(|e| panic!("cannot build wasp: {e}"));
+    let exe = std::env::current_exe().expect("current_exe");
+    let base = exe
+        .ancestors()
+        .nth(3)
+        .map_or_else(std::env::temp_dir, std::path::Path::to_path_buf)
+        .join("conformance")
+        .join("concat_range");
+    let t0 = Instant::now();
+    let mut diffs = Vec::new();
+    let mut frames = 0;
+    for t in &types() {
+        let seq = sequence(t, true);
+        let mut alive = vec![false; seq.elements.len()];
+        let mut keys: Vec<Vec<u128>> = Vec::new();
+        for s in &seq.steps {
+            match s {
+                Step::Add(i) => alive[*i] = true,
+                Step::Delete(i) => alive[*i] = false,
+                Step::Probe { key, .. } => {
+                    if !keys.contains(key) {
+                        keys.push(key.clone());
+                    }
+                }
+            }
+        }
+        let kept: Vec<&Element> = seq
+            .elements
+            .iter()
+            .zip(&alive)
+            .filter_map(|(e, &a)| a.then_some(e))
+            .collect();
+        for e in &kept {
+            keys.push(e.ranges.iter().map(|r| r.0).collect());
+            keys.push(e.ranges.iter().map(|r| r.1).collect());
+        }
+        let out = base.join(t.name);
+        std::fs::create_dir_all(&out).expect("out dir");
+        let file = out.join("ruleset.nft");
+        std::fs::write(&file, ruleset(t, &kept, "wasp0")).expect("write ruleset");
+        let packets: Vec<Packet> = keys
+            .iter()
+            .map(|k| Packet {
+                origin: format!("gen:{}:{{ {} }}", t.name, t.key_text(k)),
+                frame: frame(t, k),
+            })
+            .collect();
+        frames += packets.len();
+        let c = compare(&wasp, &file, &packets, &out)
+            .unwrap_or_else(|e| panic!("concat_range packets {}: {e}", t.name));
+        if c.compared != packets.len() {
+            diffs.push(format!(
+                "{}: {} of {} frames compared",
+                t.name,
+                c.compared,
+                packets.len()
+            ));
+        }
+        diffs.extend(c.differences.iter().map(|d| format!("{}: {d}", t.name)));
+        // The kernel's verdicts against the script's expectation (drop = in a kept element).
+        let kv = std::fs::read_to_string(out.join("kernel.verdicts")).expect("kernel.verdicts");
+        for line in kv.lines().filter(|l| !l.starts_with('#')) {
+            let mut w = line.split_whitespace();
+            let (Some(n), Some(v)) = (w.next().and_then(|n| n.parse::<usize>().ok()), w.next())
+            else {
+                continue;
+            };
+            let key = &keys[n - 1];
+            let want = if t
+                .oracle(&seq.elements, key)
+                .is_some_and(|e| kept.contains(&e))
+            {
+                "drop"
+            } else {
+                "accept"
+            };
+            if v != want {
+                diffs.push(format!(
+                    "{}: frame {n} {{ {} }}: kernel {v}, script expects {want}",
+                    t.name,
+                    t.key_text(key)
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "concat_range packets: 14 types, {frames} frames through the kernel and wasp, {} differences, {:.1} s; artifacts in {}",
+        diffs.len(),
+        t0.elapsed().as_secs_f64(),
+        base.display()
+    );
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
