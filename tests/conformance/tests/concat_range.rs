@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use wasp_conformance::concat_range::{
     Element, KernelSets, Step, TypeSpec, kernel_group_bits, sequence, types,
 };
+use wasp_conformance::concat_range::{frame, ruleset};
+use wasp_conformance::kernel::{Kernel, KernelConfig};
 use wasp_conformance::run::skip_reason;
+use wasp_conformance::verdict::Verdict;
 use wasp_sets::pipapo::Variant;
 use wasp_sets::{InsertMode, NewElem, Pipapo, Shared};
 
@@ -79,17 +82,23 @@ fn wasp_add(t: &TypeSpec, set: &mut Pipapo<()>, e: &Element, expires: Option<u64
 /// Runs `t`'s correctness loop on the kernel set and on `set`; every probe must give the same
 /// element on both sides and the one the script expects. Returns the differences.
 /// With `probe_kernel` false, probes go to wasp only (the kernel still gets every add and
-/// delete).
+/// delete). With `pk`, every step is also applied to that harness kernel and every probe sent
+/// through it as a frame (counted in the returned probes).
 fn correctness_loop(
     k: &KernelSets,
     t: &TypeSpec,
     set: &mut Pipapo<()>,
     probe_kernel: bool,
+    mut pk: Option<&mut Kernel>,
 ) -> (Vec<String>, usize) {
     let seq = sequence(t, true);
     let mut diffs = Vec::new();
     let mut probes = 0;
     for step in &seq.steps {
+        if let Some(pk) = pk.as_deref_mut() {
+            packet_step(pk, t, &seq.elements, step, &mut diffs);
+            probes += usize::from(matches!(step, Step::Probe { .. }));
+        }
         match step {
             Step::Add(i) => {
                 let e = &seq.elements[*i];
@@ -147,6 +156,80 @@ fn correctness_loop(
     (diffs, probes)
 }
 
+/// A harness kernel (netns, veth, trace) with `table netdev concat`: set `test` of `t`'s type
+/// holding `fill`, and the script's rule `<chain_spec> @test counter drop` on ingress.
+fn packet_kernel(t: &TypeSpec, fill: &[Element]) -> Kernel {
+    let mut kern = Kernel::start(KernelConfig::default())
+        .unwrap_or_else(|e| panic!("{}: harness kernel: {e}", t.name));
+    let dir = std::env::temp_dir().join(format!("wasp-concat-{}-{}", std::process::id(), t.name));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("ruleset.nft");
+    let mut text = ruleset(t, &[], "wasp0").replace("\t\telements = {  }\n", "");
+    for chunk in fill.chunks(2000) {
+        let list: Vec<String> = chunk.iter().map(|e| t.elem_text(e)).collect();
+        text.push_str(&format!(
+            "add element netdev concat test {{ {} }}\n",
+            list.join(", ")
+        ));
+    }
+    std::fs::write(&file, text).expect("write ruleset");
+    kern.load(&file)
+        .unwrap_or_else(|e| panic!("{}: harness kernel refuses the ruleset: {e}", t.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    kern
+}
+
+/// Applies one correctness step to the harness kernel: adds and deletes with nft, probes as a
+/// frame whose verdict must be drop exactly when the script expects a match.
+fn packet_step(
+    kern: &mut Kernel,
+    t: &TypeSpec,
+    elements: &[Element],
+    step: &Step,
+    diffs: &mut Vec<String>,
+) {
+    let nft = |kern: &Kernel, verb: &str, e: &Element| {
+        let text = format!("{{ {} }}", t.elem_text(e));
+        let out = kern
+            .netns()
+            .command("nft")
+            .args([verb, "element", "netdev", "concat", "test", &text])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(String::from_utf8_lossy(&o.stderr).into_owned()),
+            Err(e) => Some(e.to_string()),
+        }
+    };
+    match step {
+        Step::Add(i) => {
+            if let Some(err) = nft(kern, "add", &elements[*i]) {
+                diffs.push(format!("{}: harness kernel add: {err}", t.name));
+            }
+        }
+        Step::Delete(i) => {
+            if let Some(err) = nft(kern, "delete", &elements[*i]) {
+                diffs.push(format!("{}: harness kernel delete: {err}", t.name));
+            }
+        }
+        Step::Probe { key, expect } => {
+            let want = if expect.is_some() {
+                Verdict::Drop
+            } else {
+                Verdict::Accept
+            };
+            match kern.send(&frame(t, key)).map(|o| o.decision()) {
+                Ok(Some(d)) if d.verdict == want => {}
+                other => diffs.push(format!(
+                    "{}: frame {{ {} }} through the kernel: {other:?}, script expects {want}",
+                    t.name,
+                    t.key_text(key)
+                )),
+            }
+        }
+    }
+}
+
 /// An element as nft text, or "no element".
 fn show(t: &TypeSpec, e: &Option<(Vec<u8>, Vec<u8>)>) -> String {
     let Some((s, x)) = e else {
@@ -189,7 +272,7 @@ fn correctness() {
     let mut probes = 0;
     for t in &ts {
         let mut set = Pipapo::<()>::new(&t.field_lens()).expect("set");
-        let (d, p) = correctness_loop(&k, t, &mut set, true);
+        let (d, p) = correctness_loop(&k, t, &mut set, true, None);
         diffs.extend(d);
         probes += p;
         assert_eq!(set.group_bits(), vec![8; t.fields.len()], "{}", t.name);
@@ -250,6 +333,7 @@ fn correctness_large() {
         let tk = Instant::now();
         k.add(t, &fill, "")
             .unwrap_or_else(|e| panic!("{}: kernel refuses the fillers: {e}", t.name));
+        let mut pk = packet_kernel(t, &fill);
         let tw = Instant::now();
         let mut set = Pipapo::<()>::new(&t.field_lens()).expect("set");
         for e in &fill {
@@ -262,7 +346,7 @@ fn correctness_large() {
             tw.elapsed().as_secs_f64()
         );
         check_group_bits(t, &set, "after fillers", &mut diffs);
-        let (d, p) = correctness_loop(&k, t, &mut set, full);
+        let (d, p) = correctness_loop(&k, t, &mut set, full, Some(&mut pk));
         diffs.extend(d);
         probes += p;
         // The final state on both sides: the last element kept, the last one deleted, one
@@ -553,7 +637,6 @@ fn concurrency() {
 /// element's corners is sent as a frame; kernel and wasp verdicts must agree frame by frame.
 #[test]
 fn packets() {
-    use wasp_conformance::concat_range::{frame, ruleset};
     use wasp_conformance::run::{Packet, build_wasp, compare};
     if let Some(why) = skip_reason() {
         eprintln!("SKIPPED concat_range packets: {why}");
