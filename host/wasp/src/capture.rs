@@ -343,6 +343,18 @@ impl<'a> Frames<'a> {
         self.pos as u64
     }
 
+    /// Refuse a pcapng interface whose link type is not Ethernet (the block at `offset` uses it).
+    fn ethernet(&self, iface: Interface, offset: u64) -> Result<(), CaptureError> {
+        if iface.linktype == LINKTYPE_ETHERNET {
+            return Ok(());
+        }
+        Err(CaptureError::LinkType {
+            path: self.path.to_path_buf(),
+            offset,
+            linktype: iface.linktype,
+        })
+    }
+
     fn fail(&mut self, err: CaptureError) -> Option<Result<Frame<'a>, CaptureError>> {
         self.done = true;
         Some(Err(err))
@@ -492,12 +504,7 @@ impl<'a> Frames<'a> {
                         };
                         return self.fail(err);
                     };
-                    if iface.linktype != LINKTYPE_ETHERNET {
-                        let err = CaptureError::LinkType {
-                            path: self.path.to_path_buf(),
-                            offset,
-                            linktype: iface.linktype,
-                        };
+                    if let Err(err) = self.ethernet(iface, offset) {
                         return self.fail(err);
                     }
                     // pcap-file 2 stores the raw timestamp units as nanoseconds; the units are
@@ -529,12 +536,7 @@ impl<'a> Frames<'a> {
                         };
                         return self.fail(err);
                     };
-                    if iface.linktype != LINKTYPE_ETHERNET {
-                        let err = CaptureError::LinkType {
-                            path: self.path.to_path_buf(),
-                            offset,
-                            linktype: iface.linktype,
-                        };
+                    if let Err(err) = self.ethernet(iface, offset) {
                         return self.fail(err);
                     }
                     let body = match spb.data {
@@ -564,12 +566,7 @@ impl<'a> Frames<'a> {
                         };
                         return self.fail(err);
                     };
-                    if iface.linktype != LINKTYPE_ETHERNET {
-                        let err = CaptureError::LinkType {
-                            path: self.path.to_path_buf(),
-                            offset,
-                            linktype: iface.linktype,
-                        };
+                    if let Err(err) = self.ethernet(iface, offset) {
                         return self.fail(err);
                     }
                     let data = match pb.data {
