@@ -209,6 +209,12 @@ impl<X: Clone> Pipapo<X> {
         self.slab.get(h.0 as usize).and_then(|e| e.as_ref())
     }
 
+    /// Start and end key of the element behind a handle (`None` for a removed one); both
+    /// [`Pipapo::key_len`] bytes, fields concatenated.
+    pub fn bounds(&self, h: ElemHandle) -> Option<(&[u8], &[u8])> {
+        self.elem(h).map(|e| (&*e.start, &*e.end))
+    }
+
     /// The element behind a handle, mutable (e.g. to update its extension slot).
     pub fn elem_mut(&mut self, h: ElemHandle) -> Option<&mut Elem<X>> {
         self.slab.get_mut(h.0 as usize).and_then(|e| e.as_mut())
