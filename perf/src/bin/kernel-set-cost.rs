@@ -1,0 +1,764 @@
+//! The kernel's extra cost per packet for the selftest's performance sets in a netdev ingress
+//! chain, over a plain drop rule, measured on a veth pair (`../shared/research/io.md`), next
+//! to wasp's lookup cost for the same set and key.
+//!
+//! For each of the seven performance cases of `nft_concat_range.sh` (`wasp_sets::perfcases`),
+//! in a network namespace of its own (`wasp-kcost-<pid>-<n>`, deleted on drop, also when
+//! unwinding from a panic or returning an error) with a veth pair `kc0` (receives) / `kc1`
+//! (sends), table `netdev perf` holds, as the selftest's `performance` test builds them:
+//! - `test`: the case's type, `flags interval`, the `entries + 1` adjacent 2-wide ranges
+//!   (pipapo, the kernel's AVX2 lookup where the CPU has it);
+//! - `norange`: same type, no interval flag, the elements' start keys (hash);
+//! - `noconcat`: the first field's type, `flags interval`, its ranges (rbtree).
+//!
+//! The ingress chain on `kc0` holds one rule at a time: (a) `counter drop`, (b) `<spec> @test
+//! counter drop`, (c) `<spec> @norange counter drop`, (d) `<first field> @noconcat counter drop`.
+//! The probe is the selftest's: destination fields at the start of the last element, 80-byte
+//! IPv4 or 100-byte IPv6 UDP frames (pktgen's `-s80` / `-s100`). It is sent from `kc1` through an
+//! AF_PACKET socket with `sendmmsg` in batches; veth's transmit hands the frame to the peer's
+//! backlog and the softirq that runs when the sender re-enables bottom halves processes it on
+//! the same CPU in the sender's context, so the sending thread's CPU time (user + sys, the
+//! counter behind `getrusage(RUSAGE_THREAD)`, read up to date through
+//! `CLOCK_THREAD_CPUTIME_ID`; this kernel has no `CONFIG_IRQ_TIME_ACCOUNTING`, so softirq time
+//! is charged to the interrupted thread) is sender + receive + nft. The CPU time of
+//! the `ksoftirqd` threads over the same interval is reported too: when it is not about zero,
+//! part of the receive ran elsewhere and the row understates the cost.
+//!
+//! After every run the rule's counter must equal the packets sent (warm-up included): each
+//! packet reached the rule and matched the set; anything else is an error, not a row.
+//! Runs are interleaved a/b/c/d per round; the table shows medians. In the same process, wasp's
+//! AVX2 pipapo single-key lookup (and its hash, `ExactSet`) on the same key, thread CPU time.
+//!
+//! `cargo run --release -p wasp-perf --bin kernel-set-cost -- [--packets N] [--runs N]
+//! [--case NAME]...` (needs root). Smoke mode (a few seconds): `--packets 2000 --runs 1 --case
+//! net,port`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use clap::Parser;
+use wasp_sets::ExactSet;
+use wasp_sets::perfcases::{CASES, Case, Kind};
+use wasp_sets::pipapo::{GroupPolicy, Variant};
+
+/// Prefix of the namespaces this benchmark creates.
+const NETNS_PREFIX: &str = "wasp-kcost-";
+/// Receiving veth end (the ingress chain's device).
+const RX_DEV: &str = "kc0";
+/// Sending veth end.
+const TX_DEV: &str = "kc1";
+/// Packets sent before each measured run (counted by the rule too).
+const WARMUP: u64 = 2000;
+/// Frames per `sendmmsg` call.
+const BATCH: usize = 64;
+
+#[derive(Parser, Debug)]
+#[command(about = "Kernel netdev-ingress cost of the selftest's performance sets on a veth")]
+struct Args {
+    /// Packets per measured run.
+    #[arg(long, default_value_t = 200_000)]
+    packets: u64,
+    /// Interleaved rounds (each runs baseline, pipapo, hash, rbtree); medians are printed.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Only these cases (selftest display names, e.g. `net,port`); repeatable.
+    #[arg(long = "case")]
+    cases: Vec<String>,
+}
+
+type Res<T> = Result<T, String>;
+
+/// The rule variants, in the order they run within a round.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    Baseline,
+    Pipapo,
+    Hash,
+    Rbtree,
+}
+
+const RULES: [Rule; 4] = [Rule::Baseline, Rule::Pipapo, Rule::Hash, Rule::Rbtree];
+
+fn main() {
+    let args = Args::parse();
+    if !sys::is_root() {
+        eprintln!(
+            "kernel-set-cost: needs root (it creates network namespaces, veth pairs and nftables \
+             tables); run it as root, e.g. `sudo $CARGO_TARGET_DIR/release/kernel-set-cost`"
+        );
+        std::process::exit(2);
+    }
+    if let Err(e) = run(&args) {
+        eprintln!("kernel-set-cost: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> Res<()> {
+    let cases: Vec<Case> = if args.cases.is_empty() {
+        CASES.to_vec()
+    } else {
+        let mut v = Vec::new();
+        for name in &args.cases {
+            let c = CASES.iter().find(|c| c.name == name).ok_or_else(|| {
+                let names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+                format!("unknown case {name:?}; cases: {}", names.join(" "))
+            })?;
+            v.push(*c);
+        }
+        v
+    };
+    if args.packets == 0 || args.runs == 0 {
+        return Err("--packets and --runs must be at least 1".into());
+    }
+    remove_stale();
+    let ksoftirqd = ksoftirqd_pids();
+    println!(
+        "kernel netdev ingress on veth, {} packets per run, {} interleaved rounds, medians; \
+         CPU ns per packet of the sending thread (sender + veth + receive + nft)",
+        args.packets, args.runs
+    );
+    let mut rows = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let row = measure_case(case, i, args, &ksoftirqd)?;
+        rows.push(row);
+    }
+    println!();
+    println!(
+        "| case | entries | baseline ns/pkt | pipapo ns/pkt | pipapo extra | hash extra | rbtree extra | Mpps drop / pipapo / hash / rbtree | wasp AVX2 pipapo ns | wasp hash ns | ksoftirqd ns/pkt (max) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
+    for r in &rows {
+        let [b, p, h, t] = r.ns;
+        println!(
+            "| {} | {} | {b:.0} | {p:.0} | {:+.0} | {:+.0} | {:+.0} | {:.2} / {:.2} / {:.2} / {:.2} | {:.1} | {:.1} | {:.0} |",
+            r.name,
+            r.entries,
+            p - b,
+            h - b,
+            t - b,
+            1e3 / b,
+            1e3 / p,
+            1e3 / h,
+            1e3 / t,
+            r.wasp_pipapo,
+            r.wasp_hash,
+            r.softirqd_max,
+        );
+    }
+    Ok(())
+}
+
+/// One case's medians.
+struct Row {
+    name: &'static str,
+    entries: u64,
+    /// CPU ns per packet for baseline, pipapo, hash, rbtree.
+    ns: [f64; 4],
+    wasp_pipapo: f64,
+    wasp_hash: f64,
+    softirqd_max: f64,
+}
+
+fn measure_case(case: &Case, idx: usize, args: &Args, ksoftirqd: &[u32]) -> Res<Row> {
+    let ns = Netns::create(idx)?;
+    ns.add_veth()?;
+    let t = Instant::now();
+    ns.nft(&ruleset(case))?;
+    let load_s = t.elapsed().as_secs_f64();
+    let sender = sys::Sender::open_in(&ns.path(), TX_DEV)
+        .map_err(|e| format!("AF_PACKET socket on {TX_DEV}: {e}"))?;
+    let frame = probe_frame(case);
+
+    // wasp on the same set and key.
+    let set = case.build(GroupPolicy::Auto);
+    let els = case.elements();
+    let key = els.last().expect("entries + 1 elements").0.clone();
+    let mut hash = ExactSet::new(key.len());
+    for (i, (s, _)) in els.iter().enumerate() {
+        hash.insert(s, i as u32);
+    }
+    if set.lookup(&key, 0).is_none() || hash.get(&key).is_none() {
+        return Err(format!("{}: wasp does not find the probe key", case.name));
+    }
+
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    let mut wasp_p = Vec::new();
+    let mut wasp_h = Vec::new();
+    let mut softirqd_max: f64 = 0.0;
+    for round in 0..args.runs {
+        for (r, rule) in RULES.iter().enumerate() {
+            ns.nft(&format!(
+                "flush chain netdev perf test\nadd rule netdev perf test {} counter drop\n",
+                rule_expr(case, *rule)
+            ))?;
+            sender
+                .send(&frame, WARMUP)
+                .map_err(|e| format!("send: {e}"))?;
+            let k0 = sched_ns(ksoftirqd);
+            let c0 = sys::thread_cpu_ns();
+            sender
+                .send(&frame, args.packets)
+                .map_err(|e| format!("send: {e}"))?;
+            let c1 = sys::thread_cpu_ns();
+            let k1 = sched_ns(ksoftirqd);
+            let got = ns.counter()?;
+            let want = WARMUP + args.packets;
+            if got != want {
+                return Err(format!(
+                    "{} {rule:?} round {round}: the rule counted {got} packets of {want} sent: \
+                     {}; this row would be wrong",
+                    case.name,
+                    if got < want {
+                        "packets missed the set or were dropped before the rule"
+                    } else {
+                        "other packets reached the chain"
+                    }
+                ));
+            }
+            samples[r].push((c1 - c0) as f64 / args.packets as f64);
+            softirqd_max = softirqd_max.max(k1.saturating_sub(k0) as f64 / args.packets as f64);
+        }
+        if Variant::Avx2.available() {
+            wasp_p.push(per_call(|| {
+                set.lookup_variant(Variant::Avx2, black_box(&key), 0)
+                    .is_some()
+            }));
+        }
+        wasp_h.push(per_call(|| hash.get(black_box(&key)).is_some()));
+    }
+    let med: Vec<f64> = samples.into_iter().map(median).collect();
+    let row = Row {
+        name: case.name,
+        entries: case.entries,
+        ns: [med[0], med[1], med[2], med[3]],
+        wasp_pipapo: median(wasp_p),
+        wasp_hash: median(wasp_h),
+        softirqd_max,
+    };
+    println!(
+        "{:<20} {:>6} loaded in {load_s:.1} s; ns/pkt baseline {:.0} pipapo {:.0} hash {:.0} \
+         rbtree {:.0}; wasp AVX2 {:.1} ns; ksoftirqd max {:.0} ns/pkt",
+        case.name,
+        case.entries,
+        row.ns[0],
+        row.ns[1],
+        row.ns[2],
+        row.ns[3],
+        row.wasp_pipapo,
+        softirqd_max
+    );
+    drop(ns);
+    Ok(row)
+}
+
+/// Thread-CPU ns per call of `f`, over 2^20 calls (all must return `true`).
+fn per_call(mut f: impl FnMut() -> bool) -> f64 {
+    const N: u32 = 1 << 20;
+    let mut hits = 0u32;
+    for _ in 0..1024 {
+        hits += u32::from(f());
+    }
+    let c0 = sys::thread_cpu_ns();
+    for _ in 0..N {
+        hits += u32::from(f());
+    }
+    let c1 = sys::thread_cpu_ns();
+    assert_eq!(hits, N + 1024, "every lookup of the probe key matches");
+    (c1 - c0) as f64 / f64::from(N)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The selftest's sets, rules and probe frame.
+
+/// nft type name of a field kind.
+fn nft_type(k: Kind) -> &'static str {
+    match k {
+        Kind::Net => "ipv4_addr",
+        Kind::Net6 => "ipv6_addr",
+        Kind::Port => "inet_service",
+        Kind::Mac => "ether_addr",
+        Kind::Proto => "inet_proto",
+    }
+}
+
+/// The selftest's `perf_spec` selector for a field kind (destination fields, `ether daddr`).
+fn selector(k: Kind) -> &'static str {
+    match k {
+        Kind::Net => "ip daddr",
+        Kind::Net6 => "ip6 daddr",
+        Kind::Port => "udp dport",
+        Kind::Mac => "ether daddr",
+        Kind::Proto => "meta l4proto",
+    }
+}
+
+/// nft text of one field value (big-endian bytes of the kind's width).
+fn text(k: Kind, b: &[u8]) -> String {
+    match k {
+        Kind::Net => std::net::Ipv4Addr::from(<[u8; 4]>::try_from(b).expect("4 bytes")).to_string(),
+        Kind::Net6 => {
+            std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).expect("16 bytes")).to_string()
+        }
+        Kind::Port => u16::from_be_bytes([b[0], b[1]]).to_string(),
+        Kind::Mac => b
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        Kind::Proto => b[0].to_string(),
+    }
+}
+
+/// The field slices of a key.
+fn split<'a>(case: &Case, key: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    for k in case.fields {
+        out.push(&key[off..off + k.width()]);
+        off += k.width();
+    }
+    out
+}
+
+/// One field as `a-b`, or `a` when both ends are equal.
+fn range_text(k: Kind, s: &[u8], e: &[u8]) -> String {
+    if s == e {
+        text(k, s)
+    } else {
+        format!("{}-{}", text(k, s), text(k, e))
+    }
+}
+
+/// Table `netdev perf` with the three sets and an empty ingress chain `test` on [`RX_DEV`].
+fn ruleset(case: &Case) -> String {
+    let els = case.elements();
+    let ty: Vec<&str> = case.fields.iter().map(|k| nft_type(*k)).collect();
+    let mut test = Vec::new();
+    let mut norange = Vec::new();
+    let mut noconcat = Vec::new();
+    let k0 = case.fields[0];
+    for (s, e) in &els {
+        let (fs, fe) = (split(case, s), split(case, e));
+        let fields: Vec<String> = case
+            .fields
+            .iter()
+            .zip(fs.iter().zip(&fe))
+            .map(|(k, (a, b))| range_text(*k, a, b))
+            .collect();
+        test.push(fields.join(" . "));
+        let starts: Vec<String> = case
+            .fields
+            .iter()
+            .zip(&fs)
+            .map(|(k, a)| text(*k, a))
+            .collect();
+        norange.push(starts.join(" . "));
+        noconcat.push(range_text(k0, fs[0], fe[0]));
+    }
+    noconcat.dedup();
+    format!(
+        "table netdev perf {{\n\
+         \tset test {{ type {ty}; flags interval; elements = {{ {test} }} }}\n\
+         \tset norange {{ type {ty}; elements = {{ {norange} }} }}\n\
+         \tset noconcat {{ type {t0}; flags interval; elements = {{ {noconcat} }} }}\n\
+         \tchain test {{ type filter hook ingress device \"{RX_DEV}\" priority 0; policy accept; }}\n\
+         }}\n",
+        ty = ty.join(" . "),
+        test = test.join(",\n\t\t"),
+        norange = norange.join(",\n\t\t"),
+        t0 = nft_type(k0),
+        noconcat = noconcat.join(",\n\t\t"),
+    )
+}
+
+/// The rule's match expression (empty for the baseline).
+fn rule_expr(case: &Case, rule: Rule) -> String {
+    let spec: Vec<&str> = case.fields.iter().map(|k| selector(*k)).collect();
+    match rule {
+        Rule::Baseline => String::new(),
+        Rule::Pipapo => format!("{} @test", spec.join(" . ")),
+        Rule::Hash => format!("{} @norange", spec.join(" . ")),
+        Rule::Rbtree => format!("{} @noconcat", spec[0]),
+    }
+}
+
+/// The selftest's probe: destination fields at the start of the last element, UDP, 80 bytes
+/// for IPv4 and 100 bytes for IPv6 (pktgen `-s80` / `-s100`, no FCS).
+fn probe_frame(case: &Case) -> Vec<u8> {
+    let els = case.elements();
+    let key = &els.last().expect("entries + 1 elements").0;
+    let mut dmac = [0x02, 0, 0, 0, 0, 0x02];
+    let mut d4 = [10, 0, 0, 2];
+    let mut d6 = [0u8; 16];
+    d6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    d6[15] = 2;
+    let mut dport = 9u16;
+    let mut v6 = false;
+    for (k, b) in case.fields.iter().zip(split(case, key)) {
+        match k {
+            Kind::Net => d4.copy_from_slice(b),
+            Kind::Net6 => {
+                d6.copy_from_slice(b);
+                v6 = true;
+            }
+            Kind::Port => dport = u16::from_be_bytes([b[0], b[1]]),
+            Kind::Mac => dmac.copy_from_slice(b),
+            Kind::Proto => {}
+        }
+    }
+    let (len, ethertype) = if v6 { (100, 0x86ddu16) } else { (80, 0x0800) };
+    let mut f = Vec::with_capacity(len);
+    f.extend_from_slice(&dmac);
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    let ip_hdr = if v6 { 40 } else { 20 };
+    let udp_len = (len - 14 - ip_hdr) as u16;
+    let mut udp = Vec::with_capacity(udp_len as usize);
+    udp.extend_from_slice(&9u16.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.resize(udp_len as usize, 0);
+    if v6 {
+        let mut s6 = d6;
+        s6[15] ^= 1;
+        let mut sum = 0u32;
+        for c in s6.chunks(2).chain(d6.chunks(2)).chain(udp.chunks(2)) {
+            sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+        sum += u32::from(udp_len) + 17;
+        let c = !fold(sum);
+        udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&udp_len.to_be_bytes());
+        f.extend_from_slice(&[17, 64]);
+        f.extend_from_slice(&s6);
+        f.extend_from_slice(&d6);
+    } else {
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&(20 + udp_len).to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]);
+        ip.extend_from_slice(&d4);
+        let sum: u32 = ip
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        let c = !fold(sum);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+    }
+    f.extend_from_slice(&udp);
+    assert_eq!(f.len(), len);
+    f
+}
+
+/// Ones' complement fold of a 32-bit sum to 16 bits.
+fn fold(mut s: u32) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+// ---------------------------------------------------------------------------------------------
+// Namespace, commands, ksoftirqd.
+
+/// A network namespace `wasp-kcost-<pid>-<n>` with the veth pair, deleted on drop (also while
+/// unwinding from a panic).
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn create(n: usize) -> Res<Self> {
+        let name = format!("{NETNS_PREFIX}{}-{n}", std::process::id());
+        cmd(Command::new("ip").args(["netns", "add", &name]), None)?;
+        Ok(Netns { name })
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    /// `kc0` / `kc1`, IPv6 off on both (no ND/MLD frames to reach the counter), up.
+    fn add_veth(&self) -> Res<()> {
+        let n = self.name.as_str();
+        cmd(
+            Command::new("ip")
+                .args(["netns", "exec", n, "sysctl", "-q", "-w"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ]),
+            None,
+        )?;
+        cmd(
+            Command::new("ip").args([
+                "-n", n, "link", "add", RX_DEV, "type", "veth", "peer", "name", TX_DEV,
+            ]),
+            None,
+        )?;
+        for d in [RX_DEV, TX_DEV] {
+            cmd(
+                Command::new("ip").args(["-n", n, "link", "set", d, "up"]),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `nft -f -` with `text` inside the namespace.
+    fn nft(&self, text: &str) -> Res<String> {
+        cmd(
+            Command::new("ip").args(["netns", "exec", &self.name, "nft", "-f", "-"]),
+            Some(text),
+        )
+    }
+
+    /// The packets counted by the one rule of chain `test`.
+    fn counter(&self) -> Res<u64> {
+        let out = cmd(
+            Command::new("ip").args([
+                "netns", "exec", &self.name, "nft", "list", "chain", "netdev", "perf", "test",
+            ]),
+            None,
+        )?;
+        let mut it = out.split_whitespace();
+        while let Some(w) = it.next() {
+            if w == "packets" {
+                return it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| format!("unparsable counter in {out:?}"));
+            }
+        }
+        Err(format!("no counter in {out:?}"))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// Runs a command (with `stdin` fed when given); its stdout, or an error with stderr.
+fn cmd(c: &mut Command, stdin: Option<&str>) -> Res<String> {
+    use std::io::Write as _;
+    let show = format!("{c:?}");
+    c.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| format!("{show}: {e}"))?;
+    if let Some(text) = stdin {
+        let mut w = child.stdin.take().expect("piped stdin");
+        w.write_all(text.as_bytes())
+            .map_err(|e| format!("{show}: writing stdin: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{show}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err: String = err.chars().take(2000).collect();
+        return Err(format!("{show} failed ({}): {}", out.status, err.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Deletes `wasp-kcost-<pid>-<n>` namespaces whose process is gone (killed earlier runs).
+fn remove_stale() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(NETNS_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !PathBuf::from(format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        }
+    }
+}
+
+/// Pids of the `ksoftirqd/N` kernel threads.
+fn ksoftirqd_pids() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.starts_with("ksoftirqd/"))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Summed CPU ns (`/proc/<pid>/schedstat`, first field) of `pids`.
+fn sched_ns(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The system calls: root check, thread CPU time, and the AF_PACKET sender.
+mod sys {
+    #![allow(unsafe_code)]
+
+    use std::ffi::CString;
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::path::Path;
+
+    /// Whether the effective uid is 0.
+    pub fn is_root() -> bool {
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// This thread's CPU time, user + sys, in ns: `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`.
+    /// The same counter `getrusage(RUSAGE_THREAD)` reports (the task's sum_exec_runtime, which
+    /// includes softirqs run in its context on this kernel), but brought up to date at the call:
+    /// getrusage reads the value as of the last scheduler tick, stale by up to a tick (measured
+    /// here: 0 µs for 2000 packets).
+    pub fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// A raw AF_PACKET socket bound to one device of a namespace; frames leave it unchanged.
+    pub struct Sender {
+        fd: OwnedFd,
+    }
+
+    impl Sender {
+        /// Creates the socket inside the namespace `netns` (a `/run/netns/NAME` handle) on a
+        /// short-lived thread, bound to `dev` there; the caller's thread stays where it is.
+        pub fn open_in(netns: &Path, dev: &str) -> io::Result<Self> {
+            let ns = File::open(netns)?;
+            let dev = CString::new(dev).map_err(io::Error::other)?;
+            let fd = std::thread::spawn(move || -> io::Result<OwnedFd> {
+                // SAFETY: `ns` is an open namespace handle; setns moves only this private thread.
+                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: socket(2) with constant arguments; the result is checked.
+                let raw = unsafe {
+                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+                };
+                if raw < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `raw` is a fresh descriptor nothing else owns.
+                let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+                // SAFETY: `dev` is NUL-terminated and outlives the call.
+                let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
+                if ifindex == 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+                let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+                sll.sll_family = libc::AF_PACKET as u16;
+                sll.sll_ifindex = ifindex as i32;
+                // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
+                let rc = unsafe {
+                    libc::bind(
+                        fd.as_raw_fd(),
+                        (&sll as *const libc::sockaddr_ll).cast(),
+                        std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                    )
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(fd)
+            })
+            .join()
+            .map_err(|_| io::Error::other("netns thread panicked"))??;
+            Ok(Sender { fd })
+        }
+
+        /// Sends `frame` `n` times, [`super::BATCH`] frames per `sendmmsg` call.
+        pub fn send(&self, frame: &[u8], n: u64) -> io::Result<()> {
+            let mut iov = libc::iovec {
+                iov_base: frame.as_ptr().cast_mut().cast(),
+                iov_len: frame.len(),
+            };
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+            let mut msgs: Vec<libc::mmsghdr> = (0..super::BATCH)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect();
+            for m in &mut msgs {
+                m.msg_hdr.msg_iov = &mut iov;
+                m.msg_hdr.msg_iovlen = 1;
+            }
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(super::BATCH as u64) as u32;
+                // SAFETY: `msgs` holds `k` or more valid headers whose one iovec points at
+                // `frame`, alive for the call; the kernel only reads the frame (it writes
+                // msg_len into the headers, which we own).
+                let rc = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), k, 0) };
+                if rc < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                if rc == 0 {
+                    return Err(io::Error::other("sendmmsg sent nothing"));
+                }
+                for m in &msgs[..rc as usize] {
+                    if m.msg_len as usize != frame.len() {
+                        return Err(io::Error::other(format!(
+                            "short send: {} of {} bytes",
+                            m.msg_len,
+                            frame.len()
+                        )));
+                    }
+                }
+                left -= rc as u64;
+            }
+            Ok(())
+        }
+    }
+}
