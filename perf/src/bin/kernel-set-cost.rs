@@ -26,7 +26,9 @@
 //!
 //! After every run the rule's counter must equal the packets sent (warm-up included): each
 //! packet reached the rule and matched the set; anything else is an error, not a row.
-//! Runs are interleaved a/b/c/d per round; the table shows medians. In the same process, wasp's
+//! Runs are interleaved a/b/c/d per round (the order rotating from round to round); the table
+//! shows medians, and the extra columns the median over rounds of (variant − baseline of the
+//! same round), which cancels load that changes between rounds. In the same process, wasp's
 //! AVX2 pipapo single-key lookup (and its hash, `ExactSet`) on the same key, thread CPU time.
 //!
 //! `cargo run --release -p wasp-perf --bin kernel-set-cost -- [--packets N] [--runs N]
@@ -132,13 +134,14 @@ fn run(args: &Args) -> Res<()> {
     println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
     for r in &rows {
         let [b, p, h, t] = r.ns;
+        let [xp, xh, xt] = r.extra;
         println!(
             "| {} | {} | {b:.0} | {p:.0} | {:+.0} | {:+.0} | {:+.0} | {:.2} / {:.2} / {:.2} / {:.2} | {:.1} | {:.1} | {:.0} |",
             r.name,
             r.entries,
-            p - b,
-            h - b,
-            t - b,
+            xp,
+            xh,
+            xt,
             1e3 / b,
             1e3 / p,
             1e3 / h,
@@ -155,8 +158,10 @@ fn run(args: &Args) -> Res<()> {
 struct Row {
     name: &'static str,
     entries: u64,
-    /// CPU ns per packet for baseline, pipapo, hash, rbtree.
+    /// CPU ns per packet for baseline, pipapo, hash, rbtree (medians).
     ns: [f64; 4],
+    /// pipapo, hash, rbtree minus the baseline of the same round (medians of the differences).
+    extra: [f64; 3],
     wasp_pipapo: f64,
     wasp_hash: f64,
     softirqd_max: f64,
@@ -170,12 +175,13 @@ fn measure_case(case: &Case, idx: usize, args: &Args, ksoftirqd: &[u32]) -> Res<
     let load_s = t.elapsed().as_secs_f64();
     let sender = sys::Sender::open_in(&ns.path(), TX_DEV)
         .map_err(|e| format!("AF_PACKET socket on {TX_DEV}: {e}"))?;
-    let frame = probe_frame(case);
+    let frame = build_frame(case, &probe_key(case));
+    let miss = build_frame(case, &miss_key(case));
 
     // wasp on the same set and key.
     let set = case.build(GroupPolicy::Auto);
     let els = case.elements();
-    let key = els.last().expect("entries + 1 elements").0.clone();
+    let key = probe_key(case);
     let mut hash = ExactSet::new(key.len());
     for (i, (s, _)) in els.iter().enumerate() {
         hash.insert(s, i as u32);
@@ -184,12 +190,34 @@ fn measure_case(case: &Case, idx: usize, args: &Args, ksoftirqd: &[u32]) -> Res<
         return Err(format!("{}: wasp does not find the probe key", case.name));
     }
 
+    // Each set rule must be selective: a key past every element is not counted.
+    for rule in &RULES[1..] {
+        ns.nft(&format!(
+            "flush chain netdev perf test\nadd rule netdev perf test {} counter drop\n",
+            rule_expr(case, *rule)
+        ))?;
+        sender.send(&miss, 1000).map_err(|e| format!("send: {e}"))?;
+        let got = ns.counter()?;
+        if got != 0 {
+            return Err(format!(
+                "{} {rule:?}: a key past every element was counted {got} times of 1000",
+                case.name
+            ));
+        }
+    }
+    if set.lookup(&miss_key(case), 0).is_some() {
+        return Err(format!("{}: wasp finds the miss key", case.name));
+    }
+
     let mut samples: [Vec<f64>; 4] = Default::default();
     let mut wasp_p = Vec::new();
     let mut wasp_h = Vec::new();
     let mut softirqd_max: f64 = 0.0;
     for round in 0..args.runs {
-        for (r, rule) in RULES.iter().enumerate() {
+        // The order rotates from round to round, so that no variant always runs first.
+        for i in 0..RULES.len() {
+            let r = (i + round) % RULES.len();
+            let rule = &RULES[r];
             ns.nft(&format!(
                 "flush chain netdev perf test\nadd rule netdev perf test {} counter drop\n",
                 rule_expr(case, *rule)
@@ -229,24 +257,44 @@ fn measure_case(case: &Case, idx: usize, args: &Args, ksoftirqd: &[u32]) -> Res<
         }
         wasp_h.push(per_call(|| hash.get(black_box(&key)).is_some()));
     }
+    let paired = |v: usize| {
+        median(
+            samples[v]
+                .iter()
+                .zip(&samples[0])
+                .map(|(x, b)| x - b)
+                .collect(),
+        )
+    };
+    let extra = [paired(1), paired(2), paired(3)];
+    let spread: Vec<String> = samples
+        .iter()
+        .map(|v| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.0}-{hi:.0}")
+        })
+        .collect();
     let med: Vec<f64> = samples.into_iter().map(median).collect();
     let row = Row {
         name: case.name,
         entries: case.entries,
         ns: [med[0], med[1], med[2], med[3]],
+        extra,
         wasp_pipapo: median(wasp_p),
         wasp_hash: median(wasp_h),
         softirqd_max,
     };
     println!(
         "{:<20} {:>6} loaded in {load_s:.1} s; ns/pkt baseline {:.0} pipapo {:.0} hash {:.0} \
-         rbtree {:.0}; wasp AVX2 {:.1} ns; ksoftirqd max {:.0} ns/pkt",
+         rbtree {:.0} (ranges {}); wasp AVX2 {:.1} ns; ksoftirqd max {:.0} ns/pkt",
         case.name,
         case.entries,
         row.ns[0],
         row.ns[1],
         row.ns[2],
         row.ns[3],
+        spread.join(" / "),
         row.wasp_pipapo,
         softirqd_max
     );
@@ -393,11 +441,27 @@ fn rule_expr(case: &Case, rule: Rule) -> String {
     }
 }
 
-/// The selftest's probe: destination fields at the start of the last element, UDP, 80 bytes
-/// for IPv4 and 100 bytes for IPv6 (pktgen `-s80` / `-s100`, no FCS).
-fn probe_frame(case: &Case) -> Vec<u8> {
-    let els = case.elements();
-    let key = &els.last().expect("entries + 1 elements").0;
+/// The selftest's probe: destination fields at the start of the last element.
+fn probe_key(case: &Case) -> Vec<u8> {
+    case.elements().pop().expect("entries + 1 elements").0
+}
+
+/// A key no set holds: the last element's end with its first field one higher (past every
+/// element, since the first field grows with the element index in every case).
+fn miss_key(case: &Case) -> Vec<u8> {
+    let mut key = case.elements().pop().expect("entries + 1 elements").1;
+    for b in key[..case.fields[0].width()].iter_mut().rev() {
+        *b = b.wrapping_add(1);
+        if *b != 0 {
+            break;
+        }
+    }
+    key
+}
+
+/// A UDP frame carrying `key` in the case's selectors, 80 bytes for IPv4 and 100 bytes for
+/// IPv6 (pktgen `-s80` / `-s100`, no FCS).
+fn build_frame(case: &Case, key: &[u8]) -> Vec<u8> {
     let mut dmac = [0x02, 0, 0, 0, 0, 0x02];
     let mut d4 = [10, 0, 0, 2];
     let mut d6 = [0u8; 16];
