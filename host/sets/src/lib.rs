@@ -23,9 +23,9 @@ pub mod txn;
 
 pub use exact::ExactSet;
 pub use interval::{IntervalElem, IntervalSet};
-pub use pipapo::{ElemHandle, InsertMode, NewElem, Pipapo, SetError};
+pub use pipapo::{ElemHandle, ElemRef, InsertMode, NewElem, Pipapo, SetError};
 pub use ranges::{RangeElem, RangeList};
-pub use txn::{Shared, Txn};
+pub use txn::{Expiring, Shared, Txn};
 
 /// A compiled set or map: whichever back-end its elements need.
 #[derive(Debug, Clone)]

@@ -3,6 +3,13 @@
 //! clone, `nft_pipapo_commit` / `rcu_replace_pointer`; abort frees the clone). Readers load the
 //! live snapshot without a lock ([`arc_swap::ArcSwap`]) and see either the old or the new set,
 //! never a half-applied transaction. Writers are serialised by a mutex that readers never take.
+//!
+//! Time: a transaction carries one timestamp ([`Shared::begin_at`]) for all its control-plane
+//! checks, as the kernel's `nft_net->tstamp`; at commit, elements expired at that time are
+//! collected from the working copy before it is published ([`Txn::commit`] for sets that
+//! implement [`Expiring`]; the kernel's `pipapo_gc` runs in `nft_pipapo_commit`). Readers of the
+//! previous snapshot keep it, and its memory, until they drop it: the grace period is the last
+//! reader's reference.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -35,15 +42,41 @@ impl<T: Clone> Shared<T> {
         self.live.load_full()
     }
 
-    /// Start a transaction: waits for other writers, then clones the live value.
+    /// Start a transaction at time 0 (for values without expiring entries): waits for other
+    /// writers, then clones the live value.
     pub fn begin(&self) -> Txn<'_, T> {
+        self.begin_at(0)
+    }
+
+    /// Start a transaction whose timestamp is `now` (the caller's clock, e.g. ns): waits for
+    /// other writers, then clones the live value.
+    pub fn begin_at(&self, now: u64) -> Txn<'_, T> {
         let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let work = T::clone(&self.live.load());
         Txn {
             shared: self,
             work,
+            now,
             _guard: guard,
         }
+    }
+}
+
+/// A value with entries that expire: sets with timeouts.
+pub trait Expiring {
+    /// Remove every entry expired at `now` (`now >= expiry`); returns how many.
+    fn gc(&mut self, now: u64) -> usize;
+}
+
+impl<X: Clone> Expiring for crate::Pipapo<X> {
+    fn gc(&mut self, now: u64) -> usize {
+        crate::Pipapo::gc(self, now)
+    }
+}
+
+impl<X: Clone> Expiring for crate::IntervalSet<X> {
+    fn gc(&mut self, now: u64) -> usize {
+        crate::IntervalSet::gc(self, now)
     }
 }
 
@@ -53,10 +86,16 @@ impl<T: Clone> Shared<T> {
 pub struct Txn<'a, T> {
     shared: &'a Shared<T>,
     work: T,
+    now: u64,
     _guard: MutexGuard<'a, ()>,
 }
 
 impl<T> Txn<'_, T> {
+    /// The transaction's timestamp, for every control-plane check it makes.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
     /// The working copy.
     pub fn get(&self) -> &T {
         &self.work
@@ -67,12 +106,22 @@ impl<T> Txn<'_, T> {
         &mut self.work
     }
 
-    /// Publish the working copy with one pointer swap. Readers that loaded the old value keep
-    /// it until they drop it.
-    pub fn commit(self) {
+    /// Publish the working copy with one pointer swap, as it is (no garbage collection).
+    /// Readers that loaded the old value keep it until they drop it.
+    pub fn publish(self) {
         self.shared.live.store(Arc::new(self.work));
     }
 
     /// Discard the working copy (the same as dropping the transaction).
     pub fn abort(self) {}
+}
+
+impl<T: Expiring> Txn<'_, T> {
+    /// Collect the elements expired at the transaction's timestamp from the working copy, then
+    /// publish it with one pointer swap; returns how many were collected.
+    pub fn commit(mut self) -> usize {
+        let n = self.work.gc(self.now);
+        self.publish();
+        n
+    }
 }

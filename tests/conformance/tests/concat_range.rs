@@ -615,7 +615,7 @@ fn concurrency() {
                         *state = 0;
                     }
                 }
-                tx.commit();
+                tx.publish();
                 std::thread::yield_now();
             }
             done.store(true, Ordering::Relaxed);

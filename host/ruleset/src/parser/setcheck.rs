@@ -182,7 +182,7 @@ impl Shadow {
                 match p.insert(new, mode, 0) {
                     Ok(h) => {
                         if p.len() == before {
-                            let old = p.elem(h).map(|x| &x.ext);
+                            let old = p.elem(h).map(|x| x.ext);
                             if old != Some(&e.data) {
                                 return Err(EXISTS);
                             }

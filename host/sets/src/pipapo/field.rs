@@ -2,6 +2,7 @@
 //! mapping table, with the kernel's growth and 8/4-bit group switching (`pipapo_resize`,
 //! `pipapo_lt_bits_adjust`).
 
+use super::bits;
 use super::expand::{Prefix, low_mask};
 
 /// One 256-bit word of a bucket: 256 rule bits, rule `r` is bit `r % 64` of word `(r % 256) / 64`
@@ -251,24 +252,55 @@ impl Field {
         }
     }
 
-    /// Cut rules `at..at + n` out of every bucket, moving the higher rules down (kernel
-    /// `bitmap_cut`), and drop their mapping slots. The caller shrinks afterwards.
-    pub fn cut_rules(&mut self, at: usize, n: usize) {
-        let words = self.bblocks * 4;
-        let mut tmp = vec![0u64; words];
-        for b in 0..(self.groups << self.bb) {
-            let base = b * self.stride;
-            for (i, t) in tmp.iter_mut().enumerate() {
-                *t = self.lt[base + i / 4].0[i % 4];
+    /// Remove the rules of the spans `cuts` (sorted, disjoint `(first rule, count)`) from
+    /// every bucket and the mapping table; later rules move down (kernel `pipapo_drop` with
+    /// `bitmap_cut`, all cuts in one pass). Only the blocks between the first cut and a
+    /// bucket's last non-zero block are touched; each bucket's non-zero range is updated.
+    pub fn cut_rules(&mut self, cuts: &[(usize, usize)]) {
+        let Some(&(first, _)) = cuts.first() else {
+            return;
+        };
+        let total: usize = cuts.iter().map(|c| c.1).sum();
+        let first_blk = first / BLOCK_BITS;
+        let buckets = self.groups << self.bb;
+        let known = self.nz.len() == buckets;
+        for b in 0..buckets {
+            let [lo, hi] = if known {
+                let [l, h] = self.nz[b];
+                [l as usize, (h as usize).min(self.bblocks)]
+            } else {
+                [0, self.bblocks]
+            };
+            if lo >= hi || hi <= first_blk {
+                continue;
             }
-            bitmap_cut(&mut tmp, at, n);
-            for (i, t) in tmp.iter().enumerate() {
-                self.lt[base + i / 4].0[i % 4] = *t;
+            let base = b * self.stride;
+            let blocks = &mut self.lt[base..base + self.bblocks];
+            bits::cut_spans(blocks, cuts, hi * BLOCK_BITS);
+            // Bits move down by at most `total`: the new range starts at most that far lower.
+            let from = lo.saturating_sub(total.div_ceil(BLOCK_BITS) + 1);
+            let l = (from..hi).find(|&i| !blocks[i].is_zero());
+            if known {
+                self.nz[b] = match l {
+                    Some(l) => {
+                        let h = (l..hi).rfind(|&i| !blocks[i].is_zero()).unwrap_or(l);
+                        [l as u32, h as u32 + 1]
+                    }
+                    None => NZ_EMPTY,
+                };
             }
         }
-        self.mt.drain(at..at + n);
-        self.rules -= n;
-        self.recompute_nz();
+        let mut k = 0;
+        let mut i = 0;
+        self.mt.retain(|_| {
+            let r = i;
+            i += 1;
+            while k < cuts.len() && cuts[k].0 + cuts[k].1 <= r {
+                k += 1;
+            }
+            !(k < cuts.len() && cuts[k].0 <= r)
+        });
+        self.rules -= total;
     }
 
     /// The kernel's `pipapo_lt_bits_adjust` under `policy`: 8-bit to 4-bit when the table
@@ -346,46 +378,9 @@ impl Field {
     }
 }
 
-/// Remove bits `at..at + n` from a bitmap, shifting the higher bits down and clearing the top
-/// (kernel `bitmap_cut`).
-pub(crate) fn bitmap_cut(words: &mut [u64], at: usize, n: usize) {
-    let src: Vec<u64> = words.to_vec();
-    // 64 bits of `src` starting at bit `pos`; bits past the end read as zero.
-    let bits64 = |pos: usize| -> u64 {
-        let (w, s) = (pos / 64, pos % 64);
-        let lo = src.get(w).copied().unwrap_or(0) >> s;
-        let hi = if s == 0 {
-            0
-        } else {
-            src.get(w + 1).copied().unwrap_or(0) << (64 - s)
-        };
-        lo | hi
-    };
-    let first = at / 64;
-    for wi in first..words.len() {
-        let moved = bits64(wi * 64 + n);
-        words[wi] = if wi == first {
-            let keep = (1u64 << (at % 64)) - 1;
-            (src[wi] & keep) | (moved & !keep)
-        } else {
-            moved
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cut_moves_bits_down() {
-        let mut w = vec![0b1011_0110u64, 1 << 63, 0b1];
-        bitmap_cut(&mut w, 1, 2);
-        assert_eq!(w[0] & 0xff, 0b0010_1100);
-        // bit 64+63 moves to 125, bit 128 to 126
-        assert_eq!(w[1], (1 << 61) | (1 << 62));
-        assert_eq!(w[2], 0);
-    }
 
     #[test]
     fn switch_points_match_the_research_table() {

@@ -2,7 +2,7 @@
 
 use super::expand::{Prefix, be_value, expand};
 use super::field::Map;
-use super::{Elem, ElemHandle, InsertMode, NewElem, Pipapo, SetError};
+use super::{ElemHandle, InsertMode, NewElem, Pipapo, SetError, Slot};
 
 /// `NFT_PIPAPO_RULE0_MAX` on 64-bit: most rules in one field.
 pub const RULE0_MAX: usize = (1 << 31) - 256;
@@ -34,7 +34,7 @@ impl<X: Clone> Pipapo<X> {
         }
         if let Some(h) = self.lookup(start, now) {
             let d = self.elem(h).ok_or(SetError::NotFound)?;
-            if *d.start == *start && *d.end == *end {
+            if d.start == start && d.end == end {
                 return match mode {
                     InsertMode::Add => Ok(h),
                     InsertMode::Create => Err(SetError::Exists(h)),
@@ -67,6 +67,8 @@ impl<X: Clone> Pipapo<X> {
                 let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
                 self.slab.push(None);
                 self.expiry.push(u64::MAX);
+                self.keys.resize(self.keys.len() + 2 * self.key_len, 0);
+                self.nrules.resize(self.nrules.len() + self.fields.len(), 0);
                 h
             }
         };
@@ -91,14 +93,18 @@ impl<X: Clone> Pipapo<X> {
             f.adjust_bits(self.policy);
         }
         self.bblocks_max = self.fields.iter().map(|f| f.bblocks).max().unwrap_or(0);
-        self.slab[h as usize] = Some(Elem {
-            start: start.into(),
-            end: end.into(),
+        self.slab[h as usize] = Some(Slot {
             data: e.data,
             expires: e.expires,
             ext: e.ext,
-            nrules: rules.iter().map(|r| r.len() as u32).collect(),
         });
+        let (kl, nf) = (self.key_len, self.fields.len());
+        let at = h as usize * 2 * kl;
+        self.keys[at..at + kl].copy_from_slice(start);
+        self.keys[at + kl..at + 2 * kl].copy_from_slice(end);
+        for (i, r) in rules.iter().enumerate() {
+            self.nrules[h as usize * nf + i] = r.len() as u32;
+        }
         self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
         self.timed |= e.expires.is_some();
         self.order.push(h);

@@ -21,6 +21,7 @@
 //! Time is passed in (`now`, in the caller's units; wasp-core uses nanoseconds): an element with
 //! `expires = Some(t)` is expired when `now >= t` (the kernel's `nft_set_elem_expired`).
 
+mod bits;
 pub mod expand;
 pub(crate) mod fast;
 pub mod field;
@@ -105,7 +106,7 @@ pub struct NewElem<'a, X> {
     pub ext: X,
 }
 
-/// A stored element.
+/// An element taken out of a set ([`Pipapo::delete`], [`Pipapo::remove`]).
 #[derive(Debug, Clone)]
 pub struct Elem<X> {
     /// Start key.
@@ -118,16 +119,45 @@ pub struct Elem<X> {
     pub expires: Option<u64>,
     /// Extension slot.
     pub ext: X,
-    /// Rules of this element per field.
-    nrules: Box<[u32]>,
 }
 
 impl<X> Elem<X> {
+    /// `true` when the element had expired at `now`.
+    #[inline]
+    pub fn expired(&self, now: u64) -> bool {
+        self.expires.is_some_and(|t| now >= t)
+    }
+}
+
+/// A stored element, borrowed from its set ([`Pipapo::elem`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ElemRef<'a, X> {
+    /// Start key, [`Pipapo::key_len`] bytes.
+    pub start: &'a [u8],
+    /// End key (equal to `start` for a single key).
+    pub end: &'a [u8],
+    /// Data as given at insertion.
+    pub data: u32,
+    /// Expiry, `None` for never.
+    pub expires: Option<u64>,
+    /// Extension slot.
+    pub ext: &'a X,
+}
+
+impl<X> ElemRef<'_, X> {
     /// `true` when the element has expired at `now`.
     #[inline]
     pub fn expired(&self, now: u64) -> bool {
         self.expires.is_some_and(|t| now >= t)
     }
+}
+
+/// What a slab slot holds besides its keys and rule counts.
+#[derive(Debug, Clone)]
+struct Slot<X> {
+    data: u32,
+    expires: Option<u64>,
+    ext: X,
 }
 
 /// A pipapo set: fields, element slab and insertion order. `X` is the per-element extension
@@ -138,7 +168,14 @@ pub struct Pipapo<X = ()> {
     field_lens: Box<[usize]>,
     key_len: usize,
     policy: GroupPolicy,
-    slab: Vec<Option<Elem<X>>>,
+    /// Per slot: data, expiry and extension (`None` for a free slot). Keys and rule counts
+    /// live in flat arrays beside it, so cloning a set (every transaction) copies a few
+    /// buffers and allocates nothing per element.
+    slab: Vec<Option<Slot<X>>>,
+    /// Per slot `2 * key_len` bytes: start key, then end key.
+    keys: Vec<u8>,
+    /// Per slot one rule count per field.
+    nrules: Vec<u32>,
     /// Expiry per slab slot (`u64::MAX` for never or free), read by lookups.
     expiry: Vec<u64>,
     /// `true` once an element with an expiry was inserted (until a flush): without one,
@@ -176,6 +213,8 @@ impl<X: Clone> Pipapo<X> {
             key_len: field_lens.iter().sum(),
             policy,
             slab: Vec::new(),
+            keys: Vec::new(),
+            nrules: Vec::new(),
             expiry: Vec::new(),
             timed: false,
             free: Vec::new(),
@@ -205,19 +244,46 @@ impl<X: Clone> Pipapo<X> {
     }
 
     /// The element behind a handle (`None` for a removed one).
-    pub fn elem(&self, h: ElemHandle) -> Option<&Elem<X>> {
-        self.slab.get(h.0 as usize).and_then(|e| e.as_ref())
+    pub fn elem(&self, h: ElemHandle) -> Option<ElemRef<'_, X>> {
+        let slot = self.slab.get(h.0 as usize)?.as_ref()?;
+        let (start, end) = self.keys_of(h.0);
+        Some(ElemRef {
+            start,
+            end,
+            data: slot.data,
+            expires: slot.expires,
+            ext: &slot.ext,
+        })
     }
 
     /// Start and end key of the element behind a handle (`None` for a removed one); both
     /// [`Pipapo::key_len`] bytes, fields concatenated.
     pub fn bounds(&self, h: ElemHandle) -> Option<(&[u8], &[u8])> {
-        self.elem(h).map(|e| (&*e.start, &*e.end))
+        self.slab.get(h.0 as usize)?.as_ref()?;
+        Some(self.keys_of(h.0))
     }
 
-    /// The element behind a handle, mutable (e.g. to update its extension slot).
-    pub fn elem_mut(&mut self, h: ElemHandle) -> Option<&mut Elem<X>> {
-        self.slab.get_mut(h.0 as usize).and_then(|e| e.as_mut())
+    /// The extension slot of the element behind a handle, mutable (e.g. to update a counter).
+    pub fn ext_mut(&mut self, h: ElemHandle) -> Option<&mut X> {
+        self.slab
+            .get_mut(h.0 as usize)
+            .and_then(|e| e.as_mut())
+            .map(|s| &mut s.ext)
+    }
+
+    /// Start and end key stored in slot `h` (free slots hold stale bytes).
+    #[inline]
+    fn keys_of(&self, h: u32) -> (&[u8], &[u8]) {
+        let at = h as usize * 2 * self.key_len;
+        let both = &self.keys[at..at + 2 * self.key_len];
+        both.split_at(self.key_len)
+    }
+
+    /// Rule counts per field of slot `h`.
+    #[inline]
+    fn nrules_of(&self, h: u32) -> &[u32] {
+        let n = self.fields.len();
+        &self.nrules[h as usize * n..(h as usize + 1) * n]
     }
 
     /// Handles of the stored elements in insertion order (expired ones included).

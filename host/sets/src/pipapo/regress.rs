@@ -388,14 +388,15 @@ fn c06_net_port_proto_match() {
     assert_eq!(g, h);
     let el = p.elem(g).unwrap();
     assert_eq!(
-        &*el.start,
+        el.start,
         &key(&[&[10, i, j, 0], &p16(j as u16), &[6]])[..]
     );
     assert_eq!(
-        &*el.end,
+        el.end,
         &key(&[&[10, i, j, 255], &p16((j as u16 + 1) * 10), &[17]])[..]
     );
-    p.delete(&el.start.clone(), 0).unwrap();
+    let start = el.start.to_vec();
+    p.delete(&start, 0).unwrap();
     assert_eq!(
         p.get(&key(&[&[10, i, j, 0], &p16(j as u16), &[6]]), 0),
         Err(SetError::NotFound)
@@ -605,4 +606,58 @@ fn concurrent_flush_readd_never_misses() {
         r.join().unwrap();
     }
     assert!(done.load(Ordering::Relaxed) > 0);
+}
+
+/// Section 5 #30 and issue point 5: expired elements are collected at commit with the
+/// transaction's one timestamp; the transaction's own checks use that timestamp (an expired
+/// duplicate does not block a re-insert, #13); a reader holding the previous snapshot keeps
+/// it whole until it drops it.
+#[test]
+fn commit_collects_expired_elements_with_the_transaction_timestamp() {
+    let (a_s, a_e) = (
+        key(&[&v4([10, 0, 0, 0]), &p16(1)]),
+        key(&[&v4([10, 0, 0, 9]), &p16(9)]),
+    );
+    let (b_s, b_e) = (
+        key(&[&v4([10, 0, 1, 0]), &p16(1)]),
+        key(&[&v4([10, 0, 1, 9]), &p16(9)]),
+    );
+    let (c_s, c_e) = (
+        key(&[&v4([10, 0, 2, 0]), &p16(1)]),
+        key(&[&v4([10, 0, 2, 9]), &p16(9)]),
+    );
+    let mut p: Pipapo = Pipapo::new(&[4, 2]).unwrap();
+    ins(&mut p, &a_s, &a_e, InsertMode::Create, Some(10), 0).unwrap();
+    ins(&mut p, &b_s, &b_e, InsertMode::Create, Some(20), 0).unwrap();
+    ins(&mut p, &c_s, &c_e, InsertMode::Create, None, 0).unwrap();
+    let sh = Shared::new(p);
+    let before = sh.snapshot();
+
+    let mut t = sh.begin_at(15);
+    assert_eq!(t.now(), 15);
+    let now = t.now();
+    // `create` of a's range succeeds: the old a expired at 10.
+    ins(t.get_mut(), &a_s, &a_e, InsertMode::Create, None, now).unwrap();
+    assert_eq!(t.get().len(), 4, "old a is still stored until the commit");
+    assert_eq!(t.commit(), 1, "the commit collects the old a only");
+    let live = sh.snapshot();
+    assert_eq!(live.len(), 3);
+    let new_a = live.lookup(&a_s, 100).expect("the new a never expires");
+    assert_eq!(live.elem(new_a).unwrap().expires, None);
+    assert!(live.lookup(&b_s, 15).is_some(), "b expires at 20");
+
+    // The previous snapshot is untouched: three elements, the old a still found before 10.
+    assert_eq!(before.len(), 3);
+    let old_a = before.lookup(&a_s, 5).unwrap();
+    assert_eq!(before.elem(old_a).unwrap().expires, Some(10));
+
+    // A transaction that changes nothing still collects: b at 25.
+    assert_eq!(sh.begin_at(25).commit(), 1);
+    let live = sh.snapshot();
+    assert_eq!(live.len(), 2);
+    assert!(
+        live.lookup(&b_s, 0).is_none(),
+        "b's rules are gone, not just expired"
+    );
+    assert!(live.lookup(&c_s, u64::MAX - 1).is_some());
 }

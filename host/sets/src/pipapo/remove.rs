@@ -25,31 +25,82 @@ impl<X: Clone> Pipapo<X> {
     /// not stored. Its rules are cut out of every field; later rules move down, so rule order
     /// stays insertion order.
     pub fn remove(&mut self, h: ElemHandle) -> Option<Elem<X>> {
-        let e = self.slab.get_mut(h.0 as usize)?.take()?;
-        let pos = self.order.iter().position(|&x| x == h.0)?;
-        let last = self.fields.len() - 1;
-        for i in 0..self.fields.len() {
-            let at: usize = self.order[..pos]
-                .iter()
-                .map(|&o| self.slab[o as usize].as_ref().map_or(0, |x| x.nrules[i]) as usize)
-                .sum();
-            let n = e.nrules[i] as usize;
+        self.remove_many(&[h]).pop()
+    }
+
+    /// Remove the elements behind `hs` (handles not stored, and repeats, are skipped) in one
+    /// pass over every bucket, and return them in insertion order. Cost: one walk of the
+    /// insertion order plus, per bucket, the blocks from the first cut rule to its last
+    /// non-zero block; the kernel's `pipapo_drop` runs once per element instead.
+    pub fn remove_many(&mut self, hs: &[ElemHandle]) -> Vec<Elem<X>> {
+        let mut gone = vec![false; self.slab.len()];
+        let mut any = false;
+        for h in hs {
+            if self.slab.get(h.0 as usize).is_some_and(|s| s.is_some()) {
+                gone[h.0 as usize] = true;
+                any = true;
+            }
+        }
+        if !any {
+            return Vec::new();
+        }
+        // Rule spans to cut per field, merged where gone elements are adjacent.
+        let nf = self.fields.len();
+        let mut cuts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nf];
+        let mut pos = vec![0usize; nf];
+        for &o in &self.order {
+            let nr = self.nrules_of(o);
+            for i in 0..nf {
+                let n = nr[i] as usize;
+                if gone[o as usize] && n > 0 {
+                    match cuts[i].last_mut() {
+                        Some(c) if c.0 + c.1 == pos[i] => c.1 += n,
+                        _ => cuts[i].push((pos[i], n)),
+                    }
+                }
+                pos[i] += n;
+            }
+        }
+        let last = nf - 1;
+        for i in 0..nf {
             let f: &mut Field = &mut self.fields[i];
-            f.cut_rules(at, n);
+            f.cut_rules(&cuts[i]);
             if i < last {
-                let gone = e.nrules[i + 1];
-                for m in &mut f.mt[at..] {
-                    m.to -= gone;
+                // Mapping slots point at rules of the next field: move them down by the
+                // next field's rules cut below them.
+                let next = &cuts[i + 1];
+                let (mut k, mut below) = (0, 0u32);
+                for m in &mut f.mt {
+                    while k < next.len() && (next[k].0 as u32) < m.to {
+                        below += next[k].1 as u32;
+                        k += 1;
+                    }
+                    m.to -= below;
                 }
             }
             f.resize(f.rules);
             f.adjust_bits(self.policy);
         }
-        self.order.remove(pos);
-        self.expiry[h.0 as usize] = u64::MAX;
-        self.free.push(h.0);
+        let mut out = Vec::new();
+        for &o in &self.order {
+            if gone[o as usize]
+                && let Some(slot) = self.slab[o as usize].take()
+            {
+                let (start, end) = self.keys_of(o);
+                out.push(Elem {
+                    start: start.into(),
+                    end: end.into(),
+                    data: slot.data,
+                    expires: slot.expires,
+                    ext: slot.ext,
+                });
+                self.expiry[o as usize] = u64::MAX;
+                self.free.push(o);
+            }
+        }
+        self.order.retain(|&o| !gone[o as usize]);
         self.bblocks_max = self.fields.iter().map(|f| f.bblocks).max().unwrap_or(0);
-        Some(e)
+        out
     }
 
     /// Remove every element (`flush set`). Group widths restart from the policy's initial
@@ -64,6 +115,8 @@ impl<X: Clone> Pipapo<X> {
             *f = Field::new(f.len, bb);
         }
         self.slab.clear();
+        self.keys.clear();
+        self.nrules.clear();
         self.expiry.clear();
         self.timed = false;
         self.free.clear();
@@ -71,17 +124,15 @@ impl<X: Clone> Pipapo<X> {
         self.bblocks_max = 0;
     }
 
-    /// Remove every element expired at `now`; returns how many were removed.
+    /// Remove every element expired at `now` in one pass ([`Pipapo::remove_many`]); returns
+    /// how many were removed. The kernel runs this (`pipapo_gc`) on the clone at commit.
     pub fn gc(&mut self, now: u64) -> usize {
-        let dead: Vec<u32> = self
+        let dead: Vec<ElemHandle> = self
             .order
             .iter()
-            .copied()
-            .filter(|&h| self.expiry[h as usize] <= now)
+            .filter(|&&h| self.expiry[h as usize] <= now)
+            .map(|&h| ElemHandle(h))
             .collect();
-        for &h in &dead {
-            self.remove(ElemHandle(h));
-        }
-        dead.len()
+        self.remove_many(&dead).len()
     }
 }

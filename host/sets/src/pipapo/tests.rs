@@ -205,6 +205,18 @@ proptest! {
             }
         }
         check_batch(&p, &o, &all_probes, 5)?;
+        // Garbage collection removes exactly the elements expired at its time, in one pass,
+        // and leaves the others answering as before.
+        let dead = o.elems.iter().filter(|x| x.2.is_some_and(|t| t <= 10)).count();
+        prop_assert_eq!(p.gc(10), dead);
+        o.elems.retain(|x| x.2.is_none_or(|t| t > 10));
+        prop_assert_eq!(p.len(), o.elems.len());
+        for now in [0u64, 10, 100] {
+            for k in &all_probes {
+                check_all(&p, &o, k, now)?;
+            }
+        }
+        check_batch(&p, &o, &all_probes, 10)?;
     }
 }
 
