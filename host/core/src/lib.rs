@@ -27,6 +27,7 @@ mod compile;
 pub mod engine;
 mod eval;
 mod expr;
+pub mod ext;
 mod field;
 mod merge;
 mod pipeline;
@@ -42,3 +43,4 @@ pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet,
     SetElemCounter, TraceEvent, TraceSink,
 };
+pub use ext::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};

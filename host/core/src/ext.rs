@@ -1,0 +1,140 @@
+//! Extension expressions: plugins used in rules (`geneve opt class 0x0102`, `idletimer label
+//! "x" timeout 10s`). wasp-core never depends on wasmtime: the engine calls a use site through
+//! [`Extensions`], which the plugin host (`wasp-plugin`) implements once per worker, and tests
+//! implement with plain Rust.
+//!
+//! Calls are batched: the engine hands an extension all packets of a vector that reached the
+//! expression (at most [`crate::MAX_VECTOR`]) in one call, because a plugin call costs about
+//! 165 ns and a batched one about 15 ns per packet (research/plugins.md).
+//!
+//! Failure is the implementation's business: when a plugin traps, runs out of time or memory,
+//! or returns a malformed result, the implementation writes the use site's fallback for every
+//! packet of the call (see [`Fallback`]), counts and reports it, and the engine carries on.
+
+/// How a use site uses its plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtKind {
+    /// A boolean per packet; the rule goes on when true.
+    Match,
+    /// A verdict per packet (and edits of its bytes).
+    Statement,
+    /// State per use site or per set element (a counter); evaluated as a statement.
+    Stateful,
+}
+
+/// What a use site's packets get when its plugin fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Fallback {
+    /// As if the expression were absent: a match is false, a statement continues.
+    #[default]
+    Absent,
+    /// Fail closed: the packet is dropped (`fallback drop`).
+    Drop,
+}
+
+/// A use site: one place in the ruleset where a plugin is used, with its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtSite {
+    /// The site's id, unique in the ruleset, dense from 0 (the index into the engine's sites).
+    pub id: u32,
+    /// Index of the table that declares the plugin.
+    pub table: u32,
+    /// The plugin's name as declared in the table (`plugin geneve { ... }`).
+    pub plugin: String,
+    /// How it is used.
+    pub kind: ExtKind,
+    /// Arguments as written in the rule, as tokens.
+    pub args: Vec<String>,
+    /// The fallback for this site.
+    pub fallback: Fallback,
+}
+
+/// One packet handed to an extension: the fields of the WIT packet header
+/// (`wit/plugin.wit`, "The packet buffer") and the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct ExtPacket<'a> {
+    /// The frame as received, Ethernet header first (captured bytes).
+    pub frame: &'a [u8],
+    /// Frame length in bytes (`meta length`).
+    pub len: u32,
+    /// Input interface index (0 in a replay).
+    pub iif: u32,
+    /// `meta mark` at this point of the walk.
+    pub mark: u32,
+    /// For a per-element expression the set element's id + 1, else 0.
+    pub elem: u32,
+    /// Offset of the network header, `0xffff` for none.
+    pub l3: u16,
+    /// Offset of the transport header, `0xffff` for none (or a non-first fragment).
+    pub l4: u16,
+    /// `meta l4proto` (0 for none).
+    pub l4proto: u8,
+    /// `meta nfproto`: 2 IPv4, 10 IPv6, 0 other.
+    pub nfproto: u8,
+    /// ARPHRD type of the input device (1 for Ethernet).
+    pub iftype: u32,
+}
+
+/// A statement's verdict for one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExtVerdict {
+    /// Go on with the rule.
+    #[default]
+    Continue,
+    /// `accept`.
+    Accept,
+    /// `drop`.
+    Drop,
+    /// `return`.
+    Return,
+}
+
+/// An edit of one packet's bytes, returned by a statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtEdit {
+    /// Overwrite bytes at `offset` (within the frame).
+    Set {
+        /// Byte offset in the frame.
+        offset: u32,
+        /// New bytes.
+        data: Vec<u8>,
+    },
+    /// Insert bytes before `offset` (0..=len): encapsulation.
+    Insert {
+        /// Byte offset in the frame.
+        offset: u32,
+        /// Bytes to insert.
+        data: Vec<u8>,
+    },
+    /// Remove `count` bytes at `offset`: decapsulation.
+    Remove {
+        /// Byte offset in the frame.
+        offset: u32,
+        /// Bytes to remove.
+        count: u32,
+    },
+}
+
+/// Plugins as the engine calls them, per worker (the engine is per worker too).
+pub trait Extensions: Send {
+    /// Evaluate match site `site` on `pkts`, writing one answer per packet into `out`
+    /// (`out.len() == pkts.len()`). On a plugin failure, write the site's fallback.
+    fn matches(&mut self, site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]);
+
+    /// Evaluate statement or stateful site `site` on `pkts`, writing one verdict per packet
+    /// into `verdicts` (`verdicts.len() == pkts.len()`) and pushing edits as `(packet index,
+    /// edit)` onto `edits`. On a plugin failure, write the site's fallback verdict for every
+    /// packet ([`ExtVerdict::Continue`], or [`ExtVerdict::Drop`] for [`Fallback::Drop`]) and
+    /// push no edit.
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        verdicts: &mut [ExtVerdict],
+        edits: &mut Vec<(usize, ExtEdit)>,
+    );
+
+    /// The packet clock moved to `now_ns` (before each vector): fire the timers that fell due
+    /// up to it, in deadline order.
+    fn advance(&mut self, now_ns: u64);
+}
