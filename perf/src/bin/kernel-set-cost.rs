@@ -122,11 +122,18 @@ fn run(args: &Args) -> Res<()> {
          CPU ns per packet of the sending thread (sender + veth + receive + nft)",
         args.packets, args.runs
     );
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    println!("load average at start: {}", load());
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let row = measure_case(case, i, args, &ksoftirqd)?;
         rows.push(row);
     }
+    println!("load average at end: {}", load());
     println!();
     println!(
         "| case | entries | baseline ns/pkt | pipapo ns/pkt | pipapo extra | hash extra | rbtree extra | Mpps drop / pipapo / hash / rbtree | wasp AVX2 pipapo ns | wasp hash ns | ksoftirqd ns/pkt (max) |"
