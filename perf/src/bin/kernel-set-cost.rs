@@ -833,3 +833,87 @@ mod sys {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str) -> Case {
+        *CASES.iter().find(|c| c.name == name).expect("a case")
+    }
+
+    /// Ones' complement sum of 16-bit words.
+    fn sum16(b: &[u8]) -> u32 {
+        b.chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+            .sum()
+    }
+
+    #[test]
+    fn ipv4_probe_is_the_selftests() {
+        let c = case("net,port");
+        let f = build_frame(&c, &probe_key(&c));
+        assert_eq!(f.len(), 80);
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        // Last element: start 1 + 2 * 1000 = 2001 → 10.0.0.5 + 2001 = 10.0.7.214, port 2002.
+        assert_eq!(&f[30..34], &[10, 0, 7, 214]);
+        assert_eq!(&f[36..38], &2002u16.to_be_bytes());
+        assert_eq!(f[23], 17);
+        // The IPv4 header sums to 0xffff with its checksum; UDP length 46.
+        assert_eq!(fold(sum16(&f[14..34])), 0xffff);
+        assert_eq!(&f[38..40], &46u16.to_be_bytes());
+    }
+
+    #[test]
+    fn ipv6_probe_carries_every_field() {
+        let c = case("net6,port,mac,proto");
+        let key = probe_key(&c);
+        let f = build_frame(&c, &key);
+        assert_eq!(f.len(), 100);
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!(&f[0..6], &key[18..24], "ether daddr is the mac field");
+        assert_eq!(&f[38..54], &key[..16], "ip6 daddr");
+        assert_eq!(&f[56..58], &key[16..18], "udp dport");
+        assert_eq!(f[20], 17, "next header udp");
+        // UDP checksum over the pseudo header (src, dst, length, next header) verifies.
+        let udp = &f[54..];
+        let s = sum16(&f[22..54]) + sum16(udp) + udp.len() as u32 + 17;
+        assert_eq!(fold(s), 0xffff);
+    }
+
+    #[test]
+    fn ruleset_has_the_selftests_elements() {
+        let c = case("net,port");
+        let r = ruleset(&c);
+        assert!(r.contains(
+            "type ipv4_addr . inet_service; flags interval; elements = { 10.0.0.6-10.0.0.7 . 2-3,"
+        ));
+        assert!(
+            r.contains("set norange { type ipv4_addr . inet_service; elements = { 10.0.0.6 . 2,")
+        );
+        assert!(r.contains(
+            "set noconcat { type ipv4_addr; flags interval; elements = { 10.0.0.6-10.0.0.7,"
+        ));
+        // 1001 elements in `test` and in `norange`, plus their two concatenated types.
+        assert_eq!(r.matches(" . ").count(), 2 * 1001 + 2);
+        let c = case("net6,port,mac,proto");
+        assert!(ruleset(&c).contains(
+            "2001:db8::a-2001:db8::b . 11-12 . 00:01:00:00:00:0a-00:01:00:00:00:0b . 17,"
+        ));
+        assert_eq!(
+            rule_expr(&c, Rule::Pipapo),
+            "ip6 daddr . udp dport . ether daddr . meta l4proto @test"
+        );
+        assert_eq!(rule_expr(&c, Rule::Rbtree), "ip6 daddr @noconcat");
+    }
+
+    #[test]
+    fn miss_key_is_past_every_element() {
+        for c in CASES {
+            let els = c.elements();
+            let w = c.fields[0].width();
+            let miss = miss_key(&c);
+            assert!(els.iter().all(|(_, e)| miss[..w] > e[..w]), "{}", c.name);
+        }
+    }
+}
