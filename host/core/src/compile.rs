@@ -700,6 +700,9 @@ impl Ctx<'_> {
                     });
                     ops.push(Op::Counter((self.prog.counters.len() - 1) as u32), fence);
                 }
+                Stmt::Plugin(u) => {
+                    return Err(self.err(u.span, "plugins are not compiled yet"));
+                }
                 Stmt::Log { prefix, .. } => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());
                     ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);

@@ -283,6 +283,7 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         handle: 0,
         chains,
         sets,
+        plugins: Vec::new(),
         comment: None,
         span: Span::default(),
     }

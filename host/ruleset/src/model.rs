@@ -88,9 +88,84 @@ pub struct Table {
     pub chains: Vec<Chain>,
     /// Named sets and maps in declaration order.
     pub sets: Vec<SetDecl>,
+    /// Plugins declared in the table (`plugin NAME { path "FILE"; }`), in declaration order.
+    /// A wasp extension: the kernel has no such object.
+    pub plugins: Vec<PluginDecl>,
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the table was first declared.
+    pub span: Span,
+}
+
+/// A plugin declared in a table: `plugin NAME { path "FILE"; }`, or `plugin NAME;` for a
+/// bundled plugin of that name.
+///
+/// Where the Wasm component comes from ([`PluginDecl::source`]): a path with a `/` or ending
+/// in `.wasm` is a file, relative to the folder of the ruleset file that declares the plugin
+/// (or absolute); any other path (`path "counter"`), and the bare form, name a bundled plugin,
+/// found as `NAME.wasm` in the plugin directory the build produces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginDecl {
+    /// The name rules use it by (unique in its table).
+    pub name: String,
+    /// `path "..."` as written; `None` for the bare form `plugin NAME;`.
+    pub path: Option<String>,
+    /// Where the declaration is (the `plugin` keyword up to the name).
+    pub span: Span,
+}
+
+/// Where a plugin's component is to be read from (see [`PluginDecl::source`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    /// A bundled plugin: `NAME.wasm` in the build's plugin directory.
+    Bundled(String),
+    /// A file (already joined to the declaring ruleset file's folder when relative).
+    File(PathBuf),
+}
+
+impl PluginDecl {
+    /// Where the component is: a bundled plugin, or a file resolved against the folder of the
+    /// source file that holds the declaration (`rs.sources[span.file]`).
+    pub fn source(&self, rs: &Ruleset) -> PluginSource {
+        let path = match &self.path {
+            None => return PluginSource::Bundled(self.name.clone()),
+            Some(p) => p,
+        };
+        if !path.contains('/') && !path.ends_with(".wasm") {
+            return PluginSource::Bundled(path.clone());
+        }
+        let p = std::path::Path::new(path);
+        if p.is_absolute() {
+            return PluginSource::File(p.to_path_buf());
+        }
+        let dir = rs
+            .sources
+            .get(self.span.file as usize)
+            .and_then(|s| s.path.parent())
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        PluginSource::File(dir.join(p))
+    }
+}
+
+/// A use of a plugin in a rule: `NAME ARG... [fallback drop]`.
+///
+/// The arguments are the tokens after the name up to the end of the rule, a verdict
+/// (`accept`, `drop`, `continue`, `return`, `jump`, `goto`), `counter`, `log`, `comment` or
+/// the use of another plugin of the table. Each token is kept as written: a quoted string
+/// keeps its quotes (`label "wlan0"` gives `["label", "\"wlan0\""]`), `$variables` are
+/// expanded, `{ ... }` may hold any token. `fallback drop` among them is not an argument: it
+/// makes the use fail closed ([`PluginUse::fallback_drop`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginUse {
+    /// The plugin's name, as declared in the rule's table.
+    pub name: String,
+    /// Arguments, one string per token, as written.
+    pub args: Vec<String>,
+    /// `fallback drop`: when the plugin fails, the packet is dropped (default: as if the
+    /// expression were absent: a match is false, a statement continues).
+    pub fallback_drop: bool,
+    /// Where the use is (from the name to its last argument).
     pub span: Span,
 }
 
@@ -224,6 +299,8 @@ pub enum Stmt {
         /// `level emerg|alert|crit|err|warn|notice|info|debug`.
         level: Option<String>,
     },
+    /// A use of a plugin declared in the table (a wasp extension).
+    Plugin(PluginUse),
     /// `meta KEY set VALUE` (e.g. `meta mark set 0x10`, `meta nftrace set 1`).
     MetaSet {
         /// Which meta key.

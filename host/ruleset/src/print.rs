@@ -9,6 +9,10 @@
 //!   addresses, 1 for the others (nft's `calculate_delim`); anonymous sets on one line;
 //! - priorities named when within 10 of a standard one allowed for the family and hook;
 //! - implicit dependencies are not in the model, so they are not printed.
+//!
+//! Plugins (a wasp extension nft has not) print first in their table, as declared
+//! (`plugin NAME { path "FILE" }`, or `plugin NAME` for a bundled one), and their uses as
+//! written (`NAME ARG... [fallback drop]`), so that the output reads back the same.
 
 use std::cmp::Ordering;
 use std::fmt::Write;
@@ -49,6 +53,20 @@ fn table(out: &mut String, t: &Table, handles: bool) {
         let _ = writeln!(out, "\tcomment \"{c}\"");
     }
     let mut first = true;
+    for p in &t.plugins {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        match &p.path {
+            Some(path) => {
+                let _ = writeln!(out, "\tplugin {} {{\n\t\tpath \"{path}\"\n\t}}", p.name);
+            }
+            None => {
+                let _ = writeln!(out, "\tplugin {}", p.name);
+            }
+        }
+    }
     for s in &t.sets {
         if !first {
             out.push('\n');
@@ -401,6 +419,17 @@ fn stmt(s: &Stmt) -> String {
         Stmt::Match(m) => match_text(m),
         Stmt::Verdict(v) => verdict(v),
         Stmt::VerdictMap { key, map, .. } => format!("{} vmap {}", expr(key), set_ref(map)),
+        Stmt::Plugin(u) => {
+            let mut s = u.name.clone();
+            for a in &u.args {
+                s.push(' ');
+                s.push_str(a);
+            }
+            if u.fallback_drop {
+                s.push_str(" fallback drop");
+            }
+            s
+        }
         Stmt::Counter { packets, bytes } => format!("counter packets {packets} bytes {bytes}"),
         Stmt::Log { prefix, level } => {
             let mut s = "log".to_string();

@@ -230,6 +230,7 @@ mod tests {
             handle: 1,
             chains,
             sets: Vec::new(),
+            plugins: Vec::new(),
             comment: None,
             span: Span::default(),
         };

@@ -89,6 +89,7 @@ mod tests {
                 handle: 1,
                 chains: vec![chain("ingress"), chain("guest")],
                 sets: Vec::new(),
+                plugins: Vec::new(),
                 comment: None,
                 span: Span::default(),
             }],

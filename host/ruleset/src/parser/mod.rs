@@ -9,6 +9,7 @@
 mod expr;
 mod handles;
 mod merge;
+mod plugin;
 mod rule;
 mod setcheck;
 pub(crate) mod table;
@@ -105,6 +106,9 @@ pub(crate) struct Parser<'s> {
     pub(crate) refs: Vec<handles::Ref>,
     /// `{` levels open in the set being read (see [`MAX_NESTING`]).
     pub(crate) nesting: usize,
+    /// Names of the plugins the rules being read may use: those of their table (declared
+    /// before, or anywhere in the table block being read).
+    pub(crate) plugins: Vec<String>,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -565,6 +569,7 @@ fn parse_source(
         st,
         refs: Vec::new(),
         nesting: 0,
+        plugins: Vec::new(),
     };
     let _ = p.file;
     let r = p.parse_file_body();

@@ -68,6 +68,10 @@ impl Parser<'_> {
                 stmts.push(Stmt::Verdict(v));
                 continue;
             }
+            if self.at_plugin()? {
+                stmts.push(self.plugin_use()?);
+                continue;
+            }
             match word.as_str() {
                 "comment" => {
                     self.advance();
@@ -141,10 +145,18 @@ impl Parser<'_> {
                     let stmt = self.match_or_set(&mut ctx, sspan)?;
                     stmts.push(stmt);
                 }
-                _ if unsupported::statement(&word) => {
-                    return Err(self.st.error(sspan, unsupported::message(&word)));
+                _ => {
+                    if let Some(e) = self.unknown_plugin(&word, sspan, true)? {
+                        return Err(e);
+                    }
+                    if unsupported::statement(&word) {
+                        return Err(self.st.error(sspan, unsupported::message(&word)));
+                    }
+                    if let Some(e) = self.unknown_plugin(&word, sspan, false)? {
+                        return Err(e);
+                    }
+                    return self.expected("a verdict, `counter`, `log` or a match");
                 }
-                _ => return self.expected("a verdict, `counter`, `log` or a match"),
             }
         }
         explicit_vlan_dependency(&mut stmts);

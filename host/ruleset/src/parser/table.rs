@@ -156,6 +156,7 @@ impl Parser<'_> {
             handle: self.st.table_handle,
             chains: Vec::new(),
             sets: Vec::new(),
+            plugins: Vec::new(),
             comment: None,
             span,
         });
@@ -176,6 +177,7 @@ impl Parser<'_> {
             return Ok(());
         }
         self.advance();
+        self.plugins = self.plugins_in_block(ti);
         let mut block = Block::default();
         loop {
             self.skip_separators()?;
@@ -184,6 +186,10 @@ impl Parser<'_> {
                 Some(Tok::Punct("}")) => {
                     self.advance();
                     break;
+                }
+                Some(Tok::Word(w)) if w == "plugin" => {
+                    self.advance();
+                    self.plugin_decl(ti, item_span)?;
                 }
                 Some(Tok::Word(w)) if w == "chain" => {
                     self.advance();
@@ -218,8 +224,11 @@ impl Parser<'_> {
                         super::unsupported::message_with(&w, "a named object in a table"),
                     ));
                 }
-                None => return self.unclosed("`chain`, `set`, `map`, `comment` or `}`", open),
-                _ => return self.expected("`chain`, `set`, `map`, `comment` or `}`"),
+                None => {
+                    return self
+                        .unclosed("`chain`, `set`, `map`, `plugin`, `comment` or `}`", open);
+                }
+                _ => return self.expected("`chain`, `set`, `map`, `plugin`, `comment` or `}`"),
             }
             self.end_of_item()?;
         }
@@ -652,6 +661,11 @@ impl Parser<'_> {
                 let ti = self.existing_table(family, &tname, tspan)?;
                 let (cname, cspan) = self.name("a chain name")?;
                 let mut block = Block::default();
+                self.plugins = self.st.tables[ti]
+                    .plugins
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect();
                 let mut decl = ChainDecl::new(cname, cspan);
                 let open = self.peek_span()?;
                 if self.eat_punct("{")? {
@@ -704,6 +718,11 @@ impl Parser<'_> {
             return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
         }
         let mut block = Block::default();
+        self.plugins = self.st.tables[ti]
+            .plugins
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
         let rule = self.rule(family)?;
         let mut decl = ChainDecl::new(cname, cspan);
         decl.rules.push(rule);
