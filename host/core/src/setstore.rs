@@ -1,6 +1,7 @@
 //! Compiled sets and maps in the back-end the kernel would pick (`nft_select_set_ops`): exact
 //! keys in a hash, one interval field in the rbtree-semantics [`IntervalSet`], concatenated
-//! intervals in [`Pipapo`]. Every back-end stores the element's index into [`SetC::elems`], which
+//! intervals in [`Pipapo`] (looked up through its field index, built once the set is filled:
+//! `Pipapo::build_index`). Every back-end stores the element's index into [`SetC::elems`], which
 //! holds its verdict (verdict maps), its expiry and its counter.
 //!
 //! Time: element expiries are nanoseconds after the engine's epoch (the ruleset's load, see
@@ -108,6 +109,8 @@ impl SetC {
                         out.elems.push(e.elem);
                     }
                 }
+                // The set is complete and never changes: index it for lookups.
+                s.build_index();
                 Some(SetStore::Pipapo(s))
             })
         };
@@ -134,7 +137,7 @@ impl SetC {
         let i = match &self.store {
             SetStore::Exact(s) => s.get(key)?,
             SetStore::Interval(s) => s.elem(s.lookup(key, now)?)?.data,
-            SetStore::Pipapo(s) => s.elem(s.lookup(key, now)?)?.data,
+            SetStore::Pipapo(s) => s.elem(s.lookup_index(key, now)?)?.data,
             SetStore::Ranges(r) => r.get(key)?,
         };
         let e = self.elems.get(i as usize)?;

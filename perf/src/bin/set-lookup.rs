@@ -2,7 +2,9 @@
 //! on the kernel selftest's performance cases, with the kernel commit message's columns: hash
 //! on the same keys without ranges (`ExactSet`), interval on the first field only
 //! (`IntervalSet`), pipapo 4-bit only, pipapo with the 8/4 switch (both scalar), AVX2,
-//! AVX-512 and batched (best variant, 64 keys per call); then memory per element
+//! AVX-512 and batched (best variant, 64 keys per call), and the field index
+//! (`Pipapo::build_index`: `lookup_index` one key per call, `lookup_batch_index` 64 keys per
+//! call); then memory per element
 //! (`table_bytes() / elements`) and the time to insert `ip saddr . tcp dport` range elements
 //! in one transaction (the kernel needs about 42 s for 800 000).
 //!
@@ -20,7 +22,7 @@ use wasp_sets::pipapo::{GroupPolicy, Variant};
 use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, Shared};
 
 const KEYS: usize = 4096;
-const COLS: [&str; 7] = [
+const COLS: [&str; 9] = [
     "hash",
     "interval",
     "pipapo-4bit",
@@ -28,6 +30,8 @@ const COLS: [&str; 7] = [
     "avx2",
     "avx512",
     "batched",
+    "index",
+    "index-b64",
 ];
 
 /// This thread's CPU time in nanoseconds (the machine is shared: wall time would count the
@@ -117,6 +121,10 @@ fn main() {
     );
     for case in CASES {
         let auto = case.build(GroupPolicy::Auto);
+        let mut indexed = auto.clone();
+        let t = Instant::now();
+        indexed.build_index();
+        let index_ms = t.elapsed().as_secs_f64() * 1e3;
         let four = case.build(GroupPolicy::Fixed4);
         let keys = case.probes(KEYS);
         let kl = auto.key_len();
@@ -168,6 +176,19 @@ fn main() {
                 }
                 hits
             }));
+            samples[7].push(measure(KEYS, budget, || {
+                keys.chunks_exact(kl)
+                    .filter(|k| indexed.lookup_index(black_box(k), 0).is_some())
+                    .count()
+            }));
+            samples[8].push(measure(KEYS, budget, || {
+                let mut hits = 0;
+                for chunk in keys.chunks(64 * kl) {
+                    indexed.lookup_batch_index(black_box(chunk), 0, &mut out);
+                    hits += out.iter().filter(|x| x.is_some()).count();
+                }
+                hits
+            }));
         }
         print!("{:<20} {:>6}", case.name, case.entries);
         for s in samples {
@@ -175,9 +196,10 @@ fn main() {
             print!(" {ns:6.1} {:5.1}", 1e3 / ns);
         }
         println!(
-            " {:>9.0}   groups {:?}",
+            " {:>9.0}   groups {:?}, index {:.0} B/elem built in {index_ms:.1} ms",
             auto.table_bytes() as f64 / auto.len() as f64,
-            auto.group_bits()
+            auto.group_bits(),
+            indexed.index_bytes() as f64 / auto.len() as f64,
         );
     }
     if n_insert > 0 {

@@ -25,11 +25,13 @@ mod bits;
 pub mod expand;
 pub(crate) mod fast;
 pub mod field;
+mod index;
 mod insert;
 pub(crate) mod lookup;
 mod remove;
 
 pub use field::{Block, GroupPolicy, LT_SIZE_HIGH, LT_SIZE_LOW, Map};
+pub use index::{Index, MAX_CANDIDATES};
 pub use lookup::{BATCH_MAX, Scratch, Variant};
 
 use field::Field;
@@ -186,6 +188,8 @@ pub struct Pipapo<X = ()> {
     order: Vec<u32>,
     /// Largest bucket size over the fields, in blocks.
     bblocks_max: usize,
+    /// Field index ([`Pipapo::build_index`]); dropped by every change (`touched`).
+    index: Option<std::sync::Arc<Index>>,
 }
 
 impl<X: Clone> Pipapo<X> {
@@ -220,6 +224,7 @@ impl<X: Clone> Pipapo<X> {
             free: Vec::new(),
             order: Vec::new(),
             bblocks_max: 0,
+            index: None,
         })
     }
 

@@ -1,10 +1,12 @@
 //! DPDK's `rte_acl` next to wasp's pipapo on the kernel selftest's performance cases
 //! (`wasp_sets::perfcases`), same rules and same keys, in the same run: ns per key at batch 64
 //! and batch 1, best `rte_acl` algorithm (scalar, SSE, AVX2, AVX512X16, AVX512X32, chosen with
-//! `rte_acl_set_ctx_classify`) and best wasp variant (AVX2 or AVX-512, single-key or batched
-//! lookup) for each; the median of ROUNDS interleaved runs of KEYS keys each. Before timing,
-//! every probe key and every probe key with one bit flipped is classified by both, and the
-//! matched element compared (the `disagree` column, must be 0).
+//! `rte_acl_set_ctx_classify`), best pipapo variant (AVX2 or AVX-512, single-key or batched
+//! lookup) and the field index (`Pipapo::build_index`, `lookup_index` at batch 1,
+//! `lookup_batch_index` at batch 64) for each; the median of ROUNDS interleaved runs of KEYS
+//! keys each; build times of `rte_acl` and of the index. Before timing, every probe key and
+//! every probe key with one bit flipped is classified by all three, and the matched element
+//! compared with pipapo's (the `disagree` column, must be 0).
 //!
 //! `cargo run --release -p wasp-perf --features dpdk --bin acl-compare [KEYS [ROUNDS]]`
 //! (default 10 000 000 keys, 5 rounds). Needs `libdpdk-dev`; EAL runs with `--no-huge
@@ -17,9 +19,9 @@ use std::time::Instant;
 
 use ffi::{Acl, Alg, Inputs};
 use wasp_perf::acl::AclLayout;
-use wasp_sets::Pipapo;
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
+use wasp_sets::{ElemHandle, Pipapo};
 
 /// Distinct probe keys, cycled through in a run.
 const POOL: usize = 16384;
@@ -100,9 +102,10 @@ fn main() {
          all entries); rte_acl and wasp best variant at batch {BATCH} and batch 1"
     );
     println!(
-        "| case (entries) | rte_acl rules | rte_acl build ms | rte_acl b64 | wasp b64 | rte_acl b1 | wasp b1 | disagree |"
+        "| case (entries) | rte_acl rules | rte_acl build ms | index build ms | rte_acl b64 | \
+         pipapo b64 | index b64 | rte_acl b1 | pipapo b1 | index b1 | disagree |"
     );
-    println!("|---|---:|---:|---|---|---|---|---:|");
+    println!("|---|---:|---:|---:|---|---|---|---|---|---|---:|");
     for (ci, case) in CASES.iter().enumerate() {
         let els = case.elements();
         let pip = case.build(GroupPolicy::Auto);
@@ -118,6 +121,10 @@ fn main() {
             }
         };
         let build_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut ixp = pip.clone();
+        let t = Instant::now();
+        ixp.build_index();
+        let index_ms = t.elapsed().as_secs_f64() * 1e3;
         let keys = case.probes(POOL);
         let inputs = Inputs::new(&layout, &keys);
         assert_eq!(inputs.len(), POOL);
@@ -137,9 +144,9 @@ fn main() {
             .chunks_exact(kl)
             .map(|k| {
                 pip.lookup(k, 0).map_or(0, |h| {
-                    let start = &pip.elem(h).expect("live handle").start;
+                    let (start, _) = pip.bounds(h).expect("live handle");
                     els.iter()
-                        .position(|e| *e.0 == **start)
+                        .position(|e| *e.0 == *start)
                         .map_or(u32::MAX, |i| i as u32 + 1)
                 })
             })
@@ -154,12 +161,24 @@ fn main() {
             }
             disagree += got.iter().zip(&want).filter(|(g, w)| g != w).count();
         }
+        let mut ix_out = vec![None; n_check];
+        for (s, o) in check.chunks(BATCH * kl).zip(ix_out.chunks_mut(BATCH)) {
+            ixp.lookup_batch_index(s, 0, o);
+        }
+        for ((k, w), b) in check.chunks_exact(kl).zip(want.iter()).zip(&ix_out) {
+            let single = ixp.lookup_index(k, 0);
+            let same = |r: Option<ElemHandle>| {
+                r.map(|h| ixp.bounds(h)) == pip.lookup(k, 0).map(|h| pip.bounds(h))
+            };
+            disagree += usize::from(!same(single) || !same(*b) || (*w == 0) != single.is_none());
+        }
 
         // Timing, interleaved rounds.
         let mut res = [0u32; BATCH];
         let mut out = [None; BATCH];
         let mut acl_s: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); algs.len()]; 2];
         let mut wasp_s: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2 * wasp_variants.len()]; 2];
+        let mut index_s: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..rounds {
             for (bi, b) in [BATCH, 1].into_iter().enumerate() {
                 for (ai, &(a, _)) in algs.iter().enumerate() {
@@ -182,6 +201,21 @@ fn main() {
                         out[..n].iter().filter(|r| r.is_some()).count()
                     }));
                 }
+                index_s[bi].push(run(total, b, |s, n| {
+                    if n == 1 {
+                        usize::from(
+                            ixp.lookup_index(black_box(&keys[s * kl..(s + 1) * kl]), 0)
+                                .is_some(),
+                        )
+                    } else {
+                        ixp.lookup_batch_index(
+                            black_box(&keys[s * kl..(s + n) * kl]),
+                            0,
+                            &mut out[..n],
+                        );
+                        out[..n].iter().filter(|r| r.is_some()).count()
+                    }
+                }));
             }
         }
         let wasp_names: Vec<&'static str> = wasp_variants
@@ -198,7 +232,7 @@ fn main() {
             .collect();
         let cell = |(ns, name): (f64, &str)| format!("{ns:.1} ({name})");
         let mut row = format!(
-            "| {} ({}) | {} | {build_ms:.1} |",
+            "| {} ({}) | {} | {build_ms:.1} | {index_ms:.1} |",
             case.name,
             els.len(),
             rules.len()
@@ -211,7 +245,12 @@ fn main() {
                     .collect(),
             );
             let w = best(wasp_names.iter().copied().zip(wasp_s[bi].clone()).collect());
-            row += &format!(" {} | {} |", cell(a), cell(w));
+            row += &format!(
+                " {} | {} | {:.1} |",
+                cell(a),
+                cell(w),
+                median(index_s[bi].clone())
+            );
         }
         row += &format!(" {disagree} |");
         println!("{row}");
