@@ -1,0 +1,128 @@
+//! The [`Plugin`] trait.
+
+use crate::{Edit, Info, Kind, Packets, StateEntry, Verdict};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// A wasp plugin. Implement [`describe`](Plugin::describe) and what your kind needs; export it
+/// with [`crate::export_plugin!`]. One value lives per instance (per worker), made with
+/// `Default` on the first call. `site` is the use site's id (one per place the plugin appears
+/// in the ruleset).
+pub trait Plugin: Default + 'static {
+    /// Name, kinds, window (bytes of each frame to see) and whether state moves across a hot
+    /// swap. Called once after loading.
+    fn describe(&self) -> Info;
+
+    /// Sets up use site `site` used as `kind` with the rule's arguments as tokens. An `Err`
+    /// refuses the ruleset with that message at the rule's file:line:col. Default: accepts.
+    fn configure(&mut self, site: u32, kind: Kind, args: &[String]) -> Result<(), String> {
+        let _ = (site, kind, args);
+        Ok(())
+    }
+
+    /// The use site is gone: drop its state. Default: nothing.
+    fn release(&mut self, site: u32) {
+        let _ = site;
+    }
+
+    /// A match: set `out[i]` (all false on entry) for packet `i`. Default: nothing matches.
+    fn matches(&mut self, site: u32, pkts: Packets<'_>, out: &mut [bool]) {
+        let _ = (site, pkts, out);
+    }
+
+    /// A statement or stateful expression: set `verdicts[i]` (all `Continue` on entry) and
+    /// push edits (`Edit::packet` is the index in the batch). Default: every packet continues.
+    fn apply(&mut self, site: u32, pkts: Packets<'_>, verdicts: &mut [Verdict], edits: &mut Vec<Edit>) {
+        let _ = (site, pkts, verdicts, edits);
+    }
+
+    /// Timer `key` (armed with [`crate::host::timer_arm`]) fell due. Default: nothing.
+    fn on_timer(&mut self, key: u64) {
+        let _ = key;
+    }
+
+    /// The state of `site`, for listing. Default: none.
+    fn list_state(&mut self, site: u32) -> Vec<StateEntry> {
+        let _ = site;
+        Vec::new()
+    }
+
+    /// Resets the state of `site` (`elem` 0: all of it; else that element's). Default: nothing.
+    fn reset_state(&mut self, site: u32, elem: u32) {
+        let _ = (site, elem);
+    }
+
+    /// The whole state as a blob for the next version after a hot swap. Default: empty.
+    fn export_state(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Takes over the state a previous version exported. Default: refuses ("no state
+    /// transfer"), so the new version starts fresh.
+    fn import_state(&mut self, blob: &[u8]) -> Result<(), String> {
+        let _ = blob;
+        Err("no state transfer".to_string())
+    }
+}
+
+/// What the export macro calls: the batch calls with their output buffers.
+pub mod glue {
+    use super::Plugin;
+    use crate::{Packets, StatementResult, Verdict};
+    pub use alloc::string::String;
+    pub use alloc::vec::Vec;
+
+    /// `matches` with one byte per packet of `count` (0 for packets the buffer does not hold).
+    pub fn matches<P: Plugin>(p: &mut P, site: u32, batch: &[u8], count: u32, stride: u32) -> Vec<u8> {
+        let pkts = Packets::new(batch, count, stride);
+        let mut out = alloc::vec![false; pkts.len()];
+        p.matches(site, pkts, &mut out);
+        let mut bytes: Vec<u8> = out.into_iter().map(u8::from).collect();
+        bytes.resize(count as usize, 0);
+        bytes
+    }
+
+    /// `apply` with one verdict per packet of `count` (`Continue` for packets the buffer does
+    /// not hold).
+    pub fn apply<P: Plugin>(p: &mut P, site: u32, batch: &[u8], count: u32, stride: u32) -> StatementResult {
+        let pkts = Packets::new(batch, count, stride);
+        let mut verdicts = alloc::vec![Verdict::Continue; pkts.len()];
+        let mut edits = Vec::new();
+        p.apply(site, pkts, &mut verdicts, &mut edits);
+        verdicts.resize(count as usize, Verdict::Continue);
+        StatementResult { verdicts, edits }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glue;
+    use super::*;
+    use crate::packets::testing::{TestPkt, batch};
+
+    #[derive(Default)]
+    struct Nothing;
+
+    impl Plugin for Nothing {
+        fn describe(&self) -> Info {
+            Info::new("nothing", "0", &[Kind::MatchExpr, Kind::Statement], 0)
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let mut p = Nothing;
+        assert_eq!(p.configure(0, Kind::MatchExpr, &[]), Ok(()));
+        let (buf, count, stride) = batch(&[TestPkt::default(), TestPkt::default()], 0);
+        assert_eq!(glue::matches(&mut p, 0, &buf, count, stride), [0, 0]);
+        let r = glue::apply(&mut p, 0, &buf, count, stride);
+        assert_eq!(r.verdicts, [Verdict::Continue, Verdict::Continue]);
+        assert!(r.edits.is_empty());
+        // count larger than the buffer: still one result per packet of count.
+        assert_eq!(glue::matches(&mut p, 0, &buf, 3, stride), [0, 0, 0]);
+        assert!(p.list_state(0).is_empty());
+        assert!(p.export_state().is_empty());
+        assert_eq!(p.import_state(b"x"), Err("no state transfer".to_string()));
+        assert!(!p.describe().state_transfer);
+    }
+}
