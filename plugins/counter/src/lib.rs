@@ -61,17 +61,23 @@ fn parse_args(args: &[String]) -> Result<(String, Count), String> {
     let mut init = Count::default();
     let mut it = args.iter();
     while let Some(key) = it.next() {
-        let value = it.next().ok_or_else(|| format!("counter: {key} needs a value"))?;
+        let value = it
+            .next()
+            .ok_or_else(|| format!("counter: {key} needs a value"))?;
         match key.as_str() {
             "name" => name = args::unquote(value).to_string(),
             "packets" => {
-                init.packets = args::parse_uint(value, u64::MAX).map_err(|e| format!("counter: packets {e}"))?
+                init.packets = args::parse_uint(value, u64::MAX)
+                    .map_err(|e| format!("counter: packets {e}"))?
             }
             "bytes" => {
-                init.bytes = args::parse_uint(value, u64::MAX).map_err(|e| format!("counter: bytes {e}"))?
+                init.bytes =
+                    args::parse_uint(value, u64::MAX).map_err(|e| format!("counter: bytes {e}"))?
             }
             other => {
-                return Err(format!("counter: unknown argument {other:?} (expected name, packets or bytes)"));
+                return Err(format!(
+                    "counter: unknown argument {other:?} (expected name, packets or bytes)"
+                ));
             }
         }
     }
@@ -80,8 +86,13 @@ fn parse_args(args: &[String]) -> Result<(String, Count), String> {
 
 impl Plugin for Counter {
     fn describe(&self) -> Info {
-        Info::new("counter", env!("CARGO_PKG_VERSION"), &[Kind::Stateful, Kind::Statement], 0)
-            .with_state_transfer()
+        Info::new(
+            "counter",
+            env!("CARGO_PKG_VERSION"),
+            &[Kind::Stateful, Kind::Statement],
+            0,
+        )
+        .with_state_transfer()
     }
 
     fn configure(&mut self, site: u32, _kind: Kind, args: &[String]) -> Result<(), String> {
@@ -89,7 +100,14 @@ impl Plugin for Counter {
         match self.sites.get_mut(site) {
             Some(existing) => existing.name = name,
             None => {
-                self.sites.insert(site, SiteCounts { name, total: init, elems: BTreeMap::new() });
+                self.sites.insert(
+                    site,
+                    SiteCounts {
+                        name,
+                        total: init,
+                        elems: BTreeMap::new(),
+                    },
+                );
             }
         }
         Ok(())
@@ -99,8 +117,16 @@ impl Plugin for Counter {
         self.sites.remove(site);
     }
 
-    fn apply(&mut self, site: u32, pkts: Packets<'_>, _verdicts: &mut [Verdict], _edits: &mut Vec<Edit>) {
-        let Some(s) = self.sites.get_mut(site) else { return };
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: Packets<'_>,
+        _verdicts: &mut [Verdict],
+        _edits: &mut Vec<Edit>,
+    ) {
+        let Some(s) = self.sites.get_mut(site) else {
+            return;
+        };
         for p in pkts.iter() {
             if p.elem == 0 {
                 s.total.add(p.len);
@@ -111,7 +137,9 @@ impl Plugin for Counter {
     }
 
     fn list_state(&mut self, site: u32) -> Vec<StateEntry> {
-        let Some(s) = self.sites.get(site) else { return Vec::new() };
+        let Some(s) = self.sites.get(site) else {
+            return Vec::new();
+        };
         let entry = |elem: u32, c: &Count| {
             let mut e = StateEntry::values(elem, &[("packets", c.packets), ("bytes", c.bytes)]);
             e.text = if s.name.is_empty() || elem != 0 {
@@ -128,7 +156,9 @@ impl Plugin for Counter {
     }
 
     fn reset_state(&mut self, site: u32, elem: u32) {
-        let Some(s) = self.sites.get_mut(site) else { return };
+        let Some(s) = self.sites.get_mut(site) else {
+            return;
+        };
         if elem == 0 {
             s.total = Count::default();
             s.elems.clear();
@@ -141,7 +171,10 @@ impl Plugin for Counter {
         let mut w = Writer::new(MAGIC);
         w.u32(self.sites.len() as u32);
         for (site, s) in self.sites.iter() {
-            w.u32(site).bytes(s.name.as_bytes()).u64(s.total.packets).u64(s.total.bytes);
+            w.u32(site)
+                .bytes(s.name.as_bytes())
+                .u64(s.total.packets)
+                .u64(s.total.bytes);
             w.u32(s.elems.len() as u32);
             for (elem, c) in &s.elems {
                 w.u32(*elem).u64(c.packets).u64(c.bytes);
@@ -158,11 +191,20 @@ impl Plugin for Counter {
         for _ in 0..r.u32()? {
             let site = r.u32()?;
             let name = String::from_utf8_lossy(r.bytes()?).into_owned();
-            let total = Count { packets: r.u64()?, bytes: r.u64()? };
+            let total = Count {
+                packets: r.u64()?,
+                bytes: r.u64()?,
+            };
             let mut elems = BTreeMap::new();
             for _ in 0..r.u32()? {
                 let elem = r.u32()?;
-                elems.insert(elem, Count { packets: r.u64()?, bytes: r.u64()? });
+                elems.insert(
+                    elem,
+                    Count {
+                        packets: r.u64()?,
+                        bytes: r.u64()?,
+                    },
+                );
             }
             sites.push((site, SiteCounts { name, total, elems }));
         }
@@ -196,7 +238,13 @@ mod tests {
     }
 
     fn pkt(len: usize, elem: u32) -> TestPkt {
-        TestPkt { frame: alloc::vec![0; len], elem, l3: 0xffff, l4: 0xffff, ..Default::default() }
+        TestPkt {
+            frame: alloc::vec![0; len],
+            elem,
+            l3: 0xffff,
+            l4: 0xffff,
+            ..Default::default()
+        }
     }
 
     fn run(c: &mut Counter, site: u32, pkts: &[TestPkt]) -> Vec<Verdict> {
@@ -214,8 +262,19 @@ mod tests {
     fn counts_per_site_and_element() {
         let mut c = Counter::default();
         c.configure(0, Kind::Stateful, &[]).unwrap();
-        c.configure(1, Kind::Stateful, &args("packets 10 bytes 1000")).unwrap();
-        let v = run(&mut c, 0, &[pkt(60, 0), pkt(1514, 0), pkt(100, 3), pkt(200, 3), pkt(64, 9)]);
+        c.configure(1, Kind::Stateful, &args("packets 10 bytes 1000"))
+            .unwrap();
+        let v = run(
+            &mut c,
+            0,
+            &[
+                pkt(60, 0),
+                pkt(1514, 0),
+                pkt(100, 3),
+                pkt(200, 3),
+                pkt(64, 9),
+            ],
+        );
         assert_eq!(v, [Verdict::Continue; 5]);
         run(&mut c, 1, &[pkt(42, 0)]);
         let s0: Vec<_> = c.list_state(0).iter().map(values).collect();
@@ -231,7 +290,8 @@ mod tests {
     #[test]
     fn reset_all_or_one_element() {
         let mut c = Counter::default();
-        c.configure(0, Kind::Stateful, &args("name \"web\"")).unwrap();
+        c.configure(0, Kind::Stateful, &args("name \"web\""))
+            .unwrap();
         run(&mut c, 0, &[pkt(60, 0), pkt(100, 3), pkt(200, 4)]);
         assert_eq!(c.list_state(0)[0].text, "counter web packets 1 bytes 60");
         c.reset_state(0, 3);
@@ -280,7 +340,11 @@ mod tests {
 
         assert!(v2.import_state(b"junk").is_err());
         assert!(v2.import_state(&blob[..blob.len() - 3]).is_err());
-        assert_eq!(values(&v2.list_state(0)[0]), (0, 2, 100), "a failed import changes nothing");
+        assert_eq!(
+            values(&v2.list_state(0)[0]),
+            (0, 2, 100),
+            "a failed import changes nothing"
+        );
 
         v2.release(0);
         assert!(v2.list_state(0).is_empty());

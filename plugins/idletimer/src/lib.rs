@@ -9,7 +9,12 @@ pub struct P;
 
 impl Plugin for P {
     fn describe(&self) -> Info {
-        Info::new("idletimer", env!("CARGO_PKG_VERSION"), &[Kind::MatchExpr], 0)
+        Info::new(
+            "idletimer",
+            env!("CARGO_PKG_VERSION"),
+            &[Kind::MatchExpr],
+            0,
+        )
     }
 }
 

@@ -29,11 +29,14 @@ pub fn parse_uint(tok: &str, max: u64) -> Result<u64, String> {
 
 /// Bytes written in hexadecimal (`0x00880022` or `00880022`), two digits a byte.
 pub fn parse_hex_bytes(tok: &str) -> Result<Vec<u8>, String> {
-    let digits = tok.strip_prefix("0x").or_else(|| tok.strip_prefix("0X")).unwrap_or(tok);
+    let digits = tok
+        .strip_prefix("0x")
+        .or_else(|| tok.strip_prefix("0X"))
+        .unwrap_or(tok);
     if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(format!("{tok:?} is not hexadecimal bytes"));
     }
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("{tok} has an odd number of hex digits"));
     }
     Ok((0..digits.len() / 2)
@@ -57,20 +60,32 @@ pub fn parse_duration_ms(tok: &str) -> Result<u64, String> {
         return Err("empty duration".into());
     }
     while !rest.is_empty() {
-        let n = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let n = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if n == 0 {
-            return Err(format!("{tok:?} is not a duration (e.g. 10s, 500ms, 1m30s)"));
+            return Err(format!(
+                "{tok:?} is not a duration (e.g. 10s, 500ms, 1m30s)"
+            ));
         }
-        let value: u64 = rest[..n].parse().map_err(|_| format!("{tok} is too large"))?;
+        let value: u64 = rest[..n]
+            .parse()
+            .map_err(|_| format!("{tok} is too large"))?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let scale = match &rest[..u] {
             "ms" => 1,
             "s" => 1000,
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            _ => return Err(format!("{tok:?} is not a duration (e.g. 10s, 500ms, 1m30s)")),
+            _ => {
+                return Err(format!(
+                    "{tok:?} is not a duration (e.g. 10s, 500ms, 1m30s)"
+                ));
+            }
         };
         rest = &rest[u..];
         total = value
@@ -84,7 +99,9 @@ pub fn parse_duration_ms(tok: &str) -> Result<u64, String> {
 /// A quoted string token as the ruleset tokenizer passes it (`"wlan0"`), unquoted; a bare
 /// token is returned as is.
 pub fn unquote(tok: &str) -> &str {
-    tok.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(tok)
+    tok.strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(tok)
 }
 
 #[cfg(test)]
@@ -95,16 +112,25 @@ mod tests {
     fn uints() {
         assert_eq!(parse_uint("0x0102", 0xffff), Ok(0x0102));
         assert_eq!(parse_uint("42", 0xff_ffff), Ok(42));
-        assert_eq!(parse_uint("0x824212", 0xffff), Err("0x824212 is more than 0xffff".into()));
+        assert_eq!(
+            parse_uint("0x824212", 0xffff),
+            Err("0x824212 is more than 0xffff".into())
+        );
         assert_eq!(parse_uint("4224", 255), Err("4224 is more than 255".into()));
         assert_eq!(parse_uint("0x", 1), Err("\"0x\" is not a number".into()));
         assert_eq!(parse_uint("-1", 1), Err("\"-1\" is not a number".into()));
-        assert_eq!(parse_uint("99999999999999999999", u64::MAX), Err("99999999999999999999 is too large".into()));
+        assert_eq!(
+            parse_uint("99999999999999999999", u64::MAX),
+            Err("99999999999999999999 is too large".into())
+        );
     }
 
     #[test]
     fn hex_bytes() {
-        assert_eq!(parse_hex_bytes("0x00880022"), Ok(alloc::vec![0x00, 0x88, 0x00, 0x22]));
+        assert_eq!(
+            parse_hex_bytes("0x00880022"),
+            Ok(alloc::vec![0x00, 0x88, 0x00, 0x22])
+        );
         assert_eq!(parse_hex_bytes("4288"), Ok(alloc::vec![0x42, 0x88]));
         assert!(parse_hex_bytes("0x428").unwrap_err().contains("odd"));
         assert!(parse_hex_bytes("zz").is_err());

@@ -117,7 +117,10 @@ mod tests {
         assert_eq!(r.bytes(), Ok(&b"abc"[..]));
         assert!(r.is_empty());
         assert_eq!(r.u8(), Err("state blob cut short".into()));
-        assert_eq!(Reader::new(&blob, b"t/2").unwrap_err(), "state blob of another format");
+        assert_eq!(
+            Reader::new(&blob, b"t/2").unwrap_err(),
+            "state blob of another format"
+        );
         assert!(Reader::new(&blob[..2], b"t/1").is_err());
         let mut r = Reader::new(&blob[..blob.len() - 1], b"t/1").unwrap();
         r.u8().unwrap();

@@ -35,7 +35,12 @@ impl Udp {
 
     /// Reads the header at the start of `b`.
     pub fn parse(b: &[u8]) -> Option<Udp> {
-        Some(Udp { sport: be16(b, 0)?, dport: be16(b, 2)?, len: be16(b, 4)?, csum: be16(b, 6)? })
+        Some(Udp {
+            sport: be16(b, 0)?,
+            dport: be16(b, 2)?,
+            len: be16(b, 4)?,
+            csum: be16(b, 6)?,
+        })
     }
 }
 
@@ -121,7 +126,11 @@ pub struct GeneveOpts<'a> {
 impl<'a> GeneveOpts<'a> {
     /// The options of `block` (the bytes after the fixed Geneve header).
     pub fn new(block: &'a [u8]) -> GeneveOpts<'a> {
-        GeneveOpts { block, pos: 0, malformed: false }
+        GeneveOpts {
+            block,
+            pos: 0,
+            malformed: false,
+        }
     }
 
     /// True when iteration stopped at an option that did not fit the block.
@@ -138,7 +147,8 @@ impl<'a> Iterator for GeneveOpts<'a> {
             return None;
         }
         let rest = &self.block[self.pos..];
-        let (Some(class), Some(&typ), Some(&len)) = (be16(rest, 0), rest.get(2), rest.get(3)) else {
+        let (Some(class), Some(&typ), Some(&len)) = (be16(rest, 0), rest.get(2), rest.get(3))
+        else {
             self.malformed = true;
             return None;
         };
@@ -147,7 +157,12 @@ impl<'a> Iterator for GeneveOpts<'a> {
             self.malformed = true;
             return None;
         };
-        let opt = GeneveOpt { class, typ, data, offset: self.pos };
+        let opt = GeneveOpt {
+            class,
+            typ,
+            data,
+            offset: self.pos,
+        };
         self.pos += 4 + data_len;
         Some(opt)
     }
@@ -175,14 +190,24 @@ mod tests {
     fn sample() -> Vec<u8> {
         let mut b = alloc::vec![0x05, 0x40, 0x65, 0x58, 0x00, 0x00, 0x2a, 0x00];
         b.extend_from_slice(&[0x01, 0x02, 0x80, 0x01, 0x00, 0x88, 0x00, 0x22]);
-        b.extend_from_slice(&[0x04, 0x08, 0x42, 0x02, 0x00, 0x40, 0x00, 0x76, 0x11, 0x22, 0x33, 0x44]);
+        b.extend_from_slice(&[
+            0x04, 0x08, 0x42, 0x02, 0x00, 0x40, 0x00, 0x76, 0x11, 0x22, 0x33, 0x44,
+        ]);
         b
     }
 
     #[test]
     fn udp() {
         let u = Udp::parse(&[0x12, 0x34, 0x17, 0xc1, 0x00, 0x20, 0xab, 0xcd]).unwrap();
-        assert_eq!(u, Udp { sport: 0x1234, dport: 6081, len: 32, csum: 0xabcd });
+        assert_eq!(
+            u,
+            Udp {
+                sport: 0x1234,
+                dport: 6081,
+                len: 32,
+                csum: 0xabcd
+            }
+        );
         assert_eq!(Udp::parse(&[0; 7]), None);
     }
 
@@ -190,13 +215,27 @@ mod tests {
     fn geneve_header_and_options() {
         let b = sample();
         let g = Geneve::parse(&b).unwrap();
-        assert_eq!((g.version, g.opt_len, g.oam, g.critical), (0, 5, false, true));
+        assert_eq!(
+            (g.version, g.opt_len, g.oam, g.critical),
+            (0, 5, false, true)
+        );
         assert_eq!((g.protocol, g.vni, g.complete), (0x6558, 42, true));
         let opts: Vec<_> = g.opts().collect();
         assert_eq!(opts.len(), 2);
-        assert_eq!((opts[0].class, opts[0].typ, opts[0].data, opts[0].offset), (0x0102, 0x80, &[0, 0x88, 0, 0x22][..], 0));
+        assert_eq!(
+            (opts[0].class, opts[0].typ, opts[0].data, opts[0].offset),
+            (0x0102, 0x80, &[0, 0x88, 0, 0x22][..], 0)
+        );
         assert!(opts[0].critical());
-        assert_eq!((opts[1].class, opts[1].typ, opts[1].data.len(), opts[1].offset), (0x0408, 0x42, 8, 8));
+        assert_eq!(
+            (
+                opts[1].class,
+                opts[1].typ,
+                opts[1].data.len(),
+                opts[1].offset
+            ),
+            (0x0408, 0x42, 8, 8)
+        );
         assert!(!opts[1].critical());
     }
 

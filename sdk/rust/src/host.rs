@@ -110,8 +110,12 @@ pub mod fake {
     /// order (the host's `advance`); the test then calls the plugin's `on_timer` for each key.
     pub fn due_timers(now_ns: u64) -> Vec<u64> {
         with(|s| {
-            let mut due: Vec<(u64, u64)> =
-                s.timers.iter().filter(|(_, (_, d))| *d <= now_ns).map(|(k, (_, d))| (*d, *k)).collect();
+            let mut due: Vec<(u64, u64)> = s
+                .timers
+                .iter()
+                .filter(|(_, (_, d))| *d <= now_ns)
+                .map(|(k, (_, d))| (*d, *k))
+                .collect();
             due.sort();
             for (_, k) in &due {
                 s.timers.remove(k);
@@ -142,7 +146,11 @@ pub mod fake {
             with(|s| s.logs.push((level, message.to_string())));
         }
         pub fn set_contains(set: &str, key: &[u8]) -> bool {
-            with(|s| s.sets.get(set).is_some_and(|keys| keys.iter().any(|k| k == key)))
+            with(|s| {
+                s.sets
+                    .get(set)
+                    .is_some_and(|keys| keys.iter().any(|k| k == key))
+            })
         }
     }
 }

@@ -86,9 +86,9 @@ mod sites;
 mod wasm_rt;
 
 pub use cell::GuestCell;
-pub use packets::{HEADER_LEN, NFPROTO_IPV4, NFPROTO_IPV6, Packets, Pkt, stride_for};
 #[cfg(not(target_arch = "wasm32"))]
 pub use packets::testing;
+pub use packets::{HEADER_LEN, NFPROTO_IPV4, NFPROTO_IPV6, Packets, Pkt, stride_for};
 pub use plugin::Plugin;
 pub use sites::Sites;
 
@@ -143,17 +143,29 @@ impl StateEntry {
 impl Edit {
     /// Overwrite `data` at `offset` of packet `packet`.
     pub fn set(packet: u32, offset: u32, data: alloc::vec::Vec<u8>) -> Edit {
-        Edit { packet, offset, op: EditOp::Set(data) }
+        Edit {
+            packet,
+            offset,
+            op: EditOp::Set(data),
+        }
     }
 
     /// Insert `data` before `offset` of packet `packet`.
     pub fn insert(packet: u32, offset: u32, data: alloc::vec::Vec<u8>) -> Edit {
-        Edit { packet, offset, op: EditOp::Insert(data) }
+        Edit {
+            packet,
+            offset,
+            op: EditOp::Insert(data),
+        }
     }
 
     /// Remove `count` bytes at `offset` of packet `packet`.
     pub fn remove(packet: u32, offset: u32, count: u32) -> Edit {
-        Edit { packet, offset, op: EditOp::Remove(count) }
+        Edit {
+            packet,
+            offset,
+            op: EditOp::Remove(count),
+        }
     }
 }
 
@@ -224,7 +236,7 @@ macro_rules! export_plugin {
                 }
             }
 
-            $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
+    $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
         };
     };
 }

@@ -23,8 +23,16 @@ impl<'a> Packets<'a> {
     /// The packets in `batch` as the host passed them.
     pub fn new(batch: &'a [u8], count: u32, stride: u32) -> Packets<'a> {
         let stride = stride as usize;
-        let fits = if stride < HEADER_LEN { 0 } else { batch.len() / stride };
-        Packets { batch, count: (count as usize).min(fits), stride }
+        let fits = if stride < HEADER_LEN {
+            0
+        } else {
+            batch.len() / stride
+        };
+        Packets {
+            batch,
+            count: (count as usize).min(fits),
+            stride,
+        }
     }
 
     /// Number of packets that can be read (the call's `count` unless the buffer is short).
@@ -110,15 +118,15 @@ impl<'a> Pkt<'a> {
 
     /// The bytes from the network header on, if there is one inside the window.
     pub fn l3(&self) -> Option<&'a [u8]> {
-        self.from_offset(self.l3)
+        self.at_offset(self.l3)
     }
 
     /// The bytes from the transport header on, if there is one inside the window.
     pub fn l4(&self) -> Option<&'a [u8]> {
-        self.from_offset(self.l4)
+        self.at_offset(self.l4)
     }
 
-    fn from_offset(&self, off: u16) -> Option<&'a [u8]> {
+    fn at_offset(&self, off: u16) -> Option<&'a [u8]> {
         if off == 0xffff {
             return None;
         }
@@ -204,14 +212,22 @@ mod tests {
             l4proto: 17,
             nfproto: 2,
         };
-        let b = TestPkt { frame: vec![9; 20], l3: 0xffff, l4: 0xffff, ..Default::default() };
+        let b = TestPkt {
+            frame: vec![9; 20],
+            l3: 0xffff,
+            l4: 0xffff,
+            ..Default::default()
+        };
         let (buf, count, stride) = batch(&[a, b], 64);
         assert_eq!(stride, 96);
         let pkts = Packets::new(&buf, count, stride);
         assert_eq!(pkts.len(), 2);
         let p = pkts.get(0).unwrap();
         assert_eq!((p.len, p.iif, p.mark, p.elem), (100, 3, 0xdead_beef, 7));
-        assert_eq!((p.l3, p.l4, p.caplen, p.l4proto, p.nfproto, p.iftype), (14, 34, 64, 17, 2, 1));
+        assert_eq!(
+            (p.l3, p.l4, p.caplen, p.l4proto, p.nfproto, p.iftype),
+            (14, 34, 64, 17, 2, 1)
+        );
         assert_eq!(p.bytes.len(), 64);
         assert_eq!(p.l4().unwrap()[0], 34);
         let q = pkts.get(1).unwrap();
@@ -222,7 +238,13 @@ mod tests {
 
     #[test]
     fn short_buffer_and_bad_stride_read_nothing_out_of_bounds() {
-        let (buf, _, stride) = batch(&[TestPkt { frame: vec![1; 10], ..Default::default() }], 8);
+        let (buf, _, stride) = batch(
+            &[TestPkt {
+                frame: vec![1; 10],
+                ..Default::default()
+            }],
+            8,
+        );
         // count says 5, the buffer holds 1.
         assert_eq!(Packets::new(&buf, 5, stride).len(), 1);
         assert_eq!(Packets::new(&buf, 1, 16).len(), 0);

@@ -32,7 +32,13 @@ pub trait Plugin: Default + 'static {
 
     /// A statement or stateful expression: set `verdicts[i]` (all `Continue` on entry) and
     /// push edits (`Edit::packet` is the index in the batch). Default: every packet continues.
-    fn apply(&mut self, site: u32, pkts: Packets<'_>, verdicts: &mut [Verdict], edits: &mut Vec<Edit>) {
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: Packets<'_>,
+        verdicts: &mut [Verdict],
+        edits: &mut Vec<Edit>,
+    ) {
         let _ = (site, pkts, verdicts, edits);
     }
 
@@ -73,7 +79,13 @@ pub mod glue {
     pub use alloc::vec::Vec;
 
     /// `matches` with one byte per packet of `count` (0 for packets the buffer does not hold).
-    pub fn matches<P: Plugin>(p: &mut P, site: u32, batch: &[u8], count: u32, stride: u32) -> Vec<u8> {
+    pub fn matches<P: Plugin>(
+        p: &mut P,
+        site: u32,
+        batch: &[u8],
+        count: u32,
+        stride: u32,
+    ) -> Vec<u8> {
         let pkts = Packets::new(batch, count, stride);
         let mut out = alloc::vec![false; pkts.len()];
         p.matches(site, pkts, &mut out);
@@ -84,7 +96,13 @@ pub mod glue {
 
     /// `apply` with one verdict per packet of `count` (`Continue` for packets the buffer does
     /// not hold).
-    pub fn apply<P: Plugin>(p: &mut P, site: u32, batch: &[u8], count: u32, stride: u32) -> StatementResult {
+    pub fn apply<P: Plugin>(
+        p: &mut P,
+        site: u32,
+        batch: &[u8],
+        count: u32,
+        stride: u32,
+    ) -> StatementResult {
         let pkts = Packets::new(batch, count, stride);
         let mut verdicts = alloc::vec![Verdict::Continue; pkts.len()];
         let mut edits = Vec::new();

@@ -28,7 +28,12 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
 /// (or 0 for a fresh allocation) and a power-of-two `align`.
 #[allow(unsafe_code)]
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(old_ptr: *mut u8, old_len: usize, align: usize, new_len: usize) -> *mut u8 {
+pub unsafe extern "C" fn cabi_realloc(
+    old_ptr: *mut u8,
+    old_len: usize,
+    align: usize,
+    new_len: usize,
+) -> *mut u8 {
     use alloc::alloc::{Layout, alloc, realloc};
     if new_len == 0 {
         // A zero-sized allocation: any well-aligned, non-null pointer will do.
