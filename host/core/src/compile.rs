@@ -12,6 +12,7 @@ use wasp_ruleset::model::{
 
 use crate::compare::{ReadKey, Test};
 use crate::expr::{Cmp, Load, Src, mask_bits};
+use crate::ext::{ExtKind, ExtSite, Fallback};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
@@ -701,7 +702,32 @@ impl Ctx<'_> {
                     ops.push(Op::Counter((self.prog.counters.len() - 1) as u32), fence);
                 }
                 Stmt::Plugin(u) => {
-                    return Err(self.err(u.span, "plugins are not compiled yet"));
+                    if !t.plugins.iter().any(|p| p.name == u.name) {
+                        return Err(self.err(
+                            u.span,
+                            format!(
+                                "unknown plugin `{}`: table `{} {}` does not declare it",
+                                u.name,
+                                t.family.name(),
+                                t.name
+                            ),
+                        ));
+                    }
+                    let id = self.prog.ext_sites.len() as u32;
+                    self.prog.ext_sites.push(ExtSite {
+                        id,
+                        table: ti as u32,
+                        plugin: u.name.clone(),
+                        kind: ExtKind::Statement,
+                        args: u.args.clone(),
+                        fallback: if u.fallback_drop {
+                            Fallback::Drop
+                        } else {
+                            Fallback::Absent
+                        },
+                    });
+                    self.prog.ext_spans.push(u.span);
+                    ops.push(Op::Ext(id), fence);
                 }
                 Stmt::Log { prefix, .. } => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());

@@ -1,14 +1,15 @@
 //! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
 //! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
-use wasp_ruleset::model::{Family, Hook};
+use wasp_ruleset::model::{Family, Hook, Span};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
 use crate::compare::bits;
 use crate::compile::compile;
-use crate::eval::{Effects, walk_one};
+use crate::eval::{Effects, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
+use crate::ext::{ExtEdit, ExtKind, ExtSite, Extensions};
 use crate::pipeline::{Scratch, View, run_base};
 use crate::program::{ChainId, Program};
 
@@ -89,6 +90,16 @@ pub enum TraceEvent {
         chain: u32,
         /// `Some(policy)` for a base chain, `None` for an implicit return.
         policy: Option<FinalVerdict>,
+    },
+    /// A plugin use site ran on the packet.
+    Plugin {
+        /// Index of the packet in its vector.
+        packet: usize,
+        /// The use site ([`Engine::ext_sites`]).
+        site: u32,
+        /// What it answered: `match` / `no match` for a match; `continue`, `accept`, `drop`
+        /// or `return` for a statement.
+        result: String,
     },
     /// `log` statement output.
     Log {
@@ -181,6 +192,26 @@ pub struct Engine {
     scratch: Scratch,
     state: [PktState; MAX_VECTOR],
     res: [(FinalVerdict, Option<Decision>); MAX_VECTOR],
+    /// The plugins installed with [`Engine::set_ext`].
+    ext: ExtSlot,
+    /// Edits plugin statements made in the last call.
+    edits: Vec<(usize, ExtEdit)>,
+    /// Edits of one extension call.
+    ext_scratch: Vec<(usize, ExtEdit)>,
+}
+
+/// An installed [`Extensions`] (not `Debug` itself).
+#[derive(Default)]
+struct ExtSlot(Option<Box<dyn Extensions>>);
+
+impl std::fmt::Debug for ExtSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ExtSlot(installed)"
+        } else {
+            "ExtSlot(none)"
+        })
+    }
 }
 
 /// `meta nfproto` of a packet as the inet family sees it.
@@ -264,7 +295,66 @@ impl Engine {
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
+            ext: ExtSlot::default(),
+            edits: Vec::new(),
+            ext_scratch: Vec::new(),
         })
+    }
+
+    /// The plugin use sites of the ruleset, ids dense from 0 in rule order (tables, chains,
+    /// rules, statements as written). A site's `kind` is [`ExtKind::Statement`] until the
+    /// embedder sets it ([`Engine::set_ext`], [`Engine::set_ext_kinds`]).
+    pub fn ext_sites(&self) -> &[ExtSite] {
+        &self.prog.ext_sites
+    }
+
+    /// Where use site `id` is written (for errors of its configuration: file:line:col of the
+    /// plugin's name in the rule).
+    pub fn ext_site_span(&self, id: u32) -> Option<Span> {
+        self.prog.ext_spans.get(id as usize).copied()
+    }
+
+    /// Install the plugins of this worker and the kind of every use site (`kinds[id]`, as
+    /// the plugin host decided when it configured the site; sites past `kinds.len()` keep
+    /// theirs). Replaces the extension installed before. Before a call, every site gives its
+    /// fallback: a statement continues (or drops with `fallback drop`), a match is false.
+    pub fn set_ext(&mut self, ext: Box<dyn Extensions>, kinds: &[ExtKind]) {
+        self.ext.0 = Some(ext);
+        self.set_ext_kinds(kinds);
+    }
+
+    /// Set the kind of every use site (`kinds[id]`; sites past `kinds.len()` keep theirs).
+    pub fn set_ext_kinds(&mut self, kinds: &[ExtKind]) {
+        for (s, &k) in self.prog.ext_sites.iter_mut().zip(kinds) {
+            s.kind = k;
+        }
+    }
+
+    /// Remove the installed plugins (sites then give their fallback) and return them.
+    pub fn take_ext(&mut self) -> Option<Box<dyn Extensions>> {
+        self.ext.0.take()
+    }
+
+    /// Edits that plugin statements made in the last call of [`Engine::ingress`],
+    /// [`Engine::egress`], [`Engine::ingress_ext`] or [`Engine::ingress_one`], as (packet index
+    /// in that call's input, edit) in the order they were made; for `ingress_one` the index is
+    /// its `packet_index`. The edits are not applied: the caller writes the edited frames.
+    pub fn edits(&self) -> &[(usize, ExtEdit)] {
+        &self.edits
+    }
+
+    /// [`Engine::ingress`] with `ext` as the plugins for this call instead of the installed
+    /// ones (for an embedder that keeps its plugin host).
+    pub fn ingress_ext(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+        ext: &mut dyn Extensions,
+    ) {
+        self.run_hook(Hook::Ingress, dev, packets, now_ns, out, trace, Some(ext));
     }
 
     /// Run the netdev ingress hook of device `dev` over a vector of up to [`MAX_VECTOR`] packets
@@ -283,7 +373,7 @@ impl Engine {
         out: &mut [Outcome],
         trace: Option<&mut dyn TraceSink>,
     ) {
-        self.run_hook(Hook::Ingress, dev, packets, now_ns, out, trace);
+        self.run_hook(Hook::Ingress, dev, packets, now_ns, out, trace, None);
     }
 
     /// Run the netdev egress hook of device `dev` (packets leaving through it), as
@@ -298,7 +388,7 @@ impl Engine {
         out: &mut [Outcome],
         trace: Option<&mut dyn TraceSink>,
     ) {
-        self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace);
+        self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace, None);
     }
 
     /// Per-packet reference evaluation of the ingress hook: the same result as
@@ -327,6 +417,10 @@ impl Engine {
         memo: bool,
     ) -> Outcome {
         let now = self.since_epoch(now_ns);
+        self.edits.clear();
+        if let Some(e) = self.ext.0.as_deref_mut() {
+            e.advance(now_ns);
+        }
         if let Some(o) = discarded_before_hook(Hook::Ingress, packet) {
             return o;
         }
@@ -348,6 +442,13 @@ impl Engine {
             oif: "",
             elem_counters: &mut self.elem_counters,
             now,
+            ext: ExtFx {
+                ext: self.ext.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
+                sites: &self.prog.ext_sites,
+                edits: &mut self.edits,
+                scratch: &mut self.ext_scratch,
+                first: 0,
+            },
         };
         let mut decision = None;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
@@ -390,6 +491,7 @@ impl Engine {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_hook(
         &mut self,
         hook: Hook,
@@ -398,6 +500,7 @@ impl Engine {
         now_ns: u64,
         out: &mut [Outcome],
         mut trace: Option<&mut dyn TraceSink>,
+        given: Option<&mut dyn Extensions>,
     ) {
         let now = self.since_epoch(now_ns);
         let n = packets.len().min(out.len());
@@ -410,7 +513,15 @@ impl Engine {
             scratch,
             state,
             res,
+            ext: installed,
+            edits,
+            ext_scratch,
         } = self;
+        edits.clear();
+        let mut ext: Option<&mut dyn Extensions> = match given {
+            Some(e) => Some(e),
+            None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
+        };
         let Some(h) = hooks.iter_mut().find(|h| h.hook == hook && h.device == dev) else {
             for (o, p) in out.iter_mut().zip(packets) {
                 *o = discarded_before_hook(hook, p).unwrap_or(Outcome {
@@ -430,6 +541,9 @@ impl Engine {
         while start < n {
             let end = (start + MAX_VECTOR).min(n);
             let vec = &packets[start..end];
+            if let Some(e) = ext.as_deref_mut().map(|e| e as &mut dyn Extensions) {
+                e.advance(now_ns);
+            }
             let view = View::new(vec);
             scratch.new_vector();
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
@@ -451,6 +565,13 @@ impl Engine {
                 oif: if egress { dev } else { "" },
                 elem_counters,
                 now,
+                ext: ExtFx {
+                    ext: ext.as_deref_mut().map(|e| e as &mut dyn Extensions),
+                    sites: &prog.ext_sites,
+                    edits,
+                    scratch: ext_scratch,
+                    first: start,
+                },
             };
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
                 let entry = if prog.chains[base as usize].family == Family::Inet {

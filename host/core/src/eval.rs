@@ -4,8 +4,9 @@
 
 use wasp_ruleset::model::Policy;
 
-use crate::engine::{Decision, FinalVerdict, Packet, TraceEvent, TraceSink};
+use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
+use crate::ext::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
 use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};
@@ -36,6 +37,143 @@ pub(crate) struct Effects<'a, 'b> {
     pub elem_counters: &'a mut [(u64, u64)],
     /// The packet path's time, ns after the engine's epoch (set element expiry).
     pub now: u64,
+    /// Plugins.
+    pub ext: ExtFx<'a>,
+}
+
+/// What plugin use sites need: the extension (none installed: every site gives its
+/// fallback), the sites, and where edits go.
+pub(crate) struct ExtFx<'a> {
+    /// The plugins of this worker.
+    pub ext: Option<&'a mut dyn Extensions>,
+    /// The use sites (kind and fallback of each).
+    pub sites: &'a [ExtSite],
+    /// Edits of the call, by packet index in the caller's input.
+    pub edits: &'a mut Vec<(usize, ExtEdit)>,
+    /// Edits as the extension returns them (by index in its call).
+    pub scratch: &'a mut Vec<(usize, ExtEdit)>,
+    /// Index in the caller's input of the vector's packet 0 (edits are reported by it).
+    pub first: usize,
+}
+
+/// The packet as a plugin sees it (`wit/plugin.wit`'s packet header), at this point of the
+/// walk (`st.mark`).
+pub(crate) fn ext_packet<'a>(p: &Packet<'a>, st: &PktState) -> ExtPacket<'a> {
+    let m = &p.meta;
+    let l4 = m.l4.filter(|l| l.fragoff == 0);
+    ExtPacket {
+        frame: p.frame,
+        len: m.len,
+        iif: 0,
+        mark: st.mark,
+        elem: 0,
+        l3: if m.l3 == wasp_wire::L3Kind::None {
+            0xffff
+        } else {
+            m.net_offset
+        },
+        l4: l4.map_or(0xffff, |l| l.offset),
+        l4proto: m.l4.map_or(0, |l| l.proto),
+        nfproto: st.nfproto,
+        iftype: 1,
+    }
+}
+
+/// A placeholder packet (for fixed-size buffers).
+pub(crate) const NO_PACKET: ExtPacket<'static> = ExtPacket {
+    frame: &[],
+    len: 0,
+    iif: 0,
+    mark: 0,
+    elem: 0,
+    l3: 0xffff,
+    l4: 0xffff,
+    l4proto: 0,
+    nfproto: 0,
+    iftype: 1,
+};
+
+/// Run use site `site` on `pkts` (packet `idx[k]` of the vector is `pkts[k]`, at most
+/// [`MAX_VECTOR`]), in one call of the extension, writing what each packet does into `res`:
+/// a match passes or breaks the rule; a statement passes (continue) or ends the rule with a
+/// verdict. Without an extension every packet gets the site's fallback: a match is false, a
+/// statement continues, and `fallback drop` drops. Trace events (one per packet) say what the
+/// site answered.
+pub(crate) fn ext_call(
+    fx: &mut Effects<'_, '_>,
+    site: u32,
+    pkts: &[ExtPacket<'_>],
+    idx: &[usize],
+    res: &mut [OpRes],
+) {
+    let n = pkts.len().min(MAX_VECTOR);
+    let Some(s) = fx.ext.sites.get(site as usize) else {
+        res[..n].fill(OpRes::Break);
+        return;
+    };
+    let (kind, fallback) = (s.kind, s.fallback);
+    match kind {
+        ExtKind::Match => {
+            let mut out = [false; MAX_VECTOR];
+            match fx.ext.ext.as_deref_mut() {
+                Some(e) => {
+                    e.matches(site, &pkts[..n], &mut out[..n]);
+                    for k in 0..n {
+                        res[k] = if out[k] { OpRes::Pass } else { OpRes::Break };
+                    }
+                }
+                None => res[..n].fill(match fallback {
+                    Fallback::Absent => OpRes::Break,
+                    Fallback::Drop => OpRes::Verdict(VerdictC::Drop),
+                }),
+            }
+        }
+        ExtKind::Statement | ExtKind::Stateful => {
+            let mut v = [ExtVerdict::Continue; MAX_VECTOR];
+            match fx.ext.ext.as_deref_mut() {
+                Some(e) => {
+                    fx.ext.scratch.clear();
+                    e.apply(site, &pkts[..n], &mut v[..n], fx.ext.scratch);
+                    let first = fx.ext.first;
+                    for (k, edit) in fx.ext.scratch.drain(..) {
+                        if let Some(&i) = idx.get(k).filter(|_| k < n) {
+                            fx.ext.edits.push((first + i, edit));
+                        }
+                    }
+                }
+                None => {
+                    if fallback == Fallback::Drop {
+                        v[..n].fill(ExtVerdict::Drop);
+                    }
+                }
+            }
+            for k in 0..n {
+                res[k] = match v[k] {
+                    ExtVerdict::Continue => OpRes::Pass,
+                    ExtVerdict::Accept => OpRes::Verdict(VerdictC::Accept),
+                    ExtVerdict::Drop => OpRes::Verdict(VerdictC::Drop),
+                    ExtVerdict::Return => OpRes::Verdict(VerdictC::Return),
+                };
+            }
+        }
+    }
+    if fx.trace.is_some() {
+        for k in 0..n {
+            let result = match (kind, res[k]) {
+                (ExtKind::Match, OpRes::Pass) => "match",
+                (ExtKind::Match, OpRes::Break) => "no match",
+                (_, OpRes::Pass | OpRes::Break) => "continue",
+                (_, OpRes::Verdict(VerdictC::Accept)) => "accept",
+                (_, OpRes::Verdict(VerdictC::Return)) => "return",
+                (_, OpRes::Verdict(_)) => "drop",
+            };
+            fx.emit(|| TraceEvent::Plugin {
+                packet: idx[k],
+                site,
+                result: result.to_string(),
+            });
+        }
+    }
 }
 
 impl Effects<'_, '_> {
@@ -154,6 +292,11 @@ pub(crate) fn op_one(
             }
             None => OpRes::Break,
         },
+        Op::Ext(site) => {
+            let mut res = [OpRes::Pass];
+            ext_call(fx, *site, &[ext_packet(p, st)], &[idx], &mut res);
+            res[0]
+        }
         Op::Verdict(v) => OpRes::Verdict(*v),
     }
 }

@@ -21,8 +21,8 @@
 use crate::compare::{ReadCache, bits};
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
-    Effects, JUMP_STACK, OpRes, base_policy, end_event, op_one, policy_decision, rule_decision,
-    rule_event,
+    Effects, JUMP_STACK, NO_PACKET, OpRes, base_policy, end_event, ext_call, ext_packet, op_one,
+    policy_decision, rule_decision, rule_event,
 };
 use crate::expr::PktState;
 use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
@@ -336,6 +336,9 @@ fn run_chain(
         let mut live = active;
         let mut verdict = None;
         let mut per_packet = false;
+        // Packets a plugin statement gave a verdict: they left `live`, their verdict is in
+        // `vslot`.
+        let mut done = 0u64;
         for (k, op) in rule.ops.iter().enumerate() {
             if live == 0 {
                 break;
@@ -360,6 +363,30 @@ fn run_chain(
                         }
                     } else {
                         verdict = Some(*v);
+                    }
+                }
+                Op::Ext(site) => {
+                    // One call for the vector: the packets still in the rule, in order.
+                    let mut pk = [NO_PACKET; MAX_VECTOR];
+                    let mut idx = [0usize; MAX_VECTOR];
+                    let mut n = 0;
+                    for i in bits(live) {
+                        pk[n] = ext_packet(&cx.pkts[i], &st[i]);
+                        idx[n] = i;
+                        n += 1;
+                    }
+                    let mut got = [OpRes::Pass; MAX_VECTOR];
+                    ext_call(fx, *site, &pk[..n], &idx[..n], &mut got[..n]);
+                    for (&i, r) in idx[..n].iter().zip(&got[..n]) {
+                        match *r {
+                            OpRes::Pass => {}
+                            OpRes::Break => live &= !(1 << i),
+                            OpRes::Verdict(v) => {
+                                live &= !(1 << i);
+                                done |= 1 << i;
+                                sc.vslot[i] = Some(v);
+                            }
+                        }
                     }
                 }
                 Op::Counter(n) => {
@@ -387,6 +414,16 @@ fn run_chain(
                     }
                 }
             }
+        }
+        if done != 0 {
+            // Some packets ended the rule at a plugin statement: verdicts per packet.
+            if !per_packet {
+                per_packet = true;
+                for i in bits(live) {
+                    sc.vslot[i] = verdict;
+                }
+            }
+            live |= done;
         }
         if live != 0 {
             // Packets that ran the whole rule: trace it and follow the verdict.

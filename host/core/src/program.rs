@@ -1,10 +1,11 @@
 //! The compiled form of a ruleset: flat chains of rules of small operations, chain references
 //! resolved to indices, sets built into their back-ends.
 
-use wasp_ruleset::model::{Family, Hook, Policy};
+use wasp_ruleset::model::{Family, Hook, Policy, Span};
 
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
+use crate::ext::ExtSite;
 use crate::setstore::SetC;
 
 /// Index of a chain in [`Program::chains`].
@@ -44,6 +45,9 @@ pub(crate) enum Op {
     Counter(u32),
     /// `log`: index into the log prefixes.
     Log(u32),
+    /// A plugin use: index into [`Program::ext_sites`]. A match narrows the packets, a
+    /// statement gives each packet a verdict (continue goes on with the rule).
+    Ext(u32),
     /// `meta mark set`.
     SetMark(Box<Load>),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
@@ -146,6 +150,10 @@ pub(crate) struct Program {
     pub counters: Vec<CounterC>,
     /// Owner and initial counts of every set element's counter.
     pub elem_counters: Vec<ElemCounterC>,
+    /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
+    pub ext_sites: Vec<ExtSite>,
+    /// Where each use site is written (parallel to `ext_sites`).
+    pub ext_spans: Vec<Span>,
 }
 
 /// A set element's counter: its set (table index and name), the element's index in the

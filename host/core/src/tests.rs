@@ -11,6 +11,138 @@ use wasp_ruleset::model::*;
 use wasp_wire::{L3Kind, L4Info, PacketMeta, VlanTag};
 
 use crate::engine::*;
+use crate::ext::*;
+
+// ---------- plugins ----------
+
+/// A deterministic stand-in for the plugin host: a site answers from a hash of the frame and
+/// the site id, so that the answer does not depend on how packets are batched. A `Match` site
+/// matches when the hash is odd; a statement gives continue, accept, drop or return by the
+/// hash, and edits byte 0 of the packets whose hash is a multiple of 3.
+#[derive(Debug, Default)]
+struct Fake {
+    /// (site, packets) per call.
+    calls: Vec<(u32, usize)>,
+    /// `advance` arguments.
+    advanced: Vec<u64>,
+    /// The packets of every call, as the engine described them.
+    seen: Vec<(u32, ExtPacket<'static>, usize)>,
+    /// Keep `seen` (frames are not kept: `frame` is left empty).
+    record: bool,
+}
+
+/// `p` without its frame.
+fn no_frame(p: &ExtPacket<'_>) -> ExtPacket<'static> {
+    ExtPacket {
+        frame: &[],
+        len: p.len,
+        iif: p.iif,
+        mark: p.mark,
+        elem: p.elem,
+        l3: p.l3,
+        l4: p.l4,
+        l4proto: p.l4proto,
+        nfproto: p.nfproto,
+        iftype: p.iftype,
+    }
+}
+
+fn fake_hash(frame: &[u8], site: u32) -> u32 {
+    frame
+        .iter()
+        .fold(site.wrapping_mul(2_654_435_761), |a, &b| {
+            a.rotate_left(5) ^ u32::from(b).wrapping_mul(0x9e37_79b9)
+        })
+        .wrapping_mul(0x85eb_ca6b)
+        >> 7
+}
+
+impl Extensions for Fake {
+    fn matches(&mut self, site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        assert_eq!(pkts.len(), out.len());
+        assert!(!pkts.is_empty() && pkts.len() <= MAX_VECTOR);
+        self.calls.push((site, pkts.len()));
+        for (p, o) in pkts.iter().zip(out.iter_mut()) {
+            if self.record {
+                self.seen.push((site, no_frame(p), p.frame.len()));
+            }
+            *o = fake_hash(p.frame, site) & 1 == 1;
+        }
+    }
+
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        verdicts: &mut [ExtVerdict],
+        edits: &mut Vec<(usize, ExtEdit)>,
+    ) {
+        assert_eq!(pkts.len(), verdicts.len());
+        assert!(!pkts.is_empty() && pkts.len() <= MAX_VECTOR);
+        self.calls.push((site, pkts.len()));
+        for (k, (p, v)) in pkts.iter().zip(verdicts.iter_mut()).enumerate() {
+            if self.record {
+                self.seen.push((site, no_frame(p), p.frame.len()));
+            }
+            let h = fake_hash(p.frame, site);
+            *v = match h % 6 {
+                0..=2 => ExtVerdict::Continue,
+                3 => ExtVerdict::Accept,
+                4 => ExtVerdict::Drop,
+                _ => ExtVerdict::Return,
+            };
+            if h.is_multiple_of(3) {
+                edits.push((
+                    k,
+                    ExtEdit::Set {
+                        offset: 0,
+                        data: vec![site as u8],
+                    },
+                ));
+            }
+        }
+    }
+
+    fn advance(&mut self, now_ns: u64) {
+        self.advanced.push(now_ns);
+    }
+}
+
+/// `Stmt::Plugin` of `name` with one argument.
+fn plugin_use(name: &str, arg: &str, fallback_drop: bool) -> Stmt {
+    Stmt::Plugin(PluginUse {
+        name: name.into(),
+        args: vec![arg.into()],
+        fallback_drop,
+        span: Span::default(),
+    })
+}
+
+/// `plugin NAME` declarations.
+fn plugins(names: &[&str]) -> Vec<PluginDecl> {
+    names
+        .iter()
+        .map(|n| PluginDecl {
+            name: (*n).into(),
+            path: None,
+            span: Span::default(),
+        })
+        .collect()
+}
+
+/// Site kinds by plugin name: `m` is a match, every other a statement.
+fn kinds_of(e: &Engine) -> Vec<ExtKind> {
+    e.ext_sites()
+        .iter()
+        .map(|s| {
+            if s.plugin == "m" {
+                ExtKind::Match
+            } else {
+                ExtKind::Statement
+            }
+        })
+        .collect()
+}
 
 // ---------- frames ----------
 
@@ -358,6 +490,7 @@ const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 
 mod differential;
+mod ext;
 mod instructions;
 mod semantics;
 mod sets;

@@ -52,7 +52,8 @@ pub fn event_packet(ev: &TraceEvent) -> usize {
     match ev {
         TraceEvent::Rule { packet, .. }
         | TraceEvent::ChainEnd { packet, .. }
-        | TraceEvent::Log { packet, .. } => *packet,
+        | TraceEvent::Log { packet, .. }
+        | TraceEvent::Plugin { packet, .. } => *packet,
     }
 }
 
@@ -62,7 +63,7 @@ pub fn event_chain(ev: &TraceEvent) -> Option<(u32, u32)> {
         TraceEvent::Rule { table, chain, .. } | TraceEvent::ChainEnd { table, chain, .. } => {
             Some((*table, *chain))
         }
-        TraceEvent::Log { .. } => None,
+        TraceEvent::Log { .. } | TraceEvent::Plugin { .. } => None,
     }
 }
 
@@ -96,7 +97,7 @@ pub fn format_packet_trace(
         // A log line comes before its rule's event: open the walk with the packet line of the
         // next event's chain first.
         let chain = match ev {
-            TraceEvent::Log { .. } if current_base.is_none() => {
+            TraceEvent::Log { .. } | TraceEvent::Plugin { .. } if current_base.is_none() => {
                 events[i..].iter().find_map(event_chain)
             }
             _ => event_chain(ev),
@@ -152,6 +153,9 @@ pub fn format_packet_trace(
             TraceEvent::ChainEnd { policy: None, .. } => {}
             TraceEvent::Log { text, .. } => {
                 let _ = writeln!(s, "trace id {id:08x} log {text}");
+            }
+            TraceEvent::Plugin { site, result, .. } => {
+                let _ = writeln!(s, "trace id {id:08x} plugin site {site}: {result}");
             }
         }
     }

@@ -86,6 +86,8 @@ fn match_pool(k: u8) -> Stmt {
 #[derive(Debug, Clone)]
 struct RuleSpec {
     matches: Vec<u8>,
+    /// A plugin use after the matches: (argument, statement rather than match, fallback drop).
+    plug: Option<(u8, bool, bool)>,
     counter: bool,
     mark: Option<u32>,
     verdict: u8,
@@ -95,13 +97,15 @@ struct RuleSpec {
 fn rule_spec() -> impl Strategy<Value = RuleSpec> {
     (
         prop::collection::vec(any::<u8>(), 0..3),
+        prop::option::of((any::<u8>(), any::<bool>(), any::<bool>())),
         any::<bool>(),
         prop::option::of(0u32..3),
         any::<u8>(),
         any::<u8>(),
     )
-        .prop_map(|(matches, counter, mark, verdict, target)| RuleSpec {
+        .prop_map(|(matches, plug, counter, mark, verdict, target)| RuleSpec {
             matches,
+            plug,
             counter,
             mark,
             verdict,
@@ -118,6 +122,10 @@ fn build(chains: &[Vec<RuleSpec>], pol: [bool; 2], prio2: i32, other: &[RuleSpec
             .iter()
             .map(|s| {
                 let mut st: Vec<Stmt> = s.matches.iter().map(|&k| match_pool(k)).collect();
+                if let Some((arg, stmt, fb)) = s.plug {
+                    let name = if stmt { "s" } else { "m" };
+                    st.push(plugin_use(name, &arg.to_string(), fb));
+                }
                 if s.counter {
                     st.push(counter());
                 }
@@ -157,7 +165,11 @@ fn build(chains: &[Vec<RuleSpec>], pol: [bool; 2], prio2: i32, other: &[RuleSpec
         )],
         vec![],
     );
-    ruleset(vec![table(Family::Netdev, "t", cs, vec![]), t2])
+    let mut t2 = t2;
+    t2.plugins = plugins(&["m", "s"]);
+    let mut t = table(Family::Netdev, "t", cs, vec![]);
+    t.plugins = plugins(&["m", "s"]);
+    ruleset(vec![t, t2])
 }
 
 fn frame_pool(k: u8, port_: u16, flags: u8) -> Vec<u8> {
@@ -185,7 +197,8 @@ fn by_packet(evs: &[TraceEvent], i: usize) -> Vec<TraceEvent> {
         .filter(|e| match e {
             TraceEvent::Rule { packet, .. }
             | TraceEvent::ChainEnd { packet, .. }
-            | TraceEvent::Log { packet, .. } => *packet == i,
+            | TraceEvent::Log { packet, .. }
+            | TraceEvent::Plugin { packet, .. } => *packet == i,
         })
         .cloned()
         .collect()
@@ -202,15 +215,27 @@ proptest! {
         pkts in prop::collection::vec((any::<u8>(), prop::sample::select(vec![22u16, 53, 80, 443, 1000]), any::<u8>()), 1..70),
     ) {
         let rs = build(&chains, pol, prio2, &other);
+        // Every engine gets the same deterministic plugins (their answers do not depend on
+        // the batching).
+        let with_ext = |e: &mut Engine| {
+            let kinds = kinds_of(e);
+            e.set_ext(Box::new(Fake::default()), &kinds);
+        };
         let mut ev = Engine::compile(&rs).unwrap();
+        with_ext(&mut ev);
         let mut e1 = Engine::compile(&rs).unwrap();
+        with_ext(&mut e1);
         let frames: Vec<Vec<u8>> = pkts.iter().map(|&(k, p, f)| frame_pool(k, p, f)).collect();
         let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
         let mut out = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0 }; pk.len()];
         // The whole input in one call (vectors of 64 inside), and again vector by vector to
         // see each vector's trace on its own.
         ev.ingress("eth0", &pk, 0, &mut out, None);
+        let mut edits_v: Vec<(usize, ExtEdit)> = ev.edits().to_vec();
+        edits_v.sort_by_key(|e| e.0);
+        let mut edits_1: Vec<(usize, ExtEdit)> = Vec::new();
         let mut ev2 = Engine::compile(&rs).unwrap();
+        with_ext(&mut ev2);
         let mut traces = Vec::new();
         for (ci, chunk) in pk.chunks(MAX_VECTOR).enumerate() {
             let mut rec = Rec::default();
@@ -221,10 +246,15 @@ proptest! {
         }
         // The kernel's walk: every operation of every rule runs (no memo between rules).
         let mut ek = Engine::compile(&rs).unwrap();
+        with_ext(&mut ek);
         for (i, p) in pk.iter().enumerate() {
             let mut r1 = Rec::default();
             // Trace indices count within a vector.
             let o = e1.ingress_one("eth0", p, i % MAX_VECTOR, 0, Some(&mut r1));
+            edits_1.extend(e1.edits().iter().map(|(k, e)| {
+                assert_eq!(*k, i % MAX_VECTOR);
+                (i, e.clone())
+            }));
             prop_assert_eq!(out[i], o, "packet {}", i);
             prop_assert_eq!(&by_packet(&traces[i / MAX_VECTOR], i % MAX_VECTOR), &r1.0, "trace of packet {}", i);
             let mut rk = Rec::default();
@@ -232,6 +262,7 @@ proptest! {
             prop_assert_eq!(o, ok, "packet {} without memo", i);
             prop_assert_eq!(r1.0, rk.0, "trace of packet {} without memo", i);
         }
+        prop_assert_eq!(&edits_v, &edits_1);
         prop_assert_eq!(ev.counters(), e1.counters());
         prop_assert_eq!(ev.counters(), ek.counters());
         let stats = ev.chain_stats(Hook::Ingress, "eth0");
