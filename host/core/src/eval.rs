@@ -118,8 +118,13 @@ pub(crate) fn ext_call(
             match fx.ext.ext.as_deref_mut() {
                 Some(e) => {
                     e.matches(site, &pkts[..n], &mut out[..n]);
-                    for k in 0..n {
-                        res[k] = if out[k] { OpRes::Pass } else { OpRes::Break };
+                    if fallback == Fallback::Drop && e.last_call_failed() {
+                        // Fail closed: the plugin could not answer.
+                        res[..n].fill(OpRes::Verdict(VerdictC::Drop));
+                    } else {
+                        for k in 0..n {
+                            res[k] = if out[k] { OpRes::Pass } else { OpRes::Break };
+                        }
                     }
                 }
                 None => res[..n].fill(match fallback {

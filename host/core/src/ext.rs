@@ -137,4 +137,12 @@ pub trait Extensions: Send {
     /// The packet clock moved to `now_ns` (before each vector): fire the timers that fell due
     /// up to it, in deadline order.
     fn advance(&mut self, now_ns: u64);
+
+    /// `true` when the last [`Extensions::matches`] call failed (its answers are the
+    /// fallback's "no match"). The engine asks after each call of a match site with
+    /// [`Fallback::Drop`] and then drops the packets of that call, since a `bool` answer
+    /// cannot say "fail closed". The default says no call ever fails.
+    fn last_call_failed(&mut self) -> bool {
+        false
+    }
 }

@@ -309,3 +309,58 @@ fn the_per_packet_walk_advances_the_clock_and_reports_edits_by_its_index() {
     e.ingress("eth1", &[pkt(&g)], 2_000, &mut out, None);
     assert!(e.edits().is_empty());
 }
+
+/// Fails every call of sites listed, answering as the plugin host does on a failure.
+struct Failing(Vec<u32>, bool);
+
+impl Extensions for Failing {
+    fn matches(&mut self, site: u32, _pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        self.1 = self.0.contains(&site);
+        out.fill(!self.1);
+    }
+    fn apply(
+        &mut self,
+        site: u32,
+        _pkts: &[ExtPacket<'_>],
+        verdicts: &mut [ExtVerdict],
+        _edits: &mut Vec<(usize, ExtEdit)>,
+    ) {
+        self.1 = self.0.contains(&site);
+        verdicts.fill(ExtVerdict::Continue);
+    }
+    fn advance(&mut self, _now_ns: u64) {}
+    fn last_call_failed(&mut self) -> bool {
+        self.1
+    }
+}
+
+#[test]
+fn a_failed_match_with_fallback_drop_drops_the_packets_of_the_call() {
+    let frames = vec![ipv4(6, [10, 0, 0, 1], [1; 4], 0, &tcp(1, 80, ACK)); 3];
+    // Site 0 (fallback drop) fails: drop at rule 1; site 1 (no fallback) fails: no match.
+    for (failing, want, rule) in [
+        (vec![0], FinalVerdict::Drop, Some(2)),
+        (vec![1], FinalVerdict::Accept, None),
+        (vec![], FinalVerdict::Accept, Some(3)),
+    ] {
+        let mut e = engine(
+            &["m"],
+            Policy::Accept,
+            vec![
+                vec![plugin_use("m", "a", true)],
+                vec![plugin_use("m", "b", false), accept()],
+            ],
+        );
+        e.set_ext(
+            Box::new(Failing(failing.clone(), false)),
+            &[ExtKind::Match; 2],
+        );
+        for o in run(&mut e, &frames) {
+            assert_eq!(
+                (o.verdict, o.decision.and_then(|d| d.rule)),
+                (want, rule),
+                "failing {failing:?}"
+            );
+        }
+    }
+}
