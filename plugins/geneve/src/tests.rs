@@ -1,0 +1,460 @@
+use super::*;
+use alloc::vec;
+use wasp_plugin_sdk::hdr::ones_sum;
+use wasp_plugin_sdk::testing::{TestPkt, batch};
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// Geneve options of the C26 vector e33d: 0102:80:00880022, 0408:42:0040007611223344,
+/// 0111:02:1020304011223344.
+fn e33d() -> Vec<u8> {
+    let mut o = Vec::new();
+    for (class, typ, data) in [
+        (0x0102u16, 0x80u8, &[0x00, 0x88, 0x00, 0x22][..]),
+        (
+            0x0408,
+            0x42,
+            &[0x00, 0x40, 0x00, 0x76, 0x11, 0x22, 0x33, 0x44],
+        ),
+        (
+            0x0111,
+            0x02,
+            &[0x10, 0x20, 0x30, 0x40, 0x11, 0x22, 0x33, 0x44],
+        ),
+    ] {
+        NewOpt {
+            class,
+            typ,
+            data: data.to_vec(),
+        }
+        .encode(&mut o);
+    }
+    o
+}
+
+/// Ethernet + IPv4 or IPv6 + UDP to `dport` + Geneve (VNI `vni`) with `opts` + 20 payload
+/// bytes, with valid lengths and checksums (the UDP checksum is zero for IPv4 when `v4_csum`
+/// is false).
+fn frame(v6: bool, dport: u16, vni: u32, opts: &[u8], v4_csum: bool) -> TestPkt {
+    let mut gnv = vec![(opts.len() / 4) as u8, 0, 0x65, 0x58];
+    gnv.extend_from_slice(&vni.to_be_bytes()[1..]);
+    gnv.push(0);
+    gnv.extend_from_slice(opts);
+    gnv.extend_from_slice(&[0xaa; 20]);
+    let udp_len = (8 + gnv.len()) as u16;
+    let mut udp = vec![0x30, 0x39];
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(&gnv);
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+    let (ip, nfproto) = if v6 {
+        f.extend_from_slice(&[0x86, 0xdd]);
+        let mut ip = vec![0x60, 0, 0, 0];
+        ip.extend_from_slice(&udp_len.to_be_bytes());
+        ip.extend_from_slice(&[17, 64]);
+        ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8].repeat(4));
+        ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb9].repeat(4));
+        (ip, NFPROTO_IPV6)
+    } else {
+        f.extend_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ];
+        ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+        let c = hdr::ipv4_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        (ip, NFPROTO_IPV4)
+    };
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&udp);
+    let mut p = TestPkt {
+        frame: f,
+        l3: 14,
+        l4: (14 + ip.len()) as u16,
+        l4proto: 17,
+        nfproto,
+        ..Default::default()
+    };
+    if v6 || v4_csum {
+        let c = udp_checksum(&p);
+        let l4 = p.l4 as usize;
+        p.frame[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+    }
+    p
+}
+
+/// The UDP checksum of `p` computed from scratch (RFC 768, RFC 8200 8.1).
+fn udp_checksum(p: &TestPkt) -> u16 {
+    let (l3, l4) = (p.l3 as usize, p.l4 as usize);
+    let udp = &p.frame[l4..];
+    let mut sum = if p.nfproto == NFPROTO_IPV6 {
+        ones_sum(&p.frame[l3 + 8..l3 + 40])
+    } else {
+        ones_sum(&p.frame[l3 + 12..l3 + 20])
+    };
+    sum += 17 + udp.len() as u64;
+    sum += ones_sum(&udp[..6]) + ones_sum(&udp[8..]);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    match !(sum as u16) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+fn run_match(site_args: &str, pkts: &[TestPkt]) -> Vec<u8> {
+    let mut g = GenevePlugin::default();
+    g.configure(0, Kind::MatchExpr, &args(site_args)).unwrap();
+    let (buf, count, stride) = batch(pkts, WINDOW);
+    wasp_plugin_sdk::__glue::matches(&mut g, 0, &buf, count, stride)
+}
+
+#[test]
+fn match_class_type_data_mask_critical_vni() {
+    let v4 = frame(false, 6081, 42, &e33d(), false);
+    let v6 = frame(true, 6081, 42, &e33d(), true);
+    let none = frame(false, 6081, 7, &[], false);
+    let other_port = frame(false, 6082, 42, &e33d(), false);
+    let all = [v4, v6, none, other_port];
+    assert_eq!(run_match("present", &all), [1, 1, 0, 0]);
+    assert_eq!(run_match("vni 42", &all), [1, 1, 0, 0]);
+    assert_eq!(run_match("vni 7", &all), [0, 0, 1, 0]);
+    assert_eq!(run_match("opt class 0x0102 type 0x80", &all), [1, 1, 0, 0]);
+    assert_eq!(
+        run_match(
+            "opt class 0x0102 type 0x80 data 0x00880022 mask 0xffffffff",
+            &all
+        ),
+        [1, 1, 0, 0]
+    );
+    assert_eq!(
+        run_match("opt class 0x0102 type 0x80 data 0x00880023", &all),
+        [0, 0, 0, 0]
+    );
+    assert_eq!(
+        run_match("opt class 0x0102 data 0x00880023 mask 0xfffffff0", &all),
+        [1, 1, 0, 0]
+    );
+    assert_eq!(run_match("opt type 0x80 critical", &all), [1, 1, 0, 0]);
+    // 0x0408 type 0x42 has no critical bit.
+    assert_eq!(run_match("opt class 0x0408 critical", &all), [0, 0, 0, 0]);
+    assert_eq!(
+        run_match("opt class 0x0408 type 0x42 data 0x0040007611223344", &all),
+        [1, 1, 0, 0]
+    );
+    // Data must be as long as the option's: a 4-byte prefix of an 8-byte option does not match.
+    assert_eq!(
+        run_match("opt class 0x0408 data 0x00400076", &all),
+        [0, 0, 0, 0]
+    );
+    // Two clauses met by different options; and one that no option meets.
+    assert_eq!(
+        run_match("vni 42 opt class 0x0111 opt type 0x80", &all),
+        [1, 1, 0, 0]
+    );
+    assert_eq!(run_match("opt class 0x0111 type 0x80", &all), [0, 0, 0, 0]);
+}
+
+#[test]
+fn option_running_past_the_block_ends_the_walk() {
+    let mut opts = e33d();
+    // The second option says 31 words: past the 24-byte block. The first still counts.
+    opts[8 + 3] = 31;
+    let p = frame(false, 6081, 42, &opts, false);
+    assert_eq!(
+        run_match("opt class 0x0102", core::slice::from_ref(&p)),
+        [1]
+    );
+    assert_eq!(
+        run_match("opt class 0x0111", core::slice::from_ref(&p)),
+        [0]
+    );
+    // Cut off by the capture: caplen shorter than the header says.
+    let mut short = frame(false, 6081, 42, &e33d(), false);
+    short.frame.truncate(14 + 20 + 8 + 8 + 10);
+    assert_eq!(
+        run_match("opt class 0x0102", core::slice::from_ref(&short)),
+        [1]
+    );
+    assert_eq!(
+        run_match("opt class 0x0408", core::slice::from_ref(&short)),
+        [0]
+    );
+    // A non-first fragment (no l4) never matches.
+    let mut frag = frame(false, 6081, 42, &e33d(), false);
+    frag.l4 = 0xffff;
+    assert_eq!(run_match("present", &[frag]), [0]);
+}
+
+#[test]
+fn configure_validates_like_tc_and_the_kernel() {
+    let m = |s: &str| parse(Kind::MatchExpr, &args(s));
+    let st = |s: &str| parse(Kind::Statement, &args(s));
+    // C26 vectors (tunnel_key.json).
+    assert_eq!(
+        m("opt class 0x824212").unwrap_err(),
+        "geneve: class 0x824212 is more than 0xffff"
+    );
+    assert_eq!(
+        m("opt type 0x4224").unwrap_err(),
+        "geneve: type 0x4224 is more than 0xff"
+    );
+    assert_eq!(
+        m("opt data 0x4288").unwrap_err(),
+        "geneve: data 0x4288 is 2 bytes, not a multiple of 4"
+    );
+    assert_eq!(
+        m("opt data 0x4288428822").unwrap_err(),
+        "geneve: data 0x4288428822 is 5 bytes, not a multiple of 4"
+    );
+    assert_eq!(
+        st("add opt class 0x0102 type 0x80 data 0x00880022 opt class 0x0408 type 0x42")
+            .unwrap_err(),
+        "geneve: add opt needs data (an option without data is refused)"
+    );
+    // C27 boundaries: 4, 120, 124 accepted; 126 and 128 refused.
+    for n in [4, 120, 124] {
+        let d = format!("0x{}", "ab".repeat(n));
+        assert!(m(&format!("opt data {d}")).is_ok(), "{n}");
+        assert!(
+            st(&format!("add opt class 1 type 2 data {d}")).is_ok(),
+            "{n}"
+        );
+    }
+    assert_eq!(
+        m(&format!("opt data 0x{}", "ab".repeat(126))).unwrap_err(),
+        format!(
+            "geneve: data 0x{} is 126 bytes, not a multiple of 4",
+            "ab".repeat(126)
+        )
+    );
+    assert_eq!(
+        st(&format!(
+            "add opt class 1 type 2 data 0x{}",
+            "ab".repeat(128)
+        ))
+        .unwrap_err(),
+        format!(
+            "geneve: data 0x{} is 128 bytes, more than 124",
+            "ab".repeat(128)
+        )
+    );
+    // Block of 3 x 128 bytes > 252.
+    let d = format!("0x{}", "00".repeat(124));
+    assert_eq!(
+        st(&format!("add opt class 1 type 2 data {d} opt class 1 type 3 data {d} opt class 1 type 4 data 0x00000000"))
+            .unwrap_err(),
+        "geneve: the options take 264 bytes, more than 252"
+    );
+    assert_eq!(
+        m("vni 0x1000000").unwrap_err(),
+        "geneve: vni 0x1000000 is more than 0xffffff"
+    );
+    assert_eq!(
+        m("opt type 0x01 critical").unwrap_err(),
+        "geneve: type 0x01 has no critical bit (0x80), so critical never holds"
+    );
+    assert_eq!(
+        m("opt mask 0xffffffff").unwrap_err(),
+        "geneve: mask without data"
+    );
+    assert_eq!(
+        m("opt data 0x00000001 mask 0xffffffffffffffff").unwrap_err(),
+        "geneve: mask is 8 bytes and data 4: they must be as long"
+    );
+    assert_eq!(
+        m("opt").unwrap_err(),
+        "geneve: opt needs class, type, critical or data"
+    );
+    assert_eq!(m("opt class").unwrap_err(), "geneve: class needs a value");
+    assert_eq!(
+        m("").unwrap_err(),
+        "geneve: nothing to match (present, vni N, opt ...)"
+    );
+    assert_eq!(
+        m("frob").unwrap_err(),
+        "geneve: unexpected \"frob\" (expected present, vni, opt, set or add)"
+    );
+    assert_eq!(
+        m("set opt class 1 type 2 data 0x00000000").unwrap_err(),
+        "geneve: set is a statement, not a match"
+    );
+    assert_eq!(
+        st("present").unwrap_err(),
+        "geneve: as a statement, use set opt ... or add opt ..."
+    );
+    assert_eq!(st("add").unwrap_err(), "geneve: add needs at least one opt");
+    assert_eq!(
+        st("add opt class 1 data 0x00000000").unwrap_err(),
+        "geneve: add opt needs class and type"
+    );
+}
+
+/// Applies edits one after the other, as the host does.
+fn apply_edits(frame: &mut Vec<u8>, edits: &[Edit]) {
+    for e in edits {
+        let off = e.offset as usize;
+        match &e.op {
+            wasp_plugin_sdk::EditOp::Set(d) => frame[off..off + d.len()].copy_from_slice(d),
+            wasp_plugin_sdk::EditOp::Insert(d) => {
+                frame.splice(off..off, d.iter().copied());
+            }
+            wasp_plugin_sdk::EditOp::Remove(n) => {
+                frame.drain(off..off + *n as usize);
+            }
+        }
+    }
+}
+
+fn run_write(site_args: &str, p: &TestPkt) -> TestPkt {
+    let mut g = GenevePlugin::default();
+    g.configure(0, Kind::Statement, &args(site_args)).unwrap();
+    let (buf, count, stride) = batch(core::slice::from_ref(p), WINDOW);
+    let r = wasp_plugin_sdk::__glue::apply(&mut g, 0, &buf, count, stride);
+    assert_eq!(r.verdicts, [Verdict::Continue]);
+    let mut out = p.clone();
+    apply_edits(&mut out.frame, &r.edits);
+    out
+}
+
+/// Checks lengths and checksums of a rewritten frame, and returns its options.
+fn check(p: &TestPkt) -> Vec<(u16, u8, Vec<u8>)> {
+    let (l3, l4) = (p.l3 as usize, p.l4 as usize);
+    let udp = Udp::parse(&p.frame[l4..]).unwrap();
+    assert_eq!(udp.len as usize, p.frame.len() - l4, "udp length");
+    if p.nfproto == NFPROTO_IPV4 {
+        let ip = &p.frame[l3..l3 + 20];
+        assert_eq!(
+            u16::from_be_bytes([ip[2], ip[3]]) as usize,
+            p.frame.len() - l3,
+            "ip total length"
+        );
+        assert_eq!(
+            hdr::ipv4_checksum(ip),
+            u16::from_be_bytes([ip[10], ip[11]]),
+            "ip checksum"
+        );
+    } else {
+        assert_eq!(
+            hdr::be16(&p.frame, l3 + 4).unwrap() as usize,
+            p.frame.len() - l4,
+            "ipv6 payload length"
+        );
+    }
+    if udp.csum != 0 {
+        assert_eq!(udp.csum, udp_checksum(p), "udp checksum");
+    }
+    let g = Geneve::parse(&p.frame[l4 + 8..]).unwrap();
+    assert!(g.complete);
+    let mut it = g.opts();
+    let opts = it
+        .by_ref()
+        .map(|o| (o.class, o.typ, o.data.to_vec()))
+        .collect();
+    assert!(!it.malformed());
+    // The payload after the options is untouched.
+    assert_eq!(&p.frame[p.frame.len() - 20..], &[0xaa; 20]);
+    opts
+}
+
+#[test]
+fn add_packs_options_back_to_back() {
+    // C26 e33d: three options written by one statement land back to back, in order.
+    for (v6, csum) in [(false, false), (false, true), (true, true)] {
+        let p = frame(v6, 6081, 42, &[], csum);
+        let out = run_write(
+            "add opt class 0x0102 type 0x80 data 0x00880022 opt class 0x0408 type 0x42 data 0x0040007611223344 \
+             opt class 0x0111 type 0x02 data 0x1020304011223344",
+            &p,
+        );
+        assert_eq!(out.frame.len(), p.frame.len() + 32);
+        let g_off = out.l4 as usize + 8;
+        assert_eq!(&out.frame[g_off + 8..g_off + 8 + 32], &e33d()[..]);
+        let opts = check(&out);
+        assert_eq!(opts.len(), 3);
+        assert_eq!(
+            opts[1],
+            (
+                0x0408,
+                0x42,
+                vec![0x00, 0x40, 0x00, 0x76, 0x11, 0x22, 0x33, 0x44]
+            )
+        );
+        if !csum && !v6 {
+            assert_eq!(
+                Udp::parse(&out.frame[out.l4 as usize..]).unwrap().csum,
+                0,
+                "a zero checksum stays zero"
+            );
+        }
+    }
+}
+
+#[test]
+fn set_overwrites_in_place_or_replaces() {
+    let p = frame(false, 6081, 42, &e33d(), true);
+    // Same length: in place, the frame keeps its length.
+    let out = run_write("set opt class 0x0408 type 0x42 data 0xffffffffeeeeeeee", &p);
+    assert_eq!(out.frame.len(), p.frame.len());
+    let opts = check(&out);
+    assert_eq!(
+        opts[1],
+        (
+            0x0408,
+            0x42,
+            vec![0xff, 0xff, 0xff, 0xff, 0xee, 0xee, 0xee, 0xee]
+        )
+    );
+    assert_eq!(opts.len(), 3);
+    // Another length: removed where it was and appended.
+    let out = run_write("set opt class 0x0102 type 0x80 data 0x0102030405060708", &p);
+    assert_eq!(out.frame.len(), p.frame.len() + 4);
+    let opts = check(&out);
+    assert_eq!(
+        opts.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [0x0408, 0x0111, 0x0102]
+    );
+    assert_eq!(opts[2].2, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // Absent: appended.
+    let p6 = frame(true, 6081, 42, &e33d(), true);
+    let out = run_write("set opt class 0x0999 type 0x01 data 0x00000001", &p6);
+    let opts = check(&out);
+    assert_eq!(opts.len(), 4);
+    assert_eq!(opts[3], (0x0999, 0x01, vec![0, 0, 0, 1]));
+}
+
+#[test]
+fn write_leaves_non_geneve_and_full_blocks_alone() {
+    let other = frame(false, 4789, 42, &[], false);
+    assert_eq!(
+        run_write("add opt class 1 type 2 data 0x00000000", &other).frame,
+        other.frame
+    );
+    // 244 bytes of options: a 12-byte option would pass 252.
+    let mut big = Vec::new();
+    NewOpt {
+        class: 1,
+        typ: 0,
+        data: vec![0; 120],
+    }
+    .encode(&mut big);
+    NewOpt {
+        class: 1,
+        typ: 1,
+        data: vec![0; 116],
+    }
+    .encode(&mut big);
+    let full = frame(false, 6081, 42, &big, true);
+    assert_eq!(
+        run_write("add opt class 1 type 9 data 0x0000000000000000", &full).frame,
+        full.frame
+    );
+    // An 8-byte one fits exactly (252 bytes, opt_len 63).
+    let out = run_write("add opt class 1 type 9 data 0x00000000", &full);
+    assert_eq!(check(&out).len(), 3);
+    assert_eq!(out.frame[out.l4 as usize + 8] & 0x3f, 63);
+}
