@@ -2,10 +2,10 @@
 //! the plugin host's containment, edits, timers, events and set look-ups.
 //!
 //! Modes: `ok` (match: `len >= 100`; statement: accept when `len >= 100`, else continue, and
-//! emits `probe site N saw K packets`), `stmt` (refused as a match, accepted as a statement),
+//! emits `probe site N saw K packets`), `stmt` (refused as a match, accepted as a statement; so are `edit`, `oob` and `timer`),
 //! `edit` (sets byte 0 of each frame to 0xaa), `oob` (an edit one past the frame's end),
 //! `short` (one result too few), `badbyte` (a match answer of 2), `loop` (never returns),
-//! `bomb` (allocates until memory runs out), `trap` (unreachable), `timer` (arms timer `mark`
+//! `bomb` (allocates until memory runs out), `trap` (unreachable; `strap` the same, statement only), `timer` (arms timer `mark`
 //! at `now + elem` ns, on the boot-time clock when `iif` is 2, cancels it when `iif` is 1; on
 //! firing emits `fired K at T`), `set` (match: the set `allowed` holds the frame's first 4
 //! bytes). Anything else, and `fail`, is refused by `configure`.
@@ -24,8 +24,11 @@ thread_local! {
 }
 
 const MODES: &[&str] = &[
-    "ok", "stmt", "edit", "oob", "short", "badbyte", "loop", "bomb", "trap", "timer", "set",
+    "ok", "stmt", "edit", "oob", "short", "badbyte", "loop", "bomb", "trap", "strap", "timer", "set",
 ];
+
+/// Modes refused as a match (they only make sense as a statement).
+const STATEMENT_ONLY: &[&str] = &["stmt", "edit", "oob", "strap", "timer"];
 
 fn mode(site: u32) -> String {
     SITES.with(|s| s.borrow().get(&site).cloned().unwrap_or_default())
@@ -63,7 +66,7 @@ fn misbehave(m: &str) {
                 std::hint::black_box(&keep);
             }
         }
-        "trap" => core::arch::wasm32::unreachable(),
+        "trap" | "strap" => core::arch::wasm32::unreachable(),
         _ => {}
     }
 }
@@ -89,8 +92,8 @@ impl Guest for Probe {
         if !MODES.contains(&m.as_str()) {
             return Err(format!("probe: unknown mode \"{m}\""));
         }
-        if m == "stmt" && kind == Kind::MatchExpr {
-            return Err("probe: stmt is not a match".into());
+        if STATEMENT_ONLY.contains(&m.as_str()) && kind == Kind::MatchExpr {
+            return Err(format!("probe: {m} is not a match"));
         }
         SITES.with(|s| s.borrow_mut().insert(site, m));
         Ok(())

@@ -1,0 +1,280 @@
+//! The engine shared by all workers, and loaded (compiled, checked, described) plugins.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasp_core::ExtKind;
+
+use crate::bindings::{Kind, SetFn, StoreState, WaspPlugin, WaspPluginPre};
+use crate::error::PluginError;
+
+/// Limits and sizes of a [`PluginHost`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Linear memory limit of one instance, in bytes (default 64 MiB). Growing past it fails,
+    /// and a guest that then traps is reported as [`crate::FailureReason::MemoryLimit`].
+    pub max_memory: usize,
+    /// Most instances alive at once across all runtimes (the pool's size; default 128, i.e.
+    /// workers × plugins, plus one per swap or recovery in progress).
+    pub max_instances: u32,
+    /// Epoch tick of the ticker thread (default 1 ms).
+    pub tick: Duration,
+    /// Ticks a call may run before it is interrupted (default 10, i.e. 10 ms at the default
+    /// tick); a call is interrupted between `deadline_ticks` and `deadline_ticks + 1` ticks.
+    pub deadline_ticks: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            max_memory: 64 << 20,
+            max_instances: 128,
+            tick: Duration::from_millis(1),
+            deadline_ticks: 10,
+        }
+    }
+}
+
+/// Stops the ticker thread when the last user of the engine goes away.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct HostInner {
+    pub(crate) engine: Engine,
+    pub(crate) config: HostConfig,
+    _ticker: Ticker,
+}
+
+/// One wasmtime engine for all plugins and workers: Cranelift, the component model, the
+/// pooling allocator (memory limit per instance), epoch interruption (a ticker thread bumps
+/// the epoch every [`HostConfig::tick`]), and `concurrency_support` off (a component call
+/// costs about 500 ns with it on, 165 ns off: research/plugins.md). Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    pub(crate) inner: Arc<HostInner>,
+}
+
+impl PluginHost {
+    /// A host with the given limits; starts the epoch ticker thread (which ends when the host,
+    /// every plugin and every runtime are dropped).
+    ///
+    /// Errors: [`PluginError::Engine`] when wasmtime refuses the configuration (e.g. a memory
+    /// limit larger than 4 GiB).
+    pub fn new(config: HostConfig) -> Result<PluginHost, PluginError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(config.max_instances)
+            .total_core_instances(config.max_instances.saturating_mul(4))
+            .total_memories(config.max_instances.saturating_mul(2))
+            .total_tables(config.max_instances.saturating_mul(4))
+            .max_memory_size(config.max_memory);
+        let mut c = Config::new();
+        c.wasm_component_model(true)
+            .concurrency_support(false)
+            .epoch_interruption(true)
+            .parallel_compilation(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&c).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tick_engine, tick_stop, tick) = (engine.clone(), stop.clone(), config.tick);
+        thread::Builder::new()
+            .name("wasp-plugin-epoch".into())
+            .spawn(move || {
+                while !tick_stop.load(Ordering::Relaxed) {
+                    thread::sleep(tick);
+                    tick_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(PluginHost { inner: Arc::new(HostInner { engine, config, _ticker: Ticker { stop } }) })
+    }
+
+    /// The limits this host was made with.
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.config
+    }
+
+    /// Load the component at `path`: compile it, check that it implements the world
+    /// `wasp-plugin` (its WASI imports, if any, are defined as traps: a lean plugin has none),
+    /// prepare its instantiation, and call `describe` once.
+    ///
+    /// Errors name the file and what is wrong: [`PluginError::Read`],
+    /// [`PluginError::Compile`], [`PluginError::World`], [`PluginError::Describe`].
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<Plugin, PluginError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| PluginError::Read {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        })?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// As [`PluginHost::load`], from the component's bytes; `path` is only used in messages.
+    pub fn load_bytes(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<Plugin, PluginError> {
+        let path = path.as_ref().to_path_buf();
+        let t0 = Instant::now();
+        let component = Component::new(&self.inner.engine, bytes)
+            .map_err(|e| PluginError::Compile { path: path.clone(), msg: format!("{e:#}") })?;
+        let compile_time = t0.elapsed();
+        let world = |e: wasmtime::Error| PluginError::World { path: path.clone(), msg: format!("{e:#}") };
+        let mut linker: Linker<StoreState> = Linker::new(&self.inner.engine);
+        WaspPlugin::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(world)?;
+        linker.define_unknown_imports_as_traps(&component).map_err(world)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(world)?;
+        let pre = WaspPluginPre::new(instance_pre).map_err(world)?;
+        let mut plugin = Plugin {
+            inner: Arc::new(PluginInner {
+                host: self.clone(),
+                path: path.clone(),
+                pre,
+                info: PluginInfo::default(),
+                compile_time,
+            }),
+        };
+        let describe = |msg: String| PluginError::Describe { path: path.clone(), msg };
+        let mut live = plugin.instantiate("?".into(), None).map_err(|e| describe(e.to_string()))?;
+        let info = live
+            .bindings
+            .wasp_plugin_plugin()
+            .call_describe(&mut live.store)
+            .map_err(|e| describe(format!("describe failed: {e:#}")))?;
+        drop(live);
+        if info.name.is_empty() {
+            return Err(describe("empty name".into()));
+        }
+        if info.kinds.is_empty() {
+            return Err(describe("no kind".into()));
+        }
+        if info.window > 1514 {
+            return Err(describe(format!("window of {} bytes (at most 1514)", info.window)));
+        }
+        let info = PluginInfo {
+            name: info.name,
+            version: info.version,
+            kinds: info.kinds.iter().map(|k| ext_kind(*k)).collect(),
+            window: info.window,
+            state_transfer: info.state_transfer,
+        };
+        // Only this function holds the Arc yet.
+        match Arc::get_mut(&mut plugin.inner) {
+            Some(inner) => inner.info = info,
+            None => return Err(describe("internal: plugin shared during load".into())),
+        }
+        Ok(plugin)
+    }
+}
+
+/// What a plugin said about itself (`describe`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginInfo {
+    /// Its name, e.g. "geneve".
+    pub name: String,
+    /// Its version, e.g. "1.2.0".
+    pub version: String,
+    /// The kinds it implements.
+    pub kinds: Vec<ExtKind>,
+    /// Bytes of each frame it sees (0..=1514).
+    pub window: u32,
+    /// Whether it exports and imports a state blob across a hot swap.
+    pub state_transfer: bool,
+}
+
+pub(crate) struct PluginInner {
+    pub(crate) host: PluginHost,
+    pub(crate) path: PathBuf,
+    pub(crate) pre: WaspPluginPre<StoreState>,
+    pub(crate) info: PluginInfo,
+    pub(crate) compile_time: Duration,
+}
+
+/// A loaded plugin: compiled, checked against the world, ready to instantiate (an
+/// `InstancePre`). Cheap to clone; workers share it.
+#[derive(Clone)]
+pub struct Plugin {
+    pub(crate) inner: Arc<PluginInner>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin").field("path", &self.inner.path).field("info", &self.inner.info).finish()
+    }
+}
+
+/// A live instance: its store and its exports.
+pub(crate) struct Live {
+    pub(crate) store: Store<StoreState>,
+    pub(crate) bindings: WaspPlugin,
+}
+
+impl Plugin {
+    /// What the plugin said about itself.
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.info
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// How long compiling took (wall clock).
+    pub fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    /// Handles to this plugin alive (this one included): clones, and runtimes using it. After
+    /// a swap away from it, the runtime holds none (case C35).
+    pub fn users(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
+    /// Create one instance (for benchmarks: instantiate time); dropped at once.
+    pub fn instantiate_once(&self) -> Result<(), PluginError> {
+        self.instantiate(self.inner.info.name.as_str().into(), None).map(drop)
+    }
+
+    pub(crate) fn instantiate(&self, name: Arc<str>, set_fn: Option<SetFn>) -> Result<Live, PluginError> {
+        let host = &self.inner.host.inner;
+        let mut store = Store::new(&host.engine, StoreState::new(name.clone(), host.config.max_memory, set_fn));
+        store.limiter(|s| &mut s.limit);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(host.config.deadline_ticks.max(1));
+        let bindings = self
+            .inner
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| PluginError::Instantiate { plugin: name.to_string(), msg: format!("{e:#}") })?;
+        Ok(Live { store, bindings })
+    }
+}
+
+pub(crate) fn ext_kind(k: Kind) -> ExtKind {
+    match k {
+        Kind::MatchExpr => ExtKind::Match,
+        Kind::Statement => ExtKind::Statement,
+        Kind::Stateful => ExtKind::Stateful,
+    }
+}
+
+pub(crate) fn wit_kind(k: ExtKind) -> Kind {
+    match k {
+        ExtKind::Match => Kind::MatchExpr,
+        ExtKind::Statement => Kind::Statement,
+        ExtKind::Stateful => Kind::Stateful,
+    }
+}

@@ -1,0 +1,175 @@
+//! The flat packet buffer of a batched call (layout in `wit/plugin.wit`, "The packet
+//! buffer") and the checks of what comes back.
+
+use wasp_core::{ExtEdit, ExtPacket, ExtVerdict};
+
+use crate::bindings::{Edit, EditOp, Verdict};
+
+/// Size of the per-packet header.
+pub(crate) const HEADER: usize = 32;
+
+/// Largest frame an edit may produce (an IPv4 total length's range, with the L2 header).
+pub(crate) const MAX_FRAME: u64 = 65535;
+
+/// Record stride for a plugin's `window`: 32 + window, rounded up to a multiple of 8.
+pub(crate) fn stride(window: u32) -> usize {
+    (HEADER + window as usize).div_ceil(8) * 8
+}
+
+/// Write `pkts` into `buf` (resized to `pkts.len() * stride`), one record each.
+pub(crate) fn pack(buf: &mut Vec<u8>, pkts: &[ExtPacket<'_>], window: u32, stride: usize) {
+    let need = pkts.len() * stride;
+    if buf.len() != need {
+        buf.resize(need, 0);
+    }
+    for (rec, p) in buf.chunks_exact_mut(stride).zip(pkts) {
+        let caplen = p.frame.len().min(window as usize);
+        rec[0..4].copy_from_slice(&p.len.to_le_bytes());
+        rec[4..8].copy_from_slice(&p.iif.to_le_bytes());
+        rec[8..12].copy_from_slice(&p.mark.to_le_bytes());
+        rec[12..16].copy_from_slice(&p.elem.to_le_bytes());
+        rec[16..18].copy_from_slice(&p.l3.to_le_bytes());
+        rec[18..20].copy_from_slice(&p.l4.to_le_bytes());
+        rec[20..22].copy_from_slice(&(caplen as u16).to_le_bytes());
+        rec[22] = p.l4proto;
+        rec[23] = p.nfproto;
+        rec[24..28].copy_from_slice(&p.iftype.to_le_bytes());
+        rec[28..32].fill(0);
+        let (win, tail) = rec[HEADER..].split_at_mut(caplen);
+        win.copy_from_slice(&p.frame[..caplen]);
+        tail.fill(0);
+    }
+}
+
+/// Check a match result: one byte per packet, each 0 or 1; write it into `out`.
+pub(crate) fn check_matches(res: &[u8], out: &mut [bool]) -> Result<(), String> {
+    if res.len() != out.len() {
+        return Err(format!("{} answers for {} packets", res.len(), out.len()));
+    }
+    if let Some(i) = res.iter().position(|b| *b > 1) {
+        return Err(format!("answer {} for packet {i} (0 or 1 expected)", res[i]));
+    }
+    for (o, r) in out.iter_mut().zip(res) {
+        *o = *r == 1;
+    }
+    Ok(())
+}
+
+/// Check a statement result against the packets (one verdict each; every edit names a packet
+/// of the batch and stays within its frame as the earlier edits left it; the frame stays at
+/// most 65535 bytes) and write it into `verdicts` and `edits`. Nothing is written on error.
+pub(crate) fn check_apply(
+    verdicts_in: &[Verdict],
+    edits_in: Vec<Edit>,
+    pkts: &[ExtPacket<'_>],
+    verdicts: &mut [ExtVerdict],
+    edits: &mut Vec<(usize, ExtEdit)>,
+) -> Result<(), String> {
+    if verdicts_in.len() != pkts.len() {
+        return Err(format!("{} verdicts for {} packets", verdicts_in.len(), pkts.len()));
+    }
+    let mut lens: Vec<u64> = Vec::new();
+    if !edits_in.is_empty() {
+        lens = pkts.iter().map(|p| p.frame.len() as u64).collect();
+    }
+    for (n, e) in edits_in.iter().enumerate() {
+        let i = e.packet as usize;
+        let Some(len) = lens.get_mut(i) else {
+            return Err(format!("edit {n} names packet {} of {}", e.packet, pkts.len()));
+        };
+        let off = u64::from(e.offset);
+        let (ok, new_len) = match &e.op {
+            EditOp::Set(d) => (off + d.len() as u64 <= *len, *len),
+            EditOp::Insert(d) => (off <= *len, *len + d.len() as u64),
+            EditOp::Remove(c) => (off + u64::from(*c) <= *len, len.saturating_sub(u64::from(*c))),
+        };
+        if !ok || new_len > MAX_FRAME {
+            return Err(format!(
+                "edit {n} of packet {i} at offset {off} is out of its {len}-byte frame"
+            ));
+        }
+        *len = new_len;
+    }
+    for (o, v) in verdicts.iter_mut().zip(verdicts_in) {
+        *o = match v {
+            Verdict::Continue => ExtVerdict::Continue,
+            Verdict::Accept => ExtVerdict::Accept,
+            Verdict::Drop => ExtVerdict::Drop,
+            Verdict::Return => ExtVerdict::Return,
+        };
+    }
+    edits.extend(edits_in.into_iter().map(|e| {
+        let offset = e.offset;
+        let edit = match e.op {
+            EditOp::Set(data) => ExtEdit::Set { offset, data },
+            EditOp::Insert(data) => ExtEdit::Insert { offset, data },
+            EditOp::Remove(count) => ExtEdit::Remove { offset, count },
+        };
+        (e.packet as usize, edit)
+    }));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(frame: &[u8]) -> ExtPacket<'_> {
+        ExtPacket {
+            frame,
+            len: frame.len() as u32,
+            iif: 3,
+            mark: 0x1234,
+            elem: 0,
+            l3: 14,
+            l4: 34,
+            l4proto: 17,
+            nfproto: 2,
+            iftype: 1,
+        }
+    }
+
+    #[test]
+    fn layout_matches_the_wit_table() {
+        assert_eq!(stride(0), 32);
+        assert_eq!(stride(1), 40);
+        assert_eq!(stride(64), 96);
+        let f: Vec<u8> = (0..10).collect();
+        let mut buf = vec![0xee; 7];
+        pack(&mut buf, &[pkt(&f), pkt(&f[..3])], 8, stride(8));
+        assert_eq!(buf.len(), 80);
+        assert_eq!(&buf[0..4], &10u32.to_le_bytes());
+        assert_eq!(&buf[4..8], &3u32.to_le_bytes());
+        assert_eq!(&buf[8..12], &0x1234u32.to_le_bytes());
+        assert_eq!(&buf[16..24], &[14, 0, 34, 0, 8, 0, 17, 2]);
+        assert_eq!(&buf[24..32], &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&buf[32..40], &[0, 1, 2, 3, 4, 5, 6, 7]);
+        // Second record: caplen 3, the rest of the window zero.
+        assert_eq!(&buf[40 + 20..40 + 22], &[3, 0]);
+        assert_eq!(&buf[72..80], &[0, 1, 2, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn results_are_checked() {
+        let mut out = [false; 2];
+        assert!(check_matches(&[1], &mut out).is_err());
+        assert!(check_matches(&[1, 2], &mut out).is_err());
+        check_matches(&[1, 0], &mut out).unwrap();
+        assert_eq!(out, [true, false]);
+
+        let f = [0u8; 20];
+        let pkts = [pkt(&f)];
+        let (mut v, mut e) = ([ExtVerdict::Drop], Vec::new());
+        let set = |off, n| Edit { packet: 0, offset: off, op: EditOp::Set(vec![0; n]) };
+        assert!(check_apply(&[Verdict::Accept], vec![set(19, 2)], &pkts, &mut v, &mut e).is_err());
+        assert!(check_apply(&[Verdict::Accept], vec![Edit { packet: 1, ..set(0, 1) }], &pkts, &mut v, &mut e).is_err());
+        // An insert makes room for a later set past the old end.
+        let ins = Edit { packet: 0, offset: 20, op: EditOp::Insert(vec![9; 4]) };
+        assert!(e.is_empty() && v == [ExtVerdict::Drop]);
+        check_apply(&[Verdict::Accept], vec![ins, set(22, 2)], &pkts, &mut v, &mut e).unwrap();
+        assert_eq!(v, [ExtVerdict::Accept]);
+        assert_eq!(e.len(), 2);
+        let rm = Edit { packet: 0, offset: 10, op: EditOp::Remove(11) };
+        assert!(check_apply(&[Verdict::Accept], vec![rm], &pkts, &mut v, &mut e).is_err());
+    }
+}

@@ -1,0 +1,677 @@
+//! The per-worker runtime: one instance per plugin, use sites, batched calls with containment,
+//! timers, events, and hot swap.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use wasmtime::Trap;
+use wasp_core::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
+
+use crate::bindings::{Clock, TimerOp};
+use crate::error::{FailureReason, PluginError};
+use crate::host::{Live, Plugin, PluginHost, wit_kind};
+use crate::pack;
+use crate::timers::TimerQueue;
+
+/// The embedder's look-up behind the host import `set-contains`: called with (plugin name,
+/// set name, key bytes as the set's type has them), true when the set holds the key.
+pub type SetLookup = Arc<dyn Fn(&str, &str, &[u8]) -> bool + Send + Sync>;
+
+/// An event for the control side: emitted by a plugin (`idletimer wlan0 expired`), or by the
+/// host about a plugin (`plugin geneve trapped: ...`, a swap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginEvent {
+    /// The runtime's monotonic clock when it was recorded, ns (the capture's time in a replay).
+    pub at_ns: u64,
+    /// The plugin's name as the runtime knows it.
+    pub plugin: String,
+    /// The text, e.g. `idletimer wlan0 expired`.
+    pub text: String,
+}
+
+/// Failed calls of one plugin in one runtime, per reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailureCounts {
+    /// Calls interrupted at their epoch deadline.
+    pub deadline: u64,
+    /// Calls that hit the memory limit.
+    pub memory: u64,
+    /// Other traps.
+    pub trap: u64,
+    /// Malformed results.
+    pub malformed: u64,
+    /// Instances re-created after a failure.
+    pub recreated: u64,
+    /// Events dropped because the plugin emitted too many between two drains.
+    pub dropped_events: u64,
+}
+
+/// One listed piece of a use site's state (WIT `state-entry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateEntry {
+    /// The set element's id + 1, or 0 for the use site itself.
+    pub elem: u32,
+    /// Named values, e.g. `[("packets", 12), ("bytes", 1440)]`.
+    pub values: Vec<(String, u64)>,
+    /// Free text, printed as is.
+    pub text: String,
+}
+
+/// What happened to the state in a swap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateMove {
+    /// The old version's blob went to the new one.
+    Carried {
+        /// Blob size in bytes.
+        bytes: usize,
+    },
+    /// The new version started fresh.
+    Fresh {
+        /// Why (a version without state transfer, an export trap, the import's error).
+        reason: String,
+    },
+}
+
+/// The result of a swap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwapOutcome {
+    /// The plugin's name in the runtime.
+    pub plugin: String,
+    /// Old version (its `describe`).
+    pub from_version: String,
+    /// New version.
+    pub to_version: String,
+    /// Use sites re-configured on the new version.
+    pub sites: usize,
+    /// What happened to the state.
+    pub state: StateMove,
+}
+
+type SwapRequest = (String, Plugin, mpsc::Sender<Result<SwapOutcome, PluginError>>);
+
+/// Asks a [`Runtime`] on another thread to swap a plugin: the request is applied at the
+/// runtime's next vector boundary (its next `advance`), and the result comes back on the
+/// returned channel. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct SwapHandle {
+    pending: Arc<(AtomicBool, Mutex<Vec<SwapRequest>>)>,
+}
+
+impl SwapHandle {
+    /// Queue a swap of `name` to `new` (already loaded: compiled off the packet path).
+    pub fn request(&self, name: &str, new: Plugin) -> mpsc::Receiver<Result<SwapOutcome, PluginError>> {
+        let (tx, rx) = mpsc::channel();
+        let mut q = self.pending.1.lock().unwrap_or_else(|p| p.into_inner());
+        q.push((name.to_string(), new, tx));
+        self.pending.0.store(true, Ordering::Release);
+        rx
+    }
+}
+
+/// A plugin in a runtime: its current version and instance.
+struct Slot {
+    name: Arc<str>,
+    plugin: Plugin,
+    live: Option<Live>,
+    stride: usize,
+    failures: FailureCounts,
+}
+
+/// A configured use site.
+struct Site {
+    slot: usize,
+    kind: ExtKind,
+    args: Vec<String>,
+    fallback: Fallback,
+}
+
+/// Plugins as one worker runs them: one instance per plugin, implementing
+/// [`wasp_core::Extensions`]. Not shared between threads (move it to its worker).
+pub struct Runtime {
+    host: PluginHost,
+    slots: Vec<Slot>,
+    by_name: HashMap<String, usize>,
+    sites: Vec<Option<Site>>,
+    timers: TimerQueue,
+    events: Vec<PluginEvent>,
+    now: [u64; 2],
+    set_fn: Option<SetLookup>,
+    buf: Vec<u8>,
+    swaps: SwapHandle,
+}
+
+/// Outcome of one guarded call.
+enum CallError {
+    Failed(FailureReason, String),
+}
+
+impl Runtime {
+    /// An empty runtime on `host`.
+    pub fn new(host: &PluginHost) -> Runtime {
+        Runtime {
+            host: host.clone(),
+            slots: Vec::new(),
+            by_name: HashMap::new(),
+            sites: Vec::new(),
+            timers: TimerQueue::default(),
+            events: Vec::new(),
+            now: [0, 0],
+            set_fn: None,
+            buf: Vec::new(),
+            swaps: SwapHandle { pending: Arc::new((AtomicBool::new(false), Mutex::new(Vec::new()))) },
+        }
+    }
+
+    /// Add `plugin` under `name` (the name use sites give in [`ExtSite::plugin`]) and create
+    /// its instance. Adding a name again replaces nothing and is an error.
+    pub fn add(&mut self, name: &str, plugin: &Plugin) -> Result<(), PluginError> {
+        if self.by_name.contains_key(name) {
+            return Err(PluginError::Instantiate {
+                plugin: name.to_string(),
+                msg: "a plugin of this name is already added".into(),
+            });
+        }
+        let name: Arc<str> = name.into();
+        let live = plugin.instantiate(name.clone(), self.set_fn.clone())?;
+        self.by_name.insert(name.to_string(), self.slots.len());
+        self.slots.push(Slot {
+            stride: pack::stride(plugin.info().window),
+            name,
+            plugin: plugin.clone(),
+            live: Some(live),
+            failures: FailureCounts::default(),
+        });
+        Ok(())
+    }
+
+    /// Install the look-up behind `set-contains` (without one, every look-up is false). Takes
+    /// effect for instances created from now on; call it before [`Runtime::add`].
+    pub fn set_lookup(&mut self, f: SetLookup) {
+        self.set_fn = Some(f);
+    }
+
+    /// Set up use site `site` on its plugin ([`ExtSite::plugin`]) with its arguments: as a
+    /// match first when the plugin offers that kind, else (or when the match is refused) as a
+    /// statement, then as a stateful expression, whichever the plugin offers. Returns the kind
+    /// that took. A site id configured before is released first.
+    ///
+    /// Errors: the plugin's own message (for the ruleset error at the rule's file:line:col);
+    /// when it refused two kinds, both messages (`as a match: ...; as a statement: ...`);
+    /// `no plugin named "x"` for an unknown plugin; a trap's description.
+    pub fn configure(&mut self, site: &ExtSite) -> Result<ExtKind, String> {
+        let Some(&slot) = self.by_name.get(&site.plugin) else {
+            return Err(PluginError::UnknownPlugin(site.plugin.clone()).to_string());
+        };
+        self.release(site.id);
+        let offered = self.slots[slot].plugin.info().kinds.clone();
+        let mut errors = Vec::new();
+        for kind in [ExtKind::Match, ExtKind::Statement, ExtKind::Stateful] {
+            if !offered.contains(&kind) {
+                continue;
+            }
+            match self.configure_on(slot, site.id, kind, &site.args) {
+                Ok(()) => {
+                    let i = site.id as usize;
+                    if self.sites.len() <= i {
+                        self.sites.resize_with(i + 1, || None);
+                    }
+                    self.sites[i] = Some(Site { slot, kind, args: site.args.clone(), fallback: site.fallback });
+                    return Ok(kind);
+                }
+                Err(e) => errors.push((kind, e)),
+            }
+        }
+        Err(match errors.len() {
+            1 => errors.remove(0).1,
+            _ => errors
+                .iter()
+                .map(|(k, e)| format!("as {}: {e}", kind_name(*k)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+    }
+
+    /// One `configure` call on the slot's live instance.
+    fn configure_on(&mut self, slot: usize, site: u32, kind: ExtKind, args: &[String]) -> Result<(), String> {
+        let r = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_configure(&mut live.store, site, wit_kind(kind), args)
+        });
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(msg)) => Err(msg),
+            Err(CallError::Failed(reason, msg)) => {
+                let name = self.slots[slot].name.clone();
+                self.fail(slot, reason, &msg);
+                Err(format!("plugin {name}: {reason} in configure: {msg}"))
+            }
+        }
+    }
+
+    /// The use site is gone: tell its plugin (`release`) and forget it. Nothing happens for
+    /// an unknown site.
+    pub fn release(&mut self, site: u32) {
+        let Some(s) = self.sites.get_mut(site as usize).and_then(Option::take) else {
+            return;
+        };
+        let slot = s.slot;
+        if let Err(CallError::Failed(reason, msg)) = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_release(&mut live.store, site)
+        }) {
+            self.fail(slot, reason, &msg);
+        }
+    }
+
+    /// The kind use site `site` was configured as.
+    pub fn site_kind(&self, site: u32) -> Option<ExtKind> {
+        self.site(site).map(|s| s.kind)
+    }
+
+    fn site(&self, site: u32) -> Option<&Site> {
+        self.sites.get(site as usize).and_then(Option::as_ref)
+    }
+
+    /// The state of use site `site` (WIT `list-state`).
+    pub fn list_state(&mut self, site: u32) -> Result<Vec<StateEntry>, PluginError> {
+        let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
+        let r = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_list_state(&mut live.store, site)
+        });
+        match r {
+            Ok(entries) => Ok(entries
+                .into_iter()
+                .map(|e| StateEntry { elem: e.elem, values: e.values, text: e.text })
+                .collect()),
+            Err(CallError::Failed(reason, msg)) => Err(self.fail(slot, reason, &msg)),
+        }
+    }
+
+    /// Reset use site `site`'s state (`elem` 0: all of it; else that element's; WIT
+    /// `reset-state`).
+    pub fn reset_state(&mut self, site: u32, elem: u32) -> Result<(), PluginError> {
+        let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
+        let r = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_reset_state(&mut live.store, site, elem)
+        });
+        r.map_err(|CallError::Failed(reason, msg)| self.fail(slot, reason, &msg))
+    }
+
+    /// The plugin added under `name` (its current version).
+    pub fn plugin(&self, name: &str) -> Option<&Plugin> {
+        self.by_name.get(name).map(|&i| &self.slots[i].plugin)
+    }
+
+    /// Failed calls of plugin `name`, per reason.
+    pub fn failures(&self, name: &str) -> FailureCounts {
+        self.by_name.get(name).map(|&i| self.slots[i].failures).unwrap_or_default()
+    }
+
+    /// Take the events recorded since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<PluginEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Timers armed by this runtime's plugins.
+    pub fn timers_armed(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Set both clocks without firing timers (the first packet's time in a replay).
+    pub fn set_clocks(&mut self, mono_ns: u64, boot_ns: u64) {
+        self.now = [mono_ns, boot_ns];
+    }
+
+    /// Move the clocks to `mono_ns` and `boot_ns` and fire, in deadline order, every timer
+    /// that fell due on its clock (`on-timer`). Timers armed while firing wait for the next
+    /// advance. Also applies queued swaps ([`SwapHandle`]) first: this is the vector boundary.
+    pub fn advance_clocks(&mut self, mono_ns: u64, boot_ns: u64) {
+        self.apply_requested_swaps();
+        self.now = [mono_ns, boot_ns];
+        let bound = self.timers.next_seq();
+        while let Some((_, (slot, key))) = self.timers.pop_due(self.now, bound) {
+            if let Err(CallError::Failed(reason, msg)) = self.guarded(slot, |live| {
+                let b = &live.bindings;
+                b.wasp_plugin_plugin().call_on_timer(&mut live.store, key)
+            }) {
+                self.fail(slot, reason, &msg);
+            }
+        }
+    }
+
+    /// A handle for other threads to request swaps, applied at this runtime's next vector
+    /// boundary.
+    pub fn swap_handle(&self) -> SwapHandle {
+        self.swaps.clone()
+    }
+
+    fn apply_requested_swaps(&mut self) {
+        if !self.swaps.pending.0.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let reqs = std::mem::take(&mut *self.swaps.pending.1.lock().unwrap_or_else(|p| p.into_inner()));
+        for (name, plugin, tx) in reqs {
+            let r = self.swap(&name, &plugin);
+            if let Err(e) = &r {
+                self.event(name.clone(), format!("plugin {name} swap failed, nothing changed: {e}"));
+            }
+            // The requester may have gone away; the event stays.
+            let _ = tx.send(r);
+        }
+    }
+
+    /// Replace plugin `name` by `new` now (call it between vectors: this is the vector
+    /// boundary). The new version is instantiated and every use site of `name` re-configured
+    /// on it first; if any of that fails, nothing changes and the error says why. Then the
+    /// state moves (`export-state` from the old instance, `import-state` into the new) when
+    /// both versions declare state transfer, else the new one starts fresh (its timers too);
+    /// an event says which. The old instance is dropped: no handle to it stays (case C35).
+    pub fn swap(&mut self, name: &str, new: &Plugin) -> Result<SwapOutcome, PluginError> {
+        let slot = *self.by_name.get(name).ok_or_else(|| PluginError::UnknownPlugin(name.to_string()))?;
+        let pname = self.slots[slot].name.clone();
+        let mut live = new.instantiate(pname.clone(), self.set_fn.clone())?;
+        live.store.data_mut().now_mono = self.now[0];
+        live.store.data_mut().now_boot = self.now[1];
+        let deadline = self.host.config().deadline_ticks.max(1);
+        let mut nsites = 0;
+        for (id, s) in self.sites.iter().enumerate() {
+            let Some(s) = s.as_ref().filter(|s| s.slot == slot) else { continue };
+            let refuse = |msg: String| PluginError::Configure { plugin: pname.to_string(), site: id as u32, msg };
+            if !new.info().kinds.contains(&s.kind) {
+                return Err(refuse(format!("it does not offer the kind {}", kind_name(s.kind))));
+            }
+            live.store.set_epoch_deadline(deadline);
+            let r = live.bindings.wasp_plugin_plugin().call_configure(&mut live.store, id as u32, wit_kind(s.kind), &s.args);
+            match r {
+                Ok(Ok(())) => nsites += 1,
+                Ok(Err(msg)) => return Err(refuse(msg)),
+                Err(e) => return Err(refuse(format!("configure failed: {}", describe_error(&e, deadline)))),
+            }
+        }
+        let old = &mut self.slots[slot];
+        let from_version = old.plugin.info().version.clone();
+        let to_version = new.info().version.clone();
+        let state = match (&mut old.live, old.plugin.info().state_transfer, new.info().state_transfer) {
+            (_, false, _) => StateMove::Fresh { reason: format!("version {from_version} has no state transfer") },
+            (_, _, false) => StateMove::Fresh { reason: format!("version {to_version} has no state transfer") },
+            (None, _, _) => StateMove::Fresh { reason: "the old instance had failed".into() },
+            (Some(o), true, true) => {
+                o.store.set_epoch_deadline(deadline);
+                match o.bindings.wasp_plugin_plugin().call_export_state(&mut o.store) {
+                    Err(e) => StateMove::Fresh { reason: format!("export-state failed: {}", describe_error(&e, deadline)) },
+                    Ok(blob) => {
+                        live.store.set_epoch_deadline(deadline);
+                        match live.bindings.wasp_plugin_plugin().call_import_state(&mut live.store, &blob) {
+                            Ok(Ok(())) => StateMove::Carried { bytes: blob.len() },
+                            Ok(Err(msg)) => StateMove::Fresh { reason: format!("import-state refused: {msg}") },
+                            Err(e) => {
+                                return Err(PluginError::Call {
+                                    plugin: pname.to_string(),
+                                    reason: FailureReason::Trap,
+                                    msg: format!("import-state failed: {}", describe_error(&e, deadline)),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // Commit: the old instance and version are dropped here.
+        old.live = Some(live);
+        old.plugin = new.clone();
+        old.stride = pack::stride(new.info().window);
+        if matches!(state, StateMove::Fresh { .. }) {
+            self.timers.clear_slot(slot);
+        }
+        let text = match &state {
+            StateMove::Carried { bytes } => {
+                format!("plugin {pname} swapped {from_version} -> {to_version}, state carried ({bytes} bytes)")
+            }
+            StateMove::Fresh { reason } => {
+                format!("plugin {pname} swapped {from_version} -> {to_version}, started fresh: {reason}")
+            }
+        };
+        self.event(pname.to_string(), text);
+        Ok(SwapOutcome { plugin: pname.to_string(), from_version, to_version, sites: nsites, state })
+    }
+
+    fn event(&mut self, plugin: String, text: String) {
+        self.events.push(PluginEvent { at_ns: self.now[0], plugin, text });
+    }
+
+    /// Run `f` on the slot's instance with a fresh epoch deadline and the clocks set, then
+    /// collect the timers and events it asked for. An instance that failed before is
+    /// re-created first.
+    fn guarded<R>(
+        &mut self,
+        slot: usize,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        if self.slots[slot].live.is_none() {
+            self.recreate(slot);
+        }
+        let deadline = self.host.config().deadline_ticks.max(1);
+        let now = self.now;
+        let s = &mut self.slots[slot];
+        let Some(live) = s.live.as_mut() else {
+            return Err(CallError::Failed(FailureReason::Trap, "no instance (re-creating it failed)".into()));
+        };
+        {
+            let d = live.store.data_mut();
+            d.now_mono = now[0];
+            d.now_boot = now[1];
+        }
+        live.store.set_epoch_deadline(deadline);
+        let r = f(live);
+        let r = r.map_err(|e| {
+            let reason = classify(&e, live);
+            CallError::Failed(reason, describe_error(&e, deadline))
+        });
+        self.drain(slot);
+        r
+    }
+
+    /// Move the timers and events the slot's instance asked for into the runtime.
+    fn drain(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        let Some(live) = s.live.as_mut() else { return };
+        let d = live.store.data_mut();
+        let ops = std::mem::take(&mut d.ops);
+        let evs = std::mem::take(&mut d.events);
+        s.failures.dropped_events += std::mem::take(&mut d.dropped_events);
+        let name = s.name.to_string();
+        for op in ops {
+            match op {
+                TimerOp::Arm { key, clock, deadline } => {
+                    self.timers.arm((slot, key), u8::from(clock == Clock::Boottime), deadline)
+                }
+                TimerOp::Cancel { key } => self.timers.cancel((slot, key)),
+            }
+        }
+        for text in evs {
+            self.event(name.clone(), text);
+        }
+    }
+
+    /// Count and report a failure, drop the instance and create a new one (configure
+    /// replayed for its sites; its timers are gone with its state).
+    fn fail(&mut self, slot: usize, reason: FailureReason, msg: &str) -> PluginError {
+        let s = &mut self.slots[slot];
+        match reason {
+            FailureReason::Deadline => s.failures.deadline += 1,
+            FailureReason::MemoryLimit => s.failures.memory += 1,
+            FailureReason::Trap => s.failures.trap += 1,
+            FailureReason::Malformed => s.failures.malformed += 1,
+        }
+        let name = s.name.to_string();
+        let text = match reason {
+            FailureReason::Deadline => format!("plugin {name} hit its deadline: {msg}"),
+            FailureReason::MemoryLimit => format!("plugin {name} hit its memory limit: {msg}"),
+            FailureReason::Trap => format!("plugin {name} trapped: {msg}"),
+            FailureReason::Malformed => format!("plugin {name} returned a malformed result: {msg}"),
+        };
+        s.live = None;
+        self.event(name.clone(), text);
+        self.timers.clear_slot(slot);
+        self.recreate(slot);
+        PluginError::Call { plugin: name, reason, msg: msg.to_string() }
+    }
+
+    /// A new instance for the slot, with configure replayed for each of its sites. A site the
+    /// new instance refuses keeps its place and gets its fallback until it is configured again.
+    fn recreate(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        let name = s.name.clone();
+        match s.plugin.instantiate(name.clone(), self.set_fn.clone()) {
+            Ok(live) => {
+                s.live = Some(live);
+                s.failures.recreated += 1;
+            }
+            Err(e) => {
+                self.event(name.to_string(), format!("plugin {name} cannot be re-created: {e}"));
+                return;
+            }
+        }
+        let sites: Vec<(u32, ExtKind, Vec<String>)> = self
+            .sites
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.slot == slot).map(|s| (i as u32, s.kind, s.args.clone())))
+            .collect();
+        let deadline = self.host.config().deadline_ticks.max(1);
+        for (id, kind, args) in sites {
+            let Some(live) = self.slots[slot].live.as_mut() else { return };
+            live.store.set_epoch_deadline(deadline);
+            let r = live.bindings.wasp_plugin_plugin().call_configure(&mut live.store, id, wit_kind(kind), &args);
+            let msg = match r {
+                Ok(Ok(())) => continue,
+                Ok(Err(msg)) => msg,
+                Err(e) => {
+                    // A trap in configure while recovering: no instance until the next call.
+                    let msg = describe_error(&e, deadline);
+                    self.slots[slot].live = None;
+                    msg
+                }
+            };
+            self.event(name.to_string(), format!("plugin {name} re-created, use site {id} refused: {msg}"));
+        }
+    }
+
+    /// Check and fetch a site for a packet call.
+    fn call_site(&self, site: u32, want: &[ExtKind]) -> Option<(usize, Fallback)> {
+        let s = self.site(site)?;
+        want.contains(&s.kind).then_some((s.slot, s.fallback))
+    }
+}
+
+fn kind_name(k: ExtKind) -> &'static str {
+    match k {
+        ExtKind::Match => "a match",
+        ExtKind::Statement => "a statement",
+        ExtKind::Stateful => "a stateful expression",
+    }
+}
+
+fn classify(e: &wasmtime::Error, live: &mut Live) -> FailureReason {
+    if std::mem::take(&mut live.store.data_mut().limit.hit) {
+        return FailureReason::MemoryLimit;
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => FailureReason::Deadline,
+        Some(_) => FailureReason::Trap,
+        // Not a trap: e.g. a result that does not lift (a bad enum discriminant).
+        None => FailureReason::Malformed,
+    }
+}
+
+fn describe_error(e: &wasmtime::Error, ticks: u64) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => format!("interrupted after {ticks} epoch ticks"),
+        Some(t) => t.to_string(),
+        None => format!("{e}"),
+    }
+}
+
+/// Where the fallback goes when a call fails.
+fn fail_matches(out: &mut [bool], fallback: Fallback) {
+    // A match has no verdict of its own: fail closed is the engine's business (the site's
+    // fallback says drop); the answer here is "no match" either way.
+    let _ = fallback;
+    out.fill(false);
+}
+
+fn fail_apply(verdicts: &mut [ExtVerdict], fallback: Fallback) {
+    verdicts.fill(match fallback {
+        Fallback::Absent => ExtVerdict::Continue,
+        Fallback::Drop => ExtVerdict::Drop,
+    });
+}
+
+impl Extensions for Runtime {
+    fn matches(&mut self, site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Match]) else {
+            return fail_matches(out, Fallback::Absent);
+        };
+        if pkts.is_empty() {
+            return;
+        }
+        let (window, stride) = (self.slots[slot].plugin.info().window, self.slots[slot].stride);
+        let mut buf = std::mem::take(&mut self.buf);
+        pack::pack(&mut buf, pkts, window, stride);
+        let n = pkts.len() as u32;
+        let r = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_matches(&mut live.store, site, &buf, n, stride as u32)
+        });
+        self.buf = buf;
+        let r = match r {
+            Ok(res) => pack::check_matches(&res, out).map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
+            Err(e) => Err(e),
+        };
+        if let Err(CallError::Failed(reason, msg)) = r {
+            fail_matches(out, fallback);
+            self.fail(slot, reason, &format!("matches at use site {site}: {msg}"));
+        }
+    }
+
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        verdicts: &mut [ExtVerdict],
+        edits: &mut Vec<(usize, ExtEdit)>,
+    ) {
+        let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Statement, ExtKind::Stateful]) else {
+            return fail_apply(verdicts, Fallback::Absent);
+        };
+        if pkts.is_empty() {
+            return;
+        }
+        let (window, stride) = (self.slots[slot].plugin.info().window, self.slots[slot].stride);
+        let mut buf = std::mem::take(&mut self.buf);
+        pack::pack(&mut buf, pkts, window, stride);
+        let n = pkts.len() as u32;
+        let r = self.guarded(slot, |live| {
+            let b = &live.bindings;
+            b.wasp_plugin_plugin().call_apply(&mut live.store, site, &buf, n, stride as u32)
+        });
+        self.buf = buf;
+        let r = match r {
+            Ok(res) => pack::check_apply(&res.verdicts, res.edits, pkts, verdicts, edits)
+                .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
+            Err(e) => Err(e),
+        };
+        if let Err(CallError::Failed(reason, msg)) = r {
+            fail_apply(verdicts, fallback);
+            self.fail(slot, reason, &format!("apply at use site {site}: {msg}"));
+        }
+    }
+
+    fn advance(&mut self, now_ns: u64) {
+        self.advance_clocks(now_ns, now_ns);
+    }
+}

@@ -1,0 +1,192 @@
+//! Misbehaving guests are contained: an infinite loop, a memory bomb, a trap, too few
+//! results, an answer that is not 0/1, an out-of-bounds edit. Each call's packets get the
+//! use site's fallback, an event names the plugin and the reason, the failure is counted,
+//! the instance is re-created, and the next call works again (issue 4, "Tests").
+
+mod common;
+
+use common::{guest, host, pkt, runtime, site};
+use wasp_core::{ExtEdit, ExtKind, ExtVerdict, Extensions, Fallback};
+use wasp_plugin::{FailureCounts, PluginError, Runtime};
+
+const SHORT: [u8; 60] = [0x11; 60];
+const LONG: [u8; 150] = [0x22; 150];
+
+/// Site 0 is a well-behaved `ok` match; the answers for [60 B, 150 B] are [false, true].
+fn check_ok_site(rt: &mut Runtime) {
+    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    let mut out = [true, false];
+    rt.matches(0, &pkts, &mut out);
+    assert_eq!(out, [false, true]);
+}
+
+/// Sets up site 0 `ok` and site 1 in `mode`, checks that calling site 1 fails with an event
+/// starting with `event` and the counter `which` going up, twice, and that site 0 works after
+/// each failure.
+fn contained(mode: &str, kind: ExtKind, event: &str, which: fn(&FailureCounts) -> u64) {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = runtime(&host, &p);
+    assert_eq!(rt.configure(&site(0, "probe", &["ok"], Fallback::Absent)), Ok(ExtKind::Match));
+    assert_eq!(rt.configure(&site(1, "probe", &[mode], Fallback::Drop)), Ok(kind));
+    check_ok_site(&mut rt);
+    rt.take_events();
+    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    for round in 1..=2u64 {
+        match kind {
+            ExtKind::Match => {
+                let mut out = [true; 3];
+                rt.matches(1, &pkts, &mut out);
+                assert_eq!(out, [false; 3], "{mode}: a failed match answers false");
+            }
+            _ => {
+                let mut v = [ExtVerdict::Accept; 3];
+                let mut edits = Vec::new();
+                rt.apply(1, &pkts, &mut v, &mut edits);
+                assert_eq!(v, [ExtVerdict::Drop; 3], "{mode}: fallback drop");
+                assert!(edits.is_empty(), "{mode}: no edit from a failed call");
+            }
+        }
+        let events = rt.take_events();
+        assert_eq!(events.len(), 1, "{mode}: {events:?}");
+        assert!(events[0].text.starts_with(event), "{mode}: {:?}", events[0].text);
+        assert_eq!(events[0].plugin, "probe");
+        let f = rt.failures("probe");
+        assert_eq!(which(&f), round, "{mode}: {f:?}");
+        assert_eq!(f.recreated, round);
+        check_ok_site(&mut rt);
+    }
+}
+
+#[test]
+fn infinite_loop_hits_the_deadline() {
+    contained("loop", ExtKind::Match, "plugin probe hit its deadline: matches at use site 1: interrupted", |f| f.deadline);
+}
+
+#[test]
+fn memory_bomb_hits_the_limit() {
+    contained("bomb", ExtKind::Match, "plugin probe hit its memory limit: matches at use site 1", |f| f.memory);
+}
+
+#[test]
+fn trap_is_contained() {
+    contained("trap", ExtKind::Match, "plugin probe trapped: matches at use site 1: wasm trap", |f| f.trap);
+}
+
+#[test]
+fn too_few_results_are_malformed() {
+    contained(
+        "short",
+        ExtKind::Match,
+        "plugin probe returned a malformed result: matches at use site 1: 2 answers for 3 packets",
+        |f| f.malformed,
+    );
+}
+
+#[test]
+fn an_answer_of_two_is_malformed() {
+    contained(
+        "badbyte",
+        ExtKind::Match,
+        "plugin probe returned a malformed result: matches at use site 1: answer 2 for packet 0",
+        |f| f.malformed,
+    );
+}
+
+#[test]
+fn out_of_bounds_edit_is_malformed() {
+    contained(
+        "oob",
+        ExtKind::Statement,
+        "plugin probe returned a malformed result: apply at use site 1: edit 0 of packet 0 at offset 60 is out of its 60-byte frame",
+        |f| f.malformed,
+    );
+}
+
+#[test]
+fn statement_trap_continues_with_fallback_absent() {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = runtime(&host, &p);
+    assert_eq!(rt.configure(&site(2, "probe", &["strap"], Fallback::Absent)), Ok(ExtKind::Statement));
+    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    let mut v = [ExtVerdict::Drop; 2];
+    rt.apply(2, &pkts, &mut v, &mut Vec::new());
+    assert_eq!(v, [ExtVerdict::Continue; 2]);
+    assert_eq!(rt.failures("probe").trap, 1);
+    let ev = rt.take_events();
+    assert!(ev[0].text.starts_with("plugin probe trapped: apply at use site 2: wasm trap"), "{ev:?}");
+}
+
+#[test]
+fn configure_errors_carry_the_plugins_message() {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = runtime(&host, &p);
+    assert_eq!(
+        rt.configure(&site(0, "probe", &["fail"], Fallback::Absent)),
+        Err("as a match: probe: mode \"fail\" is refused; as a statement: probe: mode \"fail\" is refused".into())
+    );
+    assert_eq!(
+        rt.configure(&site(0, "nope", &[], Fallback::Absent)),
+        Err("no plugin named \"nope\"".into())
+    );
+    // Refused as a match, taken as a statement.
+    assert_eq!(rt.configure(&site(0, "probe", &["stmt"], Fallback::Absent)), Ok(ExtKind::Statement));
+    assert_eq!(rt.site_kind(0), Some(ExtKind::Statement));
+    // A refused site is not configured: its calls get the fallback without calling the plugin.
+    let mut out = [true];
+    rt.matches(5, &[pkt(&LONG, 0, 0, 0)], &mut out);
+    assert_eq!(out, [false]);
+    assert_eq!(rt.failures("probe"), FailureCounts::default());
+}
+
+#[test]
+fn statement_verdicts_edits_and_events() {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = runtime(&host, &p);
+    assert_eq!(rt.configure(&site(0, "probe", &["edit"], Fallback::Absent)), Ok(ExtKind::Statement));
+    // `ok` is taken as a match first; as a statement it is only reachable through a plugin
+    // that offers no match, so check `ok` as a match and `edit` as a statement.
+    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    let mut v = [ExtVerdict::Drop; 2];
+    let mut edits = Vec::new();
+    rt.apply(0, &pkts, &mut v, &mut edits);
+    assert_eq!(v, [ExtVerdict::Continue; 2]);
+    let set = ExtEdit::Set { offset: 0, data: vec![0xaa] };
+    assert_eq!(edits, vec![(0, set.clone()), (1, set)]);
+    assert_eq!(rt.failures("probe"), FailureCounts::default());
+}
+
+#[test]
+fn set_contains_goes_through_the_embedders_lookup() {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = Runtime::new(&host);
+    rt.set_lookup(std::sync::Arc::new(|plugin: &str, set: &str, key: &[u8]| {
+        plugin == "probe" && set == "allowed" && key == [1, 2, 3, 4]
+    }));
+    rt.add("probe", &p).unwrap();
+    assert_eq!(rt.configure(&site(0, "probe", &["set"], Fallback::Absent)), Ok(ExtKind::Match));
+    let a = [1u8, 2, 3, 4, 5, 6];
+    let b = [1u8, 2, 3, 5, 5, 6];
+    let mut out = [false, true];
+    rt.matches(0, &[pkt(&a, 0, 0, 0), pkt(&b, 0, 0, 0)], &mut out);
+    assert_eq!(out, [true, false]);
+}
+
+#[test]
+fn load_errors_name_the_file() {
+    let host = host();
+    let e = host.load("/nonexistent/x.wasm").unwrap_err();
+    assert!(matches!(e, PluginError::Read { .. }), "{e}");
+    assert!(e.to_string().starts_with("/nonexistent/x.wasm: cannot read: "), "{e}");
+    let e = host.load_bytes("junk.wasm", b"not wasm").unwrap_err();
+    assert!(matches!(e, PluginError::Compile { .. }), "{e}");
+    assert!(e.to_string().starts_with("junk.wasm: not a valid WebAssembly component: "), "{e}");
+    // A core module is not a component of the world.
+    let core = b"\0asm\x01\0\0\0";
+    let e = host.load_bytes("core.wasm", core).unwrap_err();
+    assert!(e.to_string().starts_with("core.wasm: "), "{e}");
+}
