@@ -359,6 +359,39 @@ impl AclRule {
     }
 }
 
+/// An adversarial set for the field index next to the selftest's: the cross product of
+/// `n` address ranges and `n` port ranges (`ipv4_addr . inet_service`, element `a * n + b`:
+/// `10.0.a.0 - 10.0.a.200 . 1000b+1 - 1000b+500`). Every range of either field is shared by
+/// `n` elements, so no field narrows a key down to a few candidates. As (start, end) keys.
+pub fn cross_product(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for a in 0..n {
+        for b in 0..n {
+            let net = 0x0a00_0000 + (a << 8);
+            let port = (b * 1000 + 1) as u16;
+            let s = [&net.to_be_bytes()[..], &port.to_be_bytes()].concat();
+            let e = [&(net + 200).to_be_bytes()[..], &(port + 499).to_be_bytes()].concat();
+            out.push((s, e));
+        }
+    }
+    out
+}
+
+/// `n` probe keys spread over `els` (each an element's start or end key, xorshift order as
+/// `wasp_sets::perfcases::Case::probes`), packed back to back.
+pub fn spread_probes(els: &[(Vec<u8>, Vec<u8>)], n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (s, e) = &els[(x % els.len() as u64) as usize];
+        out.extend_from_slice(if x & 1 == 0 { s } else { e });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,8 @@
 //! (`IntervalSet`), pipapo 4-bit only, pipapo with the 8/4 switch (both scalar), AVX2,
 //! AVX-512 and batched (best variant, 64 keys per call), and the field index
 //! (`Pipapo::build_index`: `lookup_index` one key per call, `lookup_batch_index` 64 keys per
-//! call); then memory per element
+//! call), also on a 32 x 32 cross product of ranges (every key falls back from the index to
+//! pipapo); then memory per element
 //! (`table_bytes() / elements`) and the time to insert `ip saddr . tcp dport` range elements
 //! in one transaction (the kernel needs about 42 s for 800 000).
 //!
@@ -17,6 +18,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use wasp_perf::acl::{cross_product, spread_probes};
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
 use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, Shared};
@@ -101,6 +103,19 @@ fn insert_time(n: usize) -> (f64, f64, usize) {
     (t.elapsed().as_secs_f64(), cpu, shared.load().len())
 }
 
+/// Elements as (start key, end key).
+type Elements = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A pipapo set of `els` (every element accepted).
+fn build(lens: &[usize], els: &[(Vec<u8>, Vec<u8>)], policy: GroupPolicy) -> Pipapo {
+    let mut p = Pipapo::with_policy(lens, policy).expect("valid widths");
+    for (s, e) in els {
+        p.insert(elem(s, e), InsertMode::Create, 0)
+            .expect("disjoint elements");
+    }
+    p
+}
+
 fn main() {
     let arg = |i: usize, d: u64| {
         std::env::args()
@@ -119,16 +134,23 @@ fn main() {
         " {:>9}   (ns/lookup Mlookups/s; median of {rounds})",
         "B/elem"
     );
-    for case in CASES {
-        let auto = case.build(GroupPolicy::Auto);
+    // The selftest's cases (entries as the selftest counts them), then an adversarial set
+    // for the field index: a 32 x 32 cross product of ranges, where every key falls back to
+    // pipapo.
+    let mut sets: Vec<(String, u64, Vec<usize>, Elements)> = CASES
+        .iter()
+        .map(|c| (c.name.to_string(), c.entries, c.field_lens(), c.elements()))
+        .collect();
+    sets.push(("cross 32x32".into(), 1024, vec![4, 2], cross_product(32)));
+    for (name, entries, lens, els) in sets {
+        let auto = build(&lens, &els, GroupPolicy::Auto);
         let mut indexed = auto.clone();
         let t = Instant::now();
         indexed.build_index();
         let index_ms = t.elapsed().as_secs_f64() * 1e3;
-        let four = case.build(GroupPolicy::Fixed4);
-        let keys = case.probes(KEYS);
+        let four = build(&lens, &els, GroupPolicy::Fixed4);
+        let keys = spread_probes(&els, KEYS);
         let kl = auto.key_len();
-        let els = case.elements();
         // Hash: the same keys as exact elements (every element's start and end key).
         let mut hash = ExactSet::new(kl);
         for (i, (s, e)) in els.iter().enumerate() {
@@ -136,7 +158,7 @@ fn main() {
             hash.insert(e, i as u32);
         }
         // Interval: the first field's ranges only.
-        let l0 = case.fields[0].width();
+        let l0 = lens[0];
         let mut iv: IntervalSet = IntervalSet::new(l0).expect("valid width");
         for (s, e) in &els {
             // Some cases repeat a first-field range (proto); those are the same element.
@@ -190,7 +212,7 @@ fn main() {
                 hits
             }));
         }
-        print!("{:<20} {:>6}", case.name, case.entries);
+        print!("{name:<20} {entries:>6}");
         for s in samples {
             let ns = median(s);
             print!(" {ns:6.1} {:5.1}", 1e3 / ns);

@@ -175,22 +175,20 @@ pub struct Index {
     key_len: usize,
     primary: Span,
     search: Search,
-    /// Entry per interval (`Narrow` and `Wide`): [`EMPTY`], rank `<< 2 | TAG_ONE`, list
+    /// Entry per interval (`Narrow` and `Wide`): [`EMPTY`], handle `<< 2 | TAG_ONE`, list
     /// offset `<< 2 | TAG_LIST` or [`FALLBACK`].
     entries: Box<[u32]>,
-    /// Candidate lists: length, then ranks ascending.
+    /// Candidate lists: length, then handles, oldest first.
     lists: Box<[u32]>,
     /// The fields other than the primary one, checked per candidate.
     verify: Box<[Check]>,
     /// Words per element record (a power of two up to 8, else a multiple of 8): the expiry
     /// (`u64::MAX` for never), then every `verify` field's bounds.
     stride: usize,
-    /// Element records by rank from word `rec_at` on (records aligned to 64 bytes when the
-    /// allocation is).
+    /// Element records by handle from word `rec_at` on (records aligned to 64 bytes when
+    /// the allocation is; free slab slots have a zero record, never read).
     recs: Box<[u64]>,
     rec_at: usize,
-    /// Element handle by rank.
-    handles: Box<[u32]>,
     /// Intervals of the primary field.
     intervals: usize,
 }
@@ -211,7 +209,9 @@ impl Index {
         let nf = spans.len();
         let handles: Vec<ElemHandle> = p.handles().collect();
         let n = handles.len();
-        if n >= 1 << 30 {
+        // Handles go into 30-bit entries; records are indexed by handle.
+        let slots = handles.iter().map(|h| h.0 as usize + 1).max().unwrap_or(0);
+        if slots > 1 << 30 {
             return None;
         }
         // Numeric bounds per element and field.
@@ -288,9 +288,11 @@ impl Index {
             }
             let ent = match active.len() {
                 0 => EMPTY,
-                1 => active.first().map_or(EMPTY, |&r| (r << 2) | TAG_ONE),
+                1 => active
+                    .first()
+                    .map_or(EMPTY, |&r| (handles[r as usize].0 << 2) | TAG_ONE),
                 l if l <= MAX_CANDIDATES => {
-                    let key: Vec<u32> = active.iter().copied().collect();
+                    let key: Vec<u32> = active.iter().map(|&r| handles[r as usize].0).collect();
                     let off = *dedup.entry(key).or_insert_with_key(|k| {
                         let off = lists.len() as u32;
                         lists.push(k.len() as u32);
@@ -360,18 +362,18 @@ impl Index {
         } else {
             words.div_ceil(8) * 8
         };
-        let mut recs = vec![0u64; n * stride + 8];
+        let mut recs = vec![0u64; slots * stride + 8];
         // Start the records on a 64-byte boundary of this allocation.
         let rec_at = (8 - (recs.as_ptr() as usize / 8) % 8) % 8;
-        for r in 0..n {
-            let rec = &mut recs[rec_at + r * stride..rec_at + (r + 1) * stride];
+        for (r, h) in handles.iter().enumerate() {
+            let at = rec_at + h.0 as usize * stride;
+            let rec = &mut recs[at..at + stride];
             rec[0] = expires[r];
             for (f, c) in &verify {
                 c.store(rec, lo[r * nf + f], hi[r * nf + f]);
             }
         }
         let verify: Box<[Check]> = verify.into_iter().map(|(_, c)| c).collect();
-        let handles: Box<[u32]> = handles.iter().map(|h| h.0).collect();
         Some(Index {
             key_len: p.key_len(),
             primary: spans[primary],
@@ -382,7 +384,6 @@ impl Index {
             stride,
             recs: recs.into(),
             rec_at,
-            handles,
             intervals,
         })
     }
@@ -394,11 +395,7 @@ impl Index {
             Search::Narrow(r) => r.bytes(),
             Search::Wide(r) => r.bytes(),
         };
-        search
-            + self.entries.len() * 4
-            + self.lists.len() * 4
-            + self.recs.len() * 8
-            + self.handles.len() * 4
+        search + self.entries.len() * 4 + self.lists.len() * 4 + self.recs.len() * 8
     }
 
     /// Key offset and width of the primary field.
@@ -436,21 +433,16 @@ impl Index {
         self.entries.get(i).copied().unwrap_or(FALLBACK)
     }
 
-    /// Candidate `rank`'s handle when it is live at `now` and contains `key` in every
-    /// non-primary field.
+    /// Candidate `h` when it is live at `now` and contains `key` in every non-primary field.
     #[inline(always)]
-    fn check(&self, rank: u32, key: &[u8], now: u64) -> Option<ElemHandle> {
-        let base = self.rec_at + rank as usize * self.stride;
+    fn check(&self, h: u32, key: &[u8], now: u64) -> Option<ElemHandle> {
+        let base = self.rec_at + h as usize * self.stride;
         let rec = self.recs.get(base..base + self.stride)?;
         let mut ok = now < rec[0];
         for c in self.verify.iter() {
             ok &= c.contains(rec, read(key, c.span));
         }
-        if ok {
-            self.handles.get(rank as usize).map(|&h| ElemHandle(h))
-        } else {
-            None
-        }
+        ok.then_some(ElemHandle(h))
     }
 
     /// The answer for entry `e`.
@@ -461,8 +453,8 @@ impl Index {
             TAG_LIST => {
                 let off = (e >> 2) as usize;
                 let len = self.lists.get(off).copied().unwrap_or(0) as usize;
-                let ranks = self.lists.get(off + 1..off + 1 + len).unwrap_or(&[]);
-                Probe::Found(ranks.iter().find_map(|&r| self.check(r, key, now)))
+                let hs = self.lists.get(off + 1..off + 1 + len).unwrap_or(&[]);
+                Probe::Found(hs.iter().find_map(|&h| self.check(h, key, now)))
             }
             TAG_FALLBACK => Probe::Fallback,
             _ => Probe::Found(None),
@@ -647,14 +639,10 @@ impl<X: Clone> Pipapo<X> {
         let Some(ix) = self.index.as_deref() else {
             return self.lookup_batch_variant(Variant::best(), keys, now, out);
         };
-        let kl = self.key_len;
-        out.fill(None);
-        if kl == 0 {
-            return;
-        }
-        let n = out.len().min(keys.len() / kl);
-        for (i, o) in out.iter_mut().enumerate().take(n) {
-            let k = &keys[i * kl..(i + 1) * kl];
+        let kl = self.key_len.max(1);
+        let (head, tail) = out.split_at_mut(out.len().min(keys.len() / kl));
+        tail.fill(None);
+        for (o, k) in head.iter_mut().zip(keys.chunks_exact(kl)) {
             *o = match ix.probe(k, now) {
                 Probe::Found(r) => r,
                 Probe::Fallback => self.lookup_variant(Variant::best(), k, now),

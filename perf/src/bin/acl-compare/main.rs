@@ -8,6 +8,9 @@
 //! every probe key with one bit flipped is classified by all three, and the matched element
 //! compared with pipapo's (the `disagree` column, must be 0).
 //!
+//! A last row runs the same on an adversarial set for the index (`acl::cross_product(32)`:
+//! every key falls back to pipapo).
+//!
 //! `cargo run --release -p wasp-perf --features dpdk --bin acl-compare [KEYS [ROUNDS]]`
 //! (default 10 000 000 keys, 5 rounds). Needs `libdpdk-dev`; EAL runs with `--no-huge
 //! --no-pci --no-shconf` (no hugepages, devices or shared files) and a 512-bit SIMD width.
@@ -18,10 +21,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ffi::{Acl, Alg, Inputs};
-use wasp_perf::acl::AclLayout;
+use wasp_perf::acl::{AclLayout, cross_product, spread_probes};
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
-use wasp_sets::{ElemHandle, Pipapo};
+use wasp_sets::{ElemHandle, InsertMode, NewElem, Pipapo};
 
 /// Distinct probe keys, cycled through in a run.
 const POOL: usize = 16384;
@@ -61,6 +64,9 @@ fn best(cands: Vec<(&'static str, Vec<f64>)>) -> (f64, &'static str) {
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .unwrap_or((f64::NAN, "-"))
 }
+
+/// Elements as (start key, end key).
+type Elements = Vec<(Vec<u8>, Vec<u8>)>;
 
 fn wasp_single(p: &Pipapo, v: Variant, keys: &[u8], start: usize, n: usize) -> usize {
     let kl = p.key_len();
@@ -106,17 +112,38 @@ fn main() {
          pipapo b64 | index b64 | rte_acl b1 | pipapo b1 | index b1 | disagree |"
     );
     println!("|---|---:|---:|---:|---|---|---|---|---|---|---:|");
-    for (ci, case) in CASES.iter().enumerate() {
-        let els = case.elements();
-        let pip = case.build(GroupPolicy::Auto);
+    // The selftest's cases, then an adversarial one for the field index (every key falls
+    // back to pipapo).
+    let mut sets: Vec<(String, Vec<usize>, Elements, Pipapo)> = CASES
+        .iter()
+        .map(|c| {
+            let p = c.build(GroupPolicy::Auto);
+            (c.name.to_string(), c.field_lens(), c.elements(), p)
+        })
+        .collect();
+    let cross = cross_product(32);
+    let mut p = Pipapo::new(&[4, 2]).expect("valid");
+    for (s, e) in &cross {
+        let elem = NewElem {
+            start: s,
+            end: Some(e),
+            data: 0,
+            expires: None,
+            ext: (),
+        };
+        p.insert(elem, InsertMode::Create, 0)
+            .expect("disjoint elements");
+    }
+    sets.push(("cross 32x32 net,port".into(), vec![4, 2], cross, p));
+    for (ci, (name, lens, els, pip)) in sets.iter().enumerate() {
         let kl = pip.key_len();
-        let layout = AclLayout::new(&case.field_lens());
-        let rules = layout.rules(&els);
+        let layout = AclLayout::new(lens);
+        let rules = layout.rules(els);
         let t = Instant::now();
         let mut acl = match Acl::build(&format!("case{ci}"), &layout, &rules) {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("acl-compare: {}: {e}", case.name);
+                eprintln!("acl-compare: {name}: {e}");
                 std::process::exit(1);
             }
         };
@@ -125,7 +152,7 @@ fn main() {
         let t = Instant::now();
         ixp.build_index();
         let index_ms = t.elapsed().as_secs_f64() * 1e3;
-        let keys = case.probes(POOL);
+        let keys = spread_probes(els, POOL);
         let inputs = Inputs::new(&layout, &keys);
         assert_eq!(inputs.len(), POOL);
         let algs: Vec<(Alg, &str)> = ALGS.into_iter().filter(|(a, _)| acl.set_alg(*a)).collect();
@@ -189,8 +216,7 @@ fn main() {
                     }));
                 }
                 for (wi, &(v, _)) in wasp_variants.iter().enumerate() {
-                    wasp_s[bi][2 * wi]
-                        .push(run(total, b, |s, n| wasp_single(&pip, v, &keys, s, n)));
+                    wasp_s[bi][2 * wi].push(run(total, b, |s, n| wasp_single(pip, v, &keys, s, n)));
                     wasp_s[bi][2 * wi + 1].push(run(total, b, |s, n| {
                         pip.lookup_batch_variant(
                             v,
@@ -233,7 +259,7 @@ fn main() {
         let cell = |(ns, name): (f64, &str)| format!("{ns:.1} ({name})");
         let mut row = format!(
             "| {} ({}) | {} | {build_ms:.1} | {index_ms:.1} |",
-            case.name,
+            name,
             els.len(),
             rules.len()
         );
