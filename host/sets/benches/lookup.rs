@@ -1,5 +1,6 @@
 //! Pipapo lookup cost on the kernel selftest's performance cases (research note §6): per case,
-//! scalar with 4-bit groups only, scalar with the 8/4 switch, AVX2, AVX-512 and batched.
+//! scalar with 4-bit groups only, scalar with the 8/4 switch, AVX2, AVX-512, batched, and the
+//! field index (`Pipapo::build_index`) one key per call and batched.
 //! Each iteration looks up 1024 keys; criterion reports elements (lookups) per second.
 
 use std::hint::black_box;
@@ -44,6 +45,28 @@ fn lookups(c: &mut Criterion) {
                 let mut hits = 0usize;
                 for chunk in keys.chunks(64 * kl) {
                     auto.lookup_batch(black_box(chunk), 0, &mut out);
+                    hits += out.iter().filter(|x| x.is_some()).count();
+                }
+                hits
+            })
+        });
+        let mut indexed = auto.clone();
+        indexed.build_index();
+        g.bench_function("index", |b| {
+            b.iter(|| {
+                let mut hits = 0usize;
+                for k in keys.chunks_exact(kl) {
+                    hits += usize::from(indexed.lookup_index(black_box(k), 0).is_some());
+                }
+                hits
+            })
+        });
+        g.bench_function("index-batched", |b| {
+            let mut out = vec![None; 64];
+            b.iter(|| {
+                let mut hits = 0usize;
+                for chunk in keys.chunks(64 * kl) {
+                    indexed.lookup_batch_index(black_box(chunk), 0, &mut out);
                     hits += out.iter().filter(|x| x.is_some()).count();
                 }
                 hits
