@@ -11,7 +11,8 @@ use std::process::Command;
 /// The guest workspaces, as (label, directory relative to the repository root). The label names
 /// the output directory: `plugins` is [`plugin_dir`](../src/lib.rs), `tests-guests` holds the
 /// test guests. Add a line here for a new guest workspace.
-const GUEST_WORKSPACES: &[(&str, &str)] = &[("plugins", "plugins")];
+const GUEST_WORKSPACES: &[(&str, &str)] =
+    &[("plugins", "plugins"), ("tests-guests", "tests/guests")];
 
 /// Inputs outside the workspaces that the guests build from (the SDK, the WIT contract).
 const SHARED_INPUTS: &[&str] = &["sdk/rust", "wit"];
