@@ -18,8 +18,14 @@ pub(crate) const MAX_PENDING_EVENTS: usize = 4096;
 /// A timer request made by the guest during a call, applied by the runtime after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TimerOp {
-    Arm { key: u64, clock: Clock, deadline: u64 },
-    Cancel { key: u64 },
+    Arm {
+        key: u64,
+        clock: Clock,
+        deadline: u64,
+    },
+    Cancel {
+        key: u64,
+    },
 }
 
 /// The embedder's look-up for `set-contains`: (plugin name, set name, key bytes).
@@ -78,7 +84,10 @@ impl StoreState {
             events: Vec::new(),
             dropped_events: 0,
             set_fn,
-            limit: MemLimit { max: max_memory, hit: false },
+            limit: MemLimit {
+                max: max_memory,
+                hit: false,
+            },
         }
     }
 }
@@ -96,7 +105,11 @@ impl wasp::plugin::host::Host for StoreState {
 
     fn timer_arm(&mut self, key: u64, clock: Clock, deadline_ns: u64) {
         if self.ops.len() < 1 << 16 {
-            self.ops.push(TimerOp::Arm { key, clock, deadline: deadline_ns });
+            self.ops.push(TimerOp::Arm {
+                key,
+                clock,
+                deadline: deadline_ns,
+            });
         }
     }
 

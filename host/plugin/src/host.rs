@@ -97,7 +97,13 @@ impl PluginHost {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        Ok(PluginHost { inner: Arc::new(HostInner { engine, config, _ticker: Ticker { stop } }) })
+        Ok(PluginHost {
+            inner: Arc::new(HostInner {
+                engine,
+                config,
+                _ticker: Ticker { stop },
+            }),
+        })
     }
 
     /// The limits this host was made with.
@@ -124,17 +130,25 @@ impl PluginHost {
     pub fn load_bytes(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<Plugin, PluginError> {
         let path = path.as_ref().to_path_buf();
         let t0 = Instant::now();
-        let component = Component::new(&self.inner.engine, bytes)
-            .map_err(|e| PluginError::Compile { path: path.clone(), msg: format!("{e:#}") })?;
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|e| PluginError::Compile {
+                path: path.clone(),
+                msg: format!("{e:#}"),
+            })?;
         let compile_time = t0.elapsed();
-        let world = |e: wasmtime::Error| PluginError::World { path: path.clone(), msg: format!("{e:#}") };
+        let world = |e: wasmtime::Error| PluginError::World {
+            path: path.clone(),
+            msg: format!("{e:#}"),
+        };
         let mut linker: Linker<StoreState> = Linker::new(&self.inner.engine);
         WaspPlugin::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(
             &mut linker,
             |s| s,
         )
         .map_err(world)?;
-        linker.define_unknown_imports_as_traps(&component).map_err(world)?;
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(world)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(world)?;
         let pre = WaspPluginPre::new(instance_pre).map_err(world)?;
         let mut plugin = Plugin {
@@ -146,8 +160,13 @@ impl PluginHost {
                 compile_time,
             }),
         };
-        let describe = |msg: String| PluginError::Describe { path: path.clone(), msg };
-        let mut live = plugin.instantiate("?".into(), None).map_err(|e| describe(e.to_string()))?;
+        let describe = |msg: String| PluginError::Describe {
+            path: path.clone(),
+            msg,
+        };
+        let mut live = plugin
+            .instantiate("?".into(), None)
+            .map_err(|e| describe(e.to_string()))?;
         let info = live
             .bindings
             .wasp_plugin_plugin()
@@ -161,7 +180,10 @@ impl PluginHost {
             return Err(describe("no kind".into()));
         }
         if info.window > 1514 {
-            return Err(describe(format!("window of {} bytes (at most 1514)", info.window)));
+            return Err(describe(format!(
+                "window of {} bytes (at most 1514)",
+                info.window
+            )));
         }
         let info = PluginInfo {
             name: info.name,
@@ -211,7 +233,10 @@ pub struct Plugin {
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("path", &self.inner.path).field("info", &self.inner.info).finish()
+        f.debug_struct("Plugin")
+            .field("path", &self.inner.path)
+            .field("info", &self.inner.info)
+            .finish()
     }
 }
 
@@ -245,20 +270,31 @@ impl Plugin {
 
     /// Create one instance (for benchmarks: instantiate time); dropped at once.
     pub fn instantiate_once(&self) -> Result<(), PluginError> {
-        self.instantiate(self.inner.info.name.as_str().into(), None).map(drop)
+        self.instantiate(self.inner.info.name.as_str().into(), None)
+            .map(drop)
     }
 
-    pub(crate) fn instantiate(&self, name: Arc<str>, set_fn: Option<SetFn>) -> Result<Live, PluginError> {
+    pub(crate) fn instantiate(
+        &self,
+        name: Arc<str>,
+        set_fn: Option<SetFn>,
+    ) -> Result<Live, PluginError> {
         let host = &self.inner.host.inner;
-        let mut store = Store::new(&host.engine, StoreState::new(name.clone(), host.config.max_memory, set_fn));
+        let mut store = Store::new(
+            &host.engine,
+            StoreState::new(name.clone(), host.config.max_memory, set_fn),
+        );
         store.limiter(|s| &mut s.limit);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(host.config.deadline_ticks.max(1));
-        let bindings = self
-            .inner
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| PluginError::Instantiate { plugin: name.to_string(), msg: format!("{e:#}") })?;
+        let bindings =
+            self.inner
+                .pre
+                .instantiate(&mut store)
+                .map_err(|e| PluginError::Instantiate {
+                    plugin: name.to_string(),
+                    msg: format!("{e:#}"),
+                })?;
         Ok(Live { store, bindings })
     }
 }

@@ -28,6 +28,5 @@ mod timers;
 pub use error::{FailureReason, PluginError};
 pub use host::{HostConfig, Plugin, PluginHost, PluginInfo};
 pub use runtime::{
-    FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle,
-    SwapOutcome,
+    FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle, SwapOutcome,
 };

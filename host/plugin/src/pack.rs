@@ -47,7 +47,10 @@ pub(crate) fn check_matches(res: &[u8], out: &mut [bool]) -> Result<(), String> 
         return Err(format!("{} answers for {} packets", res.len(), out.len()));
     }
     if let Some(i) = res.iter().position(|b| *b > 1) {
-        return Err(format!("answer {} for packet {i} (0 or 1 expected)", res[i]));
+        return Err(format!(
+            "answer {} for packet {i} (0 or 1 expected)",
+            res[i]
+        ));
     }
     for (o, r) in out.iter_mut().zip(res) {
         *o = *r == 1;
@@ -66,7 +69,11 @@ pub(crate) fn check_apply(
     edits: &mut Vec<(usize, ExtEdit)>,
 ) -> Result<(), String> {
     if verdicts_in.len() != pkts.len() {
-        return Err(format!("{} verdicts for {} packets", verdicts_in.len(), pkts.len()));
+        return Err(format!(
+            "{} verdicts for {} packets",
+            verdicts_in.len(),
+            pkts.len()
+        ));
     }
     let mut lens: Vec<u64> = Vec::new();
     if !edits_in.is_empty() {
@@ -75,13 +82,20 @@ pub(crate) fn check_apply(
     for (n, e) in edits_in.iter().enumerate() {
         let i = e.packet as usize;
         let Some(len) = lens.get_mut(i) else {
-            return Err(format!("edit {n} names packet {} of {}", e.packet, pkts.len()));
+            return Err(format!(
+                "edit {n} names packet {} of {}",
+                e.packet,
+                pkts.len()
+            ));
         };
         let off = u64::from(e.offset);
         let (ok, new_len) = match &e.op {
             EditOp::Set(d) => (off + d.len() as u64 <= *len, *len),
             EditOp::Insert(d) => (off <= *len, *len + d.len() as u64),
-            EditOp::Remove(c) => (off + u64::from(*c) <= *len, len.saturating_sub(u64::from(*c))),
+            EditOp::Remove(c) => (
+                off + u64::from(*c) <= *len,
+                len.saturating_sub(u64::from(*c)),
+            ),
         };
         if !ok || new_len > MAX_FRAME {
             return Err(format!(
@@ -160,16 +174,47 @@ mod tests {
         let f = [0u8; 20];
         let pkts = [pkt(&f)];
         let (mut v, mut e) = ([ExtVerdict::Drop], Vec::new());
-        let set = |off, n| Edit { packet: 0, offset: off, op: EditOp::Set(vec![0; n]) };
+        let set = |off, n| Edit {
+            packet: 0,
+            offset: off,
+            op: EditOp::Set(vec![0; n]),
+        };
         assert!(check_apply(&[Verdict::Accept], vec![set(19, 2)], &pkts, &mut v, &mut e).is_err());
-        assert!(check_apply(&[Verdict::Accept], vec![Edit { packet: 1, ..set(0, 1) }], &pkts, &mut v, &mut e).is_err());
+        assert!(
+            check_apply(
+                &[Verdict::Accept],
+                vec![Edit {
+                    packet: 1,
+                    ..set(0, 1)
+                }],
+                &pkts,
+                &mut v,
+                &mut e
+            )
+            .is_err()
+        );
         // An insert makes room for a later set past the old end.
-        let ins = Edit { packet: 0, offset: 20, op: EditOp::Insert(vec![9; 4]) };
+        let ins = Edit {
+            packet: 0,
+            offset: 20,
+            op: EditOp::Insert(vec![9; 4]),
+        };
         assert!(e.is_empty() && v == [ExtVerdict::Drop]);
-        check_apply(&[Verdict::Accept], vec![ins, set(22, 2)], &pkts, &mut v, &mut e).unwrap();
+        check_apply(
+            &[Verdict::Accept],
+            vec![ins, set(22, 2)],
+            &pkts,
+            &mut v,
+            &mut e,
+        )
+        .unwrap();
         assert_eq!(v, [ExtVerdict::Accept]);
         assert_eq!(e.len(), 2);
-        let rm = Edit { packet: 0, offset: 10, op: EditOp::Remove(11) };
+        let rm = Edit {
+            packet: 0,
+            offset: 10,
+            op: EditOp::Remove(11),
+        };
         assert!(check_apply(&[Verdict::Accept], vec![rm], &pkts, &mut v, &mut e).is_err());
     }
 }

@@ -2,9 +2,9 @@
 //! timers, events, and hot swap.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use wasmtime::Trap;
 use wasp_core::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
@@ -89,7 +89,11 @@ pub struct SwapOutcome {
     pub state: StateMove,
 }
 
-type SwapRequest = (String, Plugin, mpsc::Sender<Result<SwapOutcome, PluginError>>);
+type SwapRequest = (
+    String,
+    Plugin,
+    mpsc::Sender<Result<SwapOutcome, PluginError>>,
+);
 
 /// Asks a [`Runtime`] on another thread to swap a plugin: the request is applied at the
 /// runtime's next vector boundary (its next `advance`), and the result comes back on the
@@ -101,7 +105,11 @@ pub struct SwapHandle {
 
 impl SwapHandle {
     /// Queue a swap of `name` to `new` (already loaded: compiled off the packet path).
-    pub fn request(&self, name: &str, new: Plugin) -> mpsc::Receiver<Result<SwapOutcome, PluginError>> {
+    pub fn request(
+        &self,
+        name: &str,
+        new: Plugin,
+    ) -> mpsc::Receiver<Result<SwapOutcome, PluginError>> {
         let (tx, rx) = mpsc::channel();
         let mut q = self.pending.1.lock().unwrap_or_else(|p| p.into_inner());
         q.push((name.to_string(), new, tx));
@@ -160,7 +168,9 @@ impl Runtime {
             now: [0, 0],
             set_fn: None,
             buf: Vec::new(),
-            swaps: SwapHandle { pending: Arc::new((AtomicBool::new(false), Mutex::new(Vec::new()))) },
+            swaps: SwapHandle {
+                pending: Arc::new((AtomicBool::new(false), Mutex::new(Vec::new()))),
+            },
         }
     }
 
@@ -217,7 +227,12 @@ impl Runtime {
                     if self.sites.len() <= i {
                         self.sites.resize_with(i + 1, || None);
                     }
-                    self.sites[i] = Some(Site { slot, kind, args: site.args.clone(), fallback: site.fallback });
+                    self.sites[i] = Some(Site {
+                        slot,
+                        kind,
+                        args: site.args.clone(),
+                        fallback: site.fallback,
+                    });
                     return Ok(kind);
                 }
                 Err(e) => errors.push((kind, e)),
@@ -234,10 +249,17 @@ impl Runtime {
     }
 
     /// One `configure` call on the slot's live instance.
-    fn configure_on(&mut self, slot: usize, site: u32, kind: ExtKind, args: &[String]) -> Result<(), String> {
+    fn configure_on(
+        &mut self,
+        slot: usize,
+        site: u32,
+        kind: ExtKind,
+        args: &[String],
+    ) -> Result<(), String> {
         let r = self.guarded(slot, |live| {
             let b = &live.bindings;
-            b.wasp_plugin_plugin().call_configure(&mut live.store, site, wit_kind(kind), args)
+            b.wasp_plugin_plugin()
+                .call_configure(&mut live.store, site, wit_kind(kind), args)
         });
         match r {
             Ok(Ok(())) => Ok(()),
@@ -279,12 +301,17 @@ impl Runtime {
         let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
         let r = self.guarded(slot, |live| {
             let b = &live.bindings;
-            b.wasp_plugin_plugin().call_list_state(&mut live.store, site)
+            b.wasp_plugin_plugin()
+                .call_list_state(&mut live.store, site)
         });
         match r {
             Ok(entries) => Ok(entries
                 .into_iter()
-                .map(|e| StateEntry { elem: e.elem, values: e.values, text: e.text })
+                .map(|e| StateEntry {
+                    elem: e.elem,
+                    values: e.values,
+                    text: e.text,
+                })
                 .collect()),
             Err(CallError::Failed(reason, msg)) => Err(self.fail(slot, reason, &msg)),
         }
@@ -296,7 +323,8 @@ impl Runtime {
         let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
         let r = self.guarded(slot, |live| {
             let b = &live.bindings;
-            b.wasp_plugin_plugin().call_reset_state(&mut live.store, site, elem)
+            b.wasp_plugin_plugin()
+                .call_reset_state(&mut live.store, site, elem)
         });
         r.map_err(|CallError::Failed(reason, msg)| self.fail(slot, reason, &msg))
     }
@@ -308,7 +336,10 @@ impl Runtime {
 
     /// Failed calls of plugin `name`, per reason.
     pub fn failures(&self, name: &str) -> FailureCounts {
-        self.by_name.get(name).map(|&i| self.slots[i].failures).unwrap_or_default()
+        self.by_name
+            .get(name)
+            .map(|&i| self.slots[i].failures)
+            .unwrap_or_default()
     }
 
     /// Take the events recorded since the last call, oldest first.
@@ -353,11 +384,21 @@ impl Runtime {
         if !self.swaps.pending.0.swap(false, Ordering::Acquire) {
             return;
         }
-        let reqs = std::mem::take(&mut *self.swaps.pending.1.lock().unwrap_or_else(|p| p.into_inner()));
+        let reqs = std::mem::take(
+            &mut *self
+                .swaps
+                .pending
+                .1
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         for (name, plugin, tx) in reqs {
             let r = self.swap(&name, &plugin);
             if let Err(e) = &r {
-                self.event(name.clone(), format!("plugin {name} swap failed, nothing changed: {e}"));
+                self.event(
+                    name.clone(),
+                    format!("plugin {name} swap failed, nothing changed: {e}"),
+                );
             }
             // The requester may have gone away; the event stays.
             let _ = tx.send(r);
@@ -371,7 +412,10 @@ impl Runtime {
     /// both versions declare state transfer, else the new one starts fresh (its timers too);
     /// an event says which. The old instance is dropped: no handle to it stays (case C35).
     pub fn swap(&mut self, name: &str, new: &Plugin) -> Result<SwapOutcome, PluginError> {
-        let slot = *self.by_name.get(name).ok_or_else(|| PluginError::UnknownPlugin(name.to_string()))?;
+        let slot = *self
+            .by_name
+            .get(name)
+            .ok_or_else(|| PluginError::UnknownPlugin(name.to_string()))?;
         let pname = self.slots[slot].name.clone();
         let mut live = new.instantiate(pname.clone(), self.set_fn.clone())?;
         live.store.data_mut().now_mono = self.now[0];
@@ -379,40 +423,84 @@ impl Runtime {
         let deadline = self.host.config().deadline_ticks.max(1);
         let mut nsites = 0;
         for (id, s) in self.sites.iter().enumerate() {
-            let Some(s) = s.as_ref().filter(|s| s.slot == slot) else { continue };
-            let refuse = |msg: String| PluginError::Configure { plugin: pname.to_string(), site: id as u32, msg };
+            let Some(s) = s.as_ref().filter(|s| s.slot == slot) else {
+                continue;
+            };
+            let refuse = |msg: String| PluginError::Configure {
+                plugin: pname.to_string(),
+                site: id as u32,
+                msg,
+            };
             if !new.info().kinds.contains(&s.kind) {
-                return Err(refuse(format!("it does not offer the kind {}", kind_name(s.kind))));
+                return Err(refuse(format!(
+                    "it does not offer the kind {}",
+                    kind_name(s.kind)
+                )));
             }
             live.store.set_epoch_deadline(deadline);
-            let r = live.bindings.wasp_plugin_plugin().call_configure(&mut live.store, id as u32, wit_kind(s.kind), &s.args);
+            let r = live.bindings.wasp_plugin_plugin().call_configure(
+                &mut live.store,
+                id as u32,
+                wit_kind(s.kind),
+                &s.args,
+            );
             match r {
                 Ok(Ok(())) => nsites += 1,
                 Ok(Err(msg)) => return Err(refuse(msg)),
-                Err(e) => return Err(refuse(format!("configure failed: {}", describe_error(&e, deadline)))),
+                Err(e) => {
+                    return Err(refuse(format!(
+                        "configure failed: {}",
+                        describe_error(&e, deadline)
+                    )));
+                }
             }
         }
         let old = &mut self.slots[slot];
         let from_version = old.plugin.info().version.clone();
         let to_version = new.info().version.clone();
-        let state = match (&mut old.live, old.plugin.info().state_transfer, new.info().state_transfer) {
-            (_, false, _) => StateMove::Fresh { reason: format!("version {from_version} has no state transfer") },
-            (_, _, false) => StateMove::Fresh { reason: format!("version {to_version} has no state transfer") },
-            (None, _, _) => StateMove::Fresh { reason: "the old instance had failed".into() },
+        let state = match (
+            &mut old.live,
+            old.plugin.info().state_transfer,
+            new.info().state_transfer,
+        ) {
+            (_, false, _) => StateMove::Fresh {
+                reason: format!("version {from_version} has no state transfer"),
+            },
+            (_, _, false) => StateMove::Fresh {
+                reason: format!("version {to_version} has no state transfer"),
+            },
+            (None, _, _) => StateMove::Fresh {
+                reason: "the old instance had failed".into(),
+            },
             (Some(o), true, true) => {
                 o.store.set_epoch_deadline(deadline);
-                match o.bindings.wasp_plugin_plugin().call_export_state(&mut o.store) {
-                    Err(e) => StateMove::Fresh { reason: format!("export-state failed: {}", describe_error(&e, deadline)) },
+                match o
+                    .bindings
+                    .wasp_plugin_plugin()
+                    .call_export_state(&mut o.store)
+                {
+                    Err(e) => StateMove::Fresh {
+                        reason: format!("export-state failed: {}", describe_error(&e, deadline)),
+                    },
                     Ok(blob) => {
                         live.store.set_epoch_deadline(deadline);
-                        match live.bindings.wasp_plugin_plugin().call_import_state(&mut live.store, &blob) {
+                        match live
+                            .bindings
+                            .wasp_plugin_plugin()
+                            .call_import_state(&mut live.store, &blob)
+                        {
                             Ok(Ok(())) => StateMove::Carried { bytes: blob.len() },
-                            Ok(Err(msg)) => StateMove::Fresh { reason: format!("import-state refused: {msg}") },
+                            Ok(Err(msg)) => StateMove::Fresh {
+                                reason: format!("import-state refused: {msg}"),
+                            },
                             Err(e) => {
                                 return Err(PluginError::Call {
                                     plugin: pname.to_string(),
                                     reason: FailureReason::Trap,
-                                    msg: format!("import-state failed: {}", describe_error(&e, deadline)),
+                                    msg: format!(
+                                        "import-state failed: {}",
+                                        describe_error(&e, deadline)
+                                    ),
                                 });
                             }
                         }
@@ -429,18 +517,32 @@ impl Runtime {
         }
         let text = match &state {
             StateMove::Carried { bytes } => {
-                format!("plugin {pname} swapped {from_version} -> {to_version}, state carried ({bytes} bytes)")
+                format!(
+                    "plugin {pname} swapped {from_version} -> {to_version}, state carried ({bytes} bytes)"
+                )
             }
             StateMove::Fresh { reason } => {
-                format!("plugin {pname} swapped {from_version} -> {to_version}, started fresh: {reason}")
+                format!(
+                    "plugin {pname} swapped {from_version} -> {to_version}, started fresh: {reason}"
+                )
             }
         };
         self.event(pname.to_string(), text);
-        Ok(SwapOutcome { plugin: pname.to_string(), from_version, to_version, sites: nsites, state })
+        Ok(SwapOutcome {
+            plugin: pname.to_string(),
+            from_version,
+            to_version,
+            sites: nsites,
+            state,
+        })
     }
 
     fn event(&mut self, plugin: String, text: String) {
-        self.events.push(PluginEvent { at_ns: self.now[0], plugin, text });
+        self.events.push(PluginEvent {
+            at_ns: self.now[0],
+            plugin,
+            text,
+        });
     }
 
     /// Run `f` on the slot's instance with a fresh epoch deadline and the clocks set, then
@@ -458,7 +560,10 @@ impl Runtime {
         let now = self.now;
         let s = &mut self.slots[slot];
         let Some(live) = s.live.as_mut() else {
-            return Err(CallError::Failed(FailureReason::Trap, "no instance (re-creating it failed)".into()));
+            return Err(CallError::Failed(
+                FailureReason::Trap,
+                "no instance (re-creating it failed)".into(),
+            ));
         };
         {
             let d = live.store.data_mut();
@@ -486,9 +591,13 @@ impl Runtime {
         let name = s.name.to_string();
         for op in ops {
             match op {
-                TimerOp::Arm { key, clock, deadline } => {
-                    self.timers.arm((slot, key), u8::from(clock == Clock::Boottime), deadline)
-                }
+                TimerOp::Arm {
+                    key,
+                    clock,
+                    deadline,
+                } => self
+                    .timers
+                    .arm((slot, key), u8::from(clock == Clock::Boottime), deadline),
                 TimerOp::Cancel { key } => self.timers.cancel((slot, key)),
             }
         }
@@ -518,7 +627,11 @@ impl Runtime {
         self.event(name.clone(), text);
         self.timers.clear_slot(slot);
         self.recreate(slot);
-        PluginError::Call { plugin: name, reason, msg: msg.to_string() }
+        PluginError::Call {
+            plugin: name,
+            reason,
+            msg: msg.to_string(),
+        }
     }
 
     /// A new instance for the slot, with configure replayed for each of its sites. A site the
@@ -532,7 +645,10 @@ impl Runtime {
                 s.failures.recreated += 1;
             }
             Err(e) => {
-                self.event(name.to_string(), format!("plugin {name} cannot be re-created: {e}"));
+                self.event(
+                    name.to_string(),
+                    format!("plugin {name} cannot be re-created: {e}"),
+                );
                 return;
             }
         }
@@ -540,13 +656,24 @@ impl Runtime {
             .sites
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.as_ref().filter(|s| s.slot == slot).map(|s| (i as u32, s.kind, s.args.clone())))
+            .filter_map(|(i, s)| {
+                s.as_ref()
+                    .filter(|s| s.slot == slot)
+                    .map(|s| (i as u32, s.kind, s.args.clone()))
+            })
             .collect();
         let deadline = self.host.config().deadline_ticks.max(1);
         for (id, kind, args) in sites {
-            let Some(live) = self.slots[slot].live.as_mut() else { return };
+            let Some(live) = self.slots[slot].live.as_mut() else {
+                return;
+            };
             live.store.set_epoch_deadline(deadline);
-            let r = live.bindings.wasp_plugin_plugin().call_configure(&mut live.store, id, wit_kind(kind), &args);
+            let r = live.bindings.wasp_plugin_plugin().call_configure(
+                &mut live.store,
+                id,
+                wit_kind(kind),
+                &args,
+            );
             let msg = match r {
                 Ok(Ok(())) => continue,
                 Ok(Err(msg)) => msg,
@@ -557,7 +684,10 @@ impl Runtime {
                     msg
                 }
             };
-            self.event(name.to_string(), format!("plugin {name} re-created, use site {id} refused: {msg}"));
+            self.event(
+                name.to_string(),
+                format!("plugin {name} re-created, use site {id} refused: {msg}"),
+            );
         }
     }
 
@@ -619,17 +749,22 @@ impl Extensions for Runtime {
         if pkts.is_empty() {
             return;
         }
-        let (window, stride) = (self.slots[slot].plugin.info().window, self.slots[slot].stride);
+        let (window, stride) = (
+            self.slots[slot].plugin.info().window,
+            self.slots[slot].stride,
+        );
         let mut buf = std::mem::take(&mut self.buf);
         pack::pack(&mut buf, pkts, window, stride);
         let n = pkts.len() as u32;
         let r = self.guarded(slot, |live| {
             let b = &live.bindings;
-            b.wasp_plugin_plugin().call_matches(&mut live.store, site, &buf, n, stride as u32)
+            b.wasp_plugin_plugin()
+                .call_matches(&mut live.store, site, &buf, n, stride as u32)
         });
         self.buf = buf;
         let r = match r {
-            Ok(res) => pack::check_matches(&res, out).map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
+            Ok(res) => pack::check_matches(&res, out)
+                .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
             Err(e) => Err(e),
         };
         if let Err(CallError::Failed(reason, msg)) = r {
@@ -645,19 +780,24 @@ impl Extensions for Runtime {
         verdicts: &mut [ExtVerdict],
         edits: &mut Vec<(usize, ExtEdit)>,
     ) {
-        let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Statement, ExtKind::Stateful]) else {
+        let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Statement, ExtKind::Stateful])
+        else {
             return fail_apply(verdicts, Fallback::Absent);
         };
         if pkts.is_empty() {
             return;
         }
-        let (window, stride) = (self.slots[slot].plugin.info().window, self.slots[slot].stride);
+        let (window, stride) = (
+            self.slots[slot].plugin.info().window,
+            self.slots[slot].stride,
+        );
         let mut buf = std::mem::take(&mut self.buf);
         pack::pack(&mut buf, pkts, window, stride);
         let n = pkts.len() as u32;
         let r = self.guarded(slot, |live| {
             let b = &live.bindings;
-            b.wasp_plugin_plugin().call_apply(&mut live.store, site, &buf, n, stride as u32)
+            b.wasp_plugin_plugin()
+                .call_apply(&mut live.store, site, &buf, n, stride as u32)
         });
         self.buf = buf;
         let r = match r {

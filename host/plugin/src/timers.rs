@@ -36,7 +36,12 @@ impl TimerQueue {
 
     /// Cancel every timer of plugin slot `slot`.
     pub(crate) fn clear_slot(&mut self, slot: usize) {
-        let ids: Vec<TimerId> = self.armed.keys().filter(|(s, _)| *s == slot).copied().collect();
+        let ids: Vec<TimerId> = self
+            .armed
+            .keys()
+            .filter(|(s, _)| *s == slot)
+            .copied()
+            .collect();
         for id in ids {
             self.cancel(id);
         }
@@ -54,11 +59,13 @@ impl TimerQueue {
     pub(crate) fn pop_due(&mut self, now: [u64; 2], bound: u64) -> Option<(u64, TimerId)> {
         let mut best: Option<(u64, u64, usize)> = None;
         for (c, q) in self.queues.iter().enumerate() {
-            let head = q.range(..(now[c], u64::MAX)).find(|((_, seq), _)| *seq < bound);
-            if let Some(((deadline, seq), _)) = head {
-                if best.is_none_or(|(d, s, _)| (*deadline, *seq) < (d, s)) {
-                    best = Some((*deadline, *seq, c));
-                }
+            let head = q
+                .range(..(now[c], u64::MAX))
+                .find(|((_, seq), _)| *seq < bound);
+            if let Some(((deadline, seq), _)) = head
+                && best.is_none_or(|(d, s, _)| (*deadline, *seq) < (d, s))
+            {
+                best = Some((*deadline, *seq, c));
             }
         }
         let (deadline, seq, c) = best?;

@@ -27,11 +27,21 @@ fn contained(mode: &str, kind: ExtKind, event: &str, which: fn(&FailureCounts) -
     let host = host();
     let p = guest(&host, "probe");
     let mut rt = runtime(&host, &p);
-    assert_eq!(rt.configure(&site(0, "probe", &["ok"], Fallback::Absent)), Ok(ExtKind::Match));
-    assert_eq!(rt.configure(&site(1, "probe", &[mode], Fallback::Drop)), Ok(kind));
+    assert_eq!(
+        rt.configure(&site(0, "probe", &["ok"], Fallback::Absent)),
+        Ok(ExtKind::Match)
+    );
+    assert_eq!(
+        rt.configure(&site(1, "probe", &[mode], Fallback::Drop)),
+        Ok(kind)
+    );
     check_ok_site(&mut rt);
     rt.take_events();
-    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    let pkts = [
+        pkt(&SHORT, 0, 0, 0),
+        pkt(&LONG, 0, 0, 0),
+        pkt(&LONG, 0, 0, 0),
+    ];
     for round in 1..=2u64 {
         match kind {
             ExtKind::Match => {
@@ -49,7 +59,11 @@ fn contained(mode: &str, kind: ExtKind, event: &str, which: fn(&FailureCounts) -
         }
         let events = rt.take_events();
         assert_eq!(events.len(), 1, "{mode}: {events:?}");
-        assert!(events[0].text.starts_with(event), "{mode}: {:?}", events[0].text);
+        assert!(
+            events[0].text.starts_with(event),
+            "{mode}: {:?}",
+            events[0].text
+        );
         assert_eq!(events[0].plugin, "probe");
         let f = rt.failures("probe");
         assert_eq!(which(&f), round, "{mode}: {f:?}");
@@ -60,17 +74,32 @@ fn contained(mode: &str, kind: ExtKind, event: &str, which: fn(&FailureCounts) -
 
 #[test]
 fn infinite_loop_hits_the_deadline() {
-    contained("loop", ExtKind::Match, "plugin probe hit its deadline: matches at use site 1: interrupted", |f| f.deadline);
+    contained(
+        "loop",
+        ExtKind::Match,
+        "plugin probe hit its deadline: matches at use site 1: interrupted",
+        |f| f.deadline,
+    );
 }
 
 #[test]
 fn memory_bomb_hits_the_limit() {
-    contained("bomb", ExtKind::Match, "plugin probe hit its memory limit: matches at use site 1", |f| f.memory);
+    contained(
+        "bomb",
+        ExtKind::Match,
+        "plugin probe hit its memory limit: matches at use site 1",
+        |f| f.memory,
+    );
 }
 
 #[test]
 fn trap_is_contained() {
-    contained("trap", ExtKind::Match, "plugin probe trapped: matches at use site 1: wasm trap", |f| f.trap);
+    contained(
+        "trap",
+        ExtKind::Match,
+        "plugin probe trapped: matches at use site 1: wasm trap",
+        |f| f.trap,
+    );
 }
 
 #[test]
@@ -108,14 +137,22 @@ fn statement_trap_continues_with_fallback_absent() {
     let host = host();
     let p = guest(&host, "probe");
     let mut rt = runtime(&host, &p);
-    assert_eq!(rt.configure(&site(2, "probe", &["strap"], Fallback::Absent)), Ok(ExtKind::Statement));
+    assert_eq!(
+        rt.configure(&site(2, "probe", &["strap"], Fallback::Absent)),
+        Ok(ExtKind::Statement)
+    );
     let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
     let mut v = [ExtVerdict::Drop; 2];
     rt.apply(2, &pkts, &mut v, &mut Vec::new());
     assert_eq!(v, [ExtVerdict::Continue; 2]);
     assert_eq!(rt.failures("probe").trap, 1);
     let ev = rt.take_events();
-    assert!(ev[0].text.starts_with("plugin probe trapped: apply at use site 2: wasm trap"), "{ev:?}");
+    assert!(
+        ev[0]
+            .text
+            .starts_with("plugin probe trapped: apply at use site 2: wasm trap"),
+        "{ev:?}"
+    );
 }
 
 #[test]
@@ -132,7 +169,10 @@ fn configure_errors_carry_the_plugins_message() {
         Err("no plugin named \"nope\"".into())
     );
     // Refused as a match, taken as a statement.
-    assert_eq!(rt.configure(&site(0, "probe", &["stmt"], Fallback::Absent)), Ok(ExtKind::Statement));
+    assert_eq!(
+        rt.configure(&site(0, "probe", &["stmt"], Fallback::Absent)),
+        Ok(ExtKind::Statement)
+    );
     assert_eq!(rt.site_kind(0), Some(ExtKind::Statement));
     // A refused site is not configured: its calls get the fallback without calling the plugin.
     let mut out = [true];
@@ -146,7 +186,10 @@ fn statement_verdicts_edits_and_events() {
     let host = host();
     let p = guest(&host, "probe");
     let mut rt = runtime(&host, &p);
-    assert_eq!(rt.configure(&site(0, "probe", &["edit"], Fallback::Absent)), Ok(ExtKind::Statement));
+    assert_eq!(
+        rt.configure(&site(0, "probe", &["edit"], Fallback::Absent)),
+        Ok(ExtKind::Statement)
+    );
     // `ok` is taken as a match first; as a statement it is only reachable through a plugin
     // that offers no match, so check `ok` as a match and `edit` as a statement.
     let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
@@ -154,7 +197,10 @@ fn statement_verdicts_edits_and_events() {
     let mut edits = Vec::new();
     rt.apply(0, &pkts, &mut v, &mut edits);
     assert_eq!(v, [ExtVerdict::Continue; 2]);
-    let set = ExtEdit::Set { offset: 0, data: vec![0xaa] };
+    let set = ExtEdit::Set {
+        offset: 0,
+        data: vec![0xaa],
+    };
     assert_eq!(edits, vec![(0, set.clone()), (1, set)]);
     assert_eq!(rt.failures("probe"), FailureCounts::default());
 }
@@ -164,11 +210,16 @@ fn set_contains_goes_through_the_embedders_lookup() {
     let host = host();
     let p = guest(&host, "probe");
     let mut rt = Runtime::new(&host);
-    rt.set_lookup(std::sync::Arc::new(|plugin: &str, set: &str, key: &[u8]| {
-        plugin == "probe" && set == "allowed" && key == [1, 2, 3, 4]
-    }));
+    rt.set_lookup(std::sync::Arc::new(
+        |plugin: &str, set: &str, key: &[u8]| {
+            plugin == "probe" && set == "allowed" && key == [1, 2, 3, 4]
+        },
+    ));
     rt.add("probe", &p).unwrap();
-    assert_eq!(rt.configure(&site(0, "probe", &["set"], Fallback::Absent)), Ok(ExtKind::Match));
+    assert_eq!(
+        rt.configure(&site(0, "probe", &["set"], Fallback::Absent)),
+        Ok(ExtKind::Match)
+    );
     let a = [1u8, 2, 3, 4, 5, 6];
     let b = [1u8, 2, 3, 5, 5, 6];
     let mut out = [false, true];
@@ -181,10 +232,18 @@ fn load_errors_name_the_file() {
     let host = host();
     let e = host.load("/nonexistent/x.wasm").unwrap_err();
     assert!(matches!(e, PluginError::Read { .. }), "{e}");
-    assert!(e.to_string().starts_with("/nonexistent/x.wasm: cannot read: "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/x.wasm: cannot read: "),
+        "{e}"
+    );
     let e = host.load_bytes("junk.wasm", b"not wasm").unwrap_err();
     assert!(matches!(e, PluginError::Compile { .. }), "{e}");
-    assert!(e.to_string().starts_with("junk.wasm: not a valid WebAssembly component: "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("junk.wasm: not a valid WebAssembly component: "),
+        "{e}"
+    );
     // A core module is not a component of the world.
     let core = b"\0asm\x01\0\0\0";
     let e = host.load_bytes("core.wasm", core).unwrap_err();

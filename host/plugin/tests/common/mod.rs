@@ -21,7 +21,8 @@ pub fn host() -> PluginHost {
 /// Load test guest `name` (tests/guests, built by wasp-guests).
 pub fn guest(host: &PluginHost, name: &str) -> Plugin {
     let path = wasp_guests::test_guest(name);
-    host.load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+    host.load(&path)
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
 }
 
 /// A runtime with `plugin` added under its own name.
