@@ -1,4 +1,4 @@
-//! Write [wasp](../../README.md) plugins in Rust.
+//! Write wasp plugins in Rust.
 //!
 //! A plugin is a type that implements [`Plugin`] (only [`Plugin::describe`] is required; every
 //! other method has a default that does nothing harmful) and is exported with
