@@ -79,9 +79,10 @@ fn read(key: &[u8], s: Span) -> u128 {
     }
 }
 
-/// A non-primary field checked per candidate: its span and where its bounds are in a record
-/// (fields up to 4 bytes: one word `start | end << 32`; up to 8 bytes: start, end; wider:
-/// start and end as high and low words).
+/// A non-primary field checked per candidate: its span and where its bounds are in a record,
+/// as the start and the width `end - start` (fields up to 4 bytes: one word
+/// `start | (end - start) << 32`; up to 8 bytes: two words; wider: the low and high words of
+/// each).
 #[derive(Debug, Clone, Copy)]
 struct Check {
     span: Span,
@@ -101,45 +102,65 @@ impl Check {
         }
     }
 
+    /// Store the bounds `lo..=hi` (`lo <= hi`) as `lo` and `hi - lo`.
     fn store(&self, rec: &mut [u64], lo: u128, hi: u128) {
-        let w = self.word;
+        let (w, d) = (self.word, hi - lo);
         match self.span.len {
-            0..=4 => rec[w] = lo as u64 | (hi as u64) << 32,
+            0..=4 => rec[w] = lo as u64 | (d as u64) << 32,
             5..=8 => {
                 rec[w] = lo as u64;
-                rec[w + 1] = hi as u64;
+                rec[w + 1] = d as u64;
             }
             _ => {
-                rec[w] = (lo >> 64) as u64;
-                rec[w + 1] = lo as u64;
-                rec[w + 2] = (hi >> 64) as u64;
-                rec[w + 3] = hi as u64;
+                rec[w] = lo as u64;
+                rec[w + 1] = (lo >> 64) as u64;
+                rec[w + 2] = d as u64;
+                rec[w + 3] = (d >> 64) as u64;
             }
         }
     }
 
-    /// `true` when `v` lies in the bounds stored in `rec`.
+    /// `true` when `key`'s field lies in the bounds stored in `rec` (`v - lo <= hi - lo`,
+    /// wrapping).
     #[inline(always)]
-    fn contains(&self, rec: &[u64], v: u128) -> bool {
-        let w = self.word;
+    fn matches(&self, rec: &[u64], key: &[u8]) -> bool {
+        let (w, o) = (self.word, self.span.off);
         match self.span.len {
             0..=4 => {
+                let v = match key.get(o..o + self.span.len) {
+                    Some(&[a]) => u32::from(a),
+                    Some(&[a, b]) => u32::from(u16::from_be_bytes([a, b])),
+                    Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
+                    _ => read(key, self.span) as u32,
+                };
                 let b = rec.get(w).copied().unwrap_or(0);
-                let v = v as u64;
-                (v >= b & 0xffff_ffff) & (v <= b >> 32)
+                v.wrapping_sub(b as u32) <= (b >> 32) as u32
             }
-            5..=8 => match rec.get(w..w + 2) {
-                Some(&[lo, hi]) => (v as u64 >= lo) & (v as u64 <= hi),
-                _ => false,
-            },
-            _ => match rec.get(w..w + 4) {
-                Some(&[lh, ll, hh, hl]) => {
-                    let lo = u128::from(lh) << 64 | u128::from(ll);
-                    let hi = u128::from(hh) << 64 | u128::from(hl);
-                    (v >= lo) & (v <= hi)
+            5..=8 => {
+                let v = match key.get(o..o + self.span.len) {
+                    Some(&[a, b, c, d, e, f]) => {
+                        u64::from(u16::from_be_bytes([a, b])) << 32
+                            | u64::from(u32::from_be_bytes([c, d, e, f]))
+                    }
+                    Some(&[a, b, c, d, e, f, g, h]) => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+                    _ => read(key, self.span) as u64,
+                };
+                match rec.get(w..w + 2) {
+                    Some(&[lo, d]) => v.wrapping_sub(lo) <= d,
+                    _ => false,
                 }
-                _ => false,
-            },
+            }
+            _ => {
+                let v = read(key, self.span);
+                match rec.get(w..w + 4) {
+                    Some(&[l0, l1, d0, d1]) => {
+                        let lo = u128::from(l1) << 64 | u128::from(l0);
+                        let d = u128::from(d1) << 64 | u128::from(d0);
+                        v.wrapping_sub(lo) <= d
+                    }
+                    _ => false,
+                }
+            }
         }
     }
 }
@@ -368,9 +389,13 @@ impl Index {
         for (r, h) in handles.iter().enumerate() {
             let at = rec_at + h.0 as usize * stride;
             let rec = &mut recs[at..at + stride];
-            rec[0] = expires[r];
+            // An inverted range (never stored by pipapo) matches nothing: expired at 0.
+            let inverted = (0..nf).any(|f| lo[r * nf + f] > hi[r * nf + f]);
+            rec[0] = if inverted { 0 } else { expires[r] };
             for (f, c) in &verify {
-                c.store(rec, lo[r * nf + f], hi[r * nf + f]);
+                if !inverted {
+                    c.store(rec, lo[r * nf + f], hi[r * nf + f]);
+                }
             }
         }
         let verify: Box<[Check]> = verify.into_iter().map(|(_, c)| c).collect();
@@ -440,7 +465,7 @@ impl Index {
         let rec = self.recs.get(base..base + self.stride)?;
         let mut ok = now < rec[0];
         for c in self.verify.iter() {
-            ok &= c.contains(rec, read(key, c.span));
+            ok &= c.matches(rec, key);
         }
         ok.then_some(ElemHandle(h))
     }
