@@ -210,6 +210,34 @@ def geneve():
                 and f[l4 + 8] & 0x3f == (b[l4 + 8] & 0x3f) + 2)
         ok += good
     check("geneve add rewrites every packet", ok, len(pk))
+    # VLAN-range to VNI-range encapsulation (C30) and decapsulation back.
+    check("geneve encap configure", p.call("configure", 60, "statement",
+          "encap vlan 1-10 vni 5000-5009 src 192.0.2.1 dst 192.0.2.2".split()), None)
+    check("geneve C30 sizes", p.call("configure", 61, "statement",
+          "encap vlan 100-199 vni 5000-5050 src 192.0.2.1 dst 192.0.2.2".split()),
+          "geneve: vlan 100-199 and vni 5000-5050 are ranges of different sizes")
+    check("geneve decap configure", p.call("configure", 62, "statement", ["decap"]), None)
+    orig = frames("sv-eve-flow-vlan-02.pcap")
+    pk = [packet(f) for f in orig]
+    apply_all(pk, p.call("apply", 60, *pack(pk, w)).edits)
+    vnis = [int.from_bytes(bytes(a["frame"][46:49]), "big") for a in pk]
+    check("geneve encap vnis", vnis, [5005, 5000, 5000])
+    pk = [packet(bytes(a["frame"])) for a in pk]
+    apply_all(pk, p.call("apply", 62, *pack(pk, w)).edits)
+    check("geneve decap gives the untagged frames", [bytes(a["frame"]) for a in pk],
+          [f[:12] + f[16:] for f in orig])
+
+
+def apply_all(pk, edits):
+    for e in edits:
+        f = pk[e.packet]["frame"]
+        tag, val = e.op.tag, e.op.payload
+        if tag == "set":
+            f[e.offset:e.offset + len(val)] = val
+        elif tag == "insert":
+            f[e.offset:e.offset] = val
+        else:
+            del f[e.offset:e.offset + val]
 
 
 def idletimer():

@@ -1,5 +1,6 @@
-//! The Geneve plugin: match Geneve options (RFC 8926) on received Geneve packets, and write
-//! options into an existing Geneve header.
+//! The Geneve plugin: match Geneve options (RFC 8926) on received Geneve packets, write
+//! options into an existing Geneve header, and encapsulate/decapsulate ([`tunnel`]:
+//! `geneve encap ...`, `geneve decap`, with the VLAN-range to VNI-range mapping of cases C30).
 //!
 //! # Match (`geneve ...` used as an expression)
 //!
@@ -128,8 +129,12 @@ pub struct Write {
 pub enum Site {
     /// A match.
     Match(Match),
-    /// A statement.
+    /// A statement that writes options.
     Write(Write),
+    /// `encap ...`.
+    Encap(tunnel::Encap),
+    /// `decap`.
+    Decap,
 }
 
 /// The plugin.
@@ -165,7 +170,7 @@ fn data_arg(key: &str, tok: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Parses one `opt` clause's keys (after `opt`).
-fn parse_opt(
+pub(crate) fn parse_opt(
     it: &mut core::iter::Peekable<core::slice::Iter<'_, String>>,
 ) -> Result<OptMatch, String> {
     let mut m = OptMatch::default();
@@ -237,6 +242,18 @@ fn parse_opt(
 pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
     let mut it = args.iter().peekable();
     match it.peek().map(|s| s.as_str()) {
+        Some(verb @ ("encap" | "decap")) => {
+            if kind == Kind::MatchExpr {
+                return Err(format!("geneve: {verb} is a statement, not a match"));
+            }
+            if verb == "decap" {
+                return match args.get(1) {
+                    None => Ok(Site::Decap),
+                    Some(t) => Err(format!("geneve: decap takes no arguments (got {t:?})")),
+                };
+            }
+            Ok(Site::Encap(tunnel::parse_encap(&args[1..])?))
+        }
         Some(verb @ ("set" | "add")) => {
             if kind == Kind::MatchExpr {
                 return Err(format!("geneve: {verb} is a statement, not a match"));
@@ -277,7 +294,9 @@ pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
         }
         _ => {
             if kind != Kind::MatchExpr {
-                return Err("geneve: as a statement, use set opt ... or add opt ...".to_string());
+                return Err(
+                    "geneve: as a statement, use set opt, add opt, encap or decap".to_string(),
+                );
             }
             let mut m = Match::default();
             while let Some(tok) = it.next() {
@@ -294,7 +313,7 @@ pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
                     "opt" => m.opts.push(parse_opt(&mut it)?),
                     other => {
                         return Err(format!(
-                            "geneve: unexpected {other:?} (expected present, vni, opt, set or add)"
+                            "geneve: unexpected {other:?} (expected present, vni or opt)"
                         ));
                     }
                 }
@@ -308,7 +327,7 @@ pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
 }
 
 /// The Geneve header of `p`, with the UDP header, when it is a Geneve packet.
-fn geneve_of<'a>(p: &Pkt<'a>) -> Option<(Udp, Geneve<'a>)> {
+pub(crate) fn geneve_of<'a>(p: &Pkt<'a>) -> Option<(Udp, Geneve<'a>)> {
     hdr::geneve_in_udp(p.l4proto, p.l4()?)
 }
 
@@ -505,16 +524,24 @@ impl Plugin for GenevePlugin {
         _verdicts: &mut [Verdict],
         edits: &mut Vec<Edit>,
     ) {
-        let Some(Site::Write(w)) = self.sites.get(site) else {
+        let Some(s) = self.sites.get(site) else {
             return;
         };
         for (i, p) in pkts.iter().enumerate() {
-            eval_write(w, i as u32, &p, edits);
+            let i = i as u32;
+            match s {
+                Site::Write(w) => eval_write(w, i, &p, edits),
+                Site::Encap(e) => tunnel::eval_encap(e, i, &p, edits),
+                Site::Decap => tunnel::eval_decap(i, &p, edits),
+                Site::Match(_) => return,
+            }
         }
     }
 }
 
 wasp_plugin_sdk::export_plugin!(GenevePlugin);
+
+pub mod tunnel;
 
 #[cfg(test)]
 mod tests;

@@ -277,7 +277,7 @@ fn configure_validates_like_tc_and_the_kernel() {
     );
     assert_eq!(
         m("frob").unwrap_err(),
-        "geneve: unexpected \"frob\" (expected present, vni, opt, set or add)"
+        "geneve: unexpected \"frob\" (expected present, vni or opt)"
     );
     assert_eq!(
         m("set opt class 1 type 2 data 0x00000000").unwrap_err(),
@@ -285,7 +285,7 @@ fn configure_validates_like_tc_and_the_kernel() {
     );
     assert_eq!(
         st("present").unwrap_err(),
-        "geneve: as a statement, use set opt ... or add opt ..."
+        "geneve: as a statement, use set opt, add opt, encap or decap"
     );
     assert_eq!(st("add").unwrap_err(), "geneve: add needs at least one opt");
     assert_eq!(
@@ -457,4 +457,161 @@ fn write_leaves_non_geneve_and_full_blocks_alone() {
     let out = run_write("add opt class 1 type 9 data 0x00000000", &full);
     assert_eq!(check(&out).len(), 3);
     assert_eq!(out.frame[out.l4 as usize + 8] & 0x3f, 63);
+}
+
+fn encap(s: &str) -> Result<tunnel::Encap, String> {
+    match parse(Kind::Statement, &args(&format!("encap {s}")))? {
+        Site::Encap(e) => Ok(e),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn vlan_to_vni_ranges_as_the_bridge_c30() {
+    let e = encap("vlan 1-3 vni 1-3 src 192.0.2.1 dst 192.0.2.2").unwrap();
+    let tunnel::VniSource::Vlan(maps) = &e.vni else {
+        panic!()
+    };
+    let got: Vec<_> = (0..=4).map(|v| tunnel::map_vlan(maps, v)).collect();
+    assert_eq!(got, [None, Some(1), Some(2), Some(3), None]);
+    // A start VNI alone: vid(i) -> start + (i - first vid).
+    let e = encap("vlan 100-199 vni 5000 vlan 300 vni 9000 src 192.0.2.1 dst 192.0.2.2").unwrap();
+    let tunnel::VniSource::Vlan(maps) = &e.vni else {
+        panic!()
+    };
+    assert_eq!(tunnel::map_vlan(maps, 100), Some(5000));
+    assert_eq!(tunnel::map_vlan(maps, 150), Some(5050));
+    assert_eq!(tunnel::map_vlan(maps, 199), Some(5099));
+    assert_eq!(tunnel::map_vlan(maps, 300), Some(9000));
+    assert_eq!(tunnel::map_vlan(maps, 200), None);
+    // Ranges split into tokens by the ruleset's tokenizer.
+    let split: Vec<String> = [
+        "vlan",
+        "1",
+        "-",
+        "3",
+        "vni",
+        "10",
+        "-",
+        "12",
+        "src",
+        "192.0.2.1",
+        "dst",
+        "192.0.2.2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert!(matches!(
+        parse(
+            Kind::Statement,
+            &[&["encap".to_string()][..], &split].concat()
+        ),
+        Ok(Site::Encap(_))
+    ));
+    let err = |s: &str| encap(&format!("{s} src 192.0.2.1 dst 192.0.2.2")).unwrap_err();
+    assert_eq!(
+        err("vlan 100-199 vni 5000-5050"),
+        "geneve: vlan 100-199 and vni 5000-5050 are ranges of different sizes"
+    );
+    assert_eq!(
+        err("vlan 1-10 vni 100 vlan 5 vni 500"),
+        "geneve: vlan 5 is mapped twice"
+    );
+    assert_eq!(
+        err("vlan 1-10 vni 100 vlan 20 vni 105"),
+        "geneve: vni 105 is used twice"
+    );
+    assert_eq!(
+        err("vlan 0 vni 1"),
+        "geneve: vlan 0 is not a VLAN (1 to 4094)"
+    );
+    assert_eq!(
+        err("vlan 4095 vni 1"),
+        "geneve: vlan 4095 is more than 4094"
+    );
+    assert_eq!(
+        err("vlan 10-1 vni 1"),
+        "geneve: vlan range 10-1 ends before it starts"
+    );
+    assert_eq!(
+        err("vlan 1-2 vni 0xffffff"),
+        "geneve: vlan 1-2 maps past vni 0xffffff"
+    );
+    assert_eq!(err("vlan 1 500"), "geneve: vlan 1 needs a vni after it");
+    assert_eq!(
+        err("vni 1 vlan 2 vni 3"),
+        "geneve: encap takes vni N or vlan ... vni ... ranges, not both"
+    );
+    assert_eq!(err(""), "geneve: encap needs vni N or vlan V vni N");
+    assert_eq!(
+        encap("vni 1 dst 192.0.2.2").unwrap_err(),
+        "geneve: encap needs src"
+    );
+    assert_eq!(
+        err("vni 1 smac 02:00:00"),
+        "geneve: smac \"02:00:00\" is not a MAC address"
+    );
+    assert_eq!(
+        encap("vni 1 src 192.0.2 dst 192.0.2.2").unwrap_err(),
+        "geneve: src \"192.0.2\" is not an IPv4 address"
+    );
+    assert_eq!(
+        err("vni 1 opt class 1 type 2"),
+        "geneve: encap opt needs class, type and data"
+    );
+    assert_eq!(
+        err("vni 1 frob 2"),
+        "geneve: unexpected \"frob\" in encap (expected vni, vlan, src, dst, sport, smac, dmac, ttl or opt)"
+    );
+    assert_eq!(
+        parse(Kind::MatchExpr, &args("decap")).unwrap_err(),
+        "geneve: decap is a statement, not a match"
+    );
+    assert_eq!(
+        parse(Kind::Statement, &args("decap now")).unwrap_err(),
+        "geneve: decap takes no arguments (got \"now\")"
+    );
+}
+
+#[test]
+fn encap_then_decap_gives_the_frame_back() {
+    let mut g = GenevePlugin::default();
+    g.configure(0, Kind::Statement, &args("encap vni 42 src 192.0.2.1 dst 192.0.2.2 sport 50000 opt class 0x0102 type 0x80 data 0x00880022"))
+        .unwrap();
+    g.configure(1, Kind::Statement, &args("decap")).unwrap();
+    let inner = frame(false, 80, 0, &[], false); // any Ethernet frame
+    let (buf, n, stride) = batch(core::slice::from_ref(&inner), WINDOW);
+    let r = wasp_plugin_sdk::__glue::apply(&mut g, 0, &buf, n, stride);
+    let mut outer = inner.clone();
+    apply_edits(&mut outer.frame, &r.edits);
+    assert_eq!(outer.frame.len(), inner.frame.len() + 14 + 20 + 8 + 8 + 8);
+    let ip = &outer.frame[14..34];
+    assert_eq!(hdr::ipv4_checksum(ip), hdr::be16(ip, 10).unwrap());
+    assert_eq!(hdr::be16(ip, 2).unwrap() as usize, outer.frame.len() - 14);
+    assert_eq!(&ip[12..20], &[192, 0, 2, 1, 192, 0, 2, 2]);
+    let udp = Udp::parse(&outer.frame[34..]).unwrap();
+    assert_eq!(
+        (udp.sport, udp.dport, udp.len as usize, udp.csum),
+        (50000, 6081, outer.frame.len() - 34, 0)
+    );
+    let gh = Geneve::parse(&outer.frame[42..]).unwrap();
+    assert_eq!(
+        (gh.vni, gh.protocol, gh.opt_len, gh.critical),
+        (42, 0x6558, 2, true)
+    );
+    assert_eq!(&outer.frame[58..], &inner.frame[..]);
+    // Decap through the plugin, with the offsets the host gives.
+    let outer_pkt = TestPkt {
+        l3: 14,
+        l4: 34,
+        l4proto: 17,
+        nfproto: NFPROTO_IPV4,
+        ..outer.clone()
+    };
+    let (buf, n, stride) = batch(core::slice::from_ref(&outer_pkt), WINDOW);
+    let r = wasp_plugin_sdk::__glue::apply(&mut g, 1, &buf, n, stride);
+    let mut back = outer.frame.clone();
+    apply_edits(&mut back, &r.edits);
+    assert_eq!(back, inner.frame);
 }

@@ -288,3 +288,122 @@ fn add_opt_on_captures() {
         }
     }
 }
+
+fn apply_edits(pkts: &mut [TestPkt], edits: &[wasp_plugin_sdk::Edit]) {
+    for e in edits {
+        let f = &mut pkts[e.packet as usize].frame;
+        let off = e.offset as usize;
+        match &e.op {
+            EditOp::Set(d) => f[off..off + d.len()].copy_from_slice(d),
+            EditOp::Insert(d) => {
+                f.splice(off..off, d.iter().copied());
+            }
+            EditOp::Remove(c) => {
+                f.drain(off..off + *c as usize);
+            }
+        }
+    }
+}
+
+fn statement(g: &mut GenevePlugin, site: u32, pkts: &[TestPkt]) -> Vec<TestPkt> {
+    let (buf, n, stride) = batch(pkts, WINDOW);
+    let r = wasp_plugin_sdk::__glue::apply(g, site, &buf, n, stride);
+    let mut out = pkts.to_vec();
+    apply_edits(&mut out, &r.edits);
+    out.into_iter().map(|p| packet(p.frame)).collect()
+}
+
+/// VLAN-tagged captures into Geneve by the VLAN-range to VNI-range map (C30), and back.
+#[test]
+fn encap_by_vlan_map_and_decap_on_captures() {
+    let mut g = GenevePlugin::default();
+    let conf = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    g.configure(
+        0,
+        Kind::Statement,
+        &conf("encap vlan 1-10 vni 5000-5009 vlan 200 vni 42 src 192.0.2.1 dst 192.0.2.2"),
+    )
+    .unwrap();
+    g.configure(1, Kind::Statement, &conf("decap")).unwrap();
+    for (file, vnis) in [
+        ("sv-eve-flow-vlan-02.pcap", vec![5005, 5000, 5000]),
+        ("tcpdump-802.1ad_QinQ.pcap", vec![42, 42]),
+    ] {
+        let pkts: Vec<TestPkt> = frames(file).into_iter().map(packet).collect();
+        let enc = statement(&mut g, 0, &pkts);
+        for ((before, after), vni) in pkts.iter().zip(&enc).zip(&vnis) {
+            assert_eq!(after.frame.len(), before.frame.len() - 4 + 50, "{file}");
+            let (_, gh) =
+                hdr::geneve_in_udp(after.l4proto, &after.frame[after.l4 as usize..]).unwrap();
+            assert_eq!(gh.vni, *vni, "{file}");
+            let ip = &after.frame[14..34];
+            assert_eq!(hdr::ipv4_checksum(ip), hdr::be16(ip, 10).unwrap());
+            assert!(Udp::parse(&after.frame[34..]).unwrap().sport >= 49152);
+            // The inner frame is the original without its first VLAN tag.
+            let mut untagged = before.frame.clone();
+            untagged.drain(12..16);
+            assert_eq!(after.frame[50..], untagged[..], "{file}");
+        }
+        let dec = statement(&mut g, 1, &enc);
+        for (before, back) in pkts.iter().zip(&dec) {
+            let mut untagged = before.frame.clone();
+            untagged.drain(12..16);
+            assert_eq!(back.frame, untagged, "{file}");
+        }
+    }
+    // Untagged frames are left alone.
+    let plain: Vec<TestPkt> = frames("tcpdump-geneve.pcap")
+        .into_iter()
+        .map(packet)
+        .collect();
+    let same = statement(&mut g, 0, &plain);
+    assert!(plain.iter().zip(&same).all(|(a, b)| a.frame == b.frame));
+}
+
+/// Decap of the Geneve captures: Ethernet inside (0x6558), IPv4 and IPv6 inside.
+#[test]
+fn decap_on_captures() {
+    let mut g = GenevePlugin::default();
+    g.configure(0, Kind::Statement, &["decap".to_string()])
+        .unwrap();
+    // tcpdump-geneve: Ethernet inside, at UDP + 8 + 8 (VNI 0xa) + options.
+    let pkts: Vec<TestPkt> = frames("tcpdump-geneve.pcap")
+        .into_iter()
+        .map(packet)
+        .collect();
+    let dec = statement(&mut g, 0, &pkts);
+    for (p, d) in pkts.iter().zip(&dec) {
+        let gh = Geneve::parse(&p.frame[p.l4 as usize + 8..]).unwrap();
+        let inner = p.l4 as usize + 16 + gh.options.len();
+        assert_eq!(d.frame, p.frame[inner..]);
+    }
+    // GCP: IPv4 directly inside; zeek ipv6: IPv6 directly inside (outer IPv4).
+    for (file, ethertype) in [
+        ("tcpdump-geneve-gcp.pcap", 0x0800),
+        ("zeek-geneve-ipv6.pcap", 0x86dd),
+    ] {
+        let pkts: Vec<TestPkt> = frames(file).into_iter().map(packet).collect();
+        let dec = statement(&mut g, 0, &pkts);
+        for (p, d) in pkts.iter().zip(&dec) {
+            let gh = Geneve::parse(&p.frame[p.l4 as usize + 8..]).unwrap();
+            let inner = p.l4 as usize + 16 + gh.options.len();
+            assert_eq!(hdr::be16(&d.frame, 12), Some(ethertype), "{file}");
+            assert_eq!(d.frame[..12], p.frame[..12], "{file}: the outer MACs stay");
+            assert_eq!(d.frame[14..], p.frame[inner..], "{file}");
+            assert_eq!(
+                d.nfproto,
+                if ethertype == 0x0800 {
+                    NFPROTO_IPV4
+                } else {
+                    NFPROTO_IPV6
+                }
+            );
+        }
+    }
+    // Nothing inside: left alone.
+    let t: Vec<TestPkt> = frames("zeek-geneve-truncated.pcapng")
+        .into_iter()
+        .map(packet)
+        .collect();
+    assert_eq!(statement(&mut g, 0, &t)[0].frame, t[0].frame);
+}
