@@ -45,12 +45,18 @@ impl<T> Sites<T> {
 
     /// Every configured site and its state, by site id.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.0.iter().enumerate().filter_map(|(i, v)| Some((i as u32, v.as_ref()?)))
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((i as u32, v.as_ref()?)))
     }
 
     /// Every configured site and its state, mutably.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
-        self.0.iter_mut().enumerate().filter_map(|(i, v)| Some((i as u32, v.as_mut()?)))
+        self.0
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, v)| Some((i as u32, v.as_mut()?)))
     }
 
     /// Number of configured sites.
@@ -77,7 +83,10 @@ mod tests {
         assert_eq!(s.insert(3, "C"), Some("c"));
         assert_eq!((s.get(3), s.get(1), s.get(99)), (Some(&"C"), None, None));
         assert_eq!(s.len(), 2);
-        assert_eq!(s.iter().collect::<alloc::vec::Vec<_>>(), [(0, &"a"), (3, &"C")]);
+        assert_eq!(
+            s.iter().collect::<alloc::vec::Vec<_>>(),
+            [(0, &"a"), (3, &"C")]
+        );
         *s.get_mut(0).unwrap() = "A";
         assert_eq!(s.remove(3), Some("C"));
         assert_eq!(s.remove(3), None);
