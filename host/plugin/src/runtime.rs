@@ -569,6 +569,8 @@ impl Runtime {
             let d = live.store.data_mut();
             d.now_mono = now[0];
             d.now_boot = now[1];
+            // A refused growth that the guest survived is not this call's failure.
+            d.limit.hit = false;
         }
         live.store.set_epoch_deadline(deadline);
         let r = f(live);
@@ -585,6 +587,9 @@ impl Runtime {
         let s = &mut self.slots[slot];
         let Some(live) = s.live.as_mut() else { return };
         let d = live.store.data_mut();
+        if d.ops.is_empty() && d.events.is_empty() && d.dropped_events == 0 {
+            return;
+        }
         let ops = std::mem::take(&mut d.ops);
         let evs = std::mem::take(&mut d.events);
         s.failures.dropped_events += std::mem::take(&mut d.dropped_events);
