@@ -161,3 +161,26 @@ fn swap_requested_from_another_thread_applies_at_the_next_vector() {
     assert_eq!(answers(&mut rt, 0, 2), vec![false; 2]);
     assert_eq!(packets(&mut rt, 0), (4, "v2".into()));
 }
+
+#[test]
+fn list_reset_and_release() {
+    let host = host();
+    let v1 = guest(&host, "swap_v1");
+    let mut rt = runtime(&host, &v1);
+    rt.configure(&site(0, "swapper", &[], Fallback::Absent))
+        .unwrap();
+    answers(&mut rt, 0, 6);
+    assert_eq!(packets(&mut rt, 0), (6, "v1".into()));
+    rt.reset_state(0, 0).unwrap();
+    assert_eq!(packets(&mut rt, 0), (0, "v1".into()));
+    answers(&mut rt, 0, 1);
+    assert_eq!(packets(&mut rt, 0), (1, "v1".into()));
+    rt.release(0);
+    assert_eq!(rt.site_kind(0), None);
+    assert_eq!(rt.list_state(0), Err(PluginError::UnknownSite(0)));
+    // A released site answers the fallback without calling the plugin.
+    let mut out = [true; 2];
+    rt.matches(0, &[pkt(&FRAME, 0, 0, 0); 2], &mut out);
+    assert_eq!(out, [false; 2]);
+    assert!(rt.take_events().is_empty());
+}
