@@ -88,9 +88,12 @@ fn check_batch(p: &Pipapo, o: &Oracle, keys: &[Vec<u8>], now: u64) -> Result<(),
         let mut out = vec![None; chunk.len()];
         p.lookup_batch(&flat, now, &mut out);
         prop_assert_eq!(&out, &want, "batch dispatch");
-        let mut out = vec![None; chunk.len()];
-        p.lookup_batch_index(&flat, now, &mut out);
-        prop_assert_eq!(&out, &want, "batch index");
+        for staged in [false, true] {
+            super::index::STAGED.store(staged, std::sync::atomic::Ordering::Relaxed);
+            let mut out = vec![None; chunk.len()];
+            p.lookup_batch_index(&flat, now, &mut out);
+            prop_assert_eq!(&out, &want, "batch index, two passes {}", staged);
+        }
     }
     Ok(())
 }
@@ -368,15 +371,16 @@ fn index_agrees(p: &Pipapo, keys: &[Vec<u8>], now: u64) -> Vec<Option<ElemHandle
     let want: Vec<_> = keys.iter().map(|k| p.lookup_scalar(k, now)).collect();
     let got: Vec<_> = keys.iter().map(|k| p.lookup_index(k, now)).collect();
     assert_eq!(got, want, "single, now {now}");
-    for chunk in 0..keys.len().div_ceil(64) {
-        let ks = &keys[chunk * 64..((chunk + 1) * 64).min(keys.len())];
-        let mut out = vec![None; ks.len()];
-        p.lookup_batch_index(&ks.concat(), now, &mut out);
-        assert_eq!(
-            out,
-            want[chunk * 64..chunk * 64 + ks.len()],
-            "batch, now {now}"
-        );
+    // Batches of 100 keys: one full batch of 64 and a partial one.
+    for staged in [false, true] {
+        super::index::STAGED.store(staged, std::sync::atomic::Ordering::Relaxed);
+        for chunk in 0..keys.len().div_ceil(100) {
+            let ks = &keys[chunk * 100..((chunk + 1) * 100).min(keys.len())];
+            let mut out = vec![None; ks.len()];
+            p.lookup_batch_index(&ks.concat(), now, &mut out);
+            let w = &want[chunk * 100..chunk * 100 + ks.len()];
+            assert_eq!(out, w, "batch, now {now}, two passes {staged}");
+        }
     }
     want
 }

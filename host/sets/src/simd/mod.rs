@@ -34,6 +34,24 @@ pub(crate) fn prefetch_block(lt: &[crate::pipapo::Block], i: usize) {
     let _ = (lt, i);
 }
 
+/// Hint that `s[i]` will be read soon (nothing when `i` is out of range or the architecture
+/// has no prefetch here).
+#[inline(always)]
+pub(crate) fn prefetch<T>(s: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = s.get(i) {
+        // SAFETY: prefetch has no architectural effect besides the cache; the pointer comes
+        // from a reference into `s`, and SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (x as *const T).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (s, i);
+}
+
 /// The AVX2 token, if this CPU has AVX2 (detected once).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx2() -> Option<Avx2And> {
