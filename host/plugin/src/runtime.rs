@@ -148,6 +148,8 @@ pub struct Runtime {
     set_fn: Option<SetLookup>,
     buf: Vec<u8>,
     swaps: SwapHandle,
+    /// Whether the last `matches`/`apply` call failed (`Extensions::last_call_failed`).
+    last_failed: bool,
 }
 
 /// Outcome of one guarded call.
@@ -171,6 +173,7 @@ impl Runtime {
             swaps: SwapHandle {
                 pending: Arc::new((AtomicBool::new(false), Mutex::new(Vec::new()))),
             },
+            last_failed: false,
         }
     }
 
@@ -733,8 +736,8 @@ fn describe_error(e: &wasmtime::Error, ticks: u64) -> String {
 
 /// Where the fallback goes when a call fails.
 fn fail_matches(out: &mut [bool], fallback: Fallback) {
-    // A match has no verdict of its own: fail closed is the engine's business (the site's
-    // fallback says drop); the answer here is "no match" either way.
+    // A match has no verdict of its own: fail closed is the engine's business (it asks
+    // `last_call_failed` for a site with fallback drop); the answer here is "no match".
     let _ = fallback;
     out.fill(false);
 }
@@ -748,6 +751,7 @@ fn fail_apply(verdicts: &mut [ExtVerdict], fallback: Fallback) {
 
 impl Extensions for Runtime {
     fn matches(&mut self, site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        self.last_failed = false;
         let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Match]) else {
             return fail_matches(out, Fallback::Absent);
         };
@@ -774,6 +778,7 @@ impl Extensions for Runtime {
         };
         if let Err(CallError::Failed(reason, msg)) = r {
             fail_matches(out, fallback);
+            self.last_failed = true;
             self.fail(slot, reason, &format!("matches at use site {site}: {msg}"));
         }
     }
@@ -785,6 +790,7 @@ impl Extensions for Runtime {
         verdicts: &mut [ExtVerdict],
         edits: &mut Vec<(usize, ExtEdit)>,
     ) {
+        self.last_failed = false;
         let Some((slot, fallback)) = self.call_site(site, &[ExtKind::Statement, ExtKind::Stateful])
         else {
             return fail_apply(verdicts, Fallback::Absent);
@@ -812,11 +818,16 @@ impl Extensions for Runtime {
         };
         if let Err(CallError::Failed(reason, msg)) = r {
             fail_apply(verdicts, fallback);
+            self.last_failed = true;
             self.fail(slot, reason, &format!("apply at use site {site}: {msg}"));
         }
     }
 
     fn advance(&mut self, now_ns: u64) {
         self.advance_clocks(now_ns, now_ns);
+    }
+
+    fn last_call_failed(&mut self) -> bool {
+        self.last_failed
     }
 }

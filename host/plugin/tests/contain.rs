@@ -18,6 +18,7 @@ fn check_ok_site(rt: &mut Runtime) {
     let mut out = [true, false];
     rt.matches(0, &pkts, &mut out);
     assert_eq!(out, [false, true]);
+    assert!(!rt.last_call_failed());
 }
 
 /// Sets up site 0 `ok` and site 1 in `mode`, checks that calling site 1 fails with an event
@@ -48,6 +49,7 @@ fn contained(mode: &str, kind: ExtKind, event: &str, which: fn(&FailureCounts) -
                 let mut out = [true; 3];
                 rt.matches(1, &pkts, &mut out);
                 assert_eq!(out, [false; 3], "{mode}: a failed match answers false");
+                assert!(rt.last_call_failed(), "{mode}: the engine can fail closed");
             }
             _ => {
                 let mut v = [ExtVerdict::Accept; 3];
