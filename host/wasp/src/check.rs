@@ -1,4 +1,5 @@
-//! `wasp check`: parse and compile a ruleset, optionally print it back as `nft list ruleset`.
+//! `wasp check`: parse and compile a ruleset (loading its plugins and configuring every use,
+//! as `wasp replay` does), optionally print it back as `nft list ruleset`.
 
 use std::path::Path;
 
@@ -6,15 +7,18 @@ use wasp_core::Engine;
 
 use crate::error::Error;
 
-/// Parse and compile the ruleset at `path`. With `print`, return its text as
+/// Parse and compile the ruleset at `path`, load its plugins and configure every use site
+/// (so that arguments a plugin refuses are reported at their file:line:col). With `print`, return its text as
 /// `nft list ruleset` prints it (`handles`: as `nft -a list ruleset`); otherwise an empty
 /// string.
 ///
 /// # Errors
-/// [`Error::Ruleset`] with file:line:col when the ruleset cannot be read, parsed or compiled.
+/// [`Error::Ruleset`] with file:line:col when the ruleset cannot be read, parsed or compiled,
+/// a plugin cannot be loaded, or a plugin refuses a use's arguments.
 pub fn check(path: &Path, print: bool, handles: bool) -> Result<String, Error> {
     let ruleset = wasp_ruleset::parse_file(path)?;
-    Engine::compile(&ruleset)?;
+    let mut engine = Engine::compile(&ruleset)?;
+    crate::plugins::ReplayPlugins::load(&ruleset, &mut engine, &[], 0)?;
     Ok(if print {
         wasp_ruleset::print_ruleset(&ruleset, handles)
     } else {

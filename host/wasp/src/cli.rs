@@ -70,6 +70,11 @@ pub struct ReplayArgs {
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Swap plugin NAME to the component at PATH after input packet N (counted from 1 over
+    /// all inputs; 0: before the first). PATH is a file (relative to the current directory)
+    /// or the bare name of a bundled plugin. Repeat for several swaps.
+    #[arg(long = "swap", value_name = "NAME=PATH@N")]
+    pub swaps: Vec<crate::plugins::SwapSpec>,
 }
 
 impl ReplayArgs {
@@ -111,6 +116,7 @@ impl ReplayArgs {
         }
         opts.verdicts.clone_from(&self.verdicts);
         opts.trace = self.trace;
+        opts.swaps.clone_from(&self.swaps);
         Ok(opts)
     }
 }

@@ -31,6 +31,9 @@ pub enum Error {
         /// What the OS said.
         message: String,
     },
+    /// The plugin host cannot start (wasmtime refused its configuration).
+    #[error("plugin host: {0}")]
+    Plugin(String),
     /// The command line does not say what to do (e.g. `replay` without a ruleset).
     #[error("{0}")]
     Usage(String),

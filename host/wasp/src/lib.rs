@@ -7,6 +7,7 @@
 //!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
 //! - [`capture`]: pcap/pcapng reading (faults name file and byte offset) and pcap writing.
 //! - [`sample`]: the `sample.toml` of a sample directory.
+//! - [`plugins`]: the ruleset's plugins in a replay (loading, configuration, `--swap`).
 //! - [`hooks`]: the base chains `wasp replay` does not run (it runs netdev ingress only).
 //! - [`verdicts`], [`trace`], [`summary`]: the output formats.
 #![forbid(unsafe_code)]
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod error;
 pub mod hooks;
 pub mod names;
+pub mod plugins;
 pub mod progress;
 pub mod replay;
 pub mod sample;

@@ -7,6 +7,13 @@
 //! never spans two inputs. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
 //!
+//! Plugins ([`crate::plugins`]) run on the same clock: before each vector the runtime's clock
+//! moves to the vector's capture time and fires the timers that fell due, so an idle timer
+//! expires inside a capture at the capture time it falls due (to the vector); their events go
+//! to the summary. Edits that plugin statements make are applied to the frames written to
+//! `accepted.pcap` / `dropped.pcap`. `--swap NAME=PATH@N` cuts the vector after input packet
+//! `N` and swaps there, so packets up to `N` see the old version and the others the new one.
+//!
 //! A fault in a capture (truncated, corrupt, not a capture) ends that capture after the packets
 //! read before it have been processed and written; the captures after it are still read, and
 //! the first fault is returned in [`Report::fault`] (the command then exits 1).
@@ -17,19 +24,25 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use wasp_core::engine::MAX_VECTOR;
-use wasp_core::{Engine, FinalVerdict, Outcome, Packet, TraceSink};
+use wasp_core::{Engine, ExtEdit, FinalVerdict, Outcome, Packet, TraceSink};
 use wasp_ruleset::model::Hook;
 
 use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
 use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
+use crate::plugins::{ReplayPlugins, SwapSpec};
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
-    ChainSummary, InputStatus, InputSummary, RuleSummary, SetCounterSummary, Summary,
+    ChainSummary, EventSummary, InputStatus, InputSummary, PluginStateSummary, RuleSummary,
+    SetCounterSummary, Summary,
 };
 use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
+
+/// With plugins, the most capture time one vector spans (1 ms): their clock moves (and their
+/// timers fire) before each vector, so a timer fires at most this late on the packet clock.
+pub const TIME_STEP_NS: u64 = 1_000_000;
 
 /// File name of the accepted packets in the output directory.
 pub const ACCEPTED_FILE: &str = "accepted.pcap";
@@ -75,6 +88,8 @@ pub struct ReplayOptions {
     pub verdicts: Option<PathBuf>,
     /// Produce the `nft monitor trace` style walk of every packet.
     pub trace: bool,
+    /// Plugin swaps (`--swap NAME=PATH@N`).
+    pub swaps: Vec<SwapSpec>,
 }
 
 impl ReplayOptions {
@@ -95,6 +110,7 @@ impl ReplayOptions {
             out_dir: Some(sample.out.clone()),
             verdicts: None,
             trace: false,
+            swaps: Vec::new(),
         }
     }
 }
@@ -249,6 +265,39 @@ struct Run<'o> {
     collector: Collector,
     /// (table, chain, rule handle or `u64::MAX` for the policy, drop?) -> packets.
     decisions: BTreeMap<(u32, u32, u64, bool), u64>,
+    /// The ruleset's plugins, if it has any.
+    plugins: Option<ReplayPlugins>,
+    /// Plugin events so far.
+    events: Vec<EventSummary>,
+}
+
+/// `data` with `edits` applied in order (an edit that does not fit what the frame has become
+/// is skipped: the plugin host refuses out-of-range edits before they get here).
+fn edited(data: &[u8], edits: &[&ExtEdit]) -> Vec<u8> {
+    let mut f = data.to_vec();
+    for e in edits {
+        match e {
+            ExtEdit::Set { offset, data } => {
+                let o = *offset as usize;
+                if let Some(dst) = f.get_mut(o..o.saturating_add(data.len())) {
+                    dst.copy_from_slice(data);
+                }
+            }
+            ExtEdit::Insert { offset, data } => {
+                let o = *offset as usize;
+                if o <= f.len() {
+                    f.splice(o..o, data.iter().copied());
+                }
+            }
+            ExtEdit::Remove { offset, count } => {
+                let (o, n) = (*offset as usize, *count as usize);
+                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
+                    f.drain(o..o + n);
+                }
+            }
+        }
+    }
+    f
 }
 
 impl Run<'_> {
@@ -281,8 +330,30 @@ impl Run<'_> {
             Some(_) => Some(&mut self.collector),
             None => None,
         };
-        self.engine
-            .ingress(dev, &packets, frames[0].ts_ns, &mut out, sink);
+        let now = frames[0].ts_ns;
+        self.summary.start_ns.get_or_insert(now);
+        match self.plugins.as_mut() {
+            Some(p) => {
+                p.note_time(now);
+                self.engine
+                    .ingress_ext(dev, &packets, now, &mut out, sink, &mut p.runtime);
+                self.events
+                    .extend(p.take_events().into_iter().map(|e| EventSummary {
+                        time_ns: e.at_ns,
+                        plugin: e.plugin,
+                        text: e.text,
+                    }));
+            }
+            None => self.engine.ingress(dev, &packets, now, &mut out, sink),
+        }
+        // Edits by packet (in the order they were made).
+        let mut edits: Vec<Vec<&ExtEdit>> = Vec::new();
+        for (i, e) in self.engine.edits() {
+            if edits.len() <= *i {
+                edits.resize_with(i + 1, Vec::new);
+            }
+            edits[*i].push(e);
+        }
         let events = match self.trace {
             Some(_) => self.collector.take_by_packet(packets.len()),
             None => Vec::new(),
@@ -319,7 +390,19 @@ impl Run<'_> {
                     *self.decisions.entry(key).or_default() += 1;
                 }
             }
-            self.outputs.write(frame, outcome.verdict)?;
+            match edits.get(i).filter(|e| !e.is_empty()) {
+                Some(e) => {
+                    let data = edited(frame.data, e);
+                    let grown = data.len() as i64 - frame.data.len() as i64;
+                    let f = Frame {
+                        data: &data,
+                        orig_len: (i64::from(frame.orig_len) + grown).max(0) as u32,
+                        ..*frame
+                    };
+                    self.outputs.write(&f, outcome.verdict)?;
+                }
+                None => self.outputs.write(frame, outcome.verdict)?,
+            }
             self.outputs.verdict(self.index, outcome, &self.names)?;
             if let Some(t) = self.trace.as_mut() {
                 let text = format_packet_trace(
@@ -357,10 +440,30 @@ impl Run<'_> {
         loop {
             match frames.next() {
                 Some(Ok(f)) => {
-                    batch.push(f);
-                    if batch.len() == MAX_VECTOR {
+                    // With plugins, a vector spans at most TIME_STEP_NS of capture time, so
+                    // that their timers fire (before each vector) close to when they fall due.
+                    if self.plugins.is_some()
+                        && batch
+                            .first()
+                            .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
+                    {
                         self.vector(&batch, input)?;
                         batch.clear();
+                    }
+                    batch.push(f);
+                    // A swap cuts the vector after its packet.
+                    let at = self.index + batch.len() as u64;
+                    let swap = self
+                        .plugins
+                        .as_ref()
+                        .and_then(ReplayPlugins::next_swap)
+                        .is_some_and(|n| n <= at);
+                    if batch.len() == MAX_VECTOR || swap {
+                        self.vector(&batch, input)?;
+                        batch.clear();
+                        if let Some(p) = self.plugins.as_mut() {
+                            p.apply_swaps(self.index);
+                        }
                         progress.advance(frames.offset() - done_bytes);
                         done_bytes = frames.offset();
                     }
@@ -391,7 +494,13 @@ pub fn replay(
     progress: &mut Progress,
 ) -> Result<Report, Error> {
     let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
-    let engine = Engine::compile(&ruleset)?;
+    let mut engine = Engine::compile(&ruleset)?;
+    let start_ns = first_timestamp(&opts.inputs).unwrap_or(0);
+    let mut plugins = ReplayPlugins::load(&ruleset, &mut engine, &opts.swaps, start_ns)?;
+    if let Some(p) = plugins.as_mut() {
+        // `@0`: before the first packet.
+        p.apply_swaps(0);
+    }
     let mut names = Names::new(&ruleset);
     if opts.trace {
         names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
@@ -452,6 +561,8 @@ pub fn replay(
         index: 0,
         collector: Collector::default(),
         decisions: BTreeMap::new(),
+        plugins,
+        events: Vec::new(),
     };
     let mut fault = None;
     for (input, here) in opts.inputs.iter().zip(present) {
@@ -479,6 +590,35 @@ pub fn replay(
         run.summary.inputs.push(s);
     }
     progress.finish();
+    if let Some(p) = run.plugins.as_mut() {
+        notes.extend(p.unapplied(run.index));
+        // Events of the swaps made after the last packet.
+        run.events
+            .extend(p.take_events().into_iter().map(|e| EventSummary {
+                time_ns: e.at_ns,
+                plugin: e.plugin,
+                text: e.text,
+            }));
+    }
+    run.summary.events = std::mem::take(&mut run.events);
+    if let Some(p) = run.plugins.as_mut() {
+        run.summary.plugin_state = p
+            .states(&run.engine)
+            .into_iter()
+            .map(|(site, plugin, state)| {
+                let span = run.engine.ext_site_span(site).unwrap_or_default();
+                let file = ruleset
+                    .sources
+                    .get(span.file as usize)
+                    .map_or_else(String::new, |s| s.path.display().to_string());
+                PluginStateSummary {
+                    at: format!("{file}:{}:{}", span.line, span.col),
+                    plugin,
+                    state,
+                }
+            })
+            .collect();
+    }
     run.chains.fill(&run.engine, &run.dev);
     summary = run.summary;
     summary.chains = run.chains.counts;
@@ -519,6 +659,16 @@ pub fn replay(
         summary,
         notes,
         fault,
+    })
+}
+
+/// The capture time of the first frame of the first input that has one (the replay's clock
+/// starts there: plugins configured before the run arm their timers from it).
+fn first_timestamp(inputs: &[Input]) -> Option<u64> {
+    inputs.iter().find_map(|i| {
+        let cap = Capture::open(&i.path).ok()?;
+        let mut frames = cap.frames().ok()?;
+        frames.next()?.ok().map(|f| f.ts_ns)
     })
 }
 

@@ -34,6 +34,41 @@ pub struct Summary {
     /// `counter`), in declaration order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set_counters: Vec<SetCounterSummary>,
+    /// Events of the plugins (an idle timer that expired, a swap, a plugin that failed), in
+    /// time order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventSummary>,
+    /// The state of every plugin use site after the run (what its plugin lists: a counter's
+    /// packets and bytes), in site order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plugin_state: Vec<PluginStateSummary>,
+    /// Capture time of the first packet (ns since the Unix epoch); the table shows event
+    /// times from it.
+    #[serde(skip)]
+    pub start_ns: Option<u64>,
+}
+
+/// What one plugin use site lists after the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PluginStateSummary {
+    /// Where the use is written (`FILE:LINE:COL`).
+    pub at: String,
+    /// The plugin's name.
+    pub plugin: String,
+    /// The entries as text (`packets 12 bytes 1440`), one per entry.
+    pub state: Vec<String>,
+}
+
+/// One plugin event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventSummary {
+    /// When, on the replay's clock: the capture time (ns since the Unix epoch) of the vector
+    /// during which it happened.
+    pub time_ns: u64,
+    /// The plugin's name.
+    pub plugin: String,
+    /// What happened (`idletimer wlan0 expired`).
+    pub text: String,
 }
 
 /// Counts of one set element's counter.
@@ -201,6 +236,27 @@ impl Summary {
             }
             let _ = writeln!(s);
         }
+        if self.plugin_state.iter().any(|p| !p.state.is_empty()) {
+            let _ = writeln!(s, "plugin state");
+            for p in self.plugin_state.iter().filter(|p| !p.state.is_empty()) {
+                let _ = writeln!(s, "  {} {}: {}", p.at, p.plugin, p.state.join("; "));
+            }
+            let _ = writeln!(s);
+        }
+        if !self.events.is_empty() {
+            let _ = writeln!(s, "plugin events");
+            for e in &self.events {
+                let since = e.time_ns.saturating_sub(self.start_ns.unwrap_or(e.time_ns));
+                let _ = writeln!(
+                    s,
+                    "  +{}.{:06}s  {}",
+                    since / 1_000_000_000,
+                    since % 1_000_000_000 / 1000,
+                    e.text
+                );
+            }
+            let _ = writeln!(s);
+        }
         let w = self
             .inputs
             .iter()
@@ -303,6 +359,9 @@ mod tests {
                 },
             ],
             set_counters: Vec::new(),
+            events: Vec::new(),
+            plugin_state: Vec::new(),
+            start_ns: None,
         }
     }
 

@@ -1,0 +1,338 @@
+//! Plugins in `wasp replay`: the ruleset's plugins loaded into one [`Runtime`] (the replay is
+//! one worker), every use site configured with its arguments, and the swaps `--swap
+//! NAME=PATH@N` asks for.
+//!
+//! Where a plugin comes from: a declaration's path ending in `.wasm` or holding a `/` is a
+//! file relative to the ruleset file that declares it; a bare name (`plugin counter`, `path
+//! "counter"`) is `NAME.wasm` in the plugin directory the build produces
+//! ([`wasp_guests::plugin_dir`]). A `--swap` path reads the same way, relative to the current
+//! directory.
+//!
+//! Errors: a plugin that cannot be loaded is a ruleset error at its declaration, a use site
+//! whose arguments the plugin refuses (`configure`) a ruleset error at the use (file:line:col;
+//! the command exits 1). A swap whose plugin cannot be loaded or configured changes nothing:
+//! an event says why.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use wasp_core::{Engine, ExtKind};
+use wasp_plugin::{HostConfig, Plugin, PluginEvent, PluginHost, Runtime};
+use wasp_ruleset::Ruleset;
+use wasp_ruleset::model::PluginSource;
+
+use crate::error::Error;
+
+/// `--swap NAME=PATH@N`: replace plugin `NAME` by the component at `PATH` after input packet
+/// `N` (counted from 1 over all inputs; 0 swaps before the first packet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwapSpec {
+    /// The plugin's name in the ruleset.
+    pub name: String,
+    /// The new component, as written (see the module docs for how it is found).
+    pub path: String,
+    /// Input packets evaluated by the old version.
+    pub after: u64,
+}
+
+impl FromStr for SwapSpec {
+    type Err = String;
+
+    /// `NAME=PATH@N`; the last `@` separates `N`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("expected NAME=PATH@N (e.g. counter=counter-v2.wasm@100), found \"{s}\"");
+        let (name, rest) = s.split_once('=').ok_or_else(bad)?;
+        let (path, n) = rest.rsplit_once('@').ok_or_else(bad)?;
+        let after = n.parse::<u64>().map_err(|_| bad())?;
+        if name.is_empty() || path.is_empty() {
+            return Err(bad());
+        }
+        Ok(SwapSpec {
+            name: name.to_string(),
+            path: path.to_string(),
+            after,
+        })
+    }
+}
+
+/// Where a plugin's component is, for a path as written in a declaration or a `--swap`
+/// (`base`: the folder relative paths start from).
+fn resolve(path: &str, base: &Path) -> PathBuf {
+    if !path.contains('/') && !path.ends_with(".wasm") {
+        return wasp_guests::plugin_dir().join(format!("{path}.wasm"));
+    }
+    base.join(path)
+}
+
+/// A swap waiting for its packet.
+struct PendingSwap {
+    spec: SwapSpec,
+    /// The new version, loaded before the run (off the packet path), or why it could not be.
+    plugin: Result<Plugin, String>,
+}
+
+/// The plugins of a replay.
+pub struct ReplayPlugins {
+    /// The one worker's runtime (the engine calls it through `wasp_core::Extensions`).
+    pub runtime: Runtime,
+    swaps: Vec<PendingSwap>,
+    /// Events not yet taken (the swaps' failures).
+    events: Vec<PluginEvent>,
+    /// The packet clock of the last vector (ns).
+    last_now: u64,
+}
+
+impl std::fmt::Debug for ReplayPlugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayPlugins")
+            .field("swaps", &self.swaps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplayPlugins {
+    /// Load the plugins `ruleset` declares, configure every use site of `engine` (compiled
+    /// from `ruleset`) and give the engine the kinds, and load the new versions of `swaps`.
+    /// `None` when the ruleset declares no plugin and no swap is asked for.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] at the declaration for a plugin that cannot be loaded (or that two
+    /// tables declare with different files: the replay runs one instance per name), at the
+    /// use for arguments the plugin refuses; [`Error::Usage`] for a `--swap` of a plugin the
+    /// ruleset does not declare; [`Error::Plugin`] when the plugin host cannot start.
+    pub fn load(
+        ruleset: &Ruleset,
+        engine: &mut Engine,
+        swaps: &[SwapSpec],
+        start_ns: u64,
+    ) -> Result<Option<Self>, Error> {
+        let declared = ruleset.tables.iter().any(|t| !t.plugins.is_empty());
+        if !declared && swaps.is_empty() {
+            return Ok(None);
+        }
+        let host =
+            PluginHost::new(HostConfig::default()).map_err(|e| Error::Plugin(e.to_string()))?;
+        let mut runtime = Runtime::new(&host);
+        // The replay's clock starts at the first packet: timers armed while configuring count
+        // from there.
+        runtime.set_clocks(start_ns, start_ns);
+        // name -> (file, declaration) of the first declaration.
+        let mut loaded: HashMap<String, (PathBuf, wasp_ruleset::model::Span)> = HashMap::new();
+        for t in &ruleset.tables {
+            for d in &t.plugins {
+                let file = match d.source(ruleset) {
+                    PluginSource::Bundled(n) => wasp_guests::plugin_dir().join(format!("{n}.wasm")),
+                    PluginSource::File(p) => p,
+                };
+                if let Some((first, at)) = loaded.get(&d.name) {
+                    if *first != file {
+                        return Err(wasp_ruleset::Error::at(
+                            ruleset,
+                            d.span,
+                            format!(
+                                "plugin `{}` is declared by another table with another file ({}): a replay runs one plugin per name",
+                                d.name,
+                                first.display()
+                            ),
+                        )
+                        .with_note(format!(
+                            "note: the other declaration: {}:{}:{}",
+                            source_path(ruleset, *at),
+                            at.line,
+                            at.col
+                        ))
+                        .into());
+                    }
+                    continue;
+                }
+                let plugin = host.load(&file).map_err(|e| {
+                    wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
+                })?;
+                runtime.add(&d.name, &plugin).map_err(|e| {
+                    wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
+                })?;
+                loaded.insert(d.name.clone(), (file, d.span));
+            }
+        }
+        let mut kinds: Vec<ExtKind> = Vec::with_capacity(engine.ext_sites().len());
+        for site in engine.ext_sites() {
+            match runtime.configure(site) {
+                Ok(k) => kinds.push(k),
+                Err(msg) => {
+                    let span = engine.ext_site_span(site.id).unwrap_or_default();
+                    return Err(wasp_ruleset::Error::at(
+                        ruleset,
+                        span,
+                        format!("plugin `{}` refuses this use: {msg}", site.plugin),
+                    )
+                    .into());
+                }
+            }
+        }
+        engine.set_ext_kinds(&kinds);
+        let mut pending = Vec::with_capacity(swaps.len());
+        for s in swaps {
+            if !loaded.contains_key(&s.name) {
+                return Err(Error::Usage(format!(
+                    "--swap {}=...: the ruleset declares no plugin `{}`",
+                    s.name, s.name
+                )));
+            }
+            let file = resolve(&s.path, Path::new(""));
+            let plugin = host.load(&file).map_err(|e| e.to_string());
+            pending.push(PendingSwap {
+                spec: s.clone(),
+                plugin,
+            });
+        }
+        // Swaps in packet order (a stable sort keeps the command line's order for equal N).
+        pending.sort_by_key(|p| p.spec.after);
+        Ok(Some(ReplayPlugins {
+            runtime,
+            swaps: pending,
+            events: Vec::new(),
+            last_now: start_ns,
+        }))
+    }
+
+    /// The input packet after which the next swap is due (`None`: no swap left).
+    pub fn next_swap(&self) -> Option<u64> {
+        self.swaps.first().map(|s| s.spec.after)
+    }
+
+    /// Apply every swap due after input packet `done` (at a vector boundary). A swap that
+    /// fails changes nothing and leaves an event saying why; a successful one leaves the
+    /// runtime's event.
+    pub fn apply_swaps(&mut self, done: u64) {
+        while self.swaps.first().is_some_and(|s| s.spec.after <= done) {
+            let s = self.swaps.remove(0);
+            let name = &s.spec.name;
+            let failed = match &s.plugin {
+                Err(e) => Some(format!("cannot load {}: {e}", s.spec.path)),
+                Ok(p) => self.runtime.swap(name, p).err().map(|e| e.to_string()),
+            };
+            if let Some(why) = failed {
+                self.events.push(PluginEvent {
+                    at_ns: self.last_now,
+                    plugin: name.clone(),
+                    text: format!(
+                        "plugin {name} swap to {} after packet {} failed, nothing changed: {why}",
+                        s.spec.path, s.spec.after
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Swaps never applied (the run ended first), as notes.
+    pub fn unapplied(&self, packets: u64) -> Vec<String> {
+        self.swaps
+            .iter()
+            .map(|s| {
+                format!(
+                    "--swap {}={}@{}: the replay ended after {packets} packets, the swap was not made",
+                    s.spec.name, s.spec.path, s.spec.after
+                )
+            })
+            .collect()
+    }
+
+    /// The state every use site's plugin lists (a counter's packets and bytes), in site
+    /// order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
+    /// parentheses when it says more). A listing that fails gives its error as text.
+    pub fn states(&mut self, engine: &Engine) -> Vec<(u32, String, Vec<String>)> {
+        engine
+            .ext_sites()
+            .iter()
+            .map(|s| {
+                let text = match self.runtime.list_state(s.id) {
+                    Ok(entries) => entries
+                        .into_iter()
+                        .map(|e| {
+                            // The values, and the plugin's text when it says more.
+                            let values = e
+                                .values
+                                .iter()
+                                .map(|(k, v)| format!("{k} {v}"))
+                                .collect::<Vec<_>>()
+                                .join(" ");
+                            match (values.is_empty(), e.text.is_empty()) {
+                                (_, true) => values,
+                                (true, false) => e.text,
+                                (false, false) if e.text == values => values,
+                                (false, false) => format!("{values} ({})", e.text),
+                            }
+                        })
+                        .collect(),
+                    Err(e) => vec![format!("(cannot list: {e})")],
+                };
+                (s.id, s.plugin.clone(), text)
+            })
+            .collect()
+    }
+
+    /// Events since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<PluginEvent> {
+        let mut ev = std::mem::take(&mut self.events);
+        ev.extend(self.runtime.take_events());
+        ev.sort_by_key(|e| e.at_ns);
+        ev
+    }
+
+    /// The packet clock moved to `now_ns` (the vector about to run).
+    pub fn note_time(&mut self, now_ns: u64) {
+        self.last_now = now_ns;
+    }
+}
+
+/// The path of the file of `span`, for messages.
+fn source_path(ruleset: &Ruleset, span: wasp_ruleset::model::Span) -> String {
+    ruleset
+        .sources
+        .get(span.file as usize)
+        .map_or_else(|| "<ruleset>".to_string(), |s| s.path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swap_specs() {
+        assert_eq!(
+            "counter=v2/counter.wasm@100".parse::<SwapSpec>(),
+            Ok(SwapSpec {
+                name: "counter".into(),
+                path: "v2/counter.wasm".into(),
+                after: 100
+            })
+        );
+        // The last `@` separates the packet number.
+        assert_eq!(
+            "g=a@b.wasm@0"
+                .parse::<SwapSpec>()
+                .map(|s| (s.path, s.after)),
+            Ok(("a@b.wasm".to_string(), 0))
+        );
+        for bad in [
+            "counter",
+            "counter=x.wasm",
+            "=x@1",
+            "c=@1",
+            "c=x@-1",
+            "c=x@",
+        ] {
+            assert!(bad.parse::<SwapSpec>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            resolve("counter", Path::new("/x")),
+            wasp_guests::plugin_dir().join("counter.wasm")
+        );
+        assert_eq!(
+            resolve("a/b.wasm", Path::new("/x")),
+            PathBuf::from("/x/a/b.wasm")
+        );
+    }
+}

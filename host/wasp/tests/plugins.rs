@@ -1,0 +1,273 @@
+//! `wasp replay` with plugins: the bundled idletimer and counter plugins on the capture's
+//! clock, hot swap with `--swap` (per-packet verdicts before and after the swap point, counts
+//! carried), edits written to the output captures, and the errors of a plugin that cannot be
+//! loaded or refuses its arguments.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use wasp::summary::Summary;
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const SEC: u64 = 1_000_000_000;
+
+/// A UDP packet from 10.0.0.`host` at `t`.
+fn packet(t: u64, host: u8) -> (u64, Vec<u8>) {
+    (
+        t,
+        eth(
+            host,
+            0x0800,
+            &ipv4([10, 0, 0, host], [10, 0, 0, 1], 17, &udp(5000, 53)),
+        ),
+    )
+}
+
+/// Write `ruleset` and a capture of `frames` into `dir`; replay them with `swaps`.
+fn replay(
+    dir: &Path,
+    ruleset: &str,
+    frames: &[(u64, Vec<u8>)],
+    swaps: &[&str],
+) -> Result<wasp::Report, wasp::Error> {
+    std::fs::write(dir.join("r.nft"), ruleset).unwrap();
+    let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
+    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    let opts = wasp::ReplayOptions {
+        ruleset: dir.join("r.nft"),
+        inputs: vec![wasp::Input::required(dir.join("c.pcap"))],
+        out_dir: Some(dir.join("out")),
+        swaps: swaps.iter().map(|s| s.parse().unwrap()).collect(),
+        ..wasp::ReplayOptions::default()
+    };
+    wasp::replay(&opts, None, &mut wasp::progress::Progress::hidden())
+}
+
+fn events(s: &Summary) -> Vec<(u64, &str)> {
+    s.events
+        .iter()
+        .map(|e| (e.time_ns, e.text.as_str()))
+        .collect()
+}
+
+#[test]
+fn idle_timers_expire_on_the_capture_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = "table netdev t {\n\tplugin idletimer\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tidletimer label \"lan\" timeout 2s\n\t}\n}\n";
+    // Packets at 0, 0.5, 5 and 5.2 s, then 9 s: the label is idle from 0.5 to 5 s (expires
+    // at 2.5 s) and from 5.2 to 9 s (expires at 7.2 s).
+    let frames: Vec<(u64, Vec<u8>)> = [0, SEC / 2, 5 * SEC, 5 * SEC + SEC / 5, 9 * SEC]
+        .iter()
+        .map(|&t| packet(T0 + t, 5))
+        .collect();
+    let report = replay(tmp.path(), rules, &frames, &[]).unwrap();
+    let ev = events(&report.summary);
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    // Each expiry is reported once, when the replay's clock has passed its deadline: no
+    // later than the packet that came after it.
+    for ((t, text), (due, next)) in ev
+        .iter()
+        .zip([(2 * SEC + SEC / 2, 5 * SEC), (7 * SEC + SEC / 5, 9 * SEC)])
+    {
+        assert_eq!(*text, "idletimer lan expired");
+        assert!(
+            (T0 + due..=T0 + next).contains(t),
+            "{t} not in {due}..={next}"
+        );
+    }
+    assert_eq!(report.summary.plugin_state.len(), 1);
+    assert_eq!(report.summary.plugin_state[0].plugin, "idletimer");
+    assert!(report.summary.plugin_state[0].at.ends_with("r.nft:5:3"));
+    // The JSON summary has the events.
+    let json: serde_json::Value = serde_json::from_str(&report.summary.to_json()).unwrap();
+    assert_eq!(json["events"][0]["text"], "idletimer lan expired");
+    assert!(json["events"][1]["time_ns"].as_u64().unwrap() >= T0 + 7 * SEC);
+}
+
+#[test]
+fn a_declared_counter_plugin_counts_and_keeps_counting_across_a_swap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = "table netdev t {\n\tplugin counter\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tudp dport 53 counter\n\t}\n}\n";
+    let frames: Vec<(u64, Vec<u8>)> = (0..10).map(|i| packet(T0 + i * 1000, 5)).collect();
+    let report = replay(tmp.path(), rules, &frames, &["counter=counter@4"]).unwrap();
+    let s = &report.summary;
+    // The counter plugin counts the frame's length (`meta length` in its packet header).
+    let len = frames[0].1.len();
+    assert_eq!(len, 46);
+    assert_eq!(
+        s.plugin_state[0].state,
+        [format!("packets 10 bytes {}", 10 * len)]
+    );
+    let ev = events(s);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(
+        ev[0].1.starts_with("plugin counter swapped") && ev[0].1.contains("state carried"),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_swap_switches_versions_after_its_packet_and_carries_the_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v1 = wasp_guests::test_guest("swap_v1");
+    let v2 = wasp_guests::test_guest("swap_v2");
+    let rules = format!(
+        "table netdev t {{\n\tplugin swapper {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy drop;\n\t\tswapper x accept\n\t}}\n}}\n",
+        v1.display()
+    );
+    // Version 1 matches every packet, version 2 none: packets 1..=70 accepted, the others
+    // dropped (the swap cuts the second vector after packet 70).
+    let frames: Vec<(u64, Vec<u8>)> = (0..100).map(|i| packet(T0 + i * 1000, 5)).collect();
+    let swap = format!("swapper={}@70", v2.display());
+    let report = replay(tmp.path(), &rules, &frames, &[&swap]).unwrap();
+    let s = &report.summary;
+    assert_eq!((s.accepted, s.dropped), (70, 30));
+    let accepted = read_frames(&tmp.path().join("out/accepted.pcap"));
+    assert_eq!(accepted.first().map(|f| f.0), Some(T0));
+    assert_eq!(accepted.last().map(|f| f.0), Some(T0 + 69_000));
+    // Every packet was counted by exactly one version, and the count moved over.
+    assert_eq!(s.plugin_state[0].state, ["packets 100 (v2)"]);
+    assert!(
+        events(s)[0].1.contains("swapped 1 -> 2, state carried"),
+        "{:?}",
+        events(s)
+    );
+}
+
+#[test]
+fn a_swap_that_fails_changes_nothing_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v1 = wasp_guests::test_guest("swap_v1");
+    let v2 = wasp_guests::test_guest("swap_v2");
+    // Version 2 refuses the argument `v1-only`.
+    let rules = format!(
+        "table netdev t {{\n\tplugin swapper {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy drop;\n\t\tswapper v1-only accept\n\t}}\n}}\n",
+        v1.display()
+    );
+    let frames: Vec<(u64, Vec<u8>)> = (0..10).map(|i| packet(T0 + i * 1000, 5)).collect();
+    let bad = format!("swapper={}@3", v2.display());
+    let report = replay(
+        tmp.path(),
+        &rules,
+        &frames,
+        &[&bad, "swapper=missing/nothing.wasm@5"],
+    )
+    .unwrap();
+    let s = &report.summary;
+    assert_eq!((s.accepted, s.dropped), (10, 0));
+    let ev = events(s);
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    assert!(
+        ev[0].1.contains("after packet 3 failed, nothing changed") && ev[0].1.contains("v1-only"),
+        "{ev:?}"
+    );
+    assert!(
+        ev[1]
+            .1
+            .contains("after packet 5 failed, nothing changed: cannot load missing/nothing.wasm"),
+        "{ev:?}"
+    );
+    assert_eq!(s.plugin_state[0].state, ["packets 10 (v1)"]);
+}
+
+#[test]
+fn statement_edits_are_written_to_the_output_capture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let probe = wasp_guests::test_guest("probe");
+    let rules = format!(
+        "table netdev t {{\n\tplugin probe {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tudp dport 53 probe edit\n\t}}\n}}\n",
+        probe.display()
+    );
+    let frames = vec![packet(T0, 5), (T0 + 1, eth(6, 0x0806, &[0; 28]))];
+    let report = replay(tmp.path(), &rules, &frames, &[]).unwrap();
+    assert_eq!(report.summary.accepted, 2);
+    let out = read_frames(&tmp.path().join("out/accepted.pcap"));
+    // The probe's `edit` sets byte 0 to 0xaa; the ARP frame did not reach it.
+    assert_eq!(out[0].1[0], 0xaa);
+    assert_eq!(out[0].1[1..], frames[0].1[1..]);
+    assert_eq!(out[1].1, frames[1].1);
+}
+
+#[test]
+fn plugin_errors_name_the_declaration_or_the_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let frames = vec![packet(T0, 5)];
+    let err = replay(
+        tmp.path(),
+        "table netdev t {\n\tplugin g { path \"nothere.wasm\"; }\n}\n",
+        &frames,
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("r.nft:2:2: error: plugin `g`: "), "{err}");
+    assert!(err.contains("nothere.wasm"), "{err}");
+    let err = replay(
+        tmp.path(),
+        "table netdev t {\n\tplugin idletimer\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0;\n\t\tudp dport 53 idletimer label \"x\" timeout 0s\n\t}\n}\n",
+        &frames,
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("r.nft:5:16: error: plugin `idletimer` refuses this use: idletimer: timeout 0 is refused"),
+        "{err}"
+    );
+    // --swap of a plugin the ruleset does not have: a usage error (exit 2).
+    let e = replay(
+        tmp.path(),
+        "table netdev t {\n\tplugin idletimer\n}\n",
+        &frames,
+        &["nope=x.wasm@1"],
+    )
+    .unwrap_err();
+    assert!(matches!(e, wasp::Error::Usage(_)), "{e}");
+}
+
+#[test]
+fn the_command_line_takes_swaps_and_prints_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = "table netdev t {\n\tplugin counter\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0;\n\t\tcounter\n\t}\n}\n";
+    std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
+    let frames: Vec<(u64, Vec<u8>)> = (0..3).map(|i| packet(T0 + i * SEC, 5)).collect();
+    let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
+    std::fs::write(tmp.path().join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "r.nft",
+            "--in",
+            "c.pcap",
+            "--swap",
+            "counter=counter@1",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("plugin state\n  r.nft:5:3 counter: packets 3 bytes 138\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("plugin events\n  +0.000000s  plugin counter swapped"),
+        "{stdout}"
+    );
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "r.nft",
+            "--in",
+            "c.pcap",
+            "--swap",
+            "counter",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
