@@ -23,6 +23,8 @@ pub struct BaseChainRef {
 pub struct Names {
     tables: Vec<TableNames>,
     rule_text: HashMap<(u32, u32, u64), String>,
+    /// Plugin use sites by id: the use as written (`geneve opt class 0x0102`).
+    sites: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +66,7 @@ impl Names {
         Names {
             tables,
             rule_text: HashMap::new(),
+            sites: Vec::new(),
         }
     }
 
@@ -123,6 +126,30 @@ impl Names {
                 self.rule_text.insert((*ti, *ci, h), body.to_string());
             }
         }
+    }
+
+    /// Learn the plugin use sites of `engine` (for trace lines).
+    pub fn learn_sites(&mut self, engine: &wasp_core::Engine) {
+        self.sites = engine
+            .ext_sites()
+            .iter()
+            .map(|s| {
+                let mut t = s.plugin.clone();
+                for a in &s.args {
+                    t.push(' ');
+                    t.push_str(a);
+                }
+                t
+            })
+            .collect();
+    }
+
+    /// Plugin use site `site` as written (`plugin site N` when unknown).
+    pub fn site_text(&self, site: u32) -> String {
+        self.sites
+            .get(site as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("plugin site {site}"))
     }
 
     /// The rule's text without its handle, or `handle N` when it is not known.

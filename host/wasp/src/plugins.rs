@@ -8,6 +8,8 @@
 //! ([`wasp_guests::plugin_dir`]). A `--swap` path reads the same way, relative to the current
 //! directory.
 //!
+//! Calls run with a 100 ms deadline ([`REPLAY_DEADLINE_TICKS`]).
+//!
 //! Errors: a plugin that cannot be loaded is a ruleset error at its declaration, a use site
 //! whose arguments the plugin refuses (`configure`) a ruleset error at the use (file:line:col;
 //! the command exits 1). A swap whose plugin cannot be loaded or configured changes nothing:
@@ -23,6 +25,11 @@ use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::PluginSource;
 
 use crate::error::Error;
+
+/// Epoch ticks (1 ms each) a plugin call may run in a replay before it is interrupted: 100 ms,
+/// ten times the live default, so that a loaded machine (a test run, a CI worker) does not
+/// interrupt calls that are merely slow and make the replay's results depend on the load.
+pub const REPLAY_DEADLINE_TICKS: u64 = 100;
 
 /// `--swap NAME=PATH@N`: replace plugin `NAME` by the component at `PATH` after input packet
 /// `N` (counted from 1 over all inputs; 0 swaps before the first packet).
@@ -112,8 +119,11 @@ impl ReplayPlugins {
         if !declared && swaps.is_empty() {
             return Ok(None);
         }
-        let host =
-            PluginHost::new(HostConfig::default()).map_err(|e| Error::Plugin(e.to_string()))?;
+        let host = PluginHost::new(HostConfig {
+            deadline_ticks: REPLAY_DEADLINE_TICKS,
+            ..HostConfig::default()
+        })
+        .map_err(|e| Error::Plugin(e.to_string()))?;
         let mut runtime = Runtime::new(&host);
         // The replay's clock starts at the first packet: timers armed while configuring count
         // from there.

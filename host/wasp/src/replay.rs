@@ -504,6 +504,7 @@ pub fn replay(
     let mut names = Names::new(&ruleset);
     if opts.trace {
         names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
+        names.learn_sites(&engine);
     }
     let mut notes = Vec::new();
     let dev = match (&opts.in_dev, names.first_ingress_device()) {

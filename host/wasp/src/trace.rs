@@ -155,7 +155,11 @@ pub fn format_packet_trace(
                 let _ = writeln!(s, "trace id {id:08x} log {text}");
             }
             TraceEvent::Plugin { site, result, .. } => {
-                let _ = writeln!(s, "trace id {id:08x} plugin site {site}: {result}");
+                let _ = writeln!(
+                    s,
+                    "trace id {id:08x} plugin {}: {result}",
+                    names.site_text(*site)
+                );
             }
         }
     }

@@ -257,6 +257,16 @@ fn the_command_line_takes_swaps_and_prints_events() {
         stdout.contains("plugin events\n  +0.000000s  plugin counter swapped"),
         "{stdout}"
     );
+    // The trace names each use as written and what it answered.
+    let out = wasp(
+        tmp.path(),
+        &["replay", "--ruleset", "r.nft", "--in", "c.pcap", "--trace"],
+    );
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("trace id 00000001 plugin counter: continue\ntrace id 00000001 netdev t in rule counter (verdict continue)\n"),
+        "{stdout}"
+    );
     let out = wasp(
         tmp.path(),
         &[
