@@ -523,6 +523,12 @@ impl Engine {
             None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
         };
         let Some(h) = hooks.iter_mut().find(|h| h.hook == hook && h.device == dev) else {
+            // No chain here, but the plugins' clock still moves (their timers fire).
+            if n > 0
+                && let Some(e) = ext.as_deref_mut().map(|e| e as &mut dyn Extensions)
+            {
+                e.advance(now_ns);
+            }
             for (o, p) in out.iter_mut().zip(packets) {
                 *o = discarded_before_hook(hook, p).unwrap_or(Outcome {
                     verdict: FinalVerdict::Accept,

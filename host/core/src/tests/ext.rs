@@ -364,3 +364,22 @@ fn a_failed_match_with_fallback_drop_drops_the_packets_of_the_call() {
         }
     }
 }
+
+#[test]
+fn the_clock_moves_once_per_vector_even_where_no_chain_runs() {
+    let mut e = engine(
+        &["s"],
+        Policy::Accept,
+        vec![vec![plugin_use("s", "x", false)]],
+    );
+    let frames: Vec<Vec<u8>> = (0..65u16)
+        .map(|i| ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(i, 2)))
+        .collect();
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let mut fake = Fake::default();
+    e.ingress_ext("eth0", &pk, 7, &mut outcomes(65), None, &mut fake);
+    e.ingress_ext("nochain0", &pk[..3], 9, &mut outcomes(3), None, &mut fake);
+    e.ingress_ext("nochain0", &[], 11, &mut [], None, &mut fake);
+    assert_eq!(fake.advanced, [7, 7, 9]);
+    assert_eq!(fake.calls, [(0, 64), (0, 1)]);
+}
