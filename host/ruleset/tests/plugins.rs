@@ -224,6 +224,14 @@ fn errors() {
         e.starts_with("p.nft:4:21: error: expected `drop` after `fallback`, found `accept`"),
         "{e}"
     );
+    // A word nft knows stays nft's, however close to a plugin name.
+    let e = error(
+        "table ip t {\n\tplugin ctx { path \"c.wasm\"; }\n\tchain c {\n\t\tct state established accept\n\t}\n}\n",
+    );
+    assert!(
+        e.contains("p.nft:4:3: error: ") && e.contains("`ct`") && !e.contains("plugin"),
+        "{e}"
+    );
     // An unclosed brace in the arguments.
     let e = error("table ip t {\n\tplugin g { path \"a.wasm\"; }\n\tchain c {\n\t\tg { a\n");
     assert!(e.contains("expected `}`, found end of file"), "{e}");

@@ -255,12 +255,24 @@ impl Parser<'_> {
     /// the table did not declare: another table declares it, it is close to a name this table
     /// declares, or arguments follow it. `None` when it looks like something else (a lone
     /// misspelt verdict), for the caller's "expected ..." message. With `near` only the first
-    /// two cases are looked at (words nft knows are checked between the two calls).
+    /// two cases are looked at (words nft knows are checked between the two calls); with
+    /// `nft_word` (a word nft knows) only the first.
     pub(super) fn unknown_plugin(
         &mut self,
         word: &str,
         span: Span,
         near: bool,
+    ) -> PResult<Option<Error>> {
+        self.unknown_plugin_in(word, span, near, false)
+    }
+
+    /// [`Parser::unknown_plugin`] with `nft_word`.
+    pub(super) fn unknown_plugin_in(
+        &mut self,
+        word: &str,
+        span: Span,
+        near: bool,
+        nft_word: bool,
     ) -> PResult<Option<Error>> {
         let elsewhere = self
             .st
@@ -284,6 +296,9 @@ impl Parser<'_> {
                 e = e.with_note(format!("note: declared here: {}", self.st.place(d)));
             }
             return Ok(Some(e));
+        }
+        if nft_word {
+            return Ok(None);
         }
         let close = self
             .plugins

@@ -146,10 +146,13 @@ impl Parser<'_> {
                     stmts.push(stmt);
                 }
                 _ => {
-                    if let Some(e) = self.unknown_plugin(&word, sspan, true)? {
+                    // A word nft knows (that wasp does not read yet) is no misspelt plugin,
+                    // unless another table declares a plugin of that name.
+                    let known = unsupported::statement(&word);
+                    if let Some(e) = self.unknown_plugin_in(&word, sspan, true, known)? {
                         return Err(e);
                     }
-                    if unsupported::statement(&word) {
+                    if known {
                         return Err(self.st.error(sspan, unsupported::message(&word)));
                     }
                     if let Some(e) = self.unknown_plugin(&word, sspan, false)? {
