@@ -116,7 +116,8 @@ impl ReplayArgs {
         }
         opts.verdicts.clone_from(&self.verdicts);
         opts.trace = self.trace;
-        opts.swaps.clone_from(&self.swaps);
+        // The command line's swaps come after the sample's.
+        opts.swaps.extend(self.swaps.iter().cloned());
         Ok(opts)
     }
 }

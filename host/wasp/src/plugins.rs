@@ -64,10 +64,16 @@ impl FromStr for SwapSpec {
     }
 }
 
+/// `true` when a plugin path as written names a file (it holds a `/` or ends in `.wasm`),
+/// `false` for the bare name of a bundled plugin.
+pub fn is_file_path(path: &str) -> bool {
+    path.contains('/') || path.ends_with(".wasm")
+}
+
 /// Where a plugin's component is, for a path as written in a declaration or a `--swap`
 /// (`base`: the folder relative paths start from).
 fn resolve(path: &str, base: &Path) -> PathBuf {
-    if !path.contains('/') && !path.ends_with(".wasm") {
+    if !is_file_path(path) {
         return wasp_guests::plugin_dir().join(format!("{path}.wasm"));
     }
     base.join(path)

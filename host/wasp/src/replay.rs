@@ -110,7 +110,7 @@ impl ReplayOptions {
             out_dir: Some(sample.out.clone()),
             verdicts: None,
             trace: false,
-            swaps: Vec::new(),
+            swaps: sample.swaps.clone(),
         }
     }
 }

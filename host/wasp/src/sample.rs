@@ -11,6 +11,10 @@
 //! required = true                         # optional; default false: a missing file is skipped
 //! note = "generated, hits every rule"     # optional, free text
 //! ```
+//!
+//! A sample with plugins may also declare hot swaps, as `wasp replay --swap` takes them (a
+//! path with a `/` or ending in `.wasm` is relative to the sample directory, a bare name is a
+//! bundled plugin): `swap = ["counter=v2/counter.wasm@100"]`.
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +54,8 @@ struct RawSample {
     out: Option<PathBuf>,
     #[serde(default)]
     capture: Vec<RawCapture>,
+    #[serde(default)]
+    swap: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -89,6 +95,8 @@ pub struct Sample {
     pub out: PathBuf,
     /// Captures in replay order.
     pub captures: Vec<SampleCapture>,
+    /// Hot swaps (`swap = ["NAME=PATH@N"]`), file paths resolved against the directory.
+    pub swaps: Vec<crate::plugins::SwapSpec>,
 }
 
 impl Sample {
@@ -134,7 +142,20 @@ impl Sample {
                 message: "no [[capture]] declared: a sample needs at least one capture".to_string(),
             });
         }
+        let mut swaps = Vec::with_capacity(raw.swap.len());
+        for text in &raw.swap {
+            let mut spec: crate::plugins::SwapSpec =
+                text.parse().map_err(|m| SampleError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!("swap: {m}"),
+                })?;
+            if crate::plugins::is_file_path(&spec.path) {
+                spec.path = dir.join(&spec.path).display().to_string();
+            }
+            swaps.push(spec);
+        }
         Ok(Sample {
+            swaps,
             dir: dir.to_path_buf(),
             description: raw.description,
             ruleset: dir.join(&raw.ruleset),
@@ -157,6 +178,32 @@ impl Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swaps() {
+        let text = "ruleset = \"r.nft\"\nswap = [\"counter=v2/c.wasm@100\", \"idletimer=idletimer@0\"]\n[[capture]]\npath = \"c.pcap\"\n";
+        let s = Sample::parse(
+            Path::new("samples/x"),
+            Path::new("samples/x/sample.toml"),
+            text,
+        )
+        .unwrap();
+        let got: Vec<(&str, &str, u64)> = s
+            .swaps
+            .iter()
+            .map(|w| (w.name.as_str(), w.path.as_str(), w.after))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("counter", "samples/x/v2/c.wasm", 100),
+                ("idletimer", "idletimer", 0)
+            ]
+        );
+        let bad = "ruleset = \"r.nft\"\nswap = [\"counter\"]\n[[capture]]\npath = \"c.pcap\"\n";
+        let e = Sample::parse(Path::new("x"), Path::new("x/sample.toml"), bad).unwrap_err();
+        assert!(e.to_string().contains("swap: expected NAME=PATH@N"), "{e}");
+    }
 
     #[test]
     fn full_sample() {
