@@ -251,6 +251,35 @@ impl Runtime {
         })
     }
 
+    /// Set up use site `site` as exactly `kind` (when the syntax decides the kind, e.g. a
+    /// `counter` on a set element is stateful). Errors as [`Runtime::configure`], plus
+    /// `plugin P does not offer KIND` when it does not declare that kind.
+    pub fn configure_as(&mut self, site: &ExtSite, kind: ExtKind) -> Result<(), String> {
+        let Some(&slot) = self.by_name.get(&site.plugin) else {
+            return Err(PluginError::UnknownPlugin(site.plugin.clone()).to_string());
+        };
+        self.release(site.id);
+        if !self.slots[slot].plugin.info().kinds.contains(&kind) {
+            return Err(format!(
+                "plugin {} does not offer {}",
+                site.plugin,
+                kind_name(kind)
+            ));
+        }
+        self.configure_on(slot, site.id, kind, &site.args)?;
+        let i = site.id as usize;
+        if self.sites.len() <= i {
+            self.sites.resize_with(i + 1, || None);
+        }
+        self.sites[i] = Some(Site {
+            slot,
+            kind,
+            args: site.args.clone(),
+            fallback: site.fallback,
+        });
+        Ok(())
+    }
+
     /// One `configure` call on the slot's live instance.
     fn configure_on(
         &mut self,
@@ -384,7 +413,10 @@ impl Runtime {
     }
 
     fn apply_requested_swaps(&mut self) {
-        if !self.swaps.pending.0.swap(false, Ordering::Acquire) {
+        // A plain load first: this runs before every vector.
+        if !self.swaps.pending.0.load(Ordering::Relaxed)
+            || !self.swaps.pending.0.swap(false, Ordering::Acquire)
+        {
             return;
         }
         let reqs = std::mem::take(

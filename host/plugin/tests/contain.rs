@@ -170,6 +170,29 @@ fn configure_errors_carry_the_plugins_message() {
         rt.configure(&site(0, "nope", &[], Fallback::Absent)),
         Err("no plugin named \"nope\"".into())
     );
+    // Exactly one kind: refused, not offered, accepted.
+    assert_eq!(
+        rt.configure_as(
+            &site(0, "probe", &["stmt"], Fallback::Absent),
+            ExtKind::Match
+        ),
+        Err("probe: stmt is not a match".into())
+    );
+    assert_eq!(
+        rt.configure_as(
+            &site(0, "probe", &["ok"], Fallback::Absent),
+            ExtKind::Stateful
+        ),
+        Err("plugin probe does not offer a stateful expression".into())
+    );
+    assert_eq!(
+        rt.configure_as(
+            &site(0, "probe", &["ok"], Fallback::Absent),
+            ExtKind::Statement
+        ),
+        Ok(())
+    );
+    assert_eq!(rt.site_kind(0), Some(ExtKind::Statement));
     // Refused as a match, taken as a statement.
     assert_eq!(
         rt.configure(&site(0, "probe", &["stmt"], Fallback::Absent)),

@@ -1,0 +1,325 @@
+//! plugin-cost: what a Wasm plugin costs per packet, next to the same work in native Rust.
+//!
+//! Cases: a trivial match (test guest `trivial`: `l4proto == 6`, 64-byte window) against a
+//! native closure doing the same through the same `Extensions` trait; the bundled counter
+//! plugin (`counter`, stateful: packets and bytes per site) against a native counter; and the
+//! trivial guest's `apply` (every packet continues, no edit), which shows what a statement's
+//! call and result cost apart from the guest's own work. For
+//! vector sizes 1, 8, 32, 64 and packet sizes 64 and 1500 bytes: CPU ns per packet (thread
+//! CPU time, median of the rounds), the host's packing of the flat buffer and its checks
+//! included. Also compile time (wall, median of loads) and instantiate time (CPU, median).
+//!
+//! Usage: `cargo run --release -p wasp-perf --bin plugin-cost [-- --packets N --rounds R]`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use wasp_core::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
+use wasp_plugin::{HostConfig, Plugin, PluginHost, Runtime};
+
+#[derive(Parser)]
+#[command(about = "ns per packet of Wasm plugins vs native, compile and instantiate times")]
+struct Args {
+    /// Packets per round and case.
+    #[arg(long, default_value_t = 200_000)]
+    packets: usize,
+    /// Rounds per case (the median is printed).
+    #[arg(long, default_value_t = 7)]
+    rounds: usize,
+}
+
+fn cpu_ns() -> u64 {
+    cpu_time::ThreadTime::try_now().map_or(0, |t| t.as_duration().as_nanos() as u64)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The native baseline of the trivial match: the same answer, through the same trait.
+struct NativeMatch;
+
+impl Extensions for NativeMatch {
+    fn matches(&mut self, _site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        for (o, p) in out.iter_mut().zip(pkts) {
+            *o = p.l4proto == 6;
+        }
+    }
+    fn apply(
+        &mut self,
+        _: u32,
+        _: &[ExtPacket<'_>],
+        _: &mut [ExtVerdict],
+        _: &mut Vec<(usize, ExtEdit)>,
+    ) {
+    }
+    fn advance(&mut self, _: u64) {}
+}
+
+/// The native baseline of the counter: packets and bytes per site (nft_counter_do_eval).
+#[derive(Default)]
+struct NativeCounter {
+    counts: Vec<(u64, u64)>,
+}
+
+impl Extensions for NativeCounter {
+    fn matches(&mut self, _: u32, _: &[ExtPacket<'_>], _: &mut [bool]) {}
+    fn apply(
+        &mut self,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        verdicts: &mut [ExtVerdict],
+        _: &mut Vec<(usize, ExtEdit)>,
+    ) {
+        let i = site as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, (0, 0));
+        }
+        let c = &mut self.counts[i];
+        for (v, p) in verdicts.iter_mut().zip(pkts) {
+            c.0 += 1;
+            c.1 += u64::from(p.len);
+            *v = ExtVerdict::Continue;
+        }
+    }
+    fn advance(&mut self, _: u64) {}
+}
+
+fn frames(size: usize, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let mut f = vec![0u8; size];
+            f[12] = 0x08; // IPv4
+            f[23] = if i % 2 == 0 { 6 } else { 17 };
+            f
+        })
+        .collect()
+}
+
+fn packets(frames: &[Vec<u8>]) -> Vec<ExtPacket<'_>> {
+    frames
+        .iter()
+        .map(|f| ExtPacket {
+            frame: f,
+            len: f.len() as u32,
+            iif: 1,
+            mark: 0,
+            elem: 0,
+            l3: 14,
+            l4: 34,
+            l4proto: f[23],
+            nfproto: 2,
+            iftype: 1,
+        })
+        .collect()
+}
+
+/// CPU ns per packet of `ext` on vectors of `vec` packets, `kind` deciding matches or apply.
+fn measure(
+    ext: &mut dyn Extensions,
+    kind: ExtKind,
+    pkts: &[ExtPacket<'_>],
+    vec: usize,
+    args: &Args,
+) -> f64 {
+    let calls = args.packets.div_ceil(vec);
+    let mut out = vec![false; vec];
+    let mut verdicts = vec![ExtVerdict::Continue; vec];
+    let mut edits = Vec::new();
+    let mut round = |n: usize| {
+        let t0 = cpu_ns();
+        for c in 0..n {
+            let start = (c * vec) % (pkts.len() - vec + 1);
+            let batch = &pkts[start..start + vec];
+            match kind {
+                ExtKind::Match => ext.matches(0, batch, &mut out),
+                _ => ext.apply(0, batch, &mut verdicts, &mut edits),
+            }
+            edits.clear();
+        }
+        std::hint::black_box(&out);
+        (cpu_ns() - t0) as f64 / (n * vec) as f64
+    };
+    round(calls / 10 + 1); // warm up
+    median((0..args.rounds).map(|_| round(calls)).collect())
+}
+
+fn runtime(host: &PluginHost, plugin: &Plugin, args: &[&str]) -> Runtime {
+    let mut rt = Runtime::new(host);
+    let name = plugin.info().name.clone();
+    rt.add(&name, plugin).expect("add");
+    let site = ExtSite {
+        id: 0,
+        table: 0,
+        plugin: name,
+        kind: ExtKind::Match,
+        args: args.iter().map(|s| s.to_string()).collect(),
+        fallback: Fallback::Absent,
+    };
+    rt.configure(&site).expect("configure");
+    rt
+}
+
+/// A runtime whose site 0 uses `plugin` as exactly `kind`.
+fn runtime_as(host: &PluginHost, plugin: &Plugin, kind: ExtKind) -> Runtime {
+    let mut rt = Runtime::new(host);
+    let name = plugin.info().name.clone();
+    rt.add(&name, plugin).expect("add");
+    let site = ExtSite {
+        id: 0,
+        table: 0,
+        plugin: name,
+        kind,
+        args: Vec::new(),
+        fallback: Fallback::Absent,
+    };
+    rt.configure_as(&site, kind).expect("configure");
+    rt
+}
+
+fn load_times(host: &PluginHost, path: &PathBuf) -> (f64, f64, u64) {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let compile: Vec<f64> = (0..5)
+        .map(|_| {
+            let t0 = Instant::now();
+            let p = host.load(path).expect("load");
+            let _ = p.compile_time();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let p = host.load(path).expect("load");
+    let inst: Vec<f64> = (0..200)
+        .map(|_| {
+            let t0 = cpu_ns();
+            p.instantiate_once().expect("instantiate");
+            (cpu_ns() - t0) as f64 / 1e3
+        })
+        .collect();
+    (median(compile), median(inst), size)
+}
+
+fn main() {
+    let args = Args::parse();
+    let host = PluginHost::new(HostConfig::default()).expect("plugin host");
+    let trivial_path = wasp_guests::test_guest("trivial");
+    let counter_path = wasp_guests::plugin("counter");
+    let trivial = host.load(&trivial_path).expect("trivial guest");
+    let counter = counter_path
+        .exists()
+        .then(|| host.load(&counter_path).expect("counter plugin"));
+
+    println!(
+        "plugin-cost: CPU ns per packet, median of {} rounds of {} packets",
+        args.rounds, args.packets
+    );
+    println!();
+    println!("| case | window | pkt bytes | vec 1 | vec 8 | vec 32 | vec 64 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for size in [64usize, 1500] {
+        let fr = frames(size, 256);
+        let pkts = packets(&fr);
+        let mut cases: Vec<(String, u32, Box<dyn Extensions>, ExtKind)> = vec![
+            (
+                "native match (l4proto == 6)".into(),
+                0,
+                Box::new(NativeMatch),
+                ExtKind::Match,
+            ),
+            (
+                "wasm trivial match".into(),
+                trivial.info().window,
+                Box::new(runtime(&host, &trivial, &[])),
+                ExtKind::Match,
+            ),
+            (
+                "wasm trivial apply (all continue)".into(),
+                trivial.info().window,
+                Box::new(runtime_as(&host, &trivial, ExtKind::Statement)),
+                ExtKind::Statement,
+            ),
+            (
+                "native counter".into(),
+                0,
+                Box::new(NativeCounter::default()),
+                ExtKind::Stateful,
+            ),
+        ];
+        if let Some(c) = &counter {
+            let rt = runtime(&host, c, &[]);
+            cases.push((
+                "wasm counter plugin".into(),
+                c.info().window,
+                Box::new(rt),
+                ExtKind::Stateful,
+            ));
+        }
+        for (name, window, mut ext, kind) in cases {
+            let cols: Vec<String> = [1usize, 8, 32, 64]
+                .iter()
+                .map(|&v| format!("{:.1}", measure(ext.as_mut(), kind, &pkts, v, &args)))
+                .collect();
+            println!("| {name} | {window} | {size} | {} |", cols.join(" | "));
+        }
+    }
+    println!();
+    println!(
+        "| component | bytes | compile ms (wall, median of 5) | instantiate µs (CPU, median of 200) |"
+    );
+    println!("|---|---:|---:|---:|");
+    let mut comps = vec![("trivial", trivial_path)];
+    if counter.is_some() {
+        comps.push(("counter", counter_path));
+    }
+    for (name, path) in comps {
+        let (c, i, size) = load_times(&host, &path);
+        println!("| {name} | {size} | {c:.1} | {i:.1} |");
+    }
+    println!();
+    println!("| swap (already loaded, between vectors) | state moved | µs (wall, median of 100) |");
+    println!("|---|---|---:|");
+    let v1 = host
+        .load(wasp_guests::test_guest("swap_v1"))
+        .expect("swap_v1");
+    let v2 = host
+        .load(wasp_guests::test_guest("swap_v2"))
+        .expect("swap_v2");
+    let mut swaps = vec![("swapper v1 <-> v2, 1 site", v1.clone(), v2)];
+    if let Some(c) = &counter {
+        swaps.push((
+            "counter <-> counter, 1 site",
+            c.clone(),
+            host.load(wasp_guests::plugin("counter")).expect("counter"),
+        ));
+    }
+    for (name, a, b) in swaps {
+        let mut rt = runtime(&host, &a, &[]);
+        let fr = frames(64, 32);
+        let pkts = packets(&fr);
+        let kind = rt.site_kind(0).expect("configured");
+        let mut state = String::new();
+        let times: Vec<f64> = (0..100)
+            .map(|i| {
+                measure_once(&mut rt, kind, &pkts);
+                let to = if i % 2 == 0 { &b } else { &a };
+                let t0 = Instant::now();
+                let out = rt.swap(&to.info().name.clone(), to).expect("swap");
+                let dt = t0.elapsed().as_secs_f64() * 1e6;
+                state = format!("{:?}", out.state);
+                dt
+            })
+            .collect();
+        println!("| {name} | {state} | {:.1} |", median(times));
+    }
+}
+
+/// One vector through the runtime (so a swap has state to move).
+fn measure_once(rt: &mut Runtime, kind: ExtKind, pkts: &[ExtPacket<'_>]) {
+    let mut out = vec![false; pkts.len()];
+    let mut verdicts = vec![ExtVerdict::Continue; pkts.len()];
+    match kind {
+        ExtKind::Match => rt.matches(0, pkts, &mut out),
+        _ => rt.apply(0, pkts, &mut verdicts, &mut Vec::new()),
+    }
+}
