@@ -112,7 +112,8 @@ impl PluginHost {
     }
 
     /// Load the component at `path`: compile it, check that it implements the world
-    /// `wasp-plugin` (its WASI imports, if any, are defined as traps: a lean plugin has none),
+    /// `wasp-plugin` and imports nothing but the world's `host` interface and WASI (WASI
+    /// imports, if any, are defined as traps: a lean plugin has none),
     /// prepare its instantiation, and call `describe` once.
     ///
     /// Errors name the file and what is wrong: [`PluginError::Read`],
@@ -146,6 +147,18 @@ impl PluginHost {
             |s| s,
         )
         .map_err(world)?;
+        // Only WASI may be missing (defined as traps below); anything else is a plugin for
+        // another contract, refused by name.
+        let ty = component.component_type();
+        for (name, _) in ty.imports(&self.inner.engine) {
+            let ours = name.starts_with("wasp:plugin/") && name.ends_with("@0.1.0");
+            if !ours && !name.starts_with("wasi:") {
+                return Err(PluginError::World {
+                    path: path.clone(),
+                    msg: format!("imports {name}, which the host does not offer"),
+                });
+            }
+        }
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(world)?;

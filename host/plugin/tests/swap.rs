@@ -184,3 +184,25 @@ fn list_reset_and_release() {
     assert_eq!(out, [false; 2]);
     assert!(rt.take_events().is_empty());
 }
+
+#[test]
+fn workers_share_a_plugin_and_keep_their_own_state() {
+    let host = host();
+    let v1 = guest(&host, "swap_v1");
+    let workers: Vec<_> = (1..=2usize)
+        .map(|n| {
+            let (host, v1) = (host.clone(), v1.clone());
+            std::thread::spawn(move || {
+                let mut rt = runtime(&host, &v1);
+                rt.configure(&site(0, "swapper", &[], Fallback::Absent))
+                    .unwrap();
+                assert_eq!(answers(&mut rt, 0, 3 * n), vec![true; 3 * n]);
+                packets(&mut rt, 0).0
+            })
+        })
+        .collect();
+    let counts: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    // One instance per worker: each counted only its own packets.
+    assert_eq!(counts, vec![3, 6]);
+    assert_eq!(v1.users(), 1, "the runtimes are gone with their threads");
+}
