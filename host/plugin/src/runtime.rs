@@ -125,6 +125,8 @@ struct Slot {
     live: Option<Live>,
     stride: usize,
     failures: FailureCounts,
+    /// Re-creating the instance failed and was reported; not reported again until it works.
+    recreate_failed: bool,
 }
 
 /// A configured use site.
@@ -154,7 +156,10 @@ pub struct Runtime {
 
 /// Outcome of one guarded call.
 enum CallError {
+    /// The call failed: count, report, re-create.
     Failed(FailureReason, String),
+    /// There is no instance (re-creating it failed, which was reported once): fallback only.
+    NoInstance(String),
 }
 
 impl Runtime {
@@ -195,6 +200,7 @@ impl Runtime {
             plugin: plugin.clone(),
             live: Some(live),
             failures: FailureCounts::default(),
+            recreate_failed: false,
         });
         Ok(())
     }
@@ -301,6 +307,7 @@ impl Runtime {
                 self.fail(slot, reason, &msg);
                 Err(format!("plugin {name}: {reason} in configure: {msg}"))
             }
+            Err(CallError::NoInstance(msg)) => Err(msg),
         }
     }
 
@@ -346,6 +353,7 @@ impl Runtime {
                 })
                 .collect()),
             Err(CallError::Failed(reason, msg)) => Err(self.fail(slot, reason, &msg)),
+            Err(CallError::NoInstance(msg)) => Err(no_instance(&self.slots[slot].name, msg)),
         }
     }
 
@@ -358,7 +366,10 @@ impl Runtime {
             b.wasp_plugin_plugin()
                 .call_reset_state(&mut live.store, site, elem)
         });
-        r.map_err(|CallError::Failed(reason, msg)| self.fail(slot, reason, &msg))
+        r.map_err(|e| match e {
+            CallError::Failed(reason, msg) => self.fail(slot, reason, &msg),
+            CallError::NoInstance(msg) => no_instance(&self.slots[slot].name, msg),
+        })
     }
 
     /// The plugin added under `name` (its current version).
@@ -545,6 +556,7 @@ impl Runtime {
         };
         // Commit: the old instance and version are dropped here.
         old.live = Some(live);
+        old.recreate_failed = false;
         old.plugin = new.clone();
         old.stride = pack::stride(new.info().window);
         if matches!(state, StateMove::Fresh { .. }) {
@@ -595,10 +607,10 @@ impl Runtime {
         let now = self.now;
         let s = &mut self.slots[slot];
         let Some(live) = s.live.as_mut() else {
-            return Err(CallError::Failed(
-                FailureReason::Trap,
-                "no instance (re-creating it failed)".into(),
-            ));
+            return Err(CallError::NoInstance(format!(
+                "plugin {}: no instance (re-creating it failed)",
+                s.name
+            )));
         };
         {
             let d = live.store.data_mut();
@@ -683,8 +695,12 @@ impl Runtime {
             Ok(live) => {
                 s.live = Some(live);
                 s.failures.recreated += 1;
+                s.recreate_failed = false;
             }
             Err(e) => {
+                if std::mem::replace(&mut s.recreate_failed, true) {
+                    return;
+                }
                 self.event(
                     name.to_string(),
                     format!("plugin {name} cannot be re-created: {e}"),
@@ -735,6 +751,13 @@ impl Runtime {
     fn call_site(&self, site: u32, want: &[ExtKind]) -> Option<(usize, Fallback)> {
         let s = self.site(site)?;
         want.contains(&s.kind).then_some((s.slot, s.fallback))
+    }
+}
+
+fn no_instance(name: &str, msg: String) -> PluginError {
+    PluginError::Instantiate {
+        plugin: name.to_string(),
+        msg,
     }
 }
 
@@ -808,10 +831,17 @@ impl Extensions for Runtime {
                 .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
             Err(e) => Err(e),
         };
-        if let Err(CallError::Failed(reason, msg)) = r {
-            fail_matches(out, fallback);
-            self.last_failed = true;
-            self.fail(slot, reason, &format!("matches at use site {site}: {msg}"));
+        match r {
+            Ok(()) => {}
+            Err(CallError::Failed(reason, msg)) => {
+                fail_matches(out, fallback);
+                self.last_failed = true;
+                self.fail(slot, reason, &format!("matches at use site {site}: {msg}"));
+            }
+            Err(CallError::NoInstance(_)) => {
+                fail_matches(out, fallback);
+                self.last_failed = true;
+            }
         }
     }
 
@@ -848,10 +878,17 @@ impl Extensions for Runtime {
                 .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
             Err(e) => Err(e),
         };
-        if let Err(CallError::Failed(reason, msg)) = r {
-            fail_apply(verdicts, fallback);
-            self.last_failed = true;
-            self.fail(slot, reason, &format!("apply at use site {site}: {msg}"));
+        match r {
+            Ok(()) => {}
+            Err(CallError::Failed(reason, msg)) => {
+                fail_apply(verdicts, fallback);
+                self.last_failed = true;
+                self.fail(slot, reason, &format!("apply at use site {site}: {msg}"));
+            }
+            Err(CallError::NoInstance(_)) => {
+                fail_apply(verdicts, fallback);
+                self.last_failed = true;
+            }
         }
     }
 

@@ -206,3 +206,24 @@ fn workers_share_a_plugin_and_keep_their_own_state() {
     assert_eq!(counts, vec![3, 6]);
     assert_eq!(v1.users(), 1, "the runtimes are gone with their threads");
 }
+
+#[test]
+fn a_swap_with_the_pool_full_changes_nothing() {
+    let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig {
+        max_instances: 1,
+        ..wasp_plugin::HostConfig::default()
+    })
+    .unwrap();
+    let v1 = guest(&host, "swap_v1");
+    let v2 = guest(&host, "swap_v2");
+    let mut rt = runtime(&host, &v1);
+    rt.configure(&site(0, "swapper", &[], Fallback::Absent))
+        .unwrap();
+    assert_eq!(answers(&mut rt, 0, 2), vec![true; 2]);
+    // The only pool slot is v1's: v2 cannot be instantiated while v1 runs.
+    let e = rt.swap("swapper", &v2).unwrap_err();
+    assert!(matches!(e, PluginError::Instantiate { .. }), "{e}");
+    assert_eq!(answers(&mut rt, 0, 2), vec![true; 2]);
+    assert_eq!(packets(&mut rt, 0), (4, "v1".into()));
+    assert_eq!(v2.users(), 1);
+}
