@@ -25,7 +25,8 @@ pub struct HostConfig {
     /// Epoch tick of the ticker thread (default 1 ms).
     pub tick: Duration,
     /// Ticks a call may run before it is interrupted (default 10, i.e. 10 ms at the default
-    /// tick); a call is interrupted between `deadline_ticks` and `deadline_ticks + 1` ticks.
+    /// tick). The ticks run on wall time and the first may come right after the call starts,
+    /// so a call is interrupted after `deadline_ticks - 1` to `deadline_ticks` tick periods.
     pub deadline_ticks: u64,
 }
 
