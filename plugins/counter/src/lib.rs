@@ -56,23 +56,41 @@ pub struct Counter {
 
 const MAGIC: &[u8] = b"wasp-counter/1";
 
-fn parse_args(args: &[String]) -> Result<(String, Count), String> {
+/// Arguments: `[name NAME] [packets N] [bytes N] [elem E [packets N] [bytes N]]...`; the
+/// `packets`/`bytes` after `elem E` are element `E`'s initial counts (`E` = element id + 1, as
+/// the packet header's `elem`), before any `elem` the site's.
+fn parse_args(args: &[String]) -> Result<(String, Count, BTreeMap<u32, Count>), String> {
     let mut name = String::new();
     let mut init = Count::default();
+    let mut elems: BTreeMap<u32, Count> = BTreeMap::new();
+    let mut elem = 0u32;
     let mut it = args.iter();
     while let Some(key) = it.next() {
         let value = it
             .next()
             .ok_or_else(|| format!("counter: {key} needs a value"))?;
+        let target = if elem == 0 {
+            &mut init
+        } else {
+            elems.entry(elem).or_default()
+        };
         match key.as_str() {
             "name" => name = args::unquote(value).to_string(),
             "packets" => {
-                init.packets = args::parse_uint(value, u64::MAX)
+                target.packets = args::parse_uint(value, u64::MAX)
                     .map_err(|e| format!("counter: packets {e}"))?
             }
             "bytes" => {
-                init.bytes =
+                target.bytes =
                     args::parse_uint(value, u64::MAX).map_err(|e| format!("counter: bytes {e}"))?
+            }
+            "elem" => {
+                let e = args::parse_uint(value, u64::from(u32::MAX))
+                    .map_err(|e| format!("counter: elem {e}"))? as u32;
+                if e == 0 {
+                    return Err("counter: elem 0 is the site itself (elements count from 1)".into());
+                }
+                elem = e;
             }
             other => {
                 return Err(format!(
@@ -81,7 +99,7 @@ fn parse_args(args: &[String]) -> Result<(String, Count), String> {
             }
         }
     }
-    Ok((name, init))
+    Ok((name, init, elems))
 }
 
 impl Plugin for Counter {
@@ -96,7 +114,7 @@ impl Plugin for Counter {
     }
 
     fn configure(&mut self, site: u32, _kind: Kind, args: &[String]) -> Result<(), String> {
-        let (name, init) = parse_args(args)?;
+        let (name, init, elems) = parse_args(args)?;
         match self.sites.get_mut(site) {
             Some(existing) => existing.name = name,
             None => {
@@ -105,7 +123,7 @@ impl Plugin for Counter {
                     SiteCounts {
                         name,
                         total: init,
-                        elems: BTreeMap::new(),
+                        elems,
                     },
                 );
             }
@@ -300,6 +318,17 @@ mod tests {
         c.reset_state(0, 0);
         let s: Vec<_> = c.list_state(0).iter().map(values).collect();
         assert_eq!(s, [(0, 0, 0)]);
+    }
+
+    #[test]
+    fn element_initial_counts() {
+        let mut c = Counter::default();
+        c.configure(1, Kind::Stateful, &args("packets 1 bytes 2 elem 3 packets 5 bytes 300"))
+            .unwrap();
+        run(&mut c, 1, &[pkt(100, 3), pkt(40, 0)]);
+        let got: Vec<_> = c.list_state(1).iter().map(values).collect();
+        assert_eq!(got, [(0, 2, 42), (3, 6, 400)]);
+        assert!(c.configure(2, Kind::Stateful, &args("elem 0")).is_err());
     }
 
     #[test]
