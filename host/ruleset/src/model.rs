@@ -91,9 +91,29 @@ pub struct Table {
     /// Plugins declared in the table (`plugin NAME { path "FILE"; }`), in declaration order.
     /// A wasp extension: the kernel has no such object.
     pub plugins: Vec<PluginDecl>,
+    /// Named counter objects (`counter NAME { packets N bytes M }`), in declaration order.
+    pub counters: Vec<CounterObj>,
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the table was first declared.
+    pub span: Span,
+}
+
+/// A named counter object: `counter NAME { packets N bytes M }` (nft's `nft_counter` stateful
+/// object, `NFT_OBJECT_COUNTER`), counted by every rule that says `counter name NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterObj {
+    /// Name.
+    pub name: String,
+    /// Kernel-style handle, from the table's handle counter.
+    pub handle: u64,
+    /// Packets counted (the initial value as written; after a run, what the counter counted).
+    pub packets: u64,
+    /// Bytes counted (`skb->len` of each packet).
+    pub bytes: u64,
+    /// `comment "..."`.
+    pub comment: Option<String>,
+    /// Where the object is declared (the `counter` keyword up to the name).
     pub span: Span,
 }
 
@@ -291,6 +311,13 @@ pub enum Stmt {
         packets: u64,
         /// Bytes counted.
         bytes: u64,
+    },
+    /// `counter name NAME`: counts into the table's named counter object `NAME`.
+    CounterRef {
+        /// The object's name.
+        name: String,
+        /// Where the statement is (for an unknown name).
+        span: Span,
     },
     /// `log [prefix "..."] [level ...]`.
     Log {

@@ -67,6 +67,22 @@ fn table(out: &mut String, t: &Table, handles: bool) {
             }
         }
     }
+    for c in &t.counters {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        let _ = writeln!(
+            out,
+            "\tcounter {} {{{}",
+            c.name,
+            handle_suffix(handles, c.handle)
+        );
+        if let Some(text) = &c.comment {
+            let _ = writeln!(out, "\t\tcomment \"{text}\"");
+        }
+        let _ = writeln!(out, "\t\tpackets {} bytes {}\n\t}}", c.packets, c.bytes);
+    }
     for s in &t.sets {
         if !first {
             out.push('\n');
@@ -431,6 +447,7 @@ fn stmt(s: &Stmt) -> String {
             s
         }
         Stmt::Counter { packets, bytes } => format!("counter packets {packets} bytes {bytes}"),
+        Stmt::CounterRef { name, .. } => format!("counter name \"{name}\""),
         Stmt::Log { prefix, level } => {
             let mut s = "log".to_string();
             if let Some(p) = prefix {

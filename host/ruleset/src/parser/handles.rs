@@ -12,7 +12,7 @@
 
 use super::{PResult, Parser};
 use crate::model::{
-    BaseChain, Chain, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
+    BaseChain, CounterObj, Chain, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -75,6 +75,7 @@ impl ChainDecl {
 pub(crate) struct Block {
     pub chains: Vec<ChainDecl>,
     pub sets: Vec<SetDecl>,
+    pub counters: Vec<CounterObj>,
     pub comment: Option<String>,
     pub refs: Vec<Ref>,
 }
@@ -133,6 +134,7 @@ impl Parser<'_> {
         let Block {
             chains,
             sets,
+            counters,
             comment,
             refs,
         } = block;
@@ -207,6 +209,15 @@ impl Parser<'_> {
                     });
                 }
             }
+        }
+        // Named counter objects (nft numbers them after the block's chains). A counter
+        // declared again keeps its handle and counts, as `nft add counter` of an existing one.
+        for mut obj in counters {
+            if self.st.tables[ti].counters.iter().any(|c| c.name == obj.name) {
+                continue;
+            }
+            obj.handle = self.take_handle(ti);
+            self.st.tables[ti].counters.push(obj);
         }
         // 2. Sets.
         for set in sets {

@@ -80,12 +80,18 @@ impl Parser<'_> {
                 "counter" => {
                     self.advance();
                     let nspan = self.peek_span()?;
-                    if self.at_word("name")? {
+                    if self.eat_word("name")? {
+                        let (name, rspan) = self.name("a counter name")?;
                         let whole = Span {
-                            len: nspan.col + nspan.len - sspan.col,
+                            len: if rspan.line == sspan.line {
+                                rspan.col + rspan.len - sspan.col
+                            } else {
+                                nspan.col + nspan.len - sspan.col
+                            },
                             ..sspan
                         };
-                        return Err(self.st.error(whole, unsupported::message("counter name")));
+                        stmts.push(Stmt::CounterRef { name, span: whole });
+                        continue;
                     }
                     let (mut packets, mut bytes) = (0, 0);
                     if self.eat_word("packets")? {

@@ -4,6 +4,7 @@ use super::handles::{Block, ChainDecl};
 use super::{PResult, Parser};
 use crate::lexer::{Tok, Token};
 use crate::model::{
+    CounterObj,
     BaseChain, ChainType, DataType, Expr, Family, Hook, Policy, SetDecl, SetFlags, Span, Table,
 };
 
@@ -157,6 +158,7 @@ impl Parser<'_> {
             chains: Vec::new(),
             sets: Vec::new(),
             plugins: Vec::new(),
+            counters: Vec::new(),
             comment: None,
             span,
         });
@@ -209,6 +211,11 @@ impl Parser<'_> {
                     let (c, _) = self.string("a quoted comment")?;
                     block.comment = Some(c);
                 }
+                Some(Tok::Word(w)) if w == "counter" => {
+                    self.advance();
+                    let obj = self.counter_obj(item_span)?;
+                    block.counters.push(obj);
+                }
                 Some(Tok::Word(w)) if w == "flags" => {
                     self.advance();
                     let (f, fspan) = self.name("a table flag")?;
@@ -226,13 +233,60 @@ impl Parser<'_> {
                 }
                 None => {
                     return self
-                        .unclosed("`chain`, `set`, `map`, `plugin`, `comment` or `}`", open);
+                        .unclosed("`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`", open);
                 }
-                _ => return self.expected("`chain`, `set`, `map`, `plugin`, `comment` or `}`"),
+                _ => {
+                    return self
+                        .expected("`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`");
+                }
             }
             self.end_of_item()?;
         }
         self.apply_block(ti, block)
+    }
+
+    /// `counter NAME { [packets N bytes M] [comment "..."] }` (after `counter`), a named
+    /// counter object; `span` is the `counter` keyword.
+    fn counter_obj(&mut self, span: Span) -> PResult<CounterObj> {
+        let (name, nspan) = self.name("a counter name")?;
+        let whole = Span {
+            len: if nspan.line == span.line {
+                nspan.col + nspan.len - span.col
+            } else {
+                span.len
+            },
+            ..span
+        };
+        let open = self.expect_punct("{")?;
+        let mut obj = CounterObj {
+            name,
+            handle: 0,
+            packets: 0,
+            bytes: 0,
+            comment: None,
+            span: whole,
+        };
+        loop {
+            self.skip_separators()?;
+            match self.peek_tok()? {
+                Some(Tok::Punct("}")) => {
+                    self.advance();
+                    return Ok(obj);
+                }
+                Some(Tok::Word(w)) if w == "packets" => {
+                    self.advance();
+                    obj.packets = self.number_u64()?;
+                    self.expect_word("bytes")?;
+                    obj.bytes = self.number_u64()?;
+                }
+                Some(Tok::Word(w)) if w == "comment" => {
+                    self.advance();
+                    obj.comment = Some(self.string("a quoted comment")?.0);
+                }
+                None => return self.unclosed("`packets`, `comment` or `}`", open),
+                _ => return self.expected("`packets N bytes M`, `comment` or `}`"),
+            }
+        }
     }
 
     /// After an item inside a block: a newline or `;` (nft requires one even before `}`).

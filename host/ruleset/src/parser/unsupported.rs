@@ -148,7 +148,6 @@ fn fields(head: &str) -> &'static [&'static str] {
 /// Objects a `table` block may declare in nft that wasp does not read.
 pub(crate) const TABLE_ITEMS: &[&str] = &[
     "flowtable",
-    "counter",
     "quota",
     "limit",
     "ct",
