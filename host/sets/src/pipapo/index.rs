@@ -707,7 +707,8 @@ impl<X: Clone> Pipapo<X> {
     }
 
     /// Batched lookup through the field index (as [`Pipapo::lookup_batch`]): `keys` holds
-    /// `out.len()` keys back to back; keys beyond `keys.len() / key_len` get `None`.
+    /// `out.len()` keys back to back; keys beyond `keys.len() / key_len` get `None`. Keys the
+    /// index sends back go to pipapo's batched lookup together.
     pub fn lookup_batch_index(&self, keys: &[u8], now: u64, out: &mut [Option<ElemHandle>]) {
         let Some(ix) = self.index.as_deref() else {
             return self.lookup_batch_variant(Variant::best(), keys, now, out);
@@ -717,20 +718,60 @@ impl<X: Clone> Pipapo<X> {
         tail.fill(None);
         if ix.recs.len() * 8 <= STAGED_MIN_BYTES && !staged_forced() {
             // Small records stay in cache: key after key, the out-of-order core overlaps them.
-            for (o, k) in head.iter_mut().zip(keys.chunks_exact(kl)) {
+            let mut back: Vec<usize> = Vec::new();
+            for (i, (o, k)) in head.iter_mut().zip(keys.chunks_exact(kl)).enumerate() {
                 *o = match ix.probe(k, now) {
                     Probe::Found(r) => r,
-                    Probe::Fallback => self.lookup_variant(Variant::best(), k, now),
+                    Probe::Fallback => {
+                        back.push(i);
+                        None
+                    }
                 };
+            }
+            if !back.is_empty() {
+                self.fallback_batch(keys, &back, now, head);
             }
             return;
         }
-        for (o, ks) in head.chunks_mut(64).zip(keys.chunks(64 * kl)) {
-            let mut back = ix.probe_batch(ks, now, o);
-            while back != 0 {
-                let i = back.trailing_zeros() as usize;
-                back &= back - 1;
-                o[i] = self.lookup_variant(Variant::best(), &ks[i * kl..(i + 1) * kl], now);
+        let mut back: Vec<usize> = Vec::new();
+        for (c, (o, ks)) in head.chunks_mut(64).zip(keys.chunks(64 * kl)).enumerate() {
+            let mut b = ix.probe_batch(ks, now, o);
+            while b != 0 {
+                back.push(c * 64 + b.trailing_zeros() as usize);
+                b &= b - 1;
+            }
+        }
+        if !back.is_empty() {
+            self.fallback_batch(keys, &back, now, head);
+        }
+    }
+
+    /// Pipapo's answers (best variant, batched when there are several) for keys `back`
+    /// (ascending) of `keys`, into `out`.
+    #[cold]
+    fn fallback_batch(
+        &self,
+        keys: &[u8],
+        back: &[usize],
+        now: u64,
+        out: &mut [Option<ElemHandle>],
+    ) {
+        let kl = self.key_len;
+        let key = |i: usize| &keys[i * kl..(i + 1) * kl];
+        if let [i] = *back {
+            out[i] = self.lookup_variant(Variant::best(), key(i), now);
+            return;
+        }
+        let mut buf = Vec::with_capacity(back.len().min(64) * kl);
+        let mut res = [None; 64];
+        for part in back.chunks(64) {
+            buf.clear();
+            for &i in part {
+                buf.extend_from_slice(key(i));
+            }
+            self.lookup_batch_variant(Variant::best(), &buf, now, &mut res[..part.len()]);
+            for (&i, &r) in part.iter().zip(&res) {
+                out[i] = r;
             }
         }
     }
