@@ -12,13 +12,11 @@ use wasp_ruleset::model::{
 
 use crate::compare::{ReadKey, Test};
 use crate::expr::{Cmp, Load, Src, mask_bits};
-use crate::ext::{ExtKind, ExtSite, Fallback};
+use crate::ext::{COUNTER_PLUGIN, CounterUse, ExtKind, ExtSite, Fallback};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
-use crate::program::{
-    BaseC, ChainC, ChainId, CounterC, ElemCounterC, Op, Program, RuleC, VerdictC,
-};
+use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::{ElemC, ElemIn, SetC};
 
 /// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
@@ -28,6 +26,8 @@ pub const MAX_JUMP_LEVEL: u32 = 16;
 struct Ctx<'r> {
     rs: &'r Ruleset,
     prog: Program,
+    /// (table, name) -> use site of each named counter object.
+    objects: HashMap<(usize, String), u32>,
 }
 
 /// Compile a whole ruleset.
@@ -35,6 +35,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     let mut cx = Ctx {
         rs,
         prog: Program::default(),
+        objects: HashMap::new(),
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
@@ -60,6 +61,22 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         cx.prog.chain_ids.push(ids);
     }
     for (ti, t) in rs.tables.iter().enumerate() {
+        for o in &t.counters {
+            let args = vec![
+                "name".to_string(),
+                format!("\"{}\"", o.name),
+                "packets".to_string(),
+                o.packets.to_string(),
+                "bytes".to_string(),
+                o.bytes.to_string(),
+            ];
+            let use_ = CounterUse::Object {
+                table: ti as u32,
+                name: o.name.clone(),
+            };
+            let id = cx.counter_site(ti, args, use_, o.span);
+            cx.objects.insert((ti, o.name.clone()), id);
+        }
         let named = cx.named_sets(ti, t)?;
         for (ci, c) in t.chains.iter().enumerate() {
             let mut rules: Vec<RuleC> = Vec::with_capacity(c.rules.len());
@@ -234,6 +251,10 @@ impl Ctx<'_> {
         let key_len: usize = lens.iter().sum();
         let mut verdicts = Vec::new();
         let mut ins = Vec::with_capacity(elems.len());
+        // Model indices of the elements that count, and their initial counts as arguments of
+        // the set's counter site.
+        let mut counted = Vec::new();
+        let mut counter_args = Vec::new();
         for (mi, e) in elems.iter().enumerate() {
             if e.key.len() != widths.len() {
                 return Err(self.err(
@@ -274,16 +295,20 @@ impl Ctx<'_> {
             let expires = life_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
             let counter = match decl {
                 Some(d) if d.counter || e.counter => {
-                    self.prog.elem_counters.push(ElemCounterC {
-                        table: ti as u32,
-                        set: d.name.clone(),
-                        element: mi,
-                        packets: e.packets,
-                        bytes: e.bytes,
-                    });
-                    Some((self.prog.elem_counters.len() - 1) as u32)
+                    counted.push(mi);
+                    if e.packets != 0 || e.bytes != 0 {
+                        counter_args.extend([
+                            "elem".to_string(),
+                            (mi + 1).to_string(),
+                            "packets".to_string(),
+                            e.packets.to_string(),
+                            "bytes".to_string(),
+                            e.bytes.to_string(),
+                        ]);
+                    }
+                    (mi + 1) as u32
                 }
-                _ => None,
+                _ => 0,
             };
             ins.push(ElemIn {
                 lo,
@@ -297,7 +322,15 @@ impl Ctx<'_> {
             });
         }
         match SetC::build(&lens, exact, ins, verdicts.into()) {
-            Ok(set) => {
+            Ok(mut set) => {
+                if let Some(d) = decl.filter(|_| !counted.is_empty()) {
+                    let use_ = CounterUse::Set {
+                        table: ti as u32,
+                        set: d.name.clone(),
+                        elements: counted,
+                    };
+                    set.counter_site = Some(self.counter_site(ti, counter_args, use_, d.span));
+                }
                 self.prog.sets.push(set);
                 Ok((self.prog.sets.len() - 1) as u32)
             }
@@ -658,6 +691,22 @@ impl Ctx<'_> {
         })
     }
 
+    /// A use site of the counter plugin for `use_`, with the plugin's arguments `args`.
+    fn counter_site(&mut self, ti: usize, args: Vec<String>, use_: CounterUse, span: Span) -> u32 {
+        let id = self.prog.ext_sites.len() as u32;
+        self.prog.ext_sites.push(ExtSite {
+            id,
+            table: ti as u32,
+            plugin: COUNTER_PLUGIN.to_string(),
+            kind: ExtKind::Stateful,
+            args,
+            fallback: Fallback::Absent,
+        });
+        self.prog.ext_spans.push(span);
+        self.prog.counter_uses.push(Some(use_));
+        id
+    }
+
     fn rule(
         &mut self,
         ti: usize,
@@ -668,6 +717,8 @@ impl Ctx<'_> {
     ) -> Result<(u64, Box<[Op]>), Error> {
         let mut ops = RuleOps::default();
         let fence = MergeKind::Fence;
+        // Counter statements of the rule so far.
+        let mut nth = 0u32;
         for s in &r.stmts {
             match s {
                 Stmt::Match(m) => self.matcher(ti, t, named, m, &mut ops)?,
@@ -692,14 +743,34 @@ impl Ctx<'_> {
                     break;
                 }
                 Stmt::Counter { packets, bytes } => {
-                    self.prog.counters.push(CounterC {
+                    let args = vec![
+                        "packets".to_string(),
+                        packets.to_string(),
+                        "bytes".to_string(),
+                        bytes.to_string(),
+                    ];
+                    let use_ = CounterUse::Rule {
                         table: ti as u32,
                         chain: ci as u32,
                         handle: r.handle,
-                        packets: *packets,
-                        bytes: *bytes,
-                    });
-                    ops.push(Op::Counter((self.prog.counters.len() - 1) as u32), fence);
+                        nth,
+                    };
+                    nth += 1;
+                    let id = self.counter_site(ti, args, use_, r.span);
+                    ops.push(Op::Ext(id), fence);
+                }
+                Stmt::CounterRef { name, span } => {
+                    let Some(&id) = self.objects.get(&(ti, name.clone())) else {
+                        return Err(self.err(
+                            *span,
+                            format!(
+                                "unknown counter `{name}`: table `{} {}` declares no counter object of that name (nft: No such file or directory)",
+                                t.family.name(),
+                                t.name
+                            ),
+                        ));
+                    };
+                    ops.push(Op::Ext(id), fence);
                 }
                 Stmt::Plugin(u) => {
                     if !t.plugins.iter().any(|p| p.name == u.name) {
@@ -727,6 +798,7 @@ impl Ctx<'_> {
                         },
                     });
                     self.prog.ext_spans.push(u.span);
+                    self.prog.counter_uses.push(None);
                     ops.push(Op::Ext(id), fence);
                 }
                 Stmt::Log { prefix, .. } => {

@@ -1,15 +1,15 @@
 //! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
 //! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
-use wasp_ruleset::model::{Family, Hook, Span};
+use wasp_ruleset::model::{Family, Hook, Span, Stmt};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
 use crate::compare::bits;
 use crate::compile::compile;
-use crate::eval::{Effects, ExtFx, walk_one};
+use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
-use crate::ext::{ExtEdit, ExtKind, ExtSite, Extensions};
+use crate::ext::{CounterSource, CounterUse, ExtEdit, ExtKind, ExtSite, Extensions};
 use crate::pipeline::{Scratch, View, run_base};
 use crate::program::{ChainId, Program};
 
@@ -125,10 +125,25 @@ pub struct CounterValue {
     pub chain: u32,
     /// Handle of the rule holding the counter.
     pub handle: u64,
+    /// Which of the rule's `counter` statements (from 0).
+    pub nth: u32,
     /// Packets counted (including the count the ruleset was loaded with).
     pub packets: u64,
     /// Bytes counted: `skb->len` of each packet as the kernel counts at the hook (the frame
     /// without the Ethernet header and the popped VLAN tag at ingress).
+    pub bytes: u64,
+}
+
+/// Counts of one named counter object (`counter NAME { ... }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedCounter {
+    /// Table index.
+    pub table: u32,
+    /// Object name.
+    pub name: String,
+    /// Packets counted (including the count the ruleset was loaded with).
+    pub packets: u64,
+    /// Bytes counted (`skb->len`, as [`CounterValue::bytes`]).
     pub bytes: u64,
 }
 
@@ -178,14 +193,13 @@ struct HookList {
 
 /// A compiled ruleset, ready to classify packets.
 ///
-/// Holds the compiled program, the counters, and the reusable buffers of the vector pipeline
-/// (so one engine serves one worker at a time).
+/// Holds the compiled program and the reusable buffers of the vector pipeline (so one engine
+/// serves one worker at a time). Counters are not the engine's: every `counter` is a use site
+/// of the counter plugin ([`Engine::counter_uses`]), served by the installed [`Extensions`].
 #[derive(Debug)]
 pub struct Engine {
     prog: Program,
     hooks: Vec<HookList>,
-    counters: Vec<(u64, u64)>,
-    elem_counters: Vec<(u64, u64)>,
     /// Time of the ruleset's load on the packet path's clock (set element timeouts count from
     /// it); the first packet's time when not set.
     epoch: Option<u64>,
@@ -279,18 +293,10 @@ impl Engine {
             });
             h.stats = vec![(0, 0, 0); h.chains.len()];
         }
-        let counters = prog.counters.iter().map(|c| (c.packets, c.bytes)).collect();
-        let elem_counters = prog
-            .elem_counters
-            .iter()
-            .map(|c| (c.packets, c.bytes))
-            .collect();
         let scratch = Scratch::new(prog.chains.len());
         Ok(Engine {
             prog,
             hooks,
-            counters,
-            elem_counters,
             epoch: None,
             scratch,
             state: [PktState::default(); MAX_VECTOR],
@@ -437,10 +443,9 @@ impl Engine {
         };
         let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
         let mut fx = Effects {
-            counters: &mut self.counters,
             trace,
             oif: "",
-            elem_counters: &mut self.elem_counters,
+            hits: ElemHits::default(),
             now,
             ext: ExtFx {
                 ext: self.ext.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
@@ -448,6 +453,7 @@ impl Engine {
                 edits: &mut self.edits,
                 scratch: &mut self.ext_scratch,
                 first: 0,
+                counter_uses: &self.prog.counter_uses,
             },
         };
         let mut decision = None;
@@ -507,8 +513,6 @@ impl Engine {
         let Engine {
             prog,
             hooks,
-            counters,
-            elem_counters,
             epoch: _,
             scratch,
             state,
@@ -566,10 +570,9 @@ impl Engine {
                 }
             }
             let mut fx = Effects {
-                counters,
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
-                elem_counters,
+                hits: ElemHits::default(),
                 now,
                 ext: ExtFx {
                     ext: ext.as_deref_mut().map(|e| e as &mut dyn Extensions),
@@ -577,6 +580,7 @@ impl Engine {
                     edits,
                     scratch: ext_scratch,
                     first: start,
+                    counter_uses: &prog.counter_uses,
                 },
             };
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
@@ -706,22 +710,6 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// Every counter with its current counts, in ruleset order.
-    pub fn counters(&self) -> Vec<CounterValue> {
-        self.prog
-            .counters
-            .iter()
-            .zip(&self.counters)
-            .map(|(c, &(packets, bytes))| CounterValue {
-                table: c.table,
-                chain: c.chain,
-                handle: c.handle,
-                packets,
-                bytes,
-            })
-            .collect()
-    }
-
     /// Set the time the ruleset was loaded, on the clock of the `now_ns` the hooks are given
     /// (for a replay, the capture's): a set element with `timeout 30s` (or `expires 30s`, or
     /// in a set with `timeout 30s`) stops matching at `epoch_ns + 30 s`, as the kernel's
@@ -735,29 +723,157 @@ impl Engine {
         now_ns.saturating_sub(*self.epoch.get_or_insert(now_ns))
     }
 
-    /// Counts of every set element's counter (elements of a set with `counter`, or written
-    /// with `counter`), including the counts the ruleset was loaded with. A lookup that finds
-    /// the element counts the packet and its `skb->len`, as the kernel's per-element counter.
-    pub fn set_element_counters(&self) -> Vec<SetElemCounter> {
+    /// The counter use sites the compiler made, as (site id, what it counts), in site order:
+    /// one per anonymous `counter` statement, one per named counter object (shared by the
+    /// rules that say `counter name NAME`), one per named set whose elements count. The
+    /// embedder serves them with the counter plugin ([`crate::COUNTER_PLUGIN`]).
+    pub fn counter_uses(&self) -> impl Iterator<Item = (u32, &CounterUse)> {
         self.prog
-            .elem_counters
+            .counter_uses
             .iter()
-            .zip(&self.elem_counters)
-            .map(|(c, &(packets, bytes))| SetElemCounter {
-                table: c.table,
-                set: c.set.clone(),
-                element: c.element,
-                packets,
-                bytes,
+            .enumerate()
+            .filter_map(|(i, u)| u.as_ref().map(|u| (i as u32, u)))
+    }
+
+    /// `true` when the ruleset has a counter (so the embedder must load the counter plugin).
+    pub fn has_counters(&self) -> bool {
+        self.counter_uses().next().is_some()
+    }
+
+    /// Every anonymous `counter` statement with its current counts (from `src`), in ruleset
+    /// order.
+    pub fn counters(&self, src: &mut dyn CounterSource) -> Vec<CounterValue> {
+        self.counter_uses()
+            .filter_map(|(site, u)| match *u {
+                CounterUse::Rule {
+                    table,
+                    chain,
+                    handle,
+                    nth,
+                } => {
+                    let (packets, bytes) = site_total(src, site);
+                    Some(CounterValue {
+                        table,
+                        chain,
+                        handle,
+                        nth,
+                        packets,
+                        bytes,
+                    })
+                }
+                _ => None,
             })
             .collect()
     }
 
-    /// Write the set element counts into `ruleset` (the one this engine was compiled from), so
-    /// that printing it lists `counter packets N bytes M` on each counted element as `nft list
-    /// ruleset` does after traffic.
-    pub fn store_set_counters(&self, ruleset: &mut Ruleset) {
-        for c in self.set_element_counters() {
+    /// Counts of the first counter of rule `handle` in chain `chain` of table `table`.
+    pub fn counter(
+        &self,
+        table: u32,
+        chain: u32,
+        handle: u64,
+        src: &mut dyn CounterSource,
+    ) -> Option<(u64, u64)> {
+        let site = self.counter_uses().find_map(|(site, u)| {
+            (*u == CounterUse::Rule {
+                table,
+                chain,
+                handle,
+                nth: 0,
+            })
+            .then_some(site)
+        })?;
+        Some(site_total(src, site))
+    }
+
+    /// Every named counter object with its counts (from `src`), in declaration order.
+    pub fn named_counters(&self, src: &mut dyn CounterSource) -> Vec<NamedCounter> {
+        self.counter_uses()
+            .filter_map(|(site, u)| match u {
+                CounterUse::Object { table, name } => {
+                    let (packets, bytes) = site_total(src, site);
+                    Some(NamedCounter {
+                        table: *table,
+                        name: name.clone(),
+                        packets,
+                        bytes,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Counts of every set element's counter (elements of a set with `counter`, or written
+    /// with `counter`; from `src`), including the counts the ruleset was loaded with. A lookup
+    /// that finds the element counts the packet and its `skb->len`, as the kernel's
+    /// per-element counter.
+    pub fn set_element_counters(&self, src: &mut dyn CounterSource) -> Vec<SetElemCounter> {
+        let mut out = Vec::new();
+        for (site, u) in self.counter_uses() {
+            let CounterUse::Set {
+                table,
+                set,
+                elements,
+            } = u
+            else {
+                continue;
+            };
+            let counts: std::collections::HashMap<u32, (u64, u64)> = src
+                .counts(site)
+                .into_iter()
+                .map(|(e, p, b)| (e, (p, b)))
+                .collect();
+            for &element in elements {
+                let (packets, bytes) = counts
+                    .get(&(element as u32 + 1))
+                    .copied()
+                    .unwrap_or_default();
+                out.push(SetElemCounter {
+                    table: *table,
+                    set: set.clone(),
+                    element,
+                    packets,
+                    bytes,
+                });
+            }
+        }
+        out
+    }
+
+    /// Write the counts (from `src`) into `ruleset` (the one this engine was compiled from),
+    /// so that printing it lists them as `nft list ruleset` does after traffic: `counter
+    /// packets N bytes M` in rules and on each counted set element, `packets N bytes M` in
+    /// named counter objects.
+    pub fn store_counters(&self, ruleset: &mut Ruleset, src: &mut dyn CounterSource) {
+        for c in self.counters(src) {
+            let Some(rule) = ruleset
+                .tables
+                .get_mut(c.table as usize)
+                .and_then(|t| t.chains.get_mut(c.chain as usize))
+                .and_then(|ch| ch.rules.iter_mut().find(|r| r.handle == c.handle))
+            else {
+                continue;
+            };
+            let stmt = rule
+                .stmts
+                .iter_mut()
+                .filter(|s| matches!(s, Stmt::Counter { .. }))
+                .nth(c.nth as usize);
+            if let Some(Stmt::Counter { packets, bytes }) = stmt {
+                (*packets, *bytes) = (c.packets, c.bytes);
+            }
+        }
+        for c in self.named_counters(src) {
+            if let Some(o) = ruleset
+                .tables
+                .get_mut(c.table as usize)
+                .and_then(|t| t.counters.iter_mut().find(|o| o.name == c.name))
+            {
+                (o.packets, o.bytes) = (c.packets, c.bytes);
+            }
+        }
+        for c in self.set_element_counters(src) {
             if let Some(e) = ruleset
                 .tables
                 .get_mut(c.table as usize)
@@ -771,14 +887,22 @@ impl Engine {
         }
     }
 
-    /// Counts of the (first) counter of rule `handle` in chain `chain` of table `table`.
-    pub fn counter(&self, table: u32, chain: u32, handle: u64) -> Option<(u64, u64)> {
-        self.prog
-            .counters
-            .iter()
-            .position(|c| c.table == table && c.chain == chain && c.handle == handle)
-            .map(|i| self.counters[i])
+    /// `reset counters` (and `reset counter`/`reset set` for elements): zero every counter
+    /// through `src`: rules', named objects' and set elements'. A set element's expiry is the
+    /// engine's and does not change (the kernel's reset leaves the timeout extension alone).
+    pub fn reset_counters(&self, src: &mut dyn CounterSource) {
+        for (site, _) in self.counter_uses() {
+            src.reset(site);
+        }
     }
+}
+
+/// The site's own counts (entry `elem` 0; zero when not listed).
+fn site_total(src: &mut dyn CounterSource, site: u32) -> (u64, u64) {
+    src.counts(site)
+        .into_iter()
+        .find(|e| e.0 == 0)
+        .map_or((0, 0), |e| (e.1, e.2))
 }
 
 /// Per-packet state at the start of a hook; `iif` and `oif` are the device names as

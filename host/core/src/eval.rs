@@ -6,7 +6,9 @@ use wasp_ruleset::model::Policy;
 
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
-use crate::ext::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
+use crate::ext::{
+    CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback,
+};
 use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};
@@ -27,14 +29,13 @@ pub(crate) enum OpRes {
 
 /// Mutable things an operation may touch besides the packet's own state.
 pub(crate) struct Effects<'a, 'b> {
-    /// Counter values (packets, bytes).
-    pub counters: &'a mut [(u64, u64)],
     /// Where trace and log events go.
     pub trace: Option<&'a mut (dyn TraceSink + 'b)>,
     /// `meta oifname` text, for log lines.
     pub oif: &'a str,
-    /// Set element counters (packets, bytes).
-    pub elem_counters: &'a mut [(u64, u64)],
+    /// Set elements found by the operation running now whose counter counts them: their
+    /// packets go to the set's counter site in one call ([`flush_hits`]).
+    pub hits: ElemHits,
     /// The packet path's time, ns after the engine's epoch (set element expiry).
     pub now: u64,
     /// Plugins.
@@ -54,16 +55,59 @@ pub(crate) struct ExtFx<'a> {
     pub scratch: &'a mut Vec<(usize, ExtEdit)>,
     /// Index in the caller's input of the vector's packet 0 (edits are reported by it).
     pub first: usize,
+    /// What each counter site the compiler made counts (parallel to `sites`; `None` for a
+    /// plugin use written in the ruleset).
+    pub counter_uses: &'a [Option<CounterUse>],
+}
+
+/// Set elements found by one operation for a vector whose counter counts them: (packet index
+/// in the vector, element id + 1), for the set's counter site.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ElemHits {
+    /// The set's counter site.
+    pub site: u32,
+    /// Hits recorded.
+    pub n: usize,
+    /// (packet index, element id + 1).
+    pub hits: [(usize, u32); MAX_VECTOR],
+}
+
+impl Default for ElemHits {
+    fn default() -> Self {
+        ElemHits {
+            site: 0,
+            n: 0,
+            hits: [(0, 0); MAX_VECTOR],
+        }
+    }
+}
+
+/// Count the recorded element hits: one call of the set's counter site with the packets
+/// (`pkt(i)` gives packet `i` of the vector as the counter sees it, `elem` then set).
+pub(crate) fn flush_hits<'p>(fx: &mut Effects<'_, '_>, pkt: impl Fn(usize) -> ExtPacket<'p>) {
+    let n = std::mem::take(&mut fx.hits.n);
+    if n == 0 {
+        return;
+    }
+    let mut pk = [NO_PACKET; MAX_VECTOR];
+    let mut idx = [0usize; MAX_VECTOR];
+    for (k, &(i, elem)) in fx.hits.hits[..n].iter().enumerate() {
+        pk[k] = ExtPacket { elem, ..pkt(i) };
+        idx[k] = i;
+    }
+    let mut res = [OpRes::Pass; MAX_VECTOR];
+    ext_call(fx, fx.hits.site, &pk[..n], &idx[..n], &mut res[..n]);
 }
 
 /// The packet as a plugin sees it (`wit/plugin.wit`'s packet header), at this point of the
-/// walk (`st.mark`).
-pub(crate) fn ext_packet<'a>(p: &Packet<'a>, st: &PktState) -> ExtPacket<'a> {
+/// walk (`st.mark`). For a counter (`counter`), `len` is the packet's `skb->len` at the hook,
+/// which nft's counter adds (see [`CounterUse`]).
+pub(crate) fn ext_packet<'a>(p: &Packet<'a>, st: &PktState, counter: bool) -> ExtPacket<'a> {
     let m = &p.meta;
     let l4 = m.l4.filter(|l| l.fragoff == 0);
     ExtPacket {
         frame: p.frame,
-        len: m.len,
+        len: if counter { st.skb_len } else { m.len },
         iif: 0,
         mark: st.mark,
         elem: 0,
@@ -162,7 +206,8 @@ pub(crate) fn ext_call(
             }
         }
     }
-    if fx.trace.is_some() {
+    let counter = matches!(fx.ext.counter_uses.get(site as usize), Some(Some(_)));
+    if fx.trace.is_some() && !counter {
         for k in 0..n {
             let result = match (kind, res[k]) {
                 (ExtKind::Match, OpRes::Pass) => "match",
@@ -182,16 +227,26 @@ pub(crate) fn ext_call(
 }
 
 impl Effects<'_, '_> {
-    /// A lookup hit `e`: its counter (if any) counts the packet, as the kernel's per-element
-    /// counter expression (`nft_counter_eval` on the element's extension: bytes are skb->len).
+    /// A lookup of packet `idx` in a set whose counter site is `site` hit `e`: its counter (if
+    /// any) is to count the packet, as the kernel's per-element counter expression
+    /// (`nft_counter_eval` on the element's extension: bytes are skb->len). Recorded; the
+    /// caller counts the operation's hits in one call ([`flush_hits`]).
     #[inline]
-    pub fn count_elem(&mut self, e: ElemC, st: &PktState) {
-        if let Some(c) = e.counter
-            && let Some(c) = self.elem_counters.get_mut(c as usize)
+    pub fn count_elem(&mut self, e: ElemC, site: Option<u32>, idx: usize) {
+        if e.counter != 0
+            && let Some(site) = site
+            && self.hits.n < MAX_VECTOR
         {
-            c.0 += 1;
-            c.1 += u64::from(st.skb_len);
+            self.hits.site = site;
+            self.hits.hits[self.hits.n] = (idx, e.counter);
+            self.hits.n += 1;
         }
+    }
+
+    /// `true` when use site `site` is a counter the compiler made.
+    #[inline]
+    pub fn is_counter(&self, site: u32) -> bool {
+        matches!(self.ext.counter_uses.get(site as usize), Some(Some(_)))
     }
 
     #[inline]
@@ -229,9 +284,10 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let hit = prog.sets[*set as usize].lookup(&buf[..n], fx.now);
+            let s = &prog.sets[*set as usize];
+            let hit = s.lookup(&buf[..n], fx.now);
             if let Some(&e) = hit {
-                fx.count_elem(e, st);
+                fx.count_elem(e, s.counter_site, idx);
             }
             if hit.is_some() != *neg {
                 OpRes::Pass
@@ -247,7 +303,7 @@ pub(crate) fn op_one(
             let s = &prog.sets[*set as usize];
             match s.lookup(&buf[..n], fx.now) {
                 Some(&e) => {
-                    fx.count_elem(e, st);
+                    fx.count_elem(e, s.counter_site, idx);
                     s.verdicts
                         .get(e.verdict as usize)
                         .map_or(OpRes::Break, |v| OpRes::Verdict(*v))
@@ -260,20 +316,15 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            match prog.sets[*set as usize].lookup(&buf[..n], fx.now) {
+            let s = &prog.sets[*set as usize];
+            match s.lookup(&buf[..n], fx.now) {
                 Some(&e) => {
-                    fx.count_elem(e, st);
+                    fx.count_elem(e, s.counter_site, idx);
                     st.mark = e.value;
                     OpRes::Pass
                 }
                 None => OpRes::Break,
             }
-        }
-        Op::Counter(c) => {
-            let c = &mut fx.counters[*c as usize];
-            c.0 += 1;
-            c.1 += u64::from(st.skb_len);
-            OpRes::Pass
         }
         Op::Log(l) => {
             let oif = fx.oif;
@@ -299,7 +350,8 @@ pub(crate) fn op_one(
         },
         Op::Ext(site) => {
             let mut res = [OpRes::Pass];
-            ext_call(fx, *site, &[ext_packet(p, st)], &[idx], &mut res);
+            let counter = fx.is_counter(*site);
+            ext_call(fx, *site, &[ext_packet(p, st, counter)], &[idx], &mut res);
             res[0]
         }
         Op::Verdict(v) => OpRes::Verdict(*v),
@@ -363,7 +415,12 @@ pub(crate) fn rule_ops(
     st: &mut PktState,
 ) -> Option<Option<VerdictC>> {
     for op in ops {
-        match op_one(prog, fx, op, idx, p, st) {
+        let r = op_one(prog, fx, op, idx, p, st);
+        if fx.hits.n != 0 {
+            let st = *st;
+            flush_hits(fx, |_| ext_packet(p, &st, true));
+        }
+        match r {
             OpRes::Pass => {}
             OpRes::Break => return None,
             OpRes::Verdict(v) => return Some(Some(v)),

@@ -146,3 +146,61 @@ pub trait Extensions: Send {
         false
     }
 }
+
+/// The plugin that serves every `counter` of a ruleset (rules, named counter objects, set
+/// elements): the engine counts nothing itself, it makes a use site of this plugin for each.
+pub const COUNTER_PLUGIN: &str = "counter";
+
+/// What a counter use site the engine made counts (see [`crate::Engine::counter_uses`]).
+///
+/// Its [`ExtSite`] has plugin [`COUNTER_PLUGIN`], kind [`ExtKind::Stateful`] and the counter
+/// plugin's arguments (`plugins/README.md`): `packets N bytes M` for the initial counts as
+/// written, `name NAME` for an object, `elem E packets N bytes M` for a set element's. The
+/// packets it gets have `len` = the packet's `skb->len` at the hook (nft's `meta length`, what
+/// `nft_counter_do_eval` adds), and, for a set, `elem` = the element's index in the model's
+/// `SetDecl::elements` + 1. Its calls leave no trace event (the kernel traces no counter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterUse {
+    /// An anonymous `counter` statement: the `nth` counter (from 0) of rule `handle` in chain
+    /// `chain` of table `table`.
+    Rule {
+        /// Table index.
+        table: u32,
+        /// Chain index in its table.
+        chain: u32,
+        /// Rule handle.
+        handle: u64,
+        /// Which of the rule's `counter` statements (usually 0).
+        nth: u32,
+    },
+    /// The named counter object `name` of table `table` (`counter NAME { ... }`), counted by
+    /// every `counter name NAME` of the table.
+    Object {
+        /// Table index.
+        table: u32,
+        /// Object name.
+        name: String,
+    },
+    /// The per-element counters of set `set` of table `table`.
+    Set {
+        /// Table index.
+        table: u32,
+        /// Set name.
+        set: String,
+        /// Model indices (in `SetDecl::elements`) of the elements that count.
+        elements: Vec<usize>,
+    },
+}
+
+/// Where the counts of counter use sites are read and reset: the counter plugin's `list-state`
+/// and `reset-state`, through the embedder's plugin runtime (or a test's fake).
+pub trait CounterSource {
+    /// The counts of use site `site`: `(elem, packets, bytes)` per entry, `elem` 0 for the
+    /// site itself and element id + 1 for a set element's; entries the plugin does not list
+    /// count as zero.
+    fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)>;
+
+    /// Zero the counts of use site `site`, its elements' too (`reset counters`: a set
+    /// element's expiry is the engine's and does not change).
+    fn reset(&mut self, site: u32);
+}

@@ -40,7 +40,10 @@ mod tests;
 
 pub use compile::MAX_JUMP_LEVEL;
 pub use engine::{
-    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet,
-    SetElemCounter, TraceEvent, TraceSink,
+    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, NamedCounter, Outcome,
+    Packet, SetElemCounter, TraceEvent, TraceSink,
 };
-pub use ext::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
+pub use ext::{
+    COUNTER_PLUGIN, CounterSource, CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict,
+    Extensions, Fallback,
+};

@@ -219,7 +219,7 @@ mod tests {
             .iter()
             .map(|k| match k {
                 MergeKind::Candidate(c) => c.op(),
-                MergeKind::Fence => Op::Counter(0),
+                MergeKind::Fence => Op::Log(0),
                 MergeKind::Other => Op::Verdict(crate::program::VerdictC::Continue),
             })
             .collect();
@@ -235,7 +235,7 @@ mod tests {
                     };
                     format!("{:?}+{}/{} {ne} {v:#x}", load.src, load.off, load.len)
                 }
-                Op::Counter(_) => "F".into(),
+                Op::Log(_) => "F".into(),
                 _ => "O".into(),
             })
             .collect()

@@ -21,8 +21,8 @@
 use crate::compare::{ReadCache, bits};
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
-    Effects, JUMP_STACK, NO_PACKET, OpRes, base_policy, end_event, ext_call, ext_packet, op_one,
-    policy_decision, rule_decision, rule_event,
+    Effects, JUMP_STACK, NO_PACKET, OpRes, base_policy, end_event, ext_call, ext_packet,
+    flush_hits, op_one, policy_decision, rule_decision, rule_event,
 };
 use crate::expr::PktState;
 use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
@@ -370,8 +370,9 @@ fn run_chain(
                     let mut pk = [NO_PACKET; MAX_VECTOR];
                     let mut idx = [0usize; MAX_VECTOR];
                     let mut n = 0;
+                    let counter = fx.is_counter(*site);
                     for i in bits(live) {
-                        pk[n] = ext_packet(&cx.pkts[i], &st[i]);
+                        pk[n] = ext_packet(&cx.pkts[i], &st[i], counter);
                         idx[n] = i;
                         n += 1;
                     }
@@ -389,13 +390,6 @@ fn run_chain(
                         }
                     }
                 }
-                Op::Counter(n) => {
-                    let cnt = &mut fx.counters[*n as usize];
-                    cnt.0 += u64::from(live.count_ones());
-                    for i in bits(live) {
-                        cnt.1 += u64::from(st[i].skb_len);
-                    }
-                }
                 _ => {
                     for i in bits(live) {
                         match op_one(prog, fx, op, i, &cx.pkts[i], &mut st[i]) {
@@ -411,6 +405,10 @@ fn run_chain(
                                 sc.vslot[i] = Some(v);
                             }
                         }
+                    }
+                    if fx.hits.n != 0 {
+                        // The elements found count their packets, in one call.
+                        flush_hits(fx, |i| ext_packet(&cx.pkts[i], &st[i], true));
                     }
                 }
             }

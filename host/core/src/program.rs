@@ -5,7 +5,7 @@ use wasp_ruleset::model::{Family, Hook, Policy, Span};
 
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
-use crate::ext::ExtSite;
+use crate::ext::{CounterUse, ExtSite};
 use crate::setstore::SetC;
 
 /// Index of a chain in [`Program::chains`].
@@ -41,8 +41,6 @@ pub(crate) enum Op {
     /// Look the key up in a verdict map; a miss ends the rule, a hit gives the element's
     /// verdict.
     Vmap { keys: Box<[Load]>, set: u32 },
-    /// `counter`: index into the counters.
-    Counter(u32),
     /// `log`: index into the log prefixes.
     Log(u32),
     /// A plugin use: index into [`Program::ext_sites`]. A match narrows the packets, a
@@ -146,33 +144,10 @@ pub(crate) struct Program {
     pub sets: Vec<SetC>,
     /// Log prefixes.
     pub logs: Vec<String>,
-    /// Owner (table, chain index, rule handle) and initial counts of every counter.
-    pub counters: Vec<CounterC>,
-    /// Owner and initial counts of every set element's counter.
-    pub elem_counters: Vec<ElemCounterC>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
     pub ext_sites: Vec<ExtSite>,
     /// Where each use site is written (parallel to `ext_sites`).
     pub ext_spans: Vec<Span>,
-}
-
-/// A set element's counter: its set (table index and name), the element's index in the
-/// model's `SetDecl::elements`, and its counts at load.
-#[derive(Debug, Clone)]
-pub(crate) struct ElemCounterC {
-    pub table: u32,
-    pub set: String,
-    pub element: usize,
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-/// A counter's owner and its counts at load.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CounterC {
-    pub table: u32,
-    pub chain: u32,
-    pub handle: u64,
-    pub packets: u64,
-    pub bytes: u64,
+    /// For the counter sites the compiler made (parallel to `ext_sites`), what they count.
+    pub counter_uses: Vec<Option<CounterUse>>,
 }

@@ -35,8 +35,9 @@ pub(crate) struct ElemC {
     pub value: u32,
     /// Expiry in ns after the epoch; `u64::MAX` for never.
     pub expires: u64,
-    /// Index into the engine's element counters, when the element counts.
-    pub counter: Option<u32>,
+    /// The element's id + 1 for its set's counter site (`SetC::counter_site`; the id is its
+    /// index in the model's `SetDecl::elements`), 0 when it does not count.
+    pub counter: u32,
 }
 
 /// A set or map in its back-end, with its elements' data and a verdict map's verdicts.
@@ -45,6 +46,8 @@ pub(crate) struct SetC {
     pub store: SetStore,
     pub elems: Vec<ElemC>,
     pub verdicts: Box<[VerdictC]>,
+    /// The counter use site of the set's element counters, when an element counts.
+    pub counter_site: Option<u32>,
 }
 
 /// An element to add: per-field bounds concatenated, and its data.
@@ -76,6 +79,7 @@ impl SetC {
             store: SetStore::Exact(ExactSet::new(key_len)),
             elems: Vec::with_capacity(elems.len()),
             verdicts,
+            counter_site: None,
         };
         if exact {
             let mut s = ExactSet::new(key_len);

@@ -29,6 +29,84 @@ struct Fake {
     seen: Vec<(u32, ExtPacket<'static>, usize)>,
     /// Keep `seen` (frames are not kept: `frame` is left empty).
     record: bool,
+    /// The counter plugin's sites and counts, when the engine's counters are to count.
+    counts: Option<Counts>,
+}
+
+/// (site, elem) -> (packets, bytes).
+type CountMap = std::collections::BTreeMap<(u32, u32), (u64, u64)>;
+
+/// The counter plugin in plain Rust, as `plugins/counter` counts (packets and the header's
+/// `len` per site and element, initial counts from the site's arguments), shared between the
+/// [`Fake`] installed in an engine and the test that reads the counts.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    /// Per site: a counter site of the engine.
+    sites: std::sync::Arc<Vec<bool>>,
+    /// (site, elem) -> (packets, bytes).
+    map: std::sync::Arc<std::sync::Mutex<CountMap>>,
+}
+
+impl Counts {
+    /// The counter sites of `e` with the initial counts their arguments give.
+    fn of(e: &Engine) -> Counts {
+        let mut map = std::collections::BTreeMap::new();
+        let mut sites = Vec::new();
+        for s in e.ext_sites() {
+            let counter = e.counter_uses().any(|(id, _)| id == s.id);
+            sites.push(counter);
+            if !counter {
+                continue;
+            }
+            let mut elem = 0;
+            map.insert((s.id, 0), (0, 0));
+            for kv in s.args.chunks(2) {
+                let n: u64 = kv[1].parse().unwrap_or(0);
+                match kv[0].as_str() {
+                    "elem" => elem = n as u32,
+                    "packets" => map.entry((s.id, elem)).or_insert((0, 0)).0 = n,
+                    "bytes" => map.entry((s.id, elem)).or_insert((0, 0)).1 = n,
+                    _ => {}
+                }
+            }
+        }
+        Counts {
+            sites: std::sync::Arc::new(sites),
+            map: std::sync::Arc::new(std::sync::Mutex::new(map)),
+        }
+    }
+
+    fn is_counter(&self, site: u32) -> bool {
+        self.sites.get(site as usize).copied().unwrap_or(false)
+    }
+}
+
+impl CounterSource for Counts {
+    fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)> {
+        let map = self.map.lock().unwrap();
+        map.range((site, 0)..=(site, u32::MAX))
+            .map(|(&(_, e), &(p, b))| (e, p, b))
+            .collect()
+    }
+
+    fn reset(&mut self, site: u32) {
+        let mut map = self.map.lock().unwrap();
+        map.retain(|&(s, _), _| s != site);
+        map.insert((site, 0), (0, 0));
+    }
+}
+
+/// Install a [`Fake`] that counts the engine's counters into `e`, and return the counts.
+fn count(e: &mut Engine) -> Counts {
+    let c = Counts::of(e);
+    e.set_ext(
+        Box::new(Fake {
+            counts: Some(c.clone()),
+            ..Fake::default()
+        }),
+        &[],
+    );
+    c
 }
 
 /// `p` without its frame.
@@ -79,6 +157,16 @@ impl Extensions for Fake {
     ) {
         assert_eq!(pkts.len(), verdicts.len());
         assert!(!pkts.is_empty() && pkts.len() <= MAX_VECTOR);
+        if let Some(c) = self.counts.as_ref().filter(|c| c.is_counter(site)) {
+            let mut map = c.map.lock().unwrap();
+            for (p, v) in pkts.iter().zip(verdicts.iter_mut()) {
+                let e = map.entry((site, p.elem)).or_insert((0, 0));
+                e.0 += 1;
+                e.1 += u64::from(p.len);
+                *v = ExtVerdict::Continue;
+            }
+            return;
+        }
         self.calls.push((site, pkts.len()));
         for (k, (p, v)) in pkts.iter().zip(verdicts.iter_mut()).enumerate() {
             if self.record {
@@ -130,12 +218,15 @@ fn plugins(names: &[&str]) -> Vec<PluginDecl> {
         .collect()
 }
 
-/// Site kinds by plugin name: `m` is a match, every other a statement.
+/// Site kinds by plugin name: `m` is a match, the engine's counters stateful, every other a
+/// statement.
 fn kinds_of(e: &Engine) -> Vec<ExtKind> {
     e.ext_sites()
         .iter()
         .map(|s| {
-            if s.plugin == "m" {
+            if s.kind == ExtKind::Stateful {
+                ExtKind::Stateful
+            } else if s.plugin == "m" {
                 ExtKind::Match
             } else {
                 ExtKind::Statement
@@ -416,6 +507,7 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         chains,
         sets,
         plugins: Vec::new(),
+        counters: Vec::new(),
         comment: None,
         span: Span::default(),
     }
@@ -489,6 +581,7 @@ fn accepts(stmts: Vec<Stmt>, frames: &[Vec<u8>]) -> Vec<bool> {
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 
+mod counters;
 mod differential;
 mod ext;
 mod instructions;

@@ -171,11 +171,6 @@ fn rule_errors() {
         ),
         ("tcp dport 22 reject", 14, "`reject` is nftables syntax"),
         (
-            "counter name \"c1\"",
-            1,
-            "`counter name` is nftables syntax",
-        ),
-        (
             "@nh,0,8 0x45 accept",
             1,
             "`@nh,OFFSET,LENGTH` (a raw payload expression) is nftables syntax",
@@ -533,7 +528,7 @@ fn long_lines_and_control_characters_are_shown_short_and_escaped() {
     assert!(shown.len() < 600, "{} bytes of error", shown.len());
     assert!(
         shown.starts_with(
-            "j.nft:1:18: error: expected `chain`, `set`, `map`, `plugin`, `comment` or `}`, found `xxxx"
+            "j.nft:1:18: error: expected `chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`, found `xxxx"
         ),
         "{shown}"
     );
@@ -601,7 +596,7 @@ fn an_unclosed_block_points_to_where_it_opened() {
     let shown = err.to_string();
     assert!(
         shown.starts_with(
-            "u.nft:5:3: error: expected `chain`, `set`, `map`, `plugin`, `comment` or `}`, found end of file"
+            "u.nft:5:3: error: expected `chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`, found end of file"
         ),
         "{shown}"
     );

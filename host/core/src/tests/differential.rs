@@ -219,12 +219,14 @@ proptest! {
         // the batching).
         let with_ext = |e: &mut Engine| {
             let kinds = kinds_of(e);
-            e.set_ext(Box::new(Fake::default()), &kinds);
+            let c = Counts::of(e);
+            e.set_ext(Box::new(Fake { counts: Some(c.clone()), ..Fake::default() }), &kinds);
+            c
         };
         let mut ev = Engine::compile(&rs).unwrap();
-        with_ext(&mut ev);
+        let mut cv = with_ext(&mut ev);
         let mut e1 = Engine::compile(&rs).unwrap();
-        with_ext(&mut e1);
+        let mut c1 = with_ext(&mut e1);
         let frames: Vec<Vec<u8>> = pkts.iter().map(|&(k, p, f)| frame_pool(k, p, f)).collect();
         let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
         let mut out = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0 }; pk.len()];
@@ -235,7 +237,7 @@ proptest! {
         edits_v.sort_by_key(|e| e.0);
         let mut edits_1: Vec<(usize, ExtEdit)> = Vec::new();
         let mut ev2 = Engine::compile(&rs).unwrap();
-        with_ext(&mut ev2);
+        let _ = with_ext(&mut ev2);
         let mut traces = Vec::new();
         for (ci, chunk) in pk.chunks(MAX_VECTOR).enumerate() {
             let mut rec = Rec::default();
@@ -246,7 +248,7 @@ proptest! {
         }
         // The kernel's walk: every operation of every rule runs (no memo between rules).
         let mut ek = Engine::compile(&rs).unwrap();
-        with_ext(&mut ek);
+        let mut ck = with_ext(&mut ek);
         for (i, p) in pk.iter().enumerate() {
             let mut r1 = Rec::default();
             // Trace indices count within a vector.
@@ -263,8 +265,8 @@ proptest! {
             prop_assert_eq!(r1.0, rk.0, "trace of packet {} without memo", i);
         }
         prop_assert_eq!(&edits_v, &edits_1);
-        prop_assert_eq!(ev.counters(), e1.counters());
-        prop_assert_eq!(ev.counters(), ek.counters());
+        prop_assert_eq!(ev.counters(&mut cv), e1.counters(&mut c1));
+        prop_assert_eq!(ev.counters(&mut cv), ek.counters(&mut ck));
         let stats = ev.chain_stats(Hook::Ingress, "eth0");
         prop_assert_eq!(&stats, &e1.chain_stats(Hook::Ingress, "eth0"));
         prop_assert_eq!(&stats, &ev2.chain_stats(Hook::Ingress, "eth0"));

@@ -48,8 +48,9 @@ fn sites_are_numbered_in_rule_order_with_their_arguments() {
             vec![counter(), plugin_use("s", "c", false), accept()],
         ],
     );
+    // The `counter` is a site of the counter plugin too, in its place.
     let sites = e.ext_sites();
-    assert_eq!(sites.len(), 3);
+    assert_eq!(sites.len(), 4);
     assert_eq!(
         sites
             .iter()
@@ -58,13 +59,30 @@ fn sites_are_numbered_in_rule_order_with_their_arguments() {
         [
             (0, "m", "a", Fallback::Absent),
             (1, "s", "b", Fallback::Drop),
-            (2, "s", "c", Fallback::Absent),
+            (2, "counter", "packets", Fallback::Absent),
+            (3, "s", "c", Fallback::Absent),
         ]
     );
-    assert!(
-        sites
-            .iter()
-            .all(|s| s.table == 0 && s.kind == ExtKind::Statement)
+    assert_eq!(sites[2].args, ["packets", "0", "bytes", "0"]);
+    assert!(sites.iter().all(|s| s.table == 0
+        && s.kind
+            == if s.id == 2 {
+                ExtKind::Stateful
+            } else {
+                ExtKind::Statement
+            }));
+    let uses: Vec<(u32, CounterUse)> = e.counter_uses().map(|(i, u)| (i, u.clone())).collect();
+    assert_eq!(
+        uses,
+        [(
+            2,
+            CounterUse::Rule {
+                table: 0,
+                chain: 0,
+                handle: 3,
+                nth: 0
+            }
+        )]
     );
 }
 
@@ -187,7 +205,11 @@ fn statements_give_verdicts_per_packet_and_report_edits() {
         .collect();
     let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
     let mut out = outcomes(pk.len());
-    let mut fake = Fake::default();
+    let mut c = Counts::of(&e);
+    let mut fake = Fake {
+        counts: Some(c.clone()),
+        ..Fake::default()
+    };
     let mut rec = Rec::default();
     e.ingress_ext("eth0", &pk, 0, &mut out, Some(&mut rec), &mut fake);
     let mut want_cont = 0;
@@ -229,7 +251,7 @@ fn statements_give_verdicts_per_packet_and_report_edits() {
     assert!(want_cont > 0 && want_cont < 40);
     // The counter after the site saw only the packets that continued; the one of the next
     // rule none (everything ended in rule 1 or at the policy).
-    let c = e.counters();
+    let c = e.counters(&mut c);
     assert_eq!(c[0].packets, want_cont);
     assert_eq!(c[1].packets, 0);
     assert_eq!(e.edits(), &want_edits[..]);

@@ -521,13 +521,14 @@ fn lone_match_merges_across_a_counter() {
         accept(),
     ];
     let mut e = one(Policy::Drop, vec![rule]);
+    let mut c = count(&mut e);
     let out = run(&mut e, &[u4(1, 2, 0), u4(1, 3, 0), u4(4, 2, 0)]);
     let acc: Vec<bool> = out
         .iter()
         .map(|o| o.verdict == FinalVerdict::Accept)
         .collect();
     assert_eq!(acc, [true, false, false]);
-    assert_eq!(e.counters()[0].packets, 1);
+    assert_eq!(e.counters(&mut c)[0].packets, 1);
 }
 
 /// After a link-layer field, nft writes the dependency of a network field as the header's own

@@ -51,6 +51,7 @@ fn jump_ruleset(policy: Policy) -> Ruleset {
 #[test]
 fn jump_return_and_policy() {
     let mut e = Engine::compile(&jump_ruleset(Policy::Drop)).unwrap();
+    let mut c = count(&mut e);
     let out = run(&mut e, &[f22(), f80()]);
     assert_eq!(
         out[0],
@@ -77,7 +78,7 @@ fn jump_return_and_policy() {
         }
     );
     // The counter in sub saw only the port-80 packet: 1 packet, skb->len 40 bytes.
-    assert_eq!(e.counter(0, 1, 6), Some((1, 40)));
+    assert_eq!(e.counter(0, 1, 6, &mut c), Some((1, 40)));
     assert_eq!(e.table_name(0), "t");
     assert_eq!(e.chain_name(0, 1), "sub");
 }
@@ -270,10 +271,11 @@ fn equal_priority_later_table_runs_first() {
         vec![vec![mark_is(2), counter()], vec![set_mark(1)]],
         vec![vec![mark_is(1), counter()], vec![set_mark(2)]],
     );
+    let mut c = count(&mut e);
     let out = run(&mut e, &[f22()]);
     assert_eq!(out[0].mark, 1);
-    assert_eq!(e.counter(0, 0, 2), Some((1, 40)));
-    assert_eq!(e.counter(1, 0, 2), Some((0, 0)));
+    assert_eq!(e.counter(0, 0, 2, &mut c), Some((1, 40)));
+    assert_eq!(e.counter(1, 0, 2, &mut c), Some((0, 0)));
 }
 
 #[test]
@@ -437,6 +439,7 @@ fn deepest_jump_stack_works() {
 #[test]
 fn short_vlan_tags_are_dropped_before_the_hook() {
     let mut e = one(Policy::Accept, vec![vec![counter(), accept()]]);
+    let mut c = count(&mut e);
     let full = tag(&eth(0x0800, &[0; 6]), 0x8100, 42);
     assert_eq!(full.len(), 24);
     let mut frames: Vec<Vec<u8>> = Vec::new();
@@ -471,7 +474,7 @@ fn short_vlan_tags_are_dropped_before_the_hook() {
         ]
     );
     // Only the two 20-byte frames reached the rule.
-    assert_eq!(e.counters()[0].packets, 2);
+    assert_eq!(e.counters(&mut c)[0].packets, 2);
     let traced: Vec<usize> = rec
         .0
         .iter()

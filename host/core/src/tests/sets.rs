@@ -177,6 +177,7 @@ fn per_element_counters() {
     let mut e = engine(&format!(
         "{HEAD}set a {{ type ipv4_addr; counter; elements = {{ 10.0.0.1, 10.0.0.2 }} }}\nset r {{ type inet_service; flags interval; elements = {{ 1-100 counter packets 5 bytes 500, 200-300 }} }}\n{CHAIN}ip saddr @a accept\nudp dport @r accept\n}}\n}}\n"
     ));
+    let mut c = count(&mut e);
     let frames = vec![
         udp4([10, 0, 0, 1], 9),   // a[0]
         udp4([10, 0, 0, 1], 250), // a[0]
@@ -187,7 +188,7 @@ fn per_element_counters() {
     assert_eq!(verdicts_at(&mut e, &frames, 0), [true; 5]);
     // skb->len at ingress: IPv4 20 + UDP 8 = 28 bytes.
     let got: Vec<(String, usize, u64, u64)> = e
-        .set_element_counters()
+        .set_element_counters(&mut c)
         .into_iter()
         .map(|c| (c.set, c.element, c.packets, c.bytes))
         .collect();
@@ -206,7 +207,7 @@ fn per_element_counters() {
         "t.nft",
     )
     .unwrap();
-    e.store_set_counters(&mut rs);
+    e.store_counters(&mut rs, &mut c);
     let text = wasp_ruleset::print_ruleset(&rs, false);
     assert!(text.contains("1-100 counter packets 6 bytes 528"), "{text}");
     assert!(

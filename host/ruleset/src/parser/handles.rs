@@ -12,7 +12,8 @@
 
 use super::{PResult, Parser};
 use crate::model::{
-    BaseChain, CounterObj, Chain, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Verdict,
+    BaseChain, Chain, CounterObj, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt,
+    Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -213,7 +214,11 @@ impl Parser<'_> {
         // Named counter objects (nft numbers them after the block's chains). A counter
         // declared again keeps its handle and counts, as `nft add counter` of an existing one.
         for mut obj in counters {
-            if self.st.tables[ti].counters.iter().any(|c| c.name == obj.name) {
+            if self.st.tables[ti]
+                .counters
+                .iter()
+                .any(|c| c.name == obj.name)
+            {
                 continue;
             }
             obj.handle = self.take_handle(ti);

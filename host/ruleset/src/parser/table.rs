@@ -4,8 +4,8 @@ use super::handles::{Block, ChainDecl};
 use super::{PResult, Parser};
 use crate::lexer::{Tok, Token};
 use crate::model::{
-    CounterObj,
-    BaseChain, ChainType, DataType, Expr, Family, Hook, Policy, SetDecl, SetFlags, Span, Table,
+    BaseChain, ChainType, CounterObj, DataType, Expr, Family, Hook, Policy, SetDecl, SetFlags,
+    Span, Table,
 };
 
 /// Standard priority names (nft's `std_prios`), in the order nft tries them when printing.
@@ -232,8 +232,10 @@ impl Parser<'_> {
                     ));
                 }
                 None => {
-                    return self
-                        .unclosed("`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`", open);
+                    return self.unclosed(
+                        "`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`",
+                        open,
+                    );
                 }
                 _ => {
                     return self

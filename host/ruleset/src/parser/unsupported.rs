@@ -146,14 +146,8 @@ fn fields(head: &str) -> &'static [&'static str] {
 }
 
 /// Objects a `table` block may declare in nft that wasp does not read.
-pub(crate) const TABLE_ITEMS: &[&str] = &[
-    "flowtable",
-    "quota",
-    "limit",
-    "ct",
-    "secmark",
-    "synproxy",
-];
+pub(crate) const TABLE_ITEMS: &[&str] =
+    &["flowtable", "quota", "limit", "ct", "secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[
