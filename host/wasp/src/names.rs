@@ -258,6 +258,7 @@ mod tests {
             chains,
             sets: Vec::new(),
             plugins: Vec::new(),
+            counters: Vec::new(),
             comment: None,
             span: Span::default(),
         };

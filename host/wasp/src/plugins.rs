@@ -8,6 +8,11 @@
 //! ([`wasp_guests::plugin_dir`]). A `--swap` path reads the same way, relative to the current
 //! directory.
 //!
+//! Counters: every `counter` of the ruleset (in rules, `counter name X` and named counter
+//! objects, set elements) is a use site of the counter plugin ([`wasp_core::COUNTER_PLUGIN`]),
+//! loaded from the plugin directory without a declaration (a table's own `plugin counter`
+//! declaration takes its place). Their counts are read and reset through [`RuntimeCounters`].
+//!
 //! Calls run with a 100 ms deadline ([`REPLAY_DEADLINE_TICKS`]).
 //!
 //! Errors: a plugin that cannot be loaded is a ruleset error at its declaration, a use site
@@ -19,7 +24,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use wasp_core::{Engine, ExtKind};
+use wasp_core::{COUNTER_PLUGIN, CounterSource, Engine, ExtKind};
 use wasp_plugin::{HostConfig, Plugin, PluginEvent, PluginHost, Runtime};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::PluginSource;
@@ -122,7 +127,8 @@ impl ReplayPlugins {
         start_ns: u64,
     ) -> Result<Option<Self>, Error> {
         let declared = ruleset.tables.iter().any(|t| !t.plugins.is_empty());
-        if !declared && swaps.is_empty() {
+        let counters = engine.has_counters();
+        if !declared && swaps.is_empty() && !counters {
             return Ok(None);
         }
         let host = PluginHost::new(HostConfig {
@@ -171,6 +177,23 @@ impl ReplayPlugins {
                 })?;
                 loaded.insert(d.name.clone(), (file, d.span));
             }
+        }
+        if counters && !loaded.contains_key(COUNTER_PLUGIN) {
+            // The bundled counter serves the ruleset's counters without a declaration.
+            let file = wasp_guests::plugin_dir().join(format!("{COUNTER_PLUGIN}.wasm"));
+            let plugin = host.load(&file).map_err(|e| {
+                Error::Plugin(format!(
+                    "the bundled counter plugin ({}) cannot be loaded: {e}",
+                    file.display()
+                ))
+            })?;
+            runtime
+                .add(COUNTER_PLUGIN, &plugin)
+                .map_err(|e| Error::Plugin(format!("the bundled counter plugin: {e}")))?;
+            loaded.insert(
+                COUNTER_PLUGIN.to_string(),
+                (file, wasp_ruleset::model::Span::default()),
+            );
         }
         let mut kinds: Vec<ExtKind> = Vec::with_capacity(engine.ext_sites().len());
         for site in engine.ext_sites() {
@@ -255,13 +278,22 @@ impl ReplayPlugins {
             .collect()
     }
 
-    /// The state every use site's plugin lists (a counter's packets and bytes), in site
+    /// The counts of the ruleset's counters, read from (and reset through) the runtime.
+    pub fn counters(&mut self) -> RuntimeCounters<'_> {
+        RuntimeCounters(&mut self.runtime)
+    }
+
+    /// The state every plugin use written in the ruleset lists (a declared plugin's; the
+    /// counters the engine made are read through [`ReplayPlugins::counters`]), in site
     /// order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
     /// parentheses when it says more). A listing that fails gives its error as text.
     pub fn states(&mut self, engine: &Engine) -> Vec<(u32, String, Vec<String>)> {
+        let made: std::collections::HashSet<u32> =
+            engine.counter_uses().map(|(site, _)| site).collect();
         engine
             .ext_sites()
             .iter()
+            .filter(|s| !made.contains(&s.id))
             .map(|s| {
                 let text = match self.runtime.list_state(s.id) {
                     Ok(entries) => entries
@@ -301,6 +333,49 @@ impl ReplayPlugins {
     pub fn note_time(&mut self, now_ns: u64) {
         self.last_now = now_ns;
     }
+}
+
+/// The counter plugin's counts as the engine reads them ([`CounterSource`]): its
+/// `list-state` (values `packets` and `bytes` per entry) and `reset-state(site, 0)`. A listing
+/// that fails reads as no counts.
+pub struct RuntimeCounters<'a>(pub &'a mut Runtime);
+
+impl std::fmt::Debug for RuntimeCounters<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RuntimeCounters")
+    }
+}
+
+impl CounterSource for RuntimeCounters<'_> {
+    fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)> {
+        let Ok(entries) = self.0.list_state(site) else {
+            return Vec::new();
+        };
+        entries
+            .into_iter()
+            .map(|e| {
+                let get = |k: &str| e.values.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+                (e.elem, get("packets"), get("bytes"))
+            })
+            .collect()
+    }
+
+    fn reset(&mut self, site: u32) {
+        // A failed reset leaves an event in the runtime (its instance is re-created).
+        let _ = self.0.reset_state(site, 0);
+    }
+}
+
+/// No counts at all (a ruleset without counters).
+#[derive(Debug, Default)]
+pub struct NoCounters;
+
+impl CounterSource for NoCounters {
+    fn counts(&mut self, _: u32) -> Vec<(u32, u64, u64)> {
+        Vec::new()
+    }
+
+    fn reset(&mut self, _: u32) {}
 }
 
 /// The path of the file of `span`, for messages.

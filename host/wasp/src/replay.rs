@@ -34,8 +34,8 @@ use crate::plugins::{ReplayPlugins, SwapSpec};
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
-    ChainSummary, EventSummary, InputStatus, InputSummary, PluginStateSummary, RuleSummary,
-    SetCounterSummary, Summary,
+    ChainSummary, CounterSummary, EventSummary, InputStatus, InputSummary, NamedCounterSummary,
+    PluginStateSummary, RuleSummary, SetCounterSummary, Summary,
 };
 use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
@@ -634,9 +634,41 @@ pub fn replay(
             packets,
         })
         .collect();
+    let mut none = crate::plugins::NoCounters;
+    let mut runtime_counts;
+    let src: &mut dyn wasp_core::CounterSource = match run.plugins.as_mut() {
+        Some(p) => {
+            runtime_counts = p.counters();
+            &mut runtime_counts
+        }
+        None => &mut none,
+    };
+    summary.counters = run
+        .engine
+        .counters(src)
+        .into_iter()
+        .map(|c| CounterSummary {
+            table: run.names.table(c.table).to_string(),
+            chain: run.names.chain(c.table, c.chain).to_string(),
+            rule: c.handle,
+            packets: c.packets,
+            bytes: c.bytes,
+        })
+        .collect();
+    summary.named_counters = run
+        .engine
+        .named_counters(src)
+        .into_iter()
+        .map(|c| NamedCounterSummary {
+            table: run.names.table(c.table).to_string(),
+            name: c.name,
+            packets: c.packets,
+            bytes: c.bytes,
+        })
+        .collect();
     summary.set_counters = run
         .engine
-        .set_element_counters()
+        .set_element_counters(src)
         .into_iter()
         .filter_map(|c| {
             let t = ruleset.tables.get(c.table as usize)?;

@@ -30,6 +30,13 @@ pub struct Summary {
     pub decided_by: Vec<RuleSummary>,
     /// The inputs in the order they were read.
     pub inputs: Vec<InputSummary>,
+    /// The rules' `counter` statements after the run (from the counter plugin), in ruleset
+    /// order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterSummary>,
+    /// Named counter objects after the run, in declaration order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub named_counters: Vec<NamedCounterSummary>,
     /// Set element counters after the run (elements of sets with `counter`, or written with
     /// `counter`), in declaration order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -69,6 +76,34 @@ pub struct EventSummary {
     pub plugin: String,
     /// What happened (`idletimer wlan0 expired`).
     pub text: String,
+}
+
+/// Counts of one `counter` statement of a rule (`counter packets N bytes M` in nft's listing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CounterSummary {
+    /// Table name.
+    pub table: String,
+    /// Chain name.
+    pub chain: String,
+    /// Rule handle.
+    pub rule: u64,
+    /// Packets (including the count the ruleset gave).
+    pub packets: u64,
+    /// Bytes (`skb->len`, as the kernel's counter).
+    pub bytes: u64,
+}
+
+/// Counts of one named counter object (`counter NAME { packets N bytes M }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NamedCounterSummary {
+    /// Table name.
+    pub table: String,
+    /// Object name.
+    pub name: String,
+    /// Packets (including the count the ruleset gave).
+    pub packets: u64,
+    /// Bytes (`skb->len`).
+    pub bytes: u64,
 }
 
 /// Counts of one set element's counter.
@@ -225,6 +260,28 @@ impl Summary {
             }
             let _ = writeln!(s);
         }
+        if !self.counters.is_empty() {
+            let _ = writeln!(s, "counters");
+            for c in &self.counters {
+                let _ = writeln!(
+                    s,
+                    "  {} {} handle {}: counter packets {} bytes {}",
+                    c.table, c.chain, c.rule, c.packets, c.bytes
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !self.named_counters.is_empty() {
+            let _ = writeln!(s, "named counters");
+            for c in &self.named_counters {
+                let _ = writeln!(
+                    s,
+                    "  {} counter {}: packets {} bytes {}",
+                    c.table, c.name, c.packets, c.bytes
+                );
+            }
+            let _ = writeln!(s);
+        }
         if !self.set_counters.is_empty() {
             let _ = writeln!(s, "set element counters");
             for c in &self.set_counters {
@@ -358,6 +415,8 @@ mod tests {
                     ..InputSummary::default()
                 },
             ],
+            counters: Vec::new(),
+            named_counters: Vec::new(),
             set_counters: Vec::new(),
             events: Vec::new(),
             plugin_state: Vec::new(),

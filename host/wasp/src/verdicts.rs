@@ -90,6 +90,7 @@ mod tests {
                 chains: vec![chain("ingress"), chain("guest")],
                 sets: Vec::new(),
                 plugins: Vec::new(),
+                counters: Vec::new(),
                 comment: None,
                 span: Span::default(),
             }],

@@ -418,6 +418,31 @@ fn geneve_gateway_sample_with_the_shared_captures() {
         .count();
     // 19 from tcpdump-geneve.pcap and trunk.pcap's first frame.
     assert_eq!(retagged, 20);
+    // tcpdump-geneve-gcp.pcap: 170 bytes with 40 bytes of options (class 0x0132 types 1, 2,
+    // 3: 4 + 4, 4 + 16, 4 + 8); ours appended: 178 bytes, 12 words, the lengths and the IPv4
+    // header checksum right.
+    let gcp: Vec<&Vec<u8>> = accepted
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f.len() == 178)
+        .collect();
+    assert_eq!(gcp.len(), 1);
+    let f = gcp[0];
+    assert_eq!(vni(f), 0);
+    assert_eq!(f[42], 12);
+    assert_eq!(f[90..98], [0x01, 0x02, 0x80, 1, 0x00, 0x88, 0x00, 0x22]);
+    assert_eq!(csum(&f[14..34]), 0);
+    assert_eq!(u16::from_be_bytes([f[16], f[17]]), 178 - 14);
+    assert_eq!(u16::from_be_bytes([f[38], f[39]]), 178 - 34);
+    // zeek-geneve-ipv6.pcap: IPv6 directly inside, so the outer Ethernet header stays with
+    // EtherType 0x86dd and the inner IPv6 packet follows it (103 - 20 - 8 - 8 = 67 bytes).
+    let v6: Vec<&Vec<u8>> = accepted
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f[12..14] == [0x86, 0xdd] && f.len() == 67)
+        .collect();
+    assert_eq!(v6.len(), 2);
+    assert!(v6.iter().all(|f| f[14] >> 4 == 6 && f[20] == 17));
 }
 
 /// The subscribers of `idle.nft`: (source, VLAN, capture seconds of their packets).
