@@ -70,6 +70,10 @@ pub struct ReplayArgs {
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// After the run, print the ruleset as `nft list ruleset` lists it then (counters with
+    /// their counts), before the summary (to stderr with --json).
+    #[arg(long)]
+    pub list: bool,
     /// Swap plugin NAME to the component at PATH after input packet N (counted from 1 over
     /// all inputs; 0: before the first). PATH is a file (relative to the current directory)
     /// or the bare name of a bundled plugin. Repeat for several swaps.
@@ -160,6 +164,10 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
             };
             for n in &report.notes {
                 writeln!(stderr, "note: {n}").map_err(io)?;
+            }
+            if a.list {
+                let to: &mut dyn Write = if a.json { stderr } else { stdout };
+                writeln!(to, "{}", report.listing).map_err(io)?;
             }
             let text = if a.json {
                 report.summary.to_json() + "\n"

@@ -125,6 +125,9 @@ pub struct Report {
     /// The first capture fault of the run, if any: that capture stopped there, the packets
     /// before it have their results, and later captures were still read.
     pub fault: Option<CaptureError>,
+    /// The ruleset as `nft list ruleset` lists it after the run: rule counters, named
+    /// counter objects and set element counters with their counts (`wasp replay --list`).
+    pub listing: String,
 }
 
 /// The netdev ingress base chains of the input device, in hook order, for the summary.
@@ -687,11 +690,14 @@ pub fn replay(
             })
         })
         .collect();
+    let mut listed = ruleset.clone();
+    run.engine.store_counters(&mut listed, src);
     run.outputs.finish()?;
     Ok(Report {
         summary,
         notes,
         fault,
+        listing: wasp_ruleset::print_ruleset(&listed, false),
     })
 }
 

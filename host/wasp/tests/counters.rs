@@ -104,6 +104,17 @@ fn counts_come_from_the_bundled_counter_plugin() {
     ] {
         assert!(table.contains(want), "{want:?} not in\n{table}");
     }
+    for want in [
+        "\tcounter hits {\n\t\tpackets 12 bytes 524\n\t}",
+        "elements = { 10.0.0.1 counter packets 1 bytes 32, 10.0.0.2 counter packets 9 bytes 134 }",
+        "\t\tcounter packets 5 bytes 130\n\t\tip saddr @a counter name \"hits\"\n",
+    ] {
+        assert!(
+            report.listing.contains(want),
+            "{want:?} not in\n{}",
+            report.listing
+        );
+    }
     let json = serde_json::to_value(s).unwrap();
     assert_eq!(json["counters"][0]["packets"], 5);
     assert_eq!(json["named_counters"][0]["bytes"], 524);
