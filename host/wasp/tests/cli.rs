@@ -125,3 +125,28 @@ fn replay_names_the_base_chains_it_does_not_run() {
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("not run"), "{stderr}");
 }
+
+#[test]
+fn replay_list_prints_the_ruleset_with_its_counts() {
+    let tmp = setup();
+    std::fs::write(
+        tmp.path().join("k.nft"),
+        "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"lan0\" priority 0; policy accept;\n\t\tudp dport 53 counter packets 2 bytes 10 drop\n\t}\n}\n",
+    )
+    .unwrap();
+    let out = wasp(
+        tmp.path(),
+        &["replay", "--ruleset", "k.nft", "--in", "c.pcapng", "--list"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    // The frame: IPv4 20 + UDP 8 + 4 bytes of payload, skb->len 32.
+    assert!(
+        stdout.contains("\t\tudp dport 53 counter packets 3 bytes 42 drop\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("counters\n  t c handle 2: counter packets 3 bytes 42\n"),
+        "{stdout}"
+    );
+}
