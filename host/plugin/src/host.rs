@@ -69,7 +69,8 @@ pub struct PluginHost {
 
 impl PluginHost {
     /// A host with the given limits; starts the epoch ticker thread (which ends when the host,
-    /// every plugin and every runtime are dropped).
+    /// every plugin and every runtime are dropped). With `WASP_PLUGIN_PERFMAP=1` in the
+    /// environment, compiled guest code is listed in `/tmp/perf-PID.map` for `perf report`.
     ///
     /// Errors: [`PluginError::Engine`] when wasmtime refuses the configuration (e.g. a memory
     /// limit larger than 4 GiB).
@@ -86,6 +87,10 @@ impl PluginHost {
             .epoch_interruption(true)
             .parallel_compilation(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // For profiling guests: `perf` names the JIT code through /tmp/perf-PID.map.
+        if std::env::var_os("WASP_PLUGIN_PERFMAP").is_some_and(|v| v == "1") {
+            c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&c).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tick_engine, tick_stop, tick) = (engine.clone(), stop.clone(), config.tick);

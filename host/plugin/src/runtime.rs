@@ -403,11 +403,19 @@ impl Runtime {
     /// Move the clocks to `mono_ns` and `boot_ns` and fire, in deadline order, every timer
     /// that fell due on its clock (`on-timer`). Timers armed while firing wait for the next
     /// advance. Also applies queued swaps ([`SwapHandle`]) first: this is the vector boundary.
+    ///
+    /// Each timer runs at the time it fell due, not at the new time: while its `on-timer`
+    /// runs, its clock reads the timer's deadline (the other clock the same distance before
+    /// its new value, never before its old one), so what it emits is stamped with the
+    /// deadline (an IDLETIMER expiry in a replay shows at the capture time it fell due, as
+    /// the kernel's timer would have fired then). Then the clocks read the new time.
     pub fn advance_clocks(&mut self, mono_ns: u64, boot_ns: u64) {
         self.apply_requested_swaps();
-        self.now = [mono_ns, boot_ns];
+        let old = self.now;
+        let new = [mono_ns.max(old[0]), boot_ns.max(old[1])];
         let bound = self.timers.next_seq();
-        while let Some((_, (slot, key))) = self.timers.pop_due(self.now, bound) {
+        while let Some((clock, deadline, (slot, key))) = self.timers.pop_due(new, bound) {
+            self.now = due_clocks(old, new, usize::from(clock), deadline);
             if let Err(CallError::Failed(reason, msg)) = self.guarded(slot, |live| {
                 let b = &live.bindings;
                 b.wasp_plugin_plugin().call_on_timer(&mut live.store, key)
@@ -415,6 +423,7 @@ impl Runtime {
                 self.fail(slot, reason, &msg);
             }
         }
+        self.now = [mono_ns, boot_ns];
     }
 
     /// A handle for other threads to request swaps, applied at this runtime's next vector
@@ -752,6 +761,20 @@ impl Runtime {
         let s = self.site(site)?;
         want.contains(&s.kind).then_some((s.slot, s.fallback))
     }
+}
+
+/// The clocks while a timer due at `deadline` on clock `c` fires during an advance from `old`
+/// to `new`: clock `c` at the deadline (within `old[c]..=new[c]`), the other clock as far
+/// before its new value, and never before its old one (and never after its new one: timers
+/// fire in deadline order, so the clocks only move forward).
+fn due_clocks(old: [u64; 2], new: [u64; 2], c: usize, deadline: u64) -> [u64; 2] {
+    let at = deadline.clamp(old[c], new[c]);
+    let early = new[c] - at;
+    let o = 1 - c;
+    let mut now = [0; 2];
+    now[c] = at;
+    now[o] = new[o].saturating_sub(early).max(old[o]).min(new[o]);
+    now
 }
 
 fn no_instance(name: &str, msg: String) -> PluginError {

@@ -55,8 +55,8 @@ impl TimerQueue {
     }
 
     /// Remove and return the earliest timer due at `now` (per clock: `[mono, boot]`) armed
-    /// before sequence `bound`, as (deadline, timer).
-    pub(crate) fn pop_due(&mut self, now: [u64; 2], bound: u64) -> Option<(u64, TimerId)> {
+    /// before sequence `bound`, as (clock, deadline, timer).
+    pub(crate) fn pop_due(&mut self, now: [u64; 2], bound: u64) -> Option<(ClockId, u64, TimerId)> {
         let mut best: Option<(u64, u64, usize)> = None;
         for (c, q) in self.queues.iter().enumerate() {
             let head = q
@@ -71,7 +71,7 @@ impl TimerQueue {
         let (deadline, seq, c) = best?;
         let id = self.queues[c].remove(&(deadline, seq))?;
         self.armed.remove(&id);
-        Some((deadline, id))
+        Some((c as ClockId, deadline, id))
     }
 
     /// Timers armed, for tests and listing.
@@ -98,7 +98,10 @@ mod tests {
         while let Some(x) = q.pop_due([250, 250], b) {
             got.push(x);
         }
-        assert_eq!(got, vec![(50, (0, 1)), (100, (0, 2)), (200, (1, 1))]);
+        assert_eq!(
+            got,
+            vec![(0, 50, (0, 1)), (1, 100, (0, 2)), (0, 200, (1, 1))]
+        );
         assert_eq!(q.len(), 0);
     }
 
@@ -108,7 +111,7 @@ mod tests {
         q.arm((0, 1), 0, 10);
         let b = q.next_seq();
         q.arm((0, 2), 0, 5);
-        assert_eq!(q.pop_due([100, 100], b), Some((10, (0, 1))));
+        assert_eq!(q.pop_due([100, 100], b), Some((0, 10, (0, 1))));
         assert_eq!(q.pop_due([100, 100], b), None);
         q.clear_slot(0);
         assert_eq!(q.len(), 0);
