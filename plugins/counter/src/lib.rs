@@ -323,8 +323,12 @@ mod tests {
     #[test]
     fn element_initial_counts() {
         let mut c = Counter::default();
-        c.configure(1, Kind::Stateful, &args("packets 1 bytes 2 elem 3 packets 5 bytes 300"))
-            .unwrap();
+        c.configure(
+            1,
+            Kind::Stateful,
+            &args("packets 1 bytes 2 elem 3 packets 5 bytes 300"),
+        )
+        .unwrap();
         run(&mut c, 1, &[pkt(100, 3), pkt(40, 0)]);
         let got: Vec<_> = c.list_state(1).iter().map(values).collect();
         assert_eq!(got, [(0, 2, 42), (3, 6, 400)]);
