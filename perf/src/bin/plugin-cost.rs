@@ -27,6 +27,9 @@ struct Args {
     /// Rounds per case (the median is printed).
     #[arg(long, default_value_t = 7)]
     rounds: usize,
+    /// Only the per-packet cases whose name contains this (and no load or swap tables).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 fn cpu_ns() -> u64 {
@@ -256,12 +259,22 @@ fn main() {
             ));
         }
         for (name, window, mut ext, kind) in cases {
+            if args
+                .only
+                .as_ref()
+                .is_some_and(|o| !name.contains(o.as_str()))
+            {
+                continue;
+            }
             let cols: Vec<String> = [1usize, 8, 32, 64]
                 .iter()
                 .map(|&v| format!("{:.1}", measure(ext.as_mut(), kind, &pkts, v, &args)))
                 .collect();
             println!("| {name} | {window} | {size} | {} |", cols.join(" | "));
         }
+    }
+    if args.only.is_some() {
+        return;
     }
     println!();
     println!(
