@@ -20,6 +20,10 @@ NO_OFFSET = 0xFFFF
 NFPROTO_IPV4 = 2
 NFPROTO_IPV6 = 10
 
+# The limit of each use site. Module state, not an attribute of Plugin: componentize-py makes
+# a new Plugin object for each call, so state kept on `self` would be lost between calls.
+LIMITS: dict[int, int] = {}
+
 
 def ttl_below(rec: bytes, limit: int) -> bool:
     """One packet record (header + window): does its TTL / hop limit fall below `limit`?"""
@@ -40,9 +44,6 @@ def ttl_below(rec: bytes, limit: int) -> bool:
 
 
 class Plugin(exports.Plugin):
-    def __init__(self) -> None:
-        self.limits: dict[int, int] = {}
-
     def describe(self) -> types.Info:
         return types.Info(
             name="ttlbelow",
@@ -59,14 +60,14 @@ class Plugin(exports.Plugin):
             raise Err("usage: ttlbelow N (N in 1..=255)")
         arg = args[0]
         if not (arg.isascii() and arg.isdigit()) or not 1 <= int(arg) <= 255:
-            raise Err(f"ttlbelow: {arg!r} is not a number in 1..=255")
-        self.limits[site] = int(arg)
+            raise Err(f'ttlbelow: "{arg}" is not a number in 1..=255')
+        LIMITS[site] = int(arg)
 
     def release(self, site: int) -> None:
-        self.limits.pop(site, None)
+        LIMITS.pop(site, None)
 
     def matches(self, site: int, batch: bytes, count: int, stride: int) -> bytes:
-        limit = self.limits.get(site)
+        limit = LIMITS.get(site)
         out = bytearray(count)
         if limit is None or stride < HEADER:
             return bytes(out)
