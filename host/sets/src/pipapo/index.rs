@@ -690,7 +690,6 @@ impl<X: Clone> Pipapo<X> {
 
     /// Drop the field index: every change to the set's elements calls this.
     #[inline]
-    #[allow(dead_code)] // until insert/remove/flush call it
     pub(super) fn touched(&mut self) {
         self.index = None;
     }

@@ -44,6 +44,7 @@ impl<X: Clone> Pipapo<X> {
         if !any {
             return Vec::new();
         }
+        self.touched();
         // Rule spans to cut per field, merged where gone elements are adjacent.
         let nf = self.fields.len();
         let mut cuts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nf];
@@ -111,6 +112,7 @@ impl<X: Clone> Pipapo<X> {
         } else {
             8
         };
+        self.touched();
         for f in &mut self.fields {
             *f = Field::new(f.len, bb);
         }

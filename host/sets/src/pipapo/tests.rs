@@ -529,7 +529,6 @@ fn index_fallback_on_cross_product() {
 /// Every change drops the index (insert, delete, flush, gc), and lookups stay right without
 /// it; rebuilt, it answers for the new contents.
 #[test]
-#[ignore = "needs the touched() calls in insert.rs and remove.rs"]
 fn index_dropped_by_every_change() {
     let elems: Vec<_> = (0..20u128)
         .map(|i| {
