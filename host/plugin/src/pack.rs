@@ -16,7 +16,18 @@ pub(crate) fn stride(window: u32) -> usize {
     (HEADER + window as usize).div_ceil(8) * 8
 }
 
-/// Write `pkts` into `buf` (resized to `pkts.len() * stride`), one record each.
+/// The stride for a batch: [`stride`] of the window, or less when every frame of the batch is
+/// shorter than the window (32 + the longest frame, rounded up to 8; `wit/plugin.wit`).
+pub(crate) fn batch_stride(pkts: &[ExtPacket<'_>], window: u32, stride: usize) -> usize {
+    let longest = pkts.iter().map(|p| p.frame.len()).max().unwrap_or(0);
+    if longest >= window as usize {
+        return stride;
+    }
+    (HEADER + longest).div_ceil(8) * 8
+}
+
+/// Write `pkts` into `buf` (resized to `pkts.len() * stride`), one record each. `stride` is
+/// at least 32 + the longest `min(frame, window)` (see [`batch_stride`]).
 pub(crate) fn pack(buf: &mut Vec<u8>, pkts: &[ExtPacket<'_>], window: u32, stride: usize) {
     let need = pkts.len() * stride;
     if buf.len() != need {
@@ -35,9 +46,12 @@ pub(crate) fn pack(buf: &mut Vec<u8>, pkts: &[ExtPacket<'_>], window: u32, strid
         rec[23] = p.nfproto;
         rec[24..28].copy_from_slice(&p.iftype.to_le_bytes());
         rec[28..32].fill(0);
-        let (win, tail) = rec[HEADER..].split_at_mut(caplen);
-        win.copy_from_slice(&p.frame[..caplen]);
-        tail.fill(0);
+        // Window 0 (a counter): headers only, no call to copy or clear nothing.
+        if rec.len() > HEADER {
+            let (win, tail) = rec[HEADER..].split_at_mut(caplen);
+            win.copy_from_slice(&p.frame[..caplen]);
+            tail.fill(0);
+        }
     }
 }
 
@@ -68,6 +82,11 @@ pub(crate) fn check_apply(
     verdicts: &mut [ExtVerdict],
     edits: &mut Vec<(usize, ExtEdit)>,
 ) -> Result<(), String> {
+    if verdicts_in.is_empty() && edits_in.is_empty() {
+        // Every packet continues (`statement-result.verdicts` empty).
+        verdicts.fill(ExtVerdict::Continue);
+        return Ok(());
+    }
     if verdicts_in.len() != pkts.len() {
         return Err(format!(
             "{} verdicts for {} packets",
@@ -161,6 +180,42 @@ mod tests {
         // Second record: caplen 3, the rest of the window zero.
         assert_eq!(&buf[40 + 20..40 + 22], &[3, 0]);
         assert_eq!(&buf[72..80], &[0, 1, 2, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn short_frames_get_a_shorter_stride() {
+        let (a, b) = ([1u8; 60], [2u8; 20]);
+        let pkts = [pkt(&a), pkt(&b)];
+        // Window 336: the longest frame (60) sets it: 32 + 60 rounded up to 96.
+        assert_eq!(batch_stride(&pkts, 336, stride(336)), 96);
+        // Window 40: the window sets it.
+        assert_eq!(batch_stride(&pkts, 40, stride(40)), 72);
+        let mut buf = Vec::new();
+        pack(&mut buf, &pkts, 336, 96);
+        assert_eq!(buf.len(), 192);
+        assert_eq!(&buf[20..22], &60u16.to_le_bytes());
+        assert_eq!(&buf[32..92], &a[..]);
+        assert_eq!(&buf[92..96], &[0; 4]);
+        assert_eq!(&buf[96 + 32..96 + 52], &b[..]);
+        assert!(buf[96 + 52..].iter().all(|x| *x == 0));
+    }
+
+    #[test]
+    fn empty_verdicts_mean_every_packet_continues() {
+        let f = [0u8; 20];
+        let pkts = [pkt(&f), pkt(&f)];
+        let (mut v, mut e) = ([ExtVerdict::Drop; 2], Vec::new());
+        check_apply(&[], Vec::new(), &pkts, &mut v, &mut e).unwrap();
+        assert_eq!(v, [ExtVerdict::Continue; 2]);
+        // Empty verdicts with an edit: malformed (the edit's packet has no verdict).
+        let ed = Edit {
+            packet: 0,
+            offset: 0,
+            op: EditOp::Set(vec![1]),
+        };
+        assert!(check_apply(&[], vec![ed], &pkts, &mut v, &mut e).is_err());
+        // One verdict for two packets: malformed.
+        assert!(check_apply(&[Verdict::Accept], Vec::new(), &pkts, &mut v, &mut e).is_err());
     }
 
     #[test]

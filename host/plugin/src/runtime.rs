@@ -1023,6 +1023,7 @@ impl Extensions for Runtime {
             self.slots[slot].plugin.info().window,
             self.slots[slot].stride,
         );
+        let stride = pack::batch_stride(pkts, window, stride);
         let mut buf = std::mem::take(&mut self.buf);
         pack::pack(&mut buf, pkts, window, stride);
         let n = pkts.len() as u32;
@@ -1070,6 +1071,7 @@ impl Extensions for Runtime {
             self.slots[slot].plugin.info().window,
             self.slots[slot].stride,
         );
+        let stride = pack::batch_stride(pkts, window, stride);
         let mut buf = std::mem::take(&mut self.buf);
         pack::pack(&mut buf, pkts, window, stride);
         let n = pkts.len() as u32;

@@ -7,7 +7,9 @@
 //! call and result cost apart from the guest's own work. For
 //! vector sizes 1, 8, 32, 64 and packet sizes 64 and 1500 bytes: CPU ns per packet (thread
 //! CPU time, median of the rounds), the host's packing of the flat buffer and its checks
-//! included. Also compile time (wall, median of loads) and instantiate time (CPU, median).
+//! included. The geneve match (`opt class 0x0102 type 0x80`, 336-byte window) against the
+//! same parse in native Rust, on Geneve frames where half the packets carry the option. Also
+//! compile time (wall, median of loads) and instantiate time (CPU, median).
 //!
 //! Usage: `cargo run --release -p wasp-perf --bin plugin-cost [-- --packets N --rounds R]`.
 
@@ -88,6 +90,86 @@ impl Extensions for NativeCounter {
         }
     }
     fn advance(&mut self, _: u64) {}
+}
+
+/// The native baseline of the geneve match `opt class 0x0102 type 0x80`: the same parse in
+/// plain Rust (UDP to port 6081, the Geneve header, a walk of the option block within the
+/// frame; RFC 8926), through the same trait.
+struct NativeGeneve;
+
+fn native_geneve(p: &ExtPacket<'_>) -> bool {
+    if p.l4proto != 17 || p.l4 == 0xffff {
+        return false;
+    }
+    let l4 = p.l4 as usize;
+    let Some(udp) = p.frame.get(l4..l4 + 8) else {
+        return false;
+    };
+    if u16::from_be_bytes([udp[2], udp[3]]) != 6081 {
+        return false;
+    }
+    let Some(g) = p.frame.get(l4 + 8..l4 + 16) else {
+        return false;
+    };
+    let start = l4 + 16;
+    let end = (start + (g[0] & 0x3f) as usize * 4).min(p.frame.len());
+    let mut pos = start;
+    while pos + 4 <= end {
+        let o = &p.frame[pos..pos + 4];
+        let data = (o[3] & 0x1f) as usize * 4;
+        if pos + 4 + data > end {
+            return false;
+        }
+        if u16::from_be_bytes([o[0], o[1]]) == 0x0102 && o[2] == 0x80 {
+            return true;
+        }
+        pos += 4 + data;
+    }
+    false
+}
+
+impl Extensions for NativeGeneve {
+    fn matches(&mut self, _site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        for (o, p) in out.iter_mut().zip(pkts) {
+            *o = native_geneve(p);
+        }
+    }
+    fn apply(
+        &mut self,
+        _: u32,
+        _: &[ExtPacket<'_>],
+        _: &mut [ExtVerdict],
+        _: &mut Vec<(usize, ExtEdit)>,
+    ) {
+    }
+    fn advance(&mut self, _: u64) {}
+}
+
+/// Geneve frames of `size` bytes: Ethernet, IPv4, UDP to 6081, Geneve with one option of 4
+/// data bytes (class 0x0102 type 0x80 on even packets, class 0x0103 on odd ones).
+fn geneve_frames(size: usize, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let len = size.max(62);
+            let mut f = vec![0u8; len];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+            f[22] = 64;
+            f[23] = 17;
+            f[36..38].copy_from_slice(&6081u16.to_be_bytes());
+            f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+            f[42] = 2; // opt_len: 2 words
+            f[44..46].copy_from_slice(&[0x65, 0x58]);
+            f[46..49].copy_from_slice(&[0, 0, 7]); // VNI 7
+            let class: u16 = if i % 2 == 0 { 0x0102 } else { 0x0103 };
+            f[50..52].copy_from_slice(&class.to_be_bytes());
+            f[52] = 0x80;
+            f[53] = 1;
+            f[54..58].copy_from_slice(&[1, 2, 3, 4]);
+            f
+        })
+        .collect()
 }
 
 fn frames(size: usize, n: usize) -> Vec<Vec<u8>> {
@@ -212,6 +294,10 @@ fn main() {
     let counter = counter_path
         .exists()
         .then(|| host.load(&counter_path).expect("counter plugin"));
+    let geneve_path = wasp_guests::plugin("geneve");
+    let geneve = geneve_path
+        .exists()
+        .then(|| host.load(&geneve_path).expect("geneve plugin"));
 
     println!(
         "plugin-cost: CPU ns per packet, median of {} rounds of {} packets",
@@ -272,6 +358,47 @@ fn main() {
                 .collect();
             println!("| {name} | {window} | {size} | {} |", cols.join(" | "));
         }
+        let gfr = geneve_frames(size, 256);
+        let gpkts = packets(&gfr);
+        let mut gcases: Vec<(String, u32, Box<dyn Extensions>)> = vec![(
+            "native geneve parse (opt class 0x0102 type 0x80)".into(),
+            0,
+            Box::new(NativeGeneve),
+        )];
+        if let Some(g) = &geneve {
+            gcases.push((
+                "wasm geneve match (opt class 0x0102 type 0x80)".into(),
+                g.info().window,
+                Box::new(runtime(
+                    &host,
+                    g,
+                    &["opt", "class", "0x0102", "type", "0x80"],
+                )),
+            ));
+        }
+        for (name, window, mut ext) in gcases {
+            if args
+                .only
+                .as_ref()
+                .is_some_and(|o| !name.contains(o.as_str()))
+            {
+                continue;
+            }
+            // Both must give the same answers: half the packets carry the option.
+            let mut out = vec![false; 4];
+            ext.matches(0, &gpkts[..4], &mut out);
+            assert_eq!(out, [true, false, true, false], "{name}");
+            let cols: Vec<String> = [1usize, 8, 32, 64]
+                .iter()
+                .map(|&v| {
+                    format!(
+                        "{:.1}",
+                        measure(ext.as_mut(), ExtKind::Match, &gpkts, v, &args)
+                    )
+                })
+                .collect();
+            println!("| {name} | {window} | {size} | {} |", cols.join(" | "));
+        }
     }
     if args.only.is_some() {
         return;
@@ -284,6 +411,9 @@ fn main() {
     let mut comps = vec![("trivial", trivial_path)];
     if counter.is_some() {
         comps.push(("counter", counter_path));
+    }
+    if geneve.is_some() {
+        comps.push(("geneve", geneve_path));
     }
     for (name, path) in comps {
         let (c, i, size) = load_times(&host, &path);

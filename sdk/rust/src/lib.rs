@@ -184,6 +184,8 @@ macro_rules! export_plugin {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             static PLUGIN: $crate::GuestCell<$ty> = $crate::GuestCell::new();
+            static VERDICTS: $crate::GuestCell<$crate::__glue::Vec<$crate::Verdict>> =
+                $crate::GuestCell::new();
 
             struct Export;
 
@@ -215,7 +217,10 @@ macro_rules! export_plugin {
                     count: u32,
                     stride: u32,
                 ) -> $crate::StatementResult {
-                    PLUGIN.with(|p| $crate::__glue::apply(p, site, &batch, count, stride))
+                    PLUGIN.with(|p| {
+                        VERDICTS
+                            .with(|v| $crate::__glue::apply_with(p, v, site, &batch, count, stride))
+                    })
                 }
                 fn on_timer(key: u64) {
                     PLUGIN.with(|p| $crate::Plugin::on_timer(p, key))
@@ -236,7 +241,7 @@ macro_rules! export_plugin {
                 }
             }
 
-    $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
-        };
+            $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
+};
     };
 }

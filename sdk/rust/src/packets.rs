@@ -46,18 +46,24 @@ impl<'a> Packets<'a> {
     }
 
     /// Packet `i` (0-based), if there is one.
+    #[inline]
     pub fn get(&self, i: usize) -> Option<Pkt<'a>> {
         if i >= self.count {
             return None;
         }
-        let rec = &self.batch[i * self.stride..(i + 1) * self.stride];
+        let rec = self.batch.get(i * self.stride..(i + 1) * self.stride)?;
         Some(Pkt::from_record(rec))
     }
 
     /// The packets in order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = Pkt<'a>> + 'a {
-        let this = *self;
-        (0..this.count).map(move |i| this.get(i).expect("i < count"))
+        // Whole records only (`count` of them fit: see `new`), without a bounds check each.
+        let stride = self.stride.max(HEADER_LEN);
+        self.batch
+            .chunks_exact(stride)
+            .take(self.count)
+            .map(Pkt::from_record)
     }
 }
 
@@ -95,11 +101,15 @@ pub const NFPROTO_IPV6: u8 = 10;
 
 impl<'a> Pkt<'a> {
     /// Reads one record (at least [`HEADER_LEN`] bytes).
+    #[inline]
     fn from_record(rec: &'a [u8]) -> Pkt<'a> {
-        let u32_at = |o: usize| u32::from_le_bytes([rec[o], rec[o + 1], rec[o + 2], rec[o + 3]]);
-        let u16_at = |o: usize| u16::from_le_bytes([rec[o], rec[o + 1]]);
+        // One bounds check for the header, none per field.
+        let (head, window) = rec.split_at(HEADER_LEN);
+        let head: &[u8; HEADER_LEN] = head.try_into().expect("HEADER_LEN bytes");
+        let u32_at =
+            |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
         let caplen = u16_at(20);
-        let window = &rec[HEADER_LEN..];
         let bytes = &window[..(caplen as usize).min(window.len())];
         Pkt {
             len: u32_at(0),
@@ -109,8 +119,8 @@ impl<'a> Pkt<'a> {
             l3: u16_at(16),
             l4: u16_at(18),
             caplen,
-            l4proto: rec[22],
-            nfproto: rec[23],
+            l4proto: head[22],
+            nfproto: head[23],
             iftype: u32_at(24),
             bytes,
         }

@@ -87,15 +87,16 @@ pub mod glue {
         stride: u32,
     ) -> Vec<u8> {
         let pkts = Packets::new(batch, count, stride);
-        let mut out = alloc::vec![false; pkts.len()];
-        p.matches(site, pkts, &mut out);
-        let mut bytes: Vec<u8> = out.into_iter().map(u8::from).collect();
-        bytes.resize(count as usize, 0);
-        bytes
+        // One allocation, the one returned; bool and u8 0/1 have the same bytes, but the
+        // plugin writes bools, so convert in place.
+        let mut out = alloc::vec![false; count as usize];
+        p.matches(site, pkts, &mut out[..pkts.len()]);
+        out.into_iter().map(u8::from).collect()
     }
 
     /// `apply` with one verdict per packet of `count` (`Continue` for packets the buffer does
-    /// not hold).
+    /// not hold), or none when every packet continues and there is no edit
+    /// (`statement-result.verdicts` empty: nothing to copy or check per packet).
     pub fn apply<P: Plugin>(
         p: &mut P,
         site: u32,
@@ -103,11 +104,30 @@ pub mod glue {
         count: u32,
         stride: u32,
     ) -> StatementResult {
+        apply_with(p, &mut Vec::new(), site, batch, count, stride)
+    }
+
+    /// [`apply`] with the verdicts written into `scratch` (kept by the export macro from call
+    /// to call, so a call that only counts allocates nothing).
+    pub fn apply_with<P: Plugin>(
+        p: &mut P,
+        scratch: &mut Vec<Verdict>,
+        site: u32,
+        batch: &[u8],
+        count: u32,
+        stride: u32,
+    ) -> StatementResult {
         let pkts = Packets::new(batch, count, stride);
-        let mut verdicts = alloc::vec![Verdict::Continue; pkts.len()];
+        scratch.clear();
+        scratch.resize(count as usize, Verdict::Continue);
         let mut edits = Vec::new();
-        p.apply(site, pkts, &mut verdicts, &mut edits);
-        verdicts.resize(count as usize, Verdict::Continue);
+        p.apply(site, pkts, &mut scratch[..pkts.len()], &mut edits);
+        let verdicts = if edits.is_empty() && scratch.iter().all(|v| matches!(v, Verdict::Continue))
+        {
+            Vec::new()
+        } else {
+            scratch.clone()
+        };
         StatementResult { verdicts, edits }
     }
 }
@@ -134,7 +154,10 @@ mod tests {
         let (buf, count, stride) = batch(&[TestPkt::default(), TestPkt::default()], 0);
         assert_eq!(glue::matches(&mut p, 0, &buf, count, stride), [0, 0]);
         let r = glue::apply(&mut p, 0, &buf, count, stride);
-        assert_eq!(r.verdicts, [Verdict::Continue, Verdict::Continue]);
+        assert!(
+            r.verdicts.is_empty(),
+            "every packet continues: no verdict list"
+        );
         assert!(r.edits.is_empty());
         // count larger than the buffer: still one result per packet of count.
         assert_eq!(glue::matches(&mut p, 0, &buf, 3, stride), [0, 0, 0]);
