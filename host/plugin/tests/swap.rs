@@ -162,6 +162,37 @@ fn swap_requested_from_another_thread_applies_at_the_next_vector() {
     assert_eq!(packets(&mut rt, 0), (4, "v2".into()));
 }
 
+/// A swap prepared off the worker for the use sites of its time is not used when the sites
+/// changed before the boundary: the worker configures the new version for the sites as they
+/// are (two here, not the one the requester saw).
+#[test]
+fn a_prepared_swap_follows_use_sites_configured_after_the_request() {
+    let host = host();
+    let v1 = guest(&host, "swap_v1");
+    let v2 = guest(&host, "swap_v2");
+    let mut rt = runtime(&host, &v1);
+    rt.configure(&site(0, "swapper", &[], Fallback::Absent))
+        .unwrap();
+    let handle = rt.swap_handle();
+    let rx = handle.request("swapper", v2.clone());
+    rt.configure(&site(5, "swapper", &[], Fallback::Absent))
+        .unwrap();
+    rt.advance(1_000);
+    let out = rx.try_recv().expect("result sent").expect("swap ok");
+    assert_eq!(out.sites, 2);
+    assert_eq!(answers(&mut rt, 5, 2), vec![false; 2]);
+    // Prepared and used: one site, and the old instance is dropped by the next request.
+    let rx = handle.request("swapper", v1.clone());
+    rt.advance(2_000);
+    assert_eq!(rx.try_recv().expect("sent").expect("ok").sites, 2);
+    assert_eq!(answers(&mut rt, 0, 2), vec![true; 2]);
+    assert_eq!(
+        v2.users(),
+        1,
+        "only the test's handle: no runtime or request keeps v2"
+    );
+}
+
 #[test]
 fn list_reset_and_release() {
     let host = host();

@@ -241,7 +241,7 @@ macro_rules! export_plugin {
                 }
             }
 
-            $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
-};
+    $crate::bindings::__export_wasp_plugin!(Export with_types_in $crate::bindings);
+        };
     };
 }
