@@ -68,6 +68,7 @@ pub struct OptMatch {
 }
 
 impl OptMatch {
+    #[inline]
     fn matches(&self, o: &GeneveOpt<'_>) -> bool {
         self.class.is_none_or(|c| c == o.class)
             && self.typ.is_none_or(|t| t == o.typ)
@@ -327,11 +328,13 @@ pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
 }
 
 /// The Geneve header of `p`, with the UDP header, when it is a Geneve packet.
+#[inline]
 pub(crate) fn geneve_of<'a>(p: &Pkt<'a>) -> Option<(Udp, Geneve<'a>)> {
     hdr::geneve_in_udp(p.l4proto, p.l4()?)
 }
 
 /// Evaluates a match on one packet.
+#[inline]
 pub fn eval_match(m: &Match, p: &Pkt<'_>) -> bool {
     let Some((_, g)) = geneve_of(p) else {
         return false;

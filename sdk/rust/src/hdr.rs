@@ -3,11 +3,13 @@
 //! too short; nothing panics on bad input.
 
 /// Big-endian u16 at `off`.
+#[inline]
 pub fn be16(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(off)?, *b.get(off + 1)?]))
 }
 
 /// Big-endian u32 at `off`.
+#[inline]
 pub fn be32(b: &[u8], off: usize) -> Option<u32> {
     let s = b.get(off..off + 4)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
@@ -34,6 +36,7 @@ impl Udp {
     pub const LEN: usize = 8;
 
     /// Reads the header at the start of `b`.
+    #[inline]
     pub fn parse(b: &[u8]) -> Option<Udp> {
         Some(Udp {
             sport: be16(b, 0)?,
@@ -70,6 +73,7 @@ impl<'a> Geneve<'a> {
     pub const LEN: usize = 8;
 
     /// Reads the Geneve header at the start of `b` (the UDP payload).
+    #[inline]
     pub fn parse(b: &'a [u8]) -> Option<Geneve<'a>> {
         let fixed = b.get(..Self::LEN)?;
         let opt_len = fixed[0] & 0x3f;
@@ -88,6 +92,7 @@ impl<'a> Geneve<'a> {
     }
 
     /// The options in order.
+    #[inline]
     pub fn opts(&self) -> GeneveOpts<'a> {
         GeneveOpts::new(self.options)
     }
@@ -108,6 +113,7 @@ pub struct GeneveOpt<'a> {
 
 impl GeneveOpt<'_> {
     /// True when the type's critical bit (0x80) is set.
+    #[inline]
     pub fn critical(&self) -> bool {
         self.typ & 0x80 != 0
     }
@@ -125,6 +131,7 @@ pub struct GeneveOpts<'a> {
 
 impl<'a> GeneveOpts<'a> {
     /// The options of `block` (the bytes after the fixed Geneve header).
+    #[inline]
     pub fn new(block: &'a [u8]) -> GeneveOpts<'a> {
         GeneveOpts {
             block,
@@ -142,6 +149,7 @@ impl<'a> GeneveOpts<'a> {
 impl<'a> Iterator for GeneveOpts<'a> {
     type Item = GeneveOpt<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<GeneveOpt<'a>> {
         if self.malformed || self.pos >= self.block.len() {
             return None;
@@ -170,6 +178,7 @@ impl<'a> Iterator for GeneveOpts<'a> {
 
 /// Where the Geneve header of a packet is: the transport header is UDP to port 6081 and the
 /// Geneve fixed header fits in `l4`. Returns the UDP header and the Geneve view.
+#[inline]
 pub fn geneve_in_udp(l4proto: u8, l4: &[u8]) -> Option<(Udp, Geneve<'_>)> {
     if l4proto != 17 {
         return None;
