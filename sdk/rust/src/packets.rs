@@ -21,6 +21,7 @@ pub struct Packets<'a> {
 
 impl<'a> Packets<'a> {
     /// The packets in `batch` as the host passed them.
+    #[inline]
     pub fn new(batch: &'a [u8], count: u32, stride: u32) -> Packets<'a> {
         let stride = stride as usize;
         let fits = if stride < HEADER_LEN {
@@ -127,15 +128,18 @@ impl<'a> Pkt<'a> {
     }
 
     /// The bytes from the network header on, if there is one inside the window.
+    #[inline]
     pub fn l3(&self) -> Option<&'a [u8]> {
         self.at_offset(self.l3)
     }
 
     /// The bytes from the transport header on, if there is one inside the window.
+    #[inline]
     pub fn l4(&self) -> Option<&'a [u8]> {
         self.at_offset(self.l4)
     }
 
+    #[inline]
     fn at_offset(&self, off: u16) -> Option<&'a [u8]> {
         if off == 0xffff {
             return None;
