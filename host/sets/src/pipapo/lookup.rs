@@ -337,11 +337,16 @@ impl<X: Clone> Pipapo<X> {
         None
     }
 
-    /// The oldest live element containing `key` (`None` also for a key of the wrong length),
-    /// with the fastest variant this CPU has ([`Variant::best`]).
+    /// The oldest live element containing `key` (`None` also for a key of the wrong length):
+    /// through the field index when one is built ([`Pipapo::build_index`]), else with the
+    /// fastest variant this CPU has ([`Variant::best`]). Same answer either way.
     #[inline]
     pub fn lookup(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
-        self.lookup_variant(Variant::best(), key, now)
+        if self.has_index() && key.len() == self.key_len {
+            self.lookup_index(key, now)
+        } else {
+            self.lookup_variant(Variant::best(), key, now)
+        }
     }
 
     /// As [`Pipapo::lookup`] with a given variant; an unavailable variant runs the scalar one.
@@ -406,12 +411,16 @@ impl<X: Clone> Pipapo<X> {
         self.lookup_variant(Variant::Avx512, key, now)
     }
 
-    /// Batched lookup with the best variant: `keys` holds `out.len()` keys back to back
+    /// Batched lookup (through the field index when one is built, else the best variant): `keys` holds `out.len()` keys back to back
     /// (`key_len` bytes each); `out[i]` gets the result for key `i`. Batches of up to
     /// [`BATCH_MAX`] keys are classified with the next keys' first buckets prefetched while
     /// the current key is classified. Keys beyond `keys.len() / key_len` get `None`.
     pub fn lookup_batch(&self, keys: &[u8], now: u64, out: &mut [Option<ElemHandle>]) {
-        self.lookup_batch_variant(Variant::best(), keys, now, out)
+        if self.has_index() {
+            self.lookup_batch_index(keys, now, out)
+        } else {
+            self.lookup_batch_variant(Variant::best(), keys, now, out)
+        }
     }
 
     /// As [`Pipapo::lookup_batch`] with a given variant for the AND step.

@@ -387,10 +387,7 @@ fn c06_net_port_proto_match() {
         .unwrap();
     assert_eq!(g, h);
     let el = p.elem(g).unwrap();
-    assert_eq!(
-        el.start,
-        &key(&[&[10, i, j, 0], &p16(j as u16), &[6]])[..]
-    );
+    assert_eq!(el.start, &key(&[&[10, i, j, 0], &p16(j as u16), &[6]])[..]);
     assert_eq!(
         el.end,
         &key(&[&[10, i, j, 255], &p16((j as u16 + 1) * 10), &[17]])[..]
@@ -595,11 +592,16 @@ fn concurrent_flush_readd_never_misses() {
             })
         })
         .collect();
-    for _ in 0..300 {
+    // At least 300 transactions, and on until the readers have checked some lookups (a loaded
+    // machine may not schedule them at first), for at most 30 s.
+    let t0 = std::time::Instant::now();
+    let mut commits = 0;
+    while commits < 300 || (done.load(Ordering::Relaxed) < 1000 && t0.elapsed().as_secs() < 30) {
         let mut t = sh.begin();
         t.get_mut().flush();
         fill(t.get_mut());
         t.commit();
+        commits += 1;
     }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
