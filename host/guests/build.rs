@@ -73,20 +73,36 @@ fn guest_target_dir(out_dir: &Path) -> PathBuf {
         .join("wasm-guests")
 }
 
-/// Fails the build with a clear message when rustup's `wasm32-wasip2` target is missing.
+/// Makes sure rustup's `wasm32-wasip2` target is installed: when it is missing, asks rustup to
+/// add it to the toolchain of this build (so a fresh clone builds with one command, also where
+/// `RUSTUP_AUTO_INSTALL=0` keeps rust-toolchain.toml's `targets` from being installed), and
+/// fails the build with a clear message when that does not work.
 fn check_target_installed() {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = Command::new(&rustc)
+    let missing = || match Command::new(&rustc)
         .args(["--print", "target-libdir", "--target", TARGET])
-        .output();
-    let missing = match out {
+        .output()
+    {
         Ok(out) if out.status.success() => {
             let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
             !has_core_rlib(Path::new(&dir))
         }
         _ => true,
     };
-    if missing {
+    if missing() {
+        let mut add = Command::new("rustup");
+        add.args(["target", "add", TARGET]);
+        if let Some(tc) = env::var_os("RUSTUP_TOOLCHAIN") {
+            add.arg("--toolchain").arg(tc);
+        }
+        match add.status() {
+            Ok(st) if st.success() => {
+                println!("cargo:warning=installed the Rust target {TARGET} with rustup")
+            }
+            _ => {}
+        }
+    }
+    if missing() {
         fail(&format!(
             "the Rust target {TARGET} is not installed, and wasp-guests builds the plugins for \
              it.\n  Install it with: rustup target add {TARGET}"
