@@ -1003,6 +1003,36 @@ fn fail_matches(out: &mut [bool], fallback: Fallback) {
     out.fill(false);
 }
 
+impl Runtime {
+    /// One batched call on the slot's instance: pack `pkts` into the flat buffer (the WIT
+    /// layout, stride for the plugin's window), then run `call(live, buffer, count, stride)`
+    /// under [`Runtime::guarded`]. The buffer is reused across calls.
+    fn call_batch<R>(
+        &mut self,
+        slot: usize,
+        pkts: &[ExtPacket<'_>],
+        call: impl FnOnce(&mut Live, &[u8], u32, u32) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let window = self.slots[slot].plugin.info().window;
+        let stride = pack::batch_stride(pkts, window, self.slots[slot].stride);
+        let mut buf = std::mem::take(&mut self.buf);
+        pack::pack(&mut buf, pkts, window, stride);
+        let n = pkts.len() as u32;
+        let r = self.guarded(slot, |live| call(live, &buf, n, stride as u32));
+        self.buf = buf;
+        r
+    }
+
+    /// A failed `matches`/`apply` call (its packets already have the fallback): remember it
+    /// for `last_call_failed`, and count, report and re-create unless there was no instance.
+    fn call_failed(&mut self, slot: usize, e: CallError, what: &str) {
+        self.last_failed = true;
+        if let CallError::Failed(reason, msg) = e {
+            self.fail(slot, reason, &format!("{what}: {msg}"));
+        }
+    }
+}
+
 fn fail_apply(verdicts: &mut [ExtVerdict], fallback: Fallback) {
     verdicts.fill(match fallback {
         Fallback::Absent => ExtVerdict::Continue,
@@ -1019,36 +1049,23 @@ impl Extensions for Runtime {
         if pkts.is_empty() {
             return;
         }
-        let (window, stride) = (
-            self.slots[slot].plugin.info().window,
-            self.slots[slot].stride,
-        );
-        let stride = pack::batch_stride(pkts, window, stride);
-        let mut buf = std::mem::take(&mut self.buf);
-        pack::pack(&mut buf, pkts, window, stride);
-        let n = pkts.len() as u32;
-        let r = self.guarded(slot, |live| {
-            let b = &live.bindings;
-            b.wasp_plugin_plugin()
-                .call_matches(&mut live.store, site, &buf, n, stride as u32)
-        });
-        self.buf = buf;
-        let r = match r {
-            Ok(res) => pack::check_matches(&res, out)
-                .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => {}
-            Err(CallError::Failed(reason, msg)) => {
-                fail_matches(out, fallback);
-                self.last_failed = true;
-                self.fail(slot, reason, &format!("matches at use site {site}: {msg}"));
-            }
-            Err(CallError::NoInstance(_)) => {
-                fail_matches(out, fallback);
-                self.last_failed = true;
-            }
+        let r = self
+            .call_batch(slot, pkts, |live, buf, n, stride| {
+                live.bindings.wasp_plugin_plugin().call_matches(
+                    &mut live.store,
+                    site,
+                    buf,
+                    n,
+                    stride,
+                )
+            })
+            .and_then(|res| {
+                pack::check_matches(&res, out)
+                    .map_err(|m| CallError::Failed(FailureReason::Malformed, m))
+            });
+        if let Err(e) = r {
+            fail_matches(out, fallback);
+            self.call_failed(slot, e, &format!("matches at use site {site}"));
         }
     }
 
@@ -1067,36 +1084,19 @@ impl Extensions for Runtime {
         if pkts.is_empty() {
             return;
         }
-        let (window, stride) = (
-            self.slots[slot].plugin.info().window,
-            self.slots[slot].stride,
-        );
-        let stride = pack::batch_stride(pkts, window, stride);
-        let mut buf = std::mem::take(&mut self.buf);
-        pack::pack(&mut buf, pkts, window, stride);
-        let n = pkts.len() as u32;
-        let r = self.guarded(slot, |live| {
-            let b = &live.bindings;
-            b.wasp_plugin_plugin()
-                .call_apply(&mut live.store, site, &buf, n, stride as u32)
-        });
-        self.buf = buf;
-        let r = match r {
-            Ok(res) => pack::check_apply(&res.verdicts, res.edits, pkts, verdicts, edits)
-                .map_err(|m| CallError::Failed(FailureReason::Malformed, m)),
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => {}
-            Err(CallError::Failed(reason, msg)) => {
-                fail_apply(verdicts, fallback);
-                self.last_failed = true;
-                self.fail(slot, reason, &format!("apply at use site {site}: {msg}"));
-            }
-            Err(CallError::NoInstance(_)) => {
-                fail_apply(verdicts, fallback);
-                self.last_failed = true;
-            }
+        let r = self
+            .call_batch(slot, pkts, |live, buf, n, stride| {
+                live.bindings
+                    .wasp_plugin_plugin()
+                    .call_apply(&mut live.store, site, buf, n, stride)
+            })
+            .and_then(|res| {
+                pack::check_apply(&res.verdicts, res.edits, pkts, verdicts, edits)
+                    .map_err(|m| CallError::Failed(FailureReason::Malformed, m))
+            });
+        if let Err(e) = r {
+            fail_apply(verdicts, fallback);
+            self.call_failed(slot, e, &format!("apply at use site {site}"));
         }
     }
 
