@@ -27,6 +27,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Run captures through a ruleset: verdicts, accepted/dropped pcaps, trace, summary.
     Replay(ReplayArgs),
+    /// The daemon: open the ruleset's devices, run workers, answer the control socket.
+    Run(crate::daemon::RunArgs),
+    /// Talk to a running daemon over its control socket (nft's words where they exist).
+    Ctl(crate::ctl::CtlArgs),
 }
 
 /// `wasp check [--print [-a]] FILE`.
@@ -137,6 +141,8 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         message: e.to_string(),
     };
     match &cli.command {
+        Command::Run(a) => crate::daemon::run(a, stdout, stderr),
+        Command::Ctl(a) => crate::ctl::main(a, stdout, stderr),
         Command::Check(a) => {
             let text = crate::check::check(&a.file, a.print, a.handles)?;
             stdout.write_all(text.as_bytes()).map_err(io)?;

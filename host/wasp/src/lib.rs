@@ -15,6 +15,8 @@
 pub mod capture;
 pub mod check;
 pub mod cli;
+pub mod ctl;
+pub mod daemon;
 pub mod error;
 pub mod hooks;
 pub mod names;
