@@ -68,6 +68,8 @@ fn engine(c: &mut Criterion) {
         verdict: FinalVerdict::Accept,
         decision: None,
         mark: 0,
+        fwd: None,
+        dup: 0,
     }; 64];
     for n in [0, 10] {
         let rs = wasp_ruleset::parse_str(&ruleset(n), "bench.nft").expect("bench ruleset");

@@ -204,6 +204,35 @@ impl Ctx<'_> {
         Error::at(self.rs, span, msg)
     }
 
+    /// The id of output target (`dev`, `via`) of a `fwd` or `dup`, added when new. At most
+    /// [`crate::engine::MAX_OUT_TARGETS`] different targets (an [`crate::Outcome`]'s `dup` is a
+    /// bitmask over them).
+    fn out_target(
+        &mut self,
+        dev: &str,
+        via: Option<std::net::IpAddr>,
+        span: Span,
+    ) -> Result<u16, Error> {
+        let t = &mut self.prog.out_targets;
+        if let Some(i) = t.iter().position(|o| o.dev == dev && o.via == via) {
+            return Ok(i as u16);
+        }
+        if t.len() >= crate::engine::MAX_OUT_TARGETS {
+            return Err(self.err(
+                span,
+                format!(
+                    "too many different fwd/dup targets: wasp takes at most {}",
+                    crate::engine::MAX_OUT_TARGETS
+                ),
+            ));
+        }
+        t.push(crate::engine::OutTarget {
+            dev: dev.to_string(),
+            via,
+        });
+        Ok((t.len() - 1) as u16)
+    }
+
     fn chain_target(&self, ti: usize, t: &Table, name: &str, span: Span) -> Result<ChainId, Error> {
         let Some(ci) = t.chains.iter().position(|c| c.name == name) else {
             return Err(self.err(
@@ -800,6 +829,15 @@ impl Ctx<'_> {
                     self.prog.ext_spans.push(u.span);
                     self.prog.counter_uses.push(None);
                     ops.push(Op::Ext(id), fence);
+                }
+                Stmt::Fwd { dev, via, span } => {
+                    let id = self.out_target(dev, *via, *span)?;
+                    ops.push(Op::Fwd(id), fence);
+                    break;
+                }
+                Stmt::Dup { dev, span } => {
+                    let id = self.out_target(dev, None, *span)?;
+                    ops.push(Op::Dup(id), fence);
                 }
                 Stmt::Log { prefix, .. } => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());

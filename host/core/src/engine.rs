@@ -62,6 +62,62 @@ pub struct Outcome {
     pub decision: Option<Decision>,
     /// `meta mark` after the walk.
     pub mark: u32,
+    /// A `fwd` statement stole the packet (NF_STOLEN, nft_fwd_netdev_eval /
+    /// nft_fwd_neigh_eval): it leaves on this output target ([`Engine::out_target`]) and the
+    /// hook's later rules and base chains did not see it. `verdict` is then
+    /// [`FinalVerdict::Accept`] and `decision` the `fwd` rule; the packet is not delivered to the
+    /// host side. `None` when no `fwd` ran.
+    pub fwd: Option<OutId>,
+    /// `dup` statements that ran (nft_dup_netdev_eval): bit `i` set when a copy of the packet,
+    /// as it was then, leaves on output target `i` ([`Engine::out_target`]), whatever the final
+    /// verdict. Several `dup`s to one target give one copy here (the kernel sends one per
+    /// statement).
+    pub dup: u64,
+}
+
+impl Outcome {
+    /// The outcome of a packet that no chain touched: accept, no decision, `mark`, no
+    /// `fwd`/`dup`.
+    pub fn unseen(mark: u32) -> Self {
+        Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark,
+            fwd: None,
+            dup: 0,
+        }
+    }
+
+    /// The output targets of [`Outcome::dup`], in id order.
+    pub fn dups(&self) -> impl Iterator<Item = OutId> + use<> {
+        let mut m = self.dup;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let i = m.trailing_zeros();
+                m &= m - 1;
+                OutId(i as u16)
+            })
+        })
+    }
+}
+
+/// Largest number of different output targets (`fwd`/`dup` devices and next hops) of a ruleset.
+pub const MAX_OUT_TARGETS: usize = 64;
+
+/// An output target of `fwd` / `dup` statements: index into [`Engine::out_targets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OutId(pub u16);
+
+/// Where a `fwd` or `dup` statement sends a packet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutTarget {
+    /// Output device name (`fwd to "dev"`, `dup to "dev"`, `... device "dev"`).
+    pub dev: String,
+    /// `fwd ip|ip6 to ADDR device "dev"`: the next hop whose link-layer address the frame gets
+    /// (the kernel's neigh_xmit), after the TTL / hop limit was decremented (nft_fwd_neigh_eval
+    /// decrements it without checking it first). `None` for `fwd to` / `dup to`: the frame
+    /// leaves as it is.
+    pub via: Option<std::net::IpAddr>,
 }
 
 /// One step of a packet's walk, as `nft monitor trace` reports it.
@@ -435,11 +491,7 @@ impl Engine {
             .iter_mut()
             .find(|h| h.hook == Hook::Ingress && h.device == dev)
         else {
-            return Outcome {
-                verdict: FinalVerdict::Accept,
-                decision: None,
-                mark: packet.mark,
-            };
+            return Outcome::unseen(packet.mark);
         };
         let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
         let mut fx = Effects {
@@ -465,6 +517,8 @@ impl Engine {
                         verdict: FinalVerdict::Drop,
                         decision: None,
                         mark: st.mark,
+                        fwd: None,
+                        dup: st.dup,
                     };
                 }
                 Gate::Run => {}
@@ -480,12 +534,18 @@ impl Engine {
             );
             decision = Some(d);
             stats.0 += 1;
-            if v == FinalVerdict::Drop {
-                stats.2 += 1;
+            if v == FinalVerdict::Drop || st.fwd != 0 {
+                if v == FinalVerdict::Drop {
+                    stats.2 += 1;
+                } else {
+                    stats.1 += 1;
+                }
                 return Outcome {
                     verdict: v,
                     decision,
                     mark: st.mark,
+                    fwd: st.fwd.checked_sub(1).map(OutId),
+                    dup: st.dup,
                 };
             }
             stats.1 += 1;
@@ -494,6 +554,8 @@ impl Engine {
             verdict: FinalVerdict::Accept,
             decision,
             mark: st.mark,
+            fwd: None,
+            dup: st.dup,
         }
     }
 
@@ -534,11 +596,7 @@ impl Engine {
                 e.advance(now_ns);
             }
             for (o, p) in out.iter_mut().zip(packets) {
-                *o = discarded_before_hook(hook, p).unwrap_or(Outcome {
-                    verdict: FinalVerdict::Accept,
-                    decision: None,
-                    mark: p.mark,
-                });
+                *o = discarded_before_hook(hook, p).unwrap_or(Outcome::unseen(p.mark));
             }
             return;
         };
@@ -599,7 +657,7 @@ impl Engine {
                 if entry == 0 {
                     continue;
                 }
-                let dropped = run_base(
+                let (dropped, stolen) = run_base(
                     prog,
                     &mut fx,
                     scratch,
@@ -613,13 +671,16 @@ impl Engine {
                 stats.0 += u64::from(entry.count_ones());
                 stats.1 += u64::from((entry & !dropped).count_ones());
                 stats.2 += u64::from(dropped.count_ones());
-                alive &= !dropped;
+                // A stolen packet (`fwd`) leaves the hook: later base chains do not see it.
+                alive &= !(dropped | stolen);
             }
             for (i, o) in out[start..end].iter_mut().enumerate() {
                 *o = Outcome {
                     verdict: res[i].0,
                     decision: res[i].1,
                     mark: state[i].mark,
+                    fwd: state[i].fwd.checked_sub(1).map(OutId),
+                    dup: state[i].dup,
                 };
             }
             start = end;
@@ -651,6 +712,17 @@ impl Engine {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The output targets of the ruleset's `fwd` and `dup` statements, indexed by [`OutId`]
+    /// (each device and next hop once, in the order the statements are written).
+    pub fn out_targets(&self) -> &[OutTarget] {
+        &self.prog.out_targets
+    }
+
+    /// Output target `id` ([`Outcome::fwd`], [`Outcome::dup`]).
+    pub fn out_target(&self, id: OutId) -> Option<&OutTarget> {
+        self.prog.out_targets.get(usize::from(id.0))
     }
 
     /// Name of table `table` (a [`Decision`]'s `table`); `""` when out of range.
@@ -920,6 +992,8 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         mark: p.mark,
         nftrace: false,
         nfproto: nfproto(p.meta.protocol),
+        fwd: 0,
+        dup: 0,
     }
 }
 
@@ -938,6 +1012,8 @@ fn discarded_before_hook(hook: Hook, p: &Packet<'_>) -> Option<Outcome> {
         verdict: FinalVerdict::Drop,
         decision: None,
         mark: p.mark,
+        fwd: None,
+        dup: 0,
     })
 }
 

@@ -354,6 +354,14 @@ pub(crate) fn op_one(
             ext_call(fx, *site, &[ext_packet(p, st, counter)], &[idx], &mut res);
             res[0]
         }
+        Op::Dup(t) => {
+            st.dup |= 1 << *t;
+            OpRes::Pass
+        }
+        Op::Fwd(t) => {
+            st.fwd = *t + 1;
+            OpRes::Verdict(VerdictC::Stolen)
+        }
         Op::Verdict(v) => OpRes::Verdict(*v),
     }
 }
@@ -569,6 +577,10 @@ pub(crate) fn walk_one(
             }
             Some(VerdictC::Drop) => {
                 return (FinalVerdict::Drop, rule_decision(prog, c, rule.handle));
+            }
+            Some(VerdictC::Stolen) => {
+                // The caller sees `st.fwd` and ends the hook.
+                return (FinalVerdict::Accept, rule_decision(prog, c, rule.handle));
             }
             Some(VerdictC::Return) => {
                 if depth == 0 {

@@ -82,6 +82,10 @@ pub(crate) struct PktState {
     pub nftrace: bool,
     /// `meta nfproto` as the inet family sees it (0 for non-IP).
     pub nfproto: u8,
+    /// `fwd`: 1 + index into the program's output targets; 0 when no `fwd` ran.
+    pub fwd: u16,
+    /// `dup`: bit `i` set when a `dup` to output target `i` ran.
+    pub dup: u64,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).

@@ -40,8 +40,8 @@ mod tests;
 
 pub use compile::MAX_JUMP_LEVEL;
 pub use engine::{
-    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_VECTOR, NamedCounter, Outcome,
-    Packet, SetElemCounter, TraceEvent, TraceSink,
+    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,
+    NamedCounter, OutId, OutTarget, Outcome, Packet, SetElemCounter, TraceEvent, TraceSink,
 };
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict,

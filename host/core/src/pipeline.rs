@@ -96,6 +96,8 @@ pub(crate) struct Scratch {
     memo: [(u64, u64); MEMO],
     /// Packets the current base chain dropped.
     dropped: u64,
+    /// Packets the current base chain's `fwd` statements stole.
+    stolen: u64,
     /// Packets in a called chain (jump stack not empty).
     deep: u64,
     /// Field values of the vector, per repeated read.
@@ -116,6 +118,7 @@ impl Scratch {
             vslot: [None; MAX_VECTOR],
             memo: [(0, 0); MEMO],
             dropped: 0,
+            stolen: 0,
             deep: 0,
             reads: ReadCache::default(),
         }
@@ -156,8 +159,8 @@ struct Ctx<'p, 'v, 'a> {
 }
 
 /// Run base chain `base` over the packets of the mask `entry` (bits index `pkts`), writing each
-/// one's verdict and deciding rule or policy into `res`. Returns the mask of the packets it
-/// dropped.
+/// one's verdict and deciding rule or policy into `res`. Returns the masks of the packets it
+/// dropped and of those a `fwd` stole (their `res` is accept by the `fwd` rule).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_base(
     prog: &Program,
@@ -169,11 +172,12 @@ pub(crate) fn run_base(
     pkts: &[Packet<'_>],
     st: &mut [PktState],
     res: &mut [(FinalVerdict, Option<Decision>)],
-) -> u64 {
+) -> (u64, u64) {
     for i in bits(entry) {
         sc.depth[i] = 0;
     }
     sc.dropped = 0;
+    sc.stolen = 0;
     sc.deep = 0;
     sc.start[base as usize] |= entry;
     sc.enqueue(base);
@@ -191,7 +195,7 @@ pub(crate) fn run_base(
         run_chain(&cx, fx, sc, c, st, res);
         sc.entries.clear();
     }
-    sc.dropped
+    (sc.dropped, sc.stolen)
 }
 
 /// Leave the current chain by returning (explicit `return` or the end of the chain).
@@ -265,6 +269,13 @@ fn follow(
                 res[i] = d;
             }
             sc.dropped |= mask;
+        }
+        Some(VerdictC::Stolen) => {
+            let d = decided(FinalVerdict::Accept);
+            for i in bits(mask) {
+                res[i] = d;
+            }
+            sc.stolen |= mask;
         }
         Some(VerdictC::Return) => {
             for i in bits(mask) {

@@ -20,6 +20,9 @@ pub(crate) enum VerdictC {
     Return,
     Jump(ChainId),
     Goto(ChainId),
+    /// `fwd`: the packet is stolen (NF_STOLEN): the hook ends for it, it leaves on the device
+    /// recorded in its state.
+    Stolen,
 }
 
 /// One operation of a rule. Matches end the rule when they fail (NFT_BREAK); a verdict ends it
@@ -53,6 +56,11 @@ pub(crate) enum Op {
     SetMarkMap { keys: Box<[Load]>, set: u32 },
     /// `meta nftrace set`.
     SetNftrace(Box<Load>),
+    /// `dup to`: index into [`Program::out_targets`].
+    Dup(u16),
+    /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
+    /// with [`VerdictC::Stolen`].
+    Fwd(u16),
     /// A verdict.
     Verdict(VerdictC),
 }
@@ -150,4 +158,6 @@ pub(crate) struct Program {
     pub ext_spans: Vec<Span>,
     /// For the counter sites the compiler made (parallel to `ext_sites`), what they count.
     pub counter_uses: Vec<Option<CounterUse>>,
+    /// Where `fwd` and `dup` statements send packets, each (device, next hop) once.
+    pub out_targets: Vec<crate::engine::OutTarget>,
 }

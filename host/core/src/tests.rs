@@ -559,7 +559,9 @@ fn run(e: &mut Engine, frames: &[Vec<u8>]) -> Vec<Outcome> {
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];
@@ -584,6 +586,7 @@ const ACK: u8 = 0x10;
 mod counters;
 mod differential;
 mod ext;
+mod fwd;
 mod instructions;
 mod semantics;
 mod sets;

@@ -15,6 +15,7 @@ pub(crate) fn verdict_text(prog: &Program, v: Option<VerdictC>) -> String {
         Some(VerdictC::Return) => "return".into(),
         Some(VerdictC::Jump(c)) => format!("jump {}", name(c)),
         Some(VerdictC::Goto(c)) => format!("goto {}", name(c)),
+        Some(VerdictC::Stolen) => "stolen".into(),
     }
 }
 

@@ -337,6 +337,26 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+    /// `fwd to "dev"` (netdev family): the packet leaves on `dev` and the hook ends for it
+    /// (the kernel's nft_fwd_netdev: NF_STOLEN); with `via`, `fwd ip to ADDR device "dev"` /
+    /// `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh): the TTL or hop limit is decremented and
+    /// the frame goes to the neighbour `ADDR` on `dev`. Terminal.
+    Fwd {
+        /// Output device name.
+        dev: String,
+        /// Next hop of `fwd ip|ip6 to ADDR device "dev"`.
+        via: Option<std::net::IpAddr>,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `dup to "dev"` (netdev family): a copy of the packet leaves on `dev`, the walk goes on
+    /// (the kernel's nft_dup_netdev).
+    Dup {
+        /// Output device name.
+        dev: String,
+        /// Where the statement is.
+        span: Span,
+    },
 }
 
 /// A relational expression `left op right`.

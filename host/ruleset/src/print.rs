@@ -465,6 +465,14 @@ fn stmt(s: &Stmt) -> String {
             };
             format!("meta {} set {v}", meta_name(*key))
         }
+        Stmt::Fwd { dev, via: None, .. } => format!("fwd to \"{dev}\""),
+        Stmt::Fwd {
+            dev, via: Some(a), ..
+        } => {
+            let fam = if a.is_ipv4() { "ip" } else { "ip6" };
+            format!("fwd {fam} to {a} device \"{dev}\"")
+        }
+        Stmt::Dup { dev, .. } => format!("dup to \"{dev}\""),
     }
 }
 

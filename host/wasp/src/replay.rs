@@ -324,6 +324,8 @@ impl Run<'_> {
                 verdict: FinalVerdict::Accept,
                 decision: None,
                 mark: 0,
+                fwd: None,
+                dup: 0,
             };
             packets.len()
         ];

@@ -110,6 +110,8 @@ mod tests {
                 rule: Some(17),
             }),
             mark: 0,
+            fwd: None,
+            dup: 0,
         };
         let policy = Outcome {
             verdict: FinalVerdict::Accept,
@@ -119,11 +121,15 @@ mod tests {
                 rule: None,
             }),
             mark: 0,
+            fwd: None,
+            dup: 0,
         };
         let unseen = Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
             mark: 0,
+            fwd: None,
+            dup: 0,
         };
         w.write(1, &rule, &n).unwrap();
         w.write(2, &policy, &n).unwrap();

@@ -152,6 +152,8 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             verdict: FinalVerdict::Accept,
             decision: None,
             mark: 0,
+            fwd: None,
+            dup: 0,
         }];
         engine.ingress_ext("eth0", &[p], t, &mut out, None, &mut plugins.runtime);
     };

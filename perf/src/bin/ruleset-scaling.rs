@@ -134,6 +134,8 @@ fn run_once(
         verdict: wasp_core::FinalVerdict::Accept,
         decision: None,
         mark: 0,
+        fwd: None,
+        dup: 0,
     }; 64];
     let mut batch: Vec<Packet<'_>> = Vec::with_capacity(64);
     let cpu0 = thread_cpu_ns();

@@ -29,7 +29,9 @@ fn ingress(e: &mut Engine, frames: &[Vec<u8>], now: u64, trace: Option<&mut dyn 
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];
@@ -191,7 +193,9 @@ fn element_hits_of_a_vector_go_in_one_call() {
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];
@@ -215,6 +219,8 @@ fn one_outcome() -> [Outcome; 1] {
         verdict: FinalVerdict::Accept,
         decision: None,
         mark: 0,
+        fwd: None,
+        dup: 0,
     }]
 }
 
@@ -261,7 +267,9 @@ fn without_a_plugin_runtime_nothing_counts_and_verdicts_stay() {
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         2
     ];

@@ -33,6 +33,8 @@ fn outcomes(n: usize) -> Vec<Outcome> {
             verdict: FinalVerdict::Accept,
             decision: None,
             mark: 0,
+            fwd: None,
+            dup: 0,
         };
         n
     ]

@@ -62,7 +62,9 @@ fn jump_return_and_policy() {
                 chain: 0,
                 rule: None
             }),
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         }
     );
     assert_eq!(
@@ -74,7 +76,9 @@ fn jump_return_and_policy() {
                 chain: 0,
                 rule: Some(3)
             }),
-            mark: 1
+            mark: 1,
+            fwd: None,
+            dup: 0,
         }
     );
     // The counter in sub saw only the port-80 packet: 1 packet, skb->len 40 bytes.
@@ -92,6 +96,8 @@ fn trace_of_a_jump() {
         verdict: A,
         decision: None,
         mark: 0,
+        fwd: None,
+        dup: 0,
     }];
     e.ingress("eth0", &[pkt(&f)], 0, &mut out, Some(&mut rec));
     let rule = |chain, handle, v: &str| TraceEvent::Rule {
@@ -240,7 +246,9 @@ fn base_chains_run_by_priority_and_accept_goes_on() {
                 chain: 0,
                 rule: Some(2)
             }),
-            mark: 1
+            mark: 1,
+            fwd: None,
+            dup: 0,
         }
     );
     assert_eq!(e.base_chains(Hook::Ingress, "eth0"), vec![(1, 0), (0, 0)]);
@@ -256,7 +264,9 @@ fn base_chains_run_by_priority_and_accept_goes_on() {
                 chain: 0,
                 rule: Some(2)
             }),
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         }
     );
 }
@@ -327,6 +337,8 @@ fn no_base_chain_for_device() {
         verdict: D,
         decision: None,
         mark: 9,
+        fwd: None,
+        dup: 0,
     }];
     e.ingress("other", &[pkt(&f)], 0, &mut out, None);
     assert_eq!(
@@ -334,7 +346,9 @@ fn no_base_chain_for_device() {
         Outcome {
             verdict: A,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         }
     );
     assert_eq!(e.ingress_devices(), vec!["eth0"]);
@@ -456,7 +470,9 @@ fn short_vlan_tags_are_dropped_before_the_hook() {
         Outcome {
             verdict: A,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];

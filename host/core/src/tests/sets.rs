@@ -25,7 +25,9 @@ fn verdicts_at(e: &mut Engine, frames: &[Vec<u8>], now: u64) -> Vec<bool> {
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];
@@ -232,7 +234,9 @@ fn data_maps_set_the_mark() {
         Outcome {
             verdict: FinalVerdict::Accept,
             decision: None,
-            mark: 0
+            mark: 0,
+            fwd: None,
+            dup: 0,
         };
         pk.len()
     ];

@@ -7,6 +7,7 @@
 //! order in which the kernel hands out handles (see [`handles`]).
 
 mod expr;
+mod fwd;
 mod handles;
 mod merge;
 mod plugin;

@@ -147,6 +147,14 @@ impl Parser<'_> {
                     }
                     stmts.push(Stmt::Log { prefix, level });
                 }
+                "fwd" | "dup" => {
+                    let stmt = self.fwd_or_dup(family, sspan)?;
+                    if let Stmt::Fwd { span, .. } = &stmt {
+                        // nft: fwd is terminal (the packet is stolen).
+                        terminal = Some(self.st_text(*span));
+                    }
+                    stmts.push(stmt);
+                }
                 _ if self.at_expr()? => {
                     let stmt = self.match_or_set(&mut ctx, sspan)?;
                     stmts.push(stmt);

@@ -67,8 +67,6 @@ const STATEMENT_WORDS: &[&str] = &[
     "redirect",
     "notrack",
     "queue",
-    "dup",
-    "fwd",
     "tproxy",
     "synproxy",
     "flow",
