@@ -1,2 +1,42 @@
 //! Ports: AF_PACKET sockets and TAP devices driven by io_uring, and pcap files, behind one
 //! interface ([`PortGroup`]). The only crate of wasp that makes syscalls.
+//!
+//! One worker owns one [`PortGroup`]: every device it serves shares one io_uring, so the worker
+//! waits once for completions of all its ports (`../shared/research/io.md`: batch everything,
+//! never wait for one completion at a time).
+//!
+//! - [`AfPacketGroup`]: AF_PACKET `SOCK_RAW`/`ETH_P_ALL` sockets bound per device, joined to a
+//!   `PACKET_FANOUT` group so that several workers share a device's traffic; receive through
+//!   multishot `recv` with a registered provided-buffer ring ([`RxMode::Multishot`]) or a
+//!   `TPACKET_V3` mmap ring polled through io_uring ([`RxMode::TpacketV3`]); batched `SEND`s.
+//! - [`TapGroup`]: TAP devices (`/dev/net/tun`, `IFF_TAP | IFF_NO_PI`), multishot `READ`s into
+//!   the same kind of buffer ring, batched `WRITE`s.
+//! - [`PcapGroup`]: pcap/pcapng captures as input, one pcap per output port; no privileges.
+//!
+//! Every system call goes through one internal seam (`sys`), the only module allowed `unsafe`;
+//! the ring and buffer logic (`uring`) is unit-tested against a fake of it.
+
+#[allow(unsafe_code)]
+mod sys;
+
+mod afpacket;
+mod error;
+mod netns;
+mod pcap;
+mod port;
+mod tap;
+mod tpacket;
+mod uring;
+
+#[cfg(test)]
+mod live_tests;
+
+pub use afpacket::AfPacketGroup;
+pub use error::IoError;
+pub use netns::in_netns;
+pub use pcap::{PcapGroup, PcapPort};
+pub use port::{
+    FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
+    TpacketConfig,
+};
+pub use tap::TapGroup;

@@ -1,0 +1,242 @@
+//! The port interface every group implements, and the configuration of the io_uring groups.
+
+use std::time::Duration;
+
+use crate::IoError;
+
+/// One device of a group, as the kernel reports it when the group opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// Device name (`ip link` name, or the capture's port name for [`crate::PcapGroup`]).
+    pub name: String,
+    /// Interface index (`if_nametoindex`); 0 for capture ports.
+    pub ifindex: u32,
+    /// Hardware address (`SIOCGIFHWADDR`); all zero for capture ports.
+    pub mac: [u8; 6],
+    /// MTU in bytes (`SIOCGIFMTU`), without the 14-byte Ethernet header.
+    pub mtu: u32,
+}
+
+/// A received frame: the index of its port in [`PortGroup::ports`] and its bytes, from the
+/// destination MAC on (no FCS). Borrowed from the group's receive buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// Index into [`PortGroup::ports`].
+    pub port: usize,
+    /// The frame, Ethernet header first.
+    pub data: &'a [u8],
+}
+
+/// Counters of one port since its group opened it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames handed to `on_rx`.
+    pub rx_packets: u64,
+    /// Bytes of those frames.
+    pub rx_bytes: u64,
+    /// Frames the kernel dropped before we read them (`PACKET_STATISTICS` `tp_drops`: socket
+    /// queue or mmap ring full). Re-arms after `ENOBUFS` are counted in `rearms`, not here.
+    pub rx_dropped: u64,
+    /// Frames whose send completed.
+    pub tx_packets: u64,
+    /// Bytes of those frames.
+    pub tx_bytes: u64,
+    /// Frames refused by [`PortGroup::queue`]: no free send buffer, or longer than one.
+    pub tx_dropped: u64,
+    /// Sends that completed with an error (e.g. `ENETDOWN`, `ENOBUFS`, `EMSGSIZE`).
+    pub tx_errors: u64,
+    /// Times the multishot receive of this port ended and was submitted again (`ENOBUFS` when
+    /// the provided-buffer ring ran dry is the normal cause under load).
+    pub rearms: u64,
+    /// Receive completions with an error other than `ENOBUFS`.
+    pub rx_errors: u64,
+}
+
+impl PortStats {
+    /// Adds `other`'s counters to these (per-worker statistics are summed when read).
+    pub fn add(&mut self, other: &PortStats) {
+        self.rx_packets += other.rx_packets;
+        self.rx_bytes += other.rx_bytes;
+        self.rx_dropped += other.rx_dropped;
+        self.tx_packets += other.tx_packets;
+        self.tx_bytes += other.tx_bytes;
+        self.tx_dropped += other.tx_dropped;
+        self.tx_errors += other.tx_errors;
+        self.rearms += other.rearms;
+        self.rx_errors += other.rx_errors;
+    }
+}
+
+/// Every device one worker serves. Implemented by [`crate::AfPacketGroup`],
+/// [`crate::TapGroup`] and [`crate::PcapGroup`].
+///
+/// The io_uring groups can be opened on any thread and moved once; from the first
+/// `poll`/`flush` on, they must stay on that thread (the ring is `SINGLE_ISSUER`).
+pub trait PortGroup: Send {
+    /// The group's ports; [`Frame::port`] and the `port` arguments index this slice.
+    fn ports(&self) -> &[PortInfo];
+
+    /// Wait up to `timeout` for at least `min` frames (or any, after the timeout), then hand the
+    /// received frames (at most `max`, in arrival order, possibly from several ports) to `on_rx`
+    /// as one slice. The frames' buffers go back to the ring when `on_rx` returns. Returns the
+    /// number of frames handed over; `on_rx` is not called when there are none.
+    fn poll(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError>;
+
+    /// Queue one frame for sending on `port` (copied into a send buffer: the one copy between
+    /// receive and send). Returns false (and counts `tx_dropped`) when no buffer is free, the
+    /// frame is longer than a send buffer, or `port` is out of range (nothing counted then).
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool;
+
+    /// Submit every queued frame in one batch. Completions are counted by later calls.
+    fn flush(&mut self) -> Result<(), IoError>;
+
+    /// Counters per port, in [`PortGroup::ports`] order.
+    fn stats(&self) -> Vec<PortStats>;
+
+    /// True when no frame will ever arrive again (a capture read to its end). Live groups
+    /// return false.
+    fn exhausted(&self) -> bool {
+        false
+    }
+}
+
+/// How an [`crate::AfPacketGroup`] receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxMode {
+    /// Multishot `recv` per socket, buffers from a registered provided-buffer ring (one
+    /// completion per frame, one copy by the kernel into our buffer).
+    #[default]
+    Multishot,
+    /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks we read in
+    /// place), its readiness waited for with io_uring `POLL_ADD`.
+    TpacketV3,
+}
+
+/// Sizes of a `TPACKET_V3` receive ring (per socket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TpacketConfig {
+    /// Bytes per block (a multiple of the page size).
+    pub block_bytes: u32,
+    /// Blocks in the ring.
+    pub blocks: u32,
+    /// Frame slot size hint in bytes (`tp_frame_size`; V3 packs frames, this bounds the MTU).
+    pub frame_bytes: u32,
+    /// Milliseconds after which the kernel hands over a block that is not full
+    /// (`tp_retire_blk_tov`): the latency bound at low rates.
+    pub retire_ms: u32,
+}
+
+impl Default for TpacketConfig {
+    fn default() -> Self {
+        TpacketConfig {
+            block_bytes: 1 << 18,
+            blocks: 32,
+            frame_bytes: 2048,
+            retire_ms: 1,
+        }
+    }
+}
+
+/// Buffer and ring sizes of an io_uring group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Receive path of AF_PACKET ports (TAP ports always use multishot reads).
+    pub rx_mode: RxMode,
+    /// Provided receive buffers shared by the group's ports (a power of two, at most 32768).
+    pub rx_buffers: u32,
+    /// Bytes per receive buffer (frames longer than this are truncated by the kernel).
+    pub rx_buffer_bytes: u32,
+    /// Send buffers (at most this many frames queued or in flight at once).
+    pub tx_buffers: u32,
+    /// Bytes per send buffer (the longest frame [`PortGroup::queue`] accepts).
+    pub tx_buffer_bytes: u32,
+    /// Submission queue entries (the completion queue gets four times as many).
+    pub sq_entries: u32,
+    /// `SO_RCVBUFFORCE` for AF_PACKET sockets, bytes (the kernel's queue before our ring);
+    /// 0 keeps the system default.
+    pub socket_rcvbuf_bytes: u32,
+    /// `TPACKET_V3` ring sizes, used with [`RxMode::TpacketV3`].
+    pub tpacket: TpacketConfig,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            rx_mode: RxMode::Multishot,
+            rx_buffers: 4096,
+            rx_buffer_bytes: 2048,
+            tx_buffers: 1024,
+            tx_buffer_bytes: 2048,
+            sq_entries: 1024,
+            socket_rcvbuf_bytes: 4 << 20,
+            tpacket: TpacketConfig::default(),
+        }
+    }
+}
+
+impl RingConfig {
+    pub(crate) fn check(&self) -> Result<(), IoError> {
+        if !self.rx_buffers.is_power_of_two() || self.rx_buffers > 32768 {
+            return Err(IoError::Config(format!(
+                "rx_buffers must be a power of two up to 32768, not {}",
+                self.rx_buffers
+            )));
+        }
+        if self.rx_buffer_bytes < 64 || self.tx_buffer_bytes < 64 || self.tx_buffers == 0 {
+            return Err(IoError::Config(
+                "rx/tx buffers must hold at least 64 bytes, and tx_buffers be at least 1".into(),
+            ));
+        }
+        if self.sq_entries == 0 || self.sq_entries > 32768 {
+            return Err(IoError::Config(format!(
+                "sq_entries must be 1..=32768, not {}",
+                self.sq_entries
+            )));
+        }
+        let t = &self.tpacket;
+        if self.rx_mode == RxMode::TpacketV3
+            && (t.block_bytes == 0
+                || !t.block_bytes.is_multiple_of(4096)
+                || t.blocks == 0
+                || t.frame_bytes < 64
+                || t.frame_bytes > t.block_bytes)
+        {
+            return Err(IoError::Config(format!(
+                "tpacket ring: block_bytes a multiple of 4096, blocks >= 1, 64 <= frame_bytes \
+                 <= block_bytes; got {t:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How `PACKET_FANOUT` spreads a device's frames over the sockets of one fanout group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FanoutMode {
+    /// By the kernel's flow hash (`PACKET_FANOUT_HASH`, `skb_get_hash`: addresses and ports
+    /// ordered before hashing, so both directions of a flow hash alike): one flow always lands
+    /// on one socket of the group.
+    #[default]
+    Hash,
+    /// Round robin (`PACKET_FANOUT_LB`).
+    RoundRobin,
+    /// By the CPU that received the frame (`PACKET_FANOUT_CPU`).
+    Cpu,
+}
+
+/// Which fanout group the group's sockets join (one per device; the id is per network
+/// namespace and device protocol). Sockets of several workers with the same id share the
+/// device's frames: each frame goes to exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FanoutSpec {
+    /// Fanout group id (16 bits).
+    pub group_id: u16,
+    /// Spreading mode.
+    pub mode: FanoutMode,
+}

@@ -1,0 +1,295 @@
+//! A fake of the seam for unit tests: devices from a table, and a ring that plays the kernel's
+//! part (multishot receives fill provided buffers in order and end with `ENOBUFS` when the
+//! buffer ring runs dry; sends complete when submitted).
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys};
+
+/// A device of the fake system.
+#[derive(Debug, Clone)]
+pub(crate) struct FakeDev {
+    pub name: String,
+    pub ifindex: u32,
+    pub mac: [u8; 6],
+    pub mtu: u32,
+}
+
+/// The fake system: `devs`, and errors to return.
+#[derive(Debug, Default)]
+pub(crate) struct FakeSys {
+    pub devs: Vec<FakeDev>,
+    /// errno for `packet_socket` / `tap_open`.
+    pub open_errno: Option<i32>,
+}
+
+impl FakeSys {
+    pub fn with(names: &[&str]) -> FakeSys {
+        FakeSys {
+            devs: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| FakeDev {
+                    name: n.to_string(),
+                    ifindex: 10 + i as u32,
+                    mac: [2, 0, 0, 0, 0, i as u8],
+                    mtu: 1500,
+                })
+                .collect(),
+            open_errno: None,
+        }
+    }
+
+    fn dev(&self, name: &str) -> io::Result<&FakeDev> {
+        self.devs
+            .iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))
+    }
+}
+
+/// An opened fake device.
+#[derive(Debug)]
+pub(crate) struct FakePort {
+    /// The device it was opened on (0 for TAP).
+    #[allow(dead_code)]
+    pub ifindex: u32,
+}
+
+impl Sys for FakeSys {
+    type Port = FakePort;
+    type Ring = FakeRing;
+
+    fn if_index(&self, name: &str) -> io::Result<u32> {
+        Ok(self.dev(name)?.ifindex)
+    }
+    fn if_hwaddr(&self, name: &str) -> io::Result<[u8; 6]> {
+        Ok(self.dev(name)?.mac)
+    }
+    fn if_mtu(&self, name: &str) -> io::Result<u32> {
+        Ok(self.dev(name)?.mtu)
+    }
+    fn packet_socket(&self, spec: &SocketSpec) -> Result<FakePort, (&'static str, io::Error)> {
+        if let Some(e) = self.open_errno {
+            return Err(("AF_PACKET socket", io::Error::from_raw_os_error(e)));
+        }
+        Ok(FakePort {
+            ifindex: spec.ifindex,
+        })
+    }
+    fn tap_open(&self, name: &str) -> io::Result<(FakePort, String)> {
+        if let Some(e) = self.open_errno {
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        Ok((FakePort { ifindex: 0 }, name.to_string()))
+    }
+    fn ring(&self, spec: &RingSpec, ports: Vec<FakePort>) -> io::Result<FakeRing> {
+        Ok(FakeRing::new(spec, ports.len()))
+    }
+}
+
+/// The fake ring. Tests feed `incoming` and read `sent`.
+#[derive(Debug)]
+pub(crate) struct FakeRing {
+    /// Per port: frames the "kernel" delivers to an armed receive, in order.
+    pub incoming: Vec<VecDeque<Vec<u8>>>,
+    /// Per port: frames sent (bytes of the send buffer at submission).
+    pub sent: Vec<Vec<Vec<u8>>>,
+    /// Result of every send, when set (e.g. `-ENETDOWN`); otherwise the length.
+    pub tx_res: Option<i32>,
+    /// Per `enter`/`submit` call: submissions it carried.
+    pub batches: Vec<usize>,
+    /// At most this many receive completions per `enter` (None: all).
+    pub deliver_limit: Option<usize>,
+    /// Submission queue capacity.
+    pub sq_cap: usize,
+    sq: Vec<Sqe>,
+    cq: VecDeque<Cqe>,
+    armed: Vec<Option<Op>>,
+    avail: VecDeque<u16>,
+    held: Vec<bool>,
+    bufs: Vec<Vec<u8>>,
+    tx: Vec<Vec<u8>>,
+    tx_busy: Vec<Option<u32>>,
+}
+
+impl FakeRing {
+    pub fn new(spec: &RingSpec, nports: usize) -> FakeRing {
+        let n = spec.rx_buffers as usize;
+        FakeRing {
+            incoming: vec![VecDeque::new(); nports],
+            sent: vec![Vec::new(); nports],
+            tx_res: None,
+            batches: Vec::new(),
+            deliver_limit: None,
+            sq_cap: spec.sq_entries as usize,
+            sq: Vec::new(),
+            cq: VecDeque::new(),
+            armed: vec![None; nports],
+            avail: (0..n as u16).collect(),
+            held: vec![false; n],
+            bufs: vec![vec![0; spec.rx_buffer_bytes as usize]; n],
+            tx: vec![vec![0; spec.tx_buffer_bytes as usize]; spec.tx_buffers as usize],
+            tx_busy: vec![None; spec.tx_buffers as usize],
+        }
+    }
+
+    /// Buffers currently in the kernel's ring.
+    pub fn provided(&self) -> usize {
+        self.avail.len()
+    }
+
+    /// Whether `port` has a multishot receive armed.
+    pub fn armed(&self, port: usize) -> bool {
+        self.armed[port].is_some()
+    }
+
+    fn run_sq(&mut self) {
+        self.batches.push(self.sq.len());
+        for sqe in std::mem::take(&mut self.sq) {
+            let p = sqe.port as usize;
+            match sqe.op {
+                Op::Recv | Op::Read => {
+                    assert!(
+                        self.armed[p].is_none(),
+                        "port {p}: a second multishot armed"
+                    );
+                    self.armed[p] = Some(sqe.op);
+                }
+                Op::Tx { slot, len, .. } => {
+                    self.sent[p].push(self.tx[slot as usize][..len as usize].to_vec());
+                    self.cq.push_back(Cqe {
+                        sqe,
+                        res: self.tx_res.unwrap_or(len as i32),
+                        buf: None,
+                        more: false,
+                    });
+                }
+                Op::PollIn | Op::CancelAll => {}
+            }
+        }
+    }
+
+    /// Fills buffers for armed receives, one frame per port in turn (arrival interleaved).
+    fn deliver(&mut self) {
+        let mut budget = self.deliver_limit.unwrap_or(usize::MAX);
+        loop {
+            let mut any = false;
+            for p in 0..self.armed.len() {
+                let Some(op) = self.armed[p] else { continue };
+                if budget == 0 || self.incoming[p].is_empty() {
+                    continue;
+                }
+                let sqe = Sqe { port: p as u32, op };
+                let Some(bid) = self.avail.pop_front() else {
+                    self.cq.push_back(Cqe {
+                        sqe,
+                        res: -libc::ENOBUFS,
+                        buf: None,
+                        more: false,
+                    });
+                    self.armed[p] = None;
+                    continue;
+                };
+                let f = self.incoming[p].pop_front().expect("non-empty");
+                let b = &mut self.bufs[bid as usize];
+                let n = f.len().min(b.len());
+                b[..n].copy_from_slice(&f[..n]);
+                self.cq.push_back(Cqe {
+                    sqe,
+                    res: n as i32,
+                    buf: Some(bid),
+                    more: true,
+                });
+                budget -= 1;
+                any = true;
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+}
+
+impl Ring for FakeRing {
+    fn push(&mut self, sqe: Sqe) -> bool {
+        if self.sq.len() >= self.sq_cap {
+            return false;
+        }
+        if let Op::Tx { slot, len, .. } = sqe.op {
+            assert!(
+                self.tx_busy[slot as usize].is_none(),
+                "send buffer {slot} in flight"
+            );
+            self.tx_busy[slot as usize] = Some(len);
+        }
+        self.sq.push(sqe);
+        true
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        self.run_sq();
+        Ok(())
+    }
+
+    fn enter(&mut self, _min: u32, _timeout: Duration) -> io::Result<()> {
+        self.run_sq();
+        self.deliver();
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Cqe> {
+        let c = self.cq.pop_front()?;
+        if let Some(b) = c.buf {
+            assert!(!self.held[b as usize], "buffer {b} filled twice");
+            self.held[b as usize] = true;
+        }
+        if let Op::Tx { slot, .. } = c.sqe.op {
+            self.tx_busy[slot as usize] = None;
+        }
+        Some(c)
+    }
+
+    fn rx_count(&self) -> u32 {
+        self.bufs.len() as u32
+    }
+
+    fn rx_buf(&self, bid: u16) -> &[u8] {
+        assert!(self.held[bid as usize], "buffer {bid} read while not held");
+        &self.bufs[bid as usize]
+    }
+
+    fn rx_provide(&mut self, bid: u16) {
+        assert!(self.held[bid as usize], "buffer {bid} provided twice");
+        self.held[bid as usize] = false;
+        self.avail.push_back(bid);
+    }
+
+    fn tx_count(&self) -> u32 {
+        self.tx.len() as u32
+    }
+
+    fn tx_slot(&mut self, slot: u32) -> &mut [u8] {
+        assert!(
+            self.tx_busy[slot as usize].is_none(),
+            "send buffer {slot} in flight"
+        );
+        &mut self.tx[slot as usize]
+    }
+
+    fn tp_blocks(&self, _port: u32) -> u32 {
+        0
+    }
+    fn tp_take(&mut self, _port: u32, _blk: u32) -> bool {
+        false
+    }
+    fn tp_block(&self, _port: u32, _blk: u32) -> &[u8] {
+        &[]
+    }
+    fn tp_release(&mut self, _port: u32, _blk: u32) {}
+    fn kernel_drops(&self, _port: u32) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,145 @@
+//! The syscall seam: every system call of the crate goes through the [`Sys`] and [`Ring`]
+//! traits. [`real`] implements them with libc and the `io-uring` crate (the only `unsafe` of the
+//! crate); `fake` (tests only) simulates the kernel's side of the rings so that the buffer and
+//! batching logic of `crate::uring` runs in unit tests.
+//!
+//! Both implementations keep the ownership rules that make the shared memory sound, whatever
+//! the caller does: a receive buffer is readable only between the completion that filled it and
+//! its return ([`Ring::rx_buf`] panics otherwise), a send buffer is writable only while no send
+//! of it is in flight, a `TPACKET_V3` block only while the kernel has handed it to us.
+
+use std::io;
+use std::time::Duration;
+
+use crate::port::TpacketConfig;
+
+pub(crate) mod real;
+
+#[cfg(test)]
+pub(crate) mod fake;
+
+pub(crate) use real::{RealSys, enter_netns};
+
+/// An operation on one port of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Multishot `recv` on the port's socket, buffers from the group's buffer ring.
+    Recv,
+    /// Multishot `read` on the port's file (TAP), buffers from the group's buffer ring.
+    Read,
+    /// Send the first `len` bytes of send buffer `slot`: `SEND` on a socket, `WRITE` on a TAP
+    /// file when `write`.
+    Tx {
+        /// Send buffer index.
+        slot: u32,
+        /// Bytes to send.
+        len: u32,
+        /// `IORING_OP_WRITE` instead of `IORING_OP_SEND`.
+        write: bool,
+    },
+    /// One-shot `POLL_ADD` for `POLLIN` on the port's fd (a `TPACKET_V3` block is ready).
+    PollIn,
+    /// Cancel every request in flight (`ASYNC_CANCEL` with `ANY`); `port` is ignored.
+    CancelAll,
+}
+
+/// A submission: an operation and its port (index in the ring's port list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sqe {
+    pub port: u32,
+    pub op: Op,
+}
+
+/// A completion, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cqe {
+    /// The submission it completes (for [`Op::Tx`], with the length that was submitted).
+    pub sqe: Sqe,
+    /// Result: bytes, or a negated errno.
+    pub res: i32,
+    /// The receive buffer it filled (now held by the caller until [`Ring::rx_provide`]).
+    pub buf: Option<u16>,
+    /// `IORING_CQE_F_MORE`: the multishot request goes on.
+    pub more: bool,
+}
+
+/// What a packet socket is opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SocketSpec {
+    /// Device to bind to.
+    pub ifindex: u32,
+    /// `PACKET_FANOUT` argument (`id | mode << 16`), joined after binding.
+    pub fanout: Option<u32>,
+    /// `SO_RCVBUFFORCE` bytes, 0 to keep the default.
+    pub rcvbuf: u32,
+    /// A `TPACKET_V3` receive ring to set up and map.
+    pub tpacket: Option<TpacketConfig>,
+}
+
+/// Sizes of a ring's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RingSpec {
+    pub sq_entries: u32,
+    pub rx_buffers: u32,
+    pub rx_buffer_bytes: u32,
+    pub tx_buffers: u32,
+    pub tx_buffer_bytes: u32,
+}
+
+/// Device-level system calls.
+pub(crate) trait Sys {
+    /// An opened device (socket or TAP file, and its mapped ring if any).
+    type Port;
+    /// The io_uring (with its buffer memory) that drives the ports.
+    type Ring: Ring;
+
+    /// `if_nametoindex`.
+    fn if_index(&self, name: &str) -> io::Result<u32>;
+    /// `SIOCGIFHWADDR`.
+    fn if_hwaddr(&self, name: &str) -> io::Result<[u8; 6]>;
+    /// `SIOCGIFMTU`.
+    fn if_mtu(&self, name: &str) -> io::Result<u32>;
+    /// An AF_PACKET `SOCK_RAW` socket for every protocol (`ETH_P_ALL`), bound to the device,
+    /// ignoring outgoing frames; on failure, the step that failed.
+    fn packet_socket(&self, spec: &SocketSpec) -> Result<Self::Port, (&'static str, io::Error)>;
+    /// Opens (creating it when missing) the TAP device `name` (`IFF_TAP | IFF_NO_PI`); returns
+    /// the port and the device's name.
+    fn tap_open(&self, name: &str) -> io::Result<(Self::Port, String)>;
+    /// An io_uring (`SINGLE_ISSUER | DEFER_TASKRUN`, enabled on first use) driving `ports`
+    /// (indexed by position), with its receive buffer ring and send buffers.
+    fn ring(&self, spec: &RingSpec, ports: Vec<Self::Port>) -> io::Result<Self::Ring>;
+}
+
+/// One io_uring and the memory it reads and writes.
+pub(crate) trait Ring {
+    /// Queues a submission (not yet seen by the kernel). False when the submission queue is
+    /// full. Panics for a send buffer already in flight.
+    fn push(&mut self, sqe: Sqe) -> bool;
+    /// Submits what is queued without waiting.
+    fn submit(&mut self) -> io::Result<()>;
+    /// Submits what is queued and waits until `min` completions are ready or `timeout` passed
+    /// (a timeout is not an error). `min` 0: runs deferred completions without waiting.
+    fn enter(&mut self, min: u32, timeout: Duration) -> io::Result<()>;
+    /// The next completion, if one is ready.
+    fn pop(&mut self) -> Option<Cqe>;
+    /// Receive buffers in the ring.
+    fn rx_count(&self) -> u32;
+    /// Held receive buffer `bid` (the first bytes are what the completion reported).
+    fn rx_buf(&self, bid: u16) -> &[u8];
+    /// Returns held receive buffer `bid` to the kernel.
+    fn rx_provide(&mut self, bid: u16);
+    /// Send buffers.
+    fn tx_count(&self) -> u32;
+    /// Send buffer `slot` (not in flight), to fill before pushing its [`Op::Tx`].
+    fn tx_slot(&mut self, slot: u32) -> &mut [u8];
+    /// Blocks of `port`'s `TPACKET_V3` ring (0 without one).
+    fn tp_blocks(&self, port: u32) -> u32;
+    /// Whether the kernel has handed block `blk` of `port` to us (it is then held).
+    fn tp_take(&mut self, port: u32, blk: u32) -> bool;
+    /// Held block `blk` of `port`.
+    fn tp_block(&self, port: u32, blk: u32) -> &[u8];
+    /// Hands held block `blk` back to the kernel.
+    fn tp_release(&mut self, port: u32, blk: u32);
+    /// Frames the kernel dropped on `port` since it was opened (`PACKET_STATISTICS`).
+    fn kernel_drops(&self, port: u32) -> u64;
+}
