@@ -1,3 +1,15 @@
 //! The control socket of `wasp run`: a Unix socket speaking a documented request/response
-//! protocol, the server loop that answers it, and the client that `wasp ctl` uses.
+//! protocol (`PROTOCOL.md`, [`proto`]), the server loop that answers it through the daemon's
+//! [`Handler`] ([`server`]), the client that `wasp ctl` uses ([`client`]), the listings the
+//! daemon renders from its ruleset model ([`listing`]) and the rule dump encodings ([`dump`]).
 #![forbid(unsafe_code)]
+
+pub mod client;
+pub mod dump;
+pub mod listing;
+pub mod proto;
+pub mod server;
+
+pub use client::{Client, ClientError};
+pub use proto::{Reply, Request};
+pub use server::{Handler, ReplySink, ReplySinkExt, Server, ServerConfig, ServerError};

@@ -17,6 +17,7 @@ mod services;
 
 pub use error::Error;
 pub use model::Ruleset;
+pub use print::options::PrintOptions;
 
 use std::path::Path;
 
@@ -63,4 +64,79 @@ pub fn print_ruleset(ruleset: &Ruleset, handles: bool) -> String {
 /// counter, timeout or data.
 pub fn element_key_text(e: &model::SetElem) -> String {
     print::key_text(&e.key)
+}
+
+/// Apply the commands of a batch file (`add`/`create`/`insert`/`delete`/`flush` commands and
+/// `table` blocks, as `nft -f` reads them; `flush ruleset` first makes it a whole ruleset) to
+/// a copy of the running ruleset `base`, as one transaction: the new ruleset, or the first
+/// error with file:line:col (`name` is the file name used in errors) and `base` untouched.
+///
+/// New objects get handles after the highest handle each table holds (the kernel counts on
+/// from handles of objects deleted since; the model does not remember those). The batch's
+/// text is appended to [`Ruleset::sources`].
+///
+/// # Errors
+/// As [`parse_str`], and the kernel's refusals (an unknown table, chain or set, a rule
+/// handle that does not exist, an element that exists for `create`, ...).
+pub fn apply_batch(base: &Ruleset, text: &str, name: &str) -> Result<Ruleset, Error> {
+    parser::batch::apply(base, text.as_bytes(), Path::new(name))
+}
+
+/// Print `ruleset` with nft's output flags (`-a`, `-s`, `-t`), as `nft list ruleset` does.
+pub fn print_ruleset_with(ruleset: &Ruleset, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    for t in &ruleset.tables {
+        print::options::table(&mut out, t, opts);
+    }
+    out
+}
+
+/// One table as `nft list table` prints it (`table FAMILY NAME { ... }` and a newline).
+pub fn print_table(table: &model::Table, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::table(&mut out, table, opts);
+    out
+}
+
+/// A named set or map as it appears inside its table (one tab in, ending with `\t}\n`).
+pub fn print_set(set: &model::SetDecl, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::set(&mut out, set, opts);
+    out
+}
+
+/// A counter object as it appears inside its table (one tab in).
+pub fn print_counter(counter: &model::CounterObj, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::counter(&mut out, counter, opts);
+    out
+}
+
+/// A chain as it appears inside its table (one tab in), with its rules when `rules`
+/// (`nft list chains` prints chains without rules).
+pub fn print_chain(
+    family: model::Family,
+    chain: &model::Chain,
+    opts: &PrintOptions,
+    rules: bool,
+) -> String {
+    let mut out = String::new();
+    print::options::chain(&mut out, family, chain, opts, rules);
+    out
+}
+
+/// One rule as nft lists it, without its handle (`ip saddr 10.0.0.1 counter packets 1 bytes
+/// 60 drop`; `counter` alone when `opts.stateless`).
+pub fn print_rule(rule: &model::Rule, opts: &PrintOptions) -> String {
+    print::options::rule(rule, opts)
+}
+
+/// A set element as nft lists it (key, counter, timeout, expiry, comment, data).
+pub fn print_element(e: &model::SetElem, opts: &PrintOptions) -> String {
+    print::options::element(e, opts)
+}
+
+/// An expression as nft lists it (`ip saddr`, `tcp dport . ip daddr`).
+pub fn print_expr(e: &model::Expr) -> String {
+    print::expr(e)
 }

@@ -14,6 +14,8 @@
 //! (`plugin NAME { path "FILE" }`, or `plugin NAME` for a bundled one), and their uses as
 //! written (`NAME ARG... [fallback drop]`), so that the output reads back the same.
 
+pub(crate) mod options;
+
 use std::cmp::Ordering;
 use std::fmt::Write;
 

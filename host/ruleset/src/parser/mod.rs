@@ -6,6 +6,7 @@
 //! sets, then the rules chain by chain, each anonymous set just before its rule), which is the
 //! order in which the kernel hands out handles (see [`handles`]).
 
+pub(crate) mod batch;
 mod expr;
 mod fwd;
 mod handles;

@@ -1,0 +1,646 @@
+//! `list ...` rendered from the ruleset model, in nft syntax or nft's JSON (`-j`), with nft's
+//! flags (`-a`, `-s`, `-t`). The daemon answers a [`Request::List`](crate::Request::List) with
+//! [`list`].
+//!
+//! What nft 1.0.6 prints for each (checked with the real nft in a netns):
+//! - `list ruleset [FAMILY]`: every table as `nft list table` prints it;
+//! - `list tables [FAMILY]`: `table FAMILY NAME` per line (no handles, even with `-a`);
+//! - `list chains`: each table with its chains' headers (base chain line included), no rules,
+//!   no blank lines; tables without chains print as `table F N {` `}`;
+//! - `list sets` / `list maps`: each table with its sets (maps) in full, no blank lines;
+//!   tables without any still print as `table F N {` `}`;
+//! - `list counters [table F T]`: only tables that have counter objects;
+//! - `list set|map F T S`, `list table F T`, `list chain F T C`: that object in its table;
+//!   an unknown one is "Error: No such file or directory" with the command and a caret under
+//!   the unknown name.
+//!
+//! JSON follows the libnftables-json schema (`man libnftables-json`): `{"nftables": [
+//! {"metainfo": ...}, {"table": ...}, {"counter": ...}, {"set"|"map": ...}, {"chain": ...},
+//! {"rule": ...} ]}`, objects table by table in that order, as nft 1.0.6 orders them.
+//! `-s` turns rule and element counters into `"counter": null` (counter objects keep their
+//! values, as nft does); `-t` leaves out `"elem"`. wasp's own objects use keys nft does not
+//! have: `{"plugin": {"name", "args", "fallback"}}` in rules.
+
+use serde_json::{Value as Json, json};
+use wasp_ruleset::model::{
+    BinOp, Chain, DataType, ElemData, Expr, KeyPart, Match, RelOp, Rhs, Rule, Ruleset, SetDecl,
+    SetElem, SetRef, Stmt, Table, Value, Verdict,
+};
+use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
+
+use crate::proto::{ListFlags, ListRequest, ListWhat, parse_family};
+use crate::server::{ReplySink, ReplySinkExt};
+
+/// Answer a `list` request from `ruleset`: the output in text pieces (one per table), then
+/// `Ok(null)`.
+///
+/// # Errors
+/// nft's message for an unknown family or object; "client gone" when the sink fails.
+pub fn list(ruleset: &Ruleset, req: &ListRequest, out: &mut dyn ReplySink) -> Result<Json, String> {
+    let pieces = render(ruleset, req)?;
+    for p in pieces {
+        out.text(&p).map_err(|e| format!("client gone: {e}"))?;
+    }
+    Ok(Json::Null)
+}
+
+/// The output of `list` as text pieces whose concatenation is what nft prints.
+///
+/// # Errors
+/// As [`list`].
+pub fn render(ruleset: &Ruleset, req: &ListRequest) -> Result<Vec<String>, String> {
+    let tables = select(ruleset, req)?;
+    if req.flags.json {
+        return Ok(render_json(&tables, req));
+    }
+    let o = options(&req.flags);
+    let mut pieces = Vec::with_capacity(tables.len());
+    for (t, sel) in &tables {
+        let fam = t.family.name();
+        let s = match req.what {
+            ListWhat::Ruleset | ListWhat::Table => print_table(t, &o),
+            ListWhat::Tables => format!("table {fam} {}\n", t.name),
+            ListWhat::Chains | ListWhat::Chain => {
+                let mut s = format!("table {fam} {} {{\n", t.name);
+                for c in t.chains.iter().filter(|c| sel.chain(c)) {
+                    s.push_str(&print_chain(t.family, c, &o, req.what == ListWhat::Chain));
+                }
+                s.push_str("}\n");
+                s
+            }
+            ListWhat::Sets | ListWhat::Set | ListWhat::Maps | ListWhat::Map => {
+                let mut s = format!("table {fam} {} {{\n", t.name);
+                for set in t.sets.iter().filter(|x| sel.set(x)) {
+                    s.push_str(&print_set(set, &o));
+                }
+                s.push_str("}\n");
+                s
+            }
+            ListWhat::Counters => {
+                let mut s = format!("table {fam} {} {{\n", t.name);
+                for c in &t.counters {
+                    s.push_str(&print_counter(c, &o));
+                }
+                s.push_str("}\n");
+                s
+            }
+        };
+        pieces.push(s);
+    }
+    Ok(pieces)
+}
+
+/// nft's flags as the printer's options.
+pub fn options(f: &ListFlags) -> PrintOptions {
+    PrintOptions {
+        handles: f.handles,
+        stateless: f.stateless,
+        terse: f.terse,
+    }
+}
+
+/// One rule in nft syntax, without handle (`stateless`: counters without values).
+pub fn rule_text(r: &Rule, stateless: bool) -> String {
+    wasp_ruleset::print_rule(
+        r,
+        &PrintOptions {
+            stateless,
+            ..PrintOptions::default()
+        },
+    )
+}
+
+/// Which objects of a table a listing shows.
+#[derive(Debug, Clone, Copy)]
+struct Sel<'a> {
+    what: ListWhat,
+    name: Option<&'a str>,
+}
+
+impl Sel<'_> {
+    fn chain(&self, c: &Chain) -> bool {
+        self.name.is_none_or(|n| n == c.name)
+    }
+
+    fn set(&self, s: &SetDecl) -> bool {
+        let kind = match self.what {
+            ListWhat::Sets | ListWhat::Set => !s.is_map,
+            ListWhat::Maps | ListWhat::Map => s.is_map,
+            _ => true,
+        };
+        kind && self.name.is_none_or(|n| n == s.name)
+    }
+}
+
+/// nft's error for an object that does not exist, with the command and a caret under `bad`
+/// (the index of the unknown word).
+fn not_found(words: &[&str], bad: usize) -> String {
+    let line = words.join(" ");
+    let col: usize = words[..bad].iter().map(|w| w.chars().count() + 1).sum();
+    let len = words[bad].chars().count().max(1);
+    format!(
+        "Error: No such file or directory\n{line}\n{}{}",
+        " ".repeat(col),
+        "^".repeat(len)
+    )
+}
+
+/// The tables a request shows, each with what of it to show.
+fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, Sel<'r>)>, String> {
+    let family = match &req.family {
+        None => None,
+        Some(f) => Some(parse_family(f).ok_or_else(|| {
+            format!("Error: unknown family `{f}` (ip, ip6, inet, arp, bridge, netdev)")
+        })?),
+    };
+    let sel = Sel {
+        what: req.what,
+        name: req.name.as_deref(),
+    };
+    let single = matches!(
+        req.what,
+        ListWhat::Set | ListWhat::Map | ListWhat::Table | ListWhat::Chain
+    );
+    if !single {
+        let tables = rs.tables.iter().filter(|t| {
+            family.is_none_or(|f| f == t.family)
+                && req.table.as_ref().is_none_or(|n| *n == t.name)
+                && (req.what != ListWhat::Counters || !t.counters.is_empty())
+        });
+        return Ok(tables.map(|t| (t, sel)).collect());
+    }
+    // One object: `list set [FAMILY] TABLE NAME`.
+    let kw = match req.what {
+        ListWhat::Set => "set",
+        ListWhat::Map => "map",
+        ListWhat::Table => "table",
+        _ => "chain",
+    };
+    let fam_word = req.family.clone();
+    let table = req.table.clone().unwrap_or_default();
+    let name = req.name.clone().unwrap_or_default();
+    let mut words: Vec<&str> = vec!["list", kw];
+    if let Some(f) = &fam_word {
+        words.push(f);
+    }
+    let table_at = words.len();
+    words.push(&table);
+    if req.what != ListWhat::Table {
+        words.push(&name);
+    }
+    let family = family.unwrap_or(wasp_ruleset::model::Family::Ip);
+    let Some(t) = rs
+        .tables
+        .iter()
+        .find(|t| t.family == family && t.name == table)
+    else {
+        return Err(not_found(&words, table_at));
+    };
+    let found = match req.what {
+        ListWhat::Table => true,
+        ListWhat::Chain => t.chains.iter().any(|c| sel.chain(c)),
+        _ => t.sets.iter().any(|s| sel.set(s)),
+    };
+    if !found {
+        return Err(not_found(&words, table_at + 1));
+    }
+    Ok(vec![(t, sel)])
+}
+
+// ---- JSON ----
+
+fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
+    let f = &req.flags;
+    let mut pieces = Vec::with_capacity(tables.len() + 2);
+    let meta = json!({"metainfo": {
+        "version": env!("CARGO_PKG_VERSION"),
+        "release_name": "wasp",
+        "json_schema_version": 1,
+    }});
+    pieces.push(format!("{{\"nftables\":[{meta}"));
+    for (t, sel) in tables {
+        let mut objs: Vec<Json> = Vec::new();
+        let fam = t.family.name();
+        let with_table = matches!(
+            req.what,
+            ListWhat::Ruleset | ListWhat::Table | ListWhat::Tables
+        );
+        if with_table {
+            let mut o = json!({"family": fam, "name": t.name, "handle": t.handle});
+            if let Some(c) = &t.comment {
+                o["comment"] = json!(c);
+            }
+            objs.push(json!({ "table": o }));
+        }
+        let all = matches!(req.what, ListWhat::Ruleset | ListWhat::Table);
+        if all || req.what == ListWhat::Counters {
+            for c in &t.counters {
+                let mut o = json!({"family": fam, "name": c.name, "table": t.name,
+                    "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
+                if let Some(x) = &c.comment {
+                    o["comment"] = json!(x);
+                }
+                objs.push(json!({ "counter": o }));
+            }
+        }
+        if all
+            || matches!(
+                req.what,
+                ListWhat::Sets | ListWhat::Set | ListWhat::Maps | ListWhat::Map
+            )
+        {
+            for s in t.sets.iter().filter(|s| all || sel.set(s)) {
+                objs.push(set_json(t, s, f));
+            }
+        }
+        if all || matches!(req.what, ListWhat::Chains | ListWhat::Chain) {
+            for c in t.chains.iter().filter(|c| all || sel.chain(c)) {
+                objs.push(chain_json(t, c));
+            }
+        }
+        if all || req.what == ListWhat::Chain {
+            for c in t.chains.iter().filter(|c| all || sel.chain(c)) {
+                for r in &c.rules {
+                    objs.push(rule_json(t, c, r, f));
+                }
+            }
+        }
+        let mut piece = String::new();
+        for o in objs {
+            piece.push(',');
+            piece.push_str(&o.to_string());
+        }
+        pieces.push(piece);
+    }
+    pieces.push("]}\n".to_string());
+    pieces
+}
+
+fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
+    let types: Vec<&str> = s.key.iter().map(|d| d.name()).collect();
+    let mut o = json!({"family": t.family.name(), "name": s.name, "table": t.name});
+    o["type"] = if types.len() == 1 {
+        json!(types[0])
+    } else {
+        json!(types)
+    };
+    o["handle"] = json!(s.handle);
+    if let Some(d) = s.data {
+        o["map"] = json!(d.name());
+    }
+    let mut flags = Vec::new();
+    if s.flags.constant {
+        flags.push("constant");
+    }
+    if s.flags.interval {
+        flags.push("interval");
+    }
+    if s.flags.timeout {
+        flags.push("timeout");
+    }
+    if s.flags.dynamic {
+        flags.push("dynamic");
+    }
+    if !flags.is_empty() {
+        o["flags"] = json!(flags);
+    }
+    if let Some(n) = s.size {
+        o["size"] = json!(n);
+    }
+    if let Some(ms) = s.timeout_ms {
+        o["timeout"] = json!(ms / 1000);
+    }
+    if let Some(ms) = s.gc_interval_ms {
+        o["gc-interval"] = json!(ms / 1000);
+    }
+    if let Some(c) = &s.comment {
+        o["comment"] = json!(c);
+    }
+    if !s.elements.is_empty() && !f.terse {
+        o["elem"] = Json::Array(s.elements.iter().map(|e| elem_json(e, f)).collect());
+    }
+    if s.counter {
+        o["stmt"] = json!([{"counter": null}]);
+    }
+    let kind = if s.is_map { "map" } else { "set" };
+    json!({ kind: o })
+}
+
+fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
+    let key = key_json(&e.key);
+    let extra =
+        e.counter || e.timeout_ms.is_some() || e.expires_ms.is_some() || e.comment.is_some();
+    let val = if extra {
+        let mut o = json!({ "val": key });
+        if e.counter {
+            o["counter"] = if f.stateless {
+                Json::Null
+            } else {
+                json!({"packets": e.packets, "bytes": e.bytes})
+            };
+        }
+        if let Some(ms) = e.timeout_ms {
+            o["timeout"] = json!(ms / 1000);
+        }
+        if let Some(ms) = e.expires_ms
+            && !f.stateless
+        {
+            o["expires"] = json!(ms / 1000);
+        }
+        if let Some(c) = &e.comment {
+            o["comment"] = json!(c);
+        }
+        json!({ "elem": o })
+    } else {
+        key
+    };
+    match &e.data {
+        None => val,
+        Some(ElemData::Value(v)) => json!([val, value_json(v)]),
+        Some(ElemData::Verdict(v)) => json!([val, verdict_json(v)]),
+    }
+}
+
+fn chain_json(t: &Table, c: &Chain) -> Json {
+    let mut o = json!({"family": t.family.name(), "table": t.name, "name": c.name,
+        "handle": c.handle});
+    if let Some(com) = &c.comment {
+        o["comment"] = json!(com);
+    }
+    if let Some(b) = &c.base {
+        o["type"] = json!(match b.chain_type {
+            wasp_ruleset::model::ChainType::Filter => "filter",
+            wasp_ruleset::model::ChainType::Nat => "nat",
+            wasp_ruleset::model::ChainType::Route => "route",
+        });
+        o["hook"] = json!(b.hook.name());
+        match b.devices.as_slice() {
+            [] => {}
+            [d] => o["dev"] = json!(d),
+            many => o["dev"] = json!(many),
+        }
+        o["prio"] = json!(b.priority);
+        o["policy"] = json!(match b.policy {
+            wasp_ruleset::model::Policy::Accept => "accept",
+            wasp_ruleset::model::Policy::Drop => "drop",
+        });
+    }
+    json!({ "chain": o })
+}
+
+fn rule_json(t: &Table, c: &Chain, r: &Rule, f: &ListFlags) -> Json {
+    let mut o = json!({"family": t.family.name(), "table": t.name, "chain": c.name,
+        "handle": r.handle});
+    if let Some(com) = &r.comment {
+        o["comment"] = json!(com);
+    }
+    o["expr"] = Json::Array(r.stmts.iter().map(|s| stmt_json(s, f)).collect());
+    json!({ "rule": o })
+}
+
+/// A statement in libnftables-json form.
+pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
+    match s {
+        Stmt::Match(m) => match_json(m),
+        Stmt::Verdict(v) => verdict_json(v),
+        Stmt::VerdictMap { key, map, .. } => {
+            json!({"vmap": {"key": expr_json(key), "data": set_ref_json(map)}})
+        }
+        Stmt::Counter { packets, bytes } => {
+            if f.stateless {
+                json!({ "counter": null })
+            } else {
+                json!({"counter": {"packets": packets, "bytes": bytes}})
+            }
+        }
+        Stmt::CounterRef { name, .. } => json!({ "counter": name }),
+        Stmt::Log { prefix, level } => {
+            if prefix.is_none() && level.is_none() {
+                json!({ "log": null })
+            } else {
+                let mut o = json!({});
+                if let Some(p) = prefix {
+                    o["prefix"] = json!(p);
+                }
+                if let Some(l) = level {
+                    o["level"] = json!(l);
+                }
+                json!({ "log": o })
+            }
+        }
+        Stmt::Plugin(u) => {
+            let mut o = json!({"name": u.name, "args": u.args});
+            if u.fallback_drop {
+                o["fallback"] = json!("drop");
+            }
+            json!({ "plugin": o })
+        }
+        Stmt::MetaSet { key, value, .. } => json!({"mangle": {
+            "key": expr_json(&Expr::Meta(*key)),
+            "value": expr_json(value),
+        }}),
+        #[allow(unreachable_patterns)]
+        other => {
+            // Statements added to the model later: their nft text, under a wasp key.
+            let r = Rule {
+                handle: 0,
+                stmts: vec![other.clone()],
+                comment: None,
+                span: Default::default(),
+            };
+            json!({ "wasp": rule_text(&r, f.stateless) })
+        }
+    }
+}
+
+fn verdict_json(v: &Verdict) -> Json {
+    match v {
+        Verdict::Accept => json!({ "accept": null }),
+        Verdict::Drop => json!({ "drop": null }),
+        Verdict::Continue => json!({ "continue": null }),
+        Verdict::Return => json!({ "return": null }),
+        Verdict::Jump(c) => json!({"jump": {"target": c}}),
+        Verdict::Goto(c) => json!({"goto": {"target": c}}),
+    }
+}
+
+fn match_json(m: &Match) -> Json {
+    let flag_test = m.op == RelOp::Implicit && m.left.dtype() == DataType::TcpFlag;
+    let op = match m.op {
+        RelOp::Implicit if flag_test => "in",
+        RelOp::Implicit | RelOp::Eq => "==",
+        RelOp::Ne => "!=",
+        RelOp::Lt => "<",
+        RelOp::Gt => ">",
+        RelOp::Le => "<=",
+        RelOp::Ge => ">=",
+    };
+    let right = match &m.right {
+        Rhs::Key(parts) if flag_test => match parts.as_slice() {
+            [KeyPart::Value(v)] if v.dtype == DataType::TcpFlag => {
+                let names: Vec<String> = wasp_ruleset::datatypes::tcp_flags_text(
+                    v.bytes.first().copied().unwrap_or(0),
+                    ",",
+                )
+                .split(',')
+                .map(str::to_string)
+                .collect();
+                if names.len() == 1 {
+                    json!(names[0])
+                } else {
+                    json!(names)
+                }
+            }
+            _ => key_json(parts),
+        },
+        Rhs::Key(parts) => key_json(parts),
+        Rhs::Set(r) => set_ref_json(r),
+    };
+    json!({"match": {"op": op, "left": expr_json(&m.left), "right": right}})
+}
+
+fn set_ref_json(r: &SetRef) -> Json {
+    match r {
+        SetRef::Named(n) => json!(format!("@{n}")),
+        SetRef::Anonymous(elems) => {
+            let f = ListFlags::default();
+            json!({ "set": elems.iter().map(|e| elem_json(e, &f)).collect::<Vec<_>>() })
+        }
+    }
+}
+
+fn key_json(parts: &[KeyPart]) -> Json {
+    let one = |p: &KeyPart| match p {
+        KeyPart::Value(v) => value_json(v),
+        KeyPart::Range(a, b) if a.bytes == b.bytes => value_json(a),
+        KeyPart::Range(a, b) => json!({"range": [value_json(a), value_json(b)]}),
+        KeyPart::Prefix(v, n) if u16::from(*n) == v.dtype.width_bits() => value_json(v),
+        KeyPart::Prefix(v, n) => json!({"prefix": {"addr": value_json(v), "len": n}}),
+    };
+    match parts {
+        [p] => one(p),
+        many => json!({ "concat": many.iter().map(one).collect::<Vec<_>>() }),
+    }
+}
+
+/// A constant: a number for integer types (`inet_service`, `mark`, plain integers), nft's
+/// text otherwise (`"10.0.0.1"`, `"tcp"`, `"syn"`).
+fn value_json(v: &Value) -> Json {
+    match v.dtype {
+        DataType::Integer(_) | DataType::InetService | DataType::Mark => {
+            let n = wasp_ruleset::datatypes::to_uint(v);
+            match u64::try_from(n) {
+                Ok(x) => json!(x),
+                Err(_) => json!(n.to_string()),
+            }
+        }
+        _ => json!(wasp_ruleset::datatypes::print_value(v)),
+    }
+}
+
+/// An expression in libnftables-json form.
+pub fn expr_json(e: &Expr) -> Json {
+    match e {
+        Expr::Payload(_) => {
+            let text = wasp_ruleset::print_expr(e);
+            let (proto, field) = text.split_once(' ').unwrap_or((&text, ""));
+            json!({"payload": {"protocol": proto, "field": field}})
+        }
+        Expr::Meta(_) => {
+            let text = wasp_ruleset::print_expr(e);
+            let key = text.strip_prefix("meta ").unwrap_or(&text);
+            json!({"meta": {"key": key}})
+        }
+        Expr::ExthdrExists(_) => {
+            let text = wasp_ruleset::print_expr(e);
+            let name = text.strip_prefix("exthdr ").unwrap_or(&text);
+            json!({"exthdr": {"name": name}})
+        }
+        Expr::Concat(parts) => json!({ "concat": parts.iter().map(expr_json).collect::<Vec<_>>() }),
+        Expr::Binop { expr, op, value } => {
+            let o = match op {
+                BinOp::And => "&",
+                BinOp::Or => "|",
+                BinOp::Xor => "^",
+            };
+            json!({ o: [expr_json(expr), value_json(value)] })
+        }
+        Expr::Const(v) => value_json(v),
+        Expr::Map { key, map, .. } => {
+            json!({"map": {"key": expr_json(key), "data": set_ref_json(map)}})
+        }
+    }
+}
+
+/// Read the words after `list` as nft does (`ruleset [FAMILY]`, `tables [FAMILY]`, `set
+/// [FAMILY] TABLE NAME`, `counters [table [FAMILY] TABLE]`, ...).
+///
+/// # Errors
+/// A message naming what was expected.
+pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest, String> {
+    let usage = "expected `ruleset`, `tables`, `chains`, `sets`, `maps`, `counters`, `set`, `map`, `table` or `chain` after `list`";
+    let (&what, rest) = words.split_first().ok_or(usage)?;
+    let what = match what {
+        "ruleset" => ListWhat::Ruleset,
+        "tables" => ListWhat::Tables,
+        "chains" => ListWhat::Chains,
+        "sets" => ListWhat::Sets,
+        "maps" => ListWhat::Maps,
+        "counters" => ListWhat::Counters,
+        "set" => ListWhat::Set,
+        "map" => ListWhat::Map,
+        "table" => ListWhat::Table,
+        "chain" => ListWhat::Chain,
+        _ => return Err(usage.to_string()),
+    };
+    let mut req = ListRequest {
+        what,
+        flags,
+        ..ListRequest::default()
+    };
+    let mut rest = rest;
+    if what == ListWhat::Counters && rest.first() == Some(&"table") {
+        rest = &rest[1..];
+        if rest.is_empty() {
+            return Err("expected a table name after `list counters table`".to_string());
+        }
+    }
+    if let Some(&f) = rest.first()
+        && parse_family(f).is_some()
+        && (rest.len() > 1 || !matches!(what, ListWhat::Table | ListWhat::Counters))
+    {
+        req.family = Some(f.to_string());
+        rest = &rest[1..];
+    }
+    let needs: &[&str] = match what {
+        ListWhat::Set | ListWhat::Map | ListWhat::Chain => &["a table name", "a name"],
+        ListWhat::Table => &["a table name"],
+        ListWhat::Counters => &[],
+        _ => &[],
+    };
+    if what == ListWhat::Counters {
+        if let Some(&t) = rest.first() {
+            req.table = Some(t.to_string());
+            rest = &rest[1..];
+        }
+    } else {
+        for (i, need) in needs.iter().enumerate() {
+            let Some(&w) = rest.get(i) else {
+                return Err(format!("expected {need} after `list {}`", words.join(" ")));
+            };
+            if i == 0 {
+                req.table = Some(w.to_string());
+            } else {
+                req.name = Some(w.to_string());
+            }
+        }
+        rest = &rest[needs.len()..];
+    }
+    if let Some(extra) = rest.first() {
+        return Err(format!(
+            "unexpected `{extra}` after `list {}`",
+            words.join(" ")
+        ));
+    }
+    Ok(req)
+}

@@ -1,0 +1,288 @@
+//! Printing with nft's output flags: `-a` (handles), `-s` (stateless: counters without their
+//! values, no element expiry) and `-t` (terse: named sets without their elements), and the
+//! pieces `nft list tables|chains|sets|set|counters` print.
+//!
+//! What nft 1.0.6 prints with each flag (checked with `nft -a|-s|-t list ...` in a netns):
+//! - `-s`: a rule's `counter packets N bytes M` is `counter`; a set element's counter is
+//!   `counter`; a counter object's body (`packets N bytes M`) is left out, its braces kept;
+//!   an element's `expires` is left out, its `timeout` kept;
+//! - `-t`: a named set's `elements = { ... }` is left out (anonymous sets in rules stay);
+//! - `-a`: `# handle N` after tables, chains, sets, counter objects and rules.
+
+use std::fmt::Write;
+
+use super::{handle_suffix, priority_text, sorted_elements, stmt, verdict};
+use crate::datatypes::{print_value, time_text};
+use crate::model::{
+    Chain, ChainType, CounterObj, DataType, ElemData, Family, Policy, Rule, SetDecl, SetElem, Stmt,
+    Table,
+};
+
+/// nft's output flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrintOptions {
+    /// `-a`: `# handle N` after each object.
+    pub handles: bool,
+    /// `-s`: omit counter values (and element expiry).
+    pub stateless: bool,
+    /// `-t`: omit the elements of named sets.
+    pub terse: bool,
+}
+
+/// A whole table as `nft list table` prints it.
+pub(crate) fn table(out: &mut String, t: &Table, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "table {} {} {{{}",
+        t.family.name(),
+        t.name,
+        handle_suffix(o.handles, t.handle)
+    );
+    if let Some(c) = &t.comment {
+        let _ = writeln!(out, "\tcomment \"{c}\"");
+    }
+    let mut first = true;
+    let mut gap = |out: &mut String| {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+    };
+    for p in &t.plugins {
+        gap(out);
+        match &p.path {
+            Some(path) => {
+                let _ = writeln!(out, "\tplugin {} {{\n\t\tpath \"{path}\"\n\t}}", p.name);
+            }
+            None => {
+                let _ = writeln!(out, "\tplugin {}", p.name);
+            }
+        }
+    }
+    for c in &t.counters {
+        gap(out);
+        counter(out, c, o);
+    }
+    for s in &t.sets {
+        gap(out);
+        set(out, s, o);
+    }
+    for c in &t.chains {
+        gap(out);
+        chain(out, t.family, c, o, true);
+    }
+    out.push_str("}\n");
+}
+
+/// A counter object (one tab in, as inside a table).
+pub(crate) fn counter(out: &mut String, c: &CounterObj, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "\tcounter {} {{{}",
+        c.name,
+        handle_suffix(o.handles, c.handle)
+    );
+    if let Some(text) = &c.comment {
+        let _ = writeln!(out, "\t\tcomment \"{text}\"");
+    }
+    if !o.stateless {
+        let _ = writeln!(out, "\t\tpackets {} bytes {}", c.packets, c.bytes);
+    }
+    out.push_str("\t}\n");
+}
+
+/// A named set or map (one tab in).
+pub(crate) fn set(out: &mut String, s: &SetDecl, o: &PrintOptions) {
+    let kw = if s.is_map { "map" } else { "set" };
+    let _ = writeln!(
+        out,
+        "\t{kw} {} {{{}",
+        s.name,
+        handle_suffix(o.handles, s.handle)
+    );
+    match &s.key_typeof {
+        Some(exprs) => {
+            let text: Vec<String> = exprs.iter().map(super::expr).collect();
+            let _ = write!(out, "\t\ttypeof {}", text.join(" . "));
+        }
+        None => {
+            let names: Vec<&str> = s.key.iter().map(|d| d.name()).collect();
+            let _ = write!(out, "\t\ttype {}", names.join(" . "));
+        }
+    }
+    match (&s.data_typeof, s.data) {
+        (Some(e), _) if s.key_typeof.is_some() => {
+            let _ = write!(out, " : {}", super::expr(e));
+        }
+        (_, Some(d)) => {
+            let _ = write!(out, " : {}", d.name());
+        }
+        _ => {}
+    }
+    out.push('\n');
+    if let Some(n) = s.size {
+        let _ = writeln!(out, "\t\tsize {n}");
+    }
+    let f = s.flags;
+    // nft drops a lone `timeout` flag when the set has a default timeout.
+    let timeout_flag =
+        f.timeout && !(s.timeout_ms.is_some() && !f.constant && !f.interval && !f.dynamic);
+    let mut flags = Vec::new();
+    if f.constant {
+        flags.push("constant");
+    }
+    if f.interval {
+        flags.push("interval");
+    }
+    if timeout_flag {
+        flags.push("timeout");
+    }
+    if f.dynamic {
+        flags.push("dynamic");
+    }
+    if !flags.is_empty() {
+        let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    }
+    if s.counter {
+        out.push_str("\t\tcounter\n");
+    }
+    if let Some(t) = s.timeout_ms {
+        let _ = writeln!(out, "\t\ttimeout {}", time_text(t));
+    }
+    if let Some(t) = s.gc_interval_ms {
+        let _ = writeln!(out, "\t\tgc-interval {}", time_text(t));
+    }
+    if let Some(c) = &s.comment {
+        let _ = writeln!(out, "\t\tcomment \"{c}\"");
+    }
+    if !s.elements.is_empty() && !o.terse {
+        let per_line = match s.key.as_slice() {
+            [d] => match d {
+                DataType::NfProto
+                | DataType::Integer(_)
+                | DataType::InetProto
+                | DataType::InetService
+                | DataType::TcpFlag
+                | DataType::Mark => 5,
+                DataType::Ipv4Addr => 2,
+                _ => 1,
+            },
+            _ => 1,
+        };
+        let sorted = sorted_elements(&s.elements, s.flags.interval);
+        out.push_str("\t\telements = { ");
+        let mut count = 0;
+        for (i, e) in sorted.iter().enumerate() {
+            if i > 0 {
+                if count < per_line {
+                    out.push_str(", ");
+                } else {
+                    count = 0;
+                    out.push_str(",\n\t\t\t     ");
+                }
+            }
+            out.push_str(&element(e, o));
+            count += 1;
+        }
+        out.push_str(" }\n");
+    }
+    out.push_str("\t}\n");
+}
+
+/// One set element with its counter, timeout, expiry, comment and data.
+pub(crate) fn element(e: &SetElem, o: &PrintOptions) -> String {
+    let mut s = super::key_text(&e.key);
+    if e.counter {
+        if o.stateless {
+            s.push_str(" counter");
+        } else {
+            let _ = write!(s, " counter packets {} bytes {}", e.packets, e.bytes);
+        }
+    }
+    if let Some(t) = e.timeout_ms {
+        let _ = write!(s, " timeout {}", time_text(t));
+    }
+    if let Some(t) = e.expires_ms
+        && !o.stateless
+    {
+        let _ = write!(s, " expires {}", time_text(t));
+    }
+    if let Some(c) = &e.comment {
+        let _ = write!(s, " comment \"{c}\"");
+    }
+    match &e.data {
+        Some(ElemData::Value(v)) => {
+            let _ = write!(s, " : {}", print_value(v));
+        }
+        Some(ElemData::Verdict(v)) => {
+            let _ = write!(s, " : {}", verdict(v));
+        }
+        None => {}
+    }
+    s
+}
+
+/// A chain (one tab in), with its rules when `rules` (`nft list chains` shows none).
+pub(crate) fn chain(out: &mut String, family: Family, c: &Chain, o: &PrintOptions, rules: bool) {
+    let _ = writeln!(
+        out,
+        "\tchain {} {{{}",
+        c.name,
+        handle_suffix(o.handles, c.handle)
+    );
+    if let Some(com) = &c.comment {
+        let _ = writeln!(out, "\t\tcomment \"{com}\"");
+    }
+    if let Some(b) = &c.base {
+        let ty = match b.chain_type {
+            ChainType::Filter => "filter",
+            ChainType::Nat => "nat",
+            ChainType::Route => "route",
+        };
+        let dev = match b.devices.as_slice() {
+            [] => String::new(),
+            [d] => format!(" device \"{d}\""),
+            many => format!(" devices = {{ {} }}", many.join(", ")),
+        };
+        let policy = match b.policy {
+            Policy::Accept => "accept",
+            Policy::Drop => "drop",
+        };
+        let _ = writeln!(
+            out,
+            "\t\ttype {ty} hook {}{dev} priority {}; policy {policy};",
+            b.hook.name(),
+            priority_text(family, b.hook, b.priority)
+        );
+    }
+    if rules {
+        for r in &c.rules {
+            let _ = writeln!(
+                out,
+                "\t\t{}{}",
+                rule(r, o),
+                handle_suffix(o.handles, r.handle)
+            );
+        }
+    }
+    out.push_str("\t}\n");
+}
+
+/// One rule as nft lists it (without the handle), counters without values when stateless.
+pub(crate) fn rule(r: &Rule, o: &PrintOptions) -> String {
+    if !o.stateless {
+        return super::rule_text(r);
+    }
+    let mut parts: Vec<String> = r
+        .stmts
+        .iter()
+        .map(|s| match s {
+            Stmt::Counter { .. } => "counter".to_string(),
+            other => stmt(other),
+        })
+        .collect();
+    if let Some(c) = &r.comment {
+        parts.push(format!("comment \"{c}\""));
+    }
+    parts.join(" ")
+}
