@@ -1,11 +1,12 @@
 //! The control socket of `wasp run`: a Unix socket speaking a documented request/response
 //! protocol (`PROTOCOL.md`, [`proto`]), the server loop that answers it through the daemon's
 //! [`Handler`] ([`server`]), the client that `wasp ctl` uses ([`client`]), the listings the
-//! daemon renders from its ruleset model ([`listing`]) and the rule dump encodings ([`dump`]).
+//! daemon renders from its ruleset model ([`listing`]) the rule dump encodings ([`dump`]) and `get element` ([`element`]).
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod dump;
+pub mod element;
 pub mod listing;
 pub mod proto;
 pub mod server;

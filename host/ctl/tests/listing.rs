@@ -120,3 +120,56 @@ fn json_ruleset_matches_nft() {
         assert_eq!(&g, w);
     }
 }
+
+/// `get element` as nft 1.0.6 answered it for tests/data/list.nft.
+#[test]
+fn get_element_matches_nft() {
+    use wasp_ctl::proto::{ElementOp, ElementRequest};
+    let text = std::fs::read_to_string(data().join("list.nft")).unwrap();
+    let rs = wasp_ruleset::parse_str(&text, "list.nft").unwrap();
+    let get = |family: &str, table: &str, set: &str, elements: &str| {
+        let req = ElementRequest {
+            op: ElementOp::Get,
+            family: Some(family.into()),
+            table: table.into(),
+            set: set.into(),
+            elements: elements.into(),
+        };
+        wasp_ctl::element::get_text(&rs, &req).unwrap_or_else(|e| format!("{e}\n"))
+    };
+    let blk = |elems: &str| {
+        format!(
+            "table netdev filt {{\n\tset blk {{\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = {{ {elems} }}\n\t}}\n}}\n"
+        )
+    };
+    assert_eq!(
+        get("netdev", "filt", "blk", "{ 10.1.2.3 }"),
+        blk("10.0.0.0/8")
+    );
+    assert_eq!(
+        get("netdev", "filt", "blk", "{ 10.1.2.3, 192.168.1.1 }"),
+        blk("10.0.0.0/8, 192.168.1.1")
+    );
+    assert_eq!(
+        get("netdev", "filt", "blk", "{ 10.0.0.0/16 }"),
+        blk("10.0.0.0/8")
+    );
+    assert_eq!(
+        get("netdev", "filt", "ports", "{ 22, 80 }"),
+        "table netdev filt {\n\tset ports {\n\t\ttype inet_service\n\t\telements = { 22, 80 }\n\t}\n}\n"
+    );
+    assert_eq!(
+        get("netdev", "filt", "ports", "{ 23 }"),
+        "Error: Could not process rule: No such file or directory\nget element netdev filt ports { 23 }\n^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    );
+    assert_eq!(
+        get("ip", "t3", "cc", "{ 10.1.1.1 . 85 }"),
+        "table ip t3 {\n\tset cc {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n\t\telements = { 10.0.0.0/8 . 80-90 }\n\t}\n}\n"
+    );
+    assert_eq!(
+        get("ip", "t3", "m", "{ 1.1.1.1 }"),
+        "table ip t3 {\n\tmap m {\n\t\ttype ipv4_addr : verdict\n\t\telements = { 1.1.1.1 : drop }\n\t}\n}\n"
+    );
+    // Keys that do not parse for the set's type: the parser's error.
+    assert!(get("netdev", "filt", "ports", "{ 10.0.0.1 }").starts_with("<command>:1:"));
+}
