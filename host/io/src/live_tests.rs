@@ -205,13 +205,22 @@ fn live_tpacket_v3_receives_every_frame() {
 
 #[test]
 fn live_fanout_splits_a_device_between_two_groups() {
+    fanout_case(RxMode::Multishot);
+}
+
+#[test]
+fn live_fanout_with_tpacket_v3() {
+    fanout_case(RxMode::TpacketV3);
+}
+
+fn fanout_case(mode: RxMode) {
     let Some(t) = Topo::new() else { return };
     let f = FanoutSpec {
         group_id: 0x4a00,
         mode: FanoutMode::Hash,
     };
-    let mut g1 = open(&t.b, "v1", Some(f), RxMode::Multishot);
-    let mut g2 = open(&t.b, "v1", Some(f), RxMode::Multishot);
+    let mut g1 = open(&t.b, "v1", Some(f), mode);
+    let mut g2 = open(&t.b, "v1", Some(f), mode);
     let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
     g1.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
     g2.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();

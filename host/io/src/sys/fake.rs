@@ -7,6 +7,26 @@ use std::io;
 use std::time::Duration;
 
 use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys};
+use crate::port::TpacketConfig;
+
+/// A fake TPACKET_V3 ring: blocks laid out as the kernel lays them out.
+#[derive(Debug)]
+struct FakeTp {
+    blocks: Vec<Vec<u8>>,
+    /// Handed to user space (TP_STATUS_USER).
+    user: Vec<bool>,
+    /// Taken by the caller (between `tp_take` and `tp_release`).
+    held: Vec<bool>,
+    /// The block the kernel fills next.
+    cur: usize,
+    drops: u64,
+    poll_armed: bool,
+}
+
+/// Bytes of `struct tpacket_block_desc` before the first packet.
+const BLOCK_HDR: usize = 48;
+/// Offset of the frame from its `tpacket3_hdr` (`tp_mac`).
+const PKT_MAC: usize = 48;
 
 /// A device of the fake system.
 #[derive(Debug, Clone)]
@@ -56,6 +76,8 @@ pub(crate) struct FakePort {
     /// The device it was opened on (0 for TAP).
     #[allow(dead_code)]
     pub ifindex: u32,
+    /// Its TPACKET_V3 ring, if any.
+    pub tpacket: Option<TpacketConfig>,
 }
 
 impl Sys for FakeSys {
@@ -77,16 +99,29 @@ impl Sys for FakeSys {
         }
         Ok(FakePort {
             ifindex: spec.ifindex,
+            tpacket: spec.tpacket,
         })
     }
     fn tap_open(&self, name: &str) -> io::Result<(FakePort, String)> {
         if let Some(e) = self.open_errno {
             return Err(io::Error::from_raw_os_error(e));
         }
-        Ok((FakePort { ifindex: 0 }, name.to_string()))
+        Ok((
+            FakePort {
+                ifindex: 0,
+                tpacket: None,
+            },
+            name.to_string(),
+        ))
     }
     fn ring(&self, spec: &RingSpec, ports: Vec<FakePort>) -> io::Result<FakeRing> {
-        Ok(FakeRing::new(spec, ports.len()))
+        let mut r = FakeRing::new(spec, ports.len());
+        for (i, p) in ports.iter().enumerate() {
+            if let Some(t) = p.tpacket {
+                r.add_tpacket(i, t.block_bytes as usize, t.blocks as usize);
+            }
+        }
+        Ok(r)
     }
 }
 
@@ -113,6 +148,7 @@ pub(crate) struct FakeRing {
     bufs: Vec<Vec<u8>>,
     tx: Vec<Vec<u8>>,
     tx_busy: Vec<Option<u32>>,
+    tp: Vec<Option<FakeTp>>,
 }
 
 impl FakeRing {
@@ -133,6 +169,80 @@ impl FakeRing {
             bufs: vec![vec![0; spec.rx_buffer_bytes as usize]; n],
             tx: vec![vec![0; spec.tx_buffer_bytes as usize]; spec.tx_buffers as usize],
             tx_busy: vec![None; spec.tx_buffers as usize],
+            tp: (0..nports).map(|_| None).collect(),
+        }
+    }
+
+    /// Gives `port` a TPACKET_V3 ring of `blocks` blocks of `block_bytes`.
+    pub fn add_tpacket(&mut self, port: usize, block_bytes: usize, blocks: usize) {
+        self.tp[port] = Some(FakeTp {
+            blocks: vec![vec![0; block_bytes]; blocks],
+            user: vec![false; blocks],
+            held: vec![false; blocks],
+            cur: 0,
+            drops: 0,
+            poll_armed: false,
+        });
+    }
+
+    /// Blocks of `port` the kernel has handed over and not got back.
+    pub fn tp_user_blocks(&self, port: usize) -> usize {
+        self.tp[port]
+            .as_ref()
+            .map_or(0, |t| t.user.iter().filter(|u| **u).count())
+    }
+
+    /// The kernel's side of TPACKET_V3: packs the incoming frames of `port` into free blocks,
+    /// retiring each block when the next frame does not fit or the frames run out (as the
+    /// retire timer would); frames with no free block are dropped and counted.
+    fn fill_blocks(&mut self, p: usize) {
+        let Some(t) = self.tp[p].as_mut() else { return };
+        while !self.incoming[p].is_empty() {
+            if t.user[t.cur] {
+                t.drops += self.incoming[p].len() as u64;
+                self.incoming[p].clear();
+                break;
+            }
+            let b = &mut t.blocks[t.cur];
+            let mut off = BLOCK_HDR;
+            let mut num = 0u32;
+            let mut last_hdr = None;
+            while let Some(f) = self.incoming[p].front() {
+                let need = (PKT_MAC + f.len()).next_multiple_of(16);
+                if off + need > b.len() {
+                    break;
+                }
+                let f = self.incoming[p].pop_front().expect("front");
+                if let Some(h) = last_hdr {
+                    let h: usize = h;
+                    b[h..h + 4].copy_from_slice(&((off - h) as u32).to_ne_bytes());
+                }
+                b[off..off + 4].copy_from_slice(&0u32.to_ne_bytes());
+                b[off + 12..off + 16].copy_from_slice(&(f.len() as u32).to_ne_bytes());
+                b[off + 16..off + 20].copy_from_slice(&(f.len() as u32).to_ne_bytes());
+                b[off + 24..off + 26].copy_from_slice(&(PKT_MAC as u16).to_ne_bytes());
+                b[off + PKT_MAC..off + PKT_MAC + f.len()].copy_from_slice(&f);
+                last_hdr = Some(off);
+                off += need;
+                num += 1;
+            }
+            assert!(num > 0, "frame larger than a block");
+            b[12..16].copy_from_slice(&num.to_ne_bytes());
+            b[16..20].copy_from_slice(&(BLOCK_HDR as u32).to_ne_bytes());
+            t.user[t.cur] = true;
+            t.cur = (t.cur + 1) % t.blocks.len();
+        }
+        if t.poll_armed && t.user.iter().any(|u| *u) {
+            t.poll_armed = false;
+            self.cq.push_back(Cqe {
+                sqe: Sqe {
+                    port: p as u32,
+                    op: Op::PollIn,
+                },
+                res: libc::POLLIN as i32,
+                buf: None,
+                more: false,
+            });
         }
     }
 
@@ -167,7 +277,12 @@ impl FakeRing {
                         more: false,
                     });
                 }
-                Op::PollIn | Op::CancelAll => {}
+                Op::PollIn => {
+                    let t = self.tp[p].as_mut().expect("poll on a TPACKET_V3 port");
+                    assert!(!t.poll_armed, "port {p}: a second poll armed");
+                    t.poll_armed = true;
+                }
+                Op::CancelAll => {}
             }
         }
     }
@@ -237,6 +352,9 @@ impl Ring for FakeRing {
     fn enter(&mut self, _min: u32, _timeout: Duration) -> io::Result<()> {
         self.run_sq();
         self.deliver();
+        for p in 0..self.tp.len() {
+            self.fill_blocks(p);
+        }
         Ok(())
     }
 
@@ -279,17 +397,31 @@ impl Ring for FakeRing {
         &mut self.tx[slot as usize]
     }
 
-    fn tp_blocks(&self, _port: u32) -> u32 {
-        0
+    fn tp_blocks(&self, port: u32) -> u32 {
+        self.tp[port as usize]
+            .as_ref()
+            .map_or(0, |t| t.blocks.len() as u32)
     }
-    fn tp_take(&mut self, _port: u32, _blk: u32) -> bool {
-        false
+    fn tp_take(&mut self, port: u32, blk: u32) -> bool {
+        let t = self.tp[port as usize].as_mut().expect("TPACKET_V3 port");
+        let b = blk as usize;
+        t.held[b] = t.user[b];
+        t.held[b]
     }
-    fn tp_block(&self, _port: u32, _blk: u32) -> &[u8] {
-        &[]
+    fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
+        let t = self.tp[port as usize].as_ref().expect("TPACKET_V3 port");
+        assert!(t.held[blk as usize], "block {blk} read while not held");
+        &t.blocks[blk as usize]
     }
-    fn tp_release(&mut self, _port: u32, _blk: u32) {}
-    fn kernel_drops(&self, _port: u32) -> u64 {
-        0
+    fn tp_release(&mut self, port: u32, blk: u32) {
+        let t = self.tp[port as usize].as_mut().expect("TPACKET_V3 port");
+        let b = blk as usize;
+        assert!(t.held[b], "block {blk} released while not held");
+        t.held[b] = false;
+        t.user[b] = false;
+        t.blocks[b].fill(0xee);
+    }
+    fn kernel_drops(&self, port: u32) -> u64 {
+        self.tp[port as usize].as_ref().map_or(0, |t| t.drops)
     }
 }
