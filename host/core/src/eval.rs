@@ -359,6 +359,16 @@ pub(crate) fn op_one(
             OpRes::Pass
         }
         Op::Fwd(t) => {
+            // nft_fwd_neigh_eval: a packet of the other family is not the statement's
+            // (NFT_BREAK: the rule ends, the walk goes on).
+            let want = match prog.out_targets.get(usize::from(*t)).and_then(|o| o.via) {
+                Some(std::net::IpAddr::V4(_)) => Some(0x0800),
+                Some(std::net::IpAddr::V6(_)) => Some(0x86dd),
+                None => None,
+            };
+            if want.is_some_and(|w| w != p.meta.protocol) {
+                return OpRes::Break;
+            }
             st.fwd = *t + 1;
             OpRes::Verdict(VerdictC::Stolen)
         }

@@ -29,6 +29,7 @@ mod eval;
 mod expr;
 pub mod ext;
 mod field;
+pub mod forward;
 mod merge;
 mod pipeline;
 mod program;

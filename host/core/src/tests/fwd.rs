@@ -104,3 +104,25 @@ fn fwd_in_an_inet_table_is_refused_as_nft_does() {
     assert!(err.contains("x.nft:3:3"), "{err}");
     assert!(err.contains("netdev tables only"), "{err}");
 }
+
+#[test]
+fn fwd_ip_to_does_not_take_other_families() {
+    let text = r#"table netdev t {
+    chain a {
+        type filter hook ingress device "eth0" priority 0; policy drop;
+        fwd ip6 to fd00::9 device "eth1"
+        fwd ip to 10.0.9.9 device "eth1"
+    }
+}
+"#;
+    let rs = wasp_ruleset::parse_str(text, "f.nft").unwrap();
+    let mut e = Engine::compile(&rs).unwrap();
+    let v6 = ipv6(6, 1, &tcp(1000, 22, SYN));
+    let out = run(&mut e, &[frame(22), v6]);
+    // The IPv4 packet skips the ip6 rule (NFT_BREAK) and takes the ip one; the IPv6 the first.
+    assert_eq!(out[0].fwd, Some(OutId(1)));
+    assert_eq!(out[1].fwd, Some(OutId(0)));
+    let arp = eth(0x0806, &[0u8; 28]);
+    let out = run(&mut e, &[arp]);
+    assert_eq!((out[0].fwd, out[0].verdict), (None, FinalVerdict::Drop));
+}

@@ -1,0 +1,260 @@
+//! ICMP errors the gateway sends: time exceeded in transit, for IPv4 (RFC 792, quoting as
+//! RFC 1812 4.3.2.3 and the kernel's icmp_send do: as much of the datagram as fits in 576
+//! bytes) and for IPv6 (RFC 4443 3.3, quoting as much as fits in the minimum MTU of 1280 bytes,
+//! 2.4 (c)); and the rules of when not to send one (RFC 1122 3.2.2, RFC 4443 2.4 (e)).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::checksum;
+
+/// Largest IPv4 datagram carrying an ICMP error (RFC 1812 4.3.2.3; the kernel's icmp_send
+/// limits the quote the same way).
+pub const V4_ERROR_MAX: usize = 576;
+/// Largest IPv6 packet carrying an ICMPv6 error (RFC 4443 2.4 (c): the minimum IPv6 MTU).
+pub const V6_ERROR_MAX: usize = 1280;
+/// TTL and hop limit of what the gateway sends (the kernel's default ip_default_ttl and
+/// hop_limit: 64).
+pub const DEFAULT_TTL: u8 = 64;
+
+/// ICMPv4 types that are errors (the kernel's icmp_pointers[].error): destination unreachable,
+/// source quench, redirect, time exceeded, parameter problem.
+fn v4_is_error(t: u8) -> bool {
+    matches!(t, 3 | 4 | 5 | 11 | 12)
+}
+
+/// `true` when an ICMP error may be sent about the IPv4 datagram `ip` (its header first): not
+/// about an ICMP error, not about a fragment other than the first, not to a source that is
+/// not a unicast host (0.0.0.0/8, 127/8, multicast, broadcast) (RFC 1122 3.2.2, icmp_send).
+pub fn v4_may_answer(ip: &[u8]) -> bool {
+    let Some(h) = ip.get(..20) else { return false };
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    if src.is_unspecified()
+        || src.octets()[0] == 0
+        || src.is_loopback()
+        || src.is_multicast()
+        || src.is_broadcast()
+    {
+        return false;
+    }
+    let frag_off = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
+    if frag_off != 0 {
+        return false;
+    }
+    if h[9] == 1 {
+        // ICMP: only when its type is not an error (unknown/short: the kernel sends nothing).
+        return ip.get(ihl).is_some_and(|&t| !v4_is_error(t));
+    }
+    true
+}
+
+/// Write into `out` the Ethernet frame of an ICMP time exceeded (type 11, code 0, "time to
+/// live exceeded in transit") about the IPv4 datagram `ip` (as received, TTL not decremented):
+/// from `src` (the gateway's address on the device the datagram came in on) to the datagram's
+/// source, Ethernet from `mac` to `to_mac`. IP header as the kernel's icmp_send writes it: TOS
+/// 0xc0 (precedence internetwork control, icmp_send's IPTOS_PREC_INTERNETCONTROL), no DF,
+/// ID 0, TTL 64. The quote is the datagram cut to fit 576 bytes.
+pub fn v4_time_exceeded(
+    ip: &[u8],
+    src: Ipv4Addr,
+    mac: [u8; 6],
+    to_mac: [u8; 6],
+    out: &mut Vec<u8>,
+) {
+    let quote = &ip[..ip.len().min(V4_ERROR_MAX - 28)];
+    let total = 20 + 8 + quote.len();
+    out.clear();
+    out.extend_from_slice(&to_mac);
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&[0x08, 0x00]);
+    let dst = [ip[12], ip[13], ip[14], ip[15]];
+    let mut h = [0u8; 20];
+    h[0] = 0x45;
+    h[1] = 0xc0;
+    h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    h[8] = DEFAULT_TTL;
+    h[9] = 1;
+    h[12..16].copy_from_slice(&src.octets());
+    h[16..20].copy_from_slice(&dst);
+    let c = checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    out.extend_from_slice(&h);
+    let at = out.len();
+    out.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(quote);
+    let c = checksum::checksum(&out[at..]);
+    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+}
+
+/// `true` when an ICMPv6 time exceeded may be sent about the IPv6 packet `ip`: its source is
+/// not unspecified or multicast, its destination not multicast (RFC 4443 2.4 (e)), and it is not
+/// an ICMPv6 error message (type below 128) directly after the fixed header (2.4 (e.1)).
+pub fn v6_may_answer(ip: &[u8]) -> bool {
+    let Some(h) = ip.get(..40) else { return false };
+    let src = v6(&h[8..24]);
+    let dst = v6(&h[24..40]);
+    if src.is_unspecified() || src.is_multicast() || dst.is_multicast() {
+        return false;
+    }
+    if h[6] == 58 {
+        return ip.get(40).is_some_and(|&t| t >= 128);
+    }
+    true
+}
+
+/// The IPv6 address in 16 bytes.
+pub(crate) fn v6(b: &[u8]) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[..16]);
+    Ipv6Addr::from(a)
+}
+
+/// Write into `out` the Ethernet frame of an ICMPv6 time exceeded (type 3, code 0, "hop limit
+/// exceeded in transit") about the IPv6 packet `ip`, from `src` to its source, Ethernet from
+/// `mac` to `to_mac`: traffic class and flow label 0, hop limit 64, the quote cut so the packet
+/// fits 1280 bytes, the checksum over the pseudo-header.
+pub fn v6_time_exceeded(
+    ip: &[u8],
+    src: Ipv6Addr,
+    mac: [u8; 6],
+    to_mac: [u8; 6],
+    out: &mut Vec<u8>,
+) {
+    let quote = &ip[..ip.len().min(V6_ERROR_MAX - 48)];
+    let dst = v6(&ip[8..24]);
+    let plen = 8 + quote.len();
+    out.clear();
+    out.extend_from_slice(&to_mac);
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&[0x86, 0xdd]);
+    out.extend_from_slice(&[0x60, 0, 0, 0]);
+    out.extend_from_slice(&(plen as u16).to_be_bytes());
+    out.push(58);
+    out.push(DEFAULT_TTL);
+    out.extend_from_slice(&src.octets());
+    out.extend_from_slice(&dst.octets());
+    let at = out.len();
+    out.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(quote);
+    let c = checksum::icmpv6(&src, &dst, &out[at..]);
+    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp_v4(ttl: u8, payload: usize) -> Vec<u8> {
+        let total = 20 + 8 + payload;
+        let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, ttl, 17, 0, 0];
+        h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        h.extend_from_slice(&[10, 0, 1, 2, 10, 0, 2, 2]);
+        let c = checksum::checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+        h.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+        h.extend_from_slice(&[0, 0]);
+        h.extend((0..payload).map(|i| i as u8));
+        h
+    }
+
+    #[test]
+    fn v4_time_exceeded_fields() {
+        let ip = udp_v4(1, 4);
+        let mut out = Vec::new();
+        let gw = Ipv4Addr::new(10, 0, 1, 1);
+        v4_time_exceeded(&ip, gw, [2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 0, 2], &mut out);
+        assert_eq!(
+            &out[..14],
+            &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 1, 1, 0x08, 0x00]
+        );
+        let h = &out[14..34];
+        assert_eq!(checksum::checksum(h), 0, "IP header checksum");
+        assert_eq!(h[0], 0x45);
+        assert_eq!(h[1], 0xc0);
+        assert_eq!(u16::from_be_bytes([h[2], h[3]]) as usize, 20 + 8 + ip.len());
+        assert_eq!(h[6] & 0x40, 0, "no DF");
+        assert_eq!((h[8], h[9]), (64, 1));
+        assert_eq!(&h[12..16], &[10, 0, 1, 1]);
+        assert_eq!(&h[16..20], &[10, 0, 1, 2]);
+        let icmp = &out[34..];
+        assert_eq!(checksum::checksum(icmp), 0, "ICMP checksum");
+        assert_eq!(&icmp[..2], &[11, 0]);
+        assert_eq!(&icmp[4..8], &[0, 0, 0, 0]);
+        // The whole datagram quoted, TTL as received (1).
+        assert_eq!(&icmp[8..], &ip[..]);
+        assert_eq!(icmp[8 + 8], 1);
+    }
+
+    #[test]
+    fn v4_quote_is_cut_at_576_bytes() {
+        let ip = udp_v4(1, 1400);
+        let mut out = Vec::new();
+        v4_time_exceeded(&ip, Ipv4Addr::new(10, 0, 1, 1), [2; 6], [4; 6], &mut out);
+        assert_eq!(out.len() - 14, 576);
+        assert_eq!(&out[14 + 28..], &ip[..548]);
+        assert_eq!(checksum::checksum(&out[34..]), 0);
+    }
+
+    #[test]
+    fn v4_no_error_about_errors_fragments_or_odd_sources() {
+        assert!(v4_may_answer(&udp_v4(1, 0)));
+        let mut frag = udp_v4(1, 0);
+        frag[7] = 1; // offset 8 bytes
+        assert!(!v4_may_answer(&frag));
+        let mut bcast = udp_v4(1, 0);
+        bcast[12..16].copy_from_slice(&[255, 255, 255, 255]);
+        assert!(!v4_may_answer(&bcast));
+        let mut icmp = udp_v4(1, 0);
+        icmp[9] = 1;
+        icmp[20] = 11; // a time exceeded
+        assert!(!v4_may_answer(&icmp));
+        icmp[20] = 8; // an echo request
+        assert!(v4_may_answer(&icmp));
+    }
+
+    #[test]
+    fn v6_time_exceeded_fields_and_checksum() {
+        let src: Ipv6Addr = "fd00:1::2".parse().unwrap();
+        let dst: Ipv6Addr = "fd00:2::2".parse().unwrap();
+        let mut ip = vec![0x60, 0, 0, 0, 0, 8, 17, 1];
+        ip.extend_from_slice(&src.octets());
+        ip.extend_from_slice(&dst.octets());
+        ip.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0]);
+        let gw: Ipv6Addr = "fd00:1::1".parse().unwrap();
+        let mut out = Vec::new();
+        v6_time_exceeded(&ip, gw, [2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 0, 2], &mut out);
+        assert_eq!(&out[12..14], &[0x86, 0xdd]);
+        let h = &out[14..54];
+        assert_eq!(&h[..4], &[0x60, 0, 0, 0]);
+        assert_eq!(u16::from_be_bytes([h[4], h[5]]) as usize, 8 + ip.len());
+        assert_eq!((h[6], h[7]), (58, 64));
+        assert_eq!(v6(&h[8..24]), gw);
+        assert_eq!(v6(&h[24..40]), src);
+        let msg = &out[54..];
+        assert_eq!(&msg[..2], &[3, 0]);
+        // The checksum verifies: the sum over pseudo-header and message is 0xffff.
+        let s = checksum::sum(checksum::pseudo_v6(&gw, &src, msg.len() as u32, 58), msg);
+        assert_eq!(s, 0xffff);
+        assert_eq!(&msg[8..], &ip[..]);
+        // Cut at 1280 bytes.
+        let mut big = ip.clone();
+        big.extend(std::iter::repeat_n(0xab, 2000));
+        v6_time_exceeded(&big, gw, [2; 6], [4; 6], &mut out);
+        assert_eq!(out.len() - 14, 1280);
+    }
+
+    #[test]
+    fn v6_no_error_to_multicast_or_about_errors() {
+        let mut ip = vec![0x60, 0, 0, 0, 0, 8, 58, 1];
+        ip.extend_from_slice(&"fd00:1::2".parse::<Ipv6Addr>().unwrap().octets());
+        ip.extend_from_slice(&"fd00:2::2".parse::<Ipv6Addr>().unwrap().octets());
+        ip.extend_from_slice(&[128, 0, 0, 0, 0, 1, 0, 1]); // echo request
+        assert!(v6_may_answer(&ip));
+        ip[40] = 1; // destination unreachable
+        assert!(!v6_may_answer(&ip));
+        ip[40] = 128;
+        ip[24] = 0xff; // multicast destination
+        assert!(!v6_may_answer(&ip));
+    }
+}

@@ -1,0 +1,665 @@
+//! The gateway's forward path, sans-IO: after the ingress hook accepted a frame, [`Gateway`]
+//! says what becomes of it. The caller (the daemon's worker, `wasp replay`) gives the input
+//! device, the frame and the packet clock's `now`, and gets one [`Action`]: send a frame on a
+//! device (the packet, rewritten for its next hop), send a reply the gateway built (an ARP
+//! reply, a neighbour advertisement, an ICMP time exceeded), deliver it to the gateway itself,
+//! or drop it for a [`DropReason`]. Nothing here reads a clock or makes a syscall.
+//!
+//! What the gateway does follows the kernel's IPv4/IPv6 forwarding with static routes
+//! (`ip_forward`, `ip6_forward`, `arp_process`, `ndisc_recv_ns`):
+//! - the frame must be addressed to the input device's MAC to be forwarded (other unicast
+//!   MACs are another host's: PACKET_OTHERHOST, dropped); broadcast and multicast frames are
+//!   delivered locally, never forwarded;
+//! - an IPv4 header that fails the kernel's checks (version, IHL, total length, checksum:
+//!   ip_rcv_core) is dropped, as are martian addresses (0/8, 127/8 and multicast sources,
+//!   0/8 and 127/8 destinations) and IPv6 packets with a link-local source or destination that
+//!   is not the gateway's (RFC 4291 2.5.6);
+//! - a packet for one of the gateway's addresses (or a broadcast or multicast one) is
+//!   delivered locally ([`Action::Local`]), except ARP requests and neighbour solicitations for
+//!   its addresses, which are answered;
+//! - otherwise the route is the longest prefix that holds the destination ([`RouteTable`]);
+//!   a TTL or hop limit of 1 or less gets an ICMP time exceeded from the gateway's address on
+//!   the input device ([`icmp`]); else the TTL is decremented (the IPv4 checksum updated
+//!   incrementally, RFC 1624, as ip_decrease_ttl), the Ethernet source becomes the output
+//!   device's MAC and the destination the next hop's ([`NeighbourTable`]); a frame is cut to
+//!   the IP packet's length (Ethernet padding dropped, as pskb_trim_rcsum).
+//!
+//! Not done (yet): ICMP destination unreachable for no route, ICMP redirects, MTU checks and
+//! fragmentation (packet too big), ARP/ND resolution of unknown next hops (such a packet is
+//! dropped as [`DropReason::NoNeighbour`]), ICMP rate limits, VLAN-tagged frames (dropped as
+//! [`DropReason::NotIp`]).
+//!
+//! One [`Gateway`] serves one worker at a time (its reply buffer and statistics are its own);
+//! a daemon clones it per worker. Neighbours learned from ARP and solicitations stay in the
+//! worker's copy.
+
+pub mod arp;
+pub mod checksum;
+mod config;
+pub mod icmp;
+pub mod nd;
+mod neigh;
+mod routes;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+pub use neigh::{Neighbour, NeighbourTable};
+pub use routes::{Route, RouteTable};
+
+/// A device of the gateway: index into [`Gateway::devices`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevId(pub u16);
+
+/// A device of the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// Its name (`veth0`).
+    pub name: String,
+    /// Its MAC: given in the file (`device veth0 mac ...`) or set by the daemon from the port
+    /// ([`Gateway::set_mac`]). A device without one forwards nothing out and answers nothing.
+    pub mac: Option<[u8; 6]>,
+    /// Up (the default) or down (`device veth0 down`, [`Gateway::set_up`]): a packet routed
+    /// to a device that is down is dropped ([`DropReason::DeviceDown`]).
+    pub up: bool,
+    /// Its addresses with their prefix lengths, in file order.
+    pub addrs: Vec<IpNet>,
+}
+
+/// Why the gateway dropped a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// No route holds the destination.
+    NoRoute,
+    /// The route's next hop has no neighbour entry on the output device.
+    NoNeighbour,
+    /// The output (or input) device is down.
+    DeviceDown,
+    /// The output device has no MAC to send from.
+    NoMac,
+    /// The frame is for another host's MAC (PACKET_OTHERHOST), or a broadcast or multicast
+    /// frame whose packet is not for the gateway.
+    OtherHost,
+    /// Not ARP, IPv4 or IPv6 (or VLAN-tagged, or an ARP packet the gateway does not answer).
+    NotIp,
+    /// An IPv4 or IPv6 header the kernel refuses (bad version, length or checksum), or a frame
+    /// cut short.
+    BadHeader,
+    /// A martian address (0/8, 127/8, multicast source; 0/8, 127/8 destination), or an IPv6
+    /// link-local source or destination that is not the gateway's (not forwardable).
+    Martian,
+    /// TTL or hop limit exceeded, and no ICMP error is allowed (about an ICMP error, a later
+    /// fragment, an odd source) or the gateway has no address to send one from.
+    TtlExceeded,
+    /// The input device is not one of the gateway's.
+    UnknownDevice,
+}
+
+impl DropReason {
+    /// Every reason, in the order of [`GatewayStats::dropped`].
+    pub const ALL: [DropReason; 10] = [
+        DropReason::NoRoute,
+        DropReason::NoNeighbour,
+        DropReason::DeviceDown,
+        DropReason::NoMac,
+        DropReason::OtherHost,
+        DropReason::NotIp,
+        DropReason::BadHeader,
+        DropReason::Martian,
+        DropReason::TtlExceeded,
+        DropReason::UnknownDevice,
+    ];
+
+    /// A short name for summaries: `no-route`, `no-neighbour`, `device-down`, `no-mac`,
+    /// `other-host`, `not-ip`, `bad-header`, `martian`, `ttl-exceeded`, `unknown-device`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::NoRoute => "no-route",
+            DropReason::NoNeighbour => "no-neighbour",
+            DropReason::DeviceDown => "device-down",
+            DropReason::NoMac => "no-mac",
+            DropReason::OtherHost => "other-host",
+            DropReason::NotIp => "not-ip",
+            DropReason::BadHeader => "bad-header",
+            DropReason::Martian => "martian",
+            DropReason::TtlExceeded => "ttl-exceeded",
+            DropReason::UnknownDevice => "unknown-device",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What becomes of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// Send `frame` (the packet rewritten for its next hop, in the gateway's buffer) on `dev`.
+    /// The netdev egress hook of `dev` runs on it before it leaves ([`crate::Engine::egress`]).
+    Transmit {
+        /// Output device.
+        dev: DevId,
+        /// The frame to send.
+        frame: &'a [u8],
+    },
+    /// The packet is consumed and the gateway answers it with `frame` on `dev` (the input
+    /// device): an ARP reply, a neighbour advertisement or an ICMP time exceeded.
+    Reply {
+        /// Output device (the one the packet came in on).
+        dev: DevId,
+        /// The reply.
+        frame: &'a [u8],
+    },
+    /// For the gateway itself (one of its addresses, broadcast, multicast, ARP and ND that
+    /// needs no answer): delivered to the host side.
+    Local,
+    /// Dropped.
+    Drop(DropReason),
+}
+
+/// What the gateway did since it was made (or [`Gateway::reset_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatewayStats {
+    /// Packets forwarded ([`Action::Transmit`] of [`Gateway::route`]).
+    pub forwarded: u64,
+    /// Packets delivered locally.
+    pub local: u64,
+    /// ARP replies sent.
+    pub arp_replies: u64,
+    /// Neighbour advertisements sent.
+    pub nd_replies: u64,
+    /// ICMP / ICMPv6 time exceeded sent.
+    pub time_exceeded: u64,
+    /// Drops by reason, indexed as [`DropReason::ALL`].
+    pub dropped: [u64; 10],
+}
+
+impl GatewayStats {
+    /// Packets dropped for `r`.
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.dropped[r.index()]
+    }
+
+    /// Replies of every kind.
+    pub fn replied(&self) -> u64 {
+        self.arp_replies + self.nd_replies + self.time_exceeded
+    }
+}
+
+/// Devices, addresses, routes and neighbours of a gateway, with the buffer its actions'
+/// frames live in. Made by [`Gateway::parse`] from the companion file.
+#[derive(Debug, Clone, Default)]
+pub struct Gateway {
+    devices: Vec<Device>,
+    routes: RouteTable,
+    neigh: NeighbourTable,
+    stats: GatewayStats,
+    buf: Vec<u8>,
+}
+
+/// EtherTypes.
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+
+impl Gateway {
+    /// The devices, indexed by [`DevId`].
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// The id of device `name`.
+    pub fn device(&self, name: &str) -> Option<DevId> {
+        self.devices
+            .iter()
+            .position(|d| d.name == name)
+            .map(|i| DevId(i as u16))
+    }
+
+    /// The name of device `dev` (`""` when out of range).
+    pub fn name(&self, dev: DevId) -> &str {
+        self.devices
+            .get(usize::from(dev.0))
+            .map_or("", |d| d.name.as_str())
+    }
+
+    /// The routes (the prefix routes of the addresses included).
+    pub fn routes(&self) -> &RouteTable {
+        &self.routes
+    }
+
+    /// The neighbours (declared and learned).
+    pub fn neighbours(&self) -> &NeighbourTable {
+        &self.neigh
+    }
+
+    /// Set the MAC of device `name` (a daemon learns it from the port). `false` when the
+    /// gateway has no such device.
+    pub fn set_mac(&mut self, name: &str, mac: [u8; 6]) -> bool {
+        match self.device(name) {
+            Some(d) => {
+                self.devices[usize::from(d.0)].mac = Some(mac);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Mark device `name` up or down. `false` when the gateway has no such device.
+    pub fn set_up(&mut self, name: &str, up: bool) -> bool {
+        match self.device(name) {
+            Some(d) => {
+                self.devices[usize::from(d.0)].up = up;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `true` unless device `name` is one of the gateway's and down (a device the gateway
+    /// does not know is taken to be up: `fwd to` and `dup to` may name any device).
+    pub fn is_up(&self, name: &str) -> bool {
+        self.device(name)
+            .is_none_or(|d| self.devices[usize::from(d.0)].up)
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> &GatewayStats {
+        &self.stats
+    }
+
+    /// Zero the statistics.
+    pub fn reset_stats(&mut self) {
+        self.stats = GatewayStats::default();
+    }
+
+    /// `true` when `a` is one of the gateway's addresses (on any device), or the IPv6
+    /// link-local address it derives from a device's MAC.
+    pub fn is_local(&self, a: IpAddr) -> bool {
+        self.devices
+            .iter()
+            .any(|d| d.addrs.iter().any(|n| n.addr() == a) || link_local(d) == Some(a))
+    }
+
+    /// Count and return a drop.
+    fn drop(&mut self, r: DropReason) -> Action<'static> {
+        self.stats.dropped[r.index()] += 1;
+        Action::Drop(r)
+    }
+
+    /// What becomes of `frame` (Ethernet first, as received) that came in on `input` and that
+    /// the ingress hook accepted, at `now_ns` on the packet clock (when learned neighbours are
+    /// stamped). The frame in a [`Action::Transmit`] or [`Action::Reply`] lives in the
+    /// gateway's buffer until the next call. Counts every outcome in [`Gateway::stats`].
+    pub fn route(&mut self, input: DevId, frame: &[u8], now_ns: u64) -> Action<'_> {
+        let Some((up, in_mac)) = self
+            .devices
+            .get(usize::from(input.0))
+            .map(|d| (d.up, d.mac))
+        else {
+            return self.drop(DropReason::UnknownDevice);
+        };
+        if !up {
+            return self.drop(DropReason::DeviceDown);
+        }
+        if frame.len() < 14 {
+            return self.drop(DropReason::BadHeader);
+        }
+        let dst_mac: [u8; 6] = frame[..6].try_into().unwrap_or_default();
+        let group = dst_mac[0] & 1 != 0;
+        // A unicast frame for another MAC is another host's (PACKET_OTHERHOST).
+        let for_us = in_mac.is_none_or(|m| m == dst_mac);
+        if !group && !for_us {
+            return self.drop(DropReason::OtherHost);
+        }
+        match u16::from_be_bytes([frame[12], frame[13]]) {
+            arp::ETHERTYPE => self.arp(input, frame, now_ns),
+            ETH_IPV4 => self.ipv4(input, frame, group),
+            ETH_IPV6 => self.ipv6(input, frame, group, now_ns),
+            _ => self.drop(DropReason::NotIp),
+        }
+    }
+
+    fn arp(&mut self, input: DevId, frame: &[u8], now_ns: u64) -> Action<'_> {
+        let Some(a) = arp::read(frame) else {
+            return self.drop(DropReason::NotIp);
+        };
+        let for_us = self.is_local(IpAddr::V4(a.tpa));
+        // arp_process: the sender of a request for us (or of any reply to us) is learned,
+        // unless it is the unspecified address of a duplicate address probe.
+        if for_us && !a.spa.is_unspecified() {
+            self.neigh.learn(input, IpAddr::V4(a.spa), a.sha, now_ns);
+        }
+        // A gratuitous ARP (sender = target) asks nothing.
+        if a.op == arp::OP_REQUEST && for_us && a.spa != a.tpa {
+            let Some(mac) = self.devices[usize::from(input.0)].mac else {
+                return self.drop(DropReason::NoMac);
+            };
+            arp::reply(&a, mac, &mut self.buf);
+            self.stats.arp_replies += 1;
+            return Action::Reply {
+                dev: input,
+                frame: &self.buf,
+            };
+        }
+        self.stats.local += 1;
+        Action::Local
+    }
+
+    /// The IPv4 header of `frame` when it passes ip_rcv_core's checks; its total length.
+    fn v4_header(frame: &[u8]) -> Option<usize> {
+        let ip = frame.get(14..)?;
+        let h = ip.get(..20)?;
+        let ihl = usize::from(h[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        if h[0] >> 4 != 4 || ihl < 20 || ip.len() < ihl || total < ihl || total > ip.len() {
+            return None;
+        }
+        (checksum::checksum(&ip[..ihl]) == 0).then_some(total)
+    }
+
+    fn ipv4(&mut self, input: DevId, frame: &[u8], group: bool) -> Action<'_> {
+        let Some(total) = Self::v4_header(frame) else {
+            return self.drop(DropReason::BadHeader);
+        };
+        let ip = &frame[14..14 + total];
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+        let martian = |a: Ipv4Addr| a.octets()[0] == 0 || a.is_loopback();
+        if martian(src) || src.is_multicast() || src.is_broadcast() || martian(dst) {
+            return self.drop(DropReason::Martian);
+        }
+        if dst.is_broadcast()
+            || dst.is_multicast()
+            || self.is_local(IpAddr::V4(dst))
+            || self.is_subnet_broadcast(dst)
+        {
+            self.stats.local += 1;
+            return Action::Local;
+        }
+        if group {
+            // ip_forward: only PACKET_HOST frames are forwarded.
+            return self.drop(DropReason::OtherHost);
+        }
+        if ip[8] <= 1 {
+            return self.time_exceeded_v4(input, frame, total);
+        }
+        let (out, next) = match self.next_hop(IpAddr::V4(dst)) {
+            Ok(x) => x,
+            Err(r) => return self.drop(r),
+        };
+        let (smac, dmac) = match self.link(out, next) {
+            Ok(x) => x,
+            Err(r) => return self.drop(r),
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(&frame[..14 + total]);
+        rewrite_macs(&mut self.buf, dmac, smac);
+        decrement_ttl_v4(&mut self.buf[14..]);
+        self.stats.forwarded += 1;
+        Action::Transmit {
+            dev: out,
+            frame: &self.buf,
+        }
+    }
+
+    /// `true` when `a` is the broadcast address of one of the gateway's IPv4 subnets.
+    fn is_subnet_broadcast(&self, a: Ipv4Addr) -> bool {
+        self.devices.iter().flat_map(|d| &d.addrs).any(|n| match n {
+            IpNet::V4(n) => n.prefix_len() < 31 && n.broadcast() == a,
+            IpNet::V6(_) => false,
+        })
+    }
+
+    /// The output device and next hop for `dst`, or why there is none.
+    fn next_hop(&self, dst: IpAddr) -> Result<(DevId, IpAddr), DropReason> {
+        let r = self.routes.lookup(dst).ok_or(DropReason::NoRoute)?;
+        Ok((r.dev, r.via.unwrap_or(dst)))
+    }
+
+    /// (source MAC, destination MAC) to send to neighbour `next` on `out`.
+    fn link(&self, out: DevId, next: IpAddr) -> Result<([u8; 6], [u8; 6]), DropReason> {
+        let d = self
+            .devices
+            .get(usize::from(out.0))
+            .ok_or(DropReason::UnknownDevice)?;
+        if !d.up {
+            return Err(DropReason::DeviceDown);
+        }
+        let smac = d.mac.ok_or(DropReason::NoMac)?;
+        let n = self.neigh.get(out, next).ok_or(DropReason::NoNeighbour)?;
+        Ok((smac, n.mac))
+    }
+
+    fn time_exceeded_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        let ip = &frame[14..14 + total];
+        let d = &self.devices[usize::from(input.0)];
+        let src = d
+            .addrs
+            .iter()
+            .chain(self.devices.iter().flat_map(|d| &d.addrs))
+            .find_map(|n| match n.addr() {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            });
+        let (Some(src), Some(mac), true) = (src, d.mac, icmp::v4_may_answer(ip)) else {
+            return self.drop(DropReason::TtlExceeded);
+        };
+        let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        icmp::v4_time_exceeded(ip, src, mac, to_mac, &mut self.buf);
+        self.stats.time_exceeded += 1;
+        Action::Reply {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    fn ipv6(&mut self, input: DevId, frame: &[u8], group: bool, now_ns: u64) -> Action<'_> {
+        let Some(ip) = frame.get(14..54) else {
+            return self.drop(DropReason::BadHeader);
+        };
+        let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+        if ip[0] >> 4 != 6 || frame.len() < 54 + plen {
+            return self.drop(DropReason::BadHeader);
+        }
+        let total = 40 + plen;
+        let src = icmp::v6(&ip[8..24]);
+        let dst = icmp::v6(&ip[24..40]);
+        if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
+            return self.drop(DropReason::Martian);
+        }
+        if let Some(ns) = nd::read(frame) {
+            return self.solicitation(input, frame, ns, now_ns);
+        }
+        if dst.is_multicast() || self.is_local(IpAddr::V6(dst)) {
+            self.stats.local += 1;
+            return Action::Local;
+        }
+        if group {
+            return self.drop(DropReason::OtherHost);
+        }
+        if is_link_local(&src) || is_link_local(&dst) {
+            // RFC 4291 2.5.6: not forwarded.
+            return self.drop(DropReason::Martian);
+        }
+        if ip[7] <= 1 {
+            return self.time_exceeded_v6(input, frame, total);
+        }
+        let (out, next) = match self.next_hop(IpAddr::V6(dst)) {
+            Ok(x) => x,
+            Err(r) => return self.drop(r),
+        };
+        let (smac, dmac) = match self.link(out, next) {
+            Ok(x) => x,
+            Err(r) => return self.drop(r),
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(&frame[..14 + total]);
+        rewrite_macs(&mut self.buf, dmac, smac);
+        self.buf[14 + 7] -= 1;
+        self.stats.forwarded += 1;
+        Action::Transmit {
+            dev: out,
+            frame: &self.buf,
+        }
+    }
+
+    fn solicitation(
+        &mut self,
+        input: DevId,
+        frame: &[u8],
+        ns: nd::Solicitation,
+        now_ns: u64,
+    ) -> Action<'_> {
+        let d = &self.devices[usize::from(input.0)];
+        // ndisc_recv_ns: the target must be an address of the receiving device.
+        let ours = d.addrs.iter().any(|n| n.addr() == IpAddr::V6(ns.target))
+            || link_local(d) == Some(IpAddr::V6(ns.target));
+        let mac = d.mac;
+        if let (Some(m), false) = (ns.sllao, ns.src.is_unspecified()) {
+            // RFC 4861 7.2.3: the solicitation's source is learned.
+            self.neigh.learn(input, IpAddr::V6(ns.src), m, now_ns);
+        }
+        if !ours {
+            self.stats.local += 1;
+            return Action::Local;
+        }
+        let Some(mac) = mac else {
+            return self.drop(DropReason::NoMac);
+        };
+        let frame_src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        nd::advertise(&ns, frame_src, mac, &mut self.buf);
+        self.stats.nd_replies += 1;
+        Action::Reply {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    fn time_exceeded_v6(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        let ip = &frame[14..14 + total];
+        let d = &self.devices[usize::from(input.0)];
+        let orig_src = icmp::v6(&ip[8..24]);
+        // An address of the input device, of the source's scope where there is one.
+        let v6s: Vec<Ipv6Addr> = d
+            .addrs
+            .iter()
+            .filter_map(|n| match n.addr() {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            })
+            .chain(link_local(d).and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }))
+            .collect();
+        let src = v6s
+            .iter()
+            .find(|a| is_link_local(a) == is_link_local(&orig_src))
+            .or(v6s.first())
+            .copied();
+        let (Some(src), Some(mac), true) = (src, d.mac, icmp::v6_may_answer(ip)) else {
+            return self.drop(DropReason::TtlExceeded);
+        };
+        let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        icmp::v6_time_exceeded(ip, src, mac, to_mac, &mut self.buf);
+        self.stats.time_exceeded += 1;
+        Action::Reply {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    /// `fwd ip to ADDR device "dev"` / `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh_eval):
+    /// the TTL or hop limit is decremented without a check (ip_decrease_ttl; a TTL of 0 wraps,
+    /// as in the kernel), and the frame goes to the neighbour `via` on device `out` (named; it
+    /// must be one of the gateway's, with a MAC and a neighbour entry for `via`). A frame of
+    /// the other family is not the statement's: the engine's rule did not match it, so it
+    /// never gets here; here it is dropped as [`DropReason::NotIp`].
+    pub fn fwd_neigh(&mut self, out: &str, via: IpAddr, frame: &[u8]) -> Action<'_> {
+        let Some(out) = self.device(out) else {
+            return self.drop(DropReason::UnknownDevice);
+        };
+        let (smac, dmac) = match self.link(out, via) {
+            Ok(x) => x,
+            Err(r) => return self.drop(r),
+        };
+        let ethertype = frame.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));
+        let total = match (via, ethertype) {
+            (IpAddr::V4(_), Some(ETH_IPV4)) => Self::v4_header(frame),
+            (IpAddr::V6(_), Some(ETH_IPV6)) if frame.len() >= 54 => {
+                let plen = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
+                (frame.len() >= 54 + plen).then_some(40 + plen)
+            }
+            _ => return self.drop(DropReason::NotIp),
+        };
+        let Some(total) = total else {
+            return self.drop(DropReason::BadHeader);
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(&frame[..14 + total]);
+        rewrite_macs(&mut self.buf, dmac, smac);
+        if via.is_ipv4() {
+            decrement_ttl_v4(&mut self.buf[14..]);
+        } else {
+            self.buf[14 + 7] = self.buf[14 + 7].wrapping_sub(1);
+        }
+        self.stats.forwarded += 1;
+        Action::Transmit {
+            dev: out,
+            frame: &self.buf,
+        }
+    }
+}
+
+/// The IPv6 link-local address the kernel gives a device from its MAC (modified EUI-64,
+/// RFC 4291 appendix A: fe80::MAC[0]^2 MAC[1] MAC[2] ff fe MAC[3..]).
+pub fn link_local(d: &Device) -> Option<IpAddr> {
+    let m = d.mac?;
+    Some(IpAddr::V6(Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 2,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])))
+}
+
+fn is_link_local(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// Set the Ethernet destination and source of `frame`.
+fn rewrite_macs(frame: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
+    frame[..6].copy_from_slice(&dst);
+    frame[6..12].copy_from_slice(&src);
+}
+
+/// Decrement the TTL of the IPv4 header at the start of `ip` and update its checksum
+/// incrementally (RFC 1624 eqn. 3 over the TTL/protocol word), as the kernel's
+/// ip_decrease_ttl. A TTL of 0 wraps to 255 (only `fwd ip to` decrements without a check).
+pub fn decrement_ttl_v4(ip: &mut [u8]) {
+    if ip.len() < 20 {
+        return;
+    }
+    let old = u16::from_be_bytes([ip[8], ip[9]]);
+    ip[8] = ip[8].wrapping_sub(1);
+    let new = u16::from_be_bytes([ip[8], ip[9]]);
+    let hc = u16::from_be_bytes([ip[10], ip[11]]);
+    ip[10..12].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+//! The gateway end to end on byte vectors: forwarding with TTL/checksum and MAC rewrite, ARP
+//! and ND answers, time exceeded, local delivery, drops by reason.
+
+use std::net::Ipv6Addr;
+
+use super::*;
+
+/// client 10.0.1.2 / fd00:1::2 (02:..:00:02) -- veth0 [gateway] veth1 -- server 10.0.2.2 /
+/// fd00:2::2 (02:..:02:02); 10.9.0.0/16 behind the server.
+const GW: &str = "\
+device veth0 mac 02:00:00:00:01:01
+device veth1 mac 02:00:00:00:01:02
+address veth0 10.0.1.1/24
+address veth0 fd00:1::1/64
+address veth1 10.0.2.1/24
+address veth1 fd00:2::1/64
+route 10.9.0.0/16 via 10.0.2.2 dev veth1
+neighbour 10.0.2.2 lladdr 02:00:00:00:02:02 dev veth1
+neighbour fd00:2::2 lladdr 02:00:00:00:02:02 dev veth1
+";
+
+const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const V0_MAC: [u8; 6] = [2, 0, 0, 0, 1, 1];
+const V1_MAC: [u8; 6] = [2, 0, 0, 0, 1, 2];
+const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+fn gw() -> Gateway {
+    Gateway::parse(GW, "gw.conf").unwrap()
+}
+
+/// A UDP datagram in an Ethernet frame from the client to `dst` with `ttl`, padded to 60 bytes
+/// as a short frame on the wire is.
+fn udp4(dst: [u8; 4], ttl: u8, to_mac: [u8; 6]) -> Vec<u8> {
+    let mut f = to_mac.to_vec();
+    f.extend_from_slice(&CLIENT_MAC);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut h = vec![
+        0x45, 0, 0, 32, 0xab, 0xcd, 0x40, 0, ttl, 17, 0, 0, 10, 0, 1, 2,
+    ];
+    h.extend_from_slice(&dst);
+    let c = checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 12, 0, 0, b'w', b'a', b's', b'p']);
+    f.resize(60, 0);
+    f
+}
+
+fn udp6(dst: &str, hop: u8, to_mac: [u8; 6]) -> Vec<u8> {
+    let mut f = to_mac.to_vec();
+    f.extend_from_slice(&CLIENT_MAC);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 12, 17, hop]);
+    f.extend_from_slice(&"fd00:1::2".parse::<Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&dst.parse::<Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 12, 0, 0, b'w', b'a', b's', b'p']);
+    f
+}
+
+fn dev(g: &Gateway, n: &str) -> DevId {
+    g.device(n).unwrap()
+}
+
+#[test]
+fn forwards_ipv4_with_ttl_checksum_and_macs() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let v1 = dev(&g, "veth1");
+    let f = udp4([10, 9, 3, 4], 64, V0_MAC);
+    let Action::Transmit { dev: out, frame } = g.route(v0, &f, 0) else {
+        panic!("not forwarded");
+    };
+    assert_eq!(out, v1);
+    // Padding dropped: 14 + the datagram's 32 bytes.
+    assert_eq!(frame.len(), 46);
+    assert_eq!(&frame[..12], &[SERVER_MAC, V1_MAC].concat()[..]);
+    assert_eq!(frame[14 + 8], 63, "TTL decremented");
+    // The incrementally updated checksum is the one computed from scratch.
+    let mut h = frame[14..34].to_vec();
+    assert_eq!(checksum::checksum(&h), 0);
+    let got = [h[10], h[11]];
+    h[10] = 0;
+    h[11] = 0;
+    assert_eq!(checksum::checksum(&h).to_be_bytes(), got);
+    // Everything else is as received.
+    assert_eq!(&frame[12..14], &f[12..14]);
+    assert_eq!(&frame[14..14 + 8], &f[14..14 + 8]);
+    assert_eq!(&frame[14 + 9], &f[14 + 9]);
+    assert_eq!(&frame[14 + 12..], &f[14 + 12..46]);
+    assert_eq!(g.stats().forwarded, 1);
+}
+
+#[test]
+fn connected_destination_is_its_own_next_hop() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    // 10.0.2.2 is on veth1's subnet: the neighbour entry of the destination itself.
+    let f = udp4([10, 0, 2, 2], 2, V0_MAC);
+    assert!(
+        matches!(g.route(v0, &f, 0), Action::Transmit { frame, .. } if frame[..6] == SERVER_MAC && frame[22] == 1)
+    );
+    // 10.0.2.3 has no neighbour entry.
+    let f = udp4([10, 0, 2, 3], 64, V0_MAC);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NoNeighbour));
+    let f = udp4([192, 0, 2, 1], 64, V0_MAC);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NoRoute));
+    assert_eq!(g.stats().dropped(DropReason::NoNeighbour), 1);
+    assert_eq!(g.stats().dropped(DropReason::NoRoute), 1);
+}
+
+#[test]
+fn ttl_one_gets_time_exceeded_from_the_input_device_address() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let f = udp4([10, 9, 3, 4], 1, V0_MAC);
+    let Action::Reply { dev: d, frame } = g.route(v0, &f, 0) else {
+        panic!("no reply");
+    };
+    assert_eq!(d, v0);
+    assert_eq!(&frame[..12], &[CLIENT_MAC, V0_MAC].concat()[..]);
+    assert_eq!(&frame[14 + 12..14 + 20], &[10, 0, 1, 1, 10, 0, 1, 2]);
+    assert_eq!(&frame[34..36], &[11, 0]);
+    // The quote is the datagram as received (TTL 1), without the Ethernet padding.
+    assert_eq!(&frame[42..], &f[14..46]);
+    assert_eq!(checksum::checksum(&frame[34..]), 0);
+    assert_eq!(g.stats().time_exceeded, 1);
+    // TTL 0 too.
+    let f = udp4([10, 9, 3, 4], 0, V0_MAC);
+    assert!(matches!(g.route(v0, &f, 0), Action::Reply { .. }));
+}
+
+#[test]
+fn local_broadcast_and_other_hosts() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    // To the gateway's own address (on the other device, too).
+    assert_eq!(
+        g.route(v0, &udp4([10, 0, 1, 1], 64, V0_MAC), 0),
+        Action::Local
+    );
+    assert_eq!(
+        g.route(v0, &udp4([10, 0, 2, 1], 64, V0_MAC), 0),
+        Action::Local
+    );
+    // Subnet and limited broadcast.
+    assert_eq!(
+        g.route(v0, &udp4([10, 0, 1, 255], 64, [0xff; 6]), 0),
+        Action::Local
+    );
+    assert_eq!(
+        g.route(v0, &udp4([255, 255, 255, 255], 64, [0xff; 6]), 0),
+        Action::Local
+    );
+    // A unicast packet in a broadcast frame is not forwarded.
+    assert_eq!(
+        g.route(v0, &udp4([10, 9, 0, 1], 64, [0xff; 6]), 0),
+        Action::Drop(DropReason::OtherHost)
+    );
+    // Another host's MAC.
+    assert_eq!(
+        g.route(v0, &udp4([10, 9, 0, 1], 64, [2, 0, 0, 0, 9, 9]), 0),
+        Action::Drop(DropReason::OtherHost)
+    );
+    assert_eq!(g.stats().local, 4);
+}
+
+#[test]
+fn bad_headers_and_martians() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let mut f = udp4([10, 9, 3, 4], 64, V0_MAC);
+    f[14 + 10] ^= 0xff; // checksum
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::BadHeader));
+    let mut f = udp4([10, 9, 3, 4], 64, V0_MAC);
+    f[14 + 2] = 0x40; // total length past the frame
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::BadHeader));
+    let f = udp4([127, 0, 0, 1], 64, V0_MAC);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::Martian));
+    assert_eq!(
+        g.route(v0, &f[..10], 0),
+        Action::Drop(DropReason::BadHeader)
+    );
+    let mut f = udp4([10, 9, 3, 4], 64, V0_MAC);
+    f[12] = 0x88; // not IP
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NotIp));
+    assert_eq!(
+        g.route(DevId(7), &f, 0),
+        Action::Drop(DropReason::UnknownDevice)
+    );
+}
+
+#[test]
+fn device_down_drops_and_counts() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    assert!(g.set_up("veth1", false));
+    let f = udp4([10, 9, 3, 4], 64, V0_MAC);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::DeviceDown));
+    assert_eq!(g.stats().dropped(DropReason::DeviceDown), 1);
+    assert!(!g.is_up("veth1"));
+    assert!(g.is_up("elsewhere"));
+}
+
+#[test]
+fn answers_arp_for_its_addresses_and_learns_the_sender() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let mut req = vec![0xff; 6];
+    req.extend_from_slice(&CLIENT_MAC);
+    req.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    req.extend_from_slice(&CLIENT_MAC);
+    req.extend_from_slice(&[10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 10, 0, 1, 1]);
+    let Action::Reply { dev: d, frame } = g.route(v0, &req, 5) else {
+        panic!("no ARP reply");
+    };
+    assert_eq!(d, v0);
+    #[rustfmt::skip]
+    let want = [
+        2, 0, 0, 0, 0, 2,   2, 0, 0, 0, 1, 1,   0x08, 0x06,
+        0, 1, 0x08, 0, 6, 4, 0, 2,
+        2, 0, 0, 0, 1, 1,   10, 0, 1, 1,
+        2, 0, 0, 0, 0, 2,   10, 0, 1, 2,
+    ];
+    assert_eq!(frame, &want[..]);
+    let n = g.neighbours().get(v0, "10.0.1.2".parse().unwrap()).unwrap();
+    assert_eq!((n.mac, n.permanent, n.updated_ns), (CLIENT_MAC, false, 5));
+    // Now the gateway can forward to the client.
+    let v1 = dev(&g, "veth1");
+    let mut back = udp4([10, 0, 1, 2], 64, V1_MAC);
+    back[14 + 12..14 + 16].copy_from_slice(&[10, 0, 2, 2]);
+    let c = {
+        let h = &mut back[14..34];
+        h[10] = 0;
+        h[11] = 0;
+        checksum::checksum(h)
+    };
+    back[24..26].copy_from_slice(&c.to_be_bytes());
+    back[6..12].copy_from_slice(&SERVER_MAC);
+    assert!(
+        matches!(g.route(v1, &back, 6), Action::Transmit { dev, frame } if dev == v0 && frame[..6] == CLIENT_MAC)
+    );
+    // A request for someone else: no answer.
+    req[41] = 9;
+    assert_eq!(g.route(v0, &req, 7), Action::Local);
+    assert_eq!(g.stats().arp_replies, 1);
+}
+
+#[test]
+fn forwards_ipv6_and_answers_solicitations() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let v1 = dev(&g, "veth1");
+    let f = udp6("fd00:2::2", 64, V0_MAC);
+    let Action::Transmit { dev: out, frame } = g.route(v0, &f, 0) else {
+        panic!("not forwarded");
+    };
+    assert_eq!(out, v1);
+    assert_eq!(&frame[..12], &[SERVER_MAC, V1_MAC].concat()[..]);
+    assert_eq!(frame[21], 63);
+    assert_eq!(&frame[22..], &f[22..]);
+    // Hop limit 1: time exceeded from fd00:1::1.
+    let f = udp6("fd00:2::2", 1, V0_MAC);
+    let Action::Reply { frame, .. } = g.route(v0, &f, 0) else {
+        panic!("no reply");
+    };
+    assert_eq!(
+        icmp::v6(&frame[22..38]),
+        "fd00:1::1".parse::<Ipv6Addr>().unwrap()
+    );
+    assert_eq!(frame[54], 3);
+    // A solicitation for fd00:1::1 gets an advertisement; for fd00:2::1 (veth1's) on veth0
+    // it does not (ndisc_recv_ns looks on the receiving device only).
+    let ns = nd::tests::solicitation(
+        "fd00:1::2".parse().unwrap(),
+        "fd00:1::1".parse().unwrap(),
+        CLIENT_MAC,
+    );
+    let Action::Reply { frame, .. } = g.route(v0, &ns, 3) else {
+        panic!("no NA");
+    };
+    assert_eq!(frame[54], nd::NA);
+    assert_eq!(&frame[..6], &CLIENT_MAC);
+    let ns = nd::tests::solicitation(
+        "fd00:1::2".parse().unwrap(),
+        "fd00:2::1".parse().unwrap(),
+        CLIENT_MAC,
+    );
+    assert_eq!(g.route(v0, &ns, 3), Action::Local);
+    // The solicitation's source was learned.
+    assert!(
+        g.neighbours()
+            .get(v0, "fd00:1::2".parse().unwrap())
+            .is_some()
+    );
+    // The link-local address from the MAC answers too.
+    let ll = match link_local(&g.devices()[usize::from(v0.0)]).unwrap() {
+        IpAddr::V6(a) => a,
+        IpAddr::V4(_) => unreachable!(),
+    };
+    assert_eq!(ll, "fe80::ff:fe00:101".parse::<Ipv6Addr>().unwrap());
+    let ns = nd::tests::solicitation("fe80::2".parse().unwrap(), ll, CLIENT_MAC);
+    assert!(matches!(g.route(v0, &ns, 3), Action::Reply { .. }));
+    // Link-local destinations are not forwarded.
+    let f = udp6("fe80::9", 64, V0_MAC);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::Martian));
+    assert_eq!(g.stats().nd_replies, 2);
+}
+
+#[test]
+fn fwd_neigh_decrements_without_a_check() {
+    let mut g = gw();
+    let f = udp4([10, 9, 3, 4], 0, V0_MAC);
+    let Action::Transmit { frame, .. } = g.fwd_neigh("veth1", "10.0.2.2".parse().unwrap(), &f)
+    else {
+        panic!("not sent");
+    };
+    assert_eq!(frame[22], 255);
+    assert_eq!(checksum::checksum(&frame[14..34]), 0);
+    assert_eq!(
+        g.fwd_neigh("veth1", "10.0.2.9".parse().unwrap(), &f),
+        Action::Drop(DropReason::NoNeighbour)
+    );
+    assert_eq!(
+        g.fwd_neigh("veth1", "fd00:2::2".parse().unwrap(), &f),
+        Action::Drop(DropReason::NotIp)
+    );
+}
