@@ -137,8 +137,14 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
         info.push(pi);
         ports.push(port);
     }
+    let mut spec = ring_spec(cfg);
+    if tp {
+        // Frames arrive in the mmap rings: the provided-buffer ring is not used.
+        spec.rx_buffers = 1;
+        spec.rx_buffer_bytes = 64;
+    }
     let ring = sys
-        .ring(&ring_spec(cfg), ports)
+        .ring(&spec, ports)
         .map_err(|e| IoError::ring("setup", e))?;
     let rx = vec![if tp { RxPath::Tpacket } else { RxPath::Recv }; info.len()];
     Ok(UringPorts::new(ring, info, rx, cfg.tx_buffer_bytes))

@@ -107,14 +107,19 @@ pub trait PortGroup: Send {
 }
 
 /// How an [`crate::AfPacketGroup`] receives.
+///
+/// The default is [`RxMode::TpacketV3`]: on the veth floor benchmark (`perf/RESULTS.md`, "I/O
+/// floor") it costs less CPU per packet in total (receiving thread plus the kernel's delivery)
+/// and drops nothing where multishot drops under load. Its price is latency at low rates: a
+/// block that is not full reaches us after [`TpacketConfig::retire_ms`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RxMode {
     /// Multishot `recv` per socket, buffers from a registered provided-buffer ring (one
-    /// completion per frame, one copy by the kernel into our buffer).
-    #[default]
+    /// completion per frame, one copy by the kernel into our buffer, in our thread).
     Multishot,
-    /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks we read in
-    /// place), its readiness waited for with io_uring `POLL_ADD`.
+    /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks, in its receive
+    /// path, and we read them in place), its readiness waited for with io_uring `POLL_ADD`.
+    #[default]
     TpacketV3,
 }
 
@@ -168,7 +173,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            rx_mode: RxMode::Multishot,
+            rx_mode: RxMode::default(),
             rx_buffers: 4096,
             rx_buffer_bytes: 2048,
             tx_buffers: 1024,
