@@ -253,6 +253,29 @@ pub fn rule_counter(r: &Rule) -> Option<(u64, u64)> {
     })
 }
 
+/// One rule of a full dump: its [`Reply::Rule`] line.
+///
+/// # Errors
+/// The client has gone.
+pub fn full_rule(
+    sink: &mut dyn ReplySink,
+    family: &str,
+    table: &str,
+    chain: &str,
+    r: &Rule,
+) -> io::Result<()> {
+    let (packets, bytes) = rule_counter(r).unwrap_or((0, 0));
+    sink.send(&Reply::Rule(RuleInfo {
+        family: family.to_string(),
+        table: table.to_string(),
+        chain: chain.to_string(),
+        handle: r.handle,
+        packets,
+        bytes,
+        text: crate::listing::rule_text(r, false),
+    }))
+}
+
 /// Dump every rule of `ruleset` (its counters as the model holds them: the daemon writes the
 /// live counts into the snapshot it dumps) to `sink`, in table, chain and rule order.
 /// Returns the number of rules.
@@ -271,16 +294,7 @@ pub fn dump_ruleset(
             for t in &ruleset.tables {
                 for c in &t.chains {
                     for r in &c.rules {
-                        let (packets, bytes) = rule_counter(r).unwrap_or((0, 0));
-                        sink.send(&Reply::Rule(RuleInfo {
-                            family: t.family.name().to_string(),
-                            table: t.name.clone(),
-                            chain: c.name.clone(),
-                            handle: r.handle,
-                            packets,
-                            bytes,
-                            text: crate::listing::rule_text(r, false),
-                        }))?;
+                        full_rule(sink, t.family.name(), &t.name, &c.name, r)?;
                         n += 1;
                     }
                 }
