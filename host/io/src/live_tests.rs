@@ -329,3 +329,31 @@ fn live_tap_reads_and_writes() {
     let st = tap.stats()[0];
     assert_eq!((st.rx_packets, st.rx_errors), (300, 0));
 }
+
+#[test]
+fn live_sends_to_a_device_that_is_down_are_counted() {
+    let Some(t) = Topo::new() else { return };
+    let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
+    tx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    ip(&["-n", &t.a, "link", "set", "v0", "down"]).expect("v0 down");
+    for s in 0..10 {
+        assert!(tx.queue(0, &frame(0, s, 64)));
+    }
+    tx.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tx.stats()[0].tx_errors < 10 && Instant::now() < deadline {
+        tx.poll(0, 64, Duration::from_millis(10), &mut |_| {})
+            .unwrap();
+    }
+    let st = tx.stats()[0];
+    assert_eq!((st.tx_packets, st.tx_errors, st.tx_dropped), (0, 10, 0));
+    // Back up: sending works again, and the receive survived (re-armed if it ended).
+    ip(&["-n", &t.a, "link", "set", "v0", "up"]).expect("v0 up");
+    let mut rx = open(&t.b, "v1", None, RxMode::Multishot);
+    rx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    let frames: Vec<Vec<u8>> = (0..20u32).map(|s| frame(0, s, 64)).collect();
+    send_all(&mut tx, &frames);
+    let got = recv_n(&mut [&mut rx], 20).remove(0);
+    assert_eq!(got.len(), 20);
+    assert_eq!(tx.stats()[0].tx_packets, 20);
+}

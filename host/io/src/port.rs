@@ -119,6 +119,8 @@ pub enum RxMode {
     Multishot,
     /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks, in its receive
     /// path, and we read them in place), its readiness waited for with io_uring `POLL_ADD`.
+    /// Frames of one port keep their order; a poll hands over several ports' frames port by
+    /// port (the first port rotating from poll to poll), not interleaved by arrival time.
     #[default]
     TpacketV3,
 }
@@ -133,7 +135,9 @@ pub struct TpacketConfig {
     /// Frame slot size hint in bytes (`tp_frame_size`; V3 packs frames, this bounds the MTU).
     pub frame_bytes: u32,
     /// Milliseconds after which the kernel hands over a block that is not full
-    /// (`tp_retire_blk_tov`): the latency bound at low rates.
+    /// (`tp_retire_blk_tov`): the latency bound at low rates. A [`PortGroup::poll`] timeout
+    /// shorter than this wakes the worker for nothing (measured: 130 instead of 40 ns of CPU
+    /// per packet with a 200 µs timeout).
     pub retire_ms: u32,
 }
 
