@@ -453,6 +453,25 @@ impl Engine {
         self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace, None);
     }
 
+    /// [`Engine::egress`] with `ext` as the plugins for this call instead of the installed
+    /// ones (for an embedder that keeps its plugin host).
+    pub fn egress_ext(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+        ext: &mut dyn Extensions,
+    ) {
+        self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace, Some(ext));
+    }
+
+    /// `true` when some base chain runs on `hook` of `dev`.
+    pub fn has_hook(&self, hook: Hook, dev: &str) -> bool {
+        self.hooks.iter().any(|h| h.hook == hook && h.device == dev)
+    }
+
     /// Per-packet reference evaluation of the ingress hook: the same result as
     /// [`Engine::ingress`] for a vector of one, computed by a plain walk without the vector
     /// pipeline (used to check the pipeline). `packet_index` is the `packet` of trace events.

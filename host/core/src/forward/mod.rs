@@ -39,6 +39,7 @@ mod config;
 pub mod icmp;
 pub mod nd;
 mod neigh;
+pub mod path;
 mod routes;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -46,6 +47,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 
 pub use neigh::{Neighbour, NeighbourTable};
+pub use path::{Fate, ForwardStats, Forwarder, Loss, Send, SendKind};
 pub use routes::{Route, RouteTable};
 
 /// A device of the gateway: index into [`Gateway::devices`].

@@ -324,3 +324,123 @@ fn fwd_neigh_decrements_without_a_check() {
         Action::Drop(DropReason::NotIp)
     );
 }
+
+mod path {
+    use super::*;
+    use crate::engine::{Engine, Outcome, Packet};
+
+    const RULES: &str = r#"
+table netdev t {
+    chain in0 {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        udp dport 7 dup to "mon"
+        udp dport 9 fwd to "veth1"
+        udp dport 10 fwd ip to 10.0.2.2 device "veth1"
+        udp dport 11 fwd to "loopa"
+        udp dport 12 drop
+    }
+    chain out1 {
+        type filter hook egress device "veth1" priority 0; policy accept;
+        meta mark 0 ip daddr 10.9.9.9 drop
+    }
+    chain outa {
+        type filter hook egress device "loopa" priority 0; policy accept;
+        fwd to "loopb"
+    }
+    chain outb {
+        type filter hook egress device "loopb" priority 0; policy accept;
+        fwd to "loopa"
+    }
+}
+"#;
+
+    fn with_port(dst: [u8; 4], port: u16) -> Vec<u8> {
+        let mut f = udp4(dst, 64, V0_MAC);
+        f[36..38].copy_from_slice(&port.to_be_bytes());
+        f
+    }
+
+    fn run(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Send>) {
+        let p = Packet {
+            frame: f,
+            meta: wasp_wire::parse(f),
+            iifname: "veth0",
+            mark: 0,
+        };
+        let mut o = [Outcome::unseen(0)];
+        e.ingress("veth0", &[p], 0, &mut o, None);
+        let mut sends = Vec::new();
+        let fate = fw.after_ingress(e, None, "veth0", f, &o[0], 0, &mut sends);
+        (fate, sends)
+    }
+
+    #[test]
+    fn fwd_dup_route_and_egress() {
+        let rs = wasp_ruleset::parse_str(RULES, "p.nft").unwrap();
+        let mut e = Engine::compile(&rs).unwrap();
+        let mut fw = Forwarder::new(Some(gw()));
+        // Routed: out on veth1 with TTL 63.
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 53));
+        assert_eq!(fate, Fate::Sent);
+        assert_eq!(
+            (s[0].dev.as_str(), s[0].kind, s[0].frame[22]),
+            ("veth1", SendKind::Forward, 63)
+        );
+        // dup: a copy as received on `mon`, and the packet is routed as well.
+        let f = with_port([10, 9, 3, 4], 7);
+        let (fate, s) = run(&mut fw, &mut e, &f);
+        assert_eq!(fate, Fate::Sent);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].dev.as_str(), s[0].kind), ("mon", SendKind::Dup));
+        assert_eq!(s[0].frame, f);
+        // fwd to: the frame unchanged on veth1, not routed.
+        let f = with_port([10, 9, 3, 4], 9);
+        let (fate, s) = run(&mut fw, &mut e, &f);
+        assert_eq!(fate, Fate::Sent);
+        assert_eq!((s.len(), s[0].kind), (1, SendKind::Fwd));
+        assert_eq!(s[0].frame, f);
+        // fwd ip to: neighbour MAC, TTL decremented.
+        let (_, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 10));
+        assert_eq!(&s[0].frame[..6], &SERVER_MAC);
+        assert_eq!(s[0].frame[22], 63);
+        // The egress chain of veth1 drops 10.9.9.9, routed or stolen.
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 9, 9], 53));
+        assert_eq!((fate, s.len()), (Fate::Lost(Loss::Egress), 0));
+        let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 9, 9], 9));
+        assert_eq!(fate, Fate::Lost(Loss::Egress));
+        // A fwd loop between two egress hooks ends at the recursion limit.
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 11));
+        assert_eq!((fate, s.len()), (Fate::Lost(Loss::Recursion), 0));
+        // Dropped at ingress: nothing sent.
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 12));
+        assert_eq!((fate, s.len()), (Fate::Dropped, 0));
+        // To the gateway: local.
+        let (fate, _) = run(&mut fw, &mut e, &with_port([10, 0, 1, 1], 53));
+        assert_eq!(fate, Fate::Local);
+        let st = fw.stats();
+        assert_eq!(st.sent(SendKind::Forward), 2);
+        assert_eq!(st.sent(SendKind::Fwd), 2);
+        assert_eq!(st.sent(SendKind::Dup), 1);
+        assert_eq!(st.lost(Loss::Egress), 2);
+        assert_eq!(st.lost(Loss::Recursion), 1);
+        assert_eq!(st.local, 1);
+        assert_eq!(st.by_device.get("veth1"), Some(&4));
+        // A device that is down sends nothing.
+        fw.gateway_mut().unwrap().set_up("veth1", false);
+        let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 9));
+        assert_eq!(fate, Fate::Lost(Loss::Gateway(DropReason::DeviceDown)));
+    }
+
+    #[test]
+    fn without_a_gateway_accepted_packets_are_local() {
+        let rs = wasp_ruleset::parse_str(RULES, "p.nft").unwrap();
+        let mut e = Engine::compile(&rs).unwrap();
+        let mut fw = Forwarder::new(None);
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 53));
+        assert_eq!((fate, s.len()), (Fate::Local, 0));
+        let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 9));
+        assert_eq!((fate, s[0].dev.as_str()), (Fate::Sent, "veth1"));
+        let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 10));
+        assert_eq!(fate, Fate::Lost(Loss::Gateway(DropReason::NoNeighbour)));
+    }
+}

@@ -1,0 +1,365 @@
+//! The way out, after the ingress hook: what `fwd`/`dup` statements and the gateway ask for,
+//! each frame through the netdev egress hook of its device, into a list of frames to send.
+//! This is the one place both `wasp replay` and the daemon call, so that a capture shows what a
+//! live port would send.
+//!
+//! For one packet the ingress hook decided ([`Forwarder::after_ingress`]):
+//! 1. every `dup` target gets a copy of the frame as received (nft_dup_netdev_eval clones the
+//!    skb when the statement runs), whatever the verdict;
+//! 2. a dropped packet ends there ([`Fate::Dropped`]);
+//! 3. a packet a `fwd` stole leaves on its target (as it is for `fwd to "dev"`, rewritten by
+//!    [`Gateway::fwd_neigh`] for `fwd ip|ip6 to ADDR device "dev"`);
+//! 4. otherwise, with a gateway, [`Gateway::route`] decides (forward, reply, local, drop);
+//!    without one the packet is delivered to the host side ([`Fate::Local`]).
+//!
+//! Every frame sent (forwarded, stolen, duplicated, a reply) runs the egress hook of its device
+//! first, as the kernel's dev_queue_xmit runs nf_hook_egress: `meta oifname` is the device,
+//! `meta iifname` is empty (the egress hook has no input device), `meta mark` is the packet's
+//! mark (the same skb; 0 for a reply). A drop there loses the frame; `fwd`/`dup` there send it
+//! on (or a copy), nested at most [`RECURSION_LIMIT`] deep past the first, as
+//! nf_do_netdev_egress limits `nf_dup_skb_recursion`. A device the gateway marks down sends
+//! nothing ([`DropReason::DeviceDown`]).
+
+use std::collections::BTreeMap;
+
+use wasp_ruleset::model::Hook;
+
+use super::{Action, DropReason, Gateway};
+use crate::engine::{Engine, FinalVerdict, OutTarget, Outcome, Packet};
+use crate::ext::Extensions;
+
+/// The kernel's NF_RECURSION_LIMIT (nf_dup_netdev.c): `fwd`/`dup` transmits nested deeper than
+/// this are dropped.
+pub const RECURSION_LIMIT: u32 = 2;
+
+/// Why a frame was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SendKind {
+    /// Routed by the gateway.
+    Forward,
+    /// A `fwd` statement.
+    Fwd,
+    /// A `dup` statement's copy.
+    Dup,
+    /// The gateway's answer (ARP reply, neighbour advertisement, ICMP time exceeded).
+    Reply,
+}
+
+/// A frame to send on a device (after its egress hook accepted it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Send {
+    /// The device.
+    pub dev: String,
+    /// The frame (Ethernet first).
+    pub frame: Vec<u8>,
+    /// Why.
+    pub kind: SendKind,
+}
+
+/// Why a packet was lost on the way out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Loss {
+    /// The gateway dropped it.
+    Gateway(DropReason),
+    /// The egress hook of the output device dropped it.
+    Egress,
+    /// `fwd`/`dup` nested past [`RECURSION_LIMIT`].
+    Recursion,
+}
+
+impl Loss {
+    /// A short name for summaries: the gateway reason's name, `egress-drop` or `recursion`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Gateway(r) => r.name(),
+            Loss::Egress => "egress-drop",
+            Loss::Recursion => "recursion",
+        }
+    }
+}
+
+/// What became of a packet that the ingress hook decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered to the host side (accepted, no gateway; or the gateway's own).
+    Local,
+    /// Sent on a device (routed or `fwd`).
+    Sent,
+    /// Consumed by the gateway, which answered it.
+    Replied,
+    /// Dropped by the ingress hook's verdict.
+    Dropped,
+    /// Lost on the way out.
+    Lost(Loss),
+}
+
+/// Counts of the way out since the forwarder was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForwardStats {
+    /// Packets delivered to the host side.
+    pub local: u64,
+    /// Frames sent, by kind.
+    pub sent: BTreeMap<SendKind, u64>,
+    /// Frames lost, by cause (a `dup` copy lost counts here too).
+    pub lost: BTreeMap<Loss, u64>,
+    /// Frames sent, by device.
+    pub by_device: BTreeMap<String, u64>,
+}
+
+impl ForwardStats {
+    /// Frames sent of `kind`.
+    pub fn sent(&self, kind: SendKind) -> u64 {
+        self.sent.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Frames lost for `why`.
+    pub fn lost(&self, why: Loss) -> u64 {
+        self.lost.get(&why).copied().unwrap_or(0)
+    }
+}
+
+/// The gateway (if one is configured) and the `fwd`/`dup`/egress plumbing around it. One per
+/// worker, as [`Gateway`].
+#[derive(Debug, Clone, Default)]
+pub struct Forwarder {
+    gateway: Option<Gateway>,
+    stats: ForwardStats,
+}
+
+impl Forwarder {
+    /// A forwarder with `gateway` (or none: accepted packets go to the host side, only
+    /// `fwd`/`dup` send).
+    pub fn new(gateway: Option<Gateway>) -> Self {
+        Forwarder {
+            gateway,
+            stats: ForwardStats::default(),
+        }
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> Option<&Gateway> {
+        self.gateway.as_ref()
+    }
+
+    /// The gateway, to change (MACs, devices up or down).
+    pub fn gateway_mut(&mut self) -> Option<&mut Gateway> {
+        self.gateway.as_mut()
+    }
+
+    /// The counts.
+    pub fn stats(&self) -> &ForwardStats {
+        &self.stats
+    }
+
+    /// What becomes of `frame`, which came in on `in_dev` and got `outcome` from the ingress
+    /// hook of `engine` (see the module's documentation), at `now_ns`. The frames to send are
+    /// appended to `sends` in the order they leave; `ext` are the plugins of the egress hooks
+    /// (the engine's installed ones when `None`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn after_ingress(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        in_dev: &str,
+        frame: &[u8],
+        outcome: &Outcome,
+        now_ns: u64,
+        sends: &mut Vec<Send>,
+    ) -> Fate {
+        for id in outcome.dups() {
+            let Some(t) = engine.out_target(id).cloned() else {
+                continue;
+            };
+            // A lost copy is counted; the packet goes on.
+            let _ = self.transmit(
+                engine,
+                re(&mut ext),
+                &t.dev,
+                frame.to_vec(),
+                SendKind::Dup,
+                outcome.mark,
+                1,
+                now_ns,
+                sends,
+            );
+        }
+        if outcome.verdict == FinalVerdict::Drop {
+            return Fate::Dropped;
+        }
+        if let Some(id) = outcome.fwd {
+            let Some(t) = engine.out_target(id).cloned() else {
+                return Fate::Dropped;
+            };
+            return self.fwd(
+                engine,
+                ext,
+                &t,
+                frame,
+                SendKind::Fwd,
+                outcome.mark,
+                1,
+                now_ns,
+                sends,
+            );
+        }
+        let Some(g) = self.gateway.as_mut() else {
+            self.stats.local += 1;
+            return Fate::Local;
+        };
+        let Some(input) = g.device(in_dev) else {
+            return self.lose(Loss::Gateway(DropReason::UnknownDevice));
+        };
+        let (dev, out, kind) = match g.route(input, frame, now_ns) {
+            Action::Local => {
+                self.stats.local += 1;
+                return Fate::Local;
+            }
+            Action::Drop(r) => return self.lose(Loss::Gateway(r)),
+            Action::Transmit { dev, frame } => (dev, frame.to_vec(), SendKind::Forward),
+            Action::Reply { dev, frame } => (dev, frame.to_vec(), SendKind::Reply),
+        };
+        let name = g.name(dev).to_string();
+        let mark = if kind == SendKind::Reply {
+            0
+        } else {
+            outcome.mark
+        };
+        match self.transmit(engine, ext, &name, out, kind, mark, 0, now_ns, sends) {
+            Err(l) => Fate::Lost(l),
+            Ok(()) if kind == SendKind::Reply => Fate::Replied,
+            Ok(()) => Fate::Sent,
+        }
+    }
+
+    fn lose(&mut self, why: Loss) -> Fate {
+        *self.stats.lost.entry(why).or_default() += 1;
+        Fate::Lost(why)
+    }
+
+    /// Send `frame` to `fwd` target `t` (nested `depth` deep).
+    #[allow(clippy::too_many_arguments)]
+    fn fwd(
+        &mut self,
+        engine: &mut Engine,
+        ext: Option<&mut dyn Extensions>,
+        t: &OutTarget,
+        frame: &[u8],
+        kind: SendKind,
+        mark: u32,
+        depth: u32,
+        now_ns: u64,
+        sends: &mut Vec<Send>,
+    ) -> Fate {
+        let out = match t.via {
+            None => frame.to_vec(),
+            Some(via) => {
+                let Some(g) = self.gateway.as_mut() else {
+                    return self.lose(Loss::Gateway(DropReason::NoNeighbour));
+                };
+                match g.fwd_neigh(&t.dev, via, frame) {
+                    Action::Transmit { frame, .. } => frame.to_vec(),
+                    Action::Drop(r) => return self.lose(Loss::Gateway(r)),
+                    Action::Reply { .. } | Action::Local => {
+                        return self.lose(Loss::Gateway(DropReason::NotIp));
+                    }
+                }
+            }
+        };
+        match self.transmit(engine, ext, &t.dev, out, kind, mark, depth, now_ns, sends) {
+            Ok(()) => Fate::Sent,
+            Err(l) => Fate::Lost(l),
+        }
+    }
+
+    /// Run the egress hook of `dev` on `frame` and send it (or what the hook's `fwd`/`dup`
+    /// make of it). `depth` is the `fwd`/`dup` nesting of this transmit.
+    #[allow(clippy::too_many_arguments)]
+    fn transmit(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        dev: &str,
+        frame: Vec<u8>,
+        kind: SendKind,
+        mark: u32,
+        depth: u32,
+        now_ns: u64,
+        sends: &mut Vec<Send>,
+    ) -> Result<(), Loss> {
+        if depth > RECURSION_LIMIT + 1 {
+            self.lose(Loss::Recursion);
+            return Err(Loss::Recursion);
+        }
+        if self.gateway.as_ref().is_some_and(|g| !g.is_up(dev)) {
+            let l = Loss::Gateway(DropReason::DeviceDown);
+            self.lose(l);
+            return Err(l);
+        }
+        let o = if engine.has_hook(Hook::Egress, dev) {
+            let p = Packet {
+                frame: &frame,
+                meta: wasp_wire::parse(&frame),
+                iifname: "",
+                mark,
+            };
+            let mut out = [Outcome::unseen(mark)];
+            match re(&mut ext) {
+                Some(e) => engine.egress_ext(dev, &[p], now_ns, &mut out, None, e),
+                None => engine.egress(dev, &[p], now_ns, &mut out, None),
+            }
+            out[0]
+        } else {
+            Outcome::unseen(mark)
+        };
+        for id in o.dups() {
+            if let Some(t) = engine.out_target(id).cloned() {
+                let _ = self.transmit(
+                    engine,
+                    re(&mut ext),
+                    &t.dev,
+                    frame.clone(),
+                    SendKind::Dup,
+                    o.mark,
+                    depth + 1,
+                    now_ns,
+                    sends,
+                );
+            }
+        }
+        if o.verdict == FinalVerdict::Drop {
+            self.lose(Loss::Egress);
+            return Err(Loss::Egress);
+        }
+        if let Some(id) = o.fwd
+            && let Some(t) = engine.out_target(id).cloned()
+        {
+            return match self.fwd(
+                engine,
+                ext,
+                &t,
+                &frame,
+                SendKind::Fwd,
+                o.mark,
+                depth + 1,
+                now_ns,
+                sends,
+            ) {
+                Fate::Lost(l) => Err(l),
+                _ => Ok(()),
+            };
+        }
+        *self.stats.sent.entry(kind).or_default() += 1;
+        *self.stats.by_device.entry(dev.to_string()).or_default() += 1;
+        sends.push(Send {
+            dev: dev.to_string(),
+            frame,
+            kind,
+        });
+        Ok(())
+    }
+}
+
+/// `ext` reborrowed for one call (the trait object's lifetime shortened to the borrow's).
+fn re<'s>(ext: &'s mut Option<&mut dyn Extensions>) -> Option<&'s mut dyn Extensions> {
+    ext.as_deref_mut().map(|e| e as &mut dyn Extensions)
+}
