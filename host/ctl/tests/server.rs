@@ -448,3 +448,36 @@ fn shutdown_ends_streams_in_progress() {
         }
     }
 }
+
+/// Another user cannot connect: the socket is 0600 even in a folder anyone may enter.
+/// Needs root (to run a client as `nobody` with runuser) and /usr/bin/python3; skipped
+/// otherwise.
+#[test]
+fn another_user_cannot_connect() {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n");
+    if !root || !Path::new("/usr/sbin/runuser").exists() || !Path::new("/usr/bin/python3").exists()
+    {
+        eprintln!("skipped: needs root, runuser and /usr/bin/python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("wasp.sock");
+    let _server = Server::start(ServerConfig::new(&path), Arc::new(Fake::default())).unwrap();
+    let connect = |user: &str| {
+        let script = format!(
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({:?})\n print('connected')\nexcept PermissionError:\n print('denied')\n",
+            path.to_str().unwrap()
+        );
+        let out = std::process::Command::new("/usr/sbin/runuser")
+            .args(["-u", user, "--", "/usr/bin/python3", "-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(connect("nobody"), "denied");
+    assert_eq!(connect("root"), "connected");
+}
