@@ -37,4 +37,12 @@ pub enum Error {
     /// The command line does not say what to do (e.g. `replay` without a ruleset).
     #[error("{0}")]
     Usage(String),
+    /// `wasp ctl`: the daemon cannot be reached, or answered with an error (the text is its
+    /// message, as nft prints it: file:line:col for a ruleset).
+    #[error("{0}")]
+    Ctl(String),
+    /// The daemon cannot start or run (a device is missing, privileges lack, a worker does
+    /// not answer); the text says which and why.
+    #[error("{0}")]
+    Daemon(String),
 }

@@ -136,81 +136,8 @@ impl ReplayPlugins {
             ..HostConfig::default()
         })
         .map_err(|e| Error::Plugin(e.to_string()))?;
-        let mut runtime = Runtime::new(&host);
-        // The replay's clock starts at the first packet: timers armed while configuring count
-        // from there.
-        runtime.set_clocks(start_ns, start_ns);
-        // name -> (file, declaration) of the first declaration.
-        let mut loaded: HashMap<String, (PathBuf, wasp_ruleset::model::Span)> = HashMap::new();
-        for t in &ruleset.tables {
-            for d in &t.plugins {
-                let file = match d.source(ruleset) {
-                    PluginSource::Bundled(n) => wasp_guests::plugin_dir().join(format!("{n}.wasm")),
-                    PluginSource::File(p) => p,
-                };
-                if let Some((first, at)) = loaded.get(&d.name) {
-                    if *first != file {
-                        return Err(wasp_ruleset::Error::at(
-                            ruleset,
-                            d.span,
-                            format!(
-                                "plugin `{}` is declared by another table with another file ({}): a replay runs one plugin per name",
-                                d.name,
-                                first.display()
-                            ),
-                        )
-                        .with_note(format!(
-                            "note: the other declaration: {}:{}:{}",
-                            source_path(ruleset, *at),
-                            at.line,
-                            at.col
-                        ))
-                        .into());
-                    }
-                    continue;
-                }
-                let plugin = host.load(&file).map_err(|e| {
-                    wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
-                })?;
-                runtime.add(&d.name, &plugin).map_err(|e| {
-                    wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
-                })?;
-                loaded.insert(d.name.clone(), (file, d.span));
-            }
-        }
-        if counters && !loaded.contains_key(COUNTER_PLUGIN) {
-            // The bundled counter serves the ruleset's counters without a declaration.
-            let file = wasp_guests::plugin_dir().join(format!("{COUNTER_PLUGIN}.wasm"));
-            let plugin = host.load(&file).map_err(|e| {
-                Error::Plugin(format!(
-                    "the bundled counter plugin ({}) cannot be loaded: {e}",
-                    file.display()
-                ))
-            })?;
-            runtime
-                .add(COUNTER_PLUGIN, &plugin)
-                .map_err(|e| Error::Plugin(format!("the bundled counter plugin: {e}")))?;
-            loaded.insert(
-                COUNTER_PLUGIN.to_string(),
-                (file, wasp_ruleset::model::Span::default()),
-            );
-        }
-        let mut kinds: Vec<ExtKind> = Vec::with_capacity(engine.ext_sites().len());
-        for site in engine.ext_sites() {
-            match runtime.configure(site) {
-                Ok(k) => kinds.push(k),
-                Err(msg) => {
-                    let span = engine.ext_site_span(site.id).unwrap_or_default();
-                    return Err(wasp_ruleset::Error::at(
-                        ruleset,
-                        span,
-                        format!("plugin `{}` refuses this use: {msg}", site.plugin),
-                    )
-                    .into());
-                }
-            }
-        }
-        engine.set_ext_kinds(&kinds);
+        let mut cache = PluginCache::default();
+        let (runtime, loaded) = build_runtime(&host, &mut cache, ruleset, engine, start_ns)?;
         let mut pending = Vec::with_capacity(swaps.len());
         for s in swaps {
             if !loaded.contains_key(&s.name) {
@@ -333,6 +260,132 @@ impl ReplayPlugins {
     pub fn note_time(&mut self, now_ns: u64) {
         self.last_now = now_ns;
     }
+}
+
+/// Compiled plugins by file, so that each worker's runtime (and each new ruleset) reuses one
+/// compilation per component file.
+#[derive(Default)]
+pub struct PluginCache(HashMap<PathBuf, Plugin>);
+
+impl std::fmt::Debug for PluginCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl PluginCache {
+    /// The plugin compiled from `file`, compiling it on first use.
+    ///
+    /// # Errors
+    /// The host's error for a file that cannot be read, compiled or checked against the world.
+    pub fn load(
+        &mut self,
+        host: &PluginHost,
+        file: &Path,
+    ) -> Result<Plugin, wasp_plugin::PluginError> {
+        if let Some(p) = self.0.get(file) {
+            return Ok(p.clone());
+        }
+        let p = host.load(file)?;
+        self.0.insert(file.to_path_buf(), p.clone());
+        Ok(p)
+    }
+}
+
+/// Plugins loaded for one ruleset in one runtime: name -> (component file, declaration).
+pub type Loaded = HashMap<String, (PathBuf, wasp_ruleset::model::Span)>;
+
+/// One worker's [`Runtime`] for `ruleset`: the plugins it declares (and the bundled counter
+/// plugin when `engine` has counters), every use site of `engine` (compiled from `ruleset`)
+/// configured with its arguments, and the kinds given to the engine. The runtime's clocks
+/// start at `start_ns`.
+///
+/// # Errors
+/// As [`ReplayPlugins::load`]: a ruleset error at the declaration or the use.
+pub fn build_runtime(
+    host: &PluginHost,
+    cache: &mut PluginCache,
+    ruleset: &Ruleset,
+    engine: &mut Engine,
+    start_ns: u64,
+) -> Result<(Runtime, Loaded), Error> {
+    let counters = engine.has_counters();
+    let mut runtime = Runtime::new(host);
+    // The replay's clock starts at the first packet: timers armed while configuring count
+    // from there.
+    runtime.set_clocks(start_ns, start_ns);
+    // name -> (file, declaration) of the first declaration.
+    let mut loaded: HashMap<String, (PathBuf, wasp_ruleset::model::Span)> = HashMap::new();
+    for t in &ruleset.tables {
+        for d in &t.plugins {
+            let file = match d.source(ruleset) {
+                PluginSource::Bundled(n) => wasp_guests::plugin_dir().join(format!("{n}.wasm")),
+                PluginSource::File(p) => p,
+            };
+            if let Some((first, at)) = loaded.get(&d.name) {
+                if *first != file {
+                    return Err(wasp_ruleset::Error::at(
+                        ruleset,
+                        d.span,
+                        format!(
+                            "plugin `{}` is declared by another table with another file ({}): a replay runs one plugin per name",
+                            d.name,
+                            first.display()
+                        ),
+                    )
+                    .with_note(format!(
+                        "note: the other declaration: {}:{}:{}",
+                        source_path(ruleset, *at),
+                        at.line,
+                        at.col
+                    ))
+                    .into());
+                }
+                continue;
+            }
+            let plugin = cache.load(host, &file).map_err(|e| {
+                wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
+            })?;
+            runtime.add(&d.name, &plugin).map_err(|e| {
+                wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
+            })?;
+            loaded.insert(d.name.clone(), (file, d.span));
+        }
+    }
+    if counters && !loaded.contains_key(COUNTER_PLUGIN) {
+        // The bundled counter serves the ruleset's counters without a declaration.
+        let file = wasp_guests::plugin_dir().join(format!("{COUNTER_PLUGIN}.wasm"));
+        let plugin = cache.load(host, &file).map_err(|e| {
+            Error::Plugin(format!(
+                "the bundled counter plugin ({}) cannot be loaded: {e}",
+                file.display()
+            ))
+        })?;
+        runtime
+            .add(COUNTER_PLUGIN, &plugin)
+            .map_err(|e| Error::Plugin(format!("the bundled counter plugin: {e}")))?;
+        loaded.insert(
+            COUNTER_PLUGIN.to_string(),
+            (file, wasp_ruleset::model::Span::default()),
+        );
+    }
+    let mut kinds: Vec<ExtKind> = Vec::with_capacity(engine.ext_sites().len());
+    for site in engine.ext_sites() {
+        match runtime.configure(site) {
+            Ok(k) => kinds.push(k),
+            Err(msg) => {
+                let span = engine.ext_site_span(site.id).unwrap_or_default();
+                return Err(wasp_ruleset::Error::at(
+                    ruleset,
+                    span,
+                    format!("plugin `{}` refuses this use: {msg}", site.plugin),
+                )
+                .into());
+            }
+        }
+    }
+    engine.set_ext_kinds(&kinds);
+    Ok((runtime, loaded))
 }
 
 /// The counter plugin's counts as the engine reads them ([`CounterSource`]): its

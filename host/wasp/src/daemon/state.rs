@@ -1,0 +1,315 @@
+//! The daemon's control side: the running ruleset (the model, as `wasp ctl list` shows it),
+//! its generation, the plugin host, and the links to every worker. Changes build every
+//! worker's new engine and plugin instances first (so a change that fails changes nothing),
+//! then hand them over at the workers' next vector boundary.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use wasp_core::{CounterSource, Engine};
+use wasp_plugin::{HostConfig, PluginHost};
+use wasp_ruleset::Ruleset;
+use wasp_ruleset::model::Stmt;
+
+use super::events::{Event, EventBus};
+use super::mailbox::ask_all;
+use super::stats::StatsSnapshot;
+use super::worker::{Bundle, Clock, WorkerLinks};
+use crate::error::Error;
+use crate::plugins::{PluginCache, RuntimeCounters, build_runtime};
+
+/// How long the control side waits for a worker to answer (a worker finishes its vector
+/// first; a plugin call is bounded by its deadline).
+pub const WORKER_ANSWER: Duration = Duration::from_secs(2);
+
+/// The running configuration.
+struct Current {
+    ruleset: Ruleset,
+    generation: u64,
+    /// Compiled from `ruleset` on the control side: names, counter use sites, listing.
+    engine: Engine,
+}
+
+/// The daemon's shared state (one per `wasp run`).
+pub struct Daemon {
+    current: Mutex<Current>,
+    host: PluginHost,
+    cache: Mutex<PluginCache>,
+    /// One per worker, in worker order.
+    pub workers: Vec<WorkerLinks>,
+    /// `wasp ctl monitor` subscribers.
+    pub events: Arc<EventBus>,
+    /// The data path's clock.
+    pub clock: Clock,
+    /// Where the ruleset came from (for messages).
+    pub ruleset_path: PathBuf,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("workers", &self.workers.len())
+            .field("ruleset", &self.ruleset_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One counter use site's counts: (element id, packets, bytes) per entry.
+type SiteCounts = (u32, Vec<(u32, u64, u64)>);
+
+/// Counts summed over workers, by counter use site.
+#[derive(Debug, Default)]
+struct Summed(HashMap<u32, Vec<(u32, u64, u64)>>);
+
+impl CounterSource for Summed {
+    fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)> {
+        self.0.get(&site).cloned().unwrap_or_default()
+    }
+
+    fn reset(&mut self, _: u32) {}
+}
+
+/// Zero every count written in `r` (rules' `counter`, named counters, set elements').
+fn zero_counts(r: &mut Ruleset) {
+    for t in &mut r.tables {
+        for c in &mut t.chains {
+            for rule in &mut c.rules {
+                for s in &mut rule.stmts {
+                    if let Stmt::Counter { packets, bytes } = s {
+                        (*packets, *bytes) = (0, 0);
+                    }
+                }
+            }
+        }
+        for o in &mut t.counters {
+            (o.packets, o.bytes) = (0, 0);
+        }
+        for s in &mut t.sets {
+            for e in &mut s.elements {
+                (e.packets, e.bytes) = (0, 0);
+            }
+        }
+    }
+}
+
+impl Daemon {
+    /// The state for `ruleset` (generation 1) and the first bundle of each of `workers`
+    /// workers.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] for a ruleset that does not compile or whose plugins refuse it,
+    /// [`Error::Plugin`] when the plugin host cannot start.
+    pub fn new(
+        ruleset: Ruleset,
+        ruleset_path: PathBuf,
+        links: Vec<WorkerLinks>,
+        events: Arc<EventBus>,
+        clock: Clock,
+    ) -> Result<(Daemon, Vec<Bundle>), Error> {
+        let host =
+            PluginHost::new(HostConfig::default()).map_err(|e| Error::Plugin(e.to_string()))?;
+        let engine = Engine::compile(&ruleset)?;
+        let d = Daemon {
+            current: Mutex::new(Current {
+                ruleset,
+                generation: 1,
+                engine,
+            }),
+            host,
+            cache: Mutex::new(PluginCache::default()),
+            workers: links,
+            events,
+            clock,
+            ruleset_path,
+        };
+        let bundles = {
+            let cur = d.lock();
+            d.bundles(&cur.ruleset, 1)?
+        };
+        Ok((d, bundles))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One bundle per worker for `ruleset`: worker 0 starts from the counts written in the
+    /// ruleset, the others from zero (counts are summed over workers when read).
+    fn bundles(&self, ruleset: &Ruleset, generation: u64) -> Result<Vec<Bundle>, Error> {
+        let now = self.clock.now_ns();
+        let mut zeroed = ruleset.clone();
+        zero_counts(&mut zeroed);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        (0..self.workers.len().max(1))
+            .map(|i| {
+                let r = if i == 0 { ruleset } else { &zeroed };
+                let mut engine = Engine::compile(r)?;
+                engine.set_epoch(now);
+                let needs = engine.has_counters() || r.tables.iter().any(|t| !t.plugins.is_empty());
+                let runtime = if needs {
+                    Some(build_runtime(&self.host, &mut cache, r, &mut engine, now)?.0)
+                } else {
+                    None
+                };
+                Ok(Bundle {
+                    engine,
+                    runtime,
+                    generation,
+                })
+            })
+            .take(self.workers.len())
+            .collect()
+    }
+
+    /// Counts of every counter summed over the workers, by use site of the current engine.
+    fn summed(&self) -> Result<Summed, Error> {
+        let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| -> Vec<SiteCounts> {
+            let sites: Vec<u32> = ctx.engine.counter_uses().map(|(s, _)| s).collect();
+            match ctx.runtime.as_mut() {
+                Some(rt) => {
+                    let mut src = RuntimeCounters(rt);
+                    sites.into_iter().map(|s| (s, src.counts(s))).collect()
+                }
+                None => Vec::new(),
+            }
+        })
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
+        let mut sum: HashMap<u32, HashMap<u32, (u64, u64)>> = HashMap::new();
+        for worker in per {
+            for (site, counts) in worker {
+                let m = sum.entry(site).or_default();
+                for (elem, p, b) in counts {
+                    let e = m.entry(elem).or_default();
+                    e.0 += p;
+                    e.1 += b;
+                }
+            }
+        }
+        Ok(Summed(
+            sum.into_iter()
+                .map(|(site, m)| {
+                    let mut v: Vec<_> = m.into_iter().map(|(e, (p, b))| (e, p, b)).collect();
+                    v.sort_unstable();
+                    (site, v)
+                })
+                .collect(),
+        ))
+    }
+
+    fn mailboxes(&self) -> Vec<Arc<super::mailbox::Mailbox>> {
+        self.workers.iter().map(|w| w.mailbox.clone()).collect()
+    }
+
+    /// The running ruleset with every counter's current count (summed over workers), and its
+    /// generation.
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when a worker does not answer.
+    pub fn ruleset(&self) -> Result<(Ruleset, u64), Error> {
+        let cur = self.lock();
+        let mut r = cur.ruleset.clone();
+        let mut sum = self.summed()?;
+        cur.engine.store_counters(&mut r, &mut sum);
+        Ok((r, cur.generation))
+    }
+
+    /// Replace the running ruleset by `new` (a whole ruleset, or the running one with a batch
+    /// applied): every worker's engine and plugins are built first; if any of that fails the
+    /// running configuration stays as it was. `keep_counts` carries the running counts into
+    /// rules, named counters and elements that `new` still has (a batch), instead of the
+    /// counts `new` declares (a fresh ruleset file). Returns the new generation.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] at the place in `new` that cannot run; [`Error::Daemon`] when a
+    /// worker does not answer.
+    pub fn replace(&self, mut new: Ruleset, keep_counts: bool) -> Result<u64, Error> {
+        let mut cur = self.lock();
+        if keep_counts {
+            let mut sum = self.summed()?;
+            // Counts land by table/chain/handle, named counter and element index: what the
+            // batch kept keeps counting on.
+            cur.engine.store_counters(&mut new, &mut sum);
+        }
+        let engine = Engine::compile(&new)?;
+        let generation = cur.generation + 1;
+        let bundles = self.bundles(&new, generation)?;
+        let acks: Vec<_> = self
+            .workers
+            .iter()
+            .zip(bundles)
+            .map(|(w, b)| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                w.mailbox.post(Box::new(move |ctx| {
+                    ctx.install(b);
+                    let _ = tx.send(());
+                }));
+                rx
+            })
+            .collect();
+        for (i, rx) in acks.into_iter().enumerate() {
+            rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
+                Error::Daemon(format!(
+                    "worker {i} did not take the new ruleset in time (it will at its next vector)"
+                ))
+            })?;
+        }
+        *cur = Current {
+            ruleset: new,
+            generation,
+            engine,
+        };
+        drop(cur);
+        self.events.publish(Event {
+            kind: "ruleset",
+            text: format!("new generation {generation}"),
+        });
+        Ok(generation)
+    }
+
+    /// Zero every counter on every worker (set elements keep their expiry).
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when a worker does not answer.
+    pub fn reset_counters(&self) -> Result<(), Error> {
+        let _cur = self.lock();
+        ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
+            if let Some(rt) = ctx.runtime.as_mut() {
+                ctx.engine.reset_counters(&mut RuntimeCounters(rt));
+            }
+        })
+        .map(|_| ())
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))
+    }
+
+    /// Every worker's counts.
+    pub fn stats(&self) -> Vec<StatsSnapshot> {
+        self.workers.iter().map(|w| w.stats.snapshot()).collect()
+    }
+
+    /// Port counts per worker: (worker, device, counts), as of each worker's last loop.
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when a worker does not answer.
+    pub fn port_counts(&self) -> Result<Vec<(usize, String, super::ports::PortCounts)>, Error> {
+        let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
+            ctx.ports
+                .iter()
+                .cloned()
+                .zip(ctx.port_counts.iter().copied())
+                .collect::<Vec<_>>()
+        })
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
+        Ok(per
+            .into_iter()
+            .enumerate()
+            .flat_map(|(w, v)| v.into_iter().map(move |(d, c)| (w, d, c)))
+            .collect())
+    }
+
+    /// The plugin host (loading plugins for swaps).
+    pub fn host(&self) -> &PluginHost {
+        &self.host
+    }
+}

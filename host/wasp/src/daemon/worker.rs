@@ -1,0 +1,313 @@
+//! One worker: its ports, its engine and its plugin instances, and the loop that moves
+//! vectors of packets from receive through the hooks to send.
+//!
+//! Per loop: run the jobs the control side queued (a new ruleset, counter reads), advance the
+//! plugins' clocks (timers fire even when no packet comes), wait for a batch of frames (up to
+//! [`MAX_VECTOR`], at most [`POLL_TIMEOUT`]), classify them per input device as one vector,
+//! queue what leaves, send it all in one batch. Nothing here takes a lock per packet.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use wasp_core::{Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
+use wasp_plugin::Runtime;
+
+use super::events::{Event, EventBus};
+use super::mailbox::Mailbox;
+use super::ports::{PortCounts, Ports, RxFrame, TxQueue};
+use super::stats::{DropReason, WorkerStats};
+
+/// Longest wait for frames before the loop comes round again (jobs, timers, shutdown).
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// The clocks of the data path: nanoseconds since the daemon started (the engine's packet
+/// clock: set element timeouts, plugin timers on the monotonic clock).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock reading 0 now.
+    pub fn new() -> Self {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since [`Clock::new`].
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// What a ruleset generation gives one worker: its engine and, when the ruleset uses
+/// plugins or counters, its plugin instances.
+pub struct Bundle {
+    /// The compiled ruleset.
+    pub engine: Engine,
+    /// Plugin instances configured for `engine`'s use sites.
+    pub runtime: Option<Runtime>,
+    /// The ruleset generation.
+    pub generation: u64,
+}
+
+/// What jobs see of a worker.
+pub struct WorkerCtx {
+    /// Worker index.
+    pub id: usize,
+    /// The running ruleset.
+    pub engine: Engine,
+    /// Its plugin instances.
+    pub runtime: Option<Runtime>,
+    /// Ruleset generation.
+    pub generation: u64,
+    /// Device names by port index.
+    pub ports: Vec<String>,
+    /// Port counts as of the last loop that served jobs.
+    pub port_counts: Vec<PortCounts>,
+}
+
+impl WorkerCtx {
+    /// Switch to `b` (at a vector boundary). The old plugin instances are dropped here.
+    pub fn install(&mut self, b: Bundle) {
+        self.engine = b.engine;
+        self.runtime = b.runtime;
+        self.generation = b.generation;
+    }
+}
+
+/// What a worker shares with the control side.
+#[derive(Debug, Clone)]
+pub struct WorkerLinks {
+    /// Jobs for it.
+    pub mailbox: Arc<Mailbox>,
+    /// Its counts.
+    pub stats: Arc<WorkerStats>,
+    /// Where its plugins' events go.
+    pub events: Arc<EventBus>,
+    /// Set to stop every worker.
+    pub stop: Arc<AtomicBool>,
+    /// The data path's clock.
+    pub clock: Clock,
+}
+
+/// A worker and its loop.
+pub struct Worker<P: Ports> {
+    ctx: WorkerCtx,
+    ports: P,
+    mailbox: Arc<Mailbox>,
+    stats: Arc<WorkerStats>,
+    events: Arc<EventBus>,
+    stop: Arc<AtomicBool>,
+    clock: Clock,
+    /// Reused per vector.
+    out: Vec<Outcome>,
+    idx: Vec<usize>,
+}
+
+impl<P: Ports> Worker<P> {
+    /// A worker over `ports` running `bundle`.
+    pub fn new(id: usize, ports: P, bundle: Bundle, links: WorkerLinks) -> Self {
+        let WorkerLinks {
+            mailbox,
+            stats,
+            events,
+            stop,
+            clock,
+        } = links;
+        let names = ports.names();
+        stats.generation.store(bundle.generation, Ordering::Relaxed);
+        Worker {
+            ctx: WorkerCtx {
+                id,
+                engine: bundle.engine,
+                runtime: bundle.runtime,
+                generation: bundle.generation,
+                port_counts: vec![PortCounts::default(); names.len()],
+                ports: names,
+            },
+            ports,
+            mailbox,
+            stats,
+            events,
+            stop,
+            clock,
+            out: Vec::with_capacity(MAX_VECTOR),
+            idx: Vec::with_capacity(MAX_VECTOR),
+        }
+    }
+
+    /// Loop until the stop flag is set; the vector in flight finishes and is sent first.
+    /// Returns the worker's context (final counts are read from it and its ports).
+    ///
+    /// # Errors
+    /// A port that failed for good (its text); the worker stops.
+    pub fn run(mut self) -> Result<(WorkerCtx, Vec<PortCounts>), String> {
+        while !self.stop.load(Ordering::Relaxed) {
+            self.step(POLL_TIMEOUT)?;
+        }
+        // Jobs queued at the end still get an answer.
+        self.serve_jobs();
+        self.ports.flush()?;
+        let counts = self.ports.counts();
+        Ok((self.ctx, counts))
+    }
+
+    fn serve_jobs(&mut self) {
+        self.ctx.port_counts = self.ports.counts();
+        let before = self.ctx.generation;
+        self.mailbox.serve(&mut self.ctx);
+        if self.ctx.generation != before {
+            self.stats
+                .generation
+                .store(self.ctx.generation, Ordering::Relaxed);
+        }
+    }
+
+    /// One turn of the loop: jobs, timers, one batch of frames.
+    ///
+    /// # Errors
+    /// As [`Worker::run`].
+    pub fn step(&mut self, timeout: Duration) -> Result<usize, String> {
+        self.serve_jobs();
+        let now = self.clock.now_ns();
+        if let Some(rt) = self.ctx.runtime.as_mut() {
+            // Timers fall due whether or not packets come.
+            rt.advance(now);
+        }
+        self.publish_events();
+        let Worker {
+            ctx,
+            ports,
+            stats,
+            out,
+            idx,
+            clock,
+            ..
+        } = self;
+        let mut err = None;
+        let n = ports.poll(MAX_VECTOR, MAX_VECTOR, timeout, &mut |frames, tx| {
+            let now = clock.now_ns();
+            if let Err(e) = process(ctx, frames, tx, now, stats, out, idx) {
+                err = Some(e);
+            }
+        })?;
+        self.ports.flush()?;
+        self.publish_events();
+        match err {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
+    fn publish_events(&mut self) {
+        if let Some(rt) = self.ctx.runtime.as_mut() {
+            for e in rt.take_events() {
+                self.events.publish(Event {
+                    kind: "plugin",
+                    text: e.text,
+                });
+            }
+        }
+    }
+
+    /// The worker's context (for tests).
+    pub fn ctx(&self) -> &WorkerCtx {
+        &self.ctx
+    }
+
+    /// Its ports (for tests).
+    pub fn ports(&self) -> &P {
+        &self.ports
+    }
+}
+
+/// Classify one batch of frames (possibly from several ports): each input device's frames
+/// run as one vector through its ingress hook; accepted frames go where the outcome sends
+/// them.
+fn process(
+    ctx: &mut WorkerCtx,
+    frames: &[RxFrame<'_>],
+    _tx: &mut dyn TxQueue,
+    now: u64,
+    stats: &WorkerStats,
+    out: &mut Vec<Outcome>,
+    idx: &mut Vec<usize>,
+) -> Result<(), String> {
+    if frames.is_empty() {
+        return Ok(());
+    }
+    WorkerStats::add(&stats.vectors, 1);
+    // Ports present in this batch, in order of first appearance.
+    let mut seen = [usize::MAX; 8];
+    let mut nseen = 0;
+    let mut extra: Vec<usize> = Vec::new();
+    for f in frames {
+        if seen[..nseen].contains(&f.port) || extra.contains(&f.port) {
+            continue;
+        }
+        if nseen < seen.len() {
+            seen[nseen] = f.port;
+            nseen += 1;
+        } else {
+            extra.push(f.port);
+        }
+    }
+    for &port in seen[..nseen].iter().chain(&extra) {
+        idx.clear();
+        idx.extend((0..frames.len()).filter(|&i| frames[i].port == port));
+        let dev = ctx.ports.get(port).cloned().unwrap_or_default();
+        let packets: Vec<Packet<'_>> = idx
+            .iter()
+            .map(|&i| Packet {
+                frame: frames[i].data,
+                meta: wasp_wire::parse(frames[i].data),
+                iifname: &dev,
+                mark: 0,
+            })
+            .collect();
+        out.clear();
+        out.resize(
+            packets.len(),
+            Outcome {
+                verdict: FinalVerdict::Accept,
+                decision: None,
+                mark: 0,
+                fwd: None,
+                dup: 0,
+            },
+        );
+        match ctx.runtime.as_mut() {
+            Some(rt) => {
+                ctx.engine
+                    .ingress_ext(&dev, &packets, now, out, None, rt as &mut dyn Extensions)
+            }
+            None => ctx.engine.ingress(&dev, &packets, now, out, None),
+        }
+        let bytes: u64 = packets.iter().map(|p| p.frame.len() as u64).sum();
+        WorkerStats::add(&stats.packets, packets.len() as u64);
+        WorkerStats::add(&stats.bytes, bytes);
+        let malformed = packets
+            .iter()
+            .filter(|p| p.meta.malformed.is_some())
+            .count();
+        WorkerStats::add(&stats.malformed, malformed as u64);
+        let accepted = out
+            .iter()
+            .filter(|o| o.verdict == FinalVerdict::Accept)
+            .count() as u64;
+        WorkerStats::add(&stats.accepted, accepted);
+        stats.drop(DropReason::Verdict, packets.len() as u64 - accepted);
+        // No output path yet: accepted frames stay with the local stack.
+        WorkerStats::add(&stats.local, accepted);
+    }
+    Ok(())
+}
