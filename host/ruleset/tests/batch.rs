@@ -6,7 +6,9 @@
 use std::path::Path;
 
 fn data(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/batch").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/batch")
+        .join(name);
     std::fs::read_to_string(p).unwrap()
 }
 
@@ -40,7 +42,10 @@ fn a_failing_batch_is_an_error_at_its_place() {
 fn unknown_objects_are_refused() {
     let base = wasp_ruleset::parse_str(&data("base.nft"), "base.nft").unwrap();
     for (batch, want) in [
-        ("add rule netdev nope in drop\n", "b.nft:1:17: error: unknown table `netdev nope`"),
+        (
+            "add rule netdev nope in drop\n",
+            "b.nft:1:17: error: unknown table `netdev nope`",
+        ),
         ("delete rule netdev filt in handle 99\n", "b.nft:1:"),
         ("add element netdev filt nope { 1.2.3.4 }\n", "b.nft:1:"),
     ] {
