@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use crate::IoError;
 use crate::port::{
-    FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
+    FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode, TxMode,
 };
-use crate::sys::{RealSys, RingSpec, SocketSpec, Sys};
+use crate::sys::{RealSys, RingSpec, SocketSpec, Sys, TxRingSpec};
 use crate::uring::{RxPath, UringPorts};
 
 /// AF_PACKET sockets (`SOCK_RAW`, `ETH_P_ALL`), one per device, driven by one io_uring
@@ -130,6 +130,10 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
             fanout: fanout.as_ref().map(|f| fanout_arg(f, pi.ifindex)),
             rcvbuf: if tp { 0 } else { cfg.socket_rcvbuf_bytes },
             tpacket: tp.then_some(cfg.tpacket),
+            tx_ring: (cfg.tx_mode == TxMode::Ring).then_some(TxRingSpec {
+                frames: cfg.tx_buffers,
+                frame_bytes: cfg.tx_buffer_bytes,
+            }),
         };
         let port = sys
             .packet_socket(&spec)
@@ -142,6 +146,11 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
         // Frames arrive in the mmap rings: the provided-buffer ring is not used.
         spec.rx_buffers = 1;
         spec.rx_buffer_bytes = 64;
+    }
+    if cfg.tx_mode == TxMode::Ring {
+        // Frames leave from the sockets' TX rings: no shared send buffers.
+        spec.tx_buffers = 1;
+        spec.tx_buffer_bytes = 64;
     }
     let ring = sys
         .ring(&spec, ports)

@@ -37,6 +37,6 @@ pub use netns::in_netns;
 pub use pcap::{PcapGroup, PcapPort};
 pub use port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
-    TpacketConfig,
+    TpacketConfig, TxMode,
 };
 pub use tap::TapGroup;

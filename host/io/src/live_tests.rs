@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::{
     AfPacketGroup, FanoutMode, FanoutSpec, IoError, PortGroup, RingConfig, RxMode, TapGroup,
-    in_netns,
+    TxMode, in_netns,
 };
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -80,8 +80,19 @@ impl Drop for Topo {
 }
 
 fn open(ns: &str, dev: &str, fanout: Option<FanoutSpec>, mode: RxMode) -> AfPacketGroup {
+    open_tx(ns, dev, fanout, mode, TxMode::Send)
+}
+
+fn open_tx(
+    ns: &str,
+    dev: &str,
+    fanout: Option<FanoutSpec>,
+    mode: RxMode,
+    tx: TxMode,
+) -> AfPacketGroup {
     let cfg = RingConfig {
         rx_mode: mode,
+        tx_mode: tx,
         rx_buffers: 256,
         tx_buffers: 256,
         ..RingConfig::default()
@@ -161,10 +172,10 @@ fn recv_n(gs: &mut [&mut AfPacketGroup], n: usize) -> Vec<Vec<Vec<u8>>> {
     got
 }
 
-fn receive_case(mode: RxMode) {
+fn receive_case(mode: RxMode, txm: TxMode) {
     let Some(t) = Topo::new() else { return };
-    let mut rx = open(&t.b, "v1", None, mode);
-    let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
+    let mut rx = open_tx(&t.b, "v1", None, mode, txm);
+    let mut tx = open_tx(&t.a, "v0", None, RxMode::Multishot, txm);
     assert_eq!(rx.rx_mode(), mode);
     assert_eq!(rx.ports()[0].name, "v1");
     assert_eq!(rx.ports()[0].mtu, 1500);
@@ -191,16 +202,26 @@ fn receive_case(mode: RxMode) {
     tx.poll(0, 64, Duration::from_millis(20), &mut |fs| own += fs.len())
         .unwrap();
     assert_eq!(own, 0, "PACKET_IGNORE_OUTGOING");
+    // And back: the receiving group sends, the sender's group receives.
+    let back: Vec<Vec<u8>> = (0..100u32).map(|s| frame(3, 5000 + s, 64)).collect();
+    send_all(&mut rx, &back);
+    let got = recv_n(&mut [&mut tx], back.len()).remove(0);
+    assert!(got == back, "{mode:?}/{txm:?}: frames sent back arrive");
 }
 
 #[test]
 fn live_multishot_receives_every_frame() {
-    receive_case(RxMode::Multishot);
+    receive_case(RxMode::Multishot, TxMode::Send);
 }
 
 #[test]
 fn live_tpacket_v3_receives_every_frame() {
-    receive_case(RxMode::TpacketV3);
+    receive_case(RxMode::TpacketV3, TxMode::Ring);
+}
+
+#[test]
+fn live_tx_ring_with_multishot_receive() {
+    receive_case(RxMode::Multishot, TxMode::Ring);
 }
 
 #[test]
@@ -332,8 +353,17 @@ fn live_tap_reads_and_writes() {
 
 #[test]
 fn live_sends_to_a_device_that_is_down_are_counted() {
+    down_case(TxMode::Send);
+}
+
+#[test]
+fn live_tx_ring_sends_to_a_device_that_is_down_are_counted() {
+    down_case(TxMode::Ring);
+}
+
+fn down_case(txm: TxMode) {
     let Some(t) = Topo::new() else { return };
-    let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
+    let mut tx = open_tx(&t.a, "v0", None, RxMode::Multishot, txm);
     tx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
     ip(&["-n", &t.a, "link", "set", "v0", "down"]).expect("v0 down");
     for s in 0..10 {

@@ -125,6 +125,26 @@ pub enum RxMode {
     TpacketV3,
 }
 
+/// How an [`crate::AfPacketGroup`] sends.
+///
+/// The default is [`TxMode::Ring`]: on the veth floor benchmark (`perf/RESULTS.md`, "I/O
+/// floor") it costs about 65 ns less CPU per frame than one io_uring `SEND` per frame (and
+/// about 85 ns more than `sendmmsg`). Call [`PortGroup::flush`] after every poll: frames a
+/// flush could not send (`EAGAIN`) go with the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxMode {
+    /// One io_uring `SEND` per frame, from the group's send buffers
+    /// ([`RingConfig::tx_buffers`] shared by the ports).
+    Send,
+    /// A `PACKET_TX_RING` per socket ([`RingConfig::tx_buffers`] frames each): `queue` copies
+    /// the frame into the ring, `flush` makes one `sendto` per port that has frames, and the
+    /// kernel sends them all (`tpacket_snd`). Send errors of a whole flush (device down) are
+    /// counted in `tx_errors`; frames the kernel refuses one by one are counted when their
+    /// slot is reused.
+    #[default]
+    Ring,
+}
+
 /// Sizes of a `TPACKET_V3` receive ring (per socket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TpacketConfig {
@@ -157,6 +177,8 @@ impl Default for TpacketConfig {
 pub struct RingConfig {
     /// Receive path of AF_PACKET ports (TAP ports always use multishot reads).
     pub rx_mode: RxMode,
+    /// Send path of AF_PACKET ports (TAP ports always use io_uring writes).
+    pub tx_mode: TxMode,
     /// Provided receive buffers shared by the group's ports (a power of two, at most 32768).
     pub rx_buffers: u32,
     /// Bytes per receive buffer (frames longer than this are truncated by the kernel).
@@ -178,6 +200,7 @@ impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
             rx_mode: RxMode::default(),
+            tx_mode: TxMode::default(),
             rx_buffers: 4096,
             rx_buffer_bytes: 2048,
             tx_buffers: 1024,

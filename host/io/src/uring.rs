@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::port::{Frame, PortInfo, PortStats};
-use crate::sys::{Cqe, Op, Ring, Sqe};
+use crate::sys::{Cqe, Op, Ring, Sqe, TxrState};
 use crate::{IoError, tpacket};
 
 /// How a port receives.
@@ -41,6 +41,11 @@ struct PortState {
     /// TPACKET_V3: the block expected next, and the position in the held one.
     tp_next: u32,
     tp_pos: Option<TpPos>,
+    /// PACKET_TX_RING: the next frame to fill, and the frames (bytes) filled since the last
+    /// kick.
+    txr_head: u32,
+    txr_pending: u32,
+    txr_pending_bytes: u64,
 }
 
 /// A received frame waiting to be handed over: its buffer and length.
@@ -97,6 +102,9 @@ impl<R: Ring> UringPorts<R> {
                 armed: false,
                 tp_next: 0,
                 tp_pos: None,
+                txr_head: 0,
+                txr_pending: 0,
+                txr_pending_bytes: 0,
             })
             .collect();
         let n = ring.tx_count();
@@ -387,9 +395,14 @@ impl<R: Ring> UringPorts<R> {
     }
 
     pub(crate) fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
-        let Some(st) = self.ports.get_mut(port) else {
+        if port >= self.ports.len() {
             return false;
-        };
+        }
+        let frames = self.ring.txr_frames(port as u32);
+        if frames > 0 {
+            return self.queue_txr(port, frame, frames);
+        }
+        let st = &mut self.ports[port];
         if frame.len() > self.tx_bytes {
             st.stats.tx_dropped += 1;
             return false;
@@ -426,8 +439,86 @@ impl<R: Ring> UringPorts<R> {
         true
     }
 
+    /// Copies `frame` into the next frame of `port`'s TX ring and hands it to the kernel (sent
+    /// at the next flush).
+    fn queue_txr(&mut self, port: usize, frame: &[u8], frames: u32) -> bool {
+        let p = port as u32;
+        let idx = self.ports[port].txr_head;
+        match self.ring.txr_state(p, idx) {
+            TxrState::Busy => {
+                self.ports[port].stats.tx_dropped += 1;
+                return false;
+            }
+            TxrState::Failed => {
+                // The kernel refused the frame that was here; it was counted as sent.
+                let st = &mut self.ports[port].stats;
+                st.tx_errors += 1;
+                st.tx_packets = st.tx_packets.saturating_sub(1);
+            }
+            TxrState::Free => {}
+        }
+        let buf = self.ring.txr_buf(p, idx);
+        if frame.len() > buf.len() {
+            self.ports[port].stats.tx_dropped += 1;
+            return false;
+        }
+        buf[..frame.len()].copy_from_slice(frame);
+        self.ring.txr_commit(p, idx, frame.len() as u32);
+        let st = &mut self.ports[port];
+        st.txr_head = (idx + 1) % frames;
+        st.txr_pending += 1;
+        st.txr_pending_bytes += frame.len() as u64;
+        true
+    }
+
     pub(crate) fn flush(&mut self) -> Result<(), IoError> {
+        for p in 0..self.ports.len() {
+            if self.ports[p].txr_pending > 0 {
+                self.kick(p);
+            }
+        }
         self.ring.submit().map_err(|e| IoError::ring("submit", e))
+    }
+
+    /// Sends the frames filled in `port`'s TX ring. A transient failure (`EAGAIN`, `ENOBUFS`,
+    /// `EINTR`) leaves them for the next flush; any other that a second try confirms (device
+    /// down) takes them back and counts them in `tx_errors`.
+    fn kick(&mut self, port: usize) {
+        let p = port as u32;
+        let mut r = self.ring.txr_kick(p);
+        if r.is_err() {
+            // A socket error reported earlier (e.g. ENETDOWN from a device that has come back
+            // up) fails the first allocation once and is cleared by it: try once more.
+            r = self.ring.txr_kick(p);
+        }
+        match r {
+            Ok(_) => {
+                let st = &mut self.ports[port];
+                st.stats.tx_packets += u64::from(st.txr_pending);
+                st.stats.tx_bytes += st.txr_pending_bytes;
+                st.txr_pending = 0;
+                st.txr_pending_bytes = 0;
+            }
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
+                ) => {}
+            Err(_) => {
+                let frames = self.ring.txr_frames(p);
+                let st = &mut self.ports[port];
+                let n = st.txr_pending;
+                let head = st.txr_head;
+                st.stats.tx_errors += u64::from(n);
+                st.txr_pending = 0;
+                st.txr_pending_bytes = 0;
+                // Rewind: the kernel's head is still at the first of these frames.
+                st.txr_head = (head + frames - n % frames) % frames;
+                for k in 0..n {
+                    self.ring.txr_cancel(p, (head + frames - 1 - k) % frames);
+                }
+            }
+        }
     }
 
     pub(crate) fn stats(&self) -> Vec<PortStats> {
@@ -740,5 +831,86 @@ mod tests {
         let got = poll(&mut g, 64);
         assert_eq!(seqs(&got), [100]);
         assert_eq!(g.stats()[0].rx_packets, 9);
+    }
+
+    fn txr_group(frames: usize) -> UringPorts<FakeRing> {
+        let mut g = group(1, 8, 1);
+        g.ring.add_txr(0, frames, 128);
+        g
+    }
+
+    #[test]
+    fn tx_ring_sends_a_batch_with_one_kick() {
+        let mut g = txr_group(8);
+        for s in 0..5 {
+            assert!(g.queue(0, &frame(0, s)));
+        }
+        assert!(g.ring.sent[0].is_empty(), "nothing leaves before the flush");
+        g.flush().unwrap();
+        let t = g.ring.txr[0].as_ref().unwrap();
+        assert_eq!(t.kicks, 1);
+        assert_eq!(
+            g.ring.sent[0],
+            (0..5).map(|s| frame(0, s)).collect::<Vec<_>>()
+        );
+        let st = g.stats()[0];
+        assert_eq!((st.tx_packets, st.tx_bytes, st.tx_dropped), (5, 300, 0));
+        // The ring wraps: 8 more go out in order.
+        for s in 5..13 {
+            assert!(g.queue(0, &frame(0, s)));
+        }
+        g.flush().unwrap();
+        assert_eq!(g.ring.sent[0].len(), 13);
+        assert_eq!(g.ring.sent[0][12], frame(0, 12));
+    }
+
+    #[test]
+    fn tx_ring_full_counts_tx_dropped_until_the_kernel_is_done() {
+        let mut g = txr_group(4);
+        g.ring.txr[0].as_mut().unwrap().hold = true;
+        let ok: Vec<bool> = (0..5).map(|s| g.queue(0, &frame(0, s))).collect();
+        assert_eq!(ok, [true, true, true, true, false]);
+        g.flush().unwrap();
+        assert!(!g.queue(0, &frame(0, 9)), "still in flight");
+        assert_eq!(g.stats()[0].tx_dropped, 2);
+        g.ring.complete_txr(0);
+        assert!(g.queue(0, &frame(0, 10)));
+        assert!(!g.queue(0, &[0; 200]), "longer than a frame");
+        assert_eq!(g.stats()[0].tx_dropped, 3);
+    }
+
+    #[test]
+    fn tx_ring_failed_kick_takes_the_frames_back() {
+        let mut g = txr_group(8);
+        g.ring.txr[0].as_mut().unwrap().kick_errno = Some(libc::ENETDOWN);
+        for s in 0..3 {
+            assert!(g.queue(0, &frame(0, s)));
+        }
+        g.flush().unwrap();
+        assert_eq!(g.stats()[0].tx_errors, 3);
+        assert_eq!(g.ring.txr[0].as_ref().unwrap().cancelled, 3);
+        // The device is back: only new frames go out, from where the kernel's head is.
+        g.ring.txr[0].as_mut().unwrap().kick_errno = None;
+        for s in 10..12 {
+            assert!(g.queue(0, &frame(0, s)));
+        }
+        g.flush().unwrap();
+        assert_eq!(g.ring.sent[0], vec![frame(0, 10), frame(0, 11)]);
+        let st = g.stats()[0];
+        assert_eq!((st.tx_packets, st.tx_errors), (2, 3));
+    }
+
+    #[test]
+    fn tx_ring_transient_failure_keeps_the_frames_for_the_next_flush() {
+        let mut g = txr_group(8);
+        g.ring.txr[0].as_mut().unwrap().kick_errno = Some(libc::EAGAIN);
+        assert!(g.queue(0, &frame(0, 1)));
+        g.flush().unwrap();
+        assert_eq!(g.stats()[0].tx_errors, 0);
+        g.ring.txr[0].as_mut().unwrap().kick_errno = None;
+        assert!(g.queue(0, &frame(0, 2)));
+        g.flush().unwrap();
+        assert_eq!(g.ring.sent[0], vec![frame(0, 1), frame(0, 2)]);
+        assert_eq!(g.stats()[0].tx_packets, 2);
     }
 }

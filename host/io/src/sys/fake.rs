@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
-use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys};
+use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys, TxrState};
 use crate::port::TpacketConfig;
 
 /// A fake TPACKET_V3 ring: blocks laid out as the kernel lays them out.
@@ -21,6 +21,25 @@ struct FakeTp {
     cur: usize,
     drops: u64,
     poll_armed: bool,
+}
+
+/// A fake PACKET_TX_RING: frames with a status, sent in ring order by a kick.
+#[derive(Debug)]
+pub(crate) struct FakeTxr {
+    bufs: Vec<Vec<u8>>,
+    len: Vec<u32>,
+    state: Vec<TxrState>,
+    requested: Vec<bool>,
+    /// The kernel's head.
+    head: usize,
+    /// Frames stay Busy after a kick (in flight) until `complete_txr`.
+    pub hold: bool,
+    /// errno of the next kicks (e.g. ENETDOWN), before any frame is looked at.
+    pub kick_errno: Option<i32>,
+    /// Kicks made.
+    pub kicks: usize,
+    /// Frames given back by `txr_cancel`.
+    pub cancelled: usize,
 }
 
 /// Bytes of `struct tpacket_block_desc` before the first packet.
@@ -78,6 +97,8 @@ pub(crate) struct FakePort {
     pub ifindex: u32,
     /// Its TPACKET_V3 ring, if any.
     pub tpacket: Option<TpacketConfig>,
+    /// Its TX ring (frames, bytes), if any.
+    pub tx_ring: Option<(u32, u32)>,
 }
 
 impl Sys for FakeSys {
@@ -100,6 +121,7 @@ impl Sys for FakeSys {
         Ok(FakePort {
             ifindex: spec.ifindex,
             tpacket: spec.tpacket,
+            tx_ring: spec.tx_ring.map(|t| (t.frames, t.frame_bytes)),
         })
     }
     fn tap_open(&self, name: &str) -> io::Result<(FakePort, String)> {
@@ -110,6 +132,7 @@ impl Sys for FakeSys {
             FakePort {
                 ifindex: 0,
                 tpacket: None,
+                tx_ring: None,
             },
             name.to_string(),
         ))
@@ -119,6 +142,9 @@ impl Sys for FakeSys {
         for (i, p) in ports.iter().enumerate() {
             if let Some(t) = p.tpacket {
                 r.add_tpacket(i, t.block_bytes as usize, t.blocks as usize);
+            }
+            if let Some((frames, bytes)) = p.tx_ring {
+                r.add_txr(i, frames as usize, bytes as usize);
             }
         }
         Ok(r)
@@ -149,6 +175,8 @@ pub(crate) struct FakeRing {
     tx: Vec<Vec<u8>>,
     tx_busy: Vec<Option<u32>>,
     tp: Vec<Option<FakeTp>>,
+    /// Per port: its TX ring, if any.
+    pub txr: Vec<Option<FakeTxr>>,
 }
 
 impl FakeRing {
@@ -170,6 +198,32 @@ impl FakeRing {
             tx: vec![vec![0; spec.tx_buffer_bytes as usize]; spec.tx_buffers as usize],
             tx_busy: vec![None; spec.tx_buffers as usize],
             tp: (0..nports).map(|_| None).collect(),
+            txr: (0..nports).map(|_| None).collect(),
+        }
+    }
+
+    /// Gives `port` a TX ring of `frames` frames of `bytes` bytes.
+    pub fn add_txr(&mut self, port: usize, frames: usize, bytes: usize) {
+        self.txr[port] = Some(FakeTxr {
+            bufs: vec![vec![0; bytes]; frames],
+            len: vec![0; frames],
+            state: vec![TxrState::Free; frames],
+            requested: vec![false; frames],
+            head: 0,
+            hold: false,
+            kick_errno: None,
+            kicks: 0,
+            cancelled: 0,
+        });
+    }
+
+    /// Frames of `port`'s TX ring in flight (held) become free.
+    pub fn complete_txr(&mut self, port: usize) {
+        let t = self.txr[port].as_mut().expect("tx ring");
+        for (s, r) in t.state.iter_mut().zip(&t.requested) {
+            if *s == TxrState::Busy && !*r {
+                *s = TxrState::Free;
+            }
         }
     }
 
@@ -423,5 +477,62 @@ impl Ring for FakeRing {
     }
     fn kernel_drops(&self, port: u32) -> u64 {
         self.tp[port as usize].as_ref().map_or(0, |t| t.drops)
+    }
+    fn txr_frames(&self, port: u32) -> u32 {
+        self.txr[port as usize]
+            .as_ref()
+            .map_or(0, |t| t.bufs.len() as u32)
+    }
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
+        self.txr[port as usize].as_ref().expect("tx ring").state[idx as usize]
+    }
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
+        let t = self.txr[port as usize].as_mut().expect("tx ring");
+        assert_ne!(
+            t.state[idx as usize],
+            TxrState::Busy,
+            "frame {idx} is the kernel's"
+        );
+        &mut t.bufs[idx as usize]
+    }
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
+        let t = self.txr[port as usize].as_mut().expect("tx ring");
+        let i = idx as usize;
+        assert_ne!(t.state[i], TxrState::Busy, "frame {idx} is the kernel's");
+        t.len[i] = len;
+        t.state[i] = TxrState::Busy;
+        t.requested[i] = true;
+    }
+    fn txr_cancel(&mut self, port: u32, idx: u32) {
+        let t = self.txr[port as usize].as_mut().expect("tx ring");
+        let i = idx as usize;
+        if t.requested[i] {
+            t.requested[i] = false;
+            t.state[i] = TxrState::Free;
+            t.cancelled += 1;
+        }
+    }
+    fn txr_kick(&mut self, port: u32) -> io::Result<usize> {
+        let p = port as usize;
+        let t = self.txr[p].as_mut().expect("tx ring");
+        t.kicks += 1;
+        if let Some(e) = t.kick_errno {
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        let mut bytes = 0;
+        while t.requested[t.head] {
+            let i = t.head;
+            t.requested[i] = false;
+            let n = t.len[i] as usize;
+            self.sent[p].push(t.bufs[i][..n].to_vec());
+            bytes += n;
+            t.state[i] = if t.hold {
+                TxrState::Busy
+            } else {
+                TxrState::Free
+            };
+            t.head = (i + 1) % t.bufs.len();
+        }
+        Ok(bytes)
     }
 }

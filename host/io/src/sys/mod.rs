@@ -74,6 +74,28 @@ pub(crate) struct SocketSpec {
     pub rcvbuf: u32,
     /// A `TPACKET_V3` receive ring to set up and map.
     pub tpacket: Option<TpacketConfig>,
+    /// A `PACKET_TX_RING` to set up and map.
+    pub tx_ring: Option<TxRingSpec>,
+}
+
+/// Size of a `PACKET_TX_RING`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxRingSpec {
+    /// Frames in the ring (rounded up to whole blocks).
+    pub frames: u32,
+    /// Longest frame, bytes.
+    pub frame_bytes: u32,
+}
+
+/// Who owns a frame of a `PACKET_TX_RING`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxrState {
+    /// Ours (`TP_STATUS_AVAILABLE`).
+    Free,
+    /// The kernel's: send requested or in flight.
+    Busy,
+    /// Ours again, but the kernel refused the frame (`TP_STATUS_WRONG_FORMAT`).
+    Failed,
 }
 
 /// Sizes of a ring's memory.
@@ -142,4 +164,17 @@ pub(crate) trait Ring {
     fn tp_release(&mut self, port: u32, blk: u32);
     /// Frames the kernel dropped on `port` since it was opened (`PACKET_STATISTICS`).
     fn kernel_drops(&self, port: u32) -> u64;
+    /// Frames of `port`'s `PACKET_TX_RING` (0 without one).
+    fn txr_frames(&self, port: u32) -> u32;
+    /// Who owns frame `idx` of `port`'s TX ring.
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState;
+    /// The data area of TX ring frame `idx` (not [`TxrState::Busy`]; panics otherwise).
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8];
+    /// Hands TX ring frame `idx` (its first `len` bytes) to the kernel (`SEND_REQUEST`).
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32);
+    /// Takes back TX ring frame `idx` if the kernel has not started on it.
+    fn txr_cancel(&mut self, port: u32, idx: u32);
+    /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the kernel sends every requested frame of `port`'s
+    /// TX ring, in ring order; returns the bytes sent.
+    fn txr_kick(&mut self, port: u32) -> io::Result<usize>;
 }

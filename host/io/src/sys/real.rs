@@ -8,14 +8,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::time::Duration;
 
-use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::types::{CancelBuilder, Fixed, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode};
 
-use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys};
-use crate::port::TpacketConfig;
+use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys, TxrState};
 
 // <linux/if_packet.h>
 const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_FANOUT: libc::c_int = 18;
@@ -23,6 +24,15 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+/// Offsets in `struct tpacket3_hdr` for the TX ring, and where a frame's data starts
+/// (`TPACKET3_HDRLEN - sizeof(struct sockaddr_ll)`, `tpacket_parse_header`).
+const TX_NEXT_OFFSET_OFF: usize = 0;
+const TX_LEN_OFF: usize = 16;
+const TX_STATUS_OFF: usize = 20;
+pub(crate) const TX_DATA_OFF: usize = 48;
 /// Offset of `hdr.bh1.block_status` in `struct tpacket_block_desc`.
 const BLOCK_STATUS_OFF: usize = 8;
 /// `SO_RCVBUFFORCE` (<asm-generic/socket.h>).
@@ -223,34 +233,50 @@ impl Drop for Mmap {
     }
 }
 
-/// A mapped `TPACKET_V3` ring and which blocks we hold.
-struct TpMap {
-    map: Mmap,
+/// A port's `TPACKET_V3` receive ring (at the start of the port's mapping) and which blocks we
+/// hold.
+struct TpRx {
     block_bytes: usize,
     held: Vec<bool>,
 }
 
-impl TpMap {
-    fn status(&self, blk: usize) -> &AtomicU32 {
-        assert!(blk < self.held.len(), "tpacket block {blk} out of range");
-        // SAFETY: the block lies inside the mapping (blk < blocks, blocks * block_bytes = len);
-        // block_status is a 4-aligned u32 at offset 8 of the page-aligned block, shared with
-        // the kernel, which reads and writes it atomically too.
-        unsafe {
-            AtomicU32::from_ptr(
-                self.map
-                    .ptr
-                    .add(blk * self.block_bytes + BLOCK_STATUS_OFF)
-                    .cast(),
-            )
-        }
+/// A port's `PACKET_TX_RING` (after the receive ring in the port's mapping).
+struct TxRing {
+    /// Offset of the ring in the mapping.
+    off: usize,
+    block_bytes: usize,
+    frame_bytes: usize,
+    per_block: usize,
+    frames: usize,
+}
+
+impl TxRing {
+    fn frame_off(&self, idx: u32) -> usize {
+        let i = idx as usize;
+        assert!(i < self.frames, "tx ring frame {idx} out of range");
+        self.off + (i / self.per_block) * self.block_bytes + (i % self.per_block) * self.frame_bytes
     }
+}
+
+/// The u32 at `off` of a port's mapping, shared with the kernel.
+fn shared_u32(map: &Mmap, off: usize) -> &AtomicU32 {
+    assert!(
+        off + 4 <= map.len && off.is_multiple_of(4),
+        "shared u32 at {off}"
+    );
+    // SAFETY: the u32 lies inside the mapping and is 4-aligned (checked above; the mapping is
+    // page-aligned); the kernel reads and writes these status words atomically too.
+    unsafe { AtomicU32::from_ptr(map.ptr.add(off).cast()) }
 }
 
 /// An opened device: a packet socket or a TAP file, and the socket's mapped ring.
 pub(crate) struct RealPort {
     fd: OwnedFd,
-    tp: Option<TpMap>,
+    /// The socket's rings, one mapping: the receive ring first, then the transmit ring (the
+    /// kernel's layout for `mmap` of a packet socket).
+    map: Option<Mmap>,
+    tp: Option<TpRx>,
+    txr: Option<TxRing>,
     socket: bool,
 }
 
@@ -315,10 +341,7 @@ impl Sys for RealSys {
             )
             .map_err(|e| ("SO_RCVBUFFORCE", e))?;
         }
-        let tp = match spec.tpacket {
-            None => None,
-            Some(t) => Some(tpacket_ring(raw, &t)?),
-        };
+        let (map, tp, txr) = packet_rings(raw, spec)?;
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -339,7 +362,9 @@ impl Sys for RealSys {
         }
         Ok(RealPort {
             fd,
+            map,
             tp,
+            txr,
             socket: true,
         })
     }
@@ -363,7 +388,9 @@ impl Sys for RealSys {
         Ok((
             RealPort {
                 fd,
+                map: None,
                 tp: None,
+                txr: None,
                 socket: false,
             },
             String::from_utf8_lossy(&n).into_owned(),
@@ -375,27 +402,73 @@ impl Sys for RealSys {
     }
 }
 
-/// `PACKET_VERSION` V3, `PACKET_RX_RING`, and the mapping of the ring.
-fn tpacket_ring(fd: RawFd, t: &TpacketConfig) -> Result<TpMap, (&'static str, io::Error)> {
+/// The socket's rings, when it has any: `PACKET_VERSION` V3, then `PACKET_RX_RING` and/or
+/// `PACKET_TX_RING` (with `PACKET_LOSS`: a malformed frame is marked, not retried), and one
+/// mapping of both.
+#[allow(clippy::type_complexity)]
+fn packet_rings(
+    fd: RawFd,
+    spec: &SocketSpec,
+) -> Result<(Option<Mmap>, Option<TpRx>, Option<TxRing>), (&'static str, io::Error)> {
+    if spec.tpacket.is_none() && spec.tx_ring.is_none() {
+        return Ok((None, None, None));
+    }
     setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3)
         .map_err(|e| ("PACKET_VERSION", e))?;
-    let req = TpacketReq3 {
-        tp_block_size: t.block_bytes,
-        tp_block_nr: t.blocks,
-        tp_frame_size: t.frame_bytes,
-        tp_frame_nr: (t.block_bytes / t.frame_bytes) * t.blocks,
-        tp_retire_blk_tov: t.retire_ms,
-        tp_sizeof_priv: 0,
-        tp_feature_req_word: 0,
-    };
-    setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req).map_err(|e| ("PACKET_RX_RING", e))?;
-    let len = t.block_bytes as usize * t.blocks as usize;
-    let map = Mmap::shared(fd, len).map_err(|e| ("mmap of the TPACKET_V3 ring", e))?;
-    Ok(TpMap {
-        map,
-        block_bytes: t.block_bytes as usize,
-        held: vec![false; t.blocks as usize],
-    })
+    if spec.tx_ring.is_some() {
+        // Before any ring: the kernel refuses PACKET_LOSS once one exists (EBUSY).
+        setsockopt(fd, libc::SOL_PACKET, PACKET_LOSS, &1 as &libc::c_int)
+            .map_err(|e| ("PACKET_LOSS", e))?;
+    }
+    let mut len = 0usize;
+    let mut tp = None;
+    if let Some(t) = spec.tpacket {
+        let req = TpacketReq3 {
+            tp_block_size: t.block_bytes,
+            tp_block_nr: t.blocks,
+            tp_frame_size: t.frame_bytes,
+            tp_frame_nr: (t.block_bytes / t.frame_bytes) * t.blocks,
+            tp_retire_blk_tov: t.retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)
+            .map_err(|e| ("PACKET_RX_RING", e))?;
+        len = t.block_bytes as usize * t.blocks as usize;
+        tp = Some(TpRx {
+            block_bytes: t.block_bytes as usize,
+            held: vec![false; t.blocks as usize],
+        });
+    }
+    let mut txr = None;
+    if let Some(t) = spec.tx_ring {
+        // Frames hold the header and the data, 16-aligned; 64 KiB blocks.
+        let frame = (t.frame_bytes as usize + TX_DATA_OFF).next_multiple_of(16);
+        let block = 65536usize.max(frame.next_multiple_of(4096));
+        let per_block = block / frame;
+        let blocks = (t.frames as usize).div_ceil(per_block);
+        let req = TpacketReq3 {
+            tp_block_size: block as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: frame as u32,
+            tp_frame_nr: (per_block * blocks) as u32,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(fd, libc::SOL_PACKET, PACKET_TX_RING, &req)
+            .map_err(|e| ("PACKET_TX_RING", e))?;
+        txr = Some(TxRing {
+            off: len,
+            block_bytes: block,
+            frame_bytes: frame,
+            per_block,
+            frames: per_block * blocks,
+        });
+        len += block * blocks;
+    }
+    let map = Mmap::shared(fd, len).map_err(|e| ("mmap of the packet rings", e))?;
+    Ok((Some(map), tp, txr))
 }
 
 // user_data: kind in bits 56..64, port in 32..56, send buffer in 0..32.
@@ -454,6 +527,8 @@ impl RealRing {
             )?;
         }
         let nports = ports.len();
+        let fds: Vec<RawFd> = ports.iter().map(|p| p.fd.as_raw_fd()).collect();
+        ring.submitter().register_files(&fds)?;
         let mut r = RealRing {
             ring,
             ports,
@@ -484,15 +559,32 @@ impl RealRing {
         Ok(())
     }
 
-    fn fd(&self, port: u32) -> Fd {
-        Fd(self.ports[port as usize].fd.as_raw_fd())
+    /// The port's registered file (`register_files` in `new`: index = port), which saves the
+    /// kernel a file lookup per request.
+    fn fd(&self, port: u32) -> Fixed {
+        assert!(
+            (port as usize) < self.ports.len(),
+            "port {port} out of range"
+        );
+        Fixed(port)
     }
 
-    fn tp(&self, port: u32) -> &TpMap {
-        self.ports[port as usize]
-            .tp
-            .as_ref()
-            .expect("port has a TPACKET_V3 ring")
+    /// The port's mapping and receive ring.
+    fn tp(&self, port: u32) -> (&Mmap, &TpRx) {
+        let p = &self.ports[port as usize];
+        match (&p.map, &p.tp) {
+            (Some(m), Some(t)) => (m, t),
+            _ => panic!("port {port} has no TPACKET_V3 ring"),
+        }
+    }
+
+    /// The port's mapping and transmit ring.
+    fn txr(&self, port: u32) -> (&Mmap, &TxRing) {
+        let p = &self.ports[port as usize];
+        match (&p.map, &p.txr) {
+            (Some(m), Some(t)) => (m, t),
+            _ => panic!("port {port} has no TX ring"),
+        }
     }
 }
 
@@ -684,38 +776,121 @@ impl Ring for RealRing {
     }
 
     fn tp_take(&mut self, port: u32, blk: u32) -> bool {
-        let t = self.ports[port as usize]
-            .tp
-            .as_mut()
-            .expect("TPACKET_V3 port");
-        if t.held[blk as usize] {
+        let (map, t) = self.tp(port);
+        let b = blk as usize;
+        if t.held[b] {
             return true;
         }
-        let user = t.status(blk as usize).load(Ordering::Acquire) & TP_STATUS_USER != 0;
-        t.held[blk as usize] = user;
+        let status = shared_u32(map, b * t.block_bytes + BLOCK_STATUS_OFF);
+        let user = status.load(Ordering::Acquire) & TP_STATUS_USER != 0;
+        if let Some(t) = self.ports[port as usize].tp.as_mut() {
+            t.held[b] = user;
+        }
         user
     }
 
     fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
-        let t = self.tp(port);
+        let (map, t) = self.tp(port);
         assert!(t.held[blk as usize], "tpacket block {blk} is not held");
-        // SAFETY: the block lies inside the mapping (blk < blocks); the kernel handed it to us
+        assert!((blk as usize + 1) * t.block_bytes <= map.len);
+        // SAFETY: the block lies inside the mapping (checked above); the kernel handed it to us
         // (TP_STATUS_USER, acquired in `tp_take`) and does not write it until `tp_release`,
         // which `&self` keeps from running meanwhile.
         unsafe {
-            std::slice::from_raw_parts(t.map.ptr.add(blk as usize * t.block_bytes), t.block_bytes)
+            std::slice::from_raw_parts(map.ptr.add(blk as usize * t.block_bytes), t.block_bytes)
         }
     }
 
     fn tp_release(&mut self, port: u32, blk: u32) {
-        let t = self.ports[port as usize]
-            .tp
-            .as_mut()
-            .expect("TPACKET_V3 port");
-        assert!(t.held[blk as usize], "tpacket block {blk} is not held");
-        t.held[blk as usize] = false;
-        t.status(blk as usize)
-            .store(TP_STATUS_KERNEL, Ordering::Release);
+        let b = blk as usize;
+        let p = &mut self.ports[port as usize];
+        let t = p.tp.as_mut().expect("TPACKET_V3 port");
+        assert!(t.held[b], "tpacket block {blk} is not held");
+        t.held[b] = false;
+        let off = b * t.block_bytes + BLOCK_STATUS_OFF;
+        let map = p.map.as_ref().expect("mapped");
+        shared_u32(map, off).store(TP_STATUS_KERNEL, Ordering::Release);
+    }
+
+    fn txr_frames(&self, port: u32) -> u32 {
+        self.ports[port as usize]
+            .txr
+            .as_ref()
+            .map_or(0, |t| t.frames as u32)
+    }
+
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
+        let (map, t) = self.txr(port);
+        match shared_u32(map, t.frame_off(idx) + TX_STATUS_OFF).load(Ordering::Acquire) {
+            TP_STATUS_AVAILABLE => TxrState::Free,
+            TP_STATUS_WRONG_FORMAT => TxrState::Failed,
+            _ => TxrState::Busy,
+        }
+    }
+
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
+        assert!(
+            self.txr_state(port, idx) != TxrState::Busy,
+            "tx ring frame {idx} is the kernel's"
+        );
+        let (map, t) = self.txr(port);
+        let off = t.frame_off(idx) + TX_DATA_OFF;
+        let len = t.frame_bytes - TX_DATA_OFF;
+        assert!(off + len <= map.len);
+        let ptr = map.ptr;
+        // SAFETY: the frame lies inside the mapping (checked above); its status is neither
+        // SEND_REQUEST nor SENDING (checked above), so the kernel does not read or write it until
+        // `txr_commit`; `&mut self` makes the slice exclusive.
+        unsafe { std::slice::from_raw_parts_mut(ptr.add(off), len) }
+    }
+
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
+        assert!(
+            self.txr_state(port, idx) != TxrState::Busy,
+            "tx ring frame {idx} is the kernel's"
+        );
+        let (map, t) = self.txr(port);
+        assert!(
+            len as usize <= t.frame_bytes - TX_DATA_OFF,
+            "frame of {len} bytes"
+        );
+        let f = t.frame_off(idx);
+        shared_u32(map, f + TX_NEXT_OFFSET_OFF).store(0, Ordering::Relaxed);
+        shared_u32(map, f + TX_LEN_OFF).store(len, Ordering::Relaxed);
+        // Publishes the header and the data written through `txr_buf`.
+        shared_u32(map, f + TX_STATUS_OFF).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+    }
+
+    fn txr_cancel(&mut self, port: u32, idx: u32) {
+        let (map, t) = self.txr(port);
+        let st = shared_u32(map, t.frame_off(idx) + TX_STATUS_OFF);
+        // Only a frame the kernel has not started on goes back to us.
+        let _ = st.compare_exchange(
+            TP_STATUS_SEND_REQUEST,
+            TP_STATUS_AVAILABLE,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    fn txr_kick(&mut self, port: u32) -> io::Result<usize> {
+        let fd = self.ports[port as usize].fd.as_raw_fd();
+        // SAFETY: sendto with no buffer and no address: the packet socket sends the frames of
+        // its TX ring marked SEND_REQUEST (tpacket_snd), which the ring's memory holds.
+        let n = unsafe {
+            libc::sendto(
+                fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
     }
 
     fn kernel_drops(&self, port: u32) -> u64 {
