@@ -72,6 +72,9 @@ pub(crate) struct StoreState {
     pub(crate) dropped_events: u64,
     pub(crate) set_fn: Option<SetFn>,
     pub(crate) limit: MemLimit,
+    /// WASI for guests that import it, made on first use (feature `wasi`).
+    #[cfg(feature = "wasi")]
+    pub(crate) wasi: Option<crate::wasi::WasiState>,
 }
 
 impl StoreState {
@@ -88,6 +91,8 @@ impl StoreState {
                 max: max_memory,
                 hit: false,
             },
+            #[cfg(feature = "wasi")]
+            wasi: None,
         }
     }
 }

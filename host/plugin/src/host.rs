@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasp_core::ExtKind;
 
-use crate::bindings::{Kind, SetFn, StoreState, WaspPlugin, WaspPluginPre};
+use crate::bindings::{Kind, SetFn, StoreState, WaspPlugin, WaspPluginIndices};
 use crate::error::PluginError;
 
 /// Limits and sizes of a [`PluginHost`].
@@ -153,35 +153,60 @@ impl PluginHost {
             |s| s,
         )
         .map_err(world)?;
-        // Only WASI may be missing (defined as traps below); anything else is a plugin for
-        // another contract, refused by name.
+        // Only WASI may be missing (with the feature `wasi`, WASI 0.2 is linked; what is left
+        // is defined as traps below); anything else is a plugin for another contract, refused
+        // by name.
         let ty = component.component_type();
+        let mut wasi_imports = Vec::new();
         for (name, _) in ty.imports(&self.inner.engine) {
             let ours = name.starts_with("wasp:plugin/") && name.ends_with("@0.1.0");
-            if !ours && !name.starts_with("wasi:") {
+            if name.starts_with("wasi:") {
+                wasi_imports.push(name.to_string());
+            } else if !ours {
                 return Err(PluginError::World {
                     path: path.clone(),
                     msg: format!("imports {name}, which the host does not offer"),
                 });
             }
         }
+        #[cfg(feature = "wasi")]
+        if !wasi_imports.is_empty() {
+            crate::wasi::add_to_linker(&mut linker).map_err(world)?;
+        }
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(world)?;
-        let instance_pre = linker.instantiate_pre(&component).map_err(world)?;
-        let pre = WaspPluginPre::new(instance_pre).map_err(world)?;
+        let pre = linker.instantiate_pre(&component).map_err(world)?;
+        let indices = WaspPluginIndices::new(&pre).map_err(world)?;
+        // The optional `fast-match` export (world `wasp-plugin-fast`).
+        let fast = component
+            .get_export_index(None, FAST_MATCH)
+            .map(|iface| {
+                let f = |name| {
+                    component
+                        .get_export_index(Some(&iface), name)
+                        .ok_or_else(|| PluginError::World {
+                            path: path.clone(),
+                            msg: format!("exports {FAST_MATCH} without {name}"),
+                        })
+                };
+                Ok::<_, PluginError>((f("first-window")?, f("matches-first")?))
+            })
+            .transpose()?;
         let mut plugin = Plugin {
             inner: Arc::new(PluginInner {
                 host: self.clone(),
                 path: path.clone(),
                 pre,
+                indices,
+                matches_first: fast.map(|f| f.1),
                 info: PluginInfo::default(),
                 compile_time,
             }),
         };
         let describe = |msg: String| PluginError::Describe {
             path: path.clone(),
-            msg,
+            msg: with_wasi_hint(msg, &wasi_imports),
         };
         let mut live = plugin
             .instantiate("?".into(), None)
@@ -191,6 +216,29 @@ impl PluginHost {
             .wasp_plugin_plugin()
             .call_describe(&mut live.store)
             .map_err(|e| describe(format!("describe failed: {e:#}")))?;
+        let first_window = match &fast {
+            None => None,
+            Some((first, matches_first)) => {
+                // Both functions' types are checked here, once.
+                let bad = |e: wasmtime::Error| PluginError::World {
+                    path: path.clone(),
+                    msg: format!("{FAST_MATCH} does not fit: {e:#}"),
+                };
+                let mut func = |idx: &ComponentExportIndex| {
+                    live.instance
+                        .get_func(&mut live.store, idx)
+                        .ok_or_else(|| bad(wasmtime::format_err!("not a function")))
+                };
+                let (mf, fw) = (func(matches_first)?, func(first)?);
+                mf.typed::<MatchesFirstParams<'_>, MatchesFirstResults>(&live.store)
+                    .map_err(bad)?;
+                let fw = fw.typed::<(), (u32,)>(&live.store).map_err(bad)?;
+                let (n,) = fw
+                    .call(&mut live.store, ())
+                    .map_err(|e| describe(format!("first-window failed: {e:#}")))?;
+                Some(n.min(info.window))
+            }
+        };
         drop(live);
         if info.name.is_empty() {
             return Err(describe("empty name".into()));
@@ -210,6 +258,7 @@ impl PluginHost {
             kinds: info.kinds.iter().map(|k| ext_kind(*k)).collect(),
             window: info.window,
             state_transfer: info.state_transfer,
+            first_window,
         };
         // Only this function holds the Arc yet.
         match Arc::get_mut(&mut plugin.inner) {
@@ -218,6 +267,20 @@ impl PluginHost {
         }
         Ok(plugin)
     }
+}
+
+/// `msg`, and when the plugin imports WASI and this build has no WASI (the cargo feature
+/// `wasi`), the imports and how to get it: a Python or JavaScript plugin calls WASI as it
+/// starts, and the trap that gives reads "... has not been defined".
+fn with_wasi_hint(msg: String, wasi_imports: &[String]) -> String {
+    if cfg!(feature = "wasi") || wasi_imports.is_empty() {
+        return msg;
+    }
+    format!(
+        "{msg} (the plugin imports WASI: {}; this wasp is built without WASI, where those \
+         imports trap: build it with `--features wasi` to run such a plugin)",
+        wasi_imports.join(", ")
+    )
 }
 
 /// What a plugin said about itself (`describe`).
@@ -233,12 +296,28 @@ pub struct PluginInfo {
     pub window: u32,
     /// Whether it exports and imports a state blob across a hot swap.
     pub state_transfer: bool,
+    /// When it exports `fast-match` (world `wasp-plugin-fast`, every plugin of the Rust SDK):
+    /// the bytes of each frame a match sees first (its `first-window`, at most `window`).
+    /// `None`: matches go through `plugin.matches` with the whole window.
+    pub first_window: Option<u32>,
 }
+
+/// The optional interface of the world `wasp-plugin-fast`.
+pub(crate) const FAST_MATCH: &str = "wasp:plugin/fast-match@0.1.0";
+
+/// `fast-match.matches-first`'s parameters: (site, batch, count, stride).
+pub(crate) type MatchesFirstParams<'a> = (u32, &'a [u8], u32, u32);
+
+/// `fast-match.matches-first`'s result: (hits, more) bitmasks.
+pub(crate) type MatchesFirstResults = ((u64, u64),);
 
 pub(crate) struct PluginInner {
     pub(crate) host: PluginHost,
     pub(crate) path: PathBuf,
-    pub(crate) pre: WaspPluginPre<StoreState>,
+    pub(crate) pre: InstancePre<StoreState>,
+    pub(crate) indices: WaspPluginIndices,
+    /// `fast-match.matches-first`, when the plugin exports it.
+    pub(crate) matches_first: Option<ComponentExportIndex>,
     pub(crate) info: PluginInfo,
     pub(crate) compile_time: Duration,
 }
@@ -262,7 +341,10 @@ impl std::fmt::Debug for Plugin {
 /// A live instance: its store and its exports.
 pub(crate) struct Live {
     pub(crate) store: Store<StoreState>,
+    pub(crate) instance: wasmtime::component::Instance,
     pub(crate) bindings: WaspPlugin,
+    /// `fast-match.matches-first` (its type checked at load).
+    pub(crate) matches_first: Option<Func>,
 }
 
 impl Plugin {
@@ -306,15 +388,27 @@ impl Plugin {
         store.limiter(|s| &mut s.limit);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(host.config.deadline_ticks.max(1));
-        let bindings =
-            self.inner
-                .pre
-                .instantiate(&mut store)
-                .map_err(|e| PluginError::Instantiate {
-                    plugin: name.to_string(),
-                    msg: format!("{e:#}"),
-                })?;
-        Ok(Live { store, bindings })
+        let err = |e: wasmtime::Error| PluginError::Instantiate {
+            plugin: name.to_string(),
+            msg: format!("{e:#}"),
+        };
+        let instance = self.inner.pre.instantiate(&mut store).map_err(err)?;
+        let bindings = self
+            .inner
+            .indices
+            .load(&mut store, &instance)
+            .map_err(err)?;
+        let matches_first = self
+            .inner
+            .matches_first
+            .as_ref()
+            .and_then(|i| instance.get_func(&mut store, i));
+        Ok(Live {
+            store,
+            instance,
+            bindings,
+            matches_first,
+        })
     }
 }
 

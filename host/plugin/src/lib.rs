@@ -24,9 +24,12 @@ mod host;
 mod pack;
 mod runtime;
 mod timers;
+#[cfg(feature = "wasi")]
+mod wasi;
 
 pub use error::{FailureReason, PluginError};
 pub use host::{HostConfig, Plugin, PluginHost, PluginInfo};
 pub use runtime::{
-    FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle, SwapOutcome,
+    Backoff, FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle,
+    SwapOutcome,
 };

@@ -72,6 +72,29 @@ pub(crate) fn check_matches(res: &[u8], out: &mut [bool]) -> Result<(), String> 
     Ok(())
 }
 
+/// Most packets of a `fast-match.matches-first` call (the bits of a `u64`).
+pub(crate) const FIRST_MAX: usize = 64;
+
+/// Check a `matches-first` result for `out.len()` packets (no bit at or past it) and write the
+/// answers of the packets not marked `more` into `out` (the others are left alone).
+pub(crate) fn check_first(hits: u64, more: u64, out: &mut [bool]) -> Result<(), String> {
+    let n = out.len();
+    let high = if n >= 64 { 0 } else { !0u64 << n };
+    if (hits | more) & high != 0 {
+        return Err(format!(
+            "answer bits {:#x}, more bits {:#x} for {n} packets",
+            hits & high,
+            more & high
+        ));
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        if more >> i & 1 == 0 {
+            *o = hits >> i & 1 == 1;
+        }
+    }
+    Ok(())
+}
+
 /// Check a statement result against the packets (one verdict each; every edit names a packet
 /// of the batch and stays within its frame as the earlier edits left it; the frame stays at
 /// most 65535 bytes) and write it into `verdicts` and `edits`. Nothing is written on error.
@@ -216,6 +239,22 @@ mod tests {
         assert!(check_apply(&[], vec![ed], &pkts, &mut v, &mut e).is_err());
         // One verdict for two packets: malformed.
         assert!(check_apply(&[Verdict::Accept], Vec::new(), &pkts, &mut v, &mut e).is_err());
+    }
+
+    #[test]
+    fn first_answers_are_checked() {
+        let mut out = [false; 3];
+        check_first(0b101, 0b010, &mut out).unwrap();
+        assert_eq!(out, [true, false, true]);
+        // Packet 1 marked `more`: its answer is left for the second call.
+        let mut out = [true; 3];
+        check_first(0b000, 0b010, &mut out).unwrap();
+        assert_eq!(out, [false, true, false]);
+        assert!(check_first(0b1000, 0, &mut out).is_err());
+        assert!(check_first(0, 1 << 63, &mut out).is_err());
+        let mut all = [false; 64];
+        check_first(!0, 0, &mut all).unwrap();
+        assert!(all.iter().all(|b| *b));
     }
 
     #[test]

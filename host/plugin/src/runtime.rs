@@ -11,7 +11,7 @@ use wasp_core::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fa
 
 use crate::bindings::{Clock, TimerOp};
 use crate::error::{FailureReason, PluginError};
-use crate::host::{Live, Plugin, PluginHost, wit_kind};
+use crate::host::{Live, MatchesFirstParams, MatchesFirstResults, Plugin, PluginHost, wit_kind};
 use crate::pack;
 use crate::timers::TimerQueue;
 
@@ -46,6 +46,35 @@ pub struct FailureCounts {
     pub recreated: u64,
     /// Events dropped because the plugin emitted too many between two drains.
     pub dropped_events: u64,
+    /// Calls not made because their use site was backing off ([`Backoff`]): their packets
+    /// got the fallback.
+    pub skipped: u64,
+}
+
+/// How a use site whose calls keep failing backs off: after `after` failed calls in a row,
+/// its next `first` calls are not made (their packets get the use site's fallback at once,
+/// with no instance to re-create); each back-off that ends in another failure doubles the
+/// next one, up to `max` calls. A call that succeeds, a swap of the plugin, or configuring the
+/// use site again ends it. One event per back-off. One call is one vector at one use site.
+/// As Envoy reloads a crashed proxy-wasm VM with back-off (research/plugins.md, "peers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Failed calls in a row before backing off (default 3; 0 counts as 1).
+    pub after: u32,
+    /// Calls skipped by the first back-off (default 8).
+    pub first: u32,
+    /// Most calls skipped by one back-off (default 65536).
+    pub max: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            after: 3,
+            first: 8,
+            max: 1 << 16,
+        }
+    }
 }
 
 /// One listed piece of a use site's state (WIT `state-entry`).
@@ -230,7 +259,6 @@ struct Slot {
     name: Arc<str>,
     plugin: Plugin,
     live: Option<Live>,
-    stride: usize,
     failures: FailureCounts,
     /// Re-creating the instance failed and was reported; not reported again until it works.
     recreate_failed: bool,
@@ -242,6 +270,26 @@ struct Site {
     kind: ExtKind,
     args: Vec<String>,
     fallback: Fallback,
+    /// Its calls that failed in a row.
+    streak: u32,
+    /// Calls still to skip (backing off).
+    skip: u32,
+    /// Length of its next back-off (0: [`Backoff::first`]).
+    next_backoff: u32,
+}
+
+impl Site {
+    fn new(slot: usize, kind: ExtKind, args: &[String], fallback: Fallback) -> Site {
+        Site {
+            slot,
+            kind,
+            args: args.to_vec(),
+            fallback,
+            streak: 0,
+            skip: 0,
+            next_backoff: 0,
+        }
+    }
 }
 
 /// Plugins as one worker runs them: one instance per plugin, implementing
@@ -259,6 +307,9 @@ pub struct Runtime {
     swaps: SwapHandle,
     /// Whether the last `matches`/`apply` call failed (`Extensions::last_call_failed`).
     last_failed: bool,
+    backoff: Backoff,
+    /// Whether matches use a plugin's `fast-match` export when it has one.
+    fast_match: bool,
 }
 
 /// Outcome of one guarded call.
@@ -292,7 +343,22 @@ impl Runtime {
                 }),
             },
             last_failed: false,
+            backoff: Backoff::default(),
+            fast_match: true,
         }
+    }
+
+    /// Whether matches go through a plugin's `fast-match` export when it has one (default
+    /// true: `matches-first` with its first window, then `matches` with the whole window for
+    /// the packets that need more). Off, every match is one `plugin.matches` call with the
+    /// whole window, as for a plugin without the export (for comparison in benchmarks).
+    pub fn set_fast_match(&mut self, on: bool) {
+        self.fast_match = on;
+    }
+
+    /// Set how use sites whose calls keep failing back off (default [`Backoff::default`]).
+    pub fn set_backoff(&mut self, backoff: Backoff) {
+        self.backoff = backoff;
     }
 
     /// Add `plugin` under `name` (the name use sites give in [`ExtSite::plugin`]) and create
@@ -308,7 +374,6 @@ impl Runtime {
         let live = plugin.instantiate(name.clone(), self.set_fn.clone())?;
         self.by_name.insert(name.to_string(), self.slots.len());
         self.slots.push(Slot {
-            stride: pack::stride(plugin.info().window),
             name,
             plugin: plugin.clone(),
             live: Some(live),
@@ -350,12 +415,7 @@ impl Runtime {
                     if self.sites.len() <= i {
                         self.sites.resize_with(i + 1, || None);
                     }
-                    self.sites[i] = Some(Site {
-                        slot,
-                        kind,
-                        args: site.args.clone(),
-                        fallback: site.fallback,
-                    });
+                    self.sites[i] = Some(Site::new(slot, kind, &site.args, site.fallback));
                     self.update_book();
                     return Ok(kind);
                 }
@@ -392,12 +452,7 @@ impl Runtime {
         if self.sites.len() <= i {
             self.sites.resize_with(i + 1, || None);
         }
-        self.sites[i] = Some(Site {
-            slot,
-            kind,
-            args: site.args.clone(),
-            fallback: site.fallback,
-        });
+        self.sites[i] = Some(Site::new(slot, kind, &site.args, site.fallback));
         self.update_book();
         Ok(())
     }
@@ -701,7 +756,9 @@ impl Runtime {
         }
         old.recreate_failed = false;
         old.plugin = new.clone();
-        old.stride = pack::stride(new.info().window);
+        for s in self.sites.iter_mut().flatten().filter(|s| s.slot == slot) {
+            (s.streak, s.skip, s.next_backoff) = (0, 0, 0);
+        }
         if matches!(state, StateMove::Fresh { .. }) {
             self.timers.clear_slot(slot);
         }
@@ -1005,16 +1062,16 @@ fn fail_matches(out: &mut [bool], fallback: Fallback) {
 
 impl Runtime {
     /// One batched call on the slot's instance: pack `pkts` into the flat buffer (the WIT
-    /// layout, stride for the plugin's window), then run `call(live, buffer, count, stride)`
+    /// layout, `window` bytes of each frame), then run `call(live, buffer, count, stride)`
     /// under [`Runtime::guarded`]. The buffer is reused across calls.
     fn call_batch<R>(
         &mut self,
         slot: usize,
         pkts: &[ExtPacket<'_>],
+        window: u32,
         call: impl FnOnce(&mut Live, &[u8], u32, u32) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        let window = self.slots[slot].plugin.info().window;
-        let stride = pack::batch_stride(pkts, window, self.slots[slot].stride);
+        let stride = pack::batch_stride(pkts, window, pack::stride(window));
         let mut buf = std::mem::take(&mut self.buf);
         pack::pack(&mut buf, pkts, window, stride);
         let n = pkts.len() as u32;
@@ -1030,6 +1087,109 @@ impl Runtime {
         if let CallError::Failed(reason, msg) = e {
             self.fail(slot, reason, &format!("{what}: {msg}"));
         }
+    }
+}
+
+impl Runtime {
+    /// Whether use site `site` (of `slot`) is backing off: then this call is skipped (and
+    /// counted).
+    fn backing_off(&mut self, site: u32, slot: usize) -> bool {
+        let Some(s) = self.sites.get_mut(site as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        if s.skip == 0 {
+            return false;
+        }
+        s.skip -= 1;
+        self.slots[slot].failures.skipped += 1;
+        true
+    }
+
+    /// A call of use site `site` worked: its failure streak and back-off end.
+    fn call_ok(&mut self, site: u32) {
+        if let Some(s) = self.sites.get_mut(site as usize).and_then(Option::as_mut)
+            && s.streak != 0
+        {
+            (s.streak, s.next_backoff) = (0, 0);
+        }
+    }
+
+    /// A call of use site `site` failed: count the streak, and back off when it is long
+    /// enough (an event says for how many calls).
+    fn site_failed(&mut self, site: u32) {
+        let b = self.backoff;
+        let Some(s) = self.sites.get_mut(site as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        s.streak = s.streak.saturating_add(1);
+        if s.streak < b.after.max(1) {
+            return;
+        }
+        let n = match s.next_backoff {
+            0 => b.first,
+            n => n,
+        }
+        .min(b.max);
+        s.skip = n;
+        s.next_backoff = n.saturating_mul(2).min(b.max);
+        let streak = s.streak;
+        let name = self.slots[s.slot].name.to_string();
+        self.event(
+            name.clone(),
+            format!(
+                "plugin {name}: use site {site} failed {streak} calls in a row, backing off: its next {n} calls get the fallback without calling the plugin"
+            ),
+        );
+    }
+
+    /// `plugin.matches` on `pkts` with the plugin's whole window.
+    fn matches_whole(
+        &mut self,
+        slot: usize,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        out: &mut [bool],
+    ) -> Result<(), CallError> {
+        let window = self.slots[slot].plugin.info().window;
+        let res = self.call_batch(slot, pkts, window, |live, buf, n, stride| {
+            live.bindings
+                .wasp_plugin_plugin()
+                .call_matches(&mut live.store, site, buf, n, stride)
+        })?;
+        pack::check_matches(&res, out).map_err(|m| CallError::Failed(FailureReason::Malformed, m))
+    }
+
+    /// `fast-match.matches-first` on `pkts` (at most 64) with the plugin's first window, then
+    /// `plugin.matches` with the whole window for the packets it marked `more`.
+    fn matches_first(
+        &mut self,
+        slot: usize,
+        site: u32,
+        pkts: &[ExtPacket<'_>],
+        first: u32,
+        out: &mut [bool],
+    ) -> Result<(), CallError> {
+        let (hits, more) = self.call_batch(slot, pkts, first, |live, buf, n, stride| {
+            let f = live
+                .matches_first
+                .ok_or_else(|| wasmtime::format_err!("matches-first is not exported"))?;
+            // The type was checked at load; this repeats it (a few comparisons).
+            let f = f.typed::<MatchesFirstParams<'_>, MatchesFirstResults>(&live.store)?;
+            Ok(f.call(&mut live.store, (site, buf, n, stride))?.0)
+        })?;
+        pack::check_first(hits, more, out)
+            .map_err(|m| CallError::Failed(FailureReason::Malformed, m))?;
+        if more == 0 {
+            return Ok(());
+        }
+        let again: Vec<usize> = (0..pkts.len()).filter(|i| more >> i & 1 == 1).collect();
+        let sub: Vec<ExtPacket<'_>> = again.iter().map(|&i| pkts[i]).collect();
+        let mut answers = vec![false; sub.len()];
+        self.matches_whole(slot, site, &sub, &mut answers)?;
+        for (&i, a) in again.iter().zip(answers) {
+            out[i] = a;
+        }
+        Ok(())
     }
 }
 
@@ -1049,23 +1209,23 @@ impl Extensions for Runtime {
         if pkts.is_empty() {
             return;
         }
-        let r = self
-            .call_batch(slot, pkts, |live, buf, n, stride| {
-                live.bindings.wasp_plugin_plugin().call_matches(
-                    &mut live.store,
-                    site,
-                    buf,
-                    n,
-                    stride,
-                )
-            })
-            .and_then(|res| {
-                pack::check_matches(&res, out)
-                    .map_err(|m| CallError::Failed(FailureReason::Malformed, m))
-            });
-        if let Err(e) = r {
-            fail_matches(out, fallback);
-            self.call_failed(slot, e, &format!("matches at use site {site}"));
+        if self.backing_off(site, slot) {
+            self.last_failed = true;
+            return fail_matches(out, fallback);
+        }
+        let r = match self.slots[slot].plugin.info().first_window {
+            Some(first) if self.fast_match && pkts.len() <= pack::FIRST_MAX => {
+                self.matches_first(slot, site, pkts, first, out)
+            }
+            _ => self.matches_whole(slot, site, pkts, out),
+        };
+        match r {
+            Ok(()) => self.call_ok(site),
+            Err(e) => {
+                fail_matches(out, fallback);
+                self.call_failed(slot, e, &format!("matches at use site {site}"));
+                self.site_failed(site);
+            }
         }
     }
 
@@ -1084,8 +1244,13 @@ impl Extensions for Runtime {
         if pkts.is_empty() {
             return;
         }
+        if self.backing_off(site, slot) {
+            self.last_failed = true;
+            return fail_apply(verdicts, fallback);
+        }
+        let window = self.slots[slot].plugin.info().window;
         let r = self
-            .call_batch(slot, pkts, |live, buf, n, stride| {
+            .call_batch(slot, pkts, window, |live, buf, n, stride| {
                 live.bindings
                     .wasp_plugin_plugin()
                     .call_apply(&mut live.store, site, buf, n, stride)
@@ -1094,9 +1259,13 @@ impl Extensions for Runtime {
                 pack::check_apply(&res.verdicts, res.edits, pkts, verdicts, edits)
                     .map_err(|m| CallError::Failed(FailureReason::Malformed, m))
             });
-        if let Err(e) = r {
-            fail_apply(verdicts, fallback);
-            self.call_failed(slot, e, &format!("apply at use site {site}"));
+        match r {
+            Ok(()) => self.call_ok(site),
+            Err(e) => {
+                fail_apply(verdicts, fallback);
+                self.call_failed(slot, e, &format!("apply at use site {site}"));
+                self.site_failed(site);
+            }
         }
     }
 

@@ -274,3 +274,88 @@ fn load_errors_name_the_file() {
     let e = host.load_bytes("core.wasm", core).unwrap_err();
     assert!(e.to_string().starts_with("core.wasm: "), "{e}");
 }
+
+/// A use site whose calls keep failing backs off (issue 4 follow-up: it was re-instantiated on
+/// every vector): after 3 failed calls in a row its next 8 calls are not made (fallback at
+/// once, no event, no instance re-created), then one call is tried, and when it fails too the
+/// next back-off is twice as long. The plugin's other use sites are not affected; a swap, or
+/// configuring the use site again, ends the back-off.
+#[test]
+fn a_use_site_that_keeps_failing_backs_off() {
+    let host = host();
+    let p = guest(&host, "probe");
+    let mut rt = runtime(&host, &p);
+    rt.configure(&site(0, "probe", &["ok"], Fallback::Absent))
+        .unwrap();
+    rt.configure(&site(1, "probe", &["trap"], Fallback::Drop))
+        .unwrap();
+    let pkts = [pkt(&SHORT, 0, 0, 0), pkt(&LONG, 0, 0, 0)];
+    let call = |rt: &mut Runtime| {
+        let mut out = [true; 2];
+        rt.matches(1, &pkts, &mut out);
+        assert_eq!(out, [false; 2]);
+        assert!(rt.last_call_failed());
+    };
+    let counts = |rt: &Runtime| {
+        let f = rt.failures("probe");
+        (f.trap, f.recreated, f.skipped)
+    };
+    for _ in 0..3 {
+        call(&mut rt);
+    }
+    assert_eq!(counts(&rt), (3, 3, 0));
+    let events = rt.take_events();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(
+        events[3].text,
+        "plugin probe: use site 1 failed 3 calls in a row, backing off: its next 8 calls get \
+         the fallback without calling the plugin"
+    );
+    check_ok_site(&mut rt);
+    for _ in 0..8 {
+        call(&mut rt);
+        check_ok_site(&mut rt);
+    }
+    assert_eq!(counts(&rt), (3, 3, 8));
+    assert!(rt.take_events().is_empty());
+    // Tried again, failed again: twice as long.
+    call(&mut rt);
+    assert_eq!(counts(&rt), (4, 4, 8));
+    let events = rt.take_events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events[0]
+            .text
+            .starts_with("plugin probe trapped: matches at use site 1")
+    );
+    assert!(
+        events[1].text.contains("failed 4 calls in a row"),
+        "{events:?}"
+    );
+    assert!(events[1].text.contains("its next 16 calls"), "{events:?}");
+    for _ in 0..16 {
+        call(&mut rt);
+    }
+    assert_eq!(counts(&rt), (4, 4, 24));
+    call(&mut rt);
+    assert_eq!(counts(&rt), (5, 5, 24));
+    // A swap ends the back-off: the next call is made (and fails, without backing off).
+    let again = guest(&host, "probe");
+    rt.swap("probe", &again).unwrap();
+    rt.take_events();
+    call(&mut rt);
+    assert_eq!(counts(&rt), (6, 6, 24));
+    assert_eq!(rt.take_events().len(), 1);
+    // Configured again, as a working match: called at once.
+    call(&mut rt);
+    call(&mut rt);
+    assert_eq!(counts(&rt).2, 24);
+    assert_eq!(rt.take_events().len(), 3, "the third failure backs off");
+    rt.configure(&site(1, "probe", &["ok"], Fallback::Drop))
+        .unwrap();
+    let mut out = [true, false];
+    rt.matches(1, &pkts, &mut out);
+    assert_eq!(out, [false, true]);
+    assert!(!rt.last_call_failed());
+    assert_eq!(counts(&rt).2, 24);
+}

@@ -621,3 +621,87 @@ fn encap_then_decap_gives_the_frame_back() {
     apply_edits(&mut back, &r.edits);
     assert_eq!(back, inner.frame);
 }
+
+/// `fast-match.matches-first` on `pkts` cut to [`FIRST_WINDOW`] bytes: (hits, more), and the
+/// final answers as the host makes them (the packets marked `more` asked again through
+/// `matches` with the whole window).
+fn run_first(site_args: &str, pkts: &[TestPkt]) -> (u64, u64, Vec<u8>) {
+    let mut g = GenevePlugin::default();
+    g.configure(0, Kind::MatchExpr, &args(site_args)).unwrap();
+    let (buf, count, stride) = batch(pkts, FIRST_WINDOW);
+    let (hits, more) = wasp_plugin_sdk::__glue::matches_first(&mut g, 0, &buf, count, stride);
+    let again: Vec<TestPkt> = (0..pkts.len())
+        .filter(|i| more >> i & 1 == 1)
+        .map(|i| pkts[i].clone())
+        .collect();
+    let (buf, count, stride) = batch(&again, WINDOW);
+    let mut second = wasp_plugin_sdk::__glue::matches(&mut g, 0, &buf, count, stride).into_iter();
+    let answers = (0..pkts.len())
+        .map(|i| match more >> i & 1 {
+            1 => second.next().unwrap(),
+            _ => (hits >> i & 1) as u8,
+        })
+        .collect();
+    (hits, more, answers)
+}
+
+/// 15 options of 4 data bytes (120 bytes: the block ends past [`FIRST_WINDOW`] in an IPv4
+/// frame), class 0x0200 + i; the last one class 0x0102 type 0x80.
+fn long_block() -> Vec<u8> {
+    let mut o = Vec::new();
+    for i in 0..15u16 {
+        let class = if i == 14 { 0x0102 } else { 0x0200 + i };
+        NewOpt {
+            class,
+            typ: 0x80,
+            data: vec![0, 0, 0, i as u8],
+        }
+        .encode(&mut o);
+    }
+    o
+}
+
+#[test]
+fn first_window_answers_or_asks_for_the_whole_window() {
+    let short = [
+        frame(false, 6081, 42, &e33d(), false),
+        frame(true, 6081, 42, &e33d(), true),
+        frame(false, 6081, 7, &[], false),
+        frame(false, 6082, 42, &e33d(), false),
+    ];
+    // Frames within the first window: answered at once, as by `matches`.
+    for m in [
+        "present",
+        "vni 42",
+        "opt class 0x0102 type 0x80",
+        "opt class 0x0111",
+    ] {
+        let (hits, more, answers) = run_first(m, &short);
+        assert_eq!(more, 0, "{m}");
+        assert_eq!(answers, run_match(m, &short), "{m}");
+        assert_eq!(u64::from(answers[0]) | u64::from(answers[1]) << 1, hits & 3);
+    }
+    let long = frame(false, 6081, 42, &long_block(), false);
+    assert_eq!(long.frame.len(), 14 + 20 + 8 + 8 + 120 + 20);
+    let other = frame(false, 6082, 42, &long_block(), false);
+    // An option block that runs past 128 bytes: asked again, found with the whole window.
+    let (hits, more, answers) =
+        run_first("opt class 0x0102 type 0x80", &[long.clone(), other.clone()]);
+    assert_eq!((hits, more), (0, 0b01));
+    assert_eq!(answers, [1, 0]);
+    let (_, more, answers) = run_first("opt class 0x0201", core::slice::from_ref(&long));
+    assert_eq!((more, answers.as_slice()), (1, &[1u8][..]));
+    // A VNI match does not need the options.
+    assert_eq!(
+        run_first("vni 42", &[long.clone(), other]),
+        (1, 0, vec![1, 0])
+    );
+    // A transport header past the first window: the port is not there, so ask again.
+    let mut deep = long.clone();
+    deep.l4 = 130;
+    assert_eq!(run_first("vni 42", &[deep]).1, 1);
+    // Not UDP: false at once.
+    let mut tcp = long;
+    tcp.l4proto = 6;
+    assert_eq!(run_first("present", &[tcp]), (0, 0, vec![0]));
+}

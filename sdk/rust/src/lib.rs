@@ -97,7 +97,7 @@ pub use sites::Sites;
 #[allow(missing_docs, unsafe_code, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "wasp-plugin",
+        world: "wasp-plugin-fast",
         path: "../../wit",
         pub_export_macro: true,
         export_macro_name: "__export_wasp_plugin",
@@ -238,6 +238,20 @@ macro_rules! export_plugin {
                     blob: $crate::__glue::Vec<u8>,
                 ) -> Result<(), $crate::__glue::String> {
                     PLUGIN.with(|p| $crate::Plugin::import_state(p, &blob))
+                }
+            }
+
+            impl $crate::bindings::exports::wasp::plugin::fast_match::Guest for Export {
+                fn first_window() -> u32 {
+                    PLUGIN.with(|p| $crate::__glue::first_window(p))
+                }
+                fn matches_first(
+                    site: u32,
+                    batch: $crate::__glue::Vec<u8>,
+                    count: u32,
+                    stride: u32,
+                ) -> (u64, u64) {
+                    PLUGIN.with(|p| $crate::__glue::matches_first(p, site, &batch, count, stride))
                 }
             }
 

@@ -30,6 +30,26 @@ pub trait Plugin: Default + 'static {
         let _ = (site, pkts, out);
     }
 
+    /// Bytes of each frame a match sees first (WIT `fast-match.first-window`): `None` (the
+    /// default) for the whole window of [`describe`](Plugin::describe). A plugin whose answer
+    /// usually lies in fewer bytes than its window declares that many and implements
+    /// [`matches_first`](Plugin::matches_first): the host then copies only those bytes per
+    /// packet, and asks [`matches`](Plugin::matches) with the whole window for the packets
+    /// that need more. Asked once, when the plugin is loaded.
+    fn first_window(&self) -> Option<u32> {
+        None
+    }
+
+    /// A match on packets cut to [`first_window`](Plugin::first_window) bytes: set `out[i]`
+    /// for packet `i`, or `more[i]` when its answer needs bytes past `pkt.bytes` (then `out[i]`
+    /// is ignored and the host asks [`matches`](Plugin::matches) for it with the whole
+    /// window). Both all false on entry, at most 64 packets. Default: [`matches`]
+    /// (Plugin::matches), which is right when `first_window` is `None`.
+    fn matches_first(&mut self, site: u32, pkts: Packets<'_>, out: &mut [bool], more: &mut [bool]) {
+        let _ = more;
+        self.matches(site, pkts, out)
+    }
+
     /// A statement or stateful expression: set `verdicts[i]` (all `Continue` on entry) and
     /// push edits (`Edit::packet` is the index in the batch). Default: every packet continues.
     fn apply(
@@ -92,6 +112,36 @@ pub mod glue {
         let mut out = alloc::vec![false; count as usize];
         p.matches(site, pkts, &mut out[..pkts.len()]);
         out.into_iter().map(u8::from).collect()
+    }
+
+    /// Most packets of a `matches-first` call (the bits of a `u64`).
+    pub const FIRST_MAX: usize = 64;
+
+    /// `fast-match.first-window`: [`Plugin::first_window`], or the whole window.
+    pub fn first_window<P: Plugin>(p: &mut P) -> u32 {
+        p.first_window().unwrap_or_else(|| p.describe().window)
+    }
+
+    /// `fast-match.matches-first`: (hits, more) as bitmasks, bit i for packet i; no
+    /// allocation. Packets past 64 or past what the buffer holds get no bit.
+    #[inline]
+    pub fn matches_first<P: Plugin>(
+        p: &mut P,
+        site: u32,
+        batch: &[u8],
+        count: u32,
+        stride: u32,
+    ) -> (u64, u64) {
+        let pkts = Packets::new(batch, count.min(FIRST_MAX as u32), stride);
+        let n = pkts.len();
+        let (mut out, mut more) = ([false; FIRST_MAX], [false; FIRST_MAX]);
+        p.matches_first(site, pkts, &mut out[..n], &mut more[..n]);
+        let (mut hits, mut need) = (0u64, 0u64);
+        for i in 0..n {
+            hits |= u64::from(out[i]) << i;
+            need |= u64::from(more[i]) << i;
+        }
+        (hits & !need, need)
     }
 
     /// `apply` with one verdict per packet of `count` (`Continue` for packets the buffer does
@@ -165,5 +215,62 @@ mod tests {
         assert!(p.export_state().is_empty());
         assert_eq!(p.import_state(b"x"), Err("no state transfer".to_string()));
         assert!(!p.describe().state_transfer);
+        assert_eq!(glue::first_window(&mut p), 0, "the whole window");
+        assert_eq!(glue::matches_first(&mut p, 0, &buf, count, stride), (0, 0));
+    }
+
+    /// Matches packets longer than 50 bytes; with a first window of 8 bytes it asks for more
+    /// when the first byte is 0xff.
+    #[derive(Default)]
+    struct Long;
+
+    impl Plugin for Long {
+        fn describe(&self) -> Info {
+            Info::new("long", "0", &[Kind::MatchExpr], 64)
+        }
+        fn matches(&mut self, _: u32, pkts: Packets<'_>, out: &mut [bool]) {
+            for (p, o) in pkts.iter().zip(out) {
+                *o = p.len > 50;
+            }
+        }
+        fn first_window(&self) -> Option<u32> {
+            Some(8)
+        }
+        fn matches_first(
+            &mut self,
+            s: u32,
+            pkts: Packets<'_>,
+            out: &mut [bool],
+            more: &mut [bool],
+        ) {
+            self.matches(s, pkts, out);
+            for (p, m) in pkts.iter().zip(more) {
+                *m = p.bytes.first() == Some(&0xff);
+            }
+        }
+    }
+
+    #[test]
+    fn matches_first_answers_with_bitmasks() {
+        let mut p = Long;
+        assert_eq!(glue::first_window(&mut p), 8);
+        let pkt = |len: usize, first: u8| TestPkt {
+            frame: alloc::vec![first; len],
+            ..Default::default()
+        };
+        let pkts = [pkt(60, 0), pkt(20, 0), pkt(60, 0xff), pkt(51, 1)];
+        let (buf, count, stride) = batch(&pkts, 8);
+        // Packet 2 asks for more: its answer bit is cleared.
+        assert_eq!(
+            glue::matches_first(&mut p, 0, &buf, count, stride),
+            (0b1001, 0b0100)
+        );
+        // 70 packets: only the first 64 get bits.
+        let many: alloc::vec::Vec<TestPkt> = (0..70).map(|_| pkt(60, 0)).collect();
+        let (buf, count, stride) = batch(&many, 8);
+        assert_eq!(glue::matches_first(&mut p, 0, &buf, count, stride), (!0, 0));
+        // A count past the buffer: bits for the packets it holds only.
+        let (buf, _, stride) = batch(&pkts[..2], 8);
+        assert_eq!(glue::matches_first(&mut p, 0, &buf, 5, stride), (0b01, 0));
     }
 }
