@@ -1,23 +1,441 @@
-//! `wasp ctl`: the client side of the control socket.
+//! `wasp ctl`: the client side of the control socket, with nft's words and flags where nft
+//! has them (`list`, `-f`, `add|delete|get element`, `reset`, `monitor`, `-a -s -t -j`) and
+//! wasp's own (`plugin`, `stats`, `dump rules [--brief]`). The protocol is
+//! `host/ctl/PROTOCOL.md`.
+//!
+//! Output: what the daemon sends, as nft prints it. An error from the daemon is printed as the
+//! daemon words it (nft's text, file:line:col for a ruleset) and the exit code is 1; no daemon
+//! at the socket is a clear message, exit 1.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use wasp_ctl::client::Incoming;
+use wasp_ctl::dump::{FLAG_COUNTER, RECORD_BYTES, Record, push_u64};
+use wasp_ctl::proto::{
+    BriefEncoding, ChainInfo, DumpMode, ElementOp, ElementRequest, ListFlags, PluginOp, Reply,
+    Request, ResetRequest, Stats, parse_family,
+};
+use wasp_ctl::{Client, ClientError};
 
 use crate::error::Error;
 
-/// `wasp ctl ...`.
+/// `wasp ctl [--socket PATH] [-a] [-s] [-t] [-j] (-f FILE | COMMAND...)`.
+///
+/// Commands: `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
+/// set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
+/// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset element
+/// [FAMILY] TABLE SET { ELEMENTS }`, `plugin load|swap NAME PATH`, `plugin unload NAME`,
+/// `monitor`, `stats`, `dump rules [--brief]`.
 #[derive(Debug, Args)]
-pub struct CtlArgs {}
+#[command(trailing_var_arg = true)]
+pub struct CtlArgs {
+    /// The daemon's control socket.
+    #[arg(long, value_name = "PATH", default_value = wasp_ctl::server::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Show object handles (nft -a).
+    #[arg(short = 'a', long = "handle")]
+    pub handles: bool,
+    /// Stateless: omit counter values (nft -s).
+    #[arg(short = 's', long)]
+    pub stateless: bool,
+    /// Terse: omit set elements (nft -t).
+    #[arg(short = 't', long)]
+    pub terse: bool,
+    /// JSON output (nft -j); for `dump rules` and `monitor`, the protocol's lines as they come.
+    #[arg(short = 'j', long)]
+    pub json: bool,
+    /// Apply a ruleset or a batch of add/create/delete/flush commands atomically (`-` reads
+    /// standard input).
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "command"
+    )]
+    pub file: Option<PathBuf>,
+    /// The command, in nft's words.
+    #[arg(value_name = "COMMAND", allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// The usage line of the commands, for errors.
+const COMMANDS: &str = "list ..., add|delete|get element ..., reset counters|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+
+/// What the command line asks, as a request and how to print its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The request.
+    pub request: Request,
+    /// How to print its replies.
+    pub output: Output,
+}
+
+/// How replies are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Text pieces as they come (`list`, `get element`, `reset`).
+    Text,
+    /// Nothing but errors (`-f`, `add|delete element`, `plugin`).
+    Quiet,
+    /// Events, one per line.
+    Events,
+    /// The `stats` table (or its JSON).
+    Stats,
+    /// Rules of a full dump.
+    DumpFull,
+    /// Records of a brief dump.
+    DumpBrief,
+    /// The protocol's lines as they come (`-j` with `dump` or `monitor`).
+    Raw,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+/// `[FAMILY] TABLE SET { ... }` after `element`.
+fn element_words(
+    words: &[String],
+    what: &str,
+) -> Result<(Option<String>, String, String, String), Error> {
+    let brace = words
+        .iter()
+        .position(|w| w.starts_with('{'))
+        .ok_or_else(|| {
+            usage(format!(
+                "{what}: expected `{{ ELEMENTS }}` after the set's name"
+            ))
+        })?;
+    let names = &words[..brace];
+    let elements = words[brace..].join(" ");
+    match names {
+        [f, t, s] if parse_family(f).is_some() => {
+            Ok((Some(f.clone()), t.clone(), s.clone(), elements))
+        }
+        [t, s] => Ok((None, t.clone(), s.clone(), elements)),
+        _ => Err(usage(format!(
+            "{what}: expected [FAMILY] TABLE SET {{ ELEMENTS }}"
+        ))),
+    }
+}
+
+/// Read the command line into a request.
+///
+/// # Errors
+/// [`Error::Usage`] for a command wasp ctl does not know; a file that cannot be read.
+pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
+    let flags = ListFlags {
+        handles: args.handles,
+        stateless: args.stateless,
+        terse: args.terse,
+        json: args.json,
+    };
+    if let Some(file) = &args.file {
+        let text = if file == Path::new("-") {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
+                Error::Output {
+                    path: PathBuf::from("<stdin>"),
+                    message: e.to_string(),
+                }
+            })?;
+            s
+        } else {
+            std::fs::read_to_string(file).map_err(|e| {
+                Error::Ruleset(wasp_ruleset::Error::Io {
+                    path: file.clone(),
+                    message: e.to_string(),
+                })
+            })?
+        };
+        return Ok(Plan {
+            request: Request::Apply {
+                text,
+                name: file.display().to_string(),
+            },
+            output: Output::Quiet,
+        });
+    }
+    let words: Vec<&str> = args.command.iter().map(String::as_str).collect();
+    let plan = |request, output| Ok(Plan { request, output });
+    match words.as_slice() {
+        [] => Err(usage(format!("wasp ctl: expected a command: {COMMANDS}"))),
+        ["list", rest @ ..] => {
+            let req = wasp_ctl::listing::parse_list_words(rest, flags).map_err(usage)?;
+            plan(Request::List(req), Output::Text)
+        }
+        [op @ ("add" | "delete" | "get"), "element", ..] => {
+            let (family, table, set, elements) =
+                element_words(&args.command[2..], &format!("{op} element"))?;
+            let op = match *op {
+                "add" => ElementOp::Add,
+                "delete" => ElementOp::Delete,
+                _ => ElementOp::Get,
+            };
+            let output = if op == ElementOp::Get {
+                Output::Text
+            } else {
+                Output::Quiet
+            };
+            plan(
+                Request::Element(ElementRequest {
+                    op,
+                    family,
+                    table,
+                    set,
+                    elements,
+                }),
+                output,
+            )
+        }
+        ["reset", "counters"] => plan(
+            Request::Reset(ResetRequest::Counters {
+                family: None,
+                table: None,
+            }),
+            Output::Text,
+        ),
+        ["reset", "counters", "table", rest @ ..] => {
+            let (family, table) = match rest {
+                [f, t] if parse_family(f).is_some() => (Some((*f).to_string()), *t),
+                [t] => (None, *t),
+                _ => return Err(usage("reset counters table [FAMILY] TABLE")),
+            };
+            plan(
+                Request::Reset(ResetRequest::Counters {
+                    family,
+                    table: Some(table.to_string()),
+                }),
+                Output::Text,
+            )
+        }
+        ["reset", "element", ..] => {
+            let (family, table, set, elements) =
+                element_words(&args.command[2..], "reset element")?;
+            plan(
+                Request::Reset(ResetRequest::Element {
+                    family,
+                    table,
+                    set,
+                    elements,
+                }),
+                Output::Text,
+            )
+        }
+        ["plugin", op @ ("load" | "swap"), name, path] => {
+            let op = if *op == "load" {
+                PluginOp::Load
+            } else {
+                PluginOp::Swap
+            };
+            // The daemon reads the file: give it an absolute path.
+            let path = std::path::absolute(path).unwrap_or_else(|_| PathBuf::from(path));
+            plan(
+                Request::Plugin {
+                    op,
+                    name: (*name).to_string(),
+                    path: Some(path.display().to_string()),
+                },
+                Output::Quiet,
+            )
+        }
+        ["plugin", "unload", name] => plan(
+            Request::Plugin {
+                op: PluginOp::Unload,
+                name: (*name).to_string(),
+                path: None,
+            },
+            Output::Quiet,
+        ),
+        ["plugin", ..] => Err(usage("plugin load|swap NAME PATH, or plugin unload NAME")),
+        ["monitor"] => plan(
+            Request::Monitor,
+            if args.json {
+                Output::Raw
+            } else {
+                Output::Events
+            },
+        ),
+        ["stats"] => plan(Request::Stats, Output::Stats),
+        ["dump", "rules", rest @ ..] => {
+            let brief = match rest {
+                [] => false,
+                ["--brief"] => true,
+                _ => return Err(usage("dump rules [--brief]")),
+            };
+            let (mode, encoding, output) = match (brief, args.json) {
+                (false, false) => (DumpMode::Full, BriefEncoding::Json, Output::DumpFull),
+                (false, true) => (DumpMode::Full, BriefEncoding::Json, Output::Raw),
+                (true, false) => (DumpMode::Brief, BriefEncoding::Binary, Output::DumpBrief),
+                (true, true) => (DumpMode::Brief, BriefEncoding::Json, Output::Raw),
+            };
+            plan(Request::Dump { mode, encoding }, output)
+        }
+        _ => Err(usage(format!(
+            "wasp ctl: unknown command `{}`: {COMMANDS}",
+            words.join(" ")
+        ))),
+    }
+}
 
 /// Do what `args` asks of the daemon.
 ///
 /// # Errors
-/// Not yet built.
-pub fn main(
-    _args: &CtlArgs,
-    _stdout: &mut dyn Write,
-    _stderr: &mut dyn Write,
-) -> Result<(), Error> {
-    Err(Error::Usage("wasp ctl is not built yet".to_string()))
+/// [`Error::Usage`] for a bad command line; [`Error::Ctl`] when the daemon cannot be
+/// reached or answers with an error (its message as nft prints it); [`Error::Output`] when
+/// stdout fails.
+pub fn main(args: &CtlArgs, stdout: &mut dyn Write, _stderr: &mut dyn Write) -> Result<(), Error> {
+    let plan = plan(args)?;
+    let mut client = Client::connect(&args.socket).map_err(ctl_error)?;
+    let out_err = |e: std::io::Error| Error::Output {
+        path: PathBuf::from("<stdout>"),
+        message: e.to_string(),
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout);
+    let mut chains: Vec<ChainInfo> = Vec::new();
+    let mut line = Vec::with_capacity(256);
+    let result = client.call(&plan.request, &mut |item| {
+        match (plan.output, item) {
+            (Output::Text, Incoming::Reply(Reply::Text(t))) => out.write_all(t.as_bytes()),
+            (Output::Events, Incoming::Reply(Reply::Event(e))) => {
+                writeln!(out, "{e}")?;
+                out.flush()
+            }
+            (Output::DumpFull, Incoming::Reply(Reply::Rule(r))) => writeln!(
+                out,
+                "add rule {} {} {} {} # handle {}",
+                r.family, r.table, r.chain, r.text, r.handle
+            ),
+            (Output::DumpBrief, Incoming::Reply(Reply::Chain(c))) => {
+                chains.push(c);
+                Ok(())
+            }
+            (Output::DumpBrief, Incoming::Binary(frame)) => {
+                for rec in frame.chunks_exact(RECORD_BYTES) {
+                    if let Some(r) = Record::decode(rec) {
+                        brief_line(&mut line, &chains, &r);
+                        out.write_all(&line)?;
+                    }
+                }
+                Ok(())
+            }
+            (Output::DumpBrief, Incoming::Record(r)) => {
+                brief_line(&mut line, &chains, &r);
+                out.write_all(&line)
+            }
+            (Output::Raw, Incoming::Reply(r)) => {
+                out.write_all(wasp_ctl::proto::encode_reply(&r).as_bytes())?;
+                out.flush()
+            }
+            (Output::Raw, Incoming::Record(r)) => {
+                line.clear();
+                r.write_json(&mut line);
+                line.push(b'\n');
+                out.write_all(&line)
+            }
+            // Anything else (a line this command does not print) is skipped.
+            _ => Ok(()),
+        }
+    });
+    let value = match result {
+        Ok(v) => v,
+        Err(ClientError::Io(e)) => return Err(out_err(e)),
+        Err(e) => {
+            let _ = out.flush();
+            return Err(ctl_error(e));
+        }
+    };
+    if plan.output == Output::Raw {
+        out.write_all(wasp_ctl::proto::encode_reply(&Reply::Ok(value.clone())).as_bytes())
+            .map_err(out_err)?;
+    }
+    if plan.output == Output::Stats {
+        let stats: Stats = serde_json::from_value(value.clone()).unwrap_or_default();
+        if args.json {
+            writeln!(out, "{value}").map_err(out_err)?;
+        } else {
+            out.write_all(stats_text(&stats).as_bytes())
+                .map_err(out_err)?;
+        }
+    }
+    out.flush().map_err(out_err)
+}
+
+fn ctl_error(e: ClientError) -> Error {
+    Error::Ctl(e.to_string())
+}
+
+/// `FAMILY TABLE CHAIN HANDLE PACKETS BYTES` (`- -` for a rule without a counter).
+fn brief_line(line: &mut Vec<u8>, chains: &[ChainInfo], r: &Record) {
+    line.clear();
+    match chains.get(r.chain as usize) {
+        Some(c) => {
+            line.extend_from_slice(c.family.as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(c.table.as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(c.name.as_bytes());
+        }
+        None => {
+            line.extend_from_slice(b"? ? ");
+            push_u64(line, u64::from(r.chain));
+        }
+    }
+    line.push(b' ');
+    push_u64(line, r.handle);
+    if r.flags & FLAG_COUNTER != 0 {
+        line.push(b' ');
+        push_u64(line, r.packets);
+        line.push(b' ');
+        push_u64(line, r.bytes);
+    } else {
+        line.extend_from_slice(b" - -");
+    }
+    line.push(b'\n');
+}
+
+/// The `stats` table.
+pub fn stats_text(s: &Stats) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<12} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>5}",
+        "port", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_drop", "tx_drop", "ring%"
+    );
+    for p in &s.ports {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>5}",
+            p.name,
+            p.rx_packets,
+            p.rx_bytes,
+            p.tx_packets,
+            p.tx_bytes,
+            p.rx_dropped,
+            p.tx_dropped,
+            p.ring_occupancy_pct
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:>12} {:>12} {:>12}",
+        "worker", "packets", "vectors", "dropped"
+    );
+    for w in &s.workers {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>12} {:>12} {:>12}",
+            w.id, w.packets, w.vectors, w.dropped
+        );
+    }
+    if !s.drops.is_empty() {
+        let _ = writeln!(out, "\n{:<24} {:>12}", "drop reason", "packets");
+        for (k, v) in &s.drops {
+            let _ = writeln!(out, "{k:<24} {v:>12}");
+        }
+    }
+    out
 }
