@@ -16,12 +16,18 @@ use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::{StatsSnapshot, WorkerStats};
 use wasp::daemon::worker::{Clock, Worker, WorkerLinks};
+use wasp_core::forward::Forwarder;
+
+/// Frames by port index, shared between the test and the fake ports.
+type Queue = Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>;
+/// Frames sent, by port index.
+type Sent = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
 
 /// Ports fed from a shared queue of (port, frame); sends recorded.
 struct MemPorts {
     names: Vec<String>,
-    rx: Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>,
-    sent: Arc<Mutex<Vec<(usize, Vec<u8>)>>>,
+    rx: Queue,
+    sent: Sent,
     counts: Vec<PortCounts>,
 }
 
@@ -109,7 +115,7 @@ fn dns() -> Vec<u8> {
 /// A daemon with `n` workers over one shared in-memory queue, each worker on its thread.
 struct Rig {
     daemon: Arc<Daemon>,
-    rx: Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>,
+    rx: Queue,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<Result<(), String>>>,
 }
@@ -144,7 +150,11 @@ impl Rig {
                     sent: sent.clone(),
                     counts: vec![PortCounts::default()],
                 };
-                std::thread::spawn(move || Worker::new(i, ports, b, l).run().map(|_| ()))
+                std::thread::spawn(move || {
+                    Worker::new(i, ports, b, Forwarder::new(None), l)
+                        .run()
+                        .map(|_| ())
+                })
             })
             .collect();
         Rig {

@@ -9,7 +9,9 @@
 //! - [`ports`]: the worker's view of its ports (the seam to `wasp-io`).
 //! - [`stats`], [`events`]: worker counts, and events for `wasp ctl monitor`.
 
+pub mod control;
 pub mod events;
+pub mod live;
 pub mod mailbox;
 pub mod ports;
 pub mod state;
@@ -18,10 +20,30 @@ pub mod worker;
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use wasp_core::Engine;
+use wasp_core::forward::{Forwarder, Gateway};
+use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode};
 
 use crate::error::Error;
+use events::EventBus;
+use mailbox::Mailbox;
+use state::Daemon;
+use stats::{StatsSnapshot, WorkerStats};
+use worker::{Clock, Worker, WorkerLinks};
+
+/// How the AF_PACKET sockets receive (`--rx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RxArg {
+    /// A TPACKET_V3 ring polled through io_uring (the default: less CPU per packet here).
+    Tpacket,
+    /// Multishot recv into a provided-buffer ring.
+    Multishot,
+}
 
 /// `wasp run RULESET [options]`.
 #[derive(Debug, Args)]
@@ -34,12 +56,211 @@ pub struct RunArgs {
     /// The control socket's path (created with mode 0600).
     #[arg(long, default_value = "/run/wasp/wasp.sock")]
     pub socket: PathBuf,
+    /// Open this device too (repeat), besides those the ruleset's base chains name.
+    #[arg(long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Receive path of the AF_PACKET ports.
+    #[arg(long, value_enum, default_value = "tpacket")]
+    pub rx: RxArg,
+    /// The gateway file: addresses, static routes and neighbours (see `wasp_core::forward`);
+    /// without it accepted packets stay with the local stack unless `fwd`/`dup` send them.
+    #[arg(long, value_name = "FILE")]
+    pub gateway: Option<PathBuf>,
 }
 
-/// Run the daemon until SIGINT/SIGTERM.
+/// The devices to open: the ruleset's netdev ingress base chains' devices, the `fwd`/`dup`
+/// targets, the gateway's devices, then `extra`, each once.
+pub fn devices(engine: &Engine, gateway: Option<&Gateway>, extra: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let gw = gateway
+        .map(|g| {
+            g.devices()
+                .iter()
+                .map(|d| d.name.clone())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for d in engine
+        .ingress_devices()
+        .into_iter()
+        .map(str::to_string)
+        .chain(engine.out_targets().iter().map(|t| t.dev.clone()))
+        .chain(gw)
+        .chain(extra.iter().cloned())
+    {
+        if !d.is_empty() && !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Run the daemon until SIGINT/SIGTERM: open the devices, start the workers and the control
+/// socket, then stop cleanly (vectors in flight finish) and print the final statistics.
 ///
 /// # Errors
-/// Not yet built.
-pub fn run(_args: &RunArgs, _stdout: &mut dyn Write, _stderr: &mut dyn Write) -> Result<(), Error> {
-    Err(Error::Usage("wasp run is not built yet".to_string()))
+/// [`Error::Ruleset`] for a ruleset that cannot run; [`Error::Daemon`] when a device is
+/// missing, privileges lack ("needs CAP_NET_RAW (run as root)"), the socket is in use, or a
+/// worker fails.
+pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(), Error> {
+    // RUST_LOG picks what is logged (default: info); a second init (tests) is harmless.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let ruleset = wasp_ruleset::parse_file(&args.ruleset)?;
+    let engine = Engine::compile(&ruleset)?;
+    let mut gateway = match &args.gateway {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Error::Daemon(format!("{}: {e}", p.display())))?;
+            Some(Gateway::parse(&text, &p.display().to_string())?)
+        }
+        None => None,
+    };
+    let devs = devices(&engine, gateway.as_ref(), &args.devices);
+    if devs.is_empty() {
+        return Err(Error::Daemon(format!(
+            "{}: no netdev base chain names a device, and no --device given: nothing to open",
+            args.ruleset.display()
+        )));
+    }
+    let workers = match args.workers {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        n => n,
+    };
+    let cfg = RingConfig {
+        rx_mode: match args.rx {
+            RxArg::Tpacket => RxMode::TpacketV3,
+            RxArg::Multishot => RxMode::Multishot,
+        },
+        ..RingConfig::default()
+    };
+    // Fanout ids: one group per daemon (the process id), one id per device within it.
+    let fanout = FanoutSpec {
+        group_id: (std::process::id() & 0x7fff) as u16,
+        mode: FanoutMode::Hash,
+    };
+    let mut groups: Vec<Box<dyn PortGroup>> = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let g = AfPacketGroup::open(&devs, fanout, cfg)
+            .map_err(|e| Error::Daemon(format!("cannot open the ports: {e}")))?;
+        groups.push(Box::new(g));
+    }
+    // The gateway's devices take the MACs of the ports unless the file gives them.
+    if let (Some(g), Some(first)) = (gateway.as_mut(), groups.first()) {
+        for p in first.ports() {
+            if g.device(&p.name)
+                .is_some_and(|d| g.devices()[usize::from(d.0)].mac.is_none())
+            {
+                g.set_mac(&p.name, p.mac);
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| Error::Daemon(format!("cannot install the signal handler: {e}")))?;
+    }
+    let events = Arc::new(EventBus::default());
+    let clock = Clock::new();
+    let links: Vec<WorkerLinks> = (0..workers)
+        .map(|_| WorkerLinks {
+            mailbox: Arc::new(Mailbox::default()),
+            stats: Arc::new(WorkerStats::default()),
+            events: events.clone(),
+            stop: stop.clone(),
+            clock,
+        })
+        .collect();
+    let (daemon, bundles) =
+        Daemon::new(ruleset, args.ruleset.clone(), links.clone(), events, clock)?;
+    let daemon = Arc::new(daemon);
+    let server = wasp_ctl::server::Server::start(
+        wasp_ctl::server::ServerConfig::new(&args.socket),
+        Arc::new(control::Control::new(daemon.clone())),
+    )
+    .map_err(|e| Error::Daemon(format!("control socket: {e}")))?;
+    tracing::info!(
+        devices = ?devs,
+        workers,
+        socket = %args.socket.display(),
+        "wasp running"
+    );
+    let mut threads = Vec::with_capacity(workers);
+    for (i, ((g, b), l)) in groups.into_iter().zip(bundles).zip(links).enumerate() {
+        let ports = live::IoPorts::new(g);
+        let stop = stop.clone();
+        let fwd = Forwarder::new(gateway.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("wasp-worker-{i}"))
+            .spawn(move || {
+                let r = Worker::new(i, ports, b, fwd, l).run();
+                if r.is_err() {
+                    // One worker failing stops the daemon (its devices are gone).
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r
+            })
+            .map_err(|e| Error::Daemon(format!("cannot start worker {i}: {e}")))?;
+        threads.push(t);
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("stopping");
+    server.shutdown();
+    let mut failure = None;
+    let mut ports = Vec::new();
+    for (i, t) in threads.into_iter().enumerate() {
+        match t.join() {
+            Ok(Ok((_, counts))) => ports.push((i, counts)),
+            Ok(Err(e)) => failure = Some(format!("worker {i}: {e}")),
+            Err(_) => failure = Some(format!("worker {i} panicked")),
+        }
+    }
+    let total = StatsSnapshot::sum(&daemon.stats());
+    let io = |e: std::io::Error| Error::Output {
+        path: PathBuf::from("<stdout>"),
+        message: e.to_string(),
+    };
+    write!(stdout, "{}", final_stats(&total, &devs, &ports)).map_err(io)?;
+    let _ = stderr.flush();
+    match failure {
+        Some(f) => Err(Error::Daemon(f)),
+        None => Ok(()),
+    }
+}
+
+/// The statistics `wasp run` prints when it stops.
+pub fn final_stats(
+    total: &StatsSnapshot,
+    devs: &[String],
+    ports: &[(usize, Vec<ports::PortCounts>)],
+) -> String {
+    let mut s = format!(
+        "packets {} bytes {} accepted {} transmitted {} local {} malformed {} dropped {}\n",
+        total.packets,
+        total.bytes,
+        total.accepted,
+        total.transmitted,
+        total.local,
+        total.malformed,
+        total.dropped()
+    );
+    for (name, n) in total.drops.iter().filter(|(_, n)| *n > 0) {
+        s += &format!("  dropped {name} {n}\n");
+    }
+    for (w, counts) in ports {
+        for (dev, c) in devs.iter().zip(counts) {
+            s += &format!(
+                "worker {w} {dev}: rx {} ({} bytes, {} dropped) tx {} ({} bytes, {} dropped)\n",
+                c.rx_packets, c.rx_bytes, c.rx_dropped, c.tx_packets, c.tx_bytes, c.tx_dropped
+            );
+        }
+    }
+    s
 }

@@ -312,4 +312,56 @@ impl Daemon {
     pub fn host(&self) -> &PluginHost {
         &self.host
     }
+
+    /// Swap plugin `name` to the component at `path` on every worker while packets flow:
+    /// compiled here once, instantiated and configured off the workers, switched at each
+    /// worker's next vector boundary (each packet sees exactly one version). Returns what
+    /// each worker did with the state (`carried N bytes` / `fresh: why`).
+    ///
+    /// # Errors
+    /// [`Error::Daemon`]: the component cannot be loaded (nothing changes), the running
+    /// ruleset has no plugin `name`, a worker refused the swap (the text says why; workers
+    /// that swapped keep the new version) or did not answer.
+    pub fn swap_plugin(&self, name: &str, path: &std::path::Path) -> Result<Vec<String>, Error> {
+        let _cur = self.lock();
+        let plugin = self
+            .host
+            .load(path)
+            .map_err(|e| Error::Daemon(format!("plugin {name}: {e}")))?;
+        let handles = ask_all(&self.mailboxes(), WORKER_ANSWER, {
+            let name = name.to_string();
+            move |ctx| {
+                ctx.runtime
+                    .as_ref()
+                    .filter(|rt| rt.plugin(&name).is_some())
+                    .map(|rt| rt.swap_handle())
+            }
+        })
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
+        if handles.iter().any(Option::is_none) {
+            return Err(Error::Daemon(format!(
+                "the running ruleset has no plugin `{name}`"
+            )));
+        }
+        let pending: Vec<_> = handles
+            .into_iter()
+            .flatten()
+            .map(|h| h.request(name, plugin.clone()))
+            .collect();
+        let mut done = Vec::with_capacity(pending.len());
+        for (i, rx) in pending.into_iter().enumerate() {
+            match rx.recv_timeout(WORKER_ANSWER) {
+                Ok(Ok(o)) => done.push(format!("{:?}", o.state)),
+                Ok(Err(e)) => {
+                    return Err(Error::Daemon(format!("worker {i}: swap refused: {e}")));
+                }
+                Err(_) => return Err(Error::Daemon(format!("worker {i} did not answer"))),
+            }
+        }
+        self.events.publish(Event {
+            kind: "plugin",
+            text: format!("{name} swapped to {}", path.display()),
+        });
+        Ok(done)
+    }
 }

@@ -3,44 +3,53 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Why the daemon dropped a packet (besides a `drop` verdict).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+use wasp_core::forward::{DropReason as GwDrop, Loss};
+
+/// Why the daemon dropped a packet: a ruleset verdict, the way out (`wasp_core::forward`'s
+/// [`Loss`]: a gateway reason, an egress drop, `fwd`/`dup` recursion), or the ports (an output
+/// device wasp has not open, a full send queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
     /// A ruleset verdict (`drop`, a policy, a malformed header the kernel would discard).
     Verdict,
-    /// No route to the destination.
-    NoRoute,
-    /// No neighbour entry for the next hop.
-    NoNeighbour,
-    /// The output device is not one wasp has open, or it is down.
-    OutputDown,
-    /// TTL or hop limit expired.
-    TtlExpired,
+    /// Lost on the way out.
+    Out(Loss),
+    /// The output device is not one of the worker's ports.
+    NoPort,
     /// The send queue was full.
     TxFull,
 }
 
-impl DropReason {
-    /// Every reason, in report order.
-    pub const ALL: [DropReason; 6] = [
-        DropReason::Verdict,
-        DropReason::NoRoute,
-        DropReason::NoNeighbour,
-        DropReason::OutputDown,
-        DropReason::TtlExpired,
-        DropReason::TxFull,
-    ];
+/// Slots of [`WorkerStats::drops`]: verdict, the gateway's reasons, egress, recursion, no
+/// port, tx full.
+pub const DROP_SLOTS: usize = 5 + GwDrop::ALL.len();
 
-    /// The reason's name in reports (`no-route`).
-    pub fn name(self) -> &'static str {
+impl DropReason {
+    /// Its slot.
+    fn slot(self) -> usize {
+        let gw = GwDrop::ALL.len();
         match self {
-            DropReason::Verdict => "verdict",
-            DropReason::NoRoute => "no-route",
-            DropReason::NoNeighbour => "no-neighbour",
-            DropReason::OutputDown => "output-down",
-            DropReason::TtlExpired => "ttl-expired",
-            DropReason::TxFull => "tx-full",
+            DropReason::Verdict => 0,
+            DropReason::Out(Loss::Gateway(r)) => {
+                1 + GwDrop::ALL.iter().position(|x| *x == r).unwrap_or(0)
+            }
+            DropReason::Out(Loss::Egress) => 1 + gw,
+            DropReason::Out(Loss::Recursion) => 2 + gw,
+            DropReason::NoPort => 3 + gw,
+            DropReason::TxFull => 4 + gw,
+        }
+    }
+
+    /// The name of slot `i` in reports (`verdict`, `no-route`, `tx-full`).
+    pub fn slot_name(i: usize) -> &'static str {
+        let gw = GwDrop::ALL.len();
+        match i {
+            0 => "verdict",
+            i if i <= gw => GwDrop::ALL[i - 1].name(),
+            i if i == 1 + gw => "egress-drop",
+            i if i == 2 + gw => "recursion",
+            i if i == 3 + gw => "no-port",
+            _ => "tx-full",
         }
     }
 }
@@ -64,8 +73,8 @@ pub struct WorkerStats {
     pub local: AtomicU64,
     /// Packets whose headers could not be parsed (each still got a verdict).
     pub malformed: AtomicU64,
-    /// Drops by [`DropReason`] (index = position in [`DropReason::ALL`]).
-    pub drops: [AtomicU64; DropReason::ALL.len()],
+    /// Drops by [`DropReason`] slot ([`DropReason::slot_name`]).
+    pub drops: [AtomicU64; DROP_SLOTS],
     /// Ruleset generation the worker runs.
     pub generation: AtomicU64,
 }
@@ -81,11 +90,7 @@ impl WorkerStats {
 
     /// Count `n` drops for `reason`.
     pub fn drop(&self, reason: DropReason, n: u64) {
-        let i = DropReason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(0);
-        Self::add(&self.drops[i], n);
+        Self::add(&self.drops[reason.slot()], n);
     }
 
     /// A copy of the counts.
@@ -99,10 +104,11 @@ impl WorkerStats {
             transmitted: l(&self.transmitted),
             local: l(&self.local),
             malformed: l(&self.malformed),
-            drops: DropReason::ALL
+            drops: self
+                .drops
                 .iter()
-                .zip(&self.drops)
-                .map(|(r, c)| (r.name().to_string(), l(c)))
+                .enumerate()
+                .map(|(i, c)| (DropReason::slot_name(i).to_string(), l(c)))
                 .collect(),
             generation: l(&self.generation),
         }
@@ -126,7 +132,7 @@ pub struct StatsSnapshot {
     pub local: u64,
     /// Packets with malformed headers.
     pub malformed: u64,
-    /// Drops by reason name, in [`DropReason::ALL`] order.
+    /// Drops by reason name, in slot order.
     pub drops: Vec<(String, u64)>,
     /// Ruleset generation.
     pub generation: u64,
@@ -138,9 +144,8 @@ impl StatsSnapshot {
     pub fn sum(all: &[StatsSnapshot]) -> StatsSnapshot {
         let mut s = StatsSnapshot {
             generation: all.iter().map(|w| w.generation).min().unwrap_or(0),
-            drops: DropReason::ALL
-                .iter()
-                .map(|r| (r.name().to_string(), 0))
+            drops: (0..DROP_SLOTS)
+                .map(|i| (DropReason::slot_name(i).to_string(), 0))
                 .collect(),
             ..StatsSnapshot::default()
         };
@@ -170,13 +175,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn slots_are_distinct() {
+        let names: std::collections::HashSet<_> =
+            (0..DROP_SLOTS).map(DropReason::slot_name).collect();
+        assert_eq!(names.len(), DROP_SLOTS);
+        assert_eq!(DropReason::slot_name(DropReason::TxFull.slot()), "tx-full");
+        assert_eq!(
+            DropReason::slot_name(DropReason::Out(Loss::Gateway(GwDrop::TtlExceeded)).slot()),
+            "ttl-exceeded"
+        );
+    }
+
+    #[test]
     fn sums_and_reasons() {
         let a = WorkerStats::default();
         let b = WorkerStats::default();
         WorkerStats::add(&a.packets, 5);
         WorkerStats::add(&b.packets, 7);
-        a.drop(DropReason::NoRoute, 2);
-        b.drop(DropReason::NoRoute, 1);
+        a.drop(DropReason::Out(Loss::Gateway(GwDrop::NoRoute)), 2);
+        b.drop(DropReason::Out(Loss::Gateway(GwDrop::NoRoute)), 1);
         b.drop(DropReason::Verdict, 4);
         a.generation.store(3, Ordering::Relaxed);
         b.generation.store(2, Ordering::Relaxed);

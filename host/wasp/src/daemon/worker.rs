@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wasp_core::{Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
+use wasp_core::forward::{Fate, Forwarder, Send};
+use wasp_core::{Engine, ExtEdit, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
 use wasp_plugin::Runtime;
 
 use super::events::{Event, EventBus};
@@ -73,6 +74,8 @@ pub struct WorkerCtx {
     pub ports: Vec<String>,
     /// Port counts as of the last loop that served jobs.
     pub port_counts: Vec<PortCounts>,
+    /// The way out (`fwd`, `dup`, the gateway, egress hooks): this worker's copy.
+    pub forwarder: Forwarder,
 }
 
 impl WorkerCtx {
@@ -111,11 +114,18 @@ pub struct Worker<P: Ports> {
     /// Reused per vector.
     out: Vec<Outcome>,
     idx: Vec<usize>,
+    sends: Vec<Send>,
 }
 
 impl<P: Ports> Worker<P> {
     /// A worker over `ports` running `bundle`.
-    pub fn new(id: usize, ports: P, bundle: Bundle, links: WorkerLinks) -> Self {
+    pub fn new(
+        id: usize,
+        ports: P,
+        bundle: Bundle,
+        forwarder: Forwarder,
+        links: WorkerLinks,
+    ) -> Self {
         let WorkerLinks {
             mailbox,
             stats,
@@ -133,6 +143,7 @@ impl<P: Ports> Worker<P> {
                 generation: bundle.generation,
                 port_counts: vec![PortCounts::default(); names.len()],
                 ports: names,
+                forwarder,
             },
             ports,
             mailbox,
@@ -142,6 +153,7 @@ impl<P: Ports> Worker<P> {
             clock,
             out: Vec::with_capacity(MAX_VECTOR),
             idx: Vec::with_capacity(MAX_VECTOR),
+            sends: Vec::with_capacity(MAX_VECTOR),
         }
     }
 
@@ -190,13 +202,15 @@ impl<P: Ports> Worker<P> {
             stats,
             out,
             idx,
+            sends,
             clock,
             ..
         } = self;
         let mut err = None;
         let n = ports.poll(MAX_VECTOR, MAX_VECTOR, timeout, &mut |frames, tx| {
             let now = clock.now_ns();
-            if let Err(e) = process(ctx, frames, tx, now, stats, out, idx) {
+            let mut bufs = Bufs { out, idx, sends };
+            if let Err(e) = process(ctx, frames, tx, now, stats, &mut bufs) {
                 err = Some(e);
             }
         })?;
@@ -230,38 +244,67 @@ impl<P: Ports> Worker<P> {
     }
 }
 
+/// Buffers reused across vectors.
+struct Bufs<'a> {
+    out: &'a mut Vec<Outcome>,
+    idx: &'a mut Vec<usize>,
+    sends: &'a mut Vec<Send>,
+}
+
+/// `data` with a plugin statement's edits applied in order (an edit out of range is skipped:
+/// the plugin host has already checked them against the frame).
+pub fn apply_edits(data: &[u8], edits: &[ExtEdit]) -> Vec<u8> {
+    let mut f = data.to_vec();
+    for e in edits {
+        match e {
+            ExtEdit::Set { offset, data } => {
+                let o = *offset as usize;
+                if let Some(dst) = o.checked_add(data.len()).and_then(|end| f.get_mut(o..end)) {
+                    dst.copy_from_slice(data);
+                }
+            }
+            ExtEdit::Insert { offset, data } => {
+                let o = *offset as usize;
+                if o <= f.len() {
+                    f.splice(o..o, data.iter().copied());
+                }
+            }
+            ExtEdit::Remove { offset, count } => {
+                let (o, n) = (*offset as usize, *count as usize);
+                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
+                    f.drain(o..o + n);
+                }
+            }
+        }
+    }
+    f
+}
+
 /// Classify one batch of frames (possibly from several ports): each input device's frames
-/// run as one vector through its ingress hook; accepted frames go where the outcome sends
-/// them.
+/// run as one vector through its ingress hook; then each packet takes the way out
+/// ([`Forwarder::after_ingress`]: `dup` copies, `fwd`, the gateway, egress hooks) and what
+/// leaves is queued on its port.
 fn process(
     ctx: &mut WorkerCtx,
     frames: &[RxFrame<'_>],
-    _tx: &mut dyn TxQueue,
+    tx: &mut dyn TxQueue,
     now: u64,
     stats: &WorkerStats,
-    out: &mut Vec<Outcome>,
-    idx: &mut Vec<usize>,
+    bufs: &mut Bufs<'_>,
 ) -> Result<(), String> {
     if frames.is_empty() {
         return Ok(());
     }
+    let Bufs { out, idx, sends } = bufs;
     WorkerStats::add(&stats.vectors, 1);
     // Ports present in this batch, in order of first appearance.
-    let mut seen = [usize::MAX; 8];
-    let mut nseen = 0;
-    let mut extra: Vec<usize> = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
     for f in frames {
-        if seen[..nseen].contains(&f.port) || extra.contains(&f.port) {
-            continue;
-        }
-        if nseen < seen.len() {
-            seen[nseen] = f.port;
-            nseen += 1;
-        } else {
-            extra.push(f.port);
+        if !order.contains(&f.port) {
+            order.push(f.port);
         }
     }
-    for &port in seen[..nseen].iter().chain(&extra) {
+    for port in order {
         idx.clear();
         idx.extend((0..frames.len()).filter(|&i| frames[i].port == port));
         let dev = ctx.ports.get(port).cloned().unwrap_or_default();
@@ -275,16 +318,7 @@ fn process(
             })
             .collect();
         out.clear();
-        out.resize(
-            packets.len(),
-            Outcome {
-                verdict: FinalVerdict::Accept,
-                decision: None,
-                mark: 0,
-                fwd: None,
-                dup: 0,
-            },
-        );
+        out.resize(packets.len(), Outcome::unseen(0));
         match ctx.runtime.as_mut() {
             Some(rt) => {
                 ctx.engine
@@ -300,14 +334,52 @@ fn process(
             .filter(|p| p.meta.malformed.is_some())
             .count();
         WorkerStats::add(&stats.malformed, malformed as u64);
-        let accepted = out
-            .iter()
-            .filter(|o| o.verdict == FinalVerdict::Accept)
-            .count() as u64;
+        // Plugin statements' edits, by packet (taken before the way out runs the egress hooks,
+        // which make edits of their own).
+        let mut edits: Vec<Vec<ExtEdit>> = Vec::new();
+        for (i, e) in ctx.engine.edits() {
+            if edits.len() <= *i {
+                edits.resize_with(i + 1, Vec::new);
+            }
+            edits[*i].push(e.clone());
+        }
+        let (mut accepted, mut local, mut verdict_drops) = (0u64, 0u64, 0u64);
+        for (k, pkt) in packets.iter().enumerate() {
+            let o = out[k];
+            if o.verdict == FinalVerdict::Accept {
+                accepted += 1;
+            }
+            let owned;
+            let frame = match edits.get(k).filter(|e| !e.is_empty()) {
+                Some(e) => {
+                    owned = apply_edits(pkt.frame, e);
+                    &owned[..]
+                }
+                None => pkt.frame,
+            };
+            let ext = ctx.runtime.as_mut().map(|r| r as &mut dyn Extensions);
+            match ctx
+                .forwarder
+                .after_ingress(&mut ctx.engine, ext, &dev, frame, &o, now, sends)
+            {
+                Fate::Local => local += 1,
+                Fate::Sent | Fate::Replied => {}
+                Fate::Dropped => verdict_drops += 1,
+                Fate::Lost(l) => stats.drop(DropReason::Out(l), 1),
+            }
+        }
         WorkerStats::add(&stats.accepted, accepted);
-        stats.drop(DropReason::Verdict, packets.len() as u64 - accepted);
-        // No output path yet: accepted frames stay with the local stack.
-        WorkerStats::add(&stats.local, accepted);
+        WorkerStats::add(&stats.local, local);
+        stats.drop(DropReason::Verdict, verdict_drops);
+        let mut sent = 0;
+        for s in sends.drain(..) {
+            match ctx.ports.iter().position(|p| *p == s.dev) {
+                Some(p) if tx.queue(p, &s.frame) => sent += 1,
+                Some(_) => stats.drop(DropReason::TxFull, 1),
+                None => stats.drop(DropReason::NoPort, 1),
+            }
+        }
+        WorkerStats::add(&stats.transmitted, sent);
     }
     Ok(())
 }
