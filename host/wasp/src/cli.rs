@@ -83,6 +83,10 @@ pub struct ReplayArgs {
     /// or the bare name of a bundled plugin. Repeat for several swaps.
     #[arg(long = "swap", value_name = "NAME=PATH@N")]
     pub swaps: Vec<crate::plugins::SwapSpec>,
+    /// A gateway file (devices, addresses, routes, neighbours): accepted packets are routed,
+    /// and the frames sent go to tx-DEV.pcap (instead of the sample's `gateway`).
+    #[arg(long, value_name = "FILE")]
+    pub gateway: Option<PathBuf>,
 }
 
 impl ReplayArgs {
@@ -126,6 +130,9 @@ impl ReplayArgs {
         opts.trace = self.trace;
         // The command line's swaps come after the sample's.
         opts.swaps.extend(self.swaps.iter().cloned());
+        if let Some(g) = &self.gateway {
+            opts.gateway = Some(g.clone());
+        }
         Ok(opts)
     }
 }

@@ -17,6 +17,16 @@
 //! A fault in a capture (truncated, corrupt, not a capture) ends that capture after the packets
 //! read before it have been processed and written; the captures after it are still read, and
 //! the first fault is returned in [`Report::fault`] (the command then exits 1).
+//!
+//! Forwarding: when the ruleset has `fwd`/`dup` statements or a gateway file is given
+//! ([`ReplayOptions::gateway`], `gateway = "FILE"` in `sample.toml`), every packet goes on
+//! through [`Forwarder::after_ingress`] (the same call the daemon makes): `dup` copies, `fwd`
+//! targets and what the gateway routes or answers run the netdev egress hook of their device
+//! and are written to `tx-DEV.pcap` (one per device, [`tx_file`]); `accepted.pcap` then holds
+//! what is delivered to the host side (the gateway's own packets, or every accepted packet
+//! that no `fwd` took when there is no gateway), `dropped.pcap` what the ingress hook dropped
+//! and what was lost on the way out. The summary's `forward` part counts it all. Frames sent
+//! keep the timestamp of the packet they came from.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -24,7 +34,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use wasp_core::engine::MAX_VECTOR;
-use wasp_core::{Engine, ExtEdit, FinalVerdict, Outcome, Packet, TraceSink};
+use wasp_core::forward::{Fate, Forwarder, Gateway, Send, SendKind};
+use wasp_core::{Engine, ExtEdit, Extensions, FinalVerdict, Outcome, Packet, TraceSink};
 use wasp_ruleset::model::Hook;
 
 use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
@@ -34,8 +45,9 @@ use crate::plugins::{ReplayPlugins, SwapSpec};
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
-    ChainSummary, CounterSummary, EventSummary, InputStatus, InputSummary, NamedCounterSummary,
-    PluginStateSummary, RuleSummary, SetCounterSummary, Summary,
+    ChainSummary, CounterSummary, DeviceSummary, EventSummary, ForwardSummary, InputStatus,
+    InputSummary, LossSummary, NamedCounterSummary, PluginStateSummary, RuleSummary,
+    SetCounterSummary, Summary,
 };
 use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
@@ -48,6 +60,11 @@ pub const TIME_STEP_NS: u64 = 1_000_000;
 pub const ACCEPTED_FILE: &str = "accepted.pcap";
 /// File name of the dropped packets in the output directory.
 pub const DROPPED_FILE: &str = "dropped.pcap";
+
+/// File name of the frames sent on device `dev` in the output directory: `tx-DEV.pcap`.
+pub fn tx_file(dev: &str) -> String {
+    format!("tx-{dev}.pcap")
+}
 
 /// One capture to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +107,9 @@ pub struct ReplayOptions {
     pub trace: bool,
     /// Plugin swaps (`--swap NAME=PATH@N`).
     pub swaps: Vec<SwapSpec>,
+    /// The gateway file (devices, addresses, routes, neighbours; see
+    /// [`wasp_core::forward::Gateway::parse`]): accepted packets are routed.
+    pub gateway: Option<PathBuf>,
 }
 
 impl ReplayOptions {
@@ -111,6 +131,7 @@ impl ReplayOptions {
             verdicts: None,
             trace: false,
             swaps: sample.swaps.clone(),
+            gateway: sample.gateway.clone(),
         }
     }
 }
@@ -176,6 +197,10 @@ struct Outputs {
     dir: Option<PathBuf>,
     accepted: Option<CaptureWriter>,
     dropped: Option<CaptureWriter>,
+    /// `tx-DEV.pcap` by device, created at the first frame sent there (the others at the end).
+    tx: BTreeMap<String, CaptureWriter>,
+    /// The resolution of the first frame (for the `tx-DEV.pcap` made at the end).
+    resolution: Option<TsResolution>,
     verdicts: Option<(PathBuf, VerdictWriter<BufWriter<File>>)>,
 }
 
@@ -201,16 +226,33 @@ impl Outputs {
             dir: opts.out_dir.clone(),
             accepted: None,
             dropped: None,
+            tx: BTreeMap::new(),
+            resolution: None,
             verdicts,
         })
     }
 
     /// Create the two pcaps (at the first packet, with its timestamp resolution).
     fn ensure_pcaps(&mut self, resolution: TsResolution) -> Result<(), Error> {
+        self.resolution.get_or_insert(resolution);
         let Some(dir) = &self.dir else { return Ok(()) };
         if self.accepted.is_none() {
             self.accepted = Some(CaptureWriter::create(&dir.join(ACCEPTED_FILE), resolution)?);
             self.dropped = Some(CaptureWriter::create(&dir.join(DROPPED_FILE), resolution)?);
+        }
+        Ok(())
+    }
+
+    /// Write a frame sent on `dev` to `tx-DEV.pcap`.
+    fn write_tx(&mut self, dev: &str, frame: &Frame<'_>) -> Result<(), Error> {
+        self.ensure_pcaps(frame.resolution)?;
+        let Some(dir) = &self.dir else { return Ok(()) };
+        if !self.tx.contains_key(dev) {
+            let w = CaptureWriter::create(&dir.join(tx_file(dev)), frame.resolution)?;
+            self.tx.insert(dev.to_string(), w);
+        }
+        if let Some(w) = self.tx.get_mut(dev) {
+            w.write(frame)?;
         }
         Ok(())
     }
@@ -237,8 +279,21 @@ impl Outputs {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<(), Error> {
+    /// Flush everything; `devices` get a `tx-DEV.pcap` even when nothing was sent there.
+    fn finish(mut self, devices: &[String]) -> Result<(), Error> {
         self.ensure_pcaps(TsResolution::Micro)?;
+        if let Some(dir) = &self.dir {
+            let res = self.resolution.unwrap_or(TsResolution::Micro);
+            for d in devices {
+                if !self.tx.contains_key(d) {
+                    let w = CaptureWriter::create(&dir.join(tx_file(d)), res)?;
+                    self.tx.insert(d.clone(), w);
+                }
+            }
+        }
+        for (_, w) in std::mem::take(&mut self.tx) {
+            w.finish()?;
+        }
         if let Some(w) = self.accepted.take() {
             w.finish()?;
         }
@@ -272,11 +327,15 @@ struct Run<'o> {
     plugins: Option<ReplayPlugins>,
     /// Plugin events so far.
     events: Vec<EventSummary>,
+    /// The way out, when the ruleset or a gateway file asks for forwarding.
+    fwd: Option<Forwarder>,
+    /// Frames to send of the current packet.
+    sends: Vec<Send>,
 }
 
 /// `data` with `edits` applied in order (an edit that does not fit what the frame has become
 /// is skipped: the plugin host refuses out-of-range edits before they get here).
-fn edited(data: &[u8], edits: &[&ExtEdit]) -> Vec<u8> {
+fn edited(data: &[u8], edits: &[ExtEdit]) -> Vec<u8> {
     let mut f = data.to_vec();
     for e in edits {
         match e {
@@ -351,13 +410,14 @@ impl Run<'_> {
             }
             None => self.engine.ingress(dev, &packets, now, &mut out, sink),
         }
-        // Edits by packet (in the order they were made).
-        let mut edits: Vec<Vec<&ExtEdit>> = Vec::new();
+        // Edits by packet (in the order they were made); owned, as the engine runs again
+        // (egress hooks) before they are all applied.
+        let mut edits: Vec<Vec<ExtEdit>> = Vec::new();
         for (i, e) in self.engine.edits() {
             if edits.len() <= *i {
                 edits.resize_with(i + 1, Vec::new);
             }
-            edits[*i].push(e);
+            edits[*i].push(e.clone());
         }
         let events = match self.trace {
             Some(_) => self.collector.take_by_packet(packets.len()),
@@ -395,18 +455,54 @@ impl Run<'_> {
                     *self.decisions.entry(key).or_default() += 1;
                 }
             }
-            match edits.get(i).filter(|e| !e.is_empty()) {
-                Some(e) => {
-                    let data = edited(frame.data, e);
+            let data = edits
+                .get(i)
+                .filter(|e| !e.is_empty())
+                .map(|e| edited(frame.data, e));
+            let f = match &data {
+                Some(data) => {
                     let grown = data.len() as i64 - frame.data.len() as i64;
-                    let f = Frame {
-                        data: &data,
+                    Frame {
+                        data,
                         orig_len: (i64::from(frame.orig_len) + grown).max(0) as u32,
                         ..*frame
-                    };
-                    self.outputs.write(&f, outcome.verdict)?;
+                    }
                 }
-                None => self.outputs.write(frame, outcome.verdict)?,
+                None => *frame,
+            };
+            match self.fwd.as_mut() {
+                None => self.outputs.write(&f, outcome.verdict)?,
+                Some(fw) => {
+                    self.sends.clear();
+                    let ext = self
+                        .plugins
+                        .as_mut()
+                        .map(|p| &mut p.runtime as &mut dyn Extensions);
+                    let fate = fw.after_ingress(
+                        &mut self.engine,
+                        ext,
+                        dev,
+                        f.data,
+                        outcome,
+                        f.ts_ns,
+                        &mut self.sends,
+                    );
+                    for s in &self.sends {
+                        let out = Frame {
+                            data: &s.frame,
+                            orig_len: s.frame.len() as u32,
+                            ..f
+                        };
+                        self.outputs.write_tx(&s.dev, &out)?;
+                    }
+                    match fate {
+                        Fate::Local => self.outputs.write(&f, FinalVerdict::Accept)?,
+                        Fate::Dropped | Fate::Lost(_) => {
+                            self.outputs.write(&f, FinalVerdict::Drop)?;
+                        }
+                        Fate::Sent | Fate::Replied => {}
+                    }
+                }
             }
             self.outputs.verdict(self.index, outcome, &self.names)?;
             if let Some(t) = self.trace.as_mut() {
@@ -517,6 +613,36 @@ pub fn replay(
         (None, Some(d)) => d.to_string(),
         (None, None) => String::new(),
     };
+    let gateway = match &opts.gateway {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| wasp_ruleset::Error::Io {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            let g = Gateway::parse(&text, &path.display().to_string())?;
+            if g.device(&dev).is_none() {
+                notes.push(format!(
+                    "the gateway file names no device \"{dev}\": the packets accepted there are dropped (unknown-device)"
+                ));
+            }
+            Some(g)
+        }
+    };
+    let forwarding = gateway.is_some() || !engine.out_targets().is_empty();
+    // The devices that get a tx pcap: the gateway's and the fwd/dup targets.
+    let mut tx_devices: Vec<String> = gateway
+        .iter()
+        .flat_map(|g| g.devices().iter().map(|d| d.name.clone()))
+        .chain(engine.out_targets().iter().map(|t| t.dev.clone()))
+        .collect();
+    tx_devices.sort();
+    tx_devices.dedup();
+    if forwarding {
+        notes.push(
+            "forwarding: netdev egress chains run on the frames sent (tx-DEV.pcap); accepted.pcap holds what is delivered to the host side".to_string(),
+        );
+    }
     let chains = ChainCounts::new(&names, &dev);
     if chains.chains.is_empty() {
         notes.push(format!(
@@ -569,6 +695,8 @@ pub fn replay(
         decisions: BTreeMap::new(),
         plugins,
         events: Vec::new(),
+        fwd: forwarding.then(|| Forwarder::new(gateway)),
+        sends: Vec::new(),
     };
     let mut fault = None;
     for (input, here) in opts.inputs.iter().zip(present) {
@@ -692,15 +820,53 @@ pub fn replay(
             })
         })
         .collect();
+    summary.forward = run
+        .fwd
+        .as_ref()
+        .map(|fw| forward_summary(fw, opts.gateway.as_deref()));
     let mut listed = ruleset.clone();
     run.engine.store_counters(&mut listed, src);
-    run.outputs.finish()?;
+    run.outputs
+        .finish(if forwarding { &tx_devices } else { &[] })?;
     Ok(Report {
         summary,
         notes,
         fault,
         listing: wasp_ruleset::print_ruleset(&listed, false),
     })
+}
+
+/// The summary's forwarding part.
+fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
+    let st = fw.stats();
+    let g = fw.gateway().map(|g| *g.stats()).unwrap_or_default();
+    ForwardSummary {
+        gateway: gateway.map(|p| p.display().to_string()),
+        local: st.local,
+        forwarded: st.sent(SendKind::Forward),
+        fwd: st.sent(SendKind::Fwd),
+        dup: st.sent(SendKind::Dup),
+        replied: st.sent(SendKind::Reply),
+        arp_replies: g.arp_replies,
+        nd_replies: g.nd_replies,
+        time_exceeded: g.time_exceeded,
+        lost: st
+            .lost
+            .iter()
+            .map(|(l, &packets)| LossSummary {
+                reason: l.name().to_string(),
+                packets,
+            })
+            .collect(),
+        devices: st
+            .by_device
+            .iter()
+            .map(|(d, &packets)| DeviceSummary {
+                dev: d.clone(),
+                packets,
+            })
+            .collect(),
+    }
 }
 
 /// The capture time of the first frame of the first input that has one (the replay's clock

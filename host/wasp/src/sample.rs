@@ -12,6 +12,9 @@
 //! note = "generated, hits every rule"     # optional, free text
 //! ```
 //!
+//! A sample that forwards names its gateway file (devices, addresses, routes, neighbours;
+//! relative to the sample directory): `gateway = "gateway.conf"`.
+//!
 //! A sample with plugins may also declare hot swaps, as `wasp replay --swap` takes them (a
 //! path with a `/` or ending in `.wasm` is relative to the sample directory, a bare name is a
 //! bundled plugin): `swap = ["counter=v2/counter.wasm@100"]`.
@@ -56,6 +59,7 @@ struct RawSample {
     capture: Vec<RawCapture>,
     #[serde(default)]
     swap: Vec<String>,
+    gateway: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -97,6 +101,8 @@ pub struct Sample {
     pub captures: Vec<SampleCapture>,
     /// Hot swaps (`swap = ["NAME=PATH@N"]`), file paths resolved against the directory.
     pub swaps: Vec<crate::plugins::SwapSpec>,
+    /// The gateway file (`gateway = "FILE"`), resolved against the directory.
+    pub gateway: Option<PathBuf>,
 }
 
 impl Sample {
@@ -156,6 +162,7 @@ impl Sample {
         }
         Ok(Sample {
             swaps,
+            gateway: raw.gateway.map(|g| dir.join(g)),
             dir: dir.to_path_buf(),
             description: raw.description,
             ruleset: dir.join(&raw.ruleset),

@@ -53,6 +53,55 @@ pub struct Summary {
     /// times from it.
     #[serde(skip)]
     pub start_ns: Option<u64>,
+    /// The way out, when the replay forwarded (`fwd`/`dup` statements or a gateway file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward: Option<ForwardSummary>,
+}
+
+/// What the way out did (`wasp_core::forward::Forwarder`'s counts and the gateway's replies).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ForwardSummary {
+    /// The gateway file, when one was given.
+    pub gateway: Option<String>,
+    /// Packets delivered to the host side (in `accepted.pcap`).
+    pub local: u64,
+    /// Packets the gateway routed and sent.
+    pub forwarded: u64,
+    /// Packets `fwd` statements sent.
+    pub fwd: u64,
+    /// Copies `dup` statements sent.
+    pub dup: u64,
+    /// Replies the gateway sent (ARP, neighbour advertisements, ICMP time exceeded).
+    pub replied: u64,
+    /// Of the gateway's replies built: ARP replies.
+    pub arp_replies: u64,
+    /// Neighbour advertisements.
+    pub nd_replies: u64,
+    /// ICMP and ICMPv6 time exceeded.
+    pub time_exceeded: u64,
+    /// Frames lost on the way out, by reason (`no-route`, `no-neighbour`, `device-down`,
+    /// `egress-drop`, `recursion`, ...), in reason order.
+    pub lost: Vec<LossSummary>,
+    /// Frames sent per device (each in `tx-DEV.pcap`), by device name.
+    pub devices: Vec<DeviceSummary>,
+}
+
+/// Frames lost for one reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LossSummary {
+    /// The reason's name.
+    pub reason: String,
+    /// Frames.
+    pub packets: u64,
+}
+
+/// Frames sent on one device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceSummary {
+    /// The device.
+    pub dev: String,
+    /// Frames.
+    pub packets: u64,
 }
 
 /// What one plugin use site lists after the run.
@@ -314,6 +363,41 @@ impl Summary {
             }
             let _ = writeln!(s);
         }
+        if let Some(f) = &self.forward {
+            let _ = match &f.gateway {
+                Some(g) => writeln!(s, "forwarding (gateway {g})"),
+                None => writeln!(s, "forwarding"),
+            };
+            let _ = writeln!(
+                s,
+                "  local {}  forwarded {}  fwd {}  dup {}  replied {} (arp {}, nd {}, time exceeded {})",
+                f.local,
+                f.forwarded,
+                f.fwd,
+                f.dup,
+                f.replied,
+                f.arp_replies,
+                f.nd_replies,
+                f.time_exceeded
+            );
+            if !f.lost.is_empty() {
+                let lost: Vec<String> = f
+                    .lost
+                    .iter()
+                    .map(|l| format!("{} {}", l.reason, l.packets))
+                    .collect();
+                let _ = writeln!(s, "  lost: {}", lost.join(", "));
+            }
+            if !f.devices.is_empty() {
+                let sent: Vec<String> = f
+                    .devices
+                    .iter()
+                    .map(|d| format!("{} {}", d.dev, d.packets))
+                    .collect();
+                let _ = writeln!(s, "  sent: {}", sent.join(", "));
+            }
+            let _ = writeln!(s);
+        }
         let w = self
             .inputs
             .iter()
@@ -421,6 +505,7 @@ mod tests {
             events: Vec::new(),
             plugin_state: Vec::new(),
             start_ns: None,
+            forward: None,
         }
     }
 

@@ -2,6 +2,13 @@
 //! RFC 1812 4.3.2.3 and the kernel's icmp_send do: as much of the datagram as fits in 576
 //! bytes) and for IPv6 (RFC 4443 3.3, quoting as much as fits in the minimum MTU of 1280 bytes,
 //! 2.4 (c)); and the rules of when not to send one (RFC 1122 3.2.2, RFC 4443 2.4 (e)).
+//!
+//! Checked against Linux 6.18 routing between two veths in network namespaces (a UDP datagram
+//! of 1000 bytes with TTL 1, and one of 2000 bytes with hop limit 1): the IPv4 error came from
+//! the input device's address, 576 bytes long, TOS 0xc0, DF clear, TTL 64, quoting 548 bytes
+//! with the TTL as received (1); the ICMPv6 error came from the input device's address with
+//! 1240 bytes of ICMPv6 (1280 with the header), quoting 1232 bytes. The kernel's IPv4 ID is
+//! its own counter; wasp writes 0.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
