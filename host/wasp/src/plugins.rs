@@ -263,13 +263,20 @@ impl ReplayPlugins {
 }
 
 /// Compiled plugins by file, so that each worker's runtime (and each new ruleset) reuses one
-/// compilation per component file.
+/// compilation per component file; and the names `wasp ctl plugin load NAME PATH` registered,
+/// which a ruleset's bare `plugin NAME;` then means instead of the bundled `NAME.wasm`.
 #[derive(Default)]
-pub struct PluginCache(HashMap<PathBuf, Plugin>);
+pub struct PluginCache {
+    compiled: HashMap<PathBuf, Plugin>,
+    names: HashMap<String, PathBuf>,
+}
 
 impl std::fmt::Debug for PluginCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.keys()).finish()
+        f.debug_struct("PluginCache")
+            .field("compiled", &self.compiled.keys().collect::<Vec<_>>())
+            .field("names", &self.names)
+            .finish()
     }
 }
 
@@ -283,12 +290,41 @@ impl PluginCache {
         host: &PluginHost,
         file: &Path,
     ) -> Result<Plugin, wasp_plugin::PluginError> {
-        if let Some(p) = self.0.get(file) {
+        if let Some(p) = self.compiled.get(file) {
             return Ok(p.clone());
         }
         let p = host.load(file)?;
-        self.0.insert(file.to_path_buf(), p.clone());
+        self.compiled.insert(file.to_path_buf(), p.clone());
         Ok(p)
+    }
+
+    /// Compile `file` and register it as `name` (replacing an earlier registration).
+    ///
+    /// # Errors
+    /// As [`PluginCache::load`]; nothing is registered then.
+    pub fn register(
+        &mut self,
+        host: &PluginHost,
+        name: &str,
+        file: &Path,
+    ) -> Result<Plugin, wasp_plugin::PluginError> {
+        let p = self.load(host, file)?;
+        self.names.insert(name.to_string(), file.to_path_buf());
+        Ok(p)
+    }
+
+    /// Forget the registration of `name`; `false` when there was none.
+    pub fn unregister(&mut self, name: &str) -> bool {
+        self.names.remove(name).is_some()
+    }
+
+    /// The component file of a bundled name: the registered file, else `NAME.wasm` in the
+    /// build's plugin directory.
+    pub fn bundled(&self, name: &str) -> PathBuf {
+        self.names
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| wasp_guests::plugin_dir().join(format!("{name}.wasm")))
     }
 }
 
@@ -319,7 +355,7 @@ pub fn build_runtime(
     for t in &ruleset.tables {
         for d in &t.plugins {
             let file = match d.source(ruleset) {
-                PluginSource::Bundled(n) => wasp_guests::plugin_dir().join(format!("{n}.wasm")),
+                PluginSource::Bundled(n) => cache.bundled(&n),
                 PluginSource::File(p) => p,
             };
             if let Some((first, at)) = loaded.get(&d.name) {
@@ -354,7 +390,7 @@ pub fn build_runtime(
     }
     if counters && !loaded.contains_key(COUNTER_PLUGIN) {
         // The bundled counter serves the ruleset's counters without a declaration.
-        let file = wasp_guests::plugin_dir().join(format!("{COUNTER_PLUGIN}.wasm"));
+        let file = cache.bundled(COUNTER_PLUGIN);
         let plugin = cache.load(host, &file).map_err(|e| {
             Error::Plugin(format!(
                 "the bundled counter plugin ({}) cannot be loaded: {e}",

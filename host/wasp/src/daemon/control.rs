@@ -101,14 +101,17 @@ impl Control {
                     .map_err(|e| e.to_string())?;
                 Ok(serde_json::json!({ "swapped": name, "workers": outcome }))
             }
-            PluginOp::Load | PluginOp::Unload => Err(format!(
-                "plugin {}: load a plugin by declaring it in the ruleset (`plugin {name} {{ path \"...\"; }}`) and applying it with `wasp ctl -f`; remove it the same way",
-                if op == PluginOp::Load {
-                    "load"
-                } else {
-                    "unload"
-                }
-            )),
+            PluginOp::Load => {
+                let path = path.ok_or("plugin load needs NAME PATH")?;
+                self.daemon
+                    .load_plugin(name, &PathBuf::from(path))
+                    .map_err(|e| e.to_string())?;
+                Ok(serde_json::json!({ "loaded": name }))
+            }
+            PluginOp::Unload => {
+                self.daemon.unload_plugin(name).map_err(|e| e.to_string())?;
+                Ok(serde_json::json!({ "unloaded": name }))
+            }
         }
     }
 }

@@ -313,6 +313,57 @@ impl Daemon {
         &self.host
     }
 
+    /// `wasp ctl plugin load NAME PATH`: compile and check the component at `path` (off the
+    /// packet path) and register it as `name`: from now on a ruleset's bare `plugin NAME;`
+    /// (and a `plugin NAME { path "NAME"; }`) means this file instead of the bundled one.
+    /// Running rules are not touched (apply a ruleset that declares it to use it, or swap).
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when the component cannot be loaded (nothing is registered).
+    pub fn load_plugin(&self, name: &str, path: &std::path::Path) -> Result<(), Error> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .register(&self.host, name, path)
+            .map_err(|e| Error::Daemon(format!("plugin {name}: {e}")))?;
+        drop(cache);
+        self.events.publish(Event {
+            kind: "plugin",
+            text: format!("{name} loaded from {}", path.display()),
+        });
+        Ok(())
+    }
+
+    /// `wasp ctl plugin unload NAME`: forget the registration of `name`.
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when the running ruleset still declares `name` (remove its uses and
+    /// declaration first) or nothing was loaded under that name.
+    pub fn unload_plugin(&self, name: &str) -> Result<(), Error> {
+        let cur = self.lock();
+        if let Some(t) = cur
+            .ruleset
+            .tables
+            .iter()
+            .find(|t| t.plugins.iter().any(|d| d.name == name))
+        {
+            return Err(Error::Daemon(format!(
+                "plugin {name} is in use by table {}: apply a ruleset without it first",
+                t.name
+            )));
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if !cache.unregister(name) {
+            return Err(Error::Daemon(format!("no plugin {name} was loaded")));
+        }
+        drop(cache);
+        drop(cur);
+        self.events.publish(Event {
+            kind: "plugin",
+            text: format!("{name} unloaded"),
+        });
+        Ok(())
+    }
+
     /// Swap plugin `name` to the component at `path` on every worker while packets flow:
     /// compiled here once, instantiated and configured off the workers, switched at each
     /// worker's next vector boundary (each packet sees exactly one version). Returns what
