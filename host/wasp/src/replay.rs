@@ -850,6 +850,7 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
         arp_replies: g.arp_replies,
         nd_replies: g.nd_replies,
         time_exceeded: g.time_exceeded,
+        solicited: st.sent(SendKind::Solicit),
         lost: st
             .lost
             .iter()

@@ -79,6 +79,9 @@ pub struct ForwardSummary {
     pub nd_replies: u64,
     /// ICMP and ICMPv6 time exceeded.
     pub time_exceeded: u64,
+    /// ARP requests and neighbour solicitations the gateway sent for next hops it had no
+    /// entry for.
+    pub solicited: u64,
     /// Frames lost on the way out, by reason (`no-route`, `no-neighbour`, `device-down`,
     /// `egress-drop`, `recursion`, ...), in reason order.
     pub lost: Vec<LossSummary>,
@@ -380,6 +383,9 @@ impl Summary {
                 f.nd_replies,
                 f.time_exceeded
             );
+            if f.solicited > 0 {
+                let _ = writeln!(s, "  solicited {} next hop(s)", f.solicited);
+            }
             if !f.lost.is_empty() {
                 let lost: Vec<String> = f
                     .lost

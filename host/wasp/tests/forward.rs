@@ -102,6 +102,7 @@ fn frames() -> Vec<(u64, Vec<u8>)> {
         udp4([10, 9, 3, 4], 7, 64),   // 8 dup to mon, and routed
         udp4([10, 9, 3, 4], 666, 64), // 9 dropped at ingress
         udp4([10, 9, 9, 9], 53, 64),  // 10 routed, dropped at veth1's egress
+        udp4([10, 0, 2, 7], 53, 64),  // 11 no neighbour: ARP request on veth1
     ]
     .into_iter()
     .enumerate()
@@ -133,7 +134,7 @@ fn gateway_routes_answers_and_sends_per_device() {
     let report = replay(tmp.path(), Some(GATEWAY)).unwrap();
     let s = &report.summary;
     // The ingress hook's verdicts are unchanged by forwarding.
-    assert_eq!((s.packets, s.accepted, s.dropped), (10, 9, 1));
+    assert_eq!((s.packets, s.accepted, s.dropped), (11, 10, 1));
     let f = s.forward.as_ref().expect("forwarding summary");
     assert_eq!(
         (f.local, f.forwarded, f.fwd, f.dup, f.replied),
@@ -145,18 +146,27 @@ fn gateway_routes_answers_and_sends_per_device() {
         .iter()
         .map(|l| (l.reason.as_str(), l.packets))
         .collect();
-    assert_eq!(lost, [("no-route", 1), ("egress-drop", 1)]);
+    assert_eq!(
+        lost,
+        [("no-route", 1), ("no-neighbour", 1), ("egress-drop", 1)]
+    );
+    assert_eq!(f.solicited, 1);
     let sent: Vec<(&str, u64)> = f
         .devices
         .iter()
         .map(|d| (d.dev.as_str(), d.packets))
         .collect();
-    assert_eq!(sent, [("mon", 1), ("veth0", 3), ("veth1", 3)]);
+    assert_eq!(sent, [("mon", 1), ("veth0", 3), ("veth1", 4)]);
 
     let out = tmp.path().join("out");
     let input = frames();
     let v1 = read_frames(&out.join("tx-veth1.pcap"));
-    assert_eq!(v1.len(), 3);
+    assert_eq!(v1.len(), 4);
+    // The ARP request for 10.0.2.7, from veth1's address.
+    assert_eq!(&v1[3].1[..6], &[0xff; 6]);
+    assert_eq!(&v1[3].1[12..14], &[0x08, 0x06]);
+    assert_eq!(&v1[3].1[28..32], &[10, 0, 2, 1]);
+    assert_eq!(&v1[3].1[38..42], &[10, 0, 2, 7]);
     // Packet 1 routed: next hop's MAC, veth1's MAC, TTL 63, checksum right, padding-free.
     assert_eq!(v1[0].0, input[0].0);
     assert_eq!(&v1[0].1[..12], &[SERVER, V1].concat()[..]);
@@ -183,7 +193,12 @@ fn gateway_routes_answers_and_sends_per_device() {
     assert_eq!(read_frames(&out.join("accepted.pcap")), [input[4].clone()]);
     assert_eq!(
         read_frames(&out.join("dropped.pcap")),
-        [input[5].clone(), input[8].clone(), input[9].clone()]
+        [
+            input[5].clone(),
+            input[8].clone(),
+            input[9].clone(),
+            input[10].clone()
+        ]
     );
     // The table shows it.
     let table = s.to_table();
@@ -193,7 +208,11 @@ fn gateway_routes_answers_and_sends_per_device() {
         ),
         "{table}"
     );
-    assert!(table.contains("lost: no-route 1, egress-drop 1"), "{table}");
+    assert!(
+        table.contains("lost: no-route 1, no-neighbour 1, egress-drop 1"),
+        "{table}"
+    );
+    assert!(table.contains("solicited 1 next hop(s)"), "{table}");
 }
 
 #[test]
@@ -204,10 +223,10 @@ fn fwd_and_dup_without_a_gateway() {
     // Accepted packets that no fwd took stay on the host side.
     assert_eq!(
         (f.local, f.forwarded, f.fwd, f.dup, f.replied),
-        (8, 0, 1, 1, 0)
+        (9, 0, 1, 1, 0)
     );
     let out = tmp.path().join("out");
-    assert_eq!(read_frames(&out.join("accepted.pcap")).len(), 8);
+    assert_eq!(read_frames(&out.join("accepted.pcap")).len(), 9);
     assert_eq!(read_frames(&out.join("tx-veth1.pcap")).len(), 1);
     assert_eq!(read_frames(&out.join("tx-mon.pcap")).len(), 1);
 }
@@ -231,7 +250,7 @@ fn no_forwarding_no_tx_files() {
     };
     let report = wasp::replay(&opts, None, &mut wasp::progress::Progress::hidden()).unwrap();
     assert!(report.summary.forward.is_none());
-    assert_eq!(read_frames(&tmp.path().join("out/accepted.pcap")).len(), 10);
+    assert_eq!(read_frames(&tmp.path().join("out/accepted.pcap")).len(), 11);
     let names: Vec<String> = std::fs::read_dir(tmp.path().join("out"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

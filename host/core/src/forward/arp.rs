@@ -69,6 +69,21 @@ pub fn reply(req: &Arp, mac: [u8; 6], out: &mut Vec<u8>) {
     out.extend_from_slice(&req.spa.octets());
 }
 
+/// A request for `target` from the owner of `mac`/`spa`, as the kernel's arp_solicit sends
+/// it: broadcast, target hardware address zero. 42 bytes.
+pub fn request(target: Ipv4Addr, spa: Ipv4Addr, mac: [u8; 6], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0xff; 6]);
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&ETHERTYPE.to_be_bytes());
+    out.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
+    out.extend_from_slice(&OP_REQUEST.to_be_bytes());
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&spa.octets());
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&target.octets());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +114,20 @@ mod tests {
             2, 0, 0, 0, 0, 2,  10, 0, 1, 2,
         ];
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn a_request_reads_back() {
+        let mut out = Vec::new();
+        let (t, me) = (Ipv4Addr::new(10, 0, 2, 2), Ipv4Addr::new(10, 0, 2, 1));
+        super::request(t, me, [2, 0, 0, 0, 1, 2], &mut out);
+        assert_eq!(out.len(), FRAME_LEN);
+        assert_eq!(&out[..6], &[0xff; 6]);
+        let a = read(&out).unwrap();
+        assert_eq!(
+            (a.op, a.sha, a.spa, a.tha, a.tpa),
+            (OP_REQUEST, [2, 0, 0, 0, 1, 2], me, [0; 6], t)
+        );
     }
 
     #[test]

@@ -24,9 +24,14 @@
 //!   device's MAC and the destination the next hop's ([`NeighbourTable`]); a frame is cut to
 //!   the IP packet's length (Ethernet padding dropped, as pskb_trim_rcsum).
 //!
+//! A next hop without a neighbour entry: the packet is dropped ([`DropReason::NoNeighbour`])
+//! and an ARP request or neighbour solicitation for it goes out ([`Action::Resolve`]; at most
+//! one per next hop per second, the kernel's retrans_time); the answer (an ARP reply or a
+//! neighbour advertisement to the gateway) fills the entry, so the following packets pass.
+//! The kernel would queue a few packets meanwhile (arp_queue); wasp drops them.
+//!
 //! Not done (yet): ICMP destination unreachable for no route, ICMP redirects, MTU checks and
-//! fragmentation (packet too big), ARP/ND resolution of unknown next hops (such a packet is
-//! dropped as [`DropReason::NoNeighbour`]), ICMP rate limits, VLAN-tagged frames (dropped as
+//! fragmentation (packet too big), ICMP rate limits, VLAN-tagged frames (dropped as
 //! [`DropReason::NotIp`]).
 //!
 //! One [`Gateway`] serves one worker at a time (its reply buffer and statistics are its own);
@@ -42,6 +47,7 @@ mod neigh;
 pub mod path;
 mod routes;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
@@ -157,6 +163,15 @@ pub enum Action<'a> {
     /// For the gateway itself (one of its addresses, broadcast, multicast, ARP and ND that
     /// needs no answer): delivered to the host side.
     Local,
+    /// The packet is dropped for want of a neighbour entry for its next hop
+    /// ([`DropReason::NoNeighbour`], counted), and `frame`, an ARP request or a neighbour
+    /// solicitation for that next hop, is sent on `dev` (the output device).
+    Resolve {
+        /// The output device.
+        dev: DevId,
+        /// The request.
+        frame: &'a [u8],
+    },
     /// Dropped.
     Drop(DropReason),
 }
@@ -174,6 +189,8 @@ pub struct GatewayStats {
     pub nd_replies: u64,
     /// ICMP / ICMPv6 time exceeded sent.
     pub time_exceeded: u64,
+    /// ARP requests and neighbour solicitations sent for next hops without an entry.
+    pub solicitations: u64,
     /// Drops by reason, indexed as [`DropReason::ALL`].
     pub dropped: [u64; 10],
 }
@@ -199,7 +216,12 @@ pub struct Gateway {
     neigh: NeighbourTable,
     stats: GatewayStats,
     buf: Vec<u8>,
+    /// When a solicitation for a next hop was last sent (ns on the packet clock).
+    solicited: HashMap<(DevId, IpAddr), u64>,
 }
+
+/// Least time between two solicitations for one next hop (the kernel's retrans_time, 1 s).
+pub const SOLICIT_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// EtherTypes.
 const ETH_IPV4: u16 = 0x0800;
@@ -317,7 +339,7 @@ impl Gateway {
         }
         match u16::from_be_bytes([frame[12], frame[13]]) {
             arp::ETHERTYPE => self.arp(input, frame, now_ns),
-            ETH_IPV4 => self.ipv4(input, frame, group),
+            ETH_IPV4 => self.ipv4(input, frame, group, now_ns),
             ETH_IPV6 => self.ipv6(input, frame, group, now_ns),
             _ => self.drop(DropReason::NotIp),
         }
@@ -361,7 +383,7 @@ impl Gateway {
         (checksum::checksum(&ip[..ihl]) == 0).then_some(total)
     }
 
-    fn ipv4(&mut self, input: DevId, frame: &[u8], group: bool) -> Action<'_> {
+    fn ipv4(&mut self, input: DevId, frame: &[u8], group: bool, now_ns: u64) -> Action<'_> {
         let Some(total) = Self::v4_header(frame) else {
             return self.drop(DropReason::BadHeader);
         };
@@ -393,6 +415,7 @@ impl Gateway {
         };
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
+            Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
             Err(r) => return self.drop(r),
         };
         self.buf.clear();
@@ -432,6 +455,53 @@ impl Gateway {
         let smac = d.mac.ok_or(DropReason::NoMac)?;
         let n = self.neigh.get(out, next).ok_or(DropReason::NoNeighbour)?;
         Ok((smac, n.mac))
+    }
+
+    /// No neighbour entry for `next` on `out`: count the drop, and solicit it unless that was
+    /// done less than [`SOLICIT_INTERVAL_NS`] ago (or the device cannot: no MAC, no address of
+    /// the family).
+    fn resolve(&mut self, out: DevId, next: IpAddr, now_ns: u64) -> Action<'_> {
+        let due = self
+            .solicited
+            .get(&(out, next))
+            .is_none_or(|&t| now_ns.saturating_sub(t) >= SOLICIT_INTERVAL_NS);
+        let d = &self.devices[usize::from(out.0)];
+        let src = match next {
+            IpAddr::V4(n) => {
+                let on_link = d.addrs.iter().find_map(|a| match a {
+                    IpNet::V4(a) if a.contains(&n) => Some(IpAddr::V4(a.addr())),
+                    _ => None,
+                });
+                on_link.or_else(|| d.addrs.iter().map(IpNet::addr).find(IpAddr::is_ipv4))
+            }
+            IpAddr::V6(n) => {
+                let ll = link_local(d);
+                let on_link = d.addrs.iter().find_map(|a| match a {
+                    IpNet::V6(a) if a.contains(&n) => Some(IpAddr::V6(a.addr())),
+                    _ => None,
+                });
+                if is_link_local(&n) {
+                    ll.or(on_link)
+                } else {
+                    on_link.or(ll)
+                }
+            }
+        };
+        let (Some(mac), Some(src), true) = (d.mac, src, due) else {
+            return self.drop(DropReason::NoNeighbour);
+        };
+        self.stats.dropped[DropReason::NoNeighbour.index()] += 1;
+        match (next, src) {
+            (IpAddr::V4(t), IpAddr::V4(s)) => arp::request(t, s, mac, &mut self.buf),
+            (IpAddr::V6(t), IpAddr::V6(s)) => nd::solicit(&t, &s, mac, &mut self.buf),
+            _ => return Action::Drop(DropReason::NoNeighbour),
+        }
+        self.solicited.insert((out, next), now_ns);
+        self.stats.solicitations += 1;
+        Action::Resolve {
+            dev: out,
+            frame: &self.buf,
+        }
     }
 
     fn time_exceeded_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
@@ -474,6 +544,18 @@ impl Gateway {
         if let Some(ns) = nd::read(frame) {
             return self.solicitation(input, frame, ns, now_ns);
         }
+        if let Some(na) = nd::read_advert(frame) {
+            // ndisc_recv_na: an advertisement updates an entry; wasp takes one it asked for
+            // (or refreshes one it has), not unsolicited news of strangers.
+            let t = IpAddr::V6(na.target);
+            let known =
+                self.solicited.contains_key(&(input, t)) || self.neigh.get(input, t).is_some();
+            if let (Some(m), true) = (na.tllao, known) {
+                self.neigh.learn(input, t, m, now_ns);
+            }
+            self.stats.local += 1;
+            return Action::Local;
+        }
         if dst.is_multicast() || self.is_local(IpAddr::V6(dst)) {
             self.stats.local += 1;
             return Action::Local;
@@ -494,6 +576,7 @@ impl Gateway {
         };
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
+            Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
             Err(r) => return self.drop(r),
         };
         self.buf.clear();
@@ -576,15 +659,17 @@ impl Gateway {
     /// `fwd ip to ADDR device "dev"` / `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh_eval):
     /// the TTL or hop limit is decremented without a check (ip_decrease_ttl; a TTL of 0 wraps,
     /// as in the kernel), and the frame goes to the neighbour `via` on device `out` (named; it
-    /// must be one of the gateway's, with a MAC and a neighbour entry for `via`). A frame of
+    /// must be one of the gateway's, with a MAC and a neighbour entry for `via`, else it is
+    /// solicited as for a route, [`Action::Resolve`]). A frame of
     /// the other family is not the statement's: the engine's rule did not match it, so it
     /// never gets here; here it is dropped as [`DropReason::NotIp`].
-    pub fn fwd_neigh(&mut self, out: &str, via: IpAddr, frame: &[u8]) -> Action<'_> {
+    pub fn fwd_neigh(&mut self, out: &str, via: IpAddr, frame: &[u8], now_ns: u64) -> Action<'_> {
         let Some(out) = self.device(out) else {
             return self.drop(DropReason::UnknownDevice);
         };
         let (smac, dmac) = match self.link(out, via) {
             Ok(x) => x,
+            Err(DropReason::NoNeighbour) => return self.resolve(out, via, now_ns),
             Err(r) => return self.drop(r),
         };
         let ethertype = frame.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));

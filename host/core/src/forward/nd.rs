@@ -116,6 +116,76 @@ pub fn advertise(ns: &Solicitation, frame_src: [u8; 6], mac: [u8; 6], out: &mut 
     out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
 }
 
+/// A valid neighbour advertisement read from a frame: its target and target link-layer
+/// address option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advertisement {
+    /// The address advertised.
+    pub target: Ipv6Addr,
+    /// Its link-layer address (the option; an advertisement without one teaches nothing).
+    pub tllao: Option<[u8; 6]>,
+}
+
+/// The neighbour advertisement in an IPv6 frame (fixed header directly followed by ICMPv6),
+/// when it passes RFC 4861 7.1.2's checks: hop limit 255, a good checksum, code 0, at least 24
+/// bytes, a target that is not multicast, options of non-zero length.
+pub fn read_advert(frame: &[u8]) -> Option<Advertisement> {
+    let ip = frame.get(14..54)?;
+    if ip[0] >> 4 != 6 || ip[6] != 58 || ip[7] != 255 {
+        return None;
+    }
+    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    let msg = frame.get(54..54 + plen)?;
+    if msg.len() < 24 || msg[0] != NA || msg[1] != 0 {
+        return None;
+    }
+    let src = v6(&ip[8..24]);
+    let dst = v6(&ip[24..40]);
+    if checksum::sum(checksum::pseudo_v6(&src, &dst, plen as u32, 58), msg) != 0xffff {
+        return None;
+    }
+    let target = v6(&msg[8..24]);
+    if target.is_multicast() {
+        return None;
+    }
+    let mut tllao = None;
+    let mut opts = &msg[24..];
+    while opts.len() >= 2 {
+        let len = usize::from(opts[1]) * 8;
+        if len == 0 || len > opts.len() {
+            return None;
+        }
+        if opts[0] == 2 && len >= 8 {
+            let mut m = [0u8; 6];
+            m.copy_from_slice(&opts[2..8]);
+            tllao = Some(m);
+        }
+        opts = &opts[len..];
+    }
+    Some(Advertisement { target, tllao })
+}
+
+/// Write into `out` a neighbour solicitation for `target` from `src` (an address of the
+/// sending device) with MAC `mac`, as the kernel's ndisc_solicit sends one to resolve a next
+/// hop: to the target's solicited-node multicast address, hop limit 255, with the source
+/// link-layer address option.
+pub fn solicit(target: &Ipv6Addr, src: &Ipv6Addr, mac: [u8; 6], out: &mut Vec<u8>) {
+    let (dst, dmac) = solicited_node(target);
+    out.clear();
+    out.extend_from_slice(&dmac);
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255]);
+    out.extend_from_slice(&src.octets());
+    out.extend_from_slice(&dst.octets());
+    let at = out.len();
+    out.extend_from_slice(&[NS, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&target.octets());
+    out.extend_from_slice(&[1, 1]);
+    out.extend_from_slice(&mac);
+    let c = checksum::icmpv6(src, &dst, &out[at..]);
+    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+}
+
 /// The solicited-node multicast address of `a` (RFC 4291 2.7.1) and its MAC (RFC 2464 7).
 pub fn solicited_node(a: &Ipv6Addr) -> (Ipv6Addr, [u8; 6]) {
     let o = a.octets();
@@ -191,6 +261,28 @@ pub(crate) mod tests {
         assert_eq!(&out[..6], &[0x33, 0x33, 0, 0, 0, 1]);
         assert_eq!(v6(&out[38..54]), "ff02::1".parse::<Ipv6Addr>().unwrap());
         assert_eq!(out[54 + 4], 0xa0, "router, override; not solicited");
+    }
+
+    #[test]
+    fn our_solicitation_reads_back_and_our_advertisement_teaches() {
+        let me: Ipv6Addr = "fd00:2::1".parse().unwrap();
+        let t: Ipv6Addr = "fd00:2::2".parse().unwrap();
+        let mut out = Vec::new();
+        solicit(&t, &me, [2, 0, 0, 0, 1, 2], &mut out);
+        assert_eq!(&out[..6], &[0x33, 0x33, 0xff, 0, 0, 2]);
+        let ns = read(&out).unwrap();
+        assert_eq!(
+            (ns.src, ns.target, ns.sllao),
+            (me, t, Some([2, 0, 0, 0, 1, 2]))
+        );
+        // The advertisement that answers it carries the target's MAC.
+        let mut na = Vec::new();
+        advertise(&ns, [2, 0, 0, 0, 1, 2], [2, 0, 0, 0, 2, 2], &mut na);
+        // (`advertise` answers for `ns.target` from the target's side.)
+        let a = read_advert(&na).unwrap();
+        assert_eq!((a.target, a.tllao), (t, Some([2, 0, 0, 0, 2, 2])));
+        na[54 + 2] ^= 1;
+        assert!(read_advert(&na).is_none());
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub enum SendKind {
     Dup,
     /// The gateway's answer (ARP reply, neighbour advertisement, ICMP time exceeded).
     Reply,
+    /// The gateway's ARP request or neighbour solicitation for a next hop it has no entry
+    /// for (the packet that needed it is lost: `no-neighbour`).
+    Solicit,
 }
 
 /// A frame to send on a device (after its egress hook accepted it).
@@ -217,14 +220,16 @@ impl Forwarder {
             Action::Drop(r) => return self.lose(Loss::Gateway(r)),
             Action::Transmit { dev, frame } => (dev, frame.to_vec(), SendKind::Forward),
             Action::Reply { dev, frame } => (dev, frame.to_vec(), SendKind::Reply),
+            Action::Resolve { dev, frame } => (dev, frame.to_vec(), SendKind::Solicit),
         };
         let name = g.name(dev).to_string();
-        let mark = if kind == SendKind::Reply {
+        let mark = if matches!(kind, SendKind::Reply | SendKind::Solicit) {
             0
         } else {
             outcome.mark
         };
         match self.transmit(engine, ext, &name, out, kind, mark, 0, now_ns, sends) {
+            _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
             Err(l) => Fate::Lost(l),
             Ok(()) if kind == SendKind::Reply => Fate::Replied,
             Ok(()) => Fate::Sent,
@@ -256,9 +261,24 @@ impl Forwarder {
                 let Some(g) = self.gateway.as_mut() else {
                     return self.lose(Loss::Gateway(DropReason::NoNeighbour));
                 };
-                match g.fwd_neigh(&t.dev, via, frame) {
+                match g.fwd_neigh(&t.dev, via, frame, now_ns) {
                     Action::Transmit { frame, .. } => frame.to_vec(),
                     Action::Drop(r) => return self.lose(Loss::Gateway(r)),
+                    Action::Resolve { frame, .. } => {
+                        let req = frame.to_vec();
+                        let _ = self.transmit(
+                            engine,
+                            ext,
+                            &t.dev,
+                            req,
+                            SendKind::Solicit,
+                            0,
+                            depth,
+                            now_ns,
+                            sends,
+                        );
+                        return self.lose(Loss::Gateway(DropReason::NoNeighbour));
+                    }
                     Action::Reply { .. } | Action::Local => {
                         return self.lose(Loss::Gateway(DropReason::NotIp));
                     }

@@ -98,12 +98,37 @@ fn connected_destination_is_its_own_next_hop() {
     assert!(
         matches!(g.route(v0, &f, 0), Action::Transmit { frame, .. } if frame[..6] == SERVER_MAC && frame[22] == 1)
     );
-    // 10.0.2.3 has no neighbour entry.
+    // 10.0.2.3 has no neighbour entry: dropped, and asked for on veth1 (from 10.0.2.1);
+    // again within a second: dropped without asking.
+    let v1 = dev(&g, "veth1");
     let f = udp4([10, 0, 2, 3], 64, V0_MAC);
-    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NoNeighbour));
+    let Action::Resolve { dev: d, frame } = g.route(v0, &f, 0) else {
+        panic!("no ARP request");
+    };
+    assert_eq!(d, v1);
+    let req = arp::read(frame).unwrap();
+    assert_eq!(frame[..6], [0xff; 6]);
+    assert_eq!(
+        (req.op, req.sha, req.spa, req.tpa),
+        (
+            arp::OP_REQUEST,
+            V1_MAC,
+            "10.0.2.1".parse().unwrap(),
+            "10.0.2.3".parse().unwrap()
+        )
+    );
+    assert_eq!(
+        g.route(v0, &f, SOLICIT_INTERVAL_NS - 1),
+        Action::Drop(DropReason::NoNeighbour)
+    );
+    assert!(matches!(
+        g.route(v0, &f, SOLICIT_INTERVAL_NS),
+        Action::Resolve { .. }
+    ));
     let f = udp4([192, 0, 2, 1], 64, V0_MAC);
     assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NoRoute));
-    assert_eq!(g.stats().dropped(DropReason::NoNeighbour), 1);
+    assert_eq!(g.stats().dropped(DropReason::NoNeighbour), 3);
+    assert_eq!(g.stats().solicitations, 2);
     assert_eq!(g.stats().dropped(DropReason::NoRoute), 1);
 }
 
@@ -309,18 +334,18 @@ fn forwards_ipv6_and_answers_solicitations() {
 fn fwd_neigh_decrements_without_a_check() {
     let mut g = gw();
     let f = udp4([10, 9, 3, 4], 0, V0_MAC);
-    let Action::Transmit { frame, .. } = g.fwd_neigh("veth1", "10.0.2.2".parse().unwrap(), &f)
+    let Action::Transmit { frame, .. } = g.fwd_neigh("veth1", "10.0.2.2".parse().unwrap(), &f, 0)
     else {
         panic!("not sent");
     };
     assert_eq!(frame[22], 255);
     assert_eq!(checksum::checksum(&frame[14..34]), 0);
+    assert!(matches!(
+        g.fwd_neigh("veth1", "10.0.2.9".parse().unwrap(), &f, 0),
+        Action::Resolve { .. }
+    ));
     assert_eq!(
-        g.fwd_neigh("veth1", "10.0.2.9".parse().unwrap(), &f),
-        Action::Drop(DropReason::NoNeighbour)
-    );
-    assert_eq!(
-        g.fwd_neigh("veth1", "fd00:2::2".parse().unwrap(), &f),
+        g.fwd_neigh("veth1", "fd00:2::2".parse().unwrap(), &f, 0),
         Action::Drop(DropReason::NotIp)
     );
 }
@@ -498,4 +523,57 @@ mod kernel_facts {
         assert_eq!(fw.stats().lost(Loss::Recursion), 1);
         assert_eq!(fw.stats().by_device.get("y1"), Some(&2));
     }
+}
+
+#[test]
+fn resolves_unknown_next_hops_and_learns_the_answers() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let v1 = dev(&g, "veth1");
+    let host_mac = [2, 0, 0, 0, 2, 3];
+    // IPv4: the ARP request for 10.0.2.3 is answered; the next packet passes.
+    let f = udp4([10, 0, 2, 3], 64, V0_MAC);
+    assert!(matches!(g.route(v0, &f, 0), Action::Resolve { .. }));
+    let mut reply = V1_MAC.to_vec();
+    reply.extend_from_slice(&host_mac);
+    reply.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2]);
+    reply.extend_from_slice(&host_mac);
+    reply.extend_from_slice(&[10, 0, 2, 3]);
+    reply.extend_from_slice(&V1_MAC);
+    reply.extend_from_slice(&[10, 0, 2, 1]);
+    assert_eq!(g.route(v1, &reply, 10), Action::Local);
+    assert!(
+        matches!(g.route(v0, &f, 20), Action::Transmit { dev, frame } if dev == v1 && frame[..6] == host_mac)
+    );
+    // IPv6: a solicitation for fd00:2::3 from fd00:2::1, answered by an advertisement.
+    let f = udp6("fd00:2::3", 64, V0_MAC);
+    let Action::Resolve { dev: d, frame } = g.route(v0, &f, 0) else {
+        panic!("no solicitation");
+    };
+    assert_eq!(d, v1);
+    let ns = nd::read(frame).unwrap();
+    let t: Ipv6Addr = "fd00:2::3".parse().unwrap();
+    assert_eq!(
+        (ns.src, ns.target, ns.sllao),
+        ("fd00:2::1".parse().unwrap(), t, Some(V1_MAC))
+    );
+    let mut na = Vec::new();
+    nd::advertise(&ns, V1_MAC, host_mac, &mut na);
+    assert_eq!(g.route(v1, &na, 30), Action::Local);
+    assert!(
+        matches!(g.route(v0, &f, 40), Action::Transmit { dev, frame } if dev == v1 && frame[..6] == host_mac)
+    );
+    // An advertisement nobody asked for teaches nothing.
+    let stranger = nd::Solicitation {
+        src: "fd00:2::1".parse().unwrap(),
+        target: "fd00:2::77".parse().unwrap(),
+        sllao: Some(V1_MAC),
+    };
+    nd::advertise(&stranger, V1_MAC, host_mac, &mut na);
+    assert_eq!(g.route(v1, &na, 50), Action::Local);
+    assert!(
+        g.neighbours()
+            .get(v1, "fd00:2::77".parse().unwrap())
+            .is_none()
+    );
 }
