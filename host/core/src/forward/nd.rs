@@ -221,6 +221,9 @@ pub(crate) mod tests {
         f
     }
 
+    /// The fields are those Linux 6.18 sent (forwarding on) when a client resolved its
+    /// address in a namespace: to the client's MAC, hop limit 255, from the target address,
+    /// flags 0xe0, 32 bytes of ICMPv6 ending with the option `02 01 MAC`.
     #[test]
     fn advertisement_fields_and_checksum() {
         let host: Ipv6Addr = "fd00:1::2".parse().unwrap();
