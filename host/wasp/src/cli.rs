@@ -160,7 +160,10 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
             // Base chains at other hooks never see a packet: say so before the run. (A ruleset
             // that does not parse is reported by the replay itself.)
             if let Ok(ruleset) = wasp_ruleset::parse_file(&opts.ruleset)
-                && let Some(note) = crate::hooks::replay_note(&ruleset)
+                && let Some(note) = crate::hooks::replay_note_when(
+                    &ruleset,
+                    opts.gateway.is_some() || crate::hooks::forwards(&ruleset),
+                )
             {
                 writeln!(stderr, "note: {note}").map_err(io)?;
             }

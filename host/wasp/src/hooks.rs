@@ -5,17 +5,38 @@
 //! This module names them, so the user is told rather than left to wonder.
 
 use wasp_ruleset::Ruleset;
-use wasp_ruleset::model::{Family, Hook};
+use wasp_ruleset::model::{Family, Hook, Stmt};
 
 /// The base chains of `ruleset` that `wasp replay` does not run, as `FAMILY TABLE CHAIN
 /// (hook HOOK)`, in declaration order.
 pub fn chains_not_run(ruleset: &Ruleset) -> Vec<String> {
+    chains_not_run_when(ruleset, false)
+}
+
+/// `true` when `ruleset` has `fwd` or `dup` statements (a replay then forwards, and netdev
+/// egress chains run on the frames sent).
+pub fn forwards(ruleset: &Ruleset) -> bool {
+    ruleset
+        .tables
+        .iter()
+        .flat_map(|t| &t.chains)
+        .flat_map(|c| &c.rules)
+        .flat_map(|r| &r.stmts)
+        .any(|s| matches!(s, Stmt::Fwd { .. } | Stmt::Dup { .. }))
+}
+
+/// [`chains_not_run`]; with `forwarding` (a gateway file, or `fwd`/`dup` statements), netdev
+/// egress chains run on the frames sent and are not listed.
+pub fn chains_not_run_when(ruleset: &Ruleset, forwarding: bool) -> Vec<String> {
     let mut out = Vec::new();
     for t in &ruleset.tables {
         for c in &t.chains {
             let Some(base) = &c.base else { continue };
             // The engine runs ingress base chains of the netdev and inet families.
             if base.hook == Hook::Ingress && matches!(t.family, Family::Netdev | Family::Inet) {
+                continue;
+            }
+            if forwarding && base.hook == Hook::Egress && t.family == Family::Netdev {
                 continue;
             }
             out.push(format!(
@@ -32,7 +53,12 @@ pub fn chains_not_run(ruleset: &Ruleset) -> Vec<String> {
 
 /// The note `wasp replay` prints when `ruleset` has base chains it does not run, or `None`.
 pub fn replay_note(ruleset: &Ruleset) -> Option<String> {
-    let skipped = chains_not_run(ruleset);
+    replay_note_when(ruleset, false)
+}
+
+/// [`replay_note`] for a replay that forwards or not (see [`chains_not_run_when`]).
+pub fn replay_note_when(ruleset: &Ruleset, forwarding: bool) -> Option<String> {
+    let skipped = chains_not_run_when(ruleset, forwarding);
     if skipped.is_empty() {
         return None;
     }
@@ -72,5 +98,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(replay_note(&only_ingress), None);
+        // Forwarding: the egress chain runs on the frames sent.
+        assert!(!forwards(&r));
+        assert_eq!(chains_not_run_when(&r, true), ["inet f input (hook input)"]);
     }
 }
