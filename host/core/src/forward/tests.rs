@@ -577,3 +577,73 @@ fn resolves_unknown_next_hops_and_learns_the_answers() {
             .is_none()
     );
 }
+
+mod no_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn seeds() -> Vec<Vec<u8>> {
+        vec![
+            udp4([10, 9, 3, 4], 64, V0_MAC),
+            udp4([10, 9, 3, 4], 1, V0_MAC),
+            udp6("fd00:2::2", 64, V0_MAC),
+            udp6("fd00:2::2", 1, V0_MAC),
+            nd::tests::solicitation(
+                "fd00:1::2".parse().unwrap(),
+                "fd00:1::1".parse().unwrap(),
+                CLIENT_MAC,
+            ),
+        ]
+    }
+
+    proptest! {
+        /// Any bytes, and valid frames with bytes changed or cut: an action, never a panic.
+        #[test]
+        fn any_frame_gets_an_action(
+            raw in proptest::collection::vec(any::<u8>(), 0..120),
+            seed in 0usize..5,
+            edits in proptest::collection::vec((0usize..100, any::<u8>()), 0..6),
+            cut in 0usize..100,
+        ) {
+            let mut g = gw();
+            let v0 = dev(&g, "veth0");
+            let _ = g.route(v0, &raw, 0);
+            let mut f = seeds()[seed].clone();
+            for (at, b) in edits {
+                if let Some(x) = f.get_mut(at) {
+                    *x = b;
+                }
+            }
+            let _ = g.route(v0, &f, 1);
+            let _ = g.route(v0, &f[..cut.min(f.len())], 2);
+            let _ = g.fwd_neigh("veth1", "10.0.2.2".parse().unwrap(), &f, 3);
+            let _ = g.fwd_neigh("veth1", "fd00:2::2".parse().unwrap(), &f[..cut.min(f.len())], 4);
+        }
+
+        /// Lines of the file's words in any order: a gateway or an error, never a panic.
+        #[test]
+        fn any_words_parse_or_err(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        "device", "address", "route", "neighbour", "via", "dev", "lladdr",
+                        "mac", "down", "up", "default", "veth0", "veth1", "10.0.1.1/24",
+                        "10.0.1.2", "fd00::1/64", "fd00::2", "fe80::1", "0.0.0.0/0",
+                        "02:00:00:00:00:01", "#", "é", "",
+                    ]),
+                    0..8,
+                ),
+                0..8,
+            )
+        ) {
+            let text: Vec<String> = lines.iter().map(|l| l.join(" ")).collect();
+            let _ = Gateway::parse(&text.join("\n"), "fuzz.conf");
+        }
+
+        /// Any text as a gateway file: a gateway or an error, never a panic.
+        #[test]
+        fn any_text_parses_or_errs(text in "[a-z0-9:./# \n-]{0,200}") {
+            let _ = Gateway::parse(&text, "fuzz.conf");
+        }
+    }
+}
