@@ -481,3 +481,65 @@ fn another_user_cannot_connect() {
     assert_eq!(connect("nobody"), "denied");
     assert_eq!(connect("root"), "connected");
 }
+
+/// A client that asks for a long stream and stops reading blocks only its own handler, and
+/// only for the write timeout: the others are answered meanwhile, then it is dropped.
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wasp.sock");
+    let fake = Arc::new(Fake::default());
+    *fake.ruleset.lock().unwrap() = wasp_ruleset::parse_str(RULESET, "ruleset.nft").unwrap();
+    let mut cfg = ServerConfig::new(&path);
+    cfg.write_timeout = Duration::from_millis(300);
+    let _server = Server::start(cfg, fake.clone()).unwrap();
+    let mut stuck = Client::connect(&path).unwrap();
+    stuck
+        .send(&Request::Plugin {
+            op: PluginOp::Load,
+            name: "big".into(),
+            path: None,
+        })
+        .unwrap();
+    // Its handler is writing (the socket buffer fills); others are served.
+    assert!(eventually(|| fake.active.load(Ordering::SeqCst) == 1));
+    let mut c = Client::connect(&path).unwrap();
+    for _ in 0..10 {
+        assert!(c.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    }
+    // The stuck client's writes time out: its handler ends.
+    assert!(eventually(|| fake.big_dump_cut.load(Ordering::SeqCst)));
+    assert!(eventually(|| fake.active.load(Ordering::SeqCst) == 0));
+    drop(stuck);
+}
+
+/// A request line longer than the limit: an error, and the connection is closed (the server
+/// never holds more than the limit for a client).
+#[test]
+fn an_endless_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, _fake, path) = start(dir.path());
+    let s = UnixStream::connect(&path).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..=(wasp_ctl::proto::MAX_REQUEST_BYTES >> 20) {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Reply>(&line).unwrap(),
+        Reply::Error(format!(
+            "bad request: longer than {} bytes",
+            wasp_ctl::proto::MAX_REQUEST_BYTES
+        ))
+    );
+    line.clear();
+    assert_eq!(r.read_line(&mut line).unwrap(), 0, "closed");
+    writer.join().unwrap();
+}
