@@ -543,3 +543,26 @@ fn an_endless_line_is_refused() {
     assert_eq!(r.read_line(&mut line).unwrap(), 0, "closed");
     writer.join().unwrap();
 }
+
+/// Past `max_clients`, a new client gets an error and is closed; a slot that frees is reused.
+#[test]
+fn too_many_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wasp.sock");
+    let mut cfg = ServerConfig::new(&path);
+    cfg.max_clients = 2;
+    let server = Server::start(cfg, Arc::new(Fake::default())).unwrap();
+    let mut a = Client::connect(&path).unwrap();
+    let mut b = Client::connect(&path).unwrap();
+    assert!(a.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    assert!(b.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    let mut c = Client::connect(&path).unwrap();
+    match c.call(&Request::Stats, &mut |_| Ok(())) {
+        Err(ClientError::Daemon(m)) => assert_eq!(m, "too many clients (at most 2)"),
+        other => panic!("{other:?}"),
+    }
+    drop(a);
+    assert!(eventually(|| server.clients() == 1));
+    let mut d = Client::connect(&path).unwrap();
+    assert!(d.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+}
