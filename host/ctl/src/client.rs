@@ -138,7 +138,13 @@ impl Client {
         req: &Request,
         each: &mut dyn FnMut(Incoming<'_>) -> io::Result<()>,
     ) -> Result<serde_json::Value, ClientError> {
-        self.send(req)?;
+        if let Err(e) = self.send(req) {
+            // The daemon may have said why before it closed (too many clients).
+            if let Ok(Incoming::Reply(Reply::Error(m))) = self.next_item() {
+                return Err(ClientError::Daemon(m));
+            }
+            return Err(e);
+        }
         loop {
             match self.next_item()? {
                 Incoming::Reply(Reply::Ok(v)) => return Ok(v),
