@@ -851,6 +851,7 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
         nd_replies: g.nd_replies,
         time_exceeded: g.time_exceeded,
         solicited: st.sent(SendKind::Solicit),
+        unreachable: st.sent(SendKind::Unreachable),
         lost: st
             .lost
             .iter()

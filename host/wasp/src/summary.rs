@@ -82,6 +82,8 @@ pub struct ForwardSummary {
     /// ARP requests and neighbour solicitations the gateway sent for next hops it had no
     /// entry for.
     pub solicited: u64,
+    /// ICMP destination unreachable the gateway sent for packets it had no route for.
+    pub unreachable: u64,
     /// Frames lost on the way out, by reason (`no-route`, `no-neighbour`, `device-down`,
     /// `egress-drop`, `recursion`, ...), in reason order.
     pub lost: Vec<LossSummary>,
@@ -383,6 +385,9 @@ impl Summary {
                 f.nd_replies,
                 f.time_exceeded
             );
+            if f.unreachable > 0 {
+                let _ = writeln!(s, "  unreachable sent {}", f.unreachable);
+            }
             if f.solicited > 0 {
                 let _ = writeln!(s, "  solicited {} next hop(s)", f.solicited);
             }

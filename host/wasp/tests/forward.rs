@@ -156,7 +156,8 @@ fn gateway_routes_answers_and_sends_per_device() {
         .iter()
         .map(|d| (d.dev.as_str(), d.packets))
         .collect();
-    assert_eq!(sent, [("mon", 1), ("veth0", 3), ("veth1", 4)]);
+    assert_eq!(sent, [("mon", 1), ("veth0", 4), ("veth1", 4)]);
+    assert_eq!(f.unreachable, 1);
 
     let out = tmp.path().join("out");
     let input = frames();
@@ -189,6 +190,10 @@ fn gateway_routes_answers_and_sends_per_device() {
     assert_eq!(&v0[1].1[20..22], &[0, 2]);
     assert_eq!(kinds[2].0, 0x86dd);
     assert_eq!(v0[2].1[54], 136);
+    // Packet 6 had no route: ICMP net unreachable (type 3, code 0) quoting it.
+    assert_eq!(v0.len(), 4);
+    assert_eq!((v0[3].1[34], v0[3].1[35]), (3, 0));
+    assert_eq!(&v0[3].1[42..], &input[5].1[14..]);
     assert!(v0.iter().all(|(_, f)| f[..6] == CLIENT && f[6..12] == V0));
     assert_eq!(read_frames(&out.join("accepted.pcap")), [input[4].clone()]);
     assert_eq!(
@@ -213,6 +218,7 @@ fn gateway_routes_answers_and_sends_per_device() {
         "{table}"
     );
     assert!(table.contains("solicited 1 next hop(s)"), "{table}");
+    assert!(table.contains("unreachable sent 1"), "{table}");
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! the input device's address, 576 bytes long, TOS 0xc0, DF clear, TTL 64, quoting 548 bytes
 //! with the TTL as received (1); the ICMPv6 error came from the input device's address with
 //! 1240 bytes of ICMPv6 (1280 with the header), quoting 1232 bytes. The kernel's IPv4 ID is
-//! its own counter; wasp writes 0.
+//! its own counter; wasp writes 0. Without a route to the destination the same router sent
+//! the same shapes as destination unreachable: ICMP type 3 code 0 (net unreachable, quoting
+//! the datagram with its TTL as received) and ICMPv6 type 1 code 0 (no route).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -68,6 +70,21 @@ pub fn v4_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
+    v4_error(ip, 11, 0, src, mac, to_mac, out);
+}
+
+/// [`v4_time_exceeded`] with another `typ` and `code`: the same header, quote and checksum
+/// (destination unreachable is type 3; net unreachable code 0, as the kernel's ip_error sends
+/// for a destination without a route).
+pub fn v4_error(
+    ip: &[u8],
+    typ: u8,
+    code: u8,
+    src: Ipv4Addr,
+    mac: [u8; 6],
+    to_mac: [u8; 6],
+    out: &mut Vec<u8>,
+) {
     let quote = &ip[..ip.len().min(V4_ERROR_MAX - 28)];
     let total = 20 + 8 + quote.len();
     out.clear();
@@ -87,7 +104,7 @@ pub fn v4_time_exceeded(
     h[10..12].copy_from_slice(&c.to_be_bytes());
     out.extend_from_slice(&h);
     let at = out.len();
-    out.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
     out.extend_from_slice(quote);
     let c = checksum::checksum(&out[at..]);
     out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
@@ -127,6 +144,20 @@ pub fn v6_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
+    v6_error(ip, 3, 0, src, mac, to_mac, out);
+}
+
+/// [`v6_time_exceeded`] with another `typ` and `code` (destination unreachable is type 1; no
+/// route to destination code 0, as the kernel's ip6_pkt_drop sends).
+pub fn v6_error(
+    ip: &[u8],
+    typ: u8,
+    code: u8,
+    src: Ipv6Addr,
+    mac: [u8; 6],
+    to_mac: [u8; 6],
+    out: &mut Vec<u8>,
+) {
     let quote = &ip[..ip.len().min(V6_ERROR_MAX - 48)];
     let dst = v6(&ip[8..24]);
     let plen = 8 + quote.len();
@@ -141,7 +172,7 @@ pub fn v6_time_exceeded(
     out.extend_from_slice(&src.octets());
     out.extend_from_slice(&dst.octets());
     let at = out.len();
-    out.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
     out.extend_from_slice(quote);
     let c = checksum::icmpv6(&src, &dst, &out[at..]);
     out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());

@@ -30,7 +30,11 @@
 //! neighbour advertisement to the gateway) fills the entry, so the following packets pass.
 //! The kernel would queue a few packets meanwhile (arp_queue); wasp drops them.
 //!
-//! Not done (yet): ICMP destination unreachable for no route, ICMP redirects, MTU checks and
+//! A destination without a route is dropped ([`DropReason::NoRoute`]) and answered with an
+//! ICMP destination unreachable (net unreachable; ICMPv6 no route), as ip_error and
+//! ip6_pkt_drop answer it ([`Action::Unreachable`]).
+//!
+//! Not done (yet): ICMP redirects, MTU checks and
 //! fragmentation (packet too big), ICMP rate limits, VLAN-tagged frames (dropped as
 //! [`DropReason::NotIp`]).
 //!
@@ -163,6 +167,15 @@ pub enum Action<'a> {
     /// For the gateway itself (one of its addresses, broadcast, multicast, ARP and ND that
     /// needs no answer): delivered to the host side.
     Local,
+    /// The packet is dropped for want of a route ([`DropReason::NoRoute`], counted), and
+    /// `frame`, an ICMP destination unreachable about it, goes back on `dev` (the input
+    /// device).
+    Unreachable {
+        /// The input device.
+        dev: DevId,
+        /// The ICMP error.
+        frame: &'a [u8],
+    },
     /// The packet is dropped for want of a neighbour entry for its next hop
     /// ([`DropReason::NoNeighbour`], counted), and `frame`, an ARP request or a neighbour
     /// solicitation for that next hop, is sent on `dev` (the output device).
@@ -191,6 +204,8 @@ pub struct GatewayStats {
     pub time_exceeded: u64,
     /// ARP requests and neighbour solicitations sent for next hops without an entry.
     pub solicitations: u64,
+    /// ICMP / ICMPv6 destination unreachable sent (no route).
+    pub unreachable: u64,
     /// Drops by reason, indexed as [`DropReason::ALL`].
     pub dropped: [u64; 10],
 }
@@ -411,6 +426,7 @@ impl Gateway {
         }
         let (out, next) = match self.next_hop(IpAddr::V4(dst)) {
             Ok(x) => x,
+            Err(DropReason::NoRoute) => return self.unreachable_v4(input, frame, total),
             Err(r) => return self.drop(r),
         };
         let (smac, dmac) = match self.link(out, next) {
@@ -505,6 +521,31 @@ impl Gateway {
     }
 
     fn time_exceeded_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        if !self.error_v4(input, frame, total, 11) {
+            return self.drop(DropReason::TtlExceeded);
+        }
+        self.stats.time_exceeded += 1;
+        Action::Reply {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    fn unreachable_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        self.stats.dropped[DropReason::NoRoute.index()] += 1;
+        if !self.error_v4(input, frame, total, 3) {
+            return Action::Drop(DropReason::NoRoute);
+        }
+        self.stats.unreachable += 1;
+        Action::Unreachable {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    /// Build in the buffer an ICMP error of type `typ` (code 0) about the datagram, from the
+    /// gateway's address on `input`; `false` when none may or can be sent.
+    fn error_v4(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8) -> bool {
         let ip = &frame[14..14 + total];
         let d = &self.devices[usize::from(input.0)];
         let src = d
@@ -516,15 +557,11 @@ impl Gateway {
                 IpAddr::V6(_) => None,
             });
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v4_may_answer(ip)) else {
-            return self.drop(DropReason::TtlExceeded);
+            return false;
         };
         let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
-        icmp::v4_time_exceeded(ip, src, mac, to_mac, &mut self.buf);
-        self.stats.time_exceeded += 1;
-        Action::Reply {
-            dev: input,
-            frame: &self.buf,
-        }
+        icmp::v4_error(ip, typ, 0, src, mac, to_mac, &mut self.buf);
+        true
     }
 
     fn ipv6(&mut self, input: DevId, frame: &[u8], group: bool, now_ns: u64) -> Action<'_> {
@@ -572,6 +609,7 @@ impl Gateway {
         }
         let (out, next) = match self.next_hop(IpAddr::V6(dst)) {
             Ok(x) => x,
+            Err(DropReason::NoRoute) => return self.unreachable_v6(input, frame, total),
             Err(r) => return self.drop(r),
         };
         let (smac, dmac) = match self.link(out, next) {
@@ -623,6 +661,31 @@ impl Gateway {
     }
 
     fn time_exceeded_v6(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        if !self.error_v6(input, frame, total, 3) {
+            return self.drop(DropReason::TtlExceeded);
+        }
+        self.stats.time_exceeded += 1;
+        Action::Reply {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    fn unreachable_v6(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
+        self.stats.dropped[DropReason::NoRoute.index()] += 1;
+        if !self.error_v6(input, frame, total, 1) {
+            return Action::Drop(DropReason::NoRoute);
+        }
+        self.stats.unreachable += 1;
+        Action::Unreachable {
+            dev: input,
+            frame: &self.buf,
+        }
+    }
+
+    /// Build in the buffer an ICMPv6 error of type `typ` (code 0) about the packet, from an
+    /// address of `input`; `false` when none may or can be sent.
+    fn error_v6(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8) -> bool {
         let ip = &frame[14..14 + total];
         let d = &self.devices[usize::from(input.0)];
         let orig_src = icmp::v6(&ip[8..24]);
@@ -645,15 +708,11 @@ impl Gateway {
             .or(v6s.first())
             .copied();
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v6_may_answer(ip)) else {
-            return self.drop(DropReason::TtlExceeded);
+            return false;
         };
         let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
-        icmp::v6_time_exceeded(ip, src, mac, to_mac, &mut self.buf);
-        self.stats.time_exceeded += 1;
-        Action::Reply {
-            dev: input,
-            frame: &self.buf,
-        }
+        icmp::v6_error(ip, typ, 0, src, mac, to_mac, &mut self.buf);
+        true
     }
 
     /// `fwd ip to ADDR device "dev"` / `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh_eval):

@@ -46,6 +46,9 @@ pub enum SendKind {
     /// The gateway's ARP request or neighbour solicitation for a next hop it has no entry
     /// for (the packet that needed it is lost: `no-neighbour`).
     Solicit,
+    /// The gateway's ICMP destination unreachable about a packet it has no route for (the
+    /// packet is lost: `no-route`).
+    Unreachable,
 }
 
 /// A frame to send on a device (after its egress hook accepted it).
@@ -221,15 +224,20 @@ impl Forwarder {
             Action::Transmit { dev, frame } => (dev, frame.to_vec(), SendKind::Forward),
             Action::Reply { dev, frame } => (dev, frame.to_vec(), SendKind::Reply),
             Action::Resolve { dev, frame } => (dev, frame.to_vec(), SendKind::Solicit),
+            Action::Unreachable { dev, frame } => (dev, frame.to_vec(), SendKind::Unreachable),
         };
         let name = g.name(dev).to_string();
-        let mark = if matches!(kind, SendKind::Reply | SendKind::Solicit) {
+        let mark = if matches!(
+            kind,
+            SendKind::Reply | SendKind::Solicit | SendKind::Unreachable
+        ) {
             0
         } else {
             outcome.mark
         };
         match self.transmit(engine, ext, &name, out, kind, mark, 0, now_ns, sends) {
             _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
+            _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(DropReason::NoRoute)),
             Err(l) => Fate::Lost(l),
             Ok(()) if kind == SendKind::Reply => Fate::Replied,
             Ok(()) => Fate::Sent,
@@ -279,7 +287,7 @@ impl Forwarder {
                         );
                         return self.lose(Loss::Gateway(DropReason::NoNeighbour));
                     }
-                    Action::Reply { .. } | Action::Local => {
+                    Action::Reply { .. } | Action::Local | Action::Unreachable { .. } => {
                         return self.lose(Loss::Gateway(DropReason::NotIp));
                     }
                 }

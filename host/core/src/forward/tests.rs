@@ -125,11 +125,50 @@ fn connected_destination_is_its_own_next_hop() {
         g.route(v0, &f, SOLICIT_INTERVAL_NS),
         Action::Resolve { .. }
     ));
-    let f = udp4([192, 0, 2, 1], 64, V0_MAC);
-    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::NoRoute));
     assert_eq!(g.stats().dropped(DropReason::NoNeighbour), 3);
     assert_eq!(g.stats().solicitations, 2);
-    assert_eq!(g.stats().dropped(DropReason::NoRoute), 1);
+}
+
+/// No route: dropped, and an ICMP net unreachable (type 3 code 0) goes back from the input
+/// device's address, shaped as the time exceeded (Linux 6.18 sent the same for a router
+/// without a default route); an ICMPv6 no route (type 1 code 0) for IPv6.
+#[test]
+fn no_route_is_answered_unreachable() {
+    let mut g = gw();
+    let v0 = dev(&g, "veth0");
+    let f = udp4([192, 0, 2, 1], 64, V0_MAC);
+    let Action::Unreachable { dev: d, frame } = g.route(v0, &f, 0) else {
+        panic!("no ICMP error");
+    };
+    assert_eq!(d, v0);
+    assert_eq!(&frame[..12], &[CLIENT_MAC, V0_MAC].concat()[..]);
+    assert_eq!(&frame[14 + 12..14 + 20], &[10, 0, 1, 1, 10, 0, 1, 2]);
+    assert_eq!((frame[34], frame[35]), (3, 0));
+    assert_eq!(checksum::checksum(&frame[34..]), 0);
+    assert_eq!(&frame[42..], &f[14..46]);
+    let f = udp6("2001:db8::9", 64, V0_MAC);
+    let Action::Unreachable { frame, .. } = g.route(v0, &f, 0) else {
+        panic!("no ICMPv6 error");
+    };
+    assert_eq!((frame[54], frame[55]), (1, 0));
+    assert_eq!(
+        icmp::v6(&frame[22..38]),
+        "fd00:1::1".parse::<Ipv6Addr>().unwrap()
+    );
+    // Not about an ICMP error: dropped without an answer.
+    let mut e = udp4([192, 0, 2, 1], 64, V0_MAC);
+    e[14 + 9] = 1;
+    e[34] = 3;
+    let c = {
+        let h = &mut e[14..34];
+        h[10] = 0;
+        h[11] = 0;
+        checksum::checksum(h)
+    };
+    e[24..26].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(g.route(v0, &e, 0), Action::Drop(DropReason::NoRoute));
+    assert_eq!(g.stats().dropped(DropReason::NoRoute), 3);
+    assert_eq!(g.stats().unreachable, 2);
 }
 
 #[test]
