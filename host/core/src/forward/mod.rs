@@ -18,8 +18,8 @@
 //!   delivered locally ([`Action::Local`]), except ARP requests and neighbour solicitations for
 //!   its addresses, which are answered;
 //! - otherwise the route is the longest prefix that holds the destination ([`RouteTable`]);
-//!   a TTL or hop limit of 1 or less gets an ICMP time exceeded from the gateway's address on
-//!   the input device ([`icmp`]); else the TTL is decremented (the IPv4 checksum updated
+//!   then a TTL or hop limit of 1 or less gets an ICMP time exceeded from the gateway's address
+//!   on the input device ([`icmp`]); else the TTL is decremented (the IPv4 checksum updated
 //!   incrementally, RFC 1624, as ip_decrease_ttl), the Ethernet source becomes the output
 //!   device's MAC and the destination the next hop's ([`NeighbourTable`]); a frame is cut to
 //!   the IP packet's length (Ethernet padding dropped, as pskb_trim_rcsum).
@@ -34,9 +34,9 @@
 //! ICMP destination unreachable (net unreachable; ICMPv6 no route), as ip_error and
 //! ip6_pkt_drop answer it ([`Action::Unreachable`]).
 //!
-//! Not done (yet): ICMP redirects, MTU checks and
-//! fragmentation (packet too big), ICMP rate limits, VLAN-tagged frames (dropped as
-//! [`DropReason::NotIp`]).
+//! Not done (yet): ICMP redirects, MTU checks and fragmentation (packet too big), ICMP rate
+//! limits, VLAN-tagged frames (dropped as [`DropReason::NotIp`]), queueing packets while a
+//! next hop is resolved, expiry of learned neighbours.
 //!
 //! One [`Gateway`] serves one worker at a time (its reply buffer and statistics are its own);
 //! a daemon clones it per worker. Neighbours learned from ARP and solicitations stay in the
@@ -421,14 +421,16 @@ impl Gateway {
             // ip_forward: only PACKET_HOST frames are forwarded.
             return self.drop(DropReason::OtherHost);
         }
-        if ip[8] <= 1 {
-            return self.time_exceeded_v4(input, frame, total);
-        }
+        // The route is looked up first (ip_rcv_finish / ip6_rcv_finish), the TTL checked
+        // on the way out (ip_forward / ip6_forward).
         let (out, next) = match self.next_hop(IpAddr::V4(dst)) {
             Ok(x) => x,
             Err(DropReason::NoRoute) => return self.unreachable_v4(input, frame, total),
             Err(r) => return self.drop(r),
         };
+        if ip[8] <= 1 {
+            return self.time_exceeded_v4(input, frame, total);
+        }
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
@@ -604,14 +606,16 @@ impl Gateway {
             // RFC 4291 2.5.6: not forwarded.
             return self.drop(DropReason::Martian);
         }
-        if ip[7] <= 1 {
-            return self.time_exceeded_v6(input, frame, total);
-        }
+        // The route is looked up first (ip_rcv_finish / ip6_rcv_finish), the TTL checked
+        // on the way out (ip_forward / ip6_forward).
         let (out, next) = match self.next_hop(IpAddr::V6(dst)) {
             Ok(x) => x,
             Err(DropReason::NoRoute) => return self.unreachable_v6(input, frame, total),
             Err(r) => return self.drop(r),
         };
+        if ip[7] <= 1 {
+            return self.time_exceeded_v6(input, frame, total);
+        }
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
