@@ -211,7 +211,17 @@ impl<R: Ring> UringPorts<R> {
                     st.tx_errors += 1;
                 }
             }
-            Op::PollIn => self.ports[p].armed = false,
+            Op::PollIn => {
+                self.ports[p].armed = false;
+                // A socket error (device down) makes the socket readable until it is read:
+                // nothing else reads it on this path, so read it here, or every poll would
+                // complete at once from then on.
+                if (c.res < 0 || c.res & i32::from(libc::POLLERR) != 0)
+                    && self.ring.take_error(c.sqe.port) != 0
+                {
+                    self.ports[p].stats.rx_errors += 1;
+                }
+            }
             Op::CancelAll => {}
         }
     }
@@ -912,5 +922,23 @@ mod tests {
         g.flush().unwrap();
         assert_eq!(g.ring.sent[0], vec![frame(0, 1), frame(0, 2)]);
         assert_eq!(g.stats()[0].tx_packets, 2);
+    }
+
+    #[test]
+    fn tpacket_socket_error_is_read_once_and_polling_goes_on() {
+        let mut g = tp_group(2);
+        assert!(poll(&mut g, 64).is_empty());
+        // The device went down: the socket reports an error until it is read.
+        g.ring.sock_err[0] = libc::ENETDOWN;
+        for _ in 0..5 {
+            assert!(poll(&mut g, 64).is_empty());
+        }
+        assert_eq!(
+            g.stats()[0].rx_errors,
+            1,
+            "read once, then the poll waits again"
+        );
+        g.ring.incoming[0].push_back(frame(0, 7));
+        assert_eq!(seqs(&poll(&mut g, 64)), [7]);
     }
 }

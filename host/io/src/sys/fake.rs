@@ -177,6 +177,8 @@ pub(crate) struct FakeRing {
     tp: Vec<Option<FakeTp>>,
     /// Per port: its TX ring, if any.
     pub txr: Vec<Option<FakeTxr>>,
+    /// Per port: the pending socket error (a TPACKET_V3 poll reports POLLERR while it is set).
+    pub sock_err: Vec<i32>,
 }
 
 impl FakeRing {
@@ -199,6 +201,7 @@ impl FakeRing {
             tx_busy: vec![None; spec.tx_buffers as usize],
             tp: (0..nports).map(|_| None).collect(),
             txr: (0..nports).map(|_| None).collect(),
+            sock_err: vec![0; nports],
         }
     }
 
@@ -286,14 +289,19 @@ impl FakeRing {
             t.user[t.cur] = true;
             t.cur = (t.cur + 1) % t.blocks.len();
         }
-        if t.poll_armed && t.user.iter().any(|u| *u) {
+        let err = self.sock_err[p] != 0;
+        if t.poll_armed && (err || t.user.iter().any(|u| *u)) {
             t.poll_armed = false;
             self.cq.push_back(Cqe {
                 sqe: Sqe {
                     port: p as u32,
                     op: Op::PollIn,
                 },
-                res: libc::POLLIN as i32,
+                res: if err {
+                    libc::POLLERR as i32
+                } else {
+                    libc::POLLIN as i32
+                },
                 buf: None,
                 more: false,
             });
@@ -477,6 +485,9 @@ impl Ring for FakeRing {
     }
     fn kernel_drops(&self, port: u32) -> u64 {
         self.tp[port as usize].as_ref().map_or(0, |t| t.drops)
+    }
+    fn take_error(&mut self, port: u32) -> i32 {
+        std::mem::take(&mut self.sock_err[port as usize])
     }
     fn txr_frames(&self, port: u32) -> u32 {
         self.txr[port as usize]

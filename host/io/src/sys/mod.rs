@@ -164,6 +164,8 @@ pub(crate) trait Ring {
     fn tp_release(&mut self, port: u32, blk: u32);
     /// Frames the kernel dropped on `port` since it was opened (`PACKET_STATISTICS`).
     fn kernel_drops(&self, port: u32) -> u64;
+    /// Reads and clears `port`'s pending socket error (`SO_ERROR`); 0 when there is none.
+    fn take_error(&mut self, port: u32) -> i32;
     /// Frames of `port`'s `PACKET_TX_RING` (0 without one).
     fn txr_frames(&self, port: u32) -> u32;
     /// Who owns frame `idx` of `port`'s TX ring.

@@ -812,6 +812,24 @@ impl Ring for RealRing {
         shared_u32(map, off).store(TP_STATUS_KERNEL, Ordering::Release);
     }
 
+    fn take_error(&mut self, port: u32) -> i32 {
+        let fd = self.ports[port as usize].fd.as_raw_fd();
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` is writable for `len` bytes; SO_ERROR writes one int and clears the
+        // socket's pending error.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 { err } else { 0 }
+    }
+
     fn txr_frames(&self, port: u32) -> u32 {
         self.ports[port as usize]
             .txr
