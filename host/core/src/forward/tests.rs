@@ -566,6 +566,43 @@ mod kernel_facts {
         assert_eq!(fw.stats().lost(Loss::Recursion), 1);
         assert_eq!(fw.stats().by_device.get("y1"), Some(&2));
     }
+
+    /// Linux 6.18: at y1's egress hook a frame `fwd` sent from y0's ingress has no input
+    /// device (`iifname != "y0"` matched, `iifname "y0"` did not), keeps the mark set at
+    /// ingress (`meta mark 7` matched), and `oifname` is y1.
+    #[test]
+    fn egress_sees_the_mark_and_no_input_device() {
+        let rules = r#"table netdev t {
+  chain in0 { type filter hook ingress device "y0" priority 0; policy accept;
+    udp dport 1111 meta mark set 7 fwd to "y1"
+  }
+  chain e1 { type filter hook egress device "y1" priority 0; policy drop;
+    meta iifname "y0" drop
+    meta mark 7 meta oifname "y1" accept
+  }
+}
+"#;
+        let rs = wasp_ruleset::parse_str(rules, "k.nft").unwrap();
+        let mut e = Engine::compile(&rs).unwrap();
+        let mut fw = Forwarder::new(None);
+        let mut f = udp4([10, 5, 0, 2], 64, V0_MAC);
+        f[36..38].copy_from_slice(&1111u16.to_be_bytes());
+        let p = Packet {
+            frame: &f,
+            meta: wasp_wire::parse(&f),
+            iifname: "y0",
+            mark: 0,
+        };
+        let mut o = [Outcome::unseen(0)];
+        e.ingress("y0", &[p], 0, &mut o, None);
+        assert_eq!(o[0].mark, 7);
+        let mut sends = Vec::new();
+        let fate = fw.after_ingress(&mut e, None, "y0", &f, &o[0], 0, &mut sends);
+        assert_eq!(fate, Fate::Sent);
+        assert_eq!(sends.len(), 1);
+        let st = e.chain_stats(Hook::Egress, "y1");
+        assert_eq!((st[0].packets, st[0].accepted, st[0].dropped), (1, 1, 0));
+    }
 }
 
 #[test]
