@@ -38,6 +38,9 @@ struct PortState {
     stats: PortStats,
     /// The multishot receive (or the poll, for TPACKET_V3) is in flight.
     armed: bool,
+    /// The receive ended with an error during this poll: re-armed only when the poll ends,
+    /// so a persistent error costs one failed request per poll, not a busy loop.
+    failed: bool,
     /// TPACKET_V3: the block expected next, and the position in the held one.
     tp_next: u32,
     tp_pos: Option<TpPos>,
@@ -100,6 +103,7 @@ impl<R: Ring> UringPorts<R> {
                 write: rx == RxPath::Read,
                 stats: PortStats::default(),
                 armed: false,
+                failed: false,
                 tp_next: 0,
                 tp_pos: None,
                 txr_head: 0,
@@ -145,13 +149,15 @@ impl<R: Ring> UringPorts<R> {
     /// Arms every receive that is not in flight: multishot receives while a buffer is free for
     /// them (otherwise they would end with `ENOBUFS` at once), polls for TPACKET_V3 ports
     /// whose next block is not ready yet.
-    fn arm(&mut self) -> Result<(), IoError> {
+    fn arm(&mut self, retry_failed: bool) -> Result<(), IoError> {
         let any_buf = self.backlog.len() < self.ring.rx_count() as usize;
         for p in 0..self.ports.len() {
-            let st = &self.ports[p];
-            if st.armed {
+            let st = &mut self.ports[p];
+            if st.armed || (st.failed && !retry_failed) {
                 continue;
             }
+            st.failed = false;
+            let st = &self.ports[p];
             let op = match st.rx {
                 RxPath::Recv | RxPath::Read if !any_buf => continue,
                 RxPath::Recv => Op::Recv,
@@ -195,6 +201,7 @@ impl<R: Ring> UringPorts<R> {
                 }
                 if c.res < 0 && c.res != -libc::ENOBUFS && c.res != -libc::ECANCELED {
                     st.stats.rx_errors += 1;
+                    st.failed = true;
                 }
                 if !c.more {
                     st.armed = false;
@@ -253,7 +260,7 @@ impl<R: Ring> UringPorts<R> {
         on_rx: &mut dyn FnMut(&[Frame<'_>]),
     ) -> Result<usize, IoError> {
         self.reap();
-        self.arm()?;
+        self.arm(true)?;
         let mut ready = self.ready();
         if ready < min {
             let deadline = Instant::now() + timeout;
@@ -266,7 +273,7 @@ impl<R: Ring> UringPorts<R> {
                     .enter(if left.is_zero() { 0 } else { want }, left)
                     .map_err(|e| IoError::ring("enter", e))?;
                 self.reap();
-                self.arm()?;
+                self.arm(false)?;
                 ready = self.ready();
                 if ready >= min || Instant::now() >= deadline {
                     break;
@@ -278,7 +285,7 @@ impl<R: Ring> UringPorts<R> {
                 .enter(0, Duration::ZERO)
                 .map_err(|e| IoError::ring("enter", e))?;
             self.reap();
-            self.arm()?;
+            self.arm(false)?;
         }
         self.collect(max);
         let n = self.spans.len();
@@ -295,7 +302,7 @@ impl<R: Ring> UringPorts<R> {
             self.ring.tp_release(p, blk);
         }
         self.spans.clear();
-        self.arm()?;
+        self.arm(true)?;
         Ok(n)
     }
 
@@ -940,5 +947,24 @@ mod tests {
         );
         g.ring.incoming[0].push_back(frame(0, 7));
         assert_eq!(seqs(&poll(&mut g, 64)), [7]);
+    }
+
+    #[test]
+    fn a_persistent_receive_error_is_retried_once_per_poll() {
+        let mut g = group(1, 8, 4);
+        g.ring.recv_errno[0] = Some(libc::EBADF);
+        for _ in 0..3 {
+            let n = g
+                .poll(1, 64, Duration::from_millis(5), &mut |_| {
+                    panic!("no frames")
+                })
+                .unwrap();
+            assert_eq!(n, 0);
+        }
+        let st = g.stats()[0];
+        assert_eq!((st.rx_errors, st.rearms), (3, 3));
+        g.ring.recv_errno[0] = None;
+        g.ring.incoming[0].push_back(frame(0, 1));
+        assert_eq!(poll(&mut g, 64).len(), 1);
     }
 }

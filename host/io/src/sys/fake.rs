@@ -179,6 +179,8 @@ pub(crate) struct FakeRing {
     pub txr: Vec<Option<FakeTxr>>,
     /// Per port: the pending socket error (a TPACKET_V3 poll reports POLLERR while it is set).
     pub sock_err: Vec<i32>,
+    /// Per port: an armed receive ends at once with this errno (a persistent failure).
+    pub recv_errno: Vec<Option<i32>>,
 }
 
 impl FakeRing {
@@ -202,6 +204,7 @@ impl FakeRing {
             tp: (0..nports).map(|_| None).collect(),
             txr: (0..nports).map(|_| None).collect(),
             sock_err: vec![0; nports],
+            recv_errno: vec![None; nports],
         }
     }
 
@@ -351,6 +354,17 @@ impl FakeRing {
 
     /// Fills buffers for armed receives, one frame per port in turn (arrival interleaved).
     fn deliver(&mut self) {
+        for p in 0..self.armed.len() {
+            if let (Some(op), Some(e)) = (self.armed[p], self.recv_errno[p]) {
+                self.armed[p] = None;
+                self.cq.push_back(Cqe {
+                    sqe: Sqe { port: p as u32, op },
+                    res: -e,
+                    buf: None,
+                    more: false,
+                });
+            }
+        }
         let mut budget = self.deliver_limit.unwrap_or(usize::MAX);
         loop {
             let mut any = false;
