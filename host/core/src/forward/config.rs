@@ -12,8 +12,9 @@
 //! neighbour 10.0.1.2 lladdr 02:00:00:00:02:02 dev veth0   # `neigh` also
 //! ```
 //!
-//! Devices named by any line exist; their MAC is given by a `device` line or set later
-//! ([`super::Gateway::set_mac`], e.g. from the port a daemon opened). Errors give
+//! Devices named by any line exist; their MAC is given by a `device` line, set later
+//! ([`super::Gateway::set_mac`], e.g. from the port a daemon opened), or learned from the
+//! first unicast frame the device receives. Errors give
 //! file:line:col and what was expected, as the ruleset's do.
 
 use std::net::IpAddr;

@@ -69,8 +69,9 @@ pub struct DevId(pub u16);
 pub struct Device {
     /// Its name (`veth0`).
     pub name: String,
-    /// Its MAC: given in the file (`device veth0 mac ...`) or set by the daemon from the port
-    /// ([`Gateway::set_mac`]). A device without one forwards nothing out and answers nothing.
+    /// Its MAC: given in the file (`device veth0 mac ...`), set by the daemon from the port
+    /// ([`Gateway::set_mac`]), or learned from the first unicast frame received on the device
+    /// (its destination). A device without one forwards nothing out and answers nothing.
     pub mac: Option<[u8; 6]>,
     /// Up (the default) or down (`device veth0 down`, [`Gateway::set_up`]): a packet routed
     /// to a device that is down is dropped ([`DropReason::DeviceDown`]).
@@ -351,6 +352,11 @@ impl Gateway {
         let for_us = in_mac.is_none_or(|m| m == dst_mac);
         if !group && !for_us {
             return self.drop(DropReason::OtherHost);
+        }
+        if in_mac.is_none() && !group && dst_mac != [0; 6] {
+            // A device without a MAC learns it from the first unicast frame sent to it (a
+            // capture from a network whose gateway MAC the file does not give).
+            self.devices[usize::from(input.0)].mac = Some(dst_mac);
         }
         match u16::from_be_bytes([frame[12], frame[13]]) {
             arp::ETHERTYPE => self.arp(input, frame, now_ns),

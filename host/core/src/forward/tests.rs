@@ -727,3 +727,26 @@ mod no_panic {
         }
     }
 }
+
+#[test]
+fn a_device_without_a_mac_learns_it_from_its_first_unicast_frame() {
+    let text = GW.replace("device veth0 mac 02:00:00:00:01:01\n", "");
+    let mut g = Gateway::parse(&text, "gw.conf").unwrap();
+    let v0 = dev(&g, "veth0");
+    assert_eq!(g.devices()[usize::from(v0.0)].mac, None);
+    // A broadcast teaches nothing; the first unicast frame does, and is forwarded.
+    assert_eq!(
+        g.route(v0, &udp4([10, 0, 1, 255], 64, [0xff; 6]), 0),
+        Action::Local
+    );
+    assert_eq!(g.devices()[usize::from(v0.0)].mac, None);
+    let f = udp4([10, 9, 3, 4], 64, [2, 0, 0, 0, 0x0b, 1]);
+    assert!(matches!(g.route(v0, &f, 0), Action::Transmit { .. }));
+    assert_eq!(
+        g.devices()[usize::from(v0.0)].mac,
+        Some([2, 0, 0, 0, 0x0b, 1])
+    );
+    // From then on, other MACs are other hosts'.
+    let f = udp4([10, 9, 3, 4], 64, [2, 0, 0, 0, 0x0b, 2]);
+    assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::OtherHost));
+}
