@@ -83,6 +83,38 @@ pub(crate) fn port_info<S: Sys>(
     })
 }
 
+/// Refuses buffers too small for the device's largest frame (MTU + Ethernet header + one VLAN
+/// tag), which the kernel would truncate on receive or `queue` would refuse to send.
+pub(crate) fn check_frame_room(
+    pi: &PortInfo,
+    cfg: &RingConfig,
+    tpacket: bool,
+) -> Result<(), IoError> {
+    let need = u64::from(pi.mtu) + 18;
+    // TPACKET_V3 packs frames into blocks: a frame may take a whole block but its headers.
+    let (rx_room, what) = if tpacket {
+        (
+            u64::from(cfg.tpacket.block_bytes).saturating_sub(128),
+            "tpacket.block_bytes - 128",
+        )
+    } else {
+        (u64::from(cfg.rx_buffer_bytes), "rx_buffer_bytes")
+    };
+    let too_small = |room: u64, what: &str| {
+        IoError::Config(format!(
+            "{}: MTU {} needs frames of {need} bytes, {what} is {room}",
+            pi.name, pi.mtu
+        ))
+    };
+    if rx_room < need {
+        return Err(too_small(rx_room, what));
+    }
+    if u64::from(cfg.tx_buffer_bytes) < need {
+        return Err(too_small(u64::from(cfg.tx_buffer_bytes), "tx_buffer_bytes"));
+    }
+    Ok(())
+}
+
 /// Checks a device list: not empty, no name twice.
 pub(crate) fn check_devs<S: AsRef<str>>(devs: &[S]) -> Result<(), IoError> {
     if devs.is_empty() {
@@ -125,6 +157,7 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
     for d in devs {
         let dev = d.as_ref();
         let pi = port_info(sys, dev, "CAP_NET_RAW")?;
+        check_frame_room(&pi, cfg, tp)?;
         let spec = SocketSpec {
             ifindex: pi.ifindex,
             fanout: fanout.as_ref().map(|f| fanout_arg(f, pi.ifindex)),
@@ -224,6 +257,32 @@ mod tests {
         };
         let e = open_with(&sys, &["a"], None, &bad).err().unwrap();
         assert!(e.to_string().contains("power of two"), "{e}");
+    }
+
+    #[test]
+    fn buffers_smaller_than_the_mtu_are_refused() {
+        let mut sys = FakeSys::with(&["jumbo"]);
+        sys.devs[0].mtu = 9000;
+        let e = open_with(&sys, &["jumbo"], None, &RingConfig::default())
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "jumbo: MTU 9000 needs frames of 9018 bytes, tx_buffer_bytes is 2048"
+        );
+        let mut cfg = RingConfig {
+            rx_mode: RxMode::Multishot,
+            rx_buffer_bytes: 9018,
+            tx_buffer_bytes: 9018,
+            ..RingConfig::default()
+        };
+        assert!(open_with(&sys, &["jumbo"], None, &cfg).is_ok());
+        cfg.rx_buffer_bytes = 9017;
+        let e = open_with(&sys, &["jumbo"], None, &cfg).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "jumbo: MTU 9000 needs frames of 9018 bytes, rx_buffer_bytes is 9017"
+        );
     }
 
     #[test]

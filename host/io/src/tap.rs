@@ -47,7 +47,9 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
         let (port, real) = sys
             .tap_open(name)
             .map_err(|e| IoError::open(name, "TAP open (TUNSETIFF)", "CAP_NET_ADMIN", e))?;
-        info.push(port_info(sys, &real, "CAP_NET_ADMIN")?);
+        let pi = port_info(sys, &real, "CAP_NET_ADMIN")?;
+        crate::afpacket::check_frame_room(&pi, cfg, false)?;
+        info.push(pi);
         ports.push(port);
     }
     let ring = sys
