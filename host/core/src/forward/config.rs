@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! # comment
-//! device veth0 mac 02:00:00:00:01:01            # [mac MAC] [up|down]
+//! device veth0 mac 02:00:00:00:01:01 mtu 1500   # [mac MAC] [mtu BYTES] [up|down]
 //! address veth0 10.0.1.1/24                      # also adds the route 10.0.1.0/24 dev veth0
 //! address veth0 fd00:1::1/64
 //! route 10.0.2.0/24 via 10.0.1.2 dev veth0
@@ -208,6 +208,14 @@ impl Gateway {
                                 g.devices[usize::from(dev.0)].mac = Some(cx.mac(&m)?);
                                 i += 2;
                             }
+                            "mtu" => {
+                                let m = cx.word(&ws, i + 1, "an MTU in bytes")?;
+                                let mtu = m.text.parse::<u32>().ok().filter(|&v| v >= 68).ok_or_else(|| {
+                                    cx.at(&m, format!("expected an MTU in bytes (at least 68), found \"{}\"", m.text))
+                                })?;
+                                g.devices[usize::from(dev.0)].mtu = Some(mtu);
+                                i += 2;
+                            }
                             "up" => {
                                 g.devices[usize::from(dev.0)].up = true;
                                 i += 1;
@@ -216,7 +224,7 @@ impl Gateway {
                                 g.devices[usize::from(dev.0)].up = false;
                                 i += 1;
                             }
-                            _ => return Err(cx.expected(&ws, i, "`mac`, `up` or `down`")),
+                            _ => return Err(cx.expected(&ws, i, "`mac`, `mtu`, `up` or `down`")),
                         }
                     }
                 }
@@ -388,6 +396,7 @@ impl Gateway {
             mac: None,
             up: true,
             addrs: Vec::new(),
+            mtu: None,
         });
         DevId((self.devices.len() - 1) as u16)
     }

@@ -70,16 +70,19 @@ pub fn v4_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v4_error(ip, 11, 0, src, mac, to_mac, out);
+    v4_error(ip, 11, 0, 0, src, mac, to_mac, out);
 }
 
-/// [`v4_time_exceeded`] with another `typ` and `code`: the same header, quote and checksum
-/// (destination unreachable is type 3; net unreachable code 0, as the kernel's ip_error sends
-/// for a destination without a route).
+/// [`v4_time_exceeded`] with another `typ`, `code` and `rest` (the ICMP header's last four
+/// bytes): the same header, quote and checksum (destination unreachable is type 3: net
+/// unreachable code 0, as the kernel's ip_error sends for a destination without a route;
+/// fragmentation needed code 4 with the next hop's MTU in `rest`'s low 16 bits, RFC 1191).
+#[allow(clippy::too_many_arguments)]
 pub fn v4_error(
     ip: &[u8],
     typ: u8,
     code: u8,
+    rest: u32,
     src: Ipv4Addr,
     mac: [u8; 6],
     to_mac: [u8; 6],
@@ -104,7 +107,8 @@ pub fn v4_error(
     h[10..12].copy_from_slice(&c.to_be_bytes());
     out.extend_from_slice(&h);
     let at = out.len();
-    out.extend_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[typ, code, 0, 0]);
+    out.extend_from_slice(&rest.to_be_bytes());
     out.extend_from_slice(quote);
     let c = checksum::checksum(&out[at..]);
     out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
@@ -144,15 +148,18 @@ pub fn v6_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v6_error(ip, 3, 0, src, mac, to_mac, out);
+    v6_error(ip, 3, 0, 0, src, mac, to_mac, out);
 }
 
-/// [`v6_time_exceeded`] with another `typ` and `code` (destination unreachable is type 1; no
-/// route to destination code 0, as the kernel's ip6_pkt_drop sends).
+/// [`v6_time_exceeded`] with another `typ`, `code` and `rest` (the message's four bytes after
+/// the checksum): destination unreachable is type 1, no route to destination code 0, as the
+/// kernel's ip6_pkt_drop sends; packet too big is type 2 with the MTU in `rest` (RFC 4443 3.2).
+#[allow(clippy::too_many_arguments)]
 pub fn v6_error(
     ip: &[u8],
     typ: u8,
     code: u8,
+    rest: u32,
     src: Ipv6Addr,
     mac: [u8; 6],
     to_mac: [u8; 6],
@@ -172,7 +179,8 @@ pub fn v6_error(
     out.extend_from_slice(&src.octets());
     out.extend_from_slice(&dst.octets());
     let at = out.len();
-    out.extend_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[typ, code, 0, 0]);
+    out.extend_from_slice(&rest.to_be_bytes());
     out.extend_from_slice(quote);
     let c = checksum::icmpv6(&src, &dst, &out[at..]);
     out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());

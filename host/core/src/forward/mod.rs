@@ -34,8 +34,12 @@
 //! ICMP destination unreachable (net unreachable; ICMPv6 no route), as ip_error and
 //! ip6_pkt_drop answer it ([`Action::Unreachable`]).
 //!
-//! Not done (yet): ICMP redirects, MTU checks and fragmentation (packet too big), ICMP rate
-//! limits, VLAN-tagged frames (dropped as [`DropReason::NotIp`]), queueing packets while a
+//! A packet longer than the output device's MTU ([`Device::mtu`]) is dropped
+//! ([`DropReason::TooBig`]) and answered with fragmentation needed (IPv4 with DF, the MTU in
+//! the header) or packet too big (IPv6), after the TTL check, as ip_forward / ip6_forward.
+//!
+//! Not done (yet): fragmenting IPv4 datagrams without DF (dropped as too big), ICMP redirects,
+//! ICMP rate limits, VLAN-tagged frames (dropped as [`DropReason::NotIp`]), queueing packets while a
 //! next hop is resolved, expiry of learned neighbours.
 //!
 //! One [`Gateway`] serves one worker at a time (its reply buffer and statistics are its own);
@@ -78,6 +82,9 @@ pub struct Device {
     pub up: bool,
     /// Its addresses with their prefix lengths, in file order.
     pub addrs: Vec<IpNet>,
+    /// Its MTU (`device veth0 mtu 1500`, [`Gateway::set_mtu`]): an IP packet longer than
+    /// this is not forwarded out of it. `None`: no limit.
+    pub mtu: Option<u32>,
 }
 
 /// Why the gateway dropped a packet.
@@ -107,11 +114,15 @@ pub enum DropReason {
     TtlExceeded,
     /// The input device is not one of the gateway's.
     UnknownDevice,
+    /// Longer than the output device's MTU: an IPv4 datagram with DF set or an IPv6 packet
+    /// (answered with fragmentation needed / packet too big), or an IPv4 datagram without DF
+    /// (the kernel would fragment it; wasp does not yet).
+    TooBig,
 }
 
 impl DropReason {
     /// Every reason, in the order of [`GatewayStats::dropped`].
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::NoRoute,
         DropReason::NoNeighbour,
         DropReason::DeviceDown,
@@ -122,10 +133,12 @@ impl DropReason {
         DropReason::Martian,
         DropReason::TtlExceeded,
         DropReason::UnknownDevice,
+        DropReason::TooBig,
     ];
 
     /// A short name for summaries: `no-route`, `no-neighbour`, `device-down`, `no-mac`,
-    /// `other-host`, `not-ip`, `bad-header`, `martian`, `ttl-exceeded`, `unknown-device`.
+    /// `other-host`, `not-ip`, `bad-header`, `martian`, `ttl-exceeded`, `unknown-device`,
+    /// `too-big`.
     pub fn name(self) -> &'static str {
         match self {
             DropReason::NoRoute => "no-route",
@@ -138,6 +151,7 @@ impl DropReason {
             DropReason::Martian => "martian",
             DropReason::TtlExceeded => "ttl-exceeded",
             DropReason::UnknownDevice => "unknown-device",
+            DropReason::TooBig => "too-big",
         }
     }
 
@@ -168,14 +182,17 @@ pub enum Action<'a> {
     /// For the gateway itself (one of its addresses, broadcast, multicast, ARP and ND that
     /// needs no answer): delivered to the host side.
     Local,
-    /// The packet is dropped for want of a route ([`DropReason::NoRoute`], counted), and
-    /// `frame`, an ICMP destination unreachable about it, goes back on `dev` (the input
-    /// device).
+    /// The packet is dropped (counted) for `reason`: no route ([`DropReason::NoRoute`]), or
+    /// too big for the output device ([`DropReason::TooBig`]); and `frame`, the ICMP error
+    /// about it (destination unreachable: net unreachable or fragmentation needed; ICMPv6 no
+    /// route or packet too big), goes back on `dev` (the input device).
     Unreachable {
         /// The input device.
         dev: DevId,
         /// The ICMP error.
         frame: &'a [u8],
+        /// Why the packet was dropped.
+        reason: DropReason,
     },
     /// The packet is dropped for want of a neighbour entry for its next hop
     /// ([`DropReason::NoNeighbour`], counted), and `frame`, an ARP request or a neighbour
@@ -207,8 +224,10 @@ pub struct GatewayStats {
     pub solicitations: u64,
     /// ICMP / ICMPv6 destination unreachable sent (no route).
     pub unreachable: u64,
+    /// ICMP fragmentation needed / ICMPv6 packet too big sent.
+    pub too_big: u64,
     /// Drops by reason, indexed as [`DropReason::ALL`].
-    pub dropped: [u64; 10],
+    pub dropped: [u64; 11],
 }
 
 impl GatewayStats {
@@ -280,6 +299,18 @@ impl Gateway {
         match self.device(name) {
             Some(d) => {
                 self.devices[usize::from(d.0)].mac = Some(mac);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Set the MTU of device `name` (a daemon learns it from the port). `false` when the
+    /// gateway has no such device.
+    pub fn set_mtu(&mut self, name: &str, mtu: u32) -> bool {
+        match self.device(name) {
+            Some(d) => {
+                self.devices[usize::from(d.0)].mtu = Some(mtu);
                 true
             }
             None => false,
@@ -437,6 +468,22 @@ impl Gateway {
         if ip[8] <= 1 {
             return self.time_exceeded_v4(input, frame, total);
         }
+        if let Some(mtu) = self.devices.get(usize::from(out.0)).and_then(|d| d.mtu)
+            && total > mtu as usize
+        {
+            // ip_forward: ip_exceeds_mtu only with DF set (otherwise the kernel fragments).
+            let df = ip[6] & 0x40 != 0;
+            self.stats.dropped[DropReason::TooBig.index()] += 1;
+            if !df || !self.error_v4(input, frame, total, 3, 4, mtu.min(0xffff)) {
+                return Action::Drop(DropReason::TooBig);
+            }
+            self.stats.too_big += 1;
+            return Action::Unreachable {
+                dev: input,
+                frame: &self.buf,
+                reason: DropReason::TooBig,
+            };
+        }
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
@@ -529,7 +576,7 @@ impl Gateway {
     }
 
     fn time_exceeded_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
-        if !self.error_v4(input, frame, total, 11) {
+        if !self.error_v4(input, frame, total, 11, 0, 0) {
             return self.drop(DropReason::TtlExceeded);
         }
         self.stats.time_exceeded += 1;
@@ -541,19 +588,29 @@ impl Gateway {
 
     fn unreachable_v4(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
         self.stats.dropped[DropReason::NoRoute.index()] += 1;
-        if !self.error_v4(input, frame, total, 3) {
+        if !self.error_v4(input, frame, total, 3, 0, 0) {
             return Action::Drop(DropReason::NoRoute);
         }
         self.stats.unreachable += 1;
         Action::Unreachable {
             dev: input,
             frame: &self.buf,
+            reason: DropReason::NoRoute,
         }
     }
 
-    /// Build in the buffer an ICMP error of type `typ` (code 0) about the datagram, from the
-    /// gateway's address on `input`; `false` when none may or can be sent.
-    fn error_v4(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8) -> bool {
+    /// Build in the buffer an ICMP error of `typ`, `code` and `rest` (the header's last four
+    /// bytes) about the datagram, from the gateway's address on `input`; `false` when none
+    /// may or can be sent.
+    fn error_v4(
+        &mut self,
+        input: DevId,
+        frame: &[u8],
+        total: usize,
+        typ: u8,
+        code: u8,
+        rest: u32,
+    ) -> bool {
         let ip = &frame[14..14 + total];
         let d = &self.devices[usize::from(input.0)];
         let src = d
@@ -568,7 +625,7 @@ impl Gateway {
             return false;
         };
         let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
-        icmp::v4_error(ip, typ, 0, src, mac, to_mac, &mut self.buf);
+        icmp::v4_error(ip, typ, code, rest, src, mac, to_mac, &mut self.buf);
         true
     }
 
@@ -622,6 +679,21 @@ impl Gateway {
         if ip[7] <= 1 {
             return self.time_exceeded_v6(input, frame, total);
         }
+        if let Some(mtu) = self.devices.get(usize::from(out.0)).and_then(|d| d.mtu)
+            && total > mtu as usize
+        {
+            // ip6_forward: ip6_pkt_too_big -> ICMPV6_PKT_TOOBIG with the MTU.
+            self.stats.dropped[DropReason::TooBig.index()] += 1;
+            if !self.error_v6(input, frame, total, 2, mtu) {
+                return Action::Drop(DropReason::TooBig);
+            }
+            self.stats.too_big += 1;
+            return Action::Unreachable {
+                dev: input,
+                frame: &self.buf,
+                reason: DropReason::TooBig,
+            };
+        }
         let (smac, dmac) = match self.link(out, next) {
             Ok(x) => x,
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
@@ -671,7 +743,7 @@ impl Gateway {
     }
 
     fn time_exceeded_v6(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
-        if !self.error_v6(input, frame, total, 3) {
+        if !self.error_v6(input, frame, total, 3, 0) {
             return self.drop(DropReason::TtlExceeded);
         }
         self.stats.time_exceeded += 1;
@@ -683,19 +755,21 @@ impl Gateway {
 
     fn unreachable_v6(&mut self, input: DevId, frame: &[u8], total: usize) -> Action<'_> {
         self.stats.dropped[DropReason::NoRoute.index()] += 1;
-        if !self.error_v6(input, frame, total, 1) {
+        if !self.error_v6(input, frame, total, 1, 0) {
             return Action::Drop(DropReason::NoRoute);
         }
         self.stats.unreachable += 1;
         Action::Unreachable {
             dev: input,
             frame: &self.buf,
+            reason: DropReason::NoRoute,
         }
     }
 
-    /// Build in the buffer an ICMPv6 error of type `typ` (code 0) about the packet, from an
-    /// address of `input`; `false` when none may or can be sent.
-    fn error_v6(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8) -> bool {
+    /// Build in the buffer an ICMPv6 error of `typ` (code 0) with `rest` (the four bytes after
+    /// the checksum) about the packet, from an address of `input`; `false` when none may or
+    /// can be sent.
+    fn error_v6(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8, rest: u32) -> bool {
         let ip = &frame[14..14 + total];
         let d = &self.devices[usize::from(input.0)];
         let orig_src = icmp::v6(&ip[8..24]);
@@ -721,7 +795,7 @@ impl Gateway {
             return false;
         };
         let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
-        icmp::v6_error(ip, typ, 0, src, mac, to_mac, &mut self.buf);
+        icmp::v6_error(ip, typ, 0, rest, src, mac, to_mac, &mut self.buf);
         true
     }
 

@@ -46,8 +46,8 @@ pub enum SendKind {
     /// The gateway's ARP request or neighbour solicitation for a next hop it has no entry
     /// for (the packet that needed it is lost: `no-neighbour`).
     Solicit,
-    /// The gateway's ICMP destination unreachable about a packet it has no route for (the
-    /// packet is lost: `no-route`).
+    /// The gateway's ICMP error about a packet it has no route for (lost: `no-route`) or that
+    /// is too big for its output device (lost: `too-big`).
     Unreachable,
 }
 
@@ -215,6 +215,7 @@ impl Forwarder {
         let Some(input) = g.device(in_dev) else {
             return self.lose(Loss::Gateway(DropReason::UnknownDevice));
         };
+        let mut unreachable = DropReason::NoRoute;
         let (dev, out, kind) = match g.route(input, frame, now_ns) {
             Action::Local => {
                 self.stats.local += 1;
@@ -224,7 +225,10 @@ impl Forwarder {
             Action::Transmit { dev, frame } => (dev, frame.to_vec(), SendKind::Forward),
             Action::Reply { dev, frame } => (dev, frame.to_vec(), SendKind::Reply),
             Action::Resolve { dev, frame } => (dev, frame.to_vec(), SendKind::Solicit),
-            Action::Unreachable { dev, frame } => (dev, frame.to_vec(), SendKind::Unreachable),
+            Action::Unreachable { dev, frame, reason } => {
+                unreachable = reason;
+                (dev, frame.to_vec(), SendKind::Unreachable)
+            }
         };
         let name = g.name(dev).to_string();
         let mark = if matches!(
@@ -237,7 +241,7 @@ impl Forwarder {
         };
         match self.transmit(engine, ext, &name, out, kind, mark, 0, now_ns, sends) {
             _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
-            _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(DropReason::NoRoute)),
+            _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(unreachable)),
             Err(l) => Fate::Lost(l),
             Ok(()) if kind == SendKind::Reply => Fate::Replied,
             Ok(()) => Fate::Sent,

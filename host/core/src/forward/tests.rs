@@ -137,7 +137,7 @@ fn no_route_is_answered_unreachable() {
     let mut g = gw();
     let v0 = dev(&g, "veth0");
     let f = udp4([192, 0, 2, 1], 64, V0_MAC);
-    let Action::Unreachable { dev: d, frame } = g.route(v0, &f, 0) else {
+    let Action::Unreachable { dev: d, frame, .. } = g.route(v0, &f, 0) else {
         panic!("no ICMP error");
     };
     assert_eq!(d, v0);
@@ -749,4 +749,71 @@ fn a_device_without_a_mac_learns_it_from_its_first_unicast_frame() {
     // From then on, other MACs are other hosts'.
     let f = udp4([10, 9, 3, 4], 64, [2, 0, 0, 0, 0x0b, 2]);
     assert_eq!(g.route(v0, &f, 0), Action::Drop(DropReason::OtherHost));
+}
+
+/// Longer than the output device's MTU: IPv4 with DF gets fragmentation needed (type 3 code 4,
+/// the MTU in the header's last 16 bits, RFC 1191), without DF it is dropped (not fragmented
+/// yet); IPv6 gets packet too big (type 2, the MTU in 32 bits). A packet of exactly the MTU
+/// passes.
+#[test]
+fn too_big_for_the_output_device() {
+    let text = GW.replace(
+        "device veth1 mac 02:00:00:00:01:02",
+        "device veth1 mac 02:00:00:00:01:02 mtu 1280",
+    );
+    let mut g = Gateway::parse(&text, "gw.conf").unwrap();
+    let v0 = dev(&g, "veth0");
+    assert_eq!(g.devices()[1].mtu, Some(1280));
+    let big4 = |len: usize, df: bool| {
+        let mut f = udp4([10, 9, 3, 4], 64, V0_MAC);
+        f.truncate(14 + 28);
+        f.resize(14 + len, 0xab);
+        f[16..18].copy_from_slice(&(len as u16).to_be_bytes());
+        f[20] = if df { 0x40 } else { 0 };
+        f[24] = 0;
+        f[25] = 0;
+        let c = checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f
+    };
+    assert!(matches!(
+        g.route(v0, &big4(1280, true), 0),
+        Action::Transmit { .. }
+    ));
+    let f = big4(1281, true);
+    let Action::Unreachable {
+        dev: d,
+        frame,
+        reason,
+    } = g.route(v0, &f, 0)
+    else {
+        panic!("no fragmentation needed");
+    };
+    assert_eq!((d, reason), (v0, DropReason::TooBig));
+    assert_eq!(&frame[34..36], &[3, 4]);
+    assert_eq!(&frame[38..42], &[0, 0, 0x05, 0x00]);
+    assert_eq!(checksum::checksum(&frame[34..]), 0);
+    assert_eq!(
+        g.route(v0, &big4(1281, false), 0),
+        Action::Drop(DropReason::TooBig)
+    );
+    let mut f6 = udp6("fd00:2::2", 64, V0_MAC);
+    f6.resize(14 + 40 + 1300, 0xcd);
+    f6[18..20].copy_from_slice(&1300u16.to_be_bytes());
+    let Action::Unreachable { frame, reason, .. } = g.route(v0, &f6, 0) else {
+        panic!("no packet too big");
+    };
+    assert_eq!(reason, DropReason::TooBig);
+    assert_eq!((frame[54], frame[55]), (2, 0));
+    assert_eq!(&frame[58..62], &1280u32.to_be_bytes());
+    assert_eq!(frame.len() - 14, 1280);
+    assert_eq!(g.stats().dropped(DropReason::TooBig), 3);
+    assert_eq!(g.stats().too_big, 2);
+    // The daemon sets it from the port.
+    assert!(g.set_mtu("veth1", 9000));
+    assert!(matches!(g.route(v0, &f6, 0), Action::Transmit { .. }));
+    let e = Gateway::parse("device veth0 mtu 12\n", "gw.conf")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("gw.conf:1:18: error: expected an MTU"), "{e}");
 }
