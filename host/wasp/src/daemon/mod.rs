@@ -27,7 +27,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use wasp_core::Engine;
 use wasp_core::forward::{Forwarder, Gateway};
-use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode};
+use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, TapGroup};
 
 use crate::error::Error;
 use events::EventBus;
@@ -59,6 +59,12 @@ pub struct RunArgs {
     /// Open this device too (repeat), besides those the ruleset's base chains name.
     #[arg(long = "device", value_name = "DEV")]
     pub devices: Vec<String>,
+    /// Open this device as a TAP device (created when missing; bring it up with `ip link`),
+    /// through io_uring reads and writes, instead of an AF_PACKET socket. Repeat for several.
+    /// TAP devices have one queue, served by one worker: with `--tap`, `--workers` must be 1
+    /// (the default then).
+    #[arg(long = "tap", value_name = "DEV")]
+    pub taps: Vec<String>,
     /// Receive path of the AF_PACKET ports.
     #[arg(long, value_enum, default_value = "tpacket")]
     pub rx: RxArg,
@@ -121,17 +127,32 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         }
         None => None,
     };
-    let devs = devices(&engine, gateway.as_ref(), &args.devices);
+    let extra: Vec<String> = args.devices.iter().chain(&args.taps).cloned().collect();
+    let devs = devices(&engine, gateway.as_ref(), &extra);
     if devs.is_empty() {
         return Err(Error::Daemon(format!(
             "{}: no netdev base chain names a device, and no --device given: nothing to open",
             args.ruleset.display()
         )));
     }
-    let workers = match args.workers {
-        0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        n => n,
+    let workers = match (args.workers, args.taps.is_empty()) {
+        (0, true) => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        (0, false) | (1, _) => 1,
+        (n, true) => n,
+        (n, false) => {
+            return Err(Error::Usage(format!(
+                "--workers {n} with --tap: a TAP device has one queue, served by one worker; use --workers 1"
+            )));
+        }
     };
+    // Every --tap device is a TAP device; the others are AF_PACKET ports.
+    let mut taps: Vec<String> = Vec::new();
+    for t in &args.taps {
+        if !taps.contains(t) {
+            taps.push(t.clone());
+        }
+    }
+    let packet_devs: Vec<String> = devs.iter().filter(|d| !taps.contains(d)).cloned().collect();
     let cfg = RingConfig {
         rx_mode: match args.rx {
             RxArg::Tpacket => RxMode::TpacketV3,
@@ -144,19 +165,28 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         group_id: (std::process::id() & 0x7fff) as u16,
         mode: FanoutMode::Hash,
     };
-    let mut groups: Vec<Box<dyn PortGroup>> = Vec::with_capacity(workers);
+    let mut groups: Vec<live::IoPorts> = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let g = AfPacketGroup::open(&devs, fanout, cfg)
-            .map_err(|e| Error::Daemon(format!("cannot open the ports: {e}")))?;
-        groups.push(Box::new(g));
+        let mut parts: Vec<Box<dyn PortGroup>> = Vec::new();
+        if !packet_devs.is_empty() {
+            let g = AfPacketGroup::open(&packet_devs, fanout, cfg)
+                .map_err(|e| Error::Daemon(format!("cannot open the ports: {e}")))?;
+            parts.push(Box::new(g));
+        }
+        if !taps.is_empty() {
+            let g = TapGroup::open(&taps, cfg)
+                .map_err(|e| Error::Daemon(format!("cannot open the TAP devices: {e}")))?;
+            parts.push(Box::new(g));
+        }
+        groups.push(live::IoPorts::joined(parts));
     }
     // The gateway's devices take the MACs of the ports unless the file gives them.
     if let (Some(g), Some(first)) = (gateway.as_mut(), groups.first()) {
-        for p in first.ports() {
-            if g.device(&p.name)
+        for (name, mac) in first.macs() {
+            if g.device(&name)
                 .is_some_and(|d| g.devices()[usize::from(d.0)].mac.is_none())
             {
-                g.set_mac(&p.name, p.mac);
+                g.set_mac(&name, mac);
             }
         }
     }
@@ -192,7 +222,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     );
     let mut threads = Vec::with_capacity(workers);
     for (i, ((g, b), l)) in groups.into_iter().zip(bundles).zip(links).enumerate() {
-        let ports = live::IoPorts::new(g);
+        let ports = g;
         let stop = stop.clone();
         let fwd = Forwarder::new(gateway.clone());
         let t = std::thread::Builder::new()
@@ -217,7 +247,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     let mut ports = Vec::new();
     for (i, t) in threads.into_iter().enumerate() {
         match t.join() {
-            Ok(Ok((_, counts))) => ports.push((i, counts)),
+            Ok(Ok((ctx, counts))) => ports.push((i, ctx.ports.into_iter().zip(counts).collect())),
             Ok(Err(e)) => failure = Some(format!("worker {i}: {e}")),
             Err(_) => failure = Some(format!("worker {i} panicked")),
         }
@@ -227,7 +257,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         path: PathBuf::from("<stdout>"),
         message: e.to_string(),
     };
-    write!(stdout, "{}", final_stats(&total, &devs, &ports)).map_err(io)?;
+    write!(stdout, "{}", final_stats(&total, &ports)).map_err(io)?;
     let _ = stderr.flush();
     match failure {
         Some(f) => Err(Error::Daemon(f)),
@@ -238,8 +268,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
 /// The statistics `wasp run` prints when it stops.
 pub fn final_stats(
     total: &StatsSnapshot,
-    devs: &[String],
-    ports: &[(usize, Vec<ports::PortCounts>)],
+    ports: &[(usize, Vec<(String, ports::PortCounts)>)],
 ) -> String {
     let mut s = format!(
         "packets {} bytes {} accepted {} transmitted {} local {} malformed {} dropped {}\n",
@@ -255,7 +284,7 @@ pub fn final_stats(
         s += &format!("  dropped {name} {n}\n");
     }
     for (w, counts) in ports {
-        for (dev, c) in devs.iter().zip(counts) {
+        for (dev, c) in counts {
             s += &format!(
                 "worker {w} {dev}: rx {} ({} bytes, {} dropped) tx {} ({} bytes, {} dropped)\n",
                 c.rx_packets, c.rx_bytes, c.rx_dropped, c.tx_packets, c.tx_bytes, c.tx_dropped
