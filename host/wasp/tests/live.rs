@@ -633,3 +633,50 @@ fn tap_device_passes_traffic_both_ways() {
         "replies came back through the TAP: {line}"
     );
 }
+
+#[test]
+fn refuses_without_cap_net_raw_and_says_so() {
+    if !is_root() || !sh(&["which", "setpriv"]).status.success() {
+        eprintln!("skipped: needs root and setpriv");
+        return;
+    }
+    let tag = format!("wp{}", std::process::id() % 100_000);
+    let t = Topo {
+        ns: vec![tag.clone()],
+        children: Vec::new(),
+    };
+    ok(&["ip", "netns", "add", &tag]);
+    ok(&[
+        "ip", "-n", &tag, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+    ]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("r.nft");
+    std::fs::write(
+        &rules,
+        "table netdev t {\n chain c {\n  type filter hook ingress device \"v0\" priority 0; policy accept;\n }\n}\n",
+    )
+    .unwrap();
+    // Root without CAP_NET_RAW (and CAP_NET_ADMIN): what an unprivileged user gets.
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &tag,
+            "setpriv",
+            "--bounding-set=-net_raw,-net_admin",
+            wasp(),
+            "run",
+        ])
+        .arg(&rules)
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .output()
+        .expect("wasp run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("v0: AF_PACKET socket: needs CAP_NET_RAW (run as root)"),
+        "{err}"
+    );
+    drop(t);
+}
