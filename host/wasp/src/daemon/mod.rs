@@ -116,6 +116,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let ruleset = wasp_ruleset::parse_file(&args.ruleset)?;
     let engine = Engine::compile(&ruleset)?;
@@ -153,13 +154,14 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         }
     }
     let packet_devs: Vec<String> = devs.iter().filter(|d| !taps.contains(d)).cloned().collect();
-    let cfg = RingConfig {
+    let mut cfg = RingConfig {
         rx_mode: match args.rx {
             RxArg::Tpacket => RxMode::TpacketV3,
             RxArg::Multishot => RxMode::Multishot,
         },
         ..RingConfig::default()
     };
+    size_buffers(&mut cfg, &devs);
     // Fanout ids: one group per daemon (the process id), one id per device within it.
     let fanout = FanoutSpec {
         group_id: (std::process::id() & 0x7fff) as u16,
@@ -262,6 +264,34 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     match failure {
         Some(f) => Err(Error::Daemon(f)),
         None => Ok(()),
+    }
+}
+
+/// Grow `cfg`'s buffers to hold a whole frame of the largest MTU among `devs` (read from
+/// `/sys/class/net/DEV/mtu`; a device without that file keeps the defaults, and opening it
+/// says what is wrong): frame = MTU + 18 bytes (Ethernet header and one VLAN tag), rounded up
+/// to 64.
+pub fn size_buffers(cfg: &mut RingConfig, devs: &[String]) {
+    let mtu = devs
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(format!("/sys/class/net/{d}/mtu")).ok())
+        .filter_map(|t| t.trim().parse::<u32>().ok())
+        .max()
+        .unwrap_or(1500);
+    let frame = (mtu.saturating_add(18)).div_ceil(64) * 64;
+    if frame <= cfg.rx_buffer_bytes.min(cfg.tx_buffer_bytes) {
+        return;
+    }
+    cfg.rx_buffer_bytes = cfg.rx_buffer_bytes.max(frame);
+    cfg.tx_buffer_bytes = cfg.tx_buffer_bytes.max(frame);
+    cfg.tpacket.frame_bytes = cfg.tpacket.frame_bytes.max(frame);
+    // A TPACKET_V3 block holds a frame and its headers; keep it a multiple of 4096.
+    let block = (frame + 128).div_ceil(4096) * 4096;
+    cfg.tpacket.block_bytes = cfg.tpacket.block_bytes.max(block);
+    // Large buffers: fewer of them (the buffer ring size stays a power of two).
+    if frame > 16384 {
+        cfg.rx_buffers = cfg.rx_buffers.min(512);
+        cfg.tx_buffers = cfg.tx_buffers.min(256);
     }
 }
 
