@@ -210,12 +210,16 @@ def send(dev):
         time.sleep(0.02)
 
 def capture(dev, out, seconds):
+    """Capture until 1 s after OUT.sent appears (the sender is done), or for SECONDS."""
+    import os
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((dev, 0))
     s.settimeout(0.2)
     got, end = [], time.time() + seconds
     open(out + ".ready", "w").close()
     while time.time() < end:
+        if os.path.exists(out + ".sent"):
+            end = min(end, os.path.getmtime(out + ".sent") + 1.0)
         try:
             f, addr = s.recvfrom(65535)
         except socket.timeout:
@@ -292,11 +296,12 @@ start_wasp
 ctl() { ip netns exec "$W" "$WASP" ctl --socket "$sock" "$@"; }
 
 # --- traffic -----------------------------------------------------------------------------------
-ip netns exec "$S" python3 "$tmp/geneve.py" capture s0 "$tmp/got.json" 3 &
+ip netns exec "$S" python3 "$tmp/geneve.py" capture s0 "$tmp/got.json" 20 &
 cap=$!
 pids+=($cap)
 for _ in $(seq 100); do [ -e "$tmp/got.json.ready" ] && break; sleep 0.05; done
 ip netns exec "$P" python3 "$tmp/geneve.py" send p0
+touch "$tmp/got.json.sent"
 wait "$cap"
 fails=0
 printf '\n== traffic: what passed (as what) and what was dropped\n'
