@@ -16,12 +16,13 @@
 # ruleset`) and the daemon's statistics (`wasp ctl stats`), and exits non-zero when a packet
 # did not end as the README says. Everything it creates is removed on exit, also on failure.
 #
-# WASP=path/to/wasp picks the binary (default: target/release/wasp, built when missing).
+# WASP=path/to/wasp picks the binary (default: target/release/wasp, or under $CARGO_TARGET_DIR;
+# built when missing).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-WASP=${WASP:-$root/target/release/wasp}
+WASP=${WASP:-${CARGO_TARGET_DIR:-$root/target}/release/wasp}
 if [ ! -x "$WASP" ]; then
 	echo "building $WASP" >&2
 	(cd "$root" && cargo build -q --release -p wasp)

@@ -15,12 +15,13 @@
 # (`wasp ctl stats`). It exits non-zero when a frame did not end as the README says, and
 # removes everything it created on any exit.
 #
-# WASP=path/to/wasp picks the binary (default: target/release/wasp, built when missing).
+# WASP=path/to/wasp picks the binary (default: target/release/wasp, or under $CARGO_TARGET_DIR;
+# built when missing).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-WASP=${WASP:-$root/target/release/wasp}
+WASP=${WASP:-${CARGO_TARGET_DIR:-$root/target}/release/wasp}
 if [ ! -x "$WASP" ]; then
 	echo "building $WASP" >&2
 	(cd "$root" && cargo build -q --release -p wasp)

@@ -18,7 +18,8 @@
 # the events are not what the README says: each quiet label expires exactly once (the branch
 # once for both subnets), alice's never. Everything it creates is removed on any exit.
 #
-# WASP=path/to/wasp picks the binary (default: target/release/wasp, built when missing).
+# WASP=path/to/wasp picks the binary (default: target/release/wasp, or under $CARGO_TARGET_DIR;
+# built when missing).
 # WORKERS=N runs N workers (default 1): a known issue makes every worker keep timers of its
 # own (the plugin runs once per worker), so with 2 workers a label expires once per worker, and
 # a label whose traffic spreads over both (the branch's two subnets) twice; the kernel has one
@@ -32,7 +33,7 @@ workers=${WORKERS:-1}
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-WASP=${WASP:-$root/target/release/wasp}
+WASP=${WASP:-${CARGO_TARGET_DIR:-$root/target}/release/wasp}
 if [ ! -x "$WASP" ]; then
 	echo "building $WASP" >&2
 	(cd "$root" && cargo build -q --release -p wasp)
