@@ -150,7 +150,12 @@ fn idle_gateway_live() {
     assert_eq!(code, 0, "{out}");
     // The events as `wasp ctl monitor` printed them.
     for label in ["bob", "carol", "branch"] {
-        line(&out, &format!("plugin idletimer {label} expired"));
+        let event = format!("idletimer {label} expired");
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&event) && !l.contains("time(s)")),
+            "no monitor event {event:?} in:\n{out}"
+        );
         let count = squeeze(line(&out, &format!("idletimer {label} expired ")));
         assert_eq!(
             count,
