@@ -28,6 +28,11 @@ pub struct HostConfig {
     /// tick). The ticks run on wall time and the first may come right after the call starts,
     /// so a call is interrupted after `deadline_ticks - 1` to `deadline_ticks` tick periods.
     pub deadline_ticks: u64,
+    /// Ticks a call off the packet path may run: instantiation, `describe`, `configure`,
+    /// `release`, state listing, reset and transfer (default 1000, i.e. 1 s). These run when a
+    /// ruleset is loaded or changed, on a machine that may be busy compiling or forwarding; a
+    /// packet-path deadline there refused good rulesets on a loaded machine.
+    pub setup_ticks: u64,
 }
 
 impl Default for HostConfig {
@@ -37,6 +42,7 @@ impl Default for HostConfig {
             max_instances: 128,
             tick: Duration::from_millis(1),
             deadline_ticks: 10,
+            setup_ticks: 1000,
         }
     }
 }
@@ -387,7 +393,7 @@ impl Plugin {
         );
         store.limiter(|s| &mut s.limit);
         store.epoch_deadline_trap();
-        store.set_epoch_deadline(host.config.deadline_ticks.max(1));
+        store.set_epoch_deadline(host.config.setup_ticks.max(1));
         let err = |e: wasmtime::Error| PluginError::Instantiate {
             plugin: name.to_string(),
             msg: format!("{e:#}"),

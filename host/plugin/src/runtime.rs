@@ -230,7 +230,7 @@ impl SwapHandle {
             d.now_mono = self.shared.now[0].load(Ordering::Relaxed);
             d.now_boot = self.shared.now[1].load(Ordering::Relaxed);
         }
-        let deadline = new.inner.host.config().deadline_ticks.max(1);
+        let deadline = new.inner.host.config().setup_ticks.max(1);
         for (id, kind, args) in &sites {
             if !new.info().kinds.contains(kind) {
                 return None;
@@ -465,7 +465,7 @@ impl Runtime {
         kind: ExtKind,
         args: &[String],
     ) -> Result<(), String> {
-        let r = self.guarded(slot, |live| {
+        let r = self.guarded_for(slot, self.host.config().setup_ticks, |live| {
             let b = &live.bindings;
             b.wasp_plugin_plugin()
                 .call_configure(&mut live.store, site, wit_kind(kind), args)
@@ -490,10 +490,12 @@ impl Runtime {
         };
         let slot = s.slot;
         self.update_book();
-        if let Err(CallError::Failed(reason, msg)) = self.guarded(slot, |live| {
-            let b = &live.bindings;
-            b.wasp_plugin_plugin().call_release(&mut live.store, site)
-        }) {
+        if let Err(CallError::Failed(reason, msg)) =
+            self.guarded_for(slot, self.host.config().setup_ticks, |live| {
+                let b = &live.bindings;
+                b.wasp_plugin_plugin().call_release(&mut live.store, site)
+            })
+        {
             self.fail(slot, reason, &msg);
         }
     }
@@ -510,7 +512,7 @@ impl Runtime {
     /// The state of use site `site` (WIT `list-state`).
     pub fn list_state(&mut self, site: u32) -> Result<Vec<StateEntry>, PluginError> {
         let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
-        let r = self.guarded(slot, |live| {
+        let r = self.guarded_for(slot, self.host.config().setup_ticks, |live| {
             let b = &live.bindings;
             b.wasp_plugin_plugin()
                 .call_list_state(&mut live.store, site)
@@ -533,7 +535,7 @@ impl Runtime {
     /// `reset-state`).
     pub fn reset_state(&mut self, site: u32, elem: u32) -> Result<(), PluginError> {
         let slot = self.site(site).ok_or(PluginError::UnknownSite(site))?.slot;
-        let r = self.guarded(slot, |live| {
+        let r = self.guarded_for(slot, self.host.config().setup_ticks, |live| {
             let b = &live.bindings;
             b.wasp_plugin_plugin()
                 .call_reset_state(&mut live.store, site, elem)
@@ -688,7 +690,7 @@ impl Runtime {
             .get(name)
             .ok_or_else(|| PluginError::UnknownPlugin(name.to_string()))?;
         let pname = self.slots[slot].name.clone();
-        let deadline = self.host.config().deadline_ticks.max(1);
+        let deadline = self.host.config().setup_ticks.max(1);
         let (mut live, nsites) = match prepared {
             Some(p) => (p.live, p.sites),
             None => self.instantiate_configured(slot, new)?,
@@ -795,7 +797,7 @@ impl Runtime {
         let mut live = new.instantiate(pname.clone(), self.set_fn.clone())?;
         live.store.data_mut().now_mono = self.now[0];
         live.store.data_mut().now_boot = self.now[1];
-        let deadline = self.host.config().deadline_ticks.max(1);
+        let deadline = self.host.config().setup_ticks.max(1);
         let mut nsites = 0;
         for (id, s) in self.sites.iter().enumerate() {
             let Some(s) = s.as_ref().filter(|s| s.slot == slot) else {
@@ -849,10 +851,22 @@ impl Runtime {
         slot: usize,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        let ticks = self.host.config().deadline_ticks;
+        self.guarded_for(slot, ticks, f)
+    }
+
+    /// [`Runtime::guarded`] with a deadline of `ticks` (the setup deadline for calls off the
+    /// packet path).
+    fn guarded_for<R>(
+        &mut self,
+        slot: usize,
+        ticks: u64,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
         if self.slots[slot].live.is_none() {
             self.recreate(slot);
         }
-        let deadline = self.host.config().deadline_ticks.max(1);
+        let deadline = ticks.max(1);
         let now = self.now;
         let s = &mut self.slots[slot];
         let Some(live) = s.live.as_mut() else {
@@ -967,7 +981,7 @@ impl Runtime {
                     .map(|s| (i as u32, s.kind, s.args.clone()))
             })
             .collect();
-        let deadline = self.host.config().deadline_ticks.max(1);
+        let deadline = self.host.config().setup_ticks.max(1);
         for (id, kind, args) in sites {
             let Some(live) = self.slots[slot].live.as_mut() else {
                 return;

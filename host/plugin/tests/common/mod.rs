@@ -7,14 +7,16 @@ use std::time::Duration;
 use wasp_core::{ExtKind, ExtPacket, ExtSite, Fallback};
 use wasp_plugin::{HostConfig, Plugin, PluginHost, Runtime};
 
-/// A host with a 16 MiB memory limit and a 100 ms deadline (1 ms ticks; generous, as the
-/// epoch runs on wall time and the test machine may be loaded).
+/// A host with a 16 MiB memory limit, a 100 ms deadline for packet calls and 300 ms for setup
+/// calls (1 ms ticks; generous, as the epoch runs on wall time and the test machine may be
+/// loaded).
 pub fn host() -> PluginHost {
     PluginHost::new(HostConfig {
         max_memory: 16 << 20,
         max_instances: 16,
         tick: Duration::from_millis(1),
         deadline_ticks: 100,
+        setup_ticks: 300,
     })
     .expect("host")
 }
