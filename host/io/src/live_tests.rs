@@ -418,3 +418,32 @@ fn live_tpacket_receive_survives_its_device_going_down() {
         got.len()
     );
 }
+
+/// `frame` with an 802.1Q (or 802.1ad) tag inserted after the MAC addresses.
+fn tagged(tpid: u16, tci: u16, f: &[u8]) -> Vec<u8> {
+    let mut t = f[..12].to_vec();
+    t.extend_from_slice(&tpid.to_be_bytes());
+    t.extend_from_slice(&tci.to_be_bytes());
+    t.extend_from_slice(&f[12..]);
+    t
+}
+
+#[test]
+fn live_tpacket_v3_gives_back_the_vlan_tag_the_kernel_took() {
+    let Some(t) = Topo::new() else { return };
+    let mut rx = open(&t.b, "v1", None, RxMode::TpacketV3);
+    let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
+    rx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    let frames = vec![
+        tagged(0x8100, 0x2003, &frame(1, 1, 64)),
+        frame(2, 2, 64),
+        tagged(0x88a8, 0x0019, &tagged(0x8100, 0x0005, &frame(3, 3, 80))),
+    ];
+    send_all(&mut tx, &frames);
+    let got = recv_n(&mut [&mut rx], frames.len()).remove(0);
+    assert!(
+        got == frames,
+        "tags as sent: {:02x?}",
+        got.iter().map(|f| &f[12..18]).collect::<Vec<_>>()
+    );
+}

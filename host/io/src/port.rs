@@ -116,11 +116,17 @@ pub trait PortGroup: Send {
 pub enum RxMode {
     /// Multishot `recv` per socket, buffers from a registered provided-buffer ring (one
     /// completion per frame, one copy by the kernel into our buffer, in our thread).
+    ///
+    /// A VLAN tag the kernel took out of a received frame is NOT put back on this path (it
+    /// would need `PACKET_AUXDATA`, which `recv` does not return): VLAN rules need TPACKET_V3.
     Multishot,
     /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks, in its receive
     /// path, and we read them in place), its readiness waited for with io_uring `POLL_ADD`.
     /// Frames of one port keep their order; a poll hands over several ports' frames port by
     /// port (the first port rotating from poll to poll), not interleaved by arrival time.
+    /// A VLAN tag the kernel took out of a frame (`TP_STATUS_VLAN_VALID`) is put back after
+    /// the MAC addresses, so rules see the frame as it was on the wire (such frames are copied
+    /// once).
     #[default]
     TpacketV3,
 }

@@ -7,9 +7,24 @@ const OFFSET_TO_FIRST_PKT: usize = 16;
 /// Offsets in `struct tpacket3_hdr`.
 const TP_NEXT_OFFSET: usize = 0;
 const TP_SNAPLEN: usize = 12;
+const TP_STATUS: usize = 20;
 const TP_MAC: usize = 24;
+/// `hv1.tp_vlan_tci` and `hv1.tp_vlan_tpid` (after `tp_rxhash`).
+const TP_VLAN_TCI: usize = 32;
+const TP_VLAN_TPID: usize = 36;
 /// Bytes of `struct tpacket3_hdr` we read (up to and including `tp_mac`/`tp_net`).
 const HDR_LEN: usize = 28;
+/// Bytes up to and including `hv1.tp_vlan_tpid`.
+const HDR_VLAN_LEN: usize = 38;
+/// `tp_status` bits (<linux/if_packet.h>): the VLAN fields hold the tag the kernel took out of
+/// the frame (hardware or software VLAN acceleration: the frame in the ring has no tag), and
+/// the TPID field is set (else the tag is 802.1Q, 0x8100).
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// A VLAN tag the kernel took out of a frame: the 4 bytes to put back after the MAC addresses
+/// (TPID, then TCI, both big-endian).
+pub(crate) type VlanTag = [u8; 4];
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     let s = b.get(off..off + 4)?;
@@ -22,8 +37,13 @@ pub(crate) fn block(b: &[u8]) -> Option<(u32, u32)> {
 }
 
 /// The packet whose header is at `off` in block `b`: `(frame offset, frame length, offset of
-/// the next packet's header)`.
-pub(crate) fn packet(b: &[u8], off: u32) -> Option<(u32, u32, u32)> {
+/// the next packet's header, the VLAN tag the kernel took out of the frame)`.
+///
+/// The kernel moves a received 802.1Q/802.1ad tag out of the frame into the skb's metadata
+/// (`skb_vlan_untag`, or the device does it) before AF_PACKET sees it, and reports it in
+/// `tp_vlan_tci`/`tp_vlan_tpid` with `TP_STATUS_VLAN_VALID` (as `prb_fill_vlan_info`). The
+/// caller puts it back so that the frame is the one on the wire.
+pub(crate) fn packet(b: &[u8], off: u32) -> Option<(u32, u32, u32, Option<VlanTag>)> {
     let o = off as usize;
     if o.checked_add(HDR_LEN)? > b.len() {
         return None;
@@ -36,7 +56,20 @@ pub(crate) fn packet(b: &[u8], off: u32) -> Option<(u32, u32, u32)> {
     if end as usize > b.len() {
         return None;
     }
-    Some((start, snap, off.checked_add(next)?))
+    let status = u32_at(b, o + TP_STATUS)?;
+    let vlan = if status & TP_STATUS_VLAN_VALID != 0 && o + HDR_VLAN_LEN <= b.len() {
+        let tci = u32_at(b, o + TP_VLAN_TCI)? as u16;
+        let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+            u16::from_ne_bytes([b[o + TP_VLAN_TPID], b[o + TP_VLAN_TPID + 1]])
+        } else {
+            0x8100
+        };
+        let (p, t) = (tpid.to_be_bytes(), tci.to_be_bytes());
+        Some([p[0], p[1], t[0], t[1]])
+    } else {
+        None
+    };
+    Some((start, snap, off.checked_add(next)?, vlan))
 }
 
 #[cfg(test)]
@@ -64,11 +97,25 @@ mod tests {
     fn walks_the_packets_of_a_block() {
         let b = sample();
         assert_eq!(block(&b), Some((2, 48)));
-        let (f, n, next) = packet(&b, 48).unwrap();
+        let (f, n, next, vlan) = packet(&b, 48).unwrap();
         assert_eq!(&b[f as usize..(f + n) as usize], b"0123456789");
-        assert_eq!(next, 144);
-        let (f, n, _) = packet(&b, next).unwrap();
+        assert_eq!((next, vlan), (144, None));
+        let (f, n, _, _) = packet(&b, next).unwrap();
         assert_eq!(&b[f as usize..(f + n) as usize], b"abcd");
+    }
+
+    #[test]
+    fn reports_the_vlan_tag_the_kernel_took_out() {
+        let mut b = sample();
+        // packet 1: status VLAN_VALID, tci 0x2003 (PCP 1, VID 3), no TPID: 802.1Q.
+        b[68..72].copy_from_slice(&TP_STATUS_VLAN_VALID.to_ne_bytes());
+        b[80..84].copy_from_slice(&0x2003u32.to_ne_bytes());
+        assert_eq!(packet(&b, 48).unwrap().3, Some([0x81, 0x00, 0x20, 0x03]));
+        // With the TPID given: 802.1ad.
+        b[68..72]
+            .copy_from_slice(&(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID).to_ne_bytes());
+        b[84..86].copy_from_slice(&0x88a8u16.to_ne_bytes());
+        assert_eq!(packet(&b, 48).unwrap().3, Some([0x88, 0xa8, 0x20, 0x03]));
     }
 
     #[test]

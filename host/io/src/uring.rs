@@ -71,6 +71,8 @@ struct Span {
     port: u32,
     src: Src,
     len: u32,
+    /// A VLAN tag to put back after the MAC addresses (TPACKET_V3 reports it apart).
+    vlan: Option<tpacket::VlanTag>,
 }
 
 /// The ports of one io_uring group and their buffers.
@@ -89,6 +91,9 @@ pub(crate) struct UringPorts<R: Ring> {
     done_blocks: Vec<(u32, u32)>,
     /// Reused allocation of the frames slice.
     frames: Vec<Frame<'static>>,
+    /// Frames whose VLAN tag was put back (copied here), and their (start, end) in it.
+    tagged: Vec<u8>,
+    tagged_at: Vec<(usize, usize)>,
     /// Rotates the first TPACKET_V3 port read per poll (fairness when `max` cuts).
     tp_start: usize,
 }
@@ -122,6 +127,8 @@ impl<R: Ring> UringPorts<R> {
             spans: Vec::new(),
             done_blocks: Vec::new(),
             frames: Vec::new(),
+            tagged: Vec::new(),
+            tagged_at: Vec::new(),
             tp_start: 0,
         }
     }
@@ -319,6 +326,7 @@ impl<R: Ring> UringPorts<R> {
                 port: rx.port,
                 src: Src::Buf(rx.bid),
                 len: rx.len,
+                vlan: None,
             });
         }
         let np = self.ports.len();
@@ -356,7 +364,7 @@ impl<R: Ring> UringPorts<R> {
             let mut finished = pos.left == 0;
             if !finished {
                 match tpacket::packet(self.ring.tp_block(port, pos.blk), pos.off) {
-                    Some((start, len, next)) => {
+                    Some((start, len, next, vlan)) => {
                         let st = &mut self.ports[port as usize].stats;
                         st.rx_packets += 1;
                         st.rx_bytes += u64::from(len);
@@ -367,6 +375,7 @@ impl<R: Ring> UringPorts<R> {
                                 off: start,
                             },
                             len,
+                            vlan,
                         });
                         pos.left -= 1;
                         pos.off = next;
@@ -391,11 +400,31 @@ impl<R: Ring> UringPorts<R> {
     }
 
     fn hand_over(&mut self, on_rx: &mut dyn FnMut(&[Frame<'_>])) {
+        // Frames that lost their VLAN tag to the kernel get it back, in a copy.
+        self.tagged.clear();
+        self.tagged_at.clear();
+        for s in &self.spans {
+            let (Some(tag), Src::Block { blk, off }) = (s.vlan, s.src) else {
+                continue;
+            };
+            let data = &self.ring.tp_block(s.port, blk)[off as usize..(off + s.len) as usize];
+            let start = self.tagged.len();
+            let cut = data.len().min(12);
+            self.tagged.extend_from_slice(&data[..cut]);
+            self.tagged.extend_from_slice(&tag);
+            self.tagged.extend_from_slice(&data[cut..]);
+            self.tagged_at.push((start, self.tagged.len()));
+        }
         let ring = &self.ring;
+        let mut tagged = self.tagged_at.iter();
         // Reuse the allocation: an empty Vec<Frame<'static>> becomes one of shorter lifetime.
         let mut frames: Vec<Frame<'_>> = std::mem::take(&mut self.frames);
         for s in &self.spans {
             let data = match s.src {
+                Src::Block { .. } if s.vlan.is_some() => match tagged.next() {
+                    Some(&(a, b)) => &self.tagged[a..b],
+                    None => &[][..],
+                },
                 Src::Buf(bid) => &ring.rx_buf(bid)[..s.len as usize],
                 Src::Block { blk, off } => {
                     &ring.tp_block(s.port, blk)[off as usize..(off + s.len) as usize]
