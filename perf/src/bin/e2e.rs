@@ -1,0 +1,1222 @@
+//! End to end on a veth pair, 64-byte frames, every variant in the same run: (a) the I/O
+//! floor, wasp's daemon workers with an empty ruleset against the bare `wasp-io` receive loop
+//! that `io-floor` measures; (b) the ruleset's added cost, wasp with 100 linear rules and with
+//! a 1000-element concatenated-range set over its empty ruleset, against the kernel's added
+//! cost for the same rules in its netdev ingress hook over a plain `counter drop`.
+//!
+//! Topology (fresh per run, deleted on drop, also on error or panic): namespaces
+//! `wasp-e2e-<pid>-<n>-tx` (veth `if0`) and `-rx` (veth `if1`), IPv6 off (no ND/MLD frames).
+//! A sender thread in the tx namespace pushes `--packets` Ethernet/IPv4/UDP frames of 64 bytes
+//! (64 flows: source ports 10000-10063; destination 10.0.7.214:2002, the selftest's probe of
+//! its `net,port` set) through an AF_PACKET socket with `sendmmsg`, 64 per call, as fast as one
+//! core sends. veth runs the receive softirq in the sender's context, so the sending thread's
+//! CPU time (`CLOCK_THREAD_CPUTIME_ID`; this kernel has no `CONFIG_IRQ_TIME_ACCOUNTING`, so
+//! softirqs are charged to the thread they interrupt) is sender + veth + the kernel's receive
+//! (for wasp: the copy into the `TPACKET_V3` ring; for the kernel rows: nft's ingress hook).
+//!
+//! Variants, rotating in order from round to round:
+//! - `kernel`: no socket on `if1`; table `netdev perf` in the rx namespace with the set and an
+//!   ingress chain on `if1` holding `counter drop` (baseline), or 100 rules `ip saddr
+//!   198.51.X.Y udp dport P counter drop` (no frame matches, as `ruleset-scaling` builds them)
+//!   then `counter drop`, or `ip daddr . udp dport @test counter drop` (the 1001 elements of
+//!   the selftest's `net,port` case, as `kernel-set-cost` builds them; every frame matches the
+//!   last one). Cost: the sending thread's CPU per packet. Checked: the final rule counted
+//!   every packet sent, the 100 rules none.
+//! - `floor`: W threads, each with an `AfPacketGroup` on `if1` (one fanout group, hash), in a
+//!   loop of `poll(64, 256, 2 ms)` doing nothing with the frames: `io-floor`'s receive loop
+//!   (copied, not shared: `io-floor.rs` belongs to the io helper).
+//! - `wasp`: W daemon workers as `wasp run` wires them (`Daemon::new`, one `AfPacketGroup` per
+//!   worker in a fanout group, `IoPorts`, `Worker` with `Forwarder::new(None)`), each on a
+//!   thread of ours that calls `Worker::step(POLL_TIMEOUT)` in a loop (what `Worker::run`
+//!   does), with the same rulesets in wasp's syntax; the empty ruleset is the chain with no
+//!   rules and `policy drop`. Checked through the daemon's counters (`Daemon::ruleset`, the
+//!   workers' counts summed): the final rule counted every packet wasp received, the 100 rules
+//!   none.
+//!
+//! The receiving threads read their own CPU clock when the main thread asks (before the
+//! measured packets and after the last one arrived): their CPU ns per packet received is the
+//! receive loop, classification and the syscalls, not the kernel's receive (that is in the
+//! sender's). Mpps: packets received over the span from the first to the last received after
+//! the first mark. Drops: packets sent but not received by the loop (the kernel's `tp_drops`,
+//! ring full, in parentheses). ksoftirqd's CPU over the run is reported: when it is not about
+//! zero, part of the receive ran outside the sender and the sender's figure understates it.
+//!
+//! Medians over `--runs` rounds; "extra" figures are medians over rounds of (variant −
+//! baseline of the same round), which cancels load that changes between rounds.
+//!
+//! `cargo run --release -p wasp-perf --bin e2e -- [--packets N] [--runs R] [--workers 1,2]
+//! [--rx tpacket|multishot] [--rules 100]` (needs root). CI smoke mode (a few seconds):
+//! `--packets 20000 --runs 1`.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use wasp::daemon::events::EventBus;
+use wasp::daemon::live::IoPorts;
+use wasp::daemon::mailbox::Mailbox;
+use wasp::daemon::ports::Ports;
+use wasp::daemon::state::Daemon;
+use wasp::daemon::stats::WorkerStats;
+use wasp::daemon::worker::{Clock, POLL_TIMEOUT, Worker, WorkerLinks};
+use wasp_core::forward::Forwarder;
+use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, in_netns};
+use wasp_ruleset::model::Stmt;
+use wasp_sets::perfcases::{CASES, Kind};
+
+/// Prefix of the namespaces this benchmark creates.
+const NETNS_PREFIX: &str = "wasp-e2e-";
+/// Frames sent (and received) before each measured run.
+const WARMUP: u64 = 4096;
+/// Frame size, bytes (without FCS).
+const FRAME: usize = 64;
+/// Flows (source ports) in the frames.
+const FLOWS: u16 = 64;
+/// Receiving veth end (the ingress chain's device, the ports' device).
+const RX_DEV: &str = "if1";
+/// Sending veth end.
+const TX_DEV: &str = "if0";
+/// Fanout group id of the receivers of one run (per namespace, so any id does).
+const FANOUT_ID: u16 = 7;
+/// How long after the sender finished the main thread waits for frames still arriving.
+const IDLE: Duration = Duration::from_millis(300);
+
+#[derive(Parser, Debug)]
+#[command(about = "wasp end to end on a veth pair: I/O floor and the ruleset's added cost")]
+struct Args {
+    /// Frames per measured run.
+    #[arg(long, default_value_t = 1_000_000)]
+    packets: u64,
+    /// Rounds (each runs every variant); medians are printed.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Worker (and floor receiver) counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
+    /// AF_PACKET receive path of the ports: tpacket (the daemon's default) or multishot.
+    #[arg(long, default_value = "tpacket")]
+    rx: String,
+    /// Linear rules before the final one.
+    #[arg(long, default_value_t = 100)]
+    rules: usize,
+}
+
+type Res<T> = Result<T, String>;
+
+/// A ruleset (the chain's rules; the kernel's and wasp's baselines differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules {
+    /// Kernel: `counter drop`. wasp: no rules, `policy drop`.
+    Base,
+    /// `--rules` rules that match nothing, then `counter drop`.
+    Linear,
+    /// `ip daddr . udp dport @test counter drop`.
+    Set,
+}
+
+/// One variant of a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// nft in the kernel's netdev ingress hook, no socket.
+    Kernel(Rules),
+    /// The bare `wasp-io` receive loop on N threads.
+    Floor(usize),
+    /// N wasp daemon workers.
+    Wasp(Rules, usize),
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    /// Packets received per second of the receive span, millions (kernel: sent per second).
+    mpps: f64,
+    /// Receiving threads' CPU ns per packet received (summed over threads; 0 for the kernel).
+    rx_ns: f64,
+    /// Sending thread's CPU ns per packet sent (includes the kernel's receive).
+    tx_ns: f64,
+    /// Packets sent but not received (kernel: not counted by the final rule).
+    drops: u64,
+    /// The kernel's ring drops (`tp_drops`, or ENOBUFS re-arms for multishot) over the
+    /// whole run, warm-up included.
+    kernel_drops: u64,
+    /// ksoftirqd CPU ns per packet over the run.
+    softirqd_ns: f64,
+}
+
+fn main() {
+    let args = Args::parse();
+    if !sys::is_root() {
+        eprintln!("e2e: needs root (network namespaces, veth, AF_PACKET, nft)");
+        std::process::exit(2);
+    }
+    if let Err(e) = run(&args) {
+        eprintln!("e2e: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn rx_mode(args: &Args) -> Res<RxMode> {
+    match args.rx.as_str() {
+        "tpacket" => Ok(RxMode::TpacketV3),
+        "multishot" => Ok(RxMode::Multishot),
+        m => Err(format!("unknown --rx {m:?} (tpacket, multishot)")),
+    }
+}
+
+fn run(args: &Args) -> Res<()> {
+    let mode = rx_mode(args)?;
+    if args.packets == 0 || args.runs == 0 || args.workers.is_empty() {
+        return Err("--packets, --runs and --workers must be at least 1".into());
+    }
+    if args.workers.iter().any(|&w| w == 0 || w > 16) {
+        return Err("--workers: counts 1..=16".into());
+    }
+    remove_stale();
+    let frames: Vec<Vec<u8>> = (0..FLOWS).map(frame).collect();
+    let set = set_elements();
+    // Both rulesets parse and compile in wasp before anything runs.
+    for r in [Rules::Base, Rules::Linear, Rules::Set] {
+        let text = wasp_ruleset(r, args.rules, &set);
+        let parsed = wasp_ruleset::parse_str(&text, "e2e.nft").map_err(|e| e.to_string())?;
+        wasp_core::Engine::compile(&parsed).map_err(|e| e.to_string())?;
+    }
+    let mut variants = vec![
+        Variant::Kernel(Rules::Base),
+        Variant::Kernel(Rules::Linear),
+        Variant::Kernel(Rules::Set),
+    ];
+    for &w in &args.workers {
+        variants.extend([
+            Variant::Floor(w),
+            Variant::Wasp(Rules::Base, w),
+            Variant::Wasp(Rules::Linear, w),
+            Variant::Wasp(Rules::Set, w),
+        ]);
+    }
+    let ksoftirqd = ksoftirqd_pids();
+    println!(
+        "wasp end to end: veth, {} frames of {FRAME} B per run ({FLOWS} flows), {} rounds, \
+         medians; rx {}, workers {:?}, {} linear rules, set net,port ({} elements)",
+        args.packets,
+        args.runs,
+        args.rx,
+        args.workers,
+        args.rules,
+        set.len()
+    );
+    println!("load average at start: {}", load());
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); variants.len()];
+    let mut n = 0;
+    for round in 0..args.runs {
+        // The kernel's topology of this round: the table (with the set) loaded once.
+        let ktopo = Topo::create(n)?;
+        n += 1;
+        ktopo.nft(&kernel_table(&set))?;
+        let ksender =
+            sys::Sender::open_in(&ktopo.tx, TX_DEV).map_err(|e| format!("sender: {e}"))?;
+        for i in 0..variants.len() {
+            let v = (i + round) % variants.len();
+            let s = match variants[v] {
+                Variant::Kernel(r) => {
+                    measure_kernel(&ktopo, &ksender, r, args, &frames, &ksoftirqd)?
+                }
+                Variant::Floor(w) => {
+                    let t = Topo::create(n)?;
+                    n += 1;
+                    measure_rx(&t, None, w, mode, args, &frames, &set, &ksoftirqd)?
+                }
+                Variant::Wasp(r, w) => {
+                    let t = Topo::create(n)?;
+                    n += 1;
+                    measure_rx(&t, Some(r), w, mode, args, &frames, &set, &ksoftirqd)?
+                }
+            };
+            println!(
+                "round {round} {:<22} {:.3} Mpps, rx {:.0} ns/pkt, tx {:.0} ns/pkt, drops {} \
+                 (kernel {}), ksoftirqd {:.0} ns/pkt",
+                label(variants[v], args.rules),
+                s.mpps,
+                s.rx_ns,
+                s.tx_ns,
+                s.drops,
+                s.kernel_drops,
+                s.softirqd_ns
+            );
+            samples[v].push(s);
+        }
+    }
+    println!("load average at end: {}", load());
+    report(args, &variants, &samples);
+    Ok(())
+}
+
+/// The tables.
+fn report(args: &Args, variants: &[Variant], samples: &[Vec<Sample>]) {
+    let idx = |v: Variant| variants.iter().position(|x| *x == v).expect("variant");
+    let med = |v: Variant, f: fn(&Sample) -> f64| median(samples[idx(v)].iter().map(f).collect());
+    // Median over rounds of (variant - base) for the metric `f`.
+    let extra = |v: Variant, base: Variant, f: fn(&Sample) -> f64| {
+        median(
+            samples[idx(v)]
+                .iter()
+                .zip(&samples[idx(base)])
+                .map(|(a, b)| f(a) - f(b))
+                .collect(),
+        )
+    };
+    let max_drops = |v: Variant| samples[idx(v)].iter().map(|s| s.drops).max().unwrap_or(0);
+    let max_kdrops = |v: Variant| {
+        samples[idx(v)]
+            .iter()
+            .map(|s| s.kernel_drops)
+            .max()
+            .unwrap_or(0)
+    };
+    println!();
+    println!(
+        "| variant | Mpps | receiving threads CPU ns/pkt | sending thread CPU ns/pkt (incl. the kernel's receive) | sum | drops, max over runs (ring) | ksoftirqd ns/pkt |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for &v in variants {
+        println!(
+            "| {} | {:.3} | {:.0} | {:.0} | {:.0} | {} ({}) | {:.0} |",
+            label(v, args.rules),
+            med(v, |s| s.mpps),
+            med(v, |s| s.rx_ns),
+            med(v, |s| s.tx_ns),
+            med(v, |s| s.rx_ns + s.tx_ns),
+            max_drops(v),
+            max_kdrops(v),
+            med(v, |s| s.softirqd_ns),
+        );
+    }
+
+    println!();
+    println!(
+        "(a) I/O floor: wasp, empty ruleset, against the bare receive loop (target: within 10 %)"
+    );
+    println!();
+    println!(
+        "| workers | floor Mpps | wasp Mpps | floor rx CPU ns/pkt | wasp rx CPU ns/pkt | wasp − floor, rx | wasp / floor, rx | floor sum ns/pkt | wasp sum ns/pkt | wasp / floor, sum | drops wasp (floor) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &w in &args.workers {
+        let (f, e) = (Variant::Floor(w), Variant::Wasp(Rules::Base, w));
+        let ratio = |g: fn(&Sample) -> f64| {
+            median(
+                samples[idx(e)]
+                    .iter()
+                    .zip(&samples[idx(f)])
+                    .map(|(a, b)| g(a) / g(b))
+                    .collect(),
+            )
+        };
+        println!(
+            "| {w} | {:.3} | {:.3} | {:.0} | {:.0} | {:+.0} | {:.2} | {:.0} | {:.0} | {:.2} | {} ({}) |",
+            med(f, |s| s.mpps),
+            med(e, |s| s.mpps),
+            med(f, |s| s.rx_ns),
+            med(e, |s| s.rx_ns),
+            extra(e, f, |s| s.rx_ns),
+            ratio(|s| s.rx_ns),
+            med(f, |s| s.rx_ns + s.tx_ns),
+            med(e, |s| s.rx_ns + s.tx_ns),
+            ratio(|s| s.rx_ns + s.tx_ns),
+            max_drops(e),
+            max_drops(f),
+        );
+    }
+
+    println!();
+    println!(
+        "(b) the ruleset's added CPU ns per packet: wasp (workers, over its empty ruleset) against \
+         the kernel (sending thread, over counter drop); target: at most a third"
+    );
+    println!();
+    let mut head = "| ruleset | kernel extra ns/pkt |".to_string();
+    let mut rule = "|---|---:|".to_string();
+    for &w in &args.workers {
+        head += &format!(" wasp extra, {w} worker{} | wasp / kernel |", plural(w));
+        rule += "---:|---:|";
+    }
+    head += " drops wasp (max over runs) |";
+    rule += "---|";
+    println!("{head}");
+    println!("{rule}");
+    for r in [Rules::Linear, Rules::Set] {
+        let k = extra(Variant::Kernel(r), Variant::Kernel(Rules::Base), |s| {
+            s.tx_ns
+        });
+        let mut line = format!("| {} | {k:+.0} |", rules_name(r, args.rules));
+        let mut drops = Vec::new();
+        for &w in &args.workers {
+            let x = extra(Variant::Wasp(r, w), Variant::Wasp(Rules::Base, w), |s| {
+                s.rx_ns
+            });
+            line += &format!(" {x:+.1} | {:.3} |", x / k);
+            drops.push(format!("{w}w: {}", max_drops(Variant::Wasp(r, w))));
+        }
+        line += &format!(" {} |", drops.join(", "));
+        println!("{line}");
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn rules_name(r: Rules, n: usize) -> String {
+    match r {
+        Rules::Base => "base".into(),
+        Rules::Linear => format!("{n} linear rules"),
+        Rules::Set => "net,port set (1001)".into(),
+    }
+}
+
+fn label(v: Variant, n: usize) -> String {
+    match v {
+        Variant::Kernel(Rules::Base) => "kernel counter drop".into(),
+        Variant::Kernel(r) => format!("kernel {}", rules_name(r, n)),
+        Variant::Floor(w) => format!("floor, {w} rx"),
+        Variant::Wasp(Rules::Base, w) => format!("wasp empty, {w}w"),
+        Variant::Wasp(r, w) => format!("wasp {}, {w}w", rules_name(r, n)),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel rows.
+
+/// One kernel run: load the chain's rules, warm up, send `--packets` from this thread, check
+/// the counters.
+fn measure_kernel(
+    topo: &Topo,
+    sender: &sys::Sender,
+    r: Rules,
+    args: &Args,
+    frames: &[Vec<u8>],
+    ksoftirqd: &[u32],
+) -> Res<Sample> {
+    let mut text = "flush chain netdev perf in\n".to_string();
+    for rule in chain_rules(r, args.rules, true) {
+        text += &format!("add rule netdev perf in {rule}\n");
+    }
+    topo.nft(&text)?;
+    sender
+        .send(frames, WARMUP)
+        .map_err(|e| format!("send: {e}"))?;
+    let k0 = sched_ns(ksoftirqd);
+    let t0 = Instant::now();
+    let c0 = sys::thread_cpu_ns();
+    sender
+        .send(frames, args.packets)
+        .map_err(|e| format!("send: {e}"))?;
+    let c1 = sys::thread_cpu_ns();
+    let wall = t0.elapsed().as_secs_f64();
+    let k1 = sched_ns(ksoftirqd);
+    let counts = topo.counters()?;
+    let want = WARMUP + args.packets;
+    let (last, rest) = counts.split_last().ok_or("no counter in the chain")?;
+    if rest.iter().any(|&c| c != 0) {
+        return Err(format!(
+            "kernel {r:?}: a rule before the last counted packets"
+        ));
+    }
+    if *last > want {
+        return Err(format!(
+            "kernel {r:?}: the final rule counted {last} of {want} sent: other packets reached \
+             the chain"
+        ));
+    }
+    let p = args.packets as f64;
+    Ok(Sample {
+        mpps: p / wall / 1e6,
+        rx_ns: 0.0,
+        tx_ns: (c1 - c0) as f64 / p,
+        drops: want - last,
+        kernel_drops: 0,
+        softirqd_ns: k1.saturating_sub(k0) as f64 / p,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The receiving rows: the floor loop and the wasp workers.
+
+/// What the main thread and one receiving thread share.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The last mark this thread recorded (1: before the measured packets, 2: after).
+    ack: AtomicU64,
+    /// Thread CPU ns at marks 1 and 2.
+    cpu: [AtomicU64; 2],
+    /// Frames received at marks 1 and 2.
+    rx: [AtomicU64; 2],
+    /// Frames received so far.
+    total: AtomicU64,
+    /// First and last receive after mark 1 (ns since `Shared::t0`; first is `u64::MAX` until set).
+    first: AtomicU64,
+    last: AtomicU64,
+}
+
+/// What every receiving thread shares with the main thread.
+#[derive(Debug)]
+struct Shared {
+    stop: AtomicBool,
+    mark: AtomicU64,
+    t0: Instant,
+}
+
+/// A receiving thread's loop: `step` until stopped, answering marks with its CPU clock.
+fn rx_loop(shared: &Shared, slot: &Slot, mut step: impl FnMut() -> Res<usize>) -> Res<()> {
+    slot.first.store(u64::MAX, Ordering::Relaxed);
+    let mut seen = 0u64;
+    let mut total = 0u64;
+    while !shared.stop.load(Ordering::Acquire) {
+        let m = shared.mark.load(Ordering::Acquire);
+        if m != seen && (1..=2).contains(&m) {
+            let k = (m - 1) as usize;
+            slot.cpu[k].store(sys::thread_cpu_ns(), Ordering::Relaxed);
+            slot.rx[k].store(total, Ordering::Relaxed);
+            slot.ack.store(m, Ordering::Release);
+            seen = m;
+        }
+        let n = step()?;
+        if n > 0 {
+            total += n as u64;
+            slot.total.store(total, Ordering::Relaxed);
+            if seen == 1 {
+                let t = shared.t0.elapsed().as_nanos() as u64;
+                if slot.first.load(Ordering::Relaxed) == u64::MAX {
+                    slot.first.store(t, Ordering::Relaxed);
+                }
+                slot.last.store(t, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Set the mark and wait until every thread recorded it.
+fn mark(shared: &Shared, slots: &[Arc<Slot>], m: u64) -> Res<()> {
+    shared.mark.store(m, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while slots.iter().any(|s| s.ack.load(Ordering::Acquire) != m) {
+        if Instant::now() > deadline {
+            return Err(format!("a receiving thread did not answer mark {m}"));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
+}
+
+fn total(slots: &[Arc<Slot>]) -> u64 {
+    slots.iter().map(|s| s.total.load(Ordering::Relaxed)).sum()
+}
+
+/// One run with `workers` receiving threads on `if1`: the floor loop (`rules` None) or wasp
+/// workers running `rules`.
+#[allow(clippy::too_many_arguments)]
+fn measure_rx(
+    topo: &Topo,
+    rules: Option<Rules>,
+    workers: usize,
+    mode: RxMode,
+    args: &Args,
+    frames: &[Vec<u8>],
+    set: &[String],
+    ksoftirqd: &[u32],
+) -> Res<Sample> {
+    let cfg = RingConfig {
+        rx_mode: mode,
+        ..RingConfig::default()
+    };
+    let fanout = FanoutSpec {
+        group_id: FANOUT_ID,
+        mode: FanoutMode::Hash,
+    };
+    let mut groups = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let g = in_netns(&topo.rx, || AfPacketGroup::open(&[RX_DEV], fanout, cfg))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        groups.push(g);
+    }
+    let sender = sys::Sender::open_in(&topo.tx, TX_DEV).map_err(|e| format!("sender: {e}"))?;
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        mark: AtomicU64::new(0),
+        t0: Instant::now(),
+    });
+    let slots: Vec<Arc<Slot>> = (0..workers).map(|_| Arc::new(Slot::default())).collect();
+
+    // wasp: the daemon's control side and one bundle per worker, as `wasp run` wires them.
+    let mut daemon = None;
+    let mut bundles = Vec::new();
+    let mut links = Vec::new();
+    if let Some(r) = rules {
+        let text = wasp_ruleset(r, args.rules, set);
+        let ruleset = wasp_ruleset::parse_str(&text, "e2e.nft").map_err(|e| e.to_string())?;
+        let events = Arc::new(EventBus::default());
+        let clock = Clock::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        links = (0..workers)
+            .map(|_| WorkerLinks {
+                mailbox: Arc::new(Mailbox::default()),
+                stats: Arc::new(WorkerStats::default()),
+                events: events.clone(),
+                stop: stop.clone(),
+                clock,
+            })
+            .collect();
+        let (d, b) = Daemon::new(ruleset, "e2e.nft".into(), links.clone(), events, clock)
+            .map_err(|e| e.to_string())?;
+        daemon = Some(d);
+        bundles = b.into_iter().map(Some).collect();
+    }
+
+    // (ring drops, packets classified by wasp) per thread.
+    type Joined = Res<(u64, u64)>;
+    let mut threads: Vec<std::thread::JoinHandle<Joined>> = Vec::with_capacity(workers);
+    for (i, g) in groups.into_iter().enumerate() {
+        let (shared, slot) = (shared.clone(), slots[i].clone());
+        let t = match rules {
+            None => std::thread::Builder::new()
+                .name(format!("floor-{i}"))
+                .spawn(move || -> Joined {
+                    let mut g = g;
+                    let wait = Duration::from_millis(2);
+                    let r = rx_loop(&shared, &slot, || {
+                        g.poll(64, 256, wait, &mut |_| {})
+                            .map_err(|e| e.to_string())
+                    });
+                    let st = g.stats()[0];
+                    r.map(|()| (st.rx_dropped, 0))
+                }),
+            Some(_) => {
+                let bundle = bundles[i].take().ok_or("no bundle")?;
+                let link = links[i].clone();
+                std::thread::Builder::new()
+                    .name(format!("wasp-worker-{i}"))
+                    .spawn(move || -> Joined {
+                        let stats = link.stats.clone();
+                        let ports = IoPorts::new(Box::new(g));
+                        let mut w = Worker::new(i, ports, bundle, Forwarder::new(None), link);
+                        let r = rx_loop(&shared, &slot, || w.step(POLL_TIMEOUT));
+                        let dropped: u64 = w.ports().counts().iter().map(|c| c.rx_dropped).sum();
+                        r.map(|()| (dropped, stats.snapshot().packets))
+                    })
+            }
+        }
+        .map_err(|e| format!("thread: {e}"))?;
+        threads.push(t);
+    }
+
+    let result = drive(&shared, &slots, sender, frames, args, ksoftirqd);
+    // The daemon's counters, read from the running workers.
+    let counts = match (&result, &daemon) {
+        (Ok(_), Some(d)) => Some(final_counts(d)?),
+        _ => None,
+    };
+    shared.stop.store(true, Ordering::Release);
+    let mut kernel_drops = 0;
+    let mut classified = 0;
+    for t in threads {
+        let (k, c) = t.join().map_err(|_| "receiving thread panicked")??;
+        kernel_drops += k;
+        classified += c;
+    }
+    let mut sample = result?;
+    sample.kernel_drops = kernel_drops;
+    if let (Some(counts), Some(r)) = (counts, rules) {
+        // Every packet wasp classified reached the final rule; the linear rules counted none.
+        let received = total(&slots);
+        if classified != received {
+            return Err(format!(
+                "wasp {r:?}: {classified} packets classified of {received} received"
+            ));
+        }
+        match counts.split_last() {
+            None if r == Rules::Base => {}
+            Some((last, rest)) if rest.iter().all(|&c| c == 0) && *last == received => {}
+            _ => {
+                return Err(format!(
+                    "wasp {r:?}: counters {:?} (of {} rules), {received} packets received",
+                    counts.iter().filter(|&&c| c > 0).collect::<Vec<_>>(),
+                    counts.len()
+                ));
+            }
+        }
+    }
+    Ok(sample)
+}
+
+/// The packets counted by each `counter` of the chain, in rule order.
+fn final_counts(d: &Daemon) -> Res<Vec<u64>> {
+    let (r, _) = d.ruleset().map_err(|e| e.to_string())?;
+    Ok(r.tables
+        .iter()
+        .flat_map(|t| t.chains.iter())
+        .flat_map(|c| c.rules.iter())
+        .flat_map(|rule| rule.stmts.iter())
+        .filter_map(|s| match s {
+            Stmt::Counter { packets, .. } => Some(*packets),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Warm up, mark, send the measured packets from a thread of their own, wait for them, mark.
+/// The sample's ring drops are left to the caller.
+fn drive(
+    shared: &Shared,
+    slots: &[Arc<Slot>],
+    sender: sys::Sender,
+    frames: &[Vec<u8>],
+    args: &Args,
+    ksoftirqd: &[u32],
+) -> Res<Sample> {
+    sender
+        .send(frames, WARMUP)
+        .map_err(|e| format!("send: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while total(slots) < WARMUP && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    mark(shared, slots, 1)?;
+    let base: u64 = slots.iter().map(|s| s.rx[0].load(Ordering::Relaxed)).sum();
+    let done = Arc::new(AtomicBool::new(false));
+    let packets = args.packets;
+    let frames = frames.to_vec();
+    let k0 = sched_ns(ksoftirqd);
+    let tx = {
+        let done = done.clone();
+        std::thread::spawn(move || -> std::io::Result<u64> {
+            let c0 = sys::thread_cpu_ns();
+            let r = sender.send(&frames, packets);
+            let c = sys::thread_cpu_ns() - c0;
+            done.store(true, Ordering::Release);
+            r.map(|()| c)
+        })
+    };
+    let mut seen = total(slots);
+    let mut since = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(2));
+        let now = total(slots);
+        if now - base >= packets {
+            break;
+        }
+        if now != seen {
+            (seen, since) = (now, Instant::now());
+        } else if done.load(Ordering::Acquire) && since.elapsed() > IDLE {
+            break;
+        }
+    }
+    let tx_cpu = tx
+        .join()
+        .map_err(|_| "sender panicked")?
+        .map_err(|e| format!("send: {e}"))?;
+    mark(shared, slots, 2)?;
+    let k1 = sched_ns(ksoftirqd);
+    let received: u64 = slots
+        .iter()
+        .map(|s| s.rx[1].load(Ordering::Relaxed) - s.rx[0].load(Ordering::Relaxed))
+        .sum();
+    let cpu: u64 = slots
+        .iter()
+        .map(|s| s.cpu[1].load(Ordering::Relaxed) - s.cpu[0].load(Ordering::Relaxed))
+        .sum();
+    let first = slots
+        .iter()
+        .map(|s| s.first.load(Ordering::Relaxed))
+        .min()
+        .unwrap_or(u64::MAX);
+    let last = slots
+        .iter()
+        .map(|s| s.last.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0);
+    let span = last.saturating_sub(first) as f64 / 1e9;
+    let rcv = received.max(1) as f64;
+    Ok(Sample {
+        mpps: if first != u64::MAX && span > 0.0 {
+            received as f64 / span / 1e6
+        } else {
+            0.0
+        },
+        rx_ns: cpu as f64 / rcv,
+        tx_ns: tx_cpu as f64 / packets as f64,
+        drops: packets.saturating_sub(received),
+        kernel_drops: 0,
+        softirqd_ns: k1.saturating_sub(k0) as f64 / packets as f64,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames and rulesets.
+
+/// An Ethernet/IPv4/UDP frame of [`FRAME`] bytes, 10.0.0.1:(10000 + flow) to 10.0.7.214:2002
+/// (the start of the selftest `net,port` set's last element).
+fn frame(flow: u16) -> Vec<u8> {
+    frame_to(flow, [10, 0, 7, 214])
+}
+
+/// [`frame`] to another destination address.
+fn frame_to(flow: u16, daddr: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0u8; FRAME];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = (FRAME - 14) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&daddr);
+    let mut s: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    f[14..34].copy_from_slice(&ip);
+    f[34..36].copy_from_slice(&(10000 + flow).to_be_bytes());
+    f[36..38].copy_from_slice(&2002u16.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+/// The selftest's `net,port` elements as nft text (`a-b . p-q`), as `kernel-set-cost` writes
+/// them.
+fn set_elements() -> Vec<String> {
+    let case = CASES
+        .iter()
+        .find(|c| c.name == "net,port")
+        .expect("the net,port case");
+    assert_eq!(case.fields, [Kind::Net, Kind::Port]);
+    case.elements()
+        .iter()
+        .map(|(s, e)| {
+            let a = std::net::Ipv4Addr::new(s[0], s[1], s[2], s[3]);
+            let b = std::net::Ipv4Addr::new(e[0], e[1], e[2], e[3]);
+            let p = u16::from_be_bytes([s[4], s[5]]);
+            let q = u16::from_be_bytes([e[4], e[5]]);
+            format!("{a}-{b} . {p}-{q}")
+        })
+        .collect()
+}
+
+/// The chain's rules: `kernel` picks the kernel's baseline (`counter drop`) for [`Rules::Base`].
+fn chain_rules(r: Rules, n: usize, kernel: bool) -> Vec<String> {
+    match r {
+        Rules::Base if kernel => vec!["counter drop".into()],
+        Rules::Base => Vec::new(),
+        Rules::Linear => (0..n)
+            .map(|i| {
+                format!(
+                    "ip saddr 198.51.{}.{} udp dport {} counter drop",
+                    100 + i / 250,
+                    1 + i % 250,
+                    20000 + i
+                )
+            })
+            .chain(std::iter::once("counter drop".to_string()))
+            .collect(),
+        Rules::Set => vec!["ip daddr . udp dport @test counter drop".into()],
+    }
+}
+
+/// The set declaration.
+fn set_decl(set: &[String]) -> String {
+    format!(
+        "\tset test {{ type ipv4_addr . inet_service; flags interval; elements = {{ {} }} }}\n",
+        set.join(",\n\t\t")
+    )
+}
+
+/// The kernel's table: the set, and the ingress chain on [`RX_DEV`] (rules added per run).
+fn kernel_table(set: &[String]) -> String {
+    format!(
+        "table netdev perf {{\n{}\tchain in {{ type filter hook ingress device \"{RX_DEV}\" \
+         priority 0; policy accept; }}\n}}\n",
+        set_decl(set)
+    )
+}
+
+/// wasp's ruleset for `r`: the chain with `policy drop` (so the empty one drops too), the set
+/// only where a rule uses it.
+fn wasp_ruleset(r: Rules, n: usize, set: &[String]) -> String {
+    let mut s = "table netdev perf {\n".to_string();
+    if r == Rules::Set {
+        s += &set_decl(set);
+    }
+    s += &format!(
+        "\tchain in {{\n\t\ttype filter hook ingress device \"{RX_DEV}\" priority 0; policy drop;\n"
+    );
+    for rule in chain_rules(r, n, false) {
+        s += &format!("\t\t{rule}\n");
+    }
+    s += "\t}\n}\n";
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topology, commands, ksoftirqd.
+
+/// The two namespaces and the veth between them, deleted on drop (io-floor's, copied).
+struct Topo {
+    tx: String,
+    rx: String,
+}
+
+impl Topo {
+    fn create(n: usize) -> Res<Topo> {
+        let base = format!("{NETNS_PREFIX}{}-{n}", std::process::id());
+        let t = Topo {
+            tx: format!("{base}-tx"),
+            rx: format!("{base}-rx"),
+        };
+        ip(&["netns", "add", &t.tx])?;
+        // From here on, dropping `t` (on any error) deletes what exists.
+        ip(&["netns", "add", &t.rx])?;
+        for ns in [&t.tx, &t.rx] {
+            ip(&[
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ])?;
+        }
+        ip(&[
+            "link", "add", TX_DEV, "netns", &t.tx, "type", "veth", "peer", "name", RX_DEV, "netns",
+            &t.rx,
+        ])?;
+        ip(&["-n", &t.tx, "link", "set", TX_DEV, "up"])?;
+        ip(&["-n", &t.rx, "link", "set", RX_DEV, "up"])?;
+        Ok(t)
+    }
+
+    /// `nft -f -` with `text` in the rx namespace.
+    fn nft(&self, text: &str) -> Res<String> {
+        cmd(
+            Command::new("ip").args(["netns", "exec", &self.rx, "nft", "-f", "-"]),
+            Some(text),
+        )
+    }
+
+    /// The packets counted by each rule of chain `in`, in order.
+    fn counters(&self) -> Res<Vec<u64>> {
+        let out = cmd(
+            Command::new("ip").args([
+                "netns", "exec", &self.rx, "nft", "list", "chain", "netdev", "perf", "in",
+            ]),
+            None,
+        )?;
+        let mut v = Vec::new();
+        let mut it = out.split_whitespace();
+        while let Some(w) = it.next() {
+            if w == "packets" {
+                v.push(
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| format!("unparsable counter in {out:?}"))?,
+                );
+            }
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.tx]);
+        let _ = ip(&["netns", "del", &self.rx]);
+    }
+}
+
+fn ip(args: &[&str]) -> Res<()> {
+    cmd(Command::new("ip").args(args), None).map(|_| ())
+}
+
+/// Runs a command (with `stdin` fed when given); its stdout, or an error with stderr.
+fn cmd(c: &mut Command, stdin: Option<&str>) -> Res<String> {
+    use std::io::Write as _;
+    let show = format!("{c:?}");
+    c.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| format!("{show}: {e}"))?;
+    if let Some(text) = stdin {
+        let mut w = child.stdin.take().expect("piped stdin");
+        w.write_all(text.as_bytes())
+            .map_err(|e| format!("{show}: writing stdin: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{show}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err: String = err.chars().take(2000).collect();
+        let show: String = show.chars().take(200).collect();
+        return Err(format!("{show} failed ({}): {}", out.status, err.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Deletes `wasp-e2e-<pid>-…` namespaces whose process is gone (killed earlier runs).
+fn remove_stale() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(NETNS_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", &name]);
+        }
+    }
+}
+
+/// Pids of the `ksoftirqd/N` kernel threads (kernel-set-cost's, copied).
+fn ksoftirqd_pids() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.starts_with("ksoftirqd/"))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Summed CPU ns (`/proc/<pid>/schedstat`, first field) of `pids`.
+fn sched_ns(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The system calls: root check, thread CPU time, the sendmmsg sender (io-floor's, copied).
+mod sys {
+    #![allow(unsafe_code)]
+
+    use std::ffi::CString;
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// Whether the effective uid is 0.
+    pub fn is_root() -> bool {
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// This thread's CPU time (user + sys, softirqs run in its context included), ns.
+    pub fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// A raw AF_PACKET socket bound to one device of a namespace.
+    pub struct Sender {
+        fd: OwnedFd,
+    }
+
+    impl Sender {
+        /// Opens the socket inside namespace `ns` (under /run/netns) bound to `dev`.
+        pub fn open_in(ns: &str, dev: &str) -> io::Result<Sender> {
+            let dev = CString::new(dev).map_err(io::Error::other)?;
+            let fd = wasp_io::in_netns(ns, move || -> io::Result<OwnedFd> {
+                // SAFETY: socket(2) with constant arguments; the result is checked.
+                let raw = unsafe {
+                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+                };
+                if raw < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `raw` is a fresh descriptor nothing else owns.
+                let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+                // SAFETY: `dev` is NUL-terminated and outlives the call.
+                let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
+                if ifindex == 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+                let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+                sll.sll_family = libc::AF_PACKET as u16;
+                sll.sll_ifindex = ifindex as i32;
+                // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
+                let rc = unsafe {
+                    libc::bind(
+                        fd.as_raw_fd(),
+                        (&sll as *const libc::sockaddr_ll).cast(),
+                        std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                    )
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(fd)
+            })
+            .map_err(io::Error::other)??;
+            Ok(Sender { fd })
+        }
+
+        /// Sends `n` frames, cycling through `frames`, 64 per `sendmmsg` call.
+        pub fn send(&self, frames: &[Vec<u8>], n: u64) -> io::Result<()> {
+            const BATCH: usize = 64;
+            let mut iovs: Vec<libc::iovec> = (0..BATCH)
+                .map(|i| {
+                    let f = &frames[i % frames.len()];
+                    libc::iovec {
+                        iov_base: f.as_ptr().cast_mut().cast(),
+                        iov_len: f.len(),
+                    }
+                })
+                .collect();
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+            let mut msgs: Vec<libc::mmsghdr> =
+                (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+            for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+                m.msg_hdr.msg_iov = iov;
+                m.msg_hdr.msg_iovlen = 1;
+            }
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(BATCH as u64) as u32;
+                // SAFETY: `msgs` holds at least `k` headers, each with one iovec pointing at a
+                // frame of `frames`, all alive for the call; the kernel only reads the frames
+                // and writes msg_len into the headers, which we own.
+                let rc = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), k, 0) };
+                if rc < 0 {
+                    let e = io::Error::last_os_error();
+                    if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOBUFS)) {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                left -= rc as u64;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_is_64_bytes_with_a_valid_ipv4_header_and_the_probe_key() {
+        let f = frame(3);
+        assert_eq!(f.len(), 64);
+        let mut s: u32 = f[14..34]
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        assert_eq!(s, 0xffff);
+        assert_eq!(&f[34..36], &10003u16.to_be_bytes());
+        // The selftest's probe: start of the last of 1001 elements (1 + 2 * 1000 = 2001 past
+        // 10.0.0.5, port 2002).
+        assert_eq!(&f[30..34], &[10, 0, 7, 214]);
+        assert_eq!(&f[36..38], &2002u16.to_be_bytes());
+    }
+
+    #[test]
+    fn set_is_the_selftests_net_port_case() {
+        let s = set_elements();
+        assert_eq!(s.len(), 1001);
+        assert_eq!(s[0], "10.0.0.6-10.0.0.7 . 2-3");
+        assert_eq!(s[1000], "10.0.7.214-10.0.7.215 . 2002-2003");
+    }
+
+    /// The verdict of wasp's ruleset `r` (with `policy` in place of `policy drop`) for `f`.
+    fn verdict(r: Rules, policy: &str, f: &[u8]) -> wasp_core::FinalVerdict {
+        let text = wasp_ruleset(r, 100, &set_elements()).replace("policy drop", policy);
+        let rs = wasp_ruleset::parse_str(&text, "e2e.nft").expect("parses");
+        let mut e = wasp_core::Engine::compile(&rs).expect("compiles");
+        let pkt = wasp_core::Packet {
+            frame: f,
+            meta: wasp_wire::parse(f),
+            iifname: RX_DEV,
+            mark: 0,
+        };
+        let mut out = vec![wasp_core::Outcome::unseen(0)];
+        e.ingress(RX_DEV, &[pkt], 0, &mut out, None);
+        out[0].verdict
+    }
+
+    #[test]
+    fn wasp_rulesets_classify_the_frames_as_the_kernel_would() {
+        use wasp_core::FinalVerdict::{Accept, Drop};
+        let probe = frame(0);
+        // Past the last element: 10.0.7.216 is in no element's address range.
+        let miss = frame_to(0, [10, 0, 7, 216]);
+        for f in [&probe, &miss] {
+            assert_eq!(verdict(Rules::Base, "policy drop", f), Drop);
+            assert_eq!(verdict(Rules::Base, "policy accept", f), Accept);
+            assert_eq!(verdict(Rules::Linear, "policy accept", f), Drop);
+        }
+        assert_eq!(verdict(Rules::Set, "policy accept", &probe), Drop);
+        assert_eq!(verdict(Rules::Set, "policy accept", &miss), Accept);
+        let set = set_elements();
+        assert_eq!(chain_rules(Rules::Linear, 100, false).len(), 101);
+        assert!(chain_rules(Rules::Base, 100, false).is_empty());
+        assert_eq!(chain_rules(Rules::Base, 100, true), ["counter drop"]);
+        let text = wasp_ruleset(Rules::Linear, 100, &set);
+        assert!(text.contains("ip saddr 198.51.100.1 udp dport 20000 counter drop"));
+        assert!(text.contains("ip saddr 198.51.100.100 udp dport 20099 counter drop"));
+        assert!(kernel_table(&set).contains("10.0.7.214-10.0.7.215 . 2002-2003"));
+    }
+}
