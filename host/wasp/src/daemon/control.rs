@@ -79,7 +79,7 @@ impl Control {
             }
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(ev) => {
-                    if out.event(&format!("{} {}", ev.kind, ev.text)).is_err() {
+                    if out.event(&ev.text).is_err() {
                         return Ok(Json::Null);
                     }
                 }

@@ -13,7 +13,8 @@ const QUEUE: usize = 4096;
 pub struct Event {
     /// What kind (`plugin`, `ruleset`, `flow`).
     pub kind: &'static str,
-    /// The text (`idletimer wlan0 expired`).
+    /// The line `wasp ctl monitor` prints (`idletimer wlan0 expired`, `ruleset generation 2
+    /// applied`, `plugin counter swapped to v2.wasm`).
     pub text: String,
 }
 

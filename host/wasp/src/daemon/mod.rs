@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// (the default then).
     #[arg(long = "tap", value_name = "DEV")]
     pub taps: Vec<String>,
+    /// Wall-clock time a plugin call on the packet path may take before it is interrupted and
+    /// its packets get the fallback, in ms (epoch ticks of 1 ms). Calls that configure run
+    /// under their own 1 s limit.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub plugin_deadline: u64,
     /// Receive path of the AF_PACKET ports.
     #[arg(long, value_enum, default_value = "tpacket")]
     pub rx: RxArg,
@@ -208,8 +213,18 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             clock,
         })
         .collect();
-    let (daemon, bundles) =
-        Daemon::new(ruleset, args.ruleset.clone(), links.clone(), events, clock)?;
+    let host_cfg = wasp_plugin::HostConfig {
+        deadline_ticks: args.plugin_deadline.max(1),
+        ..wasp_plugin::HostConfig::default()
+    };
+    let (daemon, bundles) = Daemon::with_host(
+        ruleset,
+        args.ruleset.clone(),
+        links.clone(),
+        events,
+        clock,
+        host_cfg,
+    )?;
     let daemon = Arc::new(daemon);
     let server = wasp_ctl::server::Server::start(
         wasp_ctl::server::ServerConfig::new(&args.socket),

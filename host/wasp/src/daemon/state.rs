@@ -95,12 +95,10 @@ fn zero_counts(r: &mut Ruleset) {
 }
 
 impl Daemon {
-    /// The state for `ruleset` (generation 1) and the first bundle of each of `workers`
-    /// workers.
+    /// [`Daemon::with_host`] with the default plugin limits.
     ///
     /// # Errors
-    /// [`Error::Ruleset`] for a ruleset that does not compile or whose plugins refuse it,
-    /// [`Error::Plugin`] when the plugin host cannot start.
+    /// As [`Daemon::with_host`].
     pub fn new(
         ruleset: Ruleset,
         ruleset_path: PathBuf,
@@ -108,8 +106,31 @@ impl Daemon {
         events: Arc<EventBus>,
         clock: Clock,
     ) -> Result<(Daemon, Vec<Bundle>), Error> {
-        let host =
-            PluginHost::new(HostConfig::default()).map_err(|e| Error::Plugin(e.to_string()))?;
+        Self::with_host(
+            ruleset,
+            ruleset_path,
+            links,
+            events,
+            clock,
+            HostConfig::default(),
+        )
+    }
+
+    /// The state for `ruleset` (generation 1) and the first bundle of each of `links`'
+    /// workers, with a plugin host of `host`'s limits.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] for a ruleset that does not compile or whose plugins refuse it,
+    /// [`Error::Plugin`] when the plugin host cannot start.
+    pub fn with_host(
+        ruleset: Ruleset,
+        ruleset_path: PathBuf,
+        links: Vec<WorkerLinks>,
+        events: Arc<EventBus>,
+        clock: Clock,
+        host: HostConfig,
+    ) -> Result<(Daemon, Vec<Bundle>), Error> {
+        let host = PluginHost::new(host).map_err(|e| Error::Plugin(e.to_string()))?;
         let engine = Engine::compile(&ruleset)?;
         let d = Daemon {
             current: Mutex::new(Current {
@@ -263,7 +284,7 @@ impl Daemon {
         drop(cur);
         self.events.publish(Event {
             kind: "ruleset",
-            text: format!("new generation {generation}"),
+            text: format!("ruleset generation {generation} applied"),
         });
         Ok(generation)
     }
@@ -328,7 +349,7 @@ impl Daemon {
         drop(cache);
         self.events.publish(Event {
             kind: "plugin",
-            text: format!("{name} loaded from {}", path.display()),
+            text: format!("plugin {name} loaded from {}", path.display()),
         });
         Ok(())
     }
@@ -359,7 +380,7 @@ impl Daemon {
         drop(cur);
         self.events.publish(Event {
             kind: "plugin",
-            text: format!("{name} unloaded"),
+            text: format!("plugin {name} unloaded"),
         });
         Ok(())
     }
@@ -411,7 +432,7 @@ impl Daemon {
         }
         self.events.publish(Event {
             kind: "plugin",
-            text: format!("{name} swapped to {}", path.display()),
+            text: format!("plugin {name} swapped to {}", path.display()),
         });
         Ok(done)
     }
