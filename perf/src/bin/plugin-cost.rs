@@ -7,8 +7,10 @@
 //! call and result cost apart from the guest's own work. For
 //! vector sizes 1, 8, 32, 64 and packet sizes 64 and 1500 bytes: CPU ns per packet (thread
 //! CPU time, median of the rounds), the host's packing of the flat buffer and its checks
-//! included. The geneve match (`opt class 0x0102 type 0x80`, 336-byte window) against the
-//! same parse in native Rust, on Geneve frames where half the packets carry the option. Also
+//! included. The geneve match (`opt class 0x0102 type 0x80`) against the same parse in native
+//! Rust, on Geneve frames where half the packets carry the option: through `plugin.matches`
+//! with its whole 336-byte window (as before `fast-match`), and through `fast-match` with its
+//! 128-byte first window (the default). Also
 //! compile time (wall, median of loads) and instantiate time (CPU, median).
 //!
 //! Usage: `cargo run --release -p wasp-perf --bin plugin-cost [-- --packets N --rounds R]`.
@@ -366,14 +368,18 @@ fn main() {
             Box::new(NativeGeneve),
         )];
         if let Some(g) = &geneve {
+            let clause = ["opt", "class", "0x0102", "type", "0x80"];
+            let mut whole = runtime(&host, g, &clause);
+            whole.set_fast_match(false);
             gcases.push((
-                "wasm geneve match (opt class 0x0102 type 0x80)".into(),
+                "wasm geneve match, whole window (plugin.matches: before)".into(),
                 g.info().window,
-                Box::new(runtime(
-                    &host,
-                    g,
-                    &["opt", "class", "0x0102", "type", "0x80"],
-                )),
+                Box::new(whole),
+            ));
+            gcases.push((
+                "wasm geneve match, first window (fast-match)".into(),
+                g.info().first_window.unwrap_or(g.info().window),
+                Box::new(runtime(&host, g, &clause)),
             ));
         }
         for (name, window, mut ext) in gcases {
