@@ -139,11 +139,8 @@ def vlan(case, vid):
     return eth(INNER_DST, INNER_SRC, 0x8100, struct.pack("!HH", vid, 0x0800) +
                ipv4("10.30.0.1", "10.30.0.2", 17, udp(7000, 7000, b"inner %d" % case)))
 
-# A known issue: AF_PACKET hands a received frame over without its 802.1Q tag (the kernel
-# takes the tag into the packet's metadata before the taps: tp_vlan_tci / PACKET_AUXDATA) and
-# wasp-io does not put it back, so the daemon sees these frames untagged and the policy drops
-# them. `wasp replay` (captures keep their tags) shows the README's result.
-VLAN_ISSUE = "known issue: wasp-io loses received 802.1Q tags (AF_PACKET puts them in tp_vlan_tci)"
+# The kernel takes a received frame's 802.1Q tag into the packet's metadata before AF_PACKET
+# sees it (tp_vlan_tci); wasp-io's TPACKET_V3 path puts it back, so the access cases work live.
 
 # case: (what, frame, expected: "drop" or what the server sees, why[, known issue])
 CASES = {
@@ -165,9 +162,9 @@ CASES = {
     8: ("Geneve header on UDP 6082", underlay(8, geneve(11) + inner(8), dport=6082),
         "drop", "policy: Geneve is UDP 6081 only"),
     9: ("802.1Q VLAN 3 from an access switch", vlan(9, 3),
-        "geneve to 192.0.2.2 vni 5002 opt 0102:80:00000001 inner frame 9", "access 18: VLAN 3 -> VNI 5002, to 192.0.2.2", VLAN_ISSUE),
+        "geneve to 192.0.2.2 vni 5002 opt 0102:80:00000001 inner frame 9", "access 18: VLAN 3 -> VNI 5002, to 192.0.2.2"),
     10: ("802.1Q VLAN 25 from an access switch", vlan(10, 25),
-         "geneve to 192.0.2.2 vni 7025 opt 0102:80:00000001 inner frame 10", "access 18: VLAN 25 -> VNI 7025", VLAN_ISSUE),
+         "geneve to 192.0.2.2 vni 7025 opt 0102:80:00000001 inner frame 10", "access 18: VLAN 25 -> VNI 7025"),
     11: ("802.1Q VLAN 11 (not mapped)", vlan(11, 11),
          "drop", "ingress 10: an unmapped VLAN"),
     12: ("untagged IPv4 UDP", inner(12),
