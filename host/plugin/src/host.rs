@@ -175,13 +175,23 @@ impl PluginHost {
                 });
             }
         }
+        // With WASI linked, no trap stubs: `define_unknown_imports_as_traps` looks names up
+        // exactly, so it would shadow WASI 0.2.12's definitions with traps for a guest that
+        // imports 0.2.9 (semver-compatible for instantiation). A WASI import that wasmtime-wasi
+        // lacks then fails the load by name.
         #[cfg(feature = "wasi")]
-        if !wasi_imports.is_empty() {
+        let traps = wasi_imports.is_empty();
+        #[cfg(not(feature = "wasi"))]
+        let traps = true;
+        #[cfg(feature = "wasi")]
+        if !traps {
             crate::wasi::add_to_linker(&mut linker).map_err(world)?;
         }
-        linker
-            .define_unknown_imports_as_traps(&component)
-            .map_err(world)?;
+        if traps {
+            linker
+                .define_unknown_imports_as_traps(&component)
+                .map_err(world)?;
+        }
         let pre = linker.instantiate_pre(&component).map_err(world)?;
         let indices = WaspPluginIndices::new(&pre).map_err(world)?;
         // The optional `fast-match` export (world `wasp-plugin-fast`).
