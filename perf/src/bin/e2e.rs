@@ -45,8 +45,10 @@
 //! baseline of the same round), which cancels load that changes between rounds.
 //!
 //! `cargo run --release -p wasp-perf --bin e2e -- [--packets N] [--runs R] [--workers 1,2]
-//! [--rx tpacket|multishot] [--rules 100]` (needs root). CI smoke mode (a few seconds):
-//! `--packets 20000 --runs 1`.
+//! [--rx tpacket|multishot] [--rules 100] [--poll-min M]` (needs root). CI smoke mode (a few
+//! seconds): `--packets 20000 --runs 1`. `--poll-min 1` is a diagnostic: the workers' `poll`
+//! asks `wasp-io` for at least 1 frame instead of `MAX_VECTOR` (through a `Ports` wrapper), which
+//! avoids the TPACKET_V3 wait that stalls the daemon's workers (see perf/RESULTS.md).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -57,7 +59,7 @@ use clap::Parser;
 use wasp::daemon::events::EventBus;
 use wasp::daemon::live::IoPorts;
 use wasp::daemon::mailbox::Mailbox;
-use wasp::daemon::ports::Ports;
+use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::WorkerStats;
 use wasp::daemon::worker::{Clock, POLL_TIMEOUT, Worker, WorkerLinks};
@@ -101,6 +103,10 @@ struct Args {
     /// Linear rules before the final one.
     #[arg(long, default_value_t = 100)]
     rules: usize,
+    /// Diagnostic: the `min` the workers' `poll` passes to `wasp-io` (default: the worker's
+    /// own, `MAX_VECTOR`), through a `Ports` wrapper.
+    #[arg(long)]
+    poll_min: Option<usize>,
 }
 
 type Res<T> = Result<T, String>;
@@ -206,6 +212,9 @@ fn run(args: &Args) -> Res<()> {
         args.rules,
         set.len()
     );
+    if let Some(m) = args.poll_min {
+        println!("diagnostic: the workers' poll waits for {m} frames, not MAX_VECTOR");
+    }
     println!("load average at start: {}", load());
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); variants.len()];
     let mut n = 0;
@@ -591,6 +600,7 @@ fn measure_rx(
 
     // (ring drops, packets classified by wasp) per thread.
     type Joined = Res<(u64, u64)>;
+    let poll_min = args.poll_min;
     let mut threads: Vec<std::thread::JoinHandle<Joined>> = Vec::with_capacity(workers);
     for (i, g) in groups.into_iter().enumerate() {
         let (shared, slot) = (shared.clone(), slots[i].clone());
@@ -614,7 +624,10 @@ fn measure_rx(
                     .name(format!("wasp-worker-{i}"))
                     .spawn(move || -> Joined {
                         let stats = link.stats.clone();
-                        let ports = IoPorts::new(Box::new(g));
+                        let ports = MinPorts {
+                            inner: IoPorts::new(Box::new(g)),
+                            min: poll_min,
+                        };
                         let mut w = Worker::new(i, ports, bundle, Forwarder::new(None), link);
                         let r = rx_loop(&shared, &slot, || w.step(POLL_TIMEOUT));
                         let dropped: u64 = w.ports().counts().iter().map(|c| c.rx_dropped).sum();
@@ -663,6 +676,37 @@ fn measure_rx(
         }
     }
     Ok(sample)
+}
+
+/// The worker's ports with `poll`'s `min` replaced when `min` is set (`--poll-min`).
+struct MinPorts {
+    inner: IoPorts,
+    min: Option<usize>,
+}
+
+impl Ports for MinPorts {
+    fn names(&self) -> Vec<String> {
+        self.inner.names()
+    }
+
+    fn poll(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
+    ) -> Result<usize, String> {
+        self.inner
+            .poll(self.min.unwrap_or(min), max, timeout, on_rx)
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.inner.flush()
+    }
+
+    fn counts(&self) -> Vec<PortCounts> {
+        self.inner.counts()
+    }
 }
 
 /// The packets counted by each `counter` of the chain, in rule order.
