@@ -353,7 +353,6 @@ fn failing_batches_change_nothing_and_name_file_line_col() {
 }
 
 #[test]
-#[ignore = "bug: an element request's `elements` text is pasted into a batch, so a newline in it runs any command (here: deletes the rule that drops TCP 22)"]
 fn element_request_cannot_smuggle_other_commands() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");
@@ -371,7 +370,6 @@ fn element_request_cannot_smuggle_other_commands() {
 }
 
 #[test]
-#[ignore = "bug: get element with text after the braces panics in the daemon (element.rs index out of bounds), answered as `internal error`"]
 fn get_element_with_trailing_text_is_a_located_error() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");
@@ -389,7 +387,6 @@ fn get_element_with_trailing_text_is_a_located_error() {
 }
 
 #[test]
-#[ignore = "bug: monitor prints `ruleset new generation N`, not the changes as nft monitor does (`add element netdev gw blk { 10.80.0.0/16 }`)"]
 fn monitor_prints_changes_as_nft_monitor() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");
@@ -421,7 +418,6 @@ fn monitor_prints_changes_as_nft_monitor() {
 }
 
 #[test]
-#[ignore = "bug: reset counters answers {\"ok\":null} with no text; PROTOCOL.md and nft list the reset counters with their values before the reset"]
 fn reset_counters_lists_values_before_reset() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use wasp_ctl::proto::{self, ElementOp, PluginOp, Reply, Request, ResetRequest};
+use wasp_ctl::proto::{self, ElementOp, ElementRequest, PluginOp, Reply, Request, ResetRequest};
 use wasp_ctl::server::{Handler, ReplySink, ReplySinkExt};
 
 use super::state::Daemon;
@@ -36,6 +36,33 @@ impl Control {
         let keep = !text.contains("flush ruleset");
         let generation = self.daemon.replace(new, keep).map_err(|e| e.to_string())?;
         Ok(serde_json::json!({ "generation": generation }))
+    }
+
+    /// Tell `wasp ctl monitor` what a successful change did, as `nft monitor` prints it: the
+    /// commands of a batch line by line (`add element netdev t s { 10.0.0.1 }`); for a whole
+    /// ruleset file, `ruleset NAME applied`.
+    fn announce(&self, text: &str, name: &str) {
+        const VERBS: [&str; 7] = [
+            "add ", "create ", "delete ", "destroy ", "flush ", "insert ", "replace ",
+        ];
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        if !lines.is_empty() && lines.iter().all(|l| VERBS.iter().any(|v| l.starts_with(v))) {
+            for l in lines {
+                self.daemon.events.publish(super::events::Event {
+                    kind: "ruleset",
+                    text: l.to_string(),
+                });
+            }
+        } else {
+            self.daemon.events.publish(super::events::Event {
+                kind: "ruleset",
+                text: format!("ruleset {name} applied"),
+            });
+        }
     }
 
     fn stats(&self) -> Result<Json, String> {
@@ -116,14 +143,83 @@ impl Control {
     }
 }
 
+/// `true` for a table or set name nft would take as an identifier (letters, digits, `_`, `.`,
+/// `-`, `/`, starting with a letter or `_`, as nft's scanner reads identifiers).
+fn identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-' | '/'))
+}
+
+/// Check an element request before its text becomes a command: one `{ ... }` block of
+/// elements (no other braces, no `;`, newline or comment that could end the command and start
+/// another), identifiers for the table and set, a family nft knows.
+///
+/// # Errors
+/// What is wrong, for the error reply.
+fn check_element(e: &ElementRequest) -> Result<(), String> {
+    if let Some(f) = &e.family
+        && !matches!(
+            f.as_str(),
+            "ip" | "ip6" | "inet" | "arp" | "bridge" | "netdev"
+        )
+    {
+        return Err(format!(
+            "unknown family `{f}` (ip, ip6, inet, arp, bridge or netdev)"
+        ));
+    }
+    for (what, name) in [("table", &e.table), ("set", &e.set)] {
+        if !identifier(name) {
+            return Err(format!("`{name}` is not a {what} name"));
+        }
+    }
+    let t = e.elements.trim();
+    let inner = t
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .ok_or_else(|| format!("expected elements in braces, `{{ ... }}`, found `{t}`"))?;
+    if let Some(c) = inner
+        .chars()
+        .find(|c| matches!(c, '{' | '}' | ';' | '\n' | '\r' | '#'))
+    {
+        return Err(format!(
+            "unexpected `{}` in the elements: one `{{ ... }}` block of elements, nothing else",
+            c.escape_default()
+        ));
+    }
+    Ok(())
+}
+
 impl Handler for Control {
     fn handle(&self, req: Request, out: &mut dyn ReplySink) -> Result<Json, String> {
+        if let Request::Element(e) = &req {
+            check_element(e)?;
+        }
         match &req {
-            Request::Apply { text, name } => return self.apply(text, name),
+            Request::Apply { text, name } => {
+                let r = self.apply(text, name)?;
+                self.announce(text, name);
+                return Ok(r);
+            }
             Request::Element(e) if e.op != ElementOp::Get => {
-                return self.apply(&e.command_text(), "<element>");
+                let cmd = e.command_text();
+                let r = self.apply(&cmd, "<element>")?;
+                self.announce(&cmd, "<element>");
+                return Ok(r);
             }
             Request::Reset(ResetRequest::Counters { .. }) => {
+                // What is reset, with the values it had, then zeroed: wasp's `reset counters`
+                // zeroes every counter (rules', named objects', elements'), so it lists the
+                // ruleset as `nft reset rules` and `nft reset counters` together would.
+                let (ruleset, _) = self.daemon.ruleset().map_err(|e| e.to_string())?;
+                let list = Request::List(proto::ListRequest {
+                    what: proto::ListWhat::Ruleset,
+                    ..proto::ListRequest::default()
+                });
+                if let Some(Err(e)) = wasp_ctl::readonly::answer(&ruleset, &list, out) {
+                    return Err(e);
+                }
                 self.daemon.reset_counters().map_err(|e| e.to_string())?;
                 return Ok(Json::Null);
             }

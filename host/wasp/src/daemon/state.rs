@@ -240,7 +240,8 @@ impl Daemon {
     /// applied): every worker's engine and plugins are built first; if any of that fails the
     /// running configuration stays as it was. `keep_counts` carries the running counts into
     /// rules, named counters and elements that `new` still has (a batch), instead of the
-    /// counts `new` declares (a fresh ruleset file). Returns the new generation.
+    /// counts `new` declares (a fresh ruleset file). Returns the new generation. (The caller
+    /// tells `wasp ctl monitor` what changed: it has the commands.)
     ///
     /// # Errors
     /// [`Error::Ruleset`] at the place in `new` that cannot run; [`Error::Daemon`] when a
@@ -282,10 +283,6 @@ impl Daemon {
             engine,
         };
         drop(cur);
-        self.events.publish(Event {
-            kind: "ruleset",
-            text: format!("ruleset generation {generation} applied"),
-        });
         Ok(generation)
     }
 
