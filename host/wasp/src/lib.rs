@@ -1,4 +1,5 @@
-//! The `wasp` command as a library: `wasp check` and `wasp replay`, kept here so that tests
+//! The `wasp` command as a library: `wasp check`, `wasp replay`, `wasp run` and `wasp ctl`,
+//! kept here so that tests
 //! (and the conformance harness and benchmarks) can call them; `main.rs` only parses the command
 //! line and maps errors to exit codes.
 //!
@@ -10,6 +11,8 @@
 //! - [`plugins`]: the ruleset's plugins in a replay (loading, configuration, `--swap`).
 //! - [`hooks`]: the base chains `wasp replay` does not run (it runs netdev ingress only).
 //! - [`verdicts`], [`trace`], [`summary`]: the output formats.
+//! - [`daemon`]: `wasp run`, the live daemon (workers over wasp-io ports, the control side).
+//! - [`ctl`]: `wasp ctl`, the control socket's command line.
 #![forbid(unsafe_code)]
 
 pub mod capture;

@@ -6,7 +6,9 @@
 //! - [`worker`]: one worker's loop (receive, classify, send) and its context.
 //! - [`state`]: the control side: the running ruleset, changes, counters summed over workers.
 //! - [`mailbox`]: jobs the control side runs on workers at their vector boundaries.
-//! - [`ports`]: the worker's view of its ports (the seam to `wasp-io`).
+//! - [`ports`]: the worker's view of its ports (the seam to `wasp-io`), [`live`]: that view
+//!   over wasp-io's AF_PACKET and TAP groups.
+//! - [`control`]: the answers on the control socket (`wasp ctl`).
 //! - [`stats`], [`events`]: worker counts, and events for `wasp ctl monitor`.
 
 pub mod control;
