@@ -104,7 +104,7 @@ struct Args {
     #[arg(long, default_value_t = 100)]
     rules: usize,
     /// Diagnostic: the `min` the workers' `poll` passes to `wasp-io` (default: the worker's
-    /// own, `MAX_VECTOR`), through a `Ports` wrapper.
+    /// own, `MAX_VECTOR`), through a `Ports` wrapper; the floor loop's too (default 64).
     #[arg(long)]
     poll_min: Option<usize>,
 }
@@ -149,6 +149,8 @@ struct Sample {
     kernel_drops: u64,
     /// ksoftirqd CPU ns per packet over the run.
     softirqd_ns: f64,
+    /// wasp: packets per vector the workers classified over the run (warm-up included).
+    vector: f64,
 }
 
 fn main() {
@@ -244,14 +246,15 @@ fn run(args: &Args) -> Res<()> {
             };
             println!(
                 "round {round} {:<22} {:.3} Mpps, rx {:.0} ns/pkt, tx {:.0} ns/pkt, drops {} \
-                 (kernel {}), ksoftirqd {:.0} ns/pkt",
+                 (kernel {}), ksoftirqd {:.0} ns/pkt, {:.1} packets per vector",
                 label(variants[v], args.rules),
                 s.mpps,
                 s.rx_ns,
                 s.tx_ns,
                 s.drops,
                 s.kernel_drops,
-                s.softirqd_ns
+                s.softirqd_ns,
+                s.vector
             );
             samples[v].push(s);
         }
@@ -460,6 +463,7 @@ fn measure_kernel(
         drops: want - last,
         kernel_drops: 0,
         softirqd_ns: k1.saturating_sub(k0) as f64 / p,
+        vector: 0.0,
     })
 }
 
@@ -598,9 +602,10 @@ fn measure_rx(
         bundles = b.into_iter().map(Some).collect();
     }
 
-    // (ring drops, packets classified by wasp) per thread.
-    type Joined = Res<(u64, u64)>;
+    // (ring drops, packets classified by wasp, vectors) per thread.
+    type Joined = Res<(u64, u64, u64)>;
     let poll_min = args.poll_min;
+    let floor_min = poll_min.unwrap_or(64);
     let mut threads: Vec<std::thread::JoinHandle<Joined>> = Vec::with_capacity(workers);
     for (i, g) in groups.into_iter().enumerate() {
         let (shared, slot) = (shared.clone(), slots[i].clone());
@@ -611,11 +616,11 @@ fn measure_rx(
                     let mut g = g;
                     let wait = Duration::from_millis(2);
                     let r = rx_loop(&shared, &slot, || {
-                        g.poll(64, 256, wait, &mut |_| {})
+                        g.poll(floor_min, 256, wait, &mut |_| {})
                             .map_err(|e| e.to_string())
                     });
                     let st = g.stats()[0];
-                    r.map(|()| (st.rx_dropped, 0))
+                    r.map(|()| (st.rx_dropped, 0, 0))
                 }),
             Some(_) => {
                 let bundle = bundles[i].take().ok_or("no bundle")?;
@@ -631,7 +636,8 @@ fn measure_rx(
                         let mut w = Worker::new(i, ports, bundle, Forwarder::new(None), link);
                         let r = rx_loop(&shared, &slot, || w.step(POLL_TIMEOUT));
                         let dropped: u64 = w.ports().counts().iter().map(|c| c.rx_dropped).sum();
-                        r.map(|()| (dropped, stats.snapshot().packets))
+                        let snap = stats.snapshot();
+                        r.map(|()| (dropped, snap.packets, snap.vectors))
                     })
             }
         }
@@ -648,13 +654,16 @@ fn measure_rx(
     shared.stop.store(true, Ordering::Release);
     let mut kernel_drops = 0;
     let mut classified = 0;
+    let mut vectors = 0;
     for t in threads {
-        let (k, c) = t.join().map_err(|_| "receiving thread panicked")??;
+        let (k, c, v) = t.join().map_err(|_| "receiving thread panicked")??;
         kernel_drops += k;
         classified += c;
+        vectors += v;
     }
     let mut sample = result?;
     sample.kernel_drops = kernel_drops;
+    sample.vector = classified as f64 / vectors.max(1) as f64;
     if let (Some(counts), Some(r)) = (counts, rules) {
         // Every packet wasp classified reached the final rule; the linear rules counted none.
         let received = total(&slots);
@@ -808,6 +817,7 @@ fn drive(
         drops: packets.saturating_sub(received),
         kernel_drops: 0,
         softirqd_ns: k1.saturating_sub(k0) as f64 / packets as f64,
+        vector: 0.0,
     })
 }
 
