@@ -35,6 +35,11 @@ impl Mailbox {
         self.pending.store(true, Ordering::Release);
     }
 
+    /// `true` when a job is waiting (one relaxed load).
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
     /// Run every queued job on `ctx` (the worker calls this between vectors).
     pub fn serve(&self, ctx: &mut WorkerCtx) {
         if !self.pending.load(Ordering::Relaxed) || !self.pending.swap(false, Ordering::Acquire) {

@@ -174,6 +174,10 @@ impl<P: Ports> Worker<P> {
     }
 
     fn serve_jobs(&mut self) {
+        if !self.mailbox.pending() {
+            return;
+        }
+        // Port counts cost a syscall per port (PACKET_STATISTICS): read them only for jobs.
         self.ctx.port_counts = self.ports.counts();
         let before = self.ctx.generation;
         self.mailbox.serve(&mut self.ctx);
@@ -207,7 +211,10 @@ impl<P: Ports> Worker<P> {
             ..
         } = self;
         let mut err = None;
-        let n = ports.poll(MAX_VECTOR, MAX_VECTOR, timeout, &mut |frames, tx| {
+        // Wait for one frame, take up to a vector: waiting for a whole vector stalls when a
+        // TPACKET_V3 block holds fewer frames and the kernel, its ring full, retires no block
+        // to wake us (measured by perf's e2e: 93 % dropped with min = MAX_VECTOR).
+        let n = ports.poll(1, MAX_VECTOR, timeout, &mut |frames, tx| {
             let now = clock.now_ns();
             let mut bufs = Bufs { out, idx, sends };
             if let Err(e) = process(ctx, frames, tx, now, stats, &mut bufs) {
