@@ -5,7 +5,10 @@
 //! - [`traffic`]: deterministic Ethernet frames from a seed (VLAN stacks, IPv4/IPv6 with
 //!   extension headers, TCP/UDP/ICMP/ICMPv6, ARP, malformed frames), written as pcap; also the
 //!   capture of `samples/firewall` (`wasp-traffic office`).
-#![forbid(unsafe_code)]
+//! - [`sys`]: the system calls of the veth benchmarks (root check, thread CPU time, a
+//!   `sendmmsg` sender); the only module here with `unsafe`.
+#![deny(unsafe_code)]
 
 pub mod acl;
+pub mod sys;
 pub mod traffic;
