@@ -204,3 +204,98 @@ pub trait CounterSource {
     /// element's expiry is the engine's and does not change).
     fn reset(&mut self, site: u32);
 }
+
+/// `data` with `edits` applied in order (an edit that does not fit what the frame has become is
+/// skipped: the plugin host refuses out-of-range edits before they get here).
+pub fn apply_edits<'e>(data: &[u8], edits: impl IntoIterator<Item = &'e ExtEdit>) -> Vec<u8> {
+    let mut f = data.to_vec();
+    for e in edits {
+        match e {
+            ExtEdit::Set { offset, data } => {
+                let o = *offset as usize;
+                if let Some(dst) = f.get_mut(o..o.saturating_add(data.len())) {
+                    dst.copy_from_slice(data);
+                }
+            }
+            ExtEdit::Insert { offset, data } => {
+                let o = *offset as usize;
+                if o <= f.len() {
+                    f.splice(o..o, data.iter().copied());
+                }
+            }
+            ExtEdit::Remove { offset, count } => {
+                let (o, n) = (*offset as usize, *count as usize);
+                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
+                    f.drain(o..o + n);
+                }
+            }
+        }
+    }
+    f
+}
+
+/// The frames of a call as plugin statements edited them: for each of `frames` (in call
+/// order), `Some(edited copy)` when [`crate::Engine::edits`] holds edits for it, else `None`.
+/// `edits` is `(packet index, edit)` in the order they were made.
+pub fn edited_frames<'f>(
+    frames: impl IntoIterator<Item = &'f [u8]>,
+    edits: &[(usize, ExtEdit)],
+) -> Vec<Option<Vec<u8>>> {
+    frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut mine = edits
+                .iter()
+                .filter(|(p, _)| *p == i)
+                .map(|(_, e)| e)
+                .peekable();
+            mine.peek().is_some().then(|| apply_edits(f, mine))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod edit_tests {
+    use super::*;
+
+    #[test]
+    fn edits_apply_in_order_per_packet() {
+        let edits = vec![
+            (
+                1,
+                ExtEdit::Set {
+                    offset: 0,
+                    data: vec![9],
+                },
+            ),
+            (
+                1,
+                ExtEdit::Insert {
+                    offset: 1,
+                    data: vec![7, 7],
+                },
+            ),
+            (
+                1,
+                ExtEdit::Remove {
+                    offset: 4,
+                    count: 1,
+                },
+            ),
+            // Out of range: skipped.
+            (
+                1,
+                ExtEdit::Set {
+                    offset: 10,
+                    data: vec![1],
+                },
+            ),
+        ];
+        let frames: [&[u8]; 2] = [&[1, 2, 3], &[1, 2, 3]];
+        assert_eq!(
+            edited_frames(frames, &edits),
+            vec![None, Some(vec![9, 7, 7, 2])]
+        );
+    }
+}

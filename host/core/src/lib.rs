@@ -46,5 +46,5 @@ pub use engine::{
 };
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict,
-    Extensions, Fallback,
+    Extensions, Fallback, apply_edits, edited_frames,
 };

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use wasp_core::engine::MAX_VECTOR;
 use wasp_core::forward::{Fate, Forwarder, Gateway, Send, SendKind};
-use wasp_core::{Engine, ExtEdit, Extensions, FinalVerdict, Outcome, Packet, TraceSink};
+use wasp_core::{Engine, Extensions, FinalVerdict, Outcome, Packet, TraceSink};
 use wasp_ruleset::model::Hook;
 
 use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
@@ -333,35 +333,6 @@ struct Run<'o> {
     sends: Vec<Send>,
 }
 
-/// `data` with `edits` applied in order (an edit that does not fit what the frame has become
-/// is skipped: the plugin host refuses out-of-range edits before they get here).
-fn edited(data: &[u8], edits: &[ExtEdit]) -> Vec<u8> {
-    let mut f = data.to_vec();
-    for e in edits {
-        match e {
-            ExtEdit::Set { offset, data } => {
-                let o = *offset as usize;
-                if let Some(dst) = f.get_mut(o..o.saturating_add(data.len())) {
-                    dst.copy_from_slice(data);
-                }
-            }
-            ExtEdit::Insert { offset, data } => {
-                let o = *offset as usize;
-                if o <= f.len() {
-                    f.splice(o..o, data.iter().copied());
-                }
-            }
-            ExtEdit::Remove { offset, count } => {
-                let (o, n) = (*offset as usize, *count as usize);
-                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
-                    f.drain(o..o + n);
-                }
-            }
-        }
-    }
-    f
-}
-
 impl Run<'_> {
     /// Classify one vector of frames from one input and record every result.
     fn vector(&mut self, frames: &[Frame<'_>], input: &mut InputSummary) -> Result<(), Error> {
@@ -410,15 +381,10 @@ impl Run<'_> {
             }
             None => self.engine.ingress(dev, &packets, now, &mut out, sink),
         }
-        // Edits by packet (in the order they were made); owned, as the engine runs again
-        // (egress hooks) before they are all applied.
-        let mut edits: Vec<Vec<ExtEdit>> = Vec::new();
-        for (i, e) in self.engine.edits() {
-            if edits.len() <= *i {
-                edits.resize_with(i + 1, Vec::new);
-            }
-            edits[*i].push(e.clone());
-        }
+        // The frames as plugin statements edited them (made now: the engine runs again, at
+        // the egress hooks, before they are written).
+        let mut edited =
+            wasp_core::edited_frames(packets.iter().map(|p| p.frame), self.engine.edits());
         let events = match self.trace {
             Some(_) => self.collector.take_by_packet(packets.len()),
             None => Vec::new(),
@@ -455,10 +421,7 @@ impl Run<'_> {
                     *self.decisions.entry(key).or_default() += 1;
                 }
             }
-            let data = edits
-                .get(i)
-                .filter(|e| !e.is_empty())
-                .map(|e| edited(frame.data, e));
+            let data = edited.get_mut(i).and_then(Option::take);
             let f = match &data {
                 Some(data) => {
                     let grown = data.len() as i64 - frame.data.len() as i64;

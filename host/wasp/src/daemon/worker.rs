@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasp_core::forward::{Fate, Forwarder, Send};
-use wasp_core::{Engine, ExtEdit, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
+use wasp_core::{Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
 use wasp_plugin::Runtime;
 
 use super::events::{Event, EventBus};
@@ -258,35 +258,6 @@ struct Bufs<'a> {
     sends: &'a mut Vec<Send>,
 }
 
-/// `data` with a plugin statement's edits applied in order (an edit out of range is skipped:
-/// the plugin host has already checked them against the frame).
-pub fn apply_edits(data: &[u8], edits: &[ExtEdit]) -> Vec<u8> {
-    let mut f = data.to_vec();
-    for e in edits {
-        match e {
-            ExtEdit::Set { offset, data } => {
-                let o = *offset as usize;
-                if let Some(dst) = o.checked_add(data.len()).and_then(|end| f.get_mut(o..end)) {
-                    dst.copy_from_slice(data);
-                }
-            }
-            ExtEdit::Insert { offset, data } => {
-                let o = *offset as usize;
-                if o <= f.len() {
-                    f.splice(o..o, data.iter().copied());
-                }
-            }
-            ExtEdit::Remove { offset, count } => {
-                let (o, n) = (*offset as usize, *count as usize);
-                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
-                    f.drain(o..o + n);
-                }
-            }
-        }
-    }
-    f
-}
-
 /// Classify one batch of frames (possibly from several ports): each input device's frames
 /// run as one vector through its ingress hook; then each packet takes the way out
 /// ([`Forwarder::after_ingress`]: `dup` copies, `fwd`, the gateway, egress hooks) and what
@@ -341,29 +312,19 @@ fn process(
             .filter(|p| p.meta.malformed.is_some())
             .count();
         WorkerStats::add(&stats.malformed, malformed as u64);
-        // Plugin statements' edits, by packet (taken before the way out runs the egress hooks,
-        // which make edits of their own).
-        let mut edits: Vec<Vec<ExtEdit>> = Vec::new();
-        for (i, e) in ctx.engine.edits() {
-            if edits.len() <= *i {
-                edits.resize_with(i + 1, Vec::new);
-            }
-            edits[*i].push(e.clone());
-        }
+        // The frames as plugin statements edited them (made before the way out runs the
+        // egress hooks, which make edits of their own).
+        let edited = wasp_core::edited_frames(packets.iter().map(|p| p.frame), ctx.engine.edits());
         let (mut accepted, mut local, mut verdict_drops) = (0u64, 0u64, 0u64);
         for (k, pkt) in packets.iter().enumerate() {
             let o = out[k];
             if o.verdict == FinalVerdict::Accept {
                 accepted += 1;
             }
-            let owned;
-            let frame = match edits.get(k).filter(|e| !e.is_empty()) {
-                Some(e) => {
-                    owned = apply_edits(pkt.frame, e);
-                    &owned[..]
-                }
-                None => pkt.frame,
-            };
+            let frame = edited
+                .get(k)
+                .and_then(Option::as_deref)
+                .unwrap_or(pkt.frame);
             let ext = ctx.runtime.as_mut().map(|r| r as &mut dyn Extensions);
             match ctx
                 .forwarder
