@@ -24,6 +24,22 @@ pub struct Span {
     pub len: u32,
 }
 
+impl Span {
+    /// The span from the start of `self` to the end of `end`, when both sit on one line of one
+    /// file and `end` does not start before `self`; otherwise `self` unchanged (a construct
+    /// continued on the next line, e.g. after `\\`, is pointed at by its first token).
+    pub fn through(self, end: Span) -> Span {
+        if end.file == self.file && end.line == self.line && end.col >= self.col {
+            Span {
+                len: (end.col + end.len - self.col).max(self.len),
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+}
+
 /// One source file that contributed to a ruleset (the main file and each `include`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {

@@ -180,3 +180,42 @@ proptest! {
         }
     }
 }
+
+/// Constructs continued on the next line (`\` newline) or priorities past i32: inputs that
+/// once panicked (an expression's span joined across lines subtracted columns of two lines;
+/// `priority raw - 2147483647` overflowed), each now parsed or refused at a place.
+#[test]
+fn found_by_the_soups() {
+    let chain = |body: &str| {
+        format!(
+            "table netdev t {{\n\tchain c {{\n\t\ttype filter hook ingress device \"lan0\" priority 0;\n\t\t{body}\n\t}}\n}}\n"
+        )
+    };
+    for body in [
+        "log tcp \\\n x",
+        "meta mark & \\\n 0xff == 1",
+        "tcp dport . \\\n udp sport { 1 . 2 }",
+        "tcp \\\n dport 22 accept",
+    ] {
+        parse_never_panics(&chain(body));
+    }
+    // nft computes priorities in 32 bits and wraps (checked against nft 1.0.6 + Linux 6.18).
+    let prio = |p: &str| {
+        format!(
+            "table inet t {{\n\tchain c {{\n\t\ttype filter hook input priority {p};\n\t}}\n}}\n"
+        )
+    };
+    for (p, want) in [
+        ("raw - 2147483647", "priority 2147483349;"),
+        ("filter + 2147483647", "priority 2147483647;"),
+        ("raw -2147483647", "priority 2147483349;"),
+    ] {
+        let r = wasp_ruleset::parse_str(&prio(p), "p.nft").unwrap();
+        let text = wasp_ruleset::print_ruleset(&r, false);
+        assert!(text.contains(want), "{p}: {text}");
+    }
+    // A field on the next line is still the same expression (nft joins `\` newline).
+    let r = wasp_ruleset::parse_str(&chain("tcp \\\n dport 22 accept"), "c.nft").unwrap();
+    let text = wasp_ruleset::print_ruleset(&r, false);
+    assert!(text.contains("tcp dport 22 accept"), "{text}");
+}

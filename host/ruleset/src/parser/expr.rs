@@ -70,10 +70,7 @@ impl Parser<'_> {
             Some(Tok::Word(f)) => f,
             _ => String::new(),
         };
-        let whole = Span {
-            len: fspan.col + fspan.len - span.col,
-            ..span
-        };
+        let whole = span.through(fspan);
         let d = ctx.vlan_depth;
         use PayloadField as P;
         let (payload, l3, l4): (
@@ -242,7 +239,7 @@ impl Parser<'_> {
             self.advance();
             let dtype = e.dtype();
             let (value, vspan) = self.const_or(dtype)?;
-            span.len = vspan.col + vspan.len - span.col;
+            span = span.through(vspan);
             e = Expr::Binop {
                 expr: Box::new(e),
                 op,
@@ -267,14 +264,7 @@ impl Parser<'_> {
         if paren {
             end = self.expect_punct(")")?;
         }
-        let span = if end.line == start.line {
-            Span {
-                len: end.col + end.len - start.col,
-                ..start
-            }
-        } else {
-            start
-        };
+        let span = start.through(end);
         Ok((v, span))
     }
 
@@ -287,9 +277,7 @@ impl Parser<'_> {
         let mut parts = vec![first];
         while self.eat_punct(".")? {
             let (e, s) = self.binop_expr(ctx)?;
-            if s.line == span.line {
-                span.len = s.col + s.len - span.col;
-            }
+            span = span.through(s);
             parts.push(e);
         }
         Ok((Expr::Concat(parts), span))

@@ -114,14 +114,7 @@ impl Parser<'_> {
 
     /// The span from `start` to the end of `last` (on one line; else `start`'s own).
     fn stmt_span(&self, start: Span, last: Span) -> Span {
-        if last.line == start.line && last.col >= start.col {
-            Span {
-                len: last.col + last.len - start.col,
-                ..start
-            }
-        } else {
-            start
-        }
+        start.through(last)
     }
 }
 

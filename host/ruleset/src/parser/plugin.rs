@@ -88,11 +88,7 @@ impl Parser<'_> {
     pub(super) fn plugin_decl(&mut self, ti: usize, span: Span) -> PResult<()> {
         let (name, nspan) = self.name("a plugin name")?;
         let whole = Span {
-            len: if nspan.line == span.line {
-                nspan.col + nspan.len - span.col
-            } else {
-                span.len
-            },
+            len: span.through(nspan).len,
             ..span
         };
         if reserved(&name) {
@@ -238,11 +234,7 @@ impl Parser<'_> {
             args.push(text);
             last = t.span;
         }
-        let len = if last.line == span.line {
-            last.col + last.len - span.col
-        } else {
-            span.len
-        };
+        let len = span.through(last).len;
         Ok(Stmt::Plugin(PluginUse {
             name,
             args,

@@ -84,9 +84,9 @@ impl Parser<'_> {
                         let (name, rspan) = self.name("a counter name")?;
                         let whole = Span {
                             len: if rspan.line == sspan.line {
-                                rspan.col + rspan.len - sspan.col
+                                sspan.through(rspan).len
                             } else {
-                                nspan.col + nspan.len - sspan.col
+                                sspan.through(nspan).len
                             },
                             ..sspan
                         };
@@ -242,7 +242,7 @@ impl Parser<'_> {
             };
             let span = Span {
                 len: if vspan.line == start.line {
-                    vspan.col + vspan.len - start.col
+                    start.through(vspan).len
                 } else {
                     lspan.len
                 },

@@ -252,11 +252,7 @@ impl Parser<'_> {
     fn counter_obj(&mut self, span: Span) -> PResult<CounterObj> {
         let (name, nspan) = self.name("a counter name")?;
         let whole = Span {
-            len: if nspan.line == span.line {
-                nspan.col + nspan.len - span.col
-            } else {
-                span.len
-            },
+            len: span.through(nspan).len,
             ..span
         };
         let open = self.expect_punct("{")?;
@@ -465,15 +461,21 @@ impl Parser<'_> {
                 return self.expected("a number");
             };
             self.advance();
-            value = if p == "+" { base + off } else { base - off };
-            len = nspan.col + nspan.len - span.col;
+            // nft computes in 32 bits and wraps: `raw - 2147483647` lists as 2147483349.
+            let sum = if p == "+" {
+                base.wrapping_add(off)
+            } else {
+                base.wrapping_sub(off)
+            };
+            value = sum;
+            len = span.through(nspan).len;
             let _ = sign_span;
         } else if let Some(Tok::Word(n)) = self.peek_tok()?
             && n.starts_with('-')
             && let Some(off) = num(&n)
         {
             self.advance();
-            value = base + off;
+            value = base.wrapping_add(off);
         }
         if !std_prio_ok(base, family, hook) {
             return Err(self.st.error(

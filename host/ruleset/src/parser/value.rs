@@ -8,14 +8,7 @@ use crate::lexer::{Tok, Token};
 use crate::model::{DataType, ElemData, KeyPart, SetElem, Span, Value, Verdict};
 
 fn join(a: Span, b: Span) -> Span {
-    if a.line == b.line && a.file == b.file && b.col >= a.col {
-        Span {
-            len: b.col + b.len - a.col,
-            ..a
-        }
-    } else {
-        a
-    }
+    a.through(b)
 }
 
 /// Keep the first `bits` bits of `bytes` (big-endian), clearing the rest.
