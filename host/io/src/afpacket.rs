@@ -19,6 +19,11 @@ use crate::uring::{RxPath, UringPorts};
 /// passes the same `group_id`). Receive is multishot `recv` into a registered provided-buffer
 /// ring or a `TPACKET_V3` ring ([`RingConfig::rx_mode`]); sends are `IORING_OP_SEND`s of
 /// recycled send buffers, submitted in one batch per [`PortGroup::flush`].
+///
+/// Frames a local stack sent with a partial checksum (`TP_STATUS_CSUMNOTREADY`, as veth
+/// delivers them) get their TCP/UDP checksum completed before they are handed over, so the
+/// ruleset sees, and a forwarded copy carries, the checksum the receiver checks
+/// ([`PortStats::csum_completed`]).
 pub struct AfPacketGroup {
     inner: UringPorts<<RealSys as Sys>::Ring>,
     mode: RxMode,
@@ -167,6 +172,7 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
                 frames: cfg.tx_buffers,
                 frame_bytes: cfg.tx_buffer_bytes,
             }),
+            auxdata: !tp,
         };
         let port = sys
             .packet_socket(&spec)
@@ -179,6 +185,9 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
         // Frames arrive in the mmap rings: the provided-buffer ring is not used.
         spec.rx_buffers = 1;
         spec.rx_buffer_bytes = 64;
+    } else {
+        // Each buffer starts with the recvmsg header and the PACKET_AUXDATA message.
+        spec.rx_buffer_bytes += crate::recvmsg::HEAD as u32;
     }
     if cfg.tx_mode == TxMode::Ring {
         // Frames leave from the sockets' TX rings: no shared send buffers.

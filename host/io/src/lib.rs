@@ -20,10 +20,12 @@
 mod sys;
 
 mod afpacket;
+mod csum;
 mod error;
 mod netns;
 mod pcap;
 mod port;
+mod recvmsg;
 mod tap;
 mod tpacket;
 mod uring;

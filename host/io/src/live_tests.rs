@@ -186,7 +186,12 @@ fn receive_case(mode: RxMode, txm: TxMode) {
     rx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
     send_all(&mut tx, &frames);
     let got = recv_n(&mut [&mut rx], frames.len()).remove(0);
-    assert_eq!(got.len(), frames.len(), "{mode:?}: every frame, once");
+    assert_eq!(
+        got.len(),
+        frames.len(),
+        "{mode:?}: every frame, once: {:?}",
+        rx.stats()
+    );
     assert!(got == frames, "{mode:?}: same bytes, same order");
     let st = rx.stats()[0];
     assert_eq!(st.rx_packets, 1000);
@@ -430,8 +435,17 @@ fn tagged(tpid: u16, tci: u16, f: &[u8]) -> Vec<u8> {
 
 #[test]
 fn live_tpacket_v3_gives_back_the_vlan_tag_the_kernel_took() {
+    vlan_case(RxMode::TpacketV3);
+}
+
+#[test]
+fn live_multishot_gives_back_the_vlan_tag_the_kernel_took() {
+    vlan_case(RxMode::Multishot);
+}
+
+fn vlan_case(mode: RxMode) {
     let Some(t) = Topo::new() else { return };
-    let mut rx = open(&t.b, "v1", None, RxMode::TpacketV3);
+    let mut rx = open(&t.b, "v1", None, mode);
     let mut tx = open(&t.a, "v0", None, RxMode::Multishot);
     rx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
     let frames = vec![
@@ -445,5 +459,116 @@ fn live_tpacket_v3_gives_back_the_vlan_tag_the_kernel_took() {
         got == frames,
         "tags as sent: {:02x?}",
         got.iter().map(|f| &f[12..18]).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn live_multishot_completes_partial_checksums() {
+    partial_case(RxMode::Multishot);
+}
+
+#[test]
+fn live_tpacket_v3_completes_partial_checksums() {
+    partial_case(RxMode::TpacketV3);
+}
+
+/// The stack of namespace a sends UDP and a TCP SYN through v0 (veth: checksum offload on, so
+/// the frames are CHECKSUM_PARTIAL); the group on v1 hands them over with complete checksums.
+fn partial_case(mode: RxMode) {
+    let Some(t) = Topo::new() else { return };
+    ip(&["-n", &t.a, "addr", "add", "10.66.0.1/24", "dev", "v0"]).expect("addr");
+    ip(&[
+        "-n",
+        &t.a,
+        "neigh",
+        "add",
+        "10.66.0.2",
+        "lladdr",
+        "02:00:00:00:00:02",
+        "dev",
+        "v0",
+    ])
+    .expect("neigh");
+    let mut rx = open(&t.b, "v1", None, mode);
+    rx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    let script = "import socket\n\
+        s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+        for i in range(5): s.sendto(b'partial %d' % i,('10.66.0.2',9000))\n\
+        s=socket.socket(); s.setblocking(False)\n\
+        try: s.connect(('10.66.0.2',80))\n\
+        except BlockingIOError: pass\n";
+    let out = Command::new("ip")
+        .args(["netns", "exec", &t.a, "python3", "-c", script])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = recv_n(&mut [&mut rx], 6).remove(0);
+    let l4: Vec<&Vec<u8>> = got
+        .iter()
+        .filter(|f| f.len() > 23 && f[12..14] == [8, 0] && matches!(f[23], 6 | 17))
+        .collect();
+    assert_eq!(l4.len(), 6, "5 datagrams and a SYN: {}", got.len());
+    for f in &l4 {
+        assert!(
+            crate::csum::tests::verify(f),
+            "checksum completed: {f:02x?}"
+        );
+    }
+    let st = rx.stats()[0];
+    assert_eq!(
+        (st.csum_completed, st.csum_partial_left),
+        (6, 0),
+        "{mode:?}: each was partial (veth's offload) and completed"
+    );
+}
+
+#[test]
+fn live_tap_queues_one_per_group_and_single_queue_devices_say_so() {
+    let Some(t) = Topo::new() else { return };
+    // A device wasp creates is multi-queue: every group gets a queue.
+    let groups: Vec<TapGroup> = (0..2)
+        .map(|_| {
+            in_netns(&t.b, || TapGroup::open(&["wiotapm"], RingConfig::default()))
+                .unwrap()
+                .expect("queue")
+        })
+        .collect();
+    assert!(groups.iter().all(TapGroup::multi_queue));
+    let flags = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &t.b,
+            "cat",
+            "/sys/class/net/wiotapm/tun_flags",
+        ])
+        .output()
+        .expect("tun_flags");
+    let flags = u32::from_str_radix(
+        String::from_utf8_lossy(&flags.stdout)
+            .trim()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .expect("hex flags");
+    assert_ne!(flags & 0x0100, 0, "IFF_MULTI_QUEUE");
+    // One made without multi_queue: one group, and the second is told why not.
+    ip(&["-n", &t.b, "tuntap", "add", "dev", "wiotaps", "mode", "tap"]).expect("tuntap");
+    let one = in_netns(&t.b, || TapGroup::open(&["wiotaps"], RingConfig::default()))
+        .unwrap()
+        .expect("its one queue");
+    assert!(!one.multi_queue());
+    let e = in_netns(&t.b, || TapGroup::open(&["wiotaps"], RingConfig::default()))
+        .unwrap()
+        .err()
+        .expect("a second queue");
+    assert!(
+        e.to_string()
+            .starts_with("wiotaps: TAP open (TUNSETIFF): the device has one queue"),
+        "{e}"
     );
 }

@@ -50,6 +50,24 @@ pub struct PortStats {
     pub rearms: u64,
     /// Receive completions with an error other than `ENOBUFS`.
     pub rx_errors: u64,
+    /// Frames the kernel handed over with a partial TCP/UDP checksum
+    /// (`TP_STATUS_CSUMNOTREADY`: sent by a local stack through a device with checksum
+    /// offload, e.g. veth) whose checksum this port completed before handing them over.
+    pub csum_completed: u64,
+    /// Frames flagged partial whose checksum could not be completed (not TCP/UDP over IPv4 or
+    /// IPv6 as far as the outermost headers tell, or cut short by the buffer): handed over as
+    /// they came; a receiver of a copy would see a bad checksum.
+    pub csum_partial_left: u64,
+    /// How full the receive ring was at the last poll, in percent (0..=100), measured after
+    /// the wait and before frames were handed over:
+    /// - `TPACKET_V3`: the port's ring blocks the kernel had handed to user space and not got
+    ///   back (ready or being read), over its blocks;
+    /// - multishot `recvmsg` (AF_PACKET) and `READ` (TAP): the group's provided buffers holding
+    ///   this port's received frames not yet handed over, over the group's buffers (the
+    ///   buffers are shared: the ports' values add up to the group's occupancy; 100 means
+    ///   the ring ran dry and the receive ends with `ENOBUFS`);
+    /// - capture ports: 0 (not applicable).
+    pub ring_occupancy_pct: u32,
 }
 
 impl PortStats {
@@ -64,6 +82,10 @@ impl PortStats {
         self.tx_errors += other.tx_errors;
         self.rearms += other.rearms;
         self.rx_errors += other.rx_errors;
+        self.csum_completed += other.csum_completed;
+        self.csum_partial_left += other.csum_partial_left;
+        // Rings are not summed: the fullest one tells.
+        self.ring_occupancy_pct = self.ring_occupancy_pct.max(other.ring_occupancy_pct);
     }
 }
 
@@ -114,11 +136,12 @@ pub trait PortGroup: Send {
 /// block that is not full reaches us after [`TpacketConfig::retire_ms`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RxMode {
-    /// Multishot `recv` per socket, buffers from a registered provided-buffer ring (one
-    /// completion per frame, one copy by the kernel into our buffer, in our thread).
-    ///
-    /// A VLAN tag the kernel took out of a received frame is NOT put back on this path (it
-    /// would need `PACKET_AUXDATA`, which `recv` does not return): VLAN rules need TPACKET_V3.
+    /// Multishot `recvmsg` per socket, buffers from a registered provided-buffer ring (one
+    /// completion per frame, one copy by the kernel into our buffer, in our thread). Each
+    /// buffer starts with the `recvmsg` header and a `PACKET_AUXDATA` control message
+    /// (`recvmsg::HEAD` bytes, added to [`RingConfig::rx_buffer_bytes`]), which tells a
+    /// partial checksum and a VLAN tag the kernel took out of the frame: both are handled as
+    /// on the `TPACKET_V3` path.
     Multishot,
     /// A `TPACKET_V3` mmap ring per socket (the kernel copies frames into blocks, in its receive
     /// path, and we read them in place), its readiness waited for with io_uring `POLL_ADD`.
@@ -126,7 +149,8 @@ pub enum RxMode {
     /// port (the first port rotating from poll to poll), not interleaved by arrival time.
     /// A VLAN tag the kernel took out of a frame (`TP_STATUS_VLAN_VALID`) is put back after
     /// the MAC addresses, so rules see the frame as it was on the wire (such frames are copied
-    /// once).
+    /// once). A frame flagged `TP_STATUS_CSUMNOTREADY` gets its TCP/UDP checksum completed in
+    /// place (see [`PortStats::csum_completed`]).
     #[default]
     TpacketV3,
 }
@@ -187,7 +211,8 @@ pub struct RingConfig {
     pub tx_mode: TxMode,
     /// Provided receive buffers shared by the group's ports (a power of two, at most 32768).
     pub rx_buffers: u32,
-    /// Bytes per receive buffer (frames longer than this are truncated by the kernel).
+    /// Bytes of frame per receive buffer (frames longer than this are truncated by the
+    /// kernel; AF_PACKET multishot buffers are `recvmsg::HEAD` bytes longer).
     pub rx_buffer_bytes: u32,
     /// Send buffers (at most this many frames queued or in flight at once).
     pub tx_buffers: u32,

@@ -62,6 +62,11 @@ pub(crate) struct FakeSys {
     pub devs: Vec<FakeDev>,
     /// errno for `packet_socket` / `tap_open`.
     pub open_errno: Option<i32>,
+    /// TAP devices that exist without `IFF_MULTI_QUEUE` (as `tun_set_iff` treats them: a
+    /// multi-queue open fails with EINVAL, a second single-queue open with EBUSY).
+    pub single_queue_taps: Vec<String>,
+    /// Queues opened per TAP device name.
+    pub tap_queues: std::cell::RefCell<Vec<(String, bool)>>,
 }
 
 impl FakeSys {
@@ -77,7 +82,7 @@ impl FakeSys {
                     mtu: 1500,
                 })
                 .collect(),
-            open_errno: None,
+            ..FakeSys::default()
         }
     }
 
@@ -124,10 +129,24 @@ impl Sys for FakeSys {
             tx_ring: spec.tx_ring.map(|t| (t.frames, t.frame_bytes)),
         })
     }
-    fn tap_open(&self, name: &str) -> io::Result<(FakePort, String)> {
+    fn tap_open(&self, name: &str, multi_queue: bool) -> io::Result<(FakePort, String)> {
         if let Some(e) = self.open_errno {
             return Err(io::Error::from_raw_os_error(e));
         }
+        let mut q = self.tap_queues.borrow_mut();
+        let existing = q.iter().find(|(n, _)| n == name).map(|(_, mq)| *mq);
+        let single = self.single_queue_taps.iter().any(|n| n == name);
+        let dev_mq = existing.or(if single { Some(false) } else { None });
+        match dev_mq {
+            Some(mq) if mq != multi_queue => {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            Some(false) if existing.is_some() => {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+            _ => {}
+        }
+        q.push((name.to_string(), multi_queue));
         Ok((
             FakePort {
                 ifindex: 0,
@@ -156,6 +175,10 @@ impl Sys for FakeSys {
 pub(crate) struct FakeRing {
     /// Per port: frames the "kernel" delivers to an armed receive, in order.
     pub incoming: Vec<VecDeque<Vec<u8>>>,
+    /// Per port: the `tp_status` of the next incoming frames (one per frame, taken with it;
+    /// `TP_STATUS_USER` alone when empty), reported in the TPACKET_V3 header or the
+    /// `PACKET_AUXDATA` of a `recvmsg`.
+    pub status: Vec<VecDeque<u32>>,
     /// Per port: frames sent (bytes of the send buffer at submission).
     pub sent: Vec<Vec<Vec<u8>>>,
     /// Result of every send, when set (e.g. `-ENETDOWN`); otherwise the length.
@@ -188,6 +211,7 @@ impl FakeRing {
         let n = spec.rx_buffers as usize;
         FakeRing {
             incoming: vec![VecDeque::new(); nports],
+            status: vec![VecDeque::new(); nports],
             sent: vec![Vec::new(); nports],
             tx_res: None,
             batches: Vec::new(),
@@ -273,6 +297,7 @@ impl FakeRing {
                     break;
                 }
                 let f = self.incoming[p].pop_front().expect("front");
+                let status = self.status[p].pop_front().unwrap_or(1);
                 if let Some(h) = last_hdr {
                     let h: usize = h;
                     b[h..h + 4].copy_from_slice(&((off - h) as u32).to_ne_bytes());
@@ -280,6 +305,7 @@ impl FakeRing {
                 b[off..off + 4].copy_from_slice(&0u32.to_ne_bytes());
                 b[off + 12..off + 16].copy_from_slice(&(f.len() as u32).to_ne_bytes());
                 b[off + 16..off + 20].copy_from_slice(&(f.len() as u32).to_ne_bytes());
+                b[off + 20..off + 24].copy_from_slice(&status.to_ne_bytes());
                 b[off + 24..off + 26].copy_from_slice(&(PKT_MAC as u16).to_ne_bytes());
                 b[off + PKT_MAC..off + PKT_MAC + f.len()].copy_from_slice(&f);
                 last_hdr = Some(off);
@@ -385,9 +411,16 @@ impl FakeRing {
                     continue;
                 };
                 let f = self.incoming[p].pop_front().expect("non-empty");
+                let status = self.status[p].pop_front().unwrap_or(1);
                 let b = &mut self.bufs[bid as usize];
-                let n = f.len().min(b.len());
-                b[..n].copy_from_slice(&f[..n]);
+                let n = if op == Op::Recv {
+                    // recvmsg with PACKET_AUXDATA: header, control, frame.
+                    crate::recvmsg::lay_out(b, &f, status, 0, 0)
+                } else {
+                    let n = f.len().min(b.len());
+                    b[..n].copy_from_slice(&f[..n]);
+                    n
+                };
                 self.cq.push_back(Cqe {
                     sqe,
                     res: n as i32,
@@ -455,6 +488,14 @@ impl Ring for FakeRing {
         &self.bufs[bid as usize]
     }
 
+    fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8] {
+        assert!(
+            self.held[bid as usize],
+            "buffer {bid} written while not held"
+        );
+        &mut self.bufs[bid as usize]
+    }
+
     fn rx_provide(&mut self, bid: u16) {
         assert!(self.held[bid as usize], "buffer {bid} provided twice");
         self.held[bid as usize] = false;
@@ -483,6 +524,17 @@ impl Ring for FakeRing {
         let b = blk as usize;
         t.held[b] = t.user[b];
         t.held[b]
+    }
+    fn tp_user(&self, port: u32, blk: u32) -> bool {
+        self.tp[port as usize]
+            .as_ref()
+            .expect("TPACKET_V3 port")
+            .user[blk as usize]
+    }
+    fn tp_block_mut(&mut self, port: u32, blk: u32) -> &mut [u8] {
+        let t = self.tp[port as usize].as_mut().expect("TPACKET_V3 port");
+        assert!(t.held[blk as usize], "block {blk} written while not held");
+        &mut t.blocks[blk as usize]
     }
     fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
         let t = self.tp[port as usize].as_ref().expect("TPACKET_V3 port");

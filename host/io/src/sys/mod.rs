@@ -23,7 +23,8 @@ pub(crate) use real::{RealSys, enter_netns};
 /// An operation on one port of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// Multishot `recv` on the port's socket, buffers from the group's buffer ring.
+    /// Multishot `recvmsg` on the port's socket (with `PACKET_AUXDATA`), buffers from the
+    /// group's buffer ring, laid out as `crate::recvmsg` reads them.
     Recv,
     /// Multishot `read` on the port's file (TAP), buffers from the group's buffer ring.
     Read,
@@ -76,6 +77,8 @@ pub(crate) struct SocketSpec {
     pub tpacket: Option<TpacketConfig>,
     /// A `PACKET_TX_RING` to set up and map.
     pub tx_ring: Option<TxRingSpec>,
+    /// `PACKET_AUXDATA`: each `recvmsg` carries a `struct tpacket_auxdata`.
+    pub auxdata: bool,
 }
 
 /// Size of a `PACKET_TX_RING`.
@@ -124,9 +127,12 @@ pub(crate) trait Sys {
     /// An AF_PACKET `SOCK_RAW` socket for every protocol (`ETH_P_ALL`), bound to the device,
     /// ignoring outgoing frames; on failure, the step that failed.
     fn packet_socket(&self, spec: &SocketSpec) -> Result<Self::Port, (&'static str, io::Error)>;
-    /// Opens (creating it when missing) the TAP device `name` (`IFF_TAP | IFF_NO_PI`); returns
-    /// the port and the device's name.
-    fn tap_open(&self, name: &str) -> io::Result<(Self::Port, String)>;
+    /// Opens (creating it when missing) a queue of the TAP device `name` (`IFF_TAP |
+    /// IFF_NO_PI`, and `IFF_MULTI_QUEUE` when `multi_queue`); returns the port and the
+    /// device's name. The kernel's errors (`tun_set_iff`): `EINVAL` when the device exists with
+    /// the other `IFF_MULTI_QUEUE` setting or is not a TAP device, `EBUSY` when a
+    /// single-queue device is already attached.
+    fn tap_open(&self, name: &str, multi_queue: bool) -> io::Result<(Self::Port, String)>;
     /// An io_uring (`SINGLE_ISSUER | DEFER_TASKRUN`, enabled on first use) driving `ports`
     /// (indexed by position), with its receive buffer ring and send buffers.
     fn ring(&self, spec: &RingSpec, ports: Vec<Self::Port>) -> io::Result<Self::Ring>;
@@ -148,6 +154,8 @@ pub(crate) trait Ring {
     fn rx_count(&self) -> u32;
     /// Held receive buffer `bid` (the first bytes are what the completion reported).
     fn rx_buf(&self, bid: u16) -> &[u8];
+    /// Held receive buffer `bid`, to write (e.g. complete a checksum in place).
+    fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8];
     /// Returns held receive buffer `bid` to the kernel.
     fn rx_provide(&mut self, bid: u16);
     /// Send buffers.
@@ -158,8 +166,12 @@ pub(crate) trait Ring {
     fn tp_blocks(&self, port: u32) -> u32;
     /// Whether the kernel has handed block `blk` of `port` to us (it is then held).
     fn tp_take(&mut self, port: u32, blk: u32) -> bool;
+    /// Whether the kernel has handed block `blk` of `port` to us, without taking it.
+    fn tp_user(&self, port: u32, blk: u32) -> bool;
     /// Held block `blk` of `port`.
     fn tp_block(&self, port: u32, blk: u32) -> &[u8];
+    /// Held block `blk` of `port`, to write (e.g. complete a checksum in place).
+    fn tp_block_mut(&mut self, port: u32, blk: u32) -> &mut [u8];
     /// Hands held block `blk` back to the kernel.
     fn tp_release(&mut self, port: u32, blk: u32);
     /// Frames the kernel dropped on `port` since it was opened (`PACKET_STATISTICS`).

@@ -21,6 +21,9 @@ const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_AUXDATA: libc::c_int = 8;
+/// `IFF_MULTI_QUEUE` (<linux/if_tun.h>).
+const IFF_MULTI_QUEUE: libc::c_int = 0x0100;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
@@ -332,6 +335,10 @@ impl Sys for RealSys {
             &1 as &libc::c_int,
         )
         .map_err(|e| ("PACKET_IGNORE_OUTGOING", e))?;
+        if spec.auxdata {
+            setsockopt(raw, libc::SOL_PACKET, PACKET_AUXDATA, &1 as &libc::c_int)
+                .map_err(|e| ("PACKET_AUXDATA", e))?;
+        }
         if spec.rcvbuf > 0 {
             setsockopt(
                 raw,
@@ -369,9 +376,10 @@ impl Sys for RealSys {
         })
     }
 
-    fn tap_open(&self, name: &str) -> io::Result<(RealPort, String)> {
+    fn tap_open(&self, name: &str, multi_queue: bool) -> io::Result<(RealPort, String)> {
         let mut ifr = ifreq(name)?;
-        ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+        let mq = if multi_queue { IFF_MULTI_QUEUE } else { 0 };
+        ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI | mq) as libc::c_short;
         // SAFETY: open(2) with a constant NUL-terminated path; the result is checked.
         let raw =
             cvt(unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
@@ -478,6 +486,23 @@ const K_TX: u64 = 3;
 const K_POLL: u64 = 4;
 const K_CANCEL: u64 = 5;
 
+/// The `msghdr` of every multishot `recvmsg`: no name, `recvmsg::CONTROL_LEN` control bytes
+/// reserved per buffer (the kernel reads the lengths when it prepares the request).
+struct MsgHdr(Box<libc::msghdr>);
+
+// SAFETY: the msghdr holds only null pointers and lengths, never dereferenced by us; the box
+// moves with the ring.
+unsafe impl Send for MsgHdr {}
+
+impl MsgHdr {
+    fn new() -> MsgHdr {
+        // SAFETY: msghdr is plain old data; all-zero (null pointers, zero lengths) is valid.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_controllen = crate::recvmsg::CONTROL_LEN as _;
+        MsgHdr(Box::new(m))
+    }
+}
+
 /// An io_uring with its provided-buffer ring, receive buffers and send buffers.
 ///
 /// Field order is drop order: the ring (after [`Drop`] made it quiescent), the ports' files,
@@ -501,6 +526,8 @@ pub(crate) struct RealRing {
     inflight: u64,
     enabled: bool,
     drops: Vec<Cell<u64>>,
+    /// Read by the kernel when a multishot `recvmsg` is prepared.
+    msghdr: MsgHdr,
 }
 
 impl RealRing {
@@ -544,6 +571,7 @@ impl RealRing {
             inflight: 0,
             enabled: false,
             drops: (0..nports).map(|_| Cell::new(0)).collect(),
+            msghdr: MsgHdr::new(),
         };
         for bid in 0..n {
             r.rx_provide(bid as u16);
@@ -592,9 +620,12 @@ impl Ring for RealRing {
     fn push(&mut self, sqe: Sqe) -> bool {
         let p = u64::from(sqe.port) << 32;
         let entry = match sqe.op {
-            Op::Recv => opcode::RecvMulti::new(self.fd(sqe.port), BGID)
-                .build()
-                .user_data(K_RECV << 56 | p),
+            Op::Recv => {
+                let msg: *const libc::msghdr = &*self.msghdr.0;
+                opcode::RecvMsgMulti::new(self.fd(sqe.port), msg, BGID)
+                    .build()
+                    .user_data(K_RECV << 56 | p)
+            }
             Op::Read => opcode::ReadMulti::new(self.fd(sqe.port), 0, BGID)
                 .build()
                 .user_data(K_READ << 56 | p),
@@ -621,7 +652,8 @@ impl Ring for RealRing {
                 .build()
                 .user_data(K_CANCEL << 56),
         };
-        // SAFETY: every buffer the entry points at outlives the request: send buffers stay
+        // SAFETY: every buffer the entry points at outlives the request: the msghdr lives as
+        // long as the ring (boxed, never moved), send buffers stay
         // mapped (and are not handed out, `tx_busy`) until their completion is popped, receive
         // buffers belong to the registered ring, and `Drop` waits for every request to end
         // before unmapping anything.
@@ -732,6 +764,20 @@ impl Ring for RealRing {
         }
     }
 
+    fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8] {
+        assert!(
+            self.rx_held[bid as usize],
+            "receive buffer {bid} is not held"
+        );
+        // SAFETY: as `rx_buf`; `&mut self` makes the slice exclusive.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.rx_mem.ptr.add(bid as usize * self.rx_bytes),
+                self.rx_bytes,
+            )
+        }
+    }
+
     fn rx_provide(&mut self, bid: u16) {
         let h = &mut self.rx_held[bid as usize];
         assert!(*h, "receive buffer {bid} provided twice");
@@ -787,6 +833,26 @@ impl Ring for RealRing {
             t.held[b] = user;
         }
         user
+    }
+
+    fn tp_user(&self, port: u32, blk: u32) -> bool {
+        let (map, t) = self.tp(port);
+        let b = blk as usize;
+        t.held[b]
+            || shared_u32(map, b * t.block_bytes + BLOCK_STATUS_OFF).load(Ordering::Acquire)
+                & TP_STATUS_USER
+                != 0
+    }
+
+    fn tp_block_mut(&mut self, port: u32, blk: u32) -> &mut [u8] {
+        let (map, t) = self.tp(port);
+        assert!(t.held[blk as usize], "tpacket block {blk} is not held");
+        assert!((blk as usize + 1) * t.block_bytes <= map.len);
+        // SAFETY: as `tp_block`: the block is ours until `tp_release`; `&mut self` makes the
+        // slice exclusive (the mapping is writable, MAP_SHARED).
+        unsafe {
+            std::slice::from_raw_parts_mut(map.ptr.add(blk as usize * t.block_bytes), t.block_bytes)
+        }
     }
 
     fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
