@@ -110,9 +110,6 @@ fn topology(n: u32) -> Topo {
     for (n, d) in [(&c, "c0"), (&w, "w0"), (&w, "w1"), (&s, "s0")] {
         ok(&["ip", "-n", n, "link", "set", d, "up"]);
     }
-    for (n, d) in [(&c, "c0"), (&s, "s0")] {
-        ok(&["ip", "netns", "exec", n, "ethtool", "-K", d, "tx", "off"]);
-    }
     let rules = t._dir.path().join("rules.nft");
     std::fs::write(&rules, RULESET).expect("write ruleset");
     let daemon = Command::new("ip")

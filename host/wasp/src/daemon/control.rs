@@ -80,7 +80,7 @@ impl Control {
                     tx_bytes: c.tx_bytes,
                     rx_dropped: c.rx_dropped,
                     tx_dropped: c.tx_dropped,
-                    ring_occupancy_pct: 0,
+                    ring_occupancy_pct: c.ring_occupancy_pct,
                 })
                 .collect(),
             workers: per
@@ -239,5 +239,108 @@ impl Handler for Control {
                 Err("request not handled".to_string())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod stats_tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use wasp_core::forward::Forwarder;
+
+    use super::*;
+    use crate::daemon::events::EventBus;
+    use crate::daemon::mailbox::Mailbox;
+    use crate::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
+    use crate::daemon::stats::WorkerStats;
+    use crate::daemon::worker::{Clock, Worker, WorkerLinks};
+
+    /// Ports that receive nothing and report fixed counts (as a port group's after a poll).
+    struct Fixed(PortCounts);
+
+    impl Ports for Fixed {
+        fn names(&self) -> Vec<String> {
+            vec!["w0".into()]
+        }
+        fn poll(
+            &mut self,
+            _min: usize,
+            _max: usize,
+            timeout: Duration,
+            _on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
+        ) -> Result<usize, String> {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            Ok(0)
+        }
+        fn flush(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+        fn counts(&self) -> Vec<PortCounts> {
+            vec![self.0]
+        }
+    }
+
+    #[test]
+    fn stats_report_each_workers_ring_occupancy() {
+        let text = "table netdev t {\n chain c {\n  type filter hook ingress device \"w0\" priority 0; policy accept;\n }\n}\n";
+        let ruleset = wasp_ruleset::parse_str(text, "t.nft").expect("ruleset");
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(EventBus::default());
+        let clock = Clock::new();
+        let links: Vec<WorkerLinks> = (0..2)
+            .map(|_| WorkerLinks {
+                mailbox: Arc::new(Mailbox::default()),
+                stats: Arc::new(WorkerStats::default()),
+                events: events.clone(),
+                stop: stop.clone(),
+                clock,
+            })
+            .collect();
+        let (daemon, bundles) =
+            Daemon::new(ruleset, "t.nft".into(), links.clone(), events, clock).expect("daemon");
+        let threads: Vec<_> = bundles
+            .into_iter()
+            .zip(links)
+            .enumerate()
+            .map(|(i, (b, l))| {
+                // Worker 0's ring 3 of 8 blocks full (37 %), worker 1's empty.
+                let ports = Fixed(PortCounts {
+                    rx_packets: 10 + i as u64,
+                    ring_occupancy_pct: if i == 0 { 37 } else { 0 },
+                    ..PortCounts::default()
+                });
+                std::thread::spawn(move || {
+                    Worker::new(i, ports, b, Forwarder::new(None), l)
+                        .run()
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        let control = Control::new(Arc::new(daemon));
+        let s = control.stats().expect("stats");
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().expect("worker").expect("worker loop");
+        }
+        let ports = s["ports"].as_array().expect("ports");
+        let by_name = |n: &str| {
+            ports
+                .iter()
+                .find(|p| p["name"] == n)
+                .unwrap_or_else(|| panic!("{n} in {s}"))
+        };
+        assert_eq!(by_name("w0@0")["ring_occupancy_pct"], 37);
+        assert_eq!(by_name("w0@0")["rx_packets"], 10);
+        assert_eq!(by_name("w0@1")["ring_occupancy_pct"], 0);
+        // The text `wasp ctl stats` prints from it: the ring% column.
+        let stats: proto::Stats = serde_json::from_value(s.clone()).expect("proto stats");
+        let text = crate::ctl::stats_text(&stats);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("w0@0"))
+            .expect("w0@0 line");
+        assert!(text.lines().next().unwrap().ends_with("ring%"), "{text}");
+        assert!(line.ends_with(" 37"), "{line}");
     }
 }

@@ -1,5 +1,5 @@
 //! The worker's [`Ports`] over `wasp-io` port groups: the AF_PACKET group of the devices the
-//! worker shares with the others (fanout), and for worker 0 also a TAP group (`--tap`).
+//! worker shares with the others (fanout), and a TAP group of its own queues (`--tap`).
 //!
 //! `wasp-io` hands received frames to a callback that cannot queue sends on the same group
 //! (the callback runs while the group is borrowed), so frames to send are staged in one arena
@@ -184,6 +184,9 @@ impl Ports for IoPorts {
                 tx_bytes: s.tx_bytes,
                 rx_dropped: s.rx_dropped,
                 tx_dropped: s.tx_dropped + s.tx_errors,
+                csum_completed: s.csum_completed,
+                csum_partial_left: s.csum_partial_left,
+                ring_occupancy_pct: s.ring_occupancy_pct,
             })
             .collect()
     }

@@ -61,10 +61,12 @@ pub struct RunArgs {
     /// Open this device too (repeat), besides those the ruleset's base chains name.
     #[arg(long = "device", value_name = "DEV")]
     pub devices: Vec<String>,
-    /// Open this device as a TAP device (created when missing; bring it up with `ip link`),
-    /// through io_uring reads and writes, instead of an AF_PACKET socket. Repeat for several.
-    /// TAP devices have one queue, served by one worker: with `--tap`, `--workers` must be 1
-    /// (the default then).
+    /// Open this device as a TAP device (created when missing, multi-queue; bring it up with
+    /// `ip link`), through io_uring reads and writes, instead of an AF_PACKET socket. Repeat
+    /// for several. Each worker opens its own queue of each TAP device (`IFF_MULTI_QUEUE`; the
+    /// kernel spreads the flows it sends into the device over the queues). An existing device
+    /// created without `multi_queue` has one queue: served by one worker (the default
+    /// `--workers` becomes 1; more is refused, naming the device).
     #[arg(long = "tap", value_name = "DEV")]
     pub taps: Vec<String>,
     /// Wall-clock time a plugin call on the packet path may take before it is interrupted and
@@ -145,15 +147,9 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             args.ruleset.display()
         )));
     }
-    let workers = match (args.workers, args.taps.is_empty()) {
-        (0, true) => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        (0, false) | (1, _) => 1,
-        (n, true) => n,
-        (n, false) => {
-            return Err(Error::Usage(format!(
-                "--workers {n} with --tap: a TAP device has one queue, served by one worker; use --workers 1"
-            )));
-        }
+    let mut workers = match args.workers {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        n => n,
     };
     // Every --tap device is a TAP device; the others are AF_PACKET ports.
     let mut taps: Vec<String> = Vec::new();
@@ -177,7 +173,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         mode: FanoutMode::Hash,
     };
     let mut groups: Vec<live::IoPorts> = Vec::with_capacity(workers);
-    for _ in 0..workers {
+    while groups.len() < workers {
         let mut parts: Vec<Box<dyn PortGroup>> = Vec::new();
         if !packet_devs.is_empty() {
             let g = AfPacketGroup::open(&packet_devs, fanout, cfg)
@@ -185,8 +181,17 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             parts.push(Box::new(g));
         }
         if !taps.is_empty() {
+            // One queue of each TAP device per worker; a second worker on a single-queue
+            // device gets wasp-io's error naming the device and the cause.
             let g = TapGroup::open(&taps, cfg)
                 .map_err(|e| Error::Daemon(format!("cannot open the TAP devices: {e}")))?;
+            if groups.is_empty() && !g.multi_queue() && args.workers == 0 && workers > 1 {
+                tracing::info!(
+                    taps = ?taps,
+                    "a TAP device has one queue (created without multi_queue): one worker"
+                );
+                workers = 1;
+            }
             parts.push(Box::new(g));
         }
         groups.push(live::IoPorts::joined(parts));

@@ -28,6 +28,18 @@ pub struct PortCounts {
     pub rx_dropped: u64,
     /// Frames that could not be sent (no send buffer free, send error, device down).
     pub tx_dropped: u64,
+    /// Frames received with a partial TCP/UDP checksum (sent by a local stack through a device
+    /// with checksum offload, e.g. veth) whose checksum the port completed before the ruleset
+    /// saw them (`wasp_io::PortStats::csum_completed`).
+    pub csum_completed: u64,
+    /// Frames received with a partial checksum the port could not complete
+    /// (`wasp_io::PortStats::csum_partial_left`).
+    pub csum_partial_left: u64,
+    /// How full the receive ring was at the worker's last poll, in percent
+    /// (`wasp_io::PortStats::ring_occupancy_pct`: TPACKET_V3 blocks handed to user space and not
+    /// yet returned; multishot and TAP, buffers of the provided-buffer ring holding the
+    /// port's frames; 0 for captures).
+    pub ring_occupancy_pct: u32,
 }
 
 /// A worker's ports: every device it serves, waited on together.
