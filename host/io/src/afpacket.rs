@@ -16,7 +16,7 @@ use crate::uring::{RxPath, UringPorts};
 /// (`PACKET_IGNORE_OUTGOING`, so our own sends never come back as receives) and, with a
 /// [`FanoutSpec`], joins `PACKET_FANOUT` group `group_id + ifindex` (wrapping; the kernel ties a
 /// fanout group to one device, so each device gets its own id, the same in every worker that
-/// passes the same `group_id`). Receive is multishot `recv` into a registered provided-buffer
+/// passes the same `group_id`). Receive is multishot `recvmsg` into a registered provided-buffer
 /// ring or a `TPACKET_V3` ring ([`RingConfig::rx_mode`]); sends are `IORING_OP_SEND`s of
 /// recycled send buffers, submitted in one batch per [`PortGroup::flush`].
 ///

@@ -7,7 +7,7 @@
 //!
 //! - [`AfPacketGroup`]: AF_PACKET `SOCK_RAW`/`ETH_P_ALL` sockets bound per device, joined to a
 //!   `PACKET_FANOUT` group so that several workers share a device's traffic; receive through
-//!   multishot `recv` with a registered provided-buffer ring ([`RxMode::Multishot`]) or a
+//!   multishot `recvmsg` with a registered provided-buffer ring ([`RxMode::Multishot`]) or a
 //!   `TPACKET_V3` mmap ring polled through io_uring ([`RxMode::TpacketV3`]); batched `SEND`s.
 //! - [`TapGroup`]: TAP devices (`/dev/net/tun`, `IFF_TAP | IFF_NO_PI`), multishot `READ`s into
 //!   the same kind of buffer ring, batched `WRITE`s.
