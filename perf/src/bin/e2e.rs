@@ -107,6 +107,10 @@ struct Args {
     /// own, `MAX_VECTOR`), through a `Ports` wrapper; the floor loop's too (default 64).
     #[arg(long)]
     poll_min: Option<usize>,
+    /// Diagnostic (for `perf record`): run only the variants whose label contains this text
+    /// (e.g. `wasp empty`, `net,port set`, `floor`); per-round lines only, no tables.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 type Res<T> = Result<T, String>;
@@ -203,6 +207,12 @@ fn run(args: &Args) -> Res<()> {
             Variant::Wasp(Rules::Set, w),
         ]);
     }
+    if let Some(only) = &args.only {
+        variants.retain(|v| label(*v, args.rules).contains(only.as_str()));
+        if variants.is_empty() {
+            return Err(format!("--only {only:?}: no variant's label contains it"));
+        }
+    }
     let ksoftirqd = ksoftirqd_pids();
     println!(
         "wasp end to end: veth, {} frames of {FRAME} B per run ({FLOWS} flows), {} rounds, \
@@ -260,7 +270,9 @@ fn run(args: &Args) -> Res<()> {
         }
     }
     println!("load average at end: {}", load());
-    report(args, &variants, &samples);
+    if args.only.is_none() {
+        report(args, &variants, &samples);
+    }
     Ok(())
 }
 

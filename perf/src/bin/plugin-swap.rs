@@ -14,7 +14,7 @@
 //!
 //! Usage: `cargo run --release -p wasp-perf --bin plugin-swap [-- --swaps N --vec V]`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -82,6 +82,9 @@ fn main() {
     let (sw_tx, sw_rx) = mpsc::channel::<(Instant, bool)>();
 
     let worker_stop = stop.clone();
+    // What the worker has seen so far (read by the main thread only to explain a timeout).
+    let progress = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let worker_progress = progress.clone();
     let vec = args.vec;
     let worker = thread::spawn(move || {
         let frame = [0u8; 64];
@@ -117,8 +120,10 @@ fn main() {
             }
             rt.matches(0, &pkts, &mut out);
             sent += vec as u64;
+            worker_progress[0].store(sent, Ordering::Relaxed);
             if rt.last_call_failed() {
                 failed_vectors += 1;
+                worker_progress[1].store(failed_vectors, Ordering::Relaxed);
                 continue;
             }
             let first = out[0];
@@ -135,6 +140,7 @@ fn main() {
                 pauses_plain.push(dt);
             }
             last = Some(first);
+            worker_progress[2].store(u64::from(first), Ordering::Relaxed);
         }
         let listed = rt.list_state(0).expect("list-state")[0]
             .values
@@ -183,12 +189,20 @@ fn main() {
             }
         }
         // The worker reports the first vector answered by the new version.
-        match sw_rx.recv_timeout(Duration::from_secs(5)) {
+        // Generous: a debug build on a loaded 2-core machine (CI's smoke run) can starve the
+        // worker thread for seconds.
+        match sw_rx.recv_timeout(Duration::from_secs(60)) {
             Ok((at, answer)) => {
                 assert_eq!(answer, want, "swap {i}: wrong version active");
                 lat_active.push(at.duration_since(t0).as_secs_f64() * 1e6);
             }
-            Err(_) => panic!("swap {i}: the new version never answered"),
+            Err(_) => panic!(
+                "swap {i}: the new version never answered in 60 s (worker: {} packets sent, \
+                 {} vectors failed, last answer {})",
+                progress[0].load(Ordering::Relaxed),
+                progress[1].load(Ordering::Relaxed),
+                progress[2].load(Ordering::Relaxed)
+            ),
         }
     }
     stop.store(true, Ordering::Relaxed);
