@@ -125,6 +125,17 @@ impl TxQueue for Stage<'_> {
         self.staged.push((port, start, self.arena.len()));
         true
     }
+
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if port >= self.ports {
+            return false;
+        }
+        let start = self.arena.len();
+        self.arena.resize(start + len, 0);
+        fill(&mut self.arena[start..]);
+        self.staged.push((port, start, self.arena.len()));
+        true
+    }
 }
 
 impl Ports for IoPorts {

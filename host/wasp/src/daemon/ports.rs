@@ -74,4 +74,17 @@ pub trait TxQueue {
     /// Queue `frame` for sending on `port` (one copy into a send buffer); `false` when it
     /// cannot be (no buffer free, unknown port), counted as a tx drop by the port.
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool;
+
+    /// Queue a frame of `len` bytes on `port`, written in place by `fill`, which gets exactly
+    /// `len` bytes of the send buffer (their prior contents unspecified) and must write them
+    /// all: the way to send a received frame with a few bytes rewritten (a gateway's MACs and
+    /// TTL) in one copy. `false` as [`TxQueue::queue`] (then `fill` is not called).
+    ///
+    /// The default writes into a temporary buffer and queues that (a second copy); send sides
+    /// that can lend their buffer override it.
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut buf = vec![0u8; len];
+        fill(&mut buf);
+        self.queue(port, &buf)
+    }
 }
