@@ -214,7 +214,7 @@ impl Ctx<'_> {
         span: Span,
     ) -> Result<u16, Error> {
         let t = &mut self.prog.out_targets;
-        if let Some(i) = t.iter().position(|o| o.dev == dev && o.via == via) {
+        if let Some(i) = t.iter().position(|o| &*o.dev == dev && o.via == via) {
             return Ok(i as u16);
         }
         if t.len() >= crate::engine::MAX_OUT_TARGETS {
@@ -227,7 +227,7 @@ impl Ctx<'_> {
             ));
         }
         t.push(crate::engine::OutTarget {
-            dev: dev.to_string(),
+            dev: dev.into(),
             via,
         });
         Ok((t.len() - 1) as u16)

@@ -111,8 +111,9 @@ pub struct OutId(pub u16);
 /// Where a `fwd` or `dup` statement sends a packet.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OutTarget {
-    /// Output device name (`fwd to "dev"`, `dup to "dev"`, `... device "dev"`).
-    pub dev: String,
+    /// Output device name (`fwd to "dev"`, `dup to "dev"`, `... device "dev"`), shared: each
+    /// frame sent there carries it without an allocation.
+    pub dev: std::sync::Arc<str>,
     /// `fwd ip|ip6 to ADDR device "dev"`: the next hop whose link-layer address the frame gets
     /// (the kernel's neigh_xmit), after the TTL / hop limit was decremented (nft_fwd_neigh_eval
     /// decrements it without checking it first). `None` for `fwd to` / `dup to`: the frame

@@ -451,9 +451,10 @@ impl Run<'_> {
                         &mut self.sends,
                     );
                     for s in &self.sends {
+                        let bytes = s.frame(f.data);
                         let out = Frame {
-                            data: &s.frame,
-                            orig_len: s.frame.len() as u32,
+                            data: &bytes,
+                            orig_len: bytes.len() as u32,
                             ..f
                         };
                         self.outputs.write_tx(&s.dev, &out)?;
@@ -597,7 +598,7 @@ pub fn replay(
     let mut tx_devices: Vec<String> = gateway
         .iter()
         .flat_map(|g| g.devices().iter().map(|d| d.name.clone()))
-        .chain(engine.out_targets().iter().map(|t| t.dev.clone()))
+        .chain(engine.out_targets().iter().map(|t| t.dev.to_string()))
         .collect();
     tx_devices.sort();
     tx_devices.dedup();

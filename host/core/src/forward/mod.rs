@@ -171,6 +171,15 @@ pub enum Action<'a> {
         /// The frame to send.
         frame: &'a [u8],
     },
+    /// [`Gateway::route_in_place`] and [`Gateway::fwd_neigh_in_place`] only: send the packet
+    /// on `dev` as [`Action::Transmit`] would, but as the received frame with `rewrite`
+    /// applied (to be done in the send buffer itself: one copy from receive to send).
+    Forward {
+        /// Output device.
+        dev: DevId,
+        /// What changes.
+        rewrite: Rewrite,
+    },
     /// The packet is consumed and the gateway answers it with `frame` on `dev` (the input
     /// device): an ARP reply, a neighbour advertisement or an ICMP time exceeded.
     Reply {
@@ -239,6 +248,46 @@ impl GatewayStats {
     /// Replies of every kind.
     pub fn replied(&self) -> u64 {
         self.arp_replies + self.nd_replies + self.time_exceeded
+    }
+}
+
+/// How a forwarded frame differs from the received one: its first `len` bytes (the Ethernet
+/// header and the IP packet, without trailing padding), new Ethernet addresses, and the TTL
+/// (IPv4, checksum updated incrementally) or hop limit (IPv6) one lower, as ip_forward /
+/// ip6_forward and nft_fwd_neigh_eval leave them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewrite {
+    /// Bytes of the received frame that are sent (14 + the IP packet's length).
+    pub len: usize,
+    /// New destination MAC (the next hop's).
+    pub dmac: [u8; 6],
+    /// New source MAC (the output device's).
+    pub smac: [u8; 6],
+    /// The IP version whose TTL / hop limit (at byte 14 + 8 / 14 + 7) is decremented.
+    pub ipv6: bool,
+}
+
+impl Rewrite {
+    /// Apply to `buf`, a copy of the received frame's first [`Rewrite::len`] bytes (shorter
+    /// buffers are left as they are).
+    pub fn apply(&self, buf: &mut [u8]) {
+        let need = 14 + if self.ipv6 { 40 } else { 20 };
+        if buf.len() < need {
+            return;
+        }
+        rewrite_macs(buf, self.dmac, self.smac);
+        if self.ipv6 {
+            buf[14 + 7] = buf[14 + 7].wrapping_sub(1);
+        } else {
+            decrement_ttl_v4(&mut buf[14..]);
+        }
+    }
+
+    /// The frame to send: `input`'s first [`Rewrite::len`] bytes, rewritten (a new buffer).
+    pub fn to_frame(&self, input: &[u8]) -> Vec<u8> {
+        let mut v = input[..self.len.min(input.len())].to_vec();
+        self.apply(&mut v);
+        v
     }
 }
 
@@ -364,6 +413,17 @@ impl Gateway {
     /// stamped). The frame in a [`Action::Transmit`] or [`Action::Reply`] lives in the
     /// gateway's buffer until the next call. Counts every outcome in [`Gateway::stats`].
     pub fn route(&mut self, input: DevId, frame: &[u8], now_ns: u64) -> Action<'_> {
+        self.route_as(input, frame, now_ns, false)
+    }
+
+    /// [`Gateway::route`], but a forwarded packet comes back as [`Action::Forward`] (the
+    /// rewrite to apply to the received frame) instead of a rewritten copy in the gateway's
+    /// buffer: the caller copies the frame once, into its send buffer, and rewrites it there.
+    pub fn route_in_place(&mut self, input: DevId, frame: &[u8], now_ns: u64) -> Action<'_> {
+        self.route_as(input, frame, now_ns, true)
+    }
+
+    fn route_as(&mut self, input: DevId, frame: &[u8], now_ns: u64, in_place: bool) -> Action<'_> {
         let Some((up, in_mac)) = self
             .devices
             .get(usize::from(input.0))
@@ -391,8 +451,8 @@ impl Gateway {
         }
         match u16::from_be_bytes([frame[12], frame[13]]) {
             arp::ETHERTYPE => self.arp(input, frame, now_ns),
-            ETH_IPV4 => self.ipv4(input, frame, group, now_ns),
-            ETH_IPV6 => self.ipv6(input, frame, group, now_ns),
+            ETH_IPV4 => self.ipv4(input, frame, group, now_ns, in_place),
+            ETH_IPV6 => self.ipv6(input, frame, group, now_ns, in_place),
             _ => self.drop(DropReason::NotIp),
         }
     }
@@ -435,7 +495,14 @@ impl Gateway {
         (checksum::checksum(&ip[..ihl]) == 0).then_some(total)
     }
 
-    fn ipv4(&mut self, input: DevId, frame: &[u8], group: bool, now_ns: u64) -> Action<'_> {
+    fn ipv4(
+        &mut self,
+        input: DevId,
+        frame: &[u8],
+        group: bool,
+        now_ns: u64,
+        in_place: bool,
+    ) -> Action<'_> {
         let Some(total) = Self::v4_header(frame) else {
             return self.drop(DropReason::BadHeader);
         };
@@ -489,11 +556,32 @@ impl Gateway {
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
             Err(r) => return self.drop(r),
         };
-        self.buf.clear();
-        self.buf.extend_from_slice(&frame[..14 + total]);
-        rewrite_macs(&mut self.buf, dmac, smac);
-        decrement_ttl_v4(&mut self.buf[14..]);
+        let rewrite = Rewrite {
+            len: 14 + total,
+            dmac,
+            smac,
+            ipv6: false,
+        };
+        self.forward(out, frame, rewrite, in_place)
+    }
+
+    /// A forwarded packet: counted, and either described ([`Action::Forward`]) or rewritten
+    /// into the buffer ([`Action::Transmit`]).
+    fn forward(
+        &mut self,
+        out: DevId,
+        frame: &[u8],
+        rewrite: Rewrite,
+        in_place: bool,
+    ) -> Action<'_> {
         self.stats.forwarded += 1;
+        if in_place {
+            return Action::Forward { dev: out, rewrite };
+        }
+        self.buf.clear();
+        self.buf
+            .extend_from_slice(&frame[..rewrite.len.min(frame.len())]);
+        rewrite.apply(&mut self.buf);
         Action::Transmit {
             dev: out,
             frame: &self.buf,
@@ -629,7 +717,14 @@ impl Gateway {
         true
     }
 
-    fn ipv6(&mut self, input: DevId, frame: &[u8], group: bool, now_ns: u64) -> Action<'_> {
+    fn ipv6(
+        &mut self,
+        input: DevId,
+        frame: &[u8],
+        group: bool,
+        now_ns: u64,
+        in_place: bool,
+    ) -> Action<'_> {
         let Some(ip) = frame.get(14..54) else {
             return self.drop(DropReason::BadHeader);
         };
@@ -699,15 +794,13 @@ impl Gateway {
             Err(DropReason::NoNeighbour) => return self.resolve(out, next, now_ns),
             Err(r) => return self.drop(r),
         };
-        self.buf.clear();
-        self.buf.extend_from_slice(&frame[..14 + total]);
-        rewrite_macs(&mut self.buf, dmac, smac);
-        self.buf[14 + 7] -= 1;
-        self.stats.forwarded += 1;
-        Action::Transmit {
-            dev: out,
-            frame: &self.buf,
-        }
+        let rewrite = Rewrite {
+            len: 14 + total,
+            dmac,
+            smac,
+            ipv6: true,
+        };
+        self.forward(out, frame, rewrite, in_place)
     }
 
     fn solicitation(
@@ -807,6 +900,29 @@ impl Gateway {
     /// the other family is not the statement's: the engine's rule did not match it, so it
     /// never gets here; here it is dropped as [`DropReason::NotIp`].
     pub fn fwd_neigh(&mut self, out: &str, via: IpAddr, frame: &[u8], now_ns: u64) -> Action<'_> {
+        self.fwd_neigh_as(out, via, frame, now_ns, false)
+    }
+
+    /// [`Gateway::fwd_neigh`], the frame sent coming back as [`Action::Forward`] (as
+    /// [`Gateway::route_in_place`]).
+    pub fn fwd_neigh_in_place(
+        &mut self,
+        out: &str,
+        via: IpAddr,
+        frame: &[u8],
+        now_ns: u64,
+    ) -> Action<'_> {
+        self.fwd_neigh_as(out, via, frame, now_ns, true)
+    }
+
+    fn fwd_neigh_as(
+        &mut self,
+        out: &str,
+        via: IpAddr,
+        frame: &[u8],
+        now_ns: u64,
+        in_place: bool,
+    ) -> Action<'_> {
         let Some(out) = self.device(out) else {
             return self.drop(DropReason::UnknownDevice);
         };
@@ -827,19 +943,13 @@ impl Gateway {
         let Some(total) = total else {
             return self.drop(DropReason::BadHeader);
         };
-        self.buf.clear();
-        self.buf.extend_from_slice(&frame[..14 + total]);
-        rewrite_macs(&mut self.buf, dmac, smac);
-        if via.is_ipv4() {
-            decrement_ttl_v4(&mut self.buf[14..]);
-        } else {
-            self.buf[14 + 7] = self.buf[14 + 7].wrapping_sub(1);
-        }
-        self.stats.forwarded += 1;
-        Action::Transmit {
-            dev: out,
-            frame: &self.buf,
-        }
+        let rewrite = Rewrite {
+            len: 14 + total,
+            dmac,
+            smac,
+            ipv6: via.is_ipv6(),
+        };
+        self.forward(out, frame, rewrite, in_place)
     }
 }
 

@@ -19,12 +19,19 @@
 //! on (or a copy), nested at most [`RECURSION_LIMIT`] deep past the first, as
 //! nf_do_netdev_egress limits `nf_dup_skb_recursion`. A device the gateway marks down sends
 //! nothing ([`DropReason::DeviceDown`]).
+//!
+//! A frame that leaves as it came in, or with the gateway's few rewritten bytes (MACs, TTL), is
+//! described, not copied ([`Body::Input`]): the daemon copies it once, from the receive ring
+//! into its send buffer, and rewrites it there. Frames made here (replies, ICMP errors,
+//! solicitations) and frames an egress hook passes on again are [`Body::Owned`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use wasp_ruleset::model::Hook;
 
-use super::{Action, DropReason, Gateway};
+use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use crate::engine::{Engine, FinalVerdict, OutTarget, Outcome, Packet};
 use crate::ext::Extensions;
 
@@ -55,11 +62,81 @@ pub enum SendKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Send {
     /// The device.
-    pub dev: String,
-    /// The frame (Ethernet first).
-    pub frame: Vec<u8>,
+    pub dev: Arc<str>,
+    /// The frame (Ethernet first), as made from the frame given to
+    /// [`Forwarder::after_ingress`].
+    pub body: Body,
     /// Why.
     pub kind: SendKind,
+}
+
+impl Send {
+    /// The frame's bytes, `input` being the frame given to [`Forwarder::after_ingress`].
+    pub fn frame<'a>(&'a self, input: &'a [u8]) -> Cow<'a, [u8]> {
+        self.body.bytes(input)
+    }
+}
+
+/// What a frame to send is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// The frame given to [`Forwarder::after_ingress`]: its first `len` bytes (at most its
+    /// length), rewritten by `rewrite` when there is one.
+    Input {
+        /// Bytes of the input frame.
+        len: usize,
+        /// The gateway's rewrite.
+        rewrite: Option<Rewrite>,
+    },
+    /// A frame of its own.
+    Owned(Vec<u8>),
+}
+
+impl Body {
+    /// The whole input frame, as it is.
+    fn whole(input: &[u8]) -> Body {
+        Body::Input {
+            len: input.len(),
+            rewrite: None,
+        }
+    }
+
+    /// Length in bytes of the frame, `input` as in [`Send::frame`].
+    pub fn len(&self, input: &[u8]) -> usize {
+        match self {
+            Body::Input { len, .. } => (*len).min(input.len()),
+            Body::Owned(v) => v.len(),
+        }
+    }
+
+    /// Write the frame into `buf`, which holds exactly [`Body::len`] bytes (one copy; the
+    /// rewrite is applied in `buf`).
+    pub fn write(&self, input: &[u8], buf: &mut [u8]) {
+        match self {
+            Body::Input { rewrite, .. } => {
+                let n = buf.len().min(input.len());
+                buf[..n].copy_from_slice(&input[..n]);
+                if let Some(r) = rewrite {
+                    r.apply(buf);
+                }
+            }
+            Body::Owned(v) => {
+                let n = buf.len().min(v.len());
+                buf[..n].copy_from_slice(&v[..n]);
+            }
+        }
+    }
+
+    /// The frame's bytes: borrowed when nothing changes, else a new buffer.
+    pub fn bytes<'a>(&'a self, input: &'a [u8]) -> Cow<'a, [u8]> {
+        match self {
+            Body::Input { len, rewrite: None } => Cow::Borrowed(&input[..(*len).min(input.len())]),
+            Body::Input {
+                rewrite: Some(r), ..
+            } => Cow::Owned(r.to_frame(input)),
+            Body::Owned(v) => Cow::Borrowed(v),
+        }
+    }
 }
 
 /// Why a packet was lost on the way out.
@@ -130,6 +207,8 @@ impl ForwardStats {
 pub struct Forwarder {
     gateway: Option<Gateway>,
     stats: ForwardStats,
+    /// The gateway's device names, shared by the frames sent there (by [`DevId`]).
+    names: Vec<Arc<str>>,
 }
 
 impl Forwarder {
@@ -139,6 +218,7 @@ impl Forwarder {
         Forwarder {
             gateway,
             stats: ForwardStats::default(),
+            names: Vec::new(),
         }
     }
 
@@ -180,8 +260,9 @@ impl Forwarder {
             let _ = self.transmit(
                 engine,
                 re(&mut ext),
-                &t.dev,
-                frame.to_vec(),
+                t.dev,
+                frame,
+                Body::whole(frame),
                 SendKind::Dup,
                 outcome.mark,
                 1,
@@ -201,6 +282,7 @@ impl Forwarder {
                 ext,
                 &t,
                 frame,
+                Body::whole(frame),
                 SendKind::Fwd,
                 outcome.mark,
                 1,
@@ -216,21 +298,31 @@ impl Forwarder {
             return self.lose(Loss::Gateway(DropReason::UnknownDevice));
         };
         let mut unreachable = DropReason::NoRoute;
-        let (dev, out, kind) = match g.route(input, frame, now_ns) {
+        let (dev, out, kind) = match g.route_in_place(input, frame, now_ns) {
             Action::Local => {
                 self.stats.local += 1;
                 return Fate::Local;
             }
             Action::Drop(r) => return self.lose(Loss::Gateway(r)),
-            Action::Transmit { dev, frame } => (dev, frame.to_vec(), SendKind::Forward),
-            Action::Reply { dev, frame } => (dev, frame.to_vec(), SendKind::Reply),
-            Action::Resolve { dev, frame } => (dev, frame.to_vec(), SendKind::Solicit),
+            Action::Forward { dev, rewrite } => (
+                dev,
+                Body::Input {
+                    len: rewrite.len,
+                    rewrite: Some(rewrite),
+                },
+                SendKind::Forward,
+            ),
+            Action::Transmit { dev, frame } => {
+                (dev, Body::Owned(frame.to_vec()), SendKind::Forward)
+            }
+            Action::Reply { dev, frame } => (dev, Body::Owned(frame.to_vec()), SendKind::Reply),
+            Action::Resolve { dev, frame } => (dev, Body::Owned(frame.to_vec()), SendKind::Solicit),
             Action::Unreachable { dev, frame, reason } => {
                 unreachable = reason;
-                (dev, frame.to_vec(), SendKind::Unreachable)
+                (dev, Body::Owned(frame.to_vec()), SendKind::Unreachable)
             }
         };
-        let name = g.name(dev).to_string();
+        let name = self.name(dev);
         let mark = if matches!(
             kind,
             SendKind::Reply | SendKind::Solicit | SendKind::Unreachable
@@ -239,7 +331,7 @@ impl Forwarder {
         } else {
             outcome.mark
         };
-        match self.transmit(engine, ext, &name, out, kind, mark, 0, now_ns, sends) {
+        match self.transmit(engine, ext, name, frame, out, kind, mark, 0, now_ns, sends) {
             _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
             _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(unreachable)),
             Err(l) => Fate::Lost(l),
@@ -248,19 +340,37 @@ impl Forwarder {
         }
     }
 
+    /// The gateway's name of `dev`, shared.
+    fn name(&mut self, dev: DevId) -> Arc<str> {
+        let name = self.gateway.as_ref().map_or("", |g| g.name(dev));
+        let i = usize::from(dev.0);
+        match self.names.get(i) {
+            Some(n) if **n == *name => n.clone(),
+            _ => {
+                if self.names.len() <= i {
+                    self.names.resize(i + 1, Arc::from(""));
+                }
+                let n: Arc<str> = Arc::from(name);
+                self.names[i] = n.clone();
+                n
+            }
+        }
+    }
+
     fn lose(&mut self, why: Loss) -> Fate {
         *self.stats.lost.entry(why).or_default() += 1;
         Fate::Lost(why)
     }
 
-    /// Send `frame` to `fwd` target `t` (nested `depth` deep).
+    /// Send `body` (made from `input`) to `fwd` target `t` (nested `depth` deep).
     #[allow(clippy::too_many_arguments)]
     fn fwd(
         &mut self,
         engine: &mut Engine,
         ext: Option<&mut dyn Extensions>,
         t: &OutTarget,
-        frame: &[u8],
+        input: &[u8],
+        body: Body,
         kind: SendKind,
         mark: u32,
         depth: u32,
@@ -268,20 +378,33 @@ impl Forwarder {
         sends: &mut Vec<Send>,
     ) -> Fate {
         let out = match t.via {
-            None => frame.to_vec(),
+            None => body,
             Some(via) => {
                 let Some(g) = self.gateway.as_mut() else {
                     return self.lose(Loss::Gateway(DropReason::NoNeighbour));
                 };
-                match g.fwd_neigh(&t.dev, via, frame, now_ns) {
-                    Action::Transmit { frame, .. } => frame.to_vec(),
+                // The input as it came: rewritten in place; anything else: through a copy.
+                let as_input = body == Body::whole(input);
+                let bytes = body.bytes(input);
+                let action = if as_input {
+                    g.fwd_neigh_in_place(&t.dev, via, input, now_ns)
+                } else {
+                    g.fwd_neigh(&t.dev, via, &bytes, now_ns)
+                };
+                match action {
+                    Action::Forward { rewrite, .. } => Body::Input {
+                        len: rewrite.len,
+                        rewrite: Some(rewrite),
+                    },
+                    Action::Transmit { frame, .. } => Body::Owned(frame.to_vec()),
                     Action::Drop(r) => return self.lose(Loss::Gateway(r)),
                     Action::Resolve { frame, .. } => {
-                        let req = frame.to_vec();
+                        let req = Body::Owned(frame.to_vec());
                         let _ = self.transmit(
                             engine,
                             ext,
-                            &t.dev,
+                            t.dev.clone(),
+                            input,
                             req,
                             SendKind::Solicit,
                             0,
@@ -297,21 +420,33 @@ impl Forwarder {
                 }
             }
         };
-        match self.transmit(engine, ext, &t.dev, out, kind, mark, depth, now_ns, sends) {
+        match self.transmit(
+            engine,
+            ext,
+            t.dev.clone(),
+            input,
+            out,
+            kind,
+            mark,
+            depth,
+            now_ns,
+            sends,
+        ) {
             Ok(()) => Fate::Sent,
             Err(l) => Fate::Lost(l),
         }
     }
 
-    /// Run the egress hook of `dev` on `frame` and send it (or what the hook's `fwd`/`dup`
-    /// make of it). `depth` is the `fwd`/`dup` nesting of this transmit.
+    /// Run the egress hook of `dev` on `body` (made from `input`) and send it (or what the
+    /// hook's `fwd`/`dup` make of it). `depth` is the `fwd`/`dup` nesting of this transmit.
     #[allow(clippy::too_many_arguments)]
     fn transmit(
         &mut self,
         engine: &mut Engine,
         mut ext: Option<&mut dyn Extensions>,
-        dev: &str,
-        frame: Vec<u8>,
+        dev: Arc<str>,
+        input: &[u8],
+        body: Body,
         kind: SendKind,
         mark: u32,
         depth: u32,
@@ -322,12 +457,13 @@ impl Forwarder {
             self.lose(Loss::Recursion);
             return Err(Loss::Recursion);
         }
-        if self.gateway.as_ref().is_some_and(|g| !g.is_up(dev)) {
+        if self.gateway.as_ref().is_some_and(|g| !g.is_up(&dev)) {
             let l = Loss::Gateway(DropReason::DeviceDown);
             self.lose(l);
             return Err(l);
         }
-        let o = if engine.has_hook(Hook::Egress, dev) {
+        let o = if engine.has_hook(Hook::Egress, &dev) {
+            let frame = body.bytes(input);
             let p = Packet {
                 frame: &frame,
                 meta: wasp_wire::parse(&frame),
@@ -336,8 +472,8 @@ impl Forwarder {
             };
             let mut out = [Outcome::unseen(mark)];
             match re(&mut ext) {
-                Some(e) => engine.egress_ext(dev, &[p], now_ns, &mut out, None, e),
-                None => engine.egress(dev, &[p], now_ns, &mut out, None),
+                Some(e) => engine.egress_ext(&dev, &[p], now_ns, &mut out, None, e),
+                None => engine.egress(&dev, &[p], now_ns, &mut out, None),
             }
             out[0]
         } else {
@@ -348,8 +484,9 @@ impl Forwarder {
                 let _ = self.transmit(
                     engine,
                     re(&mut ext),
-                    &t.dev,
-                    frame.clone(),
+                    t.dev,
+                    input,
+                    body.clone(),
                     SendKind::Dup,
                     o.mark,
                     depth + 1,
@@ -369,7 +506,8 @@ impl Forwarder {
                 engine,
                 ext,
                 &t,
-                &frame,
+                input,
+                body,
                 SendKind::Fwd,
                 o.mark,
                 depth + 1,
@@ -381,12 +519,13 @@ impl Forwarder {
             };
         }
         *self.stats.sent.entry(kind).or_default() += 1;
-        *self.stats.by_device.entry(dev.to_string()).or_default() += 1;
-        sends.push(Send {
-            dev: dev.to_string(),
-            frame,
-            kind,
-        });
+        match self.stats.by_device.get_mut(&*dev) {
+            Some(n) => *n += 1,
+            None => {
+                self.stats.by_device.insert(dev.to_string(), 1);
+            }
+        }
+        sends.push(Send { dev, body, kind });
         Ok(())
     }
 }

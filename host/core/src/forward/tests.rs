@@ -396,6 +396,7 @@ fn fwd_neigh_decrements_without_a_check() {
 mod path {
     use super::*;
     use crate::engine::{Engine, Outcome, Packet};
+    use crate::forward::path::Body;
 
     const RULES: &str = r#"
 table netdev t {
@@ -428,7 +429,27 @@ table netdev t {
         f
     }
 
-    fn run(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Send>) {
+    /// A frame sent, made into bytes.
+    struct Sent {
+        dev: String,
+        kind: SendKind,
+        frame: Vec<u8>,
+    }
+
+    fn run(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Sent>) {
+        let (fate, sends) = run_raw(fw, e, f);
+        let sent = sends
+            .iter()
+            .map(|s| Sent {
+                dev: s.dev.to_string(),
+                kind: s.kind,
+                frame: s.frame(f).into_owned(),
+            })
+            .collect();
+        (fate, sent)
+    }
+
+    fn run_raw(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Send>) {
         let p = Packet {
             frame: f,
             meta: wasp_wire::parse(f),
@@ -497,6 +518,65 @@ table netdev t {
         fw.gateway_mut().unwrap().set_up("veth1", false);
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 9));
         assert_eq!(fate, Fate::Lost(Loss::Gateway(DropReason::DeviceDown)));
+    }
+
+    /// Forwarded frames are described, not copied: the gateway's forward and `fwd ip to` as
+    /// the input with a rewrite, `fwd to`/`dup` as the input itself; written into a send
+    /// buffer they are the bytes [`Gateway::route`] makes.
+    #[test]
+    fn forwarded_frames_are_the_input_rewritten_in_place() {
+        let rs = wasp_ruleset::parse_str(RULES, "p.nft").unwrap();
+        let mut e = Engine::compile(&rs).unwrap();
+        let mut fw = Forwarder::new(Some(gw()));
+        // Routed, with Ethernet padding (the IP packet is shorter than the frame): not sent.
+        let mut f = with_port([10, 9, 3, 4], 53);
+        f.extend_from_slice(&[0xee; 4]);
+        let (_, s) = run_raw(&mut fw, &mut e, &f);
+        let Body::Input {
+            len,
+            rewrite: Some(r),
+        } = s[0].body
+        else {
+            panic!("not in place: {:?}", s[0].body);
+        };
+        assert_eq!(len, 14 + usize::from(u16::from_be_bytes([f[16], f[17]])));
+        assert!(len < f.len());
+        let mut buf = vec![0xaa; s[0].body.len(&f)];
+        s[0].body.write(&f, &mut buf);
+        let mut g = gw();
+        let v0 = dev(&g, "veth0");
+        let Action::Transmit { frame: want, .. } = g.route(v0, &f, 0) else {
+            panic!("not forwarded");
+        };
+        assert_eq!(buf, want);
+        assert_eq!(r.to_frame(&f), want);
+        // `dup` and `fwd to`: the input, whole; `fwd ip to`: rewritten.
+        let f = with_port([10, 9, 3, 4], 7);
+        let (_, s) = run_raw(&mut fw, &mut e, &f);
+        assert_eq!(
+            s[0].body,
+            Body::Input {
+                len: f.len(),
+                rewrite: None
+            }
+        );
+        let (_, s) = run_raw(&mut fw, &mut e, &with_port([10, 9, 3, 4], 10));
+        assert!(matches!(
+            s[0].body,
+            Body::Input {
+                rewrite: Some(_),
+                ..
+            }
+        ));
+        // The gateway's own frames (an ICMP time exceeded) are made, not described.
+        let mut f = with_port([10, 9, 3, 4], 53);
+        f[22] = 1;
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let (fate, s) = run_raw(&mut fw, &mut e, &f);
+        assert_eq!(fate, Fate::Replied);
+        assert!(matches!(s[0].body, Body::Owned(_)));
     }
 
     #[test]

@@ -35,11 +35,8 @@ fn frame(dport: u16) -> Vec<u8> {
 #[test]
 fn targets_are_interned_in_statement_order() {
     let e = engine();
-    let t: Vec<(&str, Option<std::net::IpAddr>)> = e
-        .out_targets()
-        .iter()
-        .map(|t| (t.dev.as_str(), t.via))
-        .collect();
+    let t: Vec<(&str, Option<std::net::IpAddr>)> =
+        e.out_targets().iter().map(|t| (&*t.dev, t.via)).collect();
     assert_eq!(
         t,
         vec![

@@ -101,7 +101,7 @@ pub fn devices(engine: &Engine, gateway: Option<&Gateway>, extra: &[String]) -> 
         .ingress_devices()
         .into_iter()
         .map(str::to_string)
-        .chain(engine.out_targets().iter().map(|t| t.dev.clone()))
+        .chain(engine.out_targets().iter().map(|t| t.dev.to_string()))
         .chain(gw)
         .chain(extra.iter().cloned())
     {

@@ -261,7 +261,8 @@ struct Bufs<'a> {
 /// Classify one batch of frames (possibly from several ports): each input device's frames
 /// run as one vector through its ingress hook; then each packet takes the way out
 /// ([`Forwarder::after_ingress`]: `dup` copies, `fwd`, the gateway, egress hooks) and what
-/// leaves is queued on its port.
+/// leaves is written straight into its port's send buffer ([`TxQueue::queue_with`]: a
+/// forwarded frame is copied once, from the receive ring, and rewritten there).
 fn process(
     ctx: &mut WorkerCtx,
     frames: &[RxFrame<'_>],
@@ -274,48 +275,62 @@ fn process(
         return Ok(());
     }
     let Bufs { out, idx, sends } = bufs;
+    let WorkerCtx {
+        engine,
+        runtime,
+        ports,
+        forwarder,
+        ..
+    } = ctx;
     WorkerStats::add(&stats.vectors, 1);
-    // Ports present in this batch, in order of first appearance.
-    let mut order: Vec<usize> = Vec::new();
-    for f in frames {
-        if !order.contains(&f.port) {
-            order.push(f.port);
+    // Ports present in this batch, each once (a batch usually holds one).
+    let mut done = 0u64;
+    for first in 0..frames.len() {
+        let port = frames[first].port;
+        if port < 64 && done & (1 << port) != 0 {
+            continue;
         }
-    }
-    for port in order {
+        if port < 64 {
+            done |= 1 << port;
+        } else if frames[..first].iter().any(|f| f.port == port) {
+            continue;
+        }
         idx.clear();
-        idx.extend((0..frames.len()).filter(|&i| frames[i].port == port));
-        let dev = ctx.ports.get(port).cloned().unwrap_or_default();
+        idx.extend((first..frames.len()).filter(|&i| frames[i].port == port));
+        let dev: &str = ports.get(port).map_or("", String::as_str);
         let packets: Vec<Packet<'_>> = idx
             .iter()
             .map(|&i| Packet {
                 frame: frames[i].data,
                 meta: wasp_wire::parse(frames[i].data),
-                iifname: &dev,
+                iifname: dev,
                 mark: 0,
             })
             .collect();
         out.clear();
         out.resize(packets.len(), Outcome::unseen(0));
-        match ctx.runtime.as_mut() {
+        match runtime.as_mut() {
             Some(rt) => {
-                ctx.engine
-                    .ingress_ext(&dev, &packets, now, out, None, rt as &mut dyn Extensions)
+                engine.ingress_ext(dev, &packets, now, out, None, rt as &mut dyn Extensions)
             }
-            None => ctx.engine.ingress(&dev, &packets, now, out, None),
+            None => engine.ingress(dev, &packets, now, out, None),
         }
-        let bytes: u64 = packets.iter().map(|p| p.frame.len() as u64).sum();
+        let (mut bytes, mut malformed) = (0u64, 0u64);
+        for p in &packets {
+            bytes += p.frame.len() as u64;
+            malformed += u64::from(p.meta.malformed.is_some());
+        }
         WorkerStats::add(&stats.packets, packets.len() as u64);
         WorkerStats::add(&stats.bytes, bytes);
-        let malformed = packets
-            .iter()
-            .filter(|p| p.meta.malformed.is_some())
-            .count();
-        WorkerStats::add(&stats.malformed, malformed as u64);
+        WorkerStats::add(&stats.malformed, malformed);
         // The frames as plugin statements edited them (made before the way out runs the
         // egress hooks, which make edits of their own).
-        let edited = wasp_core::edited_frames(packets.iter().map(|p| p.frame), ctx.engine.edits());
-        let (mut accepted, mut local, mut verdict_drops) = (0u64, 0u64, 0u64);
+        let edited = if engine.edits().is_empty() {
+            Vec::new()
+        } else {
+            wasp_core::edited_frames(packets.iter().map(|p| p.frame), engine.edits())
+        };
+        let (mut accepted, mut local, mut verdict_drops, mut sent) = (0u64, 0u64, 0u64, 0u64);
         for (k, pkt) in packets.iter().enumerate() {
             let o = out[k];
             if o.verdict == FinalVerdict::Accept {
@@ -325,28 +340,32 @@ fn process(
                 .get(k)
                 .and_then(Option::as_deref)
                 .unwrap_or(pkt.frame);
-            let ext = ctx.runtime.as_mut().map(|r| r as &mut dyn Extensions);
-            match ctx
-                .forwarder
-                .after_ingress(&mut ctx.engine, ext, &dev, frame, &o, now, sends)
-            {
+            let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
+            match forwarder.after_ingress(engine, ext, dev, frame, &o, now, sends) {
                 Fate::Local => local += 1,
                 Fate::Sent | Fate::Replied => {}
                 Fate::Dropped => verdict_drops += 1,
                 Fate::Lost(l) => stats.drop(DropReason::Out(l), 1),
             }
+            // What this packet sends, while its frame is at hand: one copy into the send
+            // buffer, rewritten there.
+            for s in sends.drain(..) {
+                match ports.iter().position(|p| **p == *s.dev) {
+                    Some(p) => {
+                        let len = s.body.len(frame);
+                        if tx.queue_with(p, len, &mut |buf| s.body.write(frame, buf)) {
+                            sent += 1;
+                        } else {
+                            stats.drop(DropReason::TxFull, 1);
+                        }
+                    }
+                    None => stats.drop(DropReason::NoPort, 1),
+                }
+            }
         }
         WorkerStats::add(&stats.accepted, accepted);
         WorkerStats::add(&stats.local, local);
         stats.drop(DropReason::Verdict, verdict_drops);
-        let mut sent = 0;
-        for s in sends.drain(..) {
-            match ctx.ports.iter().position(|p| *p == s.dev) {
-                Some(p) if tx.queue(p, &s.frame) => sent += 1,
-                Some(_) => stats.drop(DropReason::TxFull, 1),
-                None => stats.drop(DropReason::NoPort, 1),
-            }
-        }
         WorkerStats::add(&stats.transmitted, sent);
     }
     Ok(())
