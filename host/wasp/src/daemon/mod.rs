@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// replay`: the ticks run on wall time, and on a loaded machine a worker descheduled in the
     /// middle of a call would otherwise lose that call's packets to the fallback; a plugin that
     /// keeps failing is backed off). Calls that configure run under their own 1 s limit.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    #[arg(long, value_name = "MS", default_value_t = state::DEFAULT_PLUGIN_DEADLINE_MS)]
     pub plugin_deadline: u64,
     /// Receive path of the AF_PACKET ports.
     #[arg(long, value_enum, default_value = "tpacket")]

@@ -13,6 +13,12 @@ use wasp_plugin::{HostConfig, PluginHost};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::Stmt;
 
+/// The daemon's deadline of a plugin call on the packet path, in ms (`wasp run
+/// --plugin-deadline`; the epoch ticks are 1 ms). Longer than the plugin host's own default
+/// (10 ms): the ticks run on wall time, and a worker descheduled in the middle of a call on a
+/// loaded machine would otherwise lose that vector to the fallback.
+pub const DEFAULT_PLUGIN_DEADLINE_MS: u64 = 100;
+
 use super::events::{Event, EventBus};
 use super::mailbox::ask_all;
 use super::stats::StatsSnapshot;
@@ -95,7 +101,8 @@ fn zero_counts(r: &mut Ruleset) {
 }
 
 impl Daemon {
-    /// [`Daemon::with_host`] with the default plugin limits.
+    /// [`Daemon::with_host`] with the default plugin limits and the daemon's packet-path deadline
+    /// ([`DEFAULT_PLUGIN_DEADLINE_MS`], as `wasp run`).
     ///
     /// # Errors
     /// As [`Daemon::with_host`].
@@ -112,7 +119,10 @@ impl Daemon {
             links,
             events,
             clock,
-            HostConfig::default(),
+            HostConfig {
+                deadline_ticks: DEFAULT_PLUGIN_DEADLINE_MS,
+                ..HostConfig::default()
+            },
         )
     }
 
