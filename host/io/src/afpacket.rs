@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::IoError;
 use crate::port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode, TxMode,
+    TxSide,
 };
 use crate::sys::{RealSys, RingSpec, SocketSpec, Sys, TxRingSpec};
 use crate::uring::{RxPath, UringPorts};
@@ -212,10 +213,23 @@ impl PortGroup for AfPacketGroup {
         timeout: Duration,
         on_rx: &mut dyn FnMut(&[Frame<'_>]),
     ) -> Result<usize, IoError> {
+        self.inner
+            .poll(min, max, timeout, &mut |frames, _| on_rx(frames))
+    }
+    fn poll_tx(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
         self.inner.poll(min, max, timeout, on_rx)
     }
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
         self.inner.queue(port, frame)
+    }
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.inner.queue_with(port, len, fill)
     }
     fn flush(&mut self) -> Result<(), IoError> {
         self.inner.flush()

@@ -39,6 +39,6 @@ pub use netns::in_netns;
 pub use pcap::{PcapGroup, PcapPort};
 pub use port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
-    TpacketConfig, TxMode,
+    TpacketConfig, TxMode, TxSide,
 };
 pub use tap::TapGroup;

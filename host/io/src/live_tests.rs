@@ -239,6 +239,78 @@ fn live_fanout_with_tpacket_v3() {
     fanout_case(RxMode::TpacketV3);
 }
 
+#[test]
+fn live_frames_forwarded_in_the_callback_leave_rewritten_tpacket_v3() {
+    reflect_case(RxMode::TpacketV3, TxMode::Ring);
+}
+
+#[test]
+fn live_frames_forwarded_in_the_callback_leave_rewritten_multishot() {
+    reflect_case(RxMode::Multishot, TxMode::Send);
+}
+
+/// `b` sends every frame it receives on `v1` back out of `v1` through the send side lent to
+/// its receive callback, its source MAC rewritten in `fill`; `a` receives them all, in order.
+fn reflect_case(mode: RxMode, txm: TxMode) {
+    let Some(t) = Topo::new() else { return };
+    let mut refl = open_tx(&t.b, "v1", None, mode, txm);
+    let mut tx = open_tx(&t.a, "v0", None, RxMode::Multishot, txm);
+    refl.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    tx.poll(0, 0, Duration::ZERO, &mut |_| {}).unwrap();
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .map(|s| frame((s % 5) as u16, s, 60 + (s as usize * 53) % 1400))
+        .collect();
+    send_all(&mut tx, &frames);
+    let mut done = 0;
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while done + refused < frames.len() && Instant::now() < deadline {
+        refl.poll_tx(1, 64, Duration::from_millis(10), &mut |fs, side| {
+            for f in fs {
+                let ok = side.queue_with(0, f.data.len(), &mut |b| {
+                    b.copy_from_slice(f.data);
+                    b[11] = 0xbb;
+                });
+                if ok {
+                    done += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        })
+        .unwrap();
+        refl.flush().unwrap();
+    }
+    assert_eq!((done, refused), (frames.len(), 0), "{:?}", refl.stats());
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f[11] = 0xbb;
+            f
+        })
+        .collect();
+    let got = recv_n(&mut [&mut tx], want.len()).remove(0);
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{mode:?}/{txm:?}: {:?}",
+        refl.stats()
+    );
+    assert!(got == want, "{mode:?}/{txm:?}: rewritten bytes, same order");
+    // IORING_OP_SEND completions are counted by a later poll.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while refl.stats()[0].tx_packets < 200 && Instant::now() < deadline {
+        refl.poll(0, 0, Duration::from_millis(1), &mut |_| {})
+            .unwrap();
+    }
+    let st = refl.stats()[0];
+    assert_eq!(
+        (st.rx_packets, st.tx_packets, st.tx_dropped, st.tx_errors),
+        (200, 200, 0, 0)
+    );
+}
+
 fn fanout_case(mode: RxMode) {
     let Some(t) = Topo::new() else { return };
     let f = FanoutSpec {

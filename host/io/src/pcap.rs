@@ -11,7 +11,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 use crate::IoError;
-use crate::port::{Frame, PortGroup, PortInfo, PortStats};
+use crate::port::{Frame, PortGroup, PortInfo, PortStats, TxSide};
 
 /// One port of a [`PcapGroup`]: where its received frames come from and where its sent frames
 /// go. Either may be absent (a port that only receives or only sends).
@@ -27,8 +27,7 @@ pub struct PcapPort {
 
 struct Port {
     info: PortInfo,
-    /// The input's frames with their timestamps (read at open).
-    frames: Vec<(Duration, Vec<u8>)>,
+    /// Frames of the input handed out so far.
     next: usize,
     out: Option<(PathBuf, BufWriter<File>)>,
     stats: PortStats,
@@ -41,7 +40,12 @@ struct Port {
 /// every input has been read.
 pub struct PcapGroup {
     info: Vec<PortInfo>,
+    /// Per port: the input's frames with their timestamps (read at open), apart from the
+    /// ports' outputs so that both can be borrowed at once ([`PortGroup::poll_tx`]).
+    inputs: Vec<Vec<(Duration, Vec<u8>)>>,
     ports: Vec<Port>,
+    /// Where `queue_with` fills a frame before writing it out.
+    scratch: Vec<u8>,
     now: Duration,
     /// The first write error, reported by the next flush.
     write_error: Option<IoError>,
@@ -57,6 +61,7 @@ impl PcapGroup {
         let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
         crate::afpacket::check_devs(&names)?;
         let mut out = Vec::new();
+        let mut inputs = Vec::new();
         for p in ports {
             let frames = match &p.input {
                 Some(path) => read(path)?,
@@ -75,6 +80,7 @@ impl PcapGroup {
                 }
                 None => None,
             };
+            inputs.push(frames);
             out.push(Port {
                 info: PortInfo {
                     name: p.name,
@@ -82,7 +88,6 @@ impl PcapGroup {
                     mac: [0; 6],
                     mtu: 1500,
                 },
-                frames,
                 next: 0,
                 out: w,
                 stats: PortStats::default(),
@@ -90,7 +95,9 @@ impl PcapGroup {
         }
         Ok(PcapGroup {
             info: out.iter().map(|p| p.info.clone()).collect(),
+            inputs,
             ports: out,
+            scratch: Vec::new(),
             now: Duration::ZERO,
             write_error: None,
         })
@@ -162,54 +169,16 @@ fn read(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, IoError> {
     Ok(frames)
 }
 
-impl PortGroup for PcapGroup {
-    fn ports(&self) -> &[PortInfo] {
-        &self.info
-    }
+/// A [`PcapGroup`]'s outputs, lent apart from its inputs.
+struct PcapTx<'a> {
+    ports: &'a mut [Port],
+    now: Duration,
+    write_error: &'a mut Option<IoError>,
+    scratch: &'a mut Vec<u8>,
+}
 
-    fn poll(
-        &mut self,
-        _min: usize,
-        max: usize,
-        _timeout: Duration,
-        on_rx: &mut dyn FnMut(&[Frame<'_>]),
-    ) -> Result<usize, IoError> {
-        // Pick (port, index) pairs first, then borrow the frames.
-        let mut cursors: Vec<usize> = self.ports.iter().map(|p| p.next).collect();
-        let mut picks = Vec::new();
-        while picks.len() < max {
-            let best = (0..self.ports.len())
-                .filter(|&i| cursors[i] < self.ports[i].frames.len())
-                .min_by_key(|&i| (self.ports[i].frames[cursors[i]].0, i));
-            let Some(i) = best else { break };
-            picks.push((i, cursors[i]));
-            cursors[i] += 1;
-        }
-        if picks.is_empty() {
-            return Ok(0);
-        }
-        let frames: Vec<Frame<'_>> = picks
-            .iter()
-            .map(|&(i, k)| Frame {
-                port: i,
-                data: &self.ports[i].frames[k].1,
-            })
-            .collect();
-        on_rx(&frames);
-        for &(i, k) in &picks {
-            let p = &mut self.ports[i];
-            p.stats.rx_packets += 1;
-            p.stats.rx_bytes += p.frames[k].1.len() as u64;
-            self.now = self.now.max(p.frames[k].0);
-        }
-        for (p, c) in self.ports.iter_mut().zip(cursors) {
-            p.next = c;
-        }
-        Ok(picks.len())
-    }
-
-    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
-        let now = self.now;
+impl PcapTx<'_> {
+    fn write(&mut self, port: usize, frame: &[u8]) -> bool {
         let Some(p) = self.ports.get_mut(port) else {
             return false;
         };
@@ -217,7 +186,7 @@ impl PortGroup for PcapGroup {
             p.stats.tx_dropped += 1;
             return false;
         };
-        match write_record(w, now, frame) {
+        match write_record(w, self.now, frame) {
             Ok(_) => {
                 p.stats.tx_packets += 1;
                 p.stats.tx_bytes += frame.len() as u64;
@@ -232,6 +201,116 @@ impl PortGroup for PcapGroup {
                 false
             }
         }
+    }
+}
+
+impl TxSide for PcapTx<'_> {
+    /// `fill` writes into a reused buffer, which is then written to the port's output (file
+    /// I/O, buffered).
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.ports.get_mut(port) {
+            None => return false,
+            Some(p) if p.out.is_none() => {
+                p.stats.tx_dropped += 1;
+                return false;
+            }
+            Some(_) => {}
+        }
+        let mut buf = std::mem::take(self.scratch);
+        buf.clear();
+        buf.resize(len, 0);
+        fill(&mut buf);
+        let ok = self.write(port, &buf);
+        *self.scratch = buf;
+        ok
+    }
+
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.write(port, frame)
+    }
+}
+
+impl PcapGroup {
+    fn tx(&mut self) -> PcapTx<'_> {
+        PcapTx {
+            ports: &mut self.ports,
+            now: self.now,
+            write_error: &mut self.write_error,
+            scratch: &mut self.scratch,
+        }
+    }
+}
+
+impl PortGroup for PcapGroup {
+    fn ports(&self) -> &[PortInfo] {
+        &self.info
+    }
+
+    fn poll(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError> {
+        self.poll_tx(min, max, timeout, &mut |frames, _| on_rx(frames))
+    }
+
+    /// Frames queued during `on_rx` are stamped with the latest timestamp of this poll's
+    /// frames.
+    fn poll_tx(
+        &mut self,
+        _min: usize,
+        max: usize,
+        _timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
+        // Pick (port, index) pairs first, then borrow the frames.
+        let mut cursors: Vec<usize> = self.ports.iter().map(|p| p.next).collect();
+        let mut picks = Vec::new();
+        while picks.len() < max {
+            let best = (0..self.ports.len())
+                .filter(|&i| cursors[i] < self.inputs[i].len())
+                .min_by_key(|&i| (self.inputs[i][cursors[i]].0, i));
+            let Some(i) = best else { break };
+            picks.push((i, cursors[i]));
+            cursors[i] += 1;
+        }
+        if picks.is_empty() {
+            return Ok(0);
+        }
+        for &(i, k) in &picks {
+            let p = &mut self.ports[i];
+            p.stats.rx_packets += 1;
+            p.stats.rx_bytes += self.inputs[i][k].1.len() as u64;
+            self.now = self.now.max(self.inputs[i][k].0);
+        }
+        for (p, c) in self.ports.iter_mut().zip(cursors) {
+            p.next = c;
+        }
+        let frames: Vec<Frame<'_>> = picks
+            .iter()
+            .map(|&(i, k)| Frame {
+                port: i,
+                data: &self.inputs[i][k].1,
+            })
+            .collect();
+        let mut tx = PcapTx {
+            ports: &mut self.ports,
+            now: self.now,
+            write_error: &mut self.write_error,
+            scratch: &mut self.scratch,
+        };
+        on_rx(&frames, &mut tx);
+        Ok(picks.len())
+    }
+
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.tx().queue(port, frame)
+    }
+
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.tx().queue_with(port, len, fill)
     }
 
     fn flush(&mut self) -> Result<(), IoError> {
@@ -254,7 +333,10 @@ impl PortGroup for PcapGroup {
     }
 
     fn exhausted(&self) -> bool {
-        self.ports.iter().all(|p| p.next >= p.frames.len())
+        self.ports
+            .iter()
+            .zip(&self.inputs)
+            .all(|(p, i)| p.next >= i.len())
     }
 }
 
@@ -336,6 +418,52 @@ mod tests {
         drop(g);
         let written = read_pcap(&out);
         assert_eq!(written, [(Duration::from_micros(30), vec![9; 64])]);
+    }
+
+    #[test]
+    fn frames_queued_during_the_poll_go_to_the_output_stamped_with_the_poll() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a.pcap");
+        write_pcap(&a, &[(10, vec![1; 60]), (40, vec![2; 61])]);
+        let out = d.path().join("out.pcap");
+        let mut g = PcapGroup::open(vec![
+            PcapPort {
+                name: "a".into(),
+                input: Some(a),
+                output: None,
+            },
+            PcapPort {
+                name: "b".into(),
+                input: None,
+                output: Some(out.clone()),
+            },
+        ])
+        .unwrap();
+        let mut ok = Vec::new();
+        g.poll_tx(1, 64, Duration::ZERO, &mut |fs, tx| {
+            for f in fs {
+                ok.push(tx.queue_with(1, f.data.len(), &mut |b| {
+                    b.copy_from_slice(f.data);
+                    b[0] = 0xaa;
+                }));
+                ok.push(tx.queue_with(0, 60, &mut |_| panic!("no output: not filled")));
+                ok.push(tx.queue(5, f.data));
+            }
+        })
+        .unwrap();
+        assert_eq!(ok, [true, false, false, true, false, false]);
+        g.flush().unwrap();
+        let st = g.stats();
+        assert_eq!((st[0].rx_packets, st[0].tx_dropped), (2, 2));
+        assert_eq!((st[1].tx_packets, st[1].tx_bytes), (2, 121));
+        drop(g);
+        let mut f1 = vec![1; 60];
+        f1[0] = 0xaa;
+        let mut f2 = vec![2; 61];
+        f2[0] = 0xaa;
+        // Both stamped with the latest timestamp handed out by the poll.
+        let t = Duration::from_micros(40);
+        assert_eq!(read_pcap(&out), [(t, f1), (t, f2)]);
     }
 
     #[test]

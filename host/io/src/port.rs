@@ -41,7 +41,8 @@ pub struct PortStats {
     pub tx_packets: u64,
     /// Bytes of those frames.
     pub tx_bytes: u64,
-    /// Frames refused by [`PortGroup::queue`]: no free send buffer, or longer than one.
+    /// Frames refused by [`PortGroup::queue`] or a [`TxSide`]: no free send buffer (TX ring
+    /// frame), or longer than one.
     pub tx_dropped: u64,
     /// Sends that completed with an error (e.g. `ENETDOWN`, `ENOBUFS`, `EMSGSIZE`).
     pub tx_errors: u64,
@@ -89,6 +90,27 @@ impl PortStats {
     }
 }
 
+/// The send side of a port group, lent with the received frames to the callback of
+/// [`PortGroup::poll_tx`]: a frame queued through it is written straight into the group's send
+/// memory (a `PACKET_TX_RING` frame, a recycled send buffer, a pcap output) while the received
+/// frames are still borrowed, and leaves with everything else queued at the next
+/// [`PortGroup::flush`]. A send side that is full refuses the frame (counted in
+/// [`PortStats::tx_dropped`]); it never waits.
+pub trait TxSide {
+    /// Queue a frame of `len` bytes on `port` (an index into [`PortGroup::ports`]), written in
+    /// place by `fill`, which gets exactly `len` bytes of send memory (their prior contents
+    /// unspecified) and must write them all: the one copy between receive and send when `fill`
+    /// copies a received frame (and rewrites a few bytes of it). Returns false, without
+    /// calling `fill`, when no send buffer is free or `len` is longer than one (counted in
+    /// `tx_dropped`), or `port` is out of range (nothing counted).
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+
+    /// Queue a copy of `frame` on `port`; as [`TxSide::queue_with`].
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.queue_with(port, frame.len(), &mut |b| b.copy_from_slice(frame))
+    }
+}
+
 /// Every device one worker serves. Implemented by [`crate::AfPacketGroup`],
 /// [`crate::TapGroup`] and [`crate::PcapGroup`].
 ///
@@ -110,10 +132,60 @@ pub trait PortGroup: Send {
         on_rx: &mut dyn FnMut(&[Frame<'_>]),
     ) -> Result<usize, IoError>;
 
+    /// As [`PortGroup::poll`], with the group's own send side lent to `on_rx` next to the
+    /// frames, so that a frame is forwarded with one copy (receive memory to send memory, in
+    /// [`TxSide::queue_with`]'s `fill`) instead of being copied out first. Frames queued there
+    /// leave at the next [`PortGroup::flush`], as those of [`PortGroup::queue`].
+    ///
+    /// [`crate::AfPacketGroup`], [`crate::TapGroup`] and [`crate::PcapGroup`] lend their send
+    /// memory. The default (for other implementations) copies the frames out of the group
+    /// first and lends [`PortGroup::queue_with`].
+    fn poll_tx(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
+        let mut bytes = Vec::new();
+        let mut at = Vec::new();
+        let n = self.poll(min, max, timeout, &mut |fs| {
+            for f in fs {
+                let start = bytes.len();
+                bytes.extend_from_slice(f.data);
+                at.push((f.port, start, bytes.len()));
+            }
+        })?;
+        if !at.is_empty() {
+            let frames: Vec<Frame<'_>> = at
+                .iter()
+                .map(|&(port, a, b)| Frame {
+                    port,
+                    data: &bytes[a..b],
+                })
+                .collect();
+            on_rx(&frames, &mut Lend(self));
+        }
+        Ok(n)
+    }
+
     /// Queue one frame for sending on `port` (copied into a send buffer: the one copy between
     /// receive and send). Returns false (and counts `tx_dropped`) when no buffer is free, the
     /// frame is longer than a send buffer, or `port` is out of range (nothing counted then).
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool;
+
+    /// Queue a frame of `len` bytes on `port`, written in place by `fill`; as
+    /// [`TxSide::queue_with`]. The default fills a temporary buffer and queues it (a second
+    /// copy; `fill` runs even when [`PortGroup::queue`] then refuses the frame); the groups of
+    /// this crate write into their send memory.
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if port >= self.ports().len() {
+            return false;
+        }
+        let mut buf = vec![0u8; len];
+        fill(&mut buf);
+        self.queue(port, &buf)
+    }
 
     /// Submit every queued frame in one batch. Completions are counted by later calls.
     fn flush(&mut self) -> Result<(), IoError>;
@@ -125,6 +197,18 @@ pub trait PortGroup: Send {
     /// return false.
     fn exhausted(&self) -> bool {
         false
+    }
+}
+
+/// A group lent as its own send side (the default [`PortGroup::poll_tx`]).
+struct Lend<'a, G: ?Sized>(&'a mut G);
+
+impl<G: PortGroup + ?Sized> TxSide for Lend<'_, G> {
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.0.queue_with(port, len, fill)
+    }
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.0.queue(port, frame)
     }
 }
 
@@ -302,4 +386,89 @@ pub struct FanoutSpec {
     pub group_id: u16,
     /// Spreading mode.
     pub mode: FanoutMode,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group that implements only the required methods: frames from a list, sends recorded.
+    struct Minimal {
+        info: Vec<PortInfo>,
+        rx: Vec<(usize, Vec<u8>)>,
+        sent: Vec<(usize, Vec<u8>)>,
+    }
+
+    impl PortGroup for Minimal {
+        fn ports(&self) -> &[PortInfo] {
+            &self.info
+        }
+        fn poll(
+            &mut self,
+            _min: usize,
+            max: usize,
+            _timeout: Duration,
+            on_rx: &mut dyn FnMut(&[Frame<'_>]),
+        ) -> Result<usize, IoError> {
+            let n = self.rx.len().min(max);
+            let frames: Vec<Frame<'_>> = self.rx[..n]
+                .iter()
+                .map(|(port, d)| Frame {
+                    port: *port,
+                    data: d,
+                })
+                .collect();
+            if n > 0 {
+                on_rx(&frames);
+            }
+            self.rx.drain(..n);
+            Ok(n)
+        }
+        fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+            self.sent.push((port, frame.to_vec()));
+            true
+        }
+        fn flush(&mut self) -> Result<(), IoError> {
+            Ok(())
+        }
+        fn stats(&self) -> Vec<PortStats> {
+            vec![PortStats::default(); self.info.len()]
+        }
+    }
+
+    #[test]
+    fn the_default_poll_tx_lends_the_group_itself() {
+        let info = |n: &str| PortInfo {
+            name: n.into(),
+            ifindex: 0,
+            mac: [0; 6],
+            mtu: 1500,
+        };
+        let mut g = Minimal {
+            info: vec![info("a"), info("b")],
+            rx: vec![(0, vec![1, 2, 3]), (1, vec![4, 5])],
+            sent: Vec::new(),
+        };
+        let mut seen = Vec::new();
+        let n = g
+            .poll_tx(1, 64, Duration::ZERO, &mut |fs, tx| {
+                for f in fs {
+                    seen.push((f.port, f.data.to_vec()));
+                    assert!(tx.queue_with(1 - f.port, f.data.len(), &mut |b| {
+                        b.copy_from_slice(f.data);
+                        b[0] = 9;
+                    }));
+                }
+                assert!(!tx.queue_with(2, 1, &mut |_| panic!("out of range: not filled")));
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(seen, [(0, vec![1, 2, 3]), (1, vec![4, 5])]);
+        assert_eq!(g.sent, [(1, vec![9, 2, 3]), (0, vec![9, 5])]);
+        assert_eq!(
+            g.poll_tx(1, 64, Duration::ZERO, &mut |_, _| panic!("no frames"))
+                .unwrap(),
+            0
+        );
+    }
 }

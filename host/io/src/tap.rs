@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::IoError;
 use crate::afpacket::{check_devs, port_info, ring_spec};
-use crate::port::{Frame, PortGroup, PortInfo, PortStats, RingConfig};
+use crate::port::{Frame, PortGroup, PortInfo, PortStats, RingConfig, TxSide};
 use crate::sys::{RealSys, Sys};
 use crate::uring::{RxPath, UringPorts};
 
@@ -116,10 +116,23 @@ impl PortGroup for TapGroup {
         timeout: Duration,
         on_rx: &mut dyn FnMut(&[Frame<'_>]),
     ) -> Result<usize, IoError> {
+        self.inner
+            .poll(min, max, timeout, &mut |frames, _| on_rx(frames))
+    }
+    fn poll_tx(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
         self.inner.poll(min, max, timeout, on_rx)
     }
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
         self.inner.queue(port, frame)
+    }
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.inner.queue_with(port, len, fill)
     }
     fn flush(&mut self) -> Result<(), IoError> {
         self.inner.flush()
@@ -154,7 +167,7 @@ mod tests {
         assert!(multi);
         g.ring.incoming[0].push_back(vec![7; 60]);
         let mut n = 0;
-        g.poll(1, 64, Duration::ZERO, &mut |f| n += f.len())
+        g.poll(1, 64, Duration::ZERO, &mut |f, _| n += f.len())
             .unwrap();
         assert_eq!(n, 1);
         assert!(g.queue(0, &[1; 60]));

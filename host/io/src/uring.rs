@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::port::{Frame, PortInfo, PortStats};
-use crate::sys::{Cqe, Op, Ring, Sqe, TxrState};
+use crate::port::{Frame, PortInfo, PortStats, TxSide};
+use crate::sys::{Cqe, Op, Ring, RxMem, Sqe, TxMem, TxrState};
 use crate::{IoError, csum, recvmsg, tpacket};
 
 /// How a port receives.
@@ -91,6 +91,8 @@ pub(crate) struct UringPorts<R: Ring> {
     /// Free send buffers.
     tx_free: Vec<u32>,
     tx_bytes: usize,
+    /// Send buffers filled (`Op::Tx`), to push once the send side is no longer lent.
+    sends: Vec<Sqe>,
     /// Scratch for one poll's frames.
     spans: Vec<Span>,
     /// TPACKET_V3 blocks finished during this poll, released after `on_rx`.
@@ -131,6 +133,7 @@ impl<R: Ring> UringPorts<R> {
             backlog: VecDeque::new(),
             tx_free: (0..n).rev().collect(),
             tx_bytes: tx_bytes as usize,
+            sends: Vec::new(),
             spans: Vec::new(),
             done_blocks: Vec::new(),
             frames: Vec::new(),
@@ -317,12 +320,13 @@ impl<R: Ring> UringPorts<R> {
         n
     }
 
+    /// Waits and hands frames over as [`crate::PortGroup::poll_tx`] says, lending the send side.
     pub(crate) fn poll(
         &mut self,
         min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
     ) -> Result<usize, IoError> {
         self.reap();
         self.arm(true)?;
@@ -468,7 +472,11 @@ impl<R: Ring> UringPorts<R> {
         }
     }
 
-    fn hand_over(&mut self, on_rx: &mut dyn FnMut(&[Frame<'_>])) {
+    /// Hands the collected frames to `on_rx` with the send side lent next to them (the
+    /// receive memory and the send memory are borrowed apart: [`Ring::split`]); sends filled
+    /// meanwhile are pushed when it returns.
+    fn hand_over(&mut self, on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide)) {
+        let (rx, tx) = self.ring.split();
         // Frames that lost their VLAN tag to the kernel get it back, in a copy.
         self.tagged.clear();
         self.tagged_at.clear();
@@ -476,7 +484,7 @@ impl<R: Ring> UringPorts<R> {
             let Some(tag) = s.vlan else {
                 continue;
             };
-            let data = span_data(&self.ring, s);
+            let data = span_data(&rx, s);
             let start = self.tagged.len();
             let cut = data.len().min(12);
             self.tagged.extend_from_slice(&data[..cut]);
@@ -484,7 +492,6 @@ impl<R: Ring> UringPorts<R> {
             self.tagged.extend_from_slice(&data[cut..]);
             self.tagged_at.push((start, self.tagged.len()));
         }
-        let ring = &self.ring;
         let mut tagged = self.tagged_at.iter();
         // Reuse the allocation: an empty Vec<Frame<'static>> becomes one of shorter lifetime.
         let mut frames: Vec<Frame<'_>> = std::mem::take(&mut self.frames);
@@ -495,93 +502,73 @@ impl<R: Ring> UringPorts<R> {
                     None => &[][..],
                 }
             } else {
-                span_data(ring, s)
+                span_data(&rx, s)
             };
             frames.push(Frame {
                 port: s.port as usize,
                 data,
             });
         }
-        on_rx(&frames);
+        let mut sender = Sender {
+            mem: tx,
+            ports: &mut self.ports,
+            tx_free: &mut self.tx_free,
+            sends: &mut self.sends,
+            tx_bytes: self.tx_bytes,
+        };
+        on_rx(&frames, &mut sender);
         frames.clear();
         self.frames = frames.into_iter().map(|_| unreachable!()).collect();
+        // The views may have drop glue (generic): end their borrows of the ring here.
+        drop(sender);
+        drop(rx);
+        self.push_sends();
+    }
+
+    /// Pushes the sends filled through a [`Sender`]; one that does not fit (the submission
+    /// queue full even after submitting) gives its buffer back and counts as a tx drop.
+    fn push_sends(&mut self) {
+        let mut sends = std::mem::take(&mut self.sends);
+        for sqe in sends.drain(..) {
+            if self.push(sqe).is_err() {
+                if let Op::Tx { slot, .. } = sqe.op {
+                    self.tx_free.push(slot);
+                }
+                self.ports[sqe.port as usize].stats.tx_dropped += 1;
+            }
+        }
+        self.sends = sends;
     }
 
     pub(crate) fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.queue_with(port, frame.len(), &mut |b| b.copy_from_slice(frame))
+    }
+
+    /// Queues a frame written by `fill` into the send memory of `port` (outside `poll`).
+    pub(crate) fn queue_with(
+        &mut self,
+        port: usize,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
         if port >= self.ports.len() {
             return false;
         }
-        let frames = self.ring.txr_frames(port as u32);
-        if frames > 0 {
-            return self.queue_txr(port, frame, frames);
+        if self.tx_free.is_empty() {
+            // Completions may be waiting in the queue: free their buffers.
+            self.reap();
         }
-        let st = &mut self.ports[port];
-        if frame.len() > self.tx_bytes {
-            st.stats.tx_dropped += 1;
-            return false;
+        let (_, tx) = self.ring.split();
+        let ok = Sender {
+            mem: tx,
+            ports: &mut self.ports,
+            tx_free: &mut self.tx_free,
+            sends: &mut self.sends,
+            tx_bytes: self.tx_bytes,
         }
-        let write = st.write;
-        let slot = match self.tx_free.pop() {
-            Some(s) => s,
-            None => {
-                // Completions may be waiting in the queue: free their buffers.
-                self.reap();
-                match self.tx_free.pop() {
-                    Some(s) => s,
-                    None => {
-                        self.ports[port].stats.tx_dropped += 1;
-                        return false;
-                    }
-                }
-            }
-        };
-        self.ring.tx_slot(slot)[..frame.len()].copy_from_slice(frame);
-        let sqe = Sqe {
-            port: port as u32,
-            op: Op::Tx {
-                slot,
-                len: frame.len() as u32,
-                write,
-            },
-        };
-        if self.push(sqe).is_err() {
-            self.tx_free.push(slot);
-            self.ports[port].stats.tx_dropped += 1;
-            return false;
-        }
-        true
-    }
-
-    /// Copies `frame` into the next frame of `port`'s TX ring and hands it to the kernel (sent
-    /// at the next flush).
-    fn queue_txr(&mut self, port: usize, frame: &[u8], frames: u32) -> bool {
-        let p = port as u32;
-        let idx = self.ports[port].txr_head;
-        match self.ring.txr_state(p, idx) {
-            TxrState::Busy => {
-                self.ports[port].stats.tx_dropped += 1;
-                return false;
-            }
-            TxrState::Failed => {
-                // The kernel refused the frame that was here; it was counted as sent.
-                let st = &mut self.ports[port].stats;
-                st.tx_errors += 1;
-                st.tx_packets = st.tx_packets.saturating_sub(1);
-            }
-            TxrState::Free => {}
-        }
-        let buf = self.ring.txr_buf(p, idx);
-        if frame.len() > buf.len() {
-            self.ports[port].stats.tx_dropped += 1;
-            return false;
-        }
-        buf[..frame.len()].copy_from_slice(frame);
-        self.ring.txr_commit(p, idx, frame.len() as u32);
-        let st = &mut self.ports[port];
-        st.txr_head = (idx + 1) % frames;
-        st.txr_pending += 1;
-        st.txr_pending_bytes += frame.len() as u64;
-        true
+        .queue_with(port, len, fill);
+        self.push_sends();
+        ok
     }
 
     pub(crate) fn flush(&mut self) -> Result<(), IoError> {
@@ -618,7 +605,7 @@ impl<R: Ring> UringPorts<R> {
                     Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)
                 ) => {}
             Err(_) => {
-                let frames = self.ring.txr_frames(p);
+                let frames = self.ring.split().1.txr_frames(p);
                 let st = &mut self.ports[port];
                 let n = st.txr_pending;
                 let head = st.txr_head;
@@ -647,8 +634,90 @@ impl<R: Ring> UringPorts<R> {
     }
 }
 
+/// The send side of a [`UringPorts`], borrowed apart from its receive memory: lent to the
+/// receive callback, and used by `queue`. Send buffers it fills wait in `sends` until the
+/// group pushes them; TX ring frames are handed to the kernel at once (sent at the flush).
+struct Sender<'a, T: TxMem> {
+    mem: T,
+    ports: &'a mut [PortState],
+    tx_free: &'a mut Vec<u32>,
+    sends: &'a mut Vec<Sqe>,
+    tx_bytes: usize,
+}
+
+impl<T: TxMem> Sender<'_, T> {
+    /// Fills the next frame of `port`'s TX ring and hands it to the kernel (sent at the next
+    /// flush).
+    fn queue_txr(
+        &mut self,
+        port: usize,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        frames: u32,
+    ) -> bool {
+        let p = port as u32;
+        let idx = self.ports[port].txr_head;
+        match self.mem.txr_state(p, idx) {
+            TxrState::Busy => {
+                self.ports[port].stats.tx_dropped += 1;
+                return false;
+            }
+            TxrState::Failed => {
+                // The kernel refused the frame that was here; it was counted as sent.
+                let st = &mut self.ports[port].stats;
+                st.tx_errors += 1;
+                st.tx_packets = st.tx_packets.saturating_sub(1);
+            }
+            TxrState::Free => {}
+        }
+        let buf = self.mem.txr_buf(p, idx);
+        if len > buf.len() {
+            self.ports[port].stats.tx_dropped += 1;
+            return false;
+        }
+        fill(&mut buf[..len]);
+        self.mem.txr_commit(p, idx, len as u32);
+        let st = &mut self.ports[port];
+        st.txr_head = (idx + 1) % frames;
+        st.txr_pending += 1;
+        st.txr_pending_bytes += len as u64;
+        true
+    }
+}
+
+impl<T: TxMem> TxSide for Sender<'_, T> {
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if port >= self.ports.len() {
+            return false;
+        }
+        let frames = self.mem.txr_frames(port as u32);
+        if frames > 0 {
+            return self.queue_txr(port, len, fill, frames);
+        }
+        let st = &mut self.ports[port];
+        if len > self.tx_bytes {
+            st.stats.tx_dropped += 1;
+            return false;
+        }
+        let Some(slot) = self.tx_free.pop() else {
+            st.stats.tx_dropped += 1;
+            return false;
+        };
+        fill(&mut self.mem.tx_slot(slot)[..len]);
+        self.sends.push(Sqe {
+            port: port as u32,
+            op: Op::Tx {
+                slot,
+                len: len as u32,
+                write: st.write,
+            },
+        });
+        true
+    }
+}
+
 /// The bytes of a frame handed over, where they are in the ring.
-fn span_data<'a, R: Ring>(ring: &'a R, s: &Span) -> &'a [u8] {
+fn span_data<'a, R: RxMem>(ring: &'a R, s: &Span) -> &'a [u8] {
     let (buf, off) = match s.src {
         Src::Buf { bid, off } => (ring.rx_buf(bid), off),
         Src::Block { blk, off } => (ring.tp_block(s.port, blk), off),
@@ -708,7 +777,7 @@ mod tests {
         let mut got = Vec::new();
         let mut calls = 0;
         let n = g
-            .poll(1, max, Duration::ZERO, &mut |fs| {
+            .poll(1, max, Duration::ZERO, &mut |fs, _| {
                 calls += 1;
                 got.extend(fs.iter().map(|f| (f.port, f.data.to_vec())));
             })
@@ -1044,6 +1113,160 @@ mod tests {
         assert_eq!(g.stats()[0].tx_packets, 2);
     }
 
+    /// Polls once, forwarding every frame to `to` through the lent send side with its first
+    /// byte rewritten to 0xaa; returns what each `queue_with` returned and where each `fill`
+    /// wrote.
+    fn forward(g: &mut UringPorts<FakeRing>, to: usize) -> (Vec<bool>, Vec<*const u8>) {
+        let mut ok = Vec::new();
+        let mut at = Vec::new();
+        g.poll(1, 64, Duration::ZERO, &mut |fs, tx| {
+            for f in fs {
+                ok.push(tx.queue_with(to, f.data.len(), &mut |b| {
+                    b.copy_from_slice(f.data);
+                    b[0] = 0xaa;
+                    at.push(b.as_ptr());
+                }));
+            }
+        })
+        .unwrap();
+        (ok, at)
+    }
+
+    fn rewritten(port: u8, seq: u32) -> Vec<u8> {
+        let mut f = frame(port, seq);
+        f[0] = 0xaa;
+        f
+    }
+
+    #[test]
+    fn a_forwarded_frame_is_written_once_straight_into_the_tx_ring_frame() {
+        // Port 0 receives (multishot), port 1 sends through its TX ring.
+        let mut g = group(2, 8, 1);
+        g.ring.add_txr(1, 8, 128);
+        for s in 0..5 {
+            g.ring.incoming[0].push_back(frame(0, s));
+        }
+        let (ok, at) = forward(&mut g, 1);
+        assert_eq!(ok, [true; 5]);
+        // One slice of send memory lent per frame, and it is the TX ring frame itself: the
+        // received bytes went from the receive buffer into the ring in `fill`, nowhere else.
+        assert_eq!(g.ring.tx_lends, 5);
+        let t = g.ring.txr[1].as_ref().unwrap();
+        let frames: Vec<*const u8> = (0..5).map(|i| t.bufs[i].as_ptr()).collect();
+        assert_eq!(at, frames);
+        assert_eq!(t.bufs[3][..60], rewritten(0, 3)[..]);
+        assert!(g.ring.sent[1].is_empty(), "nothing leaves before the flush");
+        g.flush().unwrap();
+        assert_eq!(g.ring.txr[1].as_ref().unwrap().kicks, 1, "one batch");
+        assert_eq!(
+            g.ring.sent[1],
+            (0..5).map(|s| rewritten(0, s)).collect::<Vec<_>>()
+        );
+        let st = g.stats();
+        assert_eq!((st[1].tx_packets, st[1].tx_bytes), (5, 300));
+        assert_eq!(st[0].rx_packets, 5);
+        assert_eq!(
+            g.ring.provided(),
+            8,
+            "receive buffers back after the callback"
+        );
+    }
+
+    #[test]
+    fn a_forwarded_frame_is_written_once_into_a_send_buffer_and_sent_at_the_flush() {
+        // IORING_OP_SEND mode: no TX ring, 4 recycled send buffers.
+        let mut g = group(2, 8, 4);
+        for s in 0..3 {
+            g.ring.incoming[0].push_back(frame(0, s));
+        }
+        let (ok, at) = forward(&mut g, 1);
+        assert_eq!(ok, [true; 3]);
+        assert_eq!(g.ring.tx_lends, 3);
+        // The send buffers (handed out from the top of the free list down).
+        let bufs: Vec<*const u8> = [0, 1, 2].iter().map(|&i| g.ring.tx[i].as_ptr()).collect();
+        assert_eq!(at, bufs);
+        assert!(g.ring.sent[1].is_empty(), "nothing leaves before the flush");
+        g.flush().unwrap();
+        assert_eq!(
+            g.ring.batches.last(),
+            Some(&3),
+            "three sends in one submission"
+        );
+        assert_eq!(
+            g.ring.sent[1],
+            (0..3).map(|s| rewritten(0, s)).collect::<Vec<_>>()
+        );
+        poll(&mut g, 64);
+        let st = g.stats()[1];
+        assert_eq!((st.tx_packets, st.tx_bytes, st.tx_dropped), (3, 180, 0));
+    }
+
+    #[test]
+    fn a_full_send_side_refuses_without_filling_and_the_receive_goes_on() {
+        let mut g = group(2, 8, 1);
+        g.ring.add_txr(1, 4, 128);
+        // The kernel keeps the first frames in flight: 4 fit, then the ring is full.
+        g.ring.txr[1].as_mut().unwrap().hold = true;
+        for s in 0..6 {
+            g.ring.incoming[0].push_back(frame(0, s));
+        }
+        let (ok, at) = forward(&mut g, 1);
+        assert_eq!(ok, [true, true, true, true, false, false]);
+        assert_eq!(at.len(), 4, "fill is not called for a refused frame");
+        let st = g.stats();
+        assert_eq!((st[0].rx_packets, st[1].tx_dropped), (6, 2));
+        assert_eq!(g.ring.provided(), 8);
+        // Out of range: refused, nothing counted, and the next poll forwards again.
+        g.ring.incoming[0].push_back(frame(0, 9));
+        let (ok, _) = forward(&mut g, 7);
+        assert_eq!(ok, [false]);
+        g.flush().unwrap();
+        g.ring.complete_txr(1);
+        g.ring.incoming[0].push_back(frame(0, 10));
+        let (ok, _) = forward(&mut g, 1);
+        assert_eq!(ok, [true]);
+        g.flush().unwrap();
+        assert_eq!(g.ring.sent[1].last(), Some(&rewritten(0, 10)));
+        assert_eq!(g.stats()[1].tx_dropped, 2);
+    }
+
+    #[test]
+    fn a_tpacket_frame_is_forwarded_from_its_block_into_the_tx_ring() {
+        // The default paths: TPACKET_V3 receive, PACKET_TX_RING send, on one port.
+        let mut g = tp_group(4);
+        g.ring.add_txr(0, 8, 128);
+        for s in 0..6 {
+            g.ring.incoming[0].push_back(frame(0, s));
+        }
+        let (ok, at) = forward(&mut g, 0);
+        assert_eq!(ok, [true; 6]);
+        let t = g.ring.txr[0].as_ref().unwrap();
+        assert_eq!(at, (0..6).map(|i| t.bufs[i].as_ptr()).collect::<Vec<_>>());
+        assert_eq!(g.ring.tx_lends, 6);
+        g.flush().unwrap();
+        assert_eq!(
+            g.ring.sent[0],
+            (0..6).map(|s| rewritten(0, s)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            g.ring.tp_user_blocks(0),
+            0,
+            "blocks released after the callback"
+        );
+    }
+
+    #[test]
+    fn queue_outside_the_callback_writes_once_too() {
+        let mut g = txr_group(4);
+        assert!(g.queue_with(0, 60, &mut |b| b.copy_from_slice(&frame(0, 1))));
+        assert!(g.queue(0, &frame(0, 2)));
+        assert_eq!(g.ring.tx_lends, 2);
+        assert!(!g.queue_with(0, 200, &mut |_| panic!("longer than a frame: not filled")));
+        g.flush().unwrap();
+        assert_eq!(g.ring.sent[0], vec![frame(0, 1), frame(0, 2)]);
+        assert_eq!(g.stats()[0].tx_dropped, 1);
+    }
+
     #[test]
     fn tpacket_socket_error_is_read_once_and_polling_goes_on() {
         let mut g = tp_group(2);
@@ -1068,7 +1291,7 @@ mod tests {
         g.ring.recv_errno[0] = Some(libc::EBADF);
         for _ in 0..3 {
             let n = g
-                .poll(1, 64, Duration::from_millis(5), &mut |_| {
+                .poll(1, 64, Duration::from_millis(5), &mut |_, _| {
                     panic!("no frames")
                 })
                 .unwrap();

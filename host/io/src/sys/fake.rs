@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
-use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys, TxrState};
+use super::{Cqe, Op, Ring, RingSpec, RxMem, SocketSpec, Sqe, Sys, TxMem, TxrState};
 use crate::port::TpacketConfig;
 
 /// A fake TPACKET_V3 ring: blocks laid out as the kernel lays them out.
@@ -26,7 +26,8 @@ struct FakeTp {
 /// A fake PACKET_TX_RING: frames with a status, sent in ring order by a kick.
 #[derive(Debug)]
 pub(crate) struct FakeTxr {
-    bufs: Vec<Vec<u8>>,
+    /// The frames' data areas.
+    pub bufs: Vec<Vec<u8>>,
     len: Vec<u32>,
     state: Vec<TxrState>,
     requested: Vec<bool>,
@@ -195,7 +196,8 @@ pub(crate) struct FakeRing {
     avail: VecDeque<u16>,
     held: Vec<bool>,
     bufs: Vec<Vec<u8>>,
-    tx: Vec<Vec<u8>>,
+    /// The send buffers.
+    pub tx: Vec<Vec<u8>>,
     tx_busy: Vec<Option<u32>>,
     tp: Vec<Option<FakeTp>>,
     /// Per port: its TX ring, if any.
@@ -204,6 +206,9 @@ pub(crate) struct FakeRing {
     pub sock_err: Vec<i32>,
     /// Per port: an armed receive ends at once with this errno (a persistent failure).
     pub recv_errno: Vec<Option<i32>>,
+    /// Slices of send memory lent to be written (send buffers and TX ring frames): one per
+    /// frame written into send memory, whatever it was written from.
+    pub tx_lends: usize,
 }
 
 impl FakeRing {
@@ -229,6 +234,7 @@ impl FakeRing {
             txr: (0..nports).map(|_| None).collect(),
             sock_err: vec![0; nports],
             recv_errno: vec![None; nports],
+            tx_lends: 0,
         }
     }
 
@@ -337,6 +343,14 @@ impl FakeRing {
         }
     }
 
+    fn rx_view(&self) -> FakeRx<'_> {
+        FakeRx {
+            bufs: &self.bufs,
+            held: &self.held,
+            tp: &self.tp,
+        }
+    }
+
     /// Buffers currently in the kernel's ring.
     pub fn provided(&self) -> usize {
         self.avail.len()
@@ -438,6 +452,24 @@ impl FakeRing {
 }
 
 impl Ring for FakeRing {
+    type Rx<'a> = FakeRx<'a>;
+    type Tx<'a> = FakeTx<'a>;
+
+    fn split(&mut self) -> (FakeRx<'_>, FakeTx<'_>) {
+        let rx = FakeRx {
+            bufs: &self.bufs,
+            held: &self.held,
+            tp: &self.tp,
+        };
+        let tx = FakeTx {
+            tx: &mut self.tx,
+            busy: &self.tx_busy,
+            txr: &mut self.txr,
+            lends: &mut self.tx_lends,
+        };
+        (rx, tx)
+    }
+
     fn push(&mut self, sqe: Sqe) -> bool {
         if self.sq.len() >= self.sq_cap {
             return false;
@@ -484,8 +516,7 @@ impl Ring for FakeRing {
     }
 
     fn rx_buf(&self, bid: u16) -> &[u8] {
-        assert!(self.held[bid as usize], "buffer {bid} read while not held");
-        &self.bufs[bid as usize]
+        self.rx_view().buf(bid)
     }
 
     fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8] {
@@ -504,14 +535,6 @@ impl Ring for FakeRing {
 
     fn tx_count(&self) -> u32 {
         self.tx.len() as u32
-    }
-
-    fn tx_slot(&mut self, slot: u32) -> &mut [u8] {
-        assert!(
-            self.tx_busy[slot as usize].is_none(),
-            "send buffer {slot} in flight"
-        );
-        &mut self.tx[slot as usize]
     }
 
     fn tp_blocks(&self, port: u32) -> u32 {
@@ -537,9 +560,7 @@ impl Ring for FakeRing {
         &mut t.blocks[blk as usize]
     }
     fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
-        let t = self.tp[port as usize].as_ref().expect("TPACKET_V3 port");
-        assert!(t.held[blk as usize], "block {blk} read while not held");
-        &t.blocks[blk as usize]
+        self.rx_view().block(port, blk)
     }
     fn tp_release(&mut self, port: u32, blk: u32) {
         let t = self.tp[port as usize].as_mut().expect("TPACKET_V3 port");
@@ -554,31 +575,6 @@ impl Ring for FakeRing {
     }
     fn take_error(&mut self, port: u32) -> i32 {
         std::mem::take(&mut self.sock_err[port as usize])
-    }
-    fn txr_frames(&self, port: u32) -> u32 {
-        self.txr[port as usize]
-            .as_ref()
-            .map_or(0, |t| t.bufs.len() as u32)
-    }
-    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
-        self.txr[port as usize].as_ref().expect("tx ring").state[idx as usize]
-    }
-    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
-        let t = self.txr[port as usize].as_mut().expect("tx ring");
-        assert_ne!(
-            t.state[idx as usize],
-            TxrState::Busy,
-            "frame {idx} is the kernel's"
-        );
-        &mut t.bufs[idx as usize]
-    }
-    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
-        let t = self.txr[port as usize].as_mut().expect("tx ring");
-        let i = idx as usize;
-        assert_ne!(t.state[i], TxrState::Busy, "frame {idx} is the kernel's");
-        t.len[i] = len;
-        t.state[i] = TxrState::Busy;
-        t.requested[i] = true;
     }
     fn txr_cancel(&mut self, port: u32, idx: u32) {
         let t = self.txr[port as usize].as_mut().expect("tx ring");
@@ -611,5 +607,82 @@ impl Ring for FakeRing {
             t.head = (i + 1) % t.bufs.len();
         }
         Ok(bytes)
+    }
+}
+
+/// The fake's receive memory.
+#[derive(Clone, Copy)]
+pub(crate) struct FakeRx<'a> {
+    bufs: &'a [Vec<u8>],
+    held: &'a [bool],
+    tp: &'a [Option<FakeTp>],
+}
+
+impl<'a> FakeRx<'a> {
+    fn buf(self, bid: u16) -> &'a [u8] {
+        assert!(self.held[bid as usize], "buffer {bid} read while not held");
+        &self.bufs[bid as usize]
+    }
+
+    fn block(self, port: u32, blk: u32) -> &'a [u8] {
+        let t = self.tp[port as usize].as_ref().expect("TPACKET_V3 port");
+        assert!(t.held[blk as usize], "block {blk} read while not held");
+        &t.blocks[blk as usize]
+    }
+}
+
+impl RxMem for FakeRx<'_> {
+    fn rx_buf(&self, bid: u16) -> &[u8] {
+        self.buf(bid)
+    }
+    fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
+        self.block(port, blk)
+    }
+}
+
+/// The fake's send memory; counts what it lends ([`FakeRing::tx_lends`]).
+pub(crate) struct FakeTx<'a> {
+    tx: &'a mut [Vec<u8>],
+    busy: &'a [Option<u32>],
+    txr: &'a mut [Option<FakeTxr>],
+    lends: &'a mut usize,
+}
+
+impl TxMem for FakeTx<'_> {
+    fn tx_slot(&mut self, slot: u32) -> &mut [u8] {
+        assert!(
+            self.busy[slot as usize].is_none(),
+            "send buffer {slot} in flight"
+        );
+        let b = &mut self.tx[slot as usize];
+        *self.lends += 1;
+        b
+    }
+    fn txr_frames(&self, port: u32) -> u32 {
+        self.txr[port as usize]
+            .as_ref()
+            .map_or(0, |t| t.bufs.len() as u32)
+    }
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
+        self.txr[port as usize].as_ref().expect("tx ring").state[idx as usize]
+    }
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
+        let t = self.txr[port as usize].as_mut().expect("tx ring");
+        assert_ne!(
+            t.state[idx as usize],
+            TxrState::Busy,
+            "frame {idx} is the kernel's"
+        );
+        let b = &mut t.bufs[idx as usize];
+        *self.lends += 1;
+        b
+    }
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
+        let t = self.txr[port as usize].as_mut().expect("tx ring");
+        let i = idx as usize;
+        assert_ne!(t.state[i], TxrState::Busy, "frame {idx} is the kernel's");
+        t.len[i] = len;
+        t.state[i] = TxrState::Busy;
+        t.requested[i] = true;
     }
 }

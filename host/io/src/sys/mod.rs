@@ -138,8 +138,46 @@ pub(crate) trait Sys {
     fn ring(&self, spec: &RingSpec, ports: Vec<Self::Port>) -> io::Result<Self::Ring>;
 }
 
+/// Read access to a ring's held receive memory: what the frames handed to a receive callback
+/// borrow while the send side ([`TxMem`]) is written.
+pub(crate) trait RxMem {
+    /// Held receive buffer `bid` (the first bytes are what the completion reported).
+    fn rx_buf(&self, bid: u16) -> &[u8];
+    /// Held block `blk` of `port`'s `TPACKET_V3` ring.
+    fn tp_block(&self, port: u32, blk: u32) -> &[u8];
+}
+
+/// Write access to a ring's send memory: the send buffers of [`Op::Tx`] and the frames of
+/// the ports' `PACKET_TX_RING`s. Disjoint from the receive memory ([`RxMem`]), so both can be
+/// borrowed at once ([`Ring::split`]).
+pub(crate) trait TxMem {
+    /// Send buffer `slot` (not in flight), to fill before pushing its [`Op::Tx`].
+    fn tx_slot(&mut self, slot: u32) -> &mut [u8];
+    /// Frames of `port`'s `PACKET_TX_RING` (0 without one).
+    fn txr_frames(&self, port: u32) -> u32;
+    /// Who owns frame `idx` of `port`'s TX ring.
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState;
+    /// The data area of TX ring frame `idx` (not [`TxrState::Busy`]; panics otherwise).
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8];
+    /// Hands TX ring frame `idx` (its first `len` bytes) to the kernel (`SEND_REQUEST`).
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32);
+}
+
 /// One io_uring and the memory it reads and writes.
 pub(crate) trait Ring {
+    /// The receive memory, borrowed.
+    type Rx<'a>: RxMem
+    where
+        Self: 'a;
+    /// The send memory, borrowed.
+    type Tx<'a>: TxMem
+    where
+        Self: 'a;
+
+    /// The receive memory (to read held buffers and blocks) and the send memory (to fill send
+    /// buffers and TX ring frames) at once: frames handed to a receive callback are written
+    /// straight into the send side.
+    fn split(&mut self) -> (Self::Rx<'_>, Self::Tx<'_>);
     /// Queues a submission (not yet seen by the kernel). False when the submission queue is
     /// full. Panics for a send buffer already in flight.
     fn push(&mut self, sqe: Sqe) -> bool;
@@ -152,7 +190,7 @@ pub(crate) trait Ring {
     fn pop(&mut self) -> Option<Cqe>;
     /// Receive buffers in the ring.
     fn rx_count(&self) -> u32;
-    /// Held receive buffer `bid` (the first bytes are what the completion reported).
+    /// Held receive buffer `bid` (as [`RxMem::rx_buf`]).
     fn rx_buf(&self, bid: u16) -> &[u8];
     /// Held receive buffer `bid`, to write (e.g. complete a checksum in place).
     fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8];
@@ -160,15 +198,13 @@ pub(crate) trait Ring {
     fn rx_provide(&mut self, bid: u16);
     /// Send buffers.
     fn tx_count(&self) -> u32;
-    /// Send buffer `slot` (not in flight), to fill before pushing its [`Op::Tx`].
-    fn tx_slot(&mut self, slot: u32) -> &mut [u8];
     /// Blocks of `port`'s `TPACKET_V3` ring (0 without one).
     fn tp_blocks(&self, port: u32) -> u32;
     /// Whether the kernel has handed block `blk` of `port` to us (it is then held).
     fn tp_take(&mut self, port: u32, blk: u32) -> bool;
     /// Whether the kernel has handed block `blk` of `port` to us, without taking it.
     fn tp_user(&self, port: u32, blk: u32) -> bool;
-    /// Held block `blk` of `port`.
+    /// Held block `blk` of `port` (as [`RxMem::tp_block`]).
     fn tp_block(&self, port: u32, blk: u32) -> &[u8];
     /// Held block `blk` of `port`, to write (e.g. complete a checksum in place).
     fn tp_block_mut(&mut self, port: u32, blk: u32) -> &mut [u8];
@@ -178,14 +214,6 @@ pub(crate) trait Ring {
     fn kernel_drops(&self, port: u32) -> u64;
     /// Reads and clears `port`'s pending socket error (`SO_ERROR`); 0 when there is none.
     fn take_error(&mut self, port: u32) -> i32;
-    /// Frames of `port`'s `PACKET_TX_RING` (0 without one).
-    fn txr_frames(&self, port: u32) -> u32;
-    /// Who owns frame `idx` of `port`'s TX ring.
-    fn txr_state(&self, port: u32, idx: u32) -> TxrState;
-    /// The data area of TX ring frame `idx` (not [`TxrState::Busy`]; panics otherwise).
-    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8];
-    /// Hands TX ring frame `idx` (its first `len` bytes) to the kernel (`SEND_REQUEST`).
-    fn txr_commit(&mut self, port: u32, idx: u32, len: u32);
     /// Takes back TX ring frame `idx` if the kernel has not started on it.
     fn txr_cancel(&mut self, port: u32, idx: u32);
     /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the kernel sends every requested frame of `port`'s

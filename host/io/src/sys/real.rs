@@ -11,7 +11,7 @@ use std::time::Duration;
 use io_uring::types::{CancelBuilder, Fixed, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode};
 
-use super::{Cqe, Op, Ring, RingSpec, SocketSpec, Sqe, Sys, TxrState};
+use super::{Cqe, Op, Ring, RingSpec, RxMem, SocketSpec, Sqe, Sys, TxMem, TxrState};
 
 // <linux/if_packet.h>
 const PACKET_RX_RING: libc::c_int = 5;
@@ -599,24 +599,172 @@ impl RealRing {
 
     /// The port's mapping and receive ring.
     fn tp(&self, port: u32) -> (&Mmap, &TpRx) {
-        let p = &self.ports[port as usize];
-        match (&p.map, &p.tp) {
-            (Some(m), Some(t)) => (m, t),
-            _ => panic!("port {port} has no TPACKET_V3 ring"),
-        }
+        tp_of(&self.ports, port)
     }
 
-    /// The port's mapping and transmit ring.
-    fn txr(&self, port: u32) -> (&Mmap, &TxRing) {
-        let p = &self.ports[port as usize];
-        match (&p.map, &p.txr) {
-            (Some(m), Some(t)) => (m, t),
-            _ => panic!("port {port} has no TX ring"),
+    /// The receive memory, borrowed for reading held buffers and blocks.
+    fn rx_view(&self) -> RealRx<'_> {
+        RealRx {
+            ports: &self.ports,
+            mem: &self.rx_mem,
+            held: &self.rx_held,
+            bytes: self.rx_bytes,
         }
     }
 }
 
+/// The port's mapping and receive ring.
+fn tp_of(ports: &[RealPort], port: u32) -> (&Mmap, &TpRx) {
+    let p = &ports[port as usize];
+    match (&p.map, &p.tp) {
+        (Some(m), Some(t)) => (m, t),
+        _ => panic!("port {port} has no TPACKET_V3 ring"),
+    }
+}
+
+/// The port's mapping and transmit ring.
+fn txr_of(ports: &[RealPort], port: u32) -> (&Mmap, &TxRing) {
+    let p = &ports[port as usize];
+    match (&p.map, &p.txr) {
+        (Some(m), Some(t)) => (m, t),
+        _ => panic!("port {port} has no TX ring"),
+    }
+}
+
+/// A [`RealRing`]'s receive memory: the provided buffers and the ports' `TPACKET_V3` rings
+/// (the first part of each port's mapping). Made from `&RealRing` or by [`Ring::split`],
+/// either of which keeps `rx_provide`/`tp_release` (which need `&mut RealRing`) from running
+/// while it lives.
+#[derive(Clone, Copy)]
+pub(crate) struct RealRx<'a> {
+    ports: &'a [RealPort],
+    mem: &'a Mmap,
+    held: &'a [bool],
+    bytes: usize,
+}
+
+impl<'a> RealRx<'a> {
+    fn buf(self, bid: u16) -> &'a [u8] {
+        assert!(self.held[bid as usize], "receive buffer {bid} is not held");
+        // SAFETY: bid < rx_count (indexing above), so the buffer lies inside rx_mem; the
+        // kernel does not write a held buffer (it is not in the provided ring until
+        // `rx_provide`), and the borrow of the ring this view holds keeps `rx_provide` from
+        // running meanwhile. Nothing writes receive memory while a view exists (writers take
+        // `&mut RealRing`; the send view of `split` writes only send memory).
+        unsafe {
+            std::slice::from_raw_parts(self.mem.ptr.add(bid as usize * self.bytes), self.bytes)
+        }
+    }
+
+    fn block(self, port: u32, blk: u32) -> &'a [u8] {
+        let (map, t) = tp_of(self.ports, port);
+        assert!(t.held[blk as usize], "tpacket block {blk} is not held");
+        assert!((blk as usize + 1) * t.block_bytes <= map.len);
+        // SAFETY: the block lies inside the mapping's receive ring (checked above; the TX ring
+        // comes after it, so the send view never writes here); the kernel handed it to us
+        // (TP_STATUS_USER, acquired in `tp_take`) and does not write it until `tp_release`,
+        // which the borrow of the ring this view holds keeps from running meanwhile.
+        unsafe {
+            std::slice::from_raw_parts(map.ptr.add(blk as usize * t.block_bytes), t.block_bytes)
+        }
+    }
+}
+
+impl RxMem for RealRx<'_> {
+    fn rx_buf(&self, bid: u16) -> &[u8] {
+        self.buf(bid)
+    }
+    fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
+        self.block(port, blk)
+    }
+}
+
+/// A [`RealRing`]'s send memory: the send buffers and the ports' `PACKET_TX_RING`s (the second
+/// part of each port's mapping). Made only by [`Ring::split`], which borrows the ring
+/// exclusively for the view's life: no other access to the send memory exists meanwhile, and
+/// `&mut self` makes each slice it lends exclusive.
+pub(crate) struct RealTx<'a> {
+    ports: &'a [RealPort],
+    mem: &'a Mmap,
+    bytes: usize,
+    busy: &'a [Option<u32>],
+}
+
+impl TxMem for RealTx<'_> {
+    fn tx_slot(&mut self, slot: u32) -> &mut [u8] {
+        let s = slot as usize;
+        assert!(self.busy[s].is_none(), "send buffer {slot} is in flight");
+        // SAFETY: slot < tx_buffers (indexing above), so the buffer lies inside tx_mem; no send
+        // of it is in flight, so the kernel does not read it; this view is the only access to
+        // send memory while it lives (see the type) and `&mut self` makes the slice exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(s * self.bytes), self.bytes) }
+    }
+
+    fn txr_frames(&self, port: u32) -> u32 {
+        self.ports[port as usize]
+            .txr
+            .as_ref()
+            .map_or(0, |t| t.frames as u32)
+    }
+
+    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
+        let (map, t) = txr_of(self.ports, port);
+        match shared_u32(map, t.frame_off(idx) + TX_STATUS_OFF).load(Ordering::Acquire) {
+            TP_STATUS_AVAILABLE => TxrState::Free,
+            TP_STATUS_WRONG_FORMAT => TxrState::Failed,
+            _ => TxrState::Busy,
+        }
+    }
+
+    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
+        assert!(
+            self.txr_state(port, idx) != TxrState::Busy,
+            "tx ring frame {idx} is the kernel's"
+        );
+        let (map, t) = txr_of(self.ports, port);
+        let off = t.frame_off(idx) + TX_DATA_OFF;
+        let len = t.frame_bytes - TX_DATA_OFF;
+        assert!(off + len <= map.len);
+        // SAFETY: the frame lies inside the mapping (checked above), in its TX ring part (after
+        // the receive ring, which the receive view reads); its status is neither SEND_REQUEST
+        // nor SENDING (checked above), so the kernel does not read or write it until
+        // `txr_commit`; this view is the only access to send memory while it lives (see the
+        // type) and `&mut self` makes the slice exclusive.
+        unsafe { std::slice::from_raw_parts_mut(map.ptr.add(off), len) }
+    }
+
+    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
+        assert!(
+            self.txr_state(port, idx) != TxrState::Busy,
+            "tx ring frame {idx} is the kernel's"
+        );
+        let (map, t) = txr_of(self.ports, port);
+        assert!(
+            len as usize <= t.frame_bytes - TX_DATA_OFF,
+            "frame of {len} bytes"
+        );
+        let f = t.frame_off(idx);
+        shared_u32(map, f + TX_NEXT_OFFSET_OFF).store(0, Ordering::Relaxed);
+        shared_u32(map, f + TX_LEN_OFF).store(len, Ordering::Relaxed);
+        // Publishes the header and the data written through `txr_buf`.
+        shared_u32(map, f + TX_STATUS_OFF).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+    }
+}
+
 impl Ring for RealRing {
+    type Rx<'a> = RealRx<'a>;
+    type Tx<'a> = RealTx<'a>;
+
+    fn split(&mut self) -> (RealRx<'_>, RealTx<'_>) {
+        let tx = RealTx {
+            ports: &self.ports,
+            mem: &self.tx_mem,
+            bytes: self.tx_bytes,
+            busy: &self.tx_busy,
+        };
+        (self.rx_view(), tx)
+    }
+
     fn push(&mut self, sqe: Sqe) -> bool {
         let p = u64::from(sqe.port) << 32;
         let entry = match sqe.op {
@@ -749,19 +897,7 @@ impl Ring for RealRing {
     }
 
     fn rx_buf(&self, bid: u16) -> &[u8] {
-        assert!(
-            self.rx_held[bid as usize],
-            "receive buffer {bid} is not held"
-        );
-        // SAFETY: bid < rx_count (indexing above), so the buffer lies inside rx_mem; the
-        // kernel does not write a held buffer (it is not in the provided ring until
-        // `rx_provide`), and `&self` keeps `rx_provide` from running meanwhile.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.rx_mem.ptr.add(bid as usize * self.rx_bytes),
-                self.rx_bytes,
-            )
-        }
+        self.rx_view().buf(bid)
     }
 
     fn rx_buf_mut(&mut self, bid: u16) -> &mut [u8] {
@@ -802,16 +938,6 @@ impl Ring for RealRing {
 
     fn tx_count(&self) -> u32 {
         self.tx_busy.len() as u32
-    }
-
-    fn tx_slot(&mut self, slot: u32) -> &mut [u8] {
-        let s = slot as usize;
-        assert!(self.tx_busy[s].is_none(), "send buffer {slot} is in flight");
-        // SAFETY: slot < tx_buffers (indexing above), so the buffer lies inside tx_mem; no send
-        // of it is in flight, so the kernel does not read it; `&mut self` makes it exclusive.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.tx_mem.ptr.add(s * self.tx_bytes), self.tx_bytes)
-        }
     }
 
     fn tp_blocks(&self, port: u32) -> u32 {
@@ -856,15 +982,7 @@ impl Ring for RealRing {
     }
 
     fn tp_block(&self, port: u32, blk: u32) -> &[u8] {
-        let (map, t) = self.tp(port);
-        assert!(t.held[blk as usize], "tpacket block {blk} is not held");
-        assert!((blk as usize + 1) * t.block_bytes <= map.len);
-        // SAFETY: the block lies inside the mapping (checked above); the kernel handed it to us
-        // (TP_STATUS_USER, acquired in `tp_take`) and does not write it until `tp_release`,
-        // which `&self` keeps from running meanwhile.
-        unsafe {
-            std::slice::from_raw_parts(map.ptr.add(blk as usize * t.block_bytes), t.block_bytes)
-        }
+        self.rx_view().block(port, blk)
     }
 
     fn tp_release(&mut self, port: u32, blk: u32) {
@@ -896,57 +1014,8 @@ impl Ring for RealRing {
         if rc == 0 { err } else { 0 }
     }
 
-    fn txr_frames(&self, port: u32) -> u32 {
-        self.ports[port as usize]
-            .txr
-            .as_ref()
-            .map_or(0, |t| t.frames as u32)
-    }
-
-    fn txr_state(&self, port: u32, idx: u32) -> TxrState {
-        let (map, t) = self.txr(port);
-        match shared_u32(map, t.frame_off(idx) + TX_STATUS_OFF).load(Ordering::Acquire) {
-            TP_STATUS_AVAILABLE => TxrState::Free,
-            TP_STATUS_WRONG_FORMAT => TxrState::Failed,
-            _ => TxrState::Busy,
-        }
-    }
-
-    fn txr_buf(&mut self, port: u32, idx: u32) -> &mut [u8] {
-        assert!(
-            self.txr_state(port, idx) != TxrState::Busy,
-            "tx ring frame {idx} is the kernel's"
-        );
-        let (map, t) = self.txr(port);
-        let off = t.frame_off(idx) + TX_DATA_OFF;
-        let len = t.frame_bytes - TX_DATA_OFF;
-        assert!(off + len <= map.len);
-        let ptr = map.ptr;
-        // SAFETY: the frame lies inside the mapping (checked above); its status is neither
-        // SEND_REQUEST nor SENDING (checked above), so the kernel does not read or write it until
-        // `txr_commit`; `&mut self` makes the slice exclusive.
-        unsafe { std::slice::from_raw_parts_mut(ptr.add(off), len) }
-    }
-
-    fn txr_commit(&mut self, port: u32, idx: u32, len: u32) {
-        assert!(
-            self.txr_state(port, idx) != TxrState::Busy,
-            "tx ring frame {idx} is the kernel's"
-        );
-        let (map, t) = self.txr(port);
-        assert!(
-            len as usize <= t.frame_bytes - TX_DATA_OFF,
-            "frame of {len} bytes"
-        );
-        let f = t.frame_off(idx);
-        shared_u32(map, f + TX_NEXT_OFFSET_OFF).store(0, Ordering::Relaxed);
-        shared_u32(map, f + TX_LEN_OFF).store(len, Ordering::Relaxed);
-        // Publishes the header and the data written through `txr_buf`.
-        shared_u32(map, f + TX_STATUS_OFF).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
-    }
-
     fn txr_cancel(&mut self, port: u32, idx: u32) {
-        let (map, t) = self.txr(port);
+        let (map, t) = txr_of(&self.ports, port);
         let st = shared_u32(map, t.frame_off(idx) + TX_STATUS_OFF);
         // Only a frame the kernel has not started on goes back to us.
         let _ = st.compare_exchange(

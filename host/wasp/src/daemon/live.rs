@@ -1,17 +1,20 @@
 //! The worker's [`Ports`] over `wasp-io` port groups: the AF_PACKET group of the devices the
 //! worker shares with the others (fanout), and a TAP group of its own queues (`--tap`).
 //!
-//! `wasp-io` hands received frames to a callback that cannot queue sends on the same group
-//! (the callback runs while the group is borrowed), so frames to send are staged in one arena
-//! during the callback and queued after it: two copies between receive and send for forwarded
-//! frames, where the issue allows one (the group's send side could be lent to the callback).
+//! Each group lends its own send side to the receive callback (`PortGroup::poll_tx`): a frame
+//! sent to a port of the group whose frames are being handled (the common case: every
+//! AF_PACKET device of a worker is in one group) is written by `TxQueue::queue_with`'s `fill`
+//! straight into that group's send memory (a `PACKET_TX_RING` frame, a send buffer): one copy
+//! between receive and send. A frame sent to a port of another group (TAP <-> AF_PACKET in one
+//! worker) cannot be queued there while this group's frames are borrowed, so it is staged in
+//! an arena during the callback and queued on its group after it (two copies).
 //!
 //! With two groups, the wait is split into slices of [`SLICE`] taken in turn, so a frame on
 //! either waits at most one slice more than it would alone.
 
 use std::time::{Duration, Instant};
 
-use wasp_io::PortGroup;
+use wasp_io::{PortGroup, TxSide};
 
 use super::ports::{PortCounts, Ports, RxFrame, TxQueue};
 
@@ -23,9 +26,11 @@ pub struct IoPorts {
     parts: Vec<Box<dyn PortGroup>>,
     /// First port index of each part.
     base: Vec<usize>,
-    /// Staged sends: (global port, start, end) into `arena`.
+    /// Staged sends to another group's ports: (global port, start, end) into `arena`.
     staged: Vec<(usize, usize, usize)>,
     arena: Vec<u8>,
+    /// Reused allocation of the frame list handed to the callback.
+    list: Vec<RxFrame<'static>>,
 }
 
 impl IoPorts {
@@ -47,6 +52,7 @@ impl IoPorts {
             base,
             staged: Vec::with_capacity(wasp_core::MAX_VECTOR * 2),
             arena: Vec::with_capacity(wasp_core::MAX_VECTOR * 2048),
+            list: Vec::with_capacity(wasp_core::MAX_VECTOR),
         }
     }
 
@@ -58,7 +64,7 @@ impl IoPorts {
             .collect()
     }
 
-    /// Poll part `i` once, staging what the callback sends.
+    /// Poll part `i` once: sends to part `i`'s ports go into its send side, others are staged.
     fn poll_part(
         &mut self,
         i: usize,
@@ -73,23 +79,34 @@ impl IoPorts {
             parts,
             staged,
             arena,
+            list,
             ..
         } = self;
+        let own = parts[i].ports().len();
         parts[i]
-            .poll(min, max, timeout, &mut |rx| {
-                let list: Vec<RxFrame<'_>> = rx
-                    .iter()
-                    .map(|f| RxFrame {
-                        port: base + f.port,
-                        data: f.data,
-                    })
+            .poll_tx(min, max, timeout, &mut |rx, side| {
+                // Reuse the allocation: an empty list of any lifetime.
+                let mut frames: Vec<RxFrame<'_>> = std::mem::take(list)
+                    .into_iter()
+                    .map(|_| unreachable!())
                     .collect();
-                let mut stage = Stage {
-                    staged,
-                    arena,
-                    ports: nports,
+                frames.extend(rx.iter().map(|f| RxFrame {
+                    port: base + f.port,
+                    data: f.data,
+                }));
+                let mut route = Route {
+                    side,
+                    base,
+                    own,
+                    stage: Stage {
+                        staged: &mut *staged,
+                        arena: &mut *arena,
+                        ports: nports,
+                    },
                 };
-                on_rx(&list, &mut stage);
+                on_rx(&frames, &mut route);
+                frames.clear();
+                *list = frames.into_iter().map(|_| unreachable!()).collect();
             })
             .map_err(|e| e.to_string())
     }
@@ -108,7 +125,39 @@ impl IoPorts {
     }
 }
 
-/// The staging side lent to the worker's callback.
+/// The send side lent to the worker's callback while one group's frames are handled: ports
+/// `base..base + own` (that group's) go to the group's own send side, the others to the stage.
+struct Route<'a, 'b> {
+    side: &'a mut dyn TxSide,
+    base: usize,
+    own: usize,
+    stage: Stage<'b>,
+}
+
+impl Route<'_, '_> {
+    /// `port`'s index in the group whose frames are handled, if it is one of its ports.
+    fn own(&self, port: usize) -> Option<usize> {
+        port.checked_sub(self.base).filter(|&p| p < self.own)
+    }
+}
+
+impl TxQueue for Route<'_, '_> {
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        match self.own(port) {
+            Some(p) => self.side.queue(p, frame),
+            None => self.stage.queue(port, frame),
+        }
+    }
+
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.own(port) {
+            Some(p) => self.side.queue_with(p, len, fill),
+            None => self.stage.queue_with(port, len, fill),
+        }
+    }
+}
+
+/// The staging side for sends to another group's ports (queued after the callback).
 struct Stage<'a> {
     staged: &'a mut Vec<(usize, usize, usize)>,
     arena: &'a mut Vec<u8>,
@@ -200,5 +249,193 @@ impl Ports for IoPorts {
                 ring_occupancy_pct: s.ring_occupancy_pct,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use wasp_io::{Frame, IoError, PortInfo, PortStats};
+
+    use super::*;
+
+    /// What a fake group saw sent: through the send side lent to the callback (`direct`), and
+    /// through `PortGroup::queue` after it (`queued`); by the group's own port index.
+    #[derive(Default)]
+    struct Log {
+        direct: Vec<(usize, Vec<u8>)>,
+        queued: Vec<(usize, Vec<u8>)>,
+    }
+
+    /// A group of `names` that hands out `rx` and lends a send side taking `room` frames.
+    struct Fake {
+        info: Vec<PortInfo>,
+        rx: Vec<(usize, Vec<u8>)>,
+        room: usize,
+        log: Arc<Mutex<Log>>,
+    }
+
+    fn fake(names: &[&str], rx: Vec<(usize, Vec<u8>)>, room: usize) -> (Fake, Arc<Mutex<Log>>) {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let info = names
+            .iter()
+            .map(|n| PortInfo {
+                name: n.to_string(),
+                ifindex: 0,
+                mac: [0; 6],
+                mtu: 1500,
+            })
+            .collect();
+        let g = Fake {
+            info,
+            rx,
+            room,
+            log: log.clone(),
+        };
+        (g, log)
+    }
+
+    struct FakeSide<'a> {
+        ports: usize,
+        room: &'a mut usize,
+        log: &'a Mutex<Log>,
+    }
+
+    impl TxSide for FakeSide<'_> {
+        fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+            if port >= self.ports || *self.room == 0 {
+                return false;
+            }
+            *self.room -= 1;
+            let mut b = vec![0; len];
+            fill(&mut b);
+            self.log.lock().unwrap().direct.push((port, b));
+            true
+        }
+    }
+
+    impl PortGroup for Fake {
+        fn ports(&self) -> &[PortInfo] {
+            &self.info
+        }
+        fn poll(
+            &mut self,
+            min: usize,
+            max: usize,
+            timeout: Duration,
+            on_rx: &mut dyn FnMut(&[Frame<'_>]),
+        ) -> Result<usize, IoError> {
+            self.poll_tx(min, max, timeout, &mut |f, _| on_rx(f))
+        }
+        fn poll_tx(
+            &mut self,
+            _min: usize,
+            _max: usize,
+            _timeout: Duration,
+            on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+        ) -> Result<usize, IoError> {
+            let rx = std::mem::take(&mut self.rx);
+            if rx.is_empty() {
+                return Ok(0);
+            }
+            let frames: Vec<Frame<'_>> = rx
+                .iter()
+                .map(|(port, data)| Frame { port: *port, data })
+                .collect();
+            let mut side = FakeSide {
+                ports: self.info.len(),
+                room: &mut self.room,
+                log: &self.log,
+            };
+            on_rx(&frames, &mut side);
+            Ok(rx.len())
+        }
+        fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+            self.log.lock().unwrap().queued.push((port, frame.to_vec()));
+            true
+        }
+        fn flush(&mut self) -> Result<(), IoError> {
+            Ok(())
+        }
+        fn stats(&self) -> Vec<PortStats> {
+            vec![PortStats::default(); self.info.len()]
+        }
+    }
+
+    fn poll(ports: &mut IoPorts, on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue)) {
+        Ports::poll(ports, 1, 64, Duration::ZERO, on_rx).unwrap();
+    }
+
+    #[test]
+    fn sends_within_the_group_go_to_its_send_side_and_across_groups_through_the_arena() {
+        // Worker ports: eth0, eth1 (one AF_PACKET group), tap0 (a TAP group).
+        let (a, log_a) = fake(&["eth0", "eth1"], vec![(0, vec![1; 60])], 8);
+        let (b, log_b) = fake(&["tap0"], vec![(0, vec![2; 61])], 8);
+        let mut ports = IoPorts::joined(vec![Box::new(a), Box::new(b)]);
+        let mut ok = Vec::new();
+        let mut seen = Vec::new();
+        poll(&mut ports, &mut |fs, tx| {
+            for f in fs {
+                seen.push((f.port, f.data[0]));
+                let rewrite = |to: usize, tx: &mut dyn TxQueue| {
+                    tx.queue_with(to, f.data.len(), &mut |b| {
+                        b.copy_from_slice(f.data);
+                        b[0] = 0xaa;
+                    })
+                };
+                // eth1, tap0, eth0 by queue_with; eth1 by queue; a port no group has.
+                ok.push(rewrite(1, tx));
+                ok.push(rewrite(2, tx));
+                ok.push(rewrite(0, tx));
+                ok.push(tx.queue(1, f.data));
+                ok.push(rewrite(3, tx));
+            }
+        });
+        assert_eq!(seen, [(0, 1), (2, 2)]);
+        assert_eq!(
+            ok,
+            [true, true, true, true, false, true, true, true, true, false]
+        );
+        let rw = |b: u8, n: usize| {
+            let mut f = vec![b; n];
+            f[0] = 0xaa;
+            f
+        };
+        let a = log_a.lock().unwrap();
+        let b = log_b.lock().unwrap();
+        // eth0's frame: to eth1 and eth0 in place (its own group), to tap0 staged and queued
+        // on the TAP group after the callback.
+        // tap0's frame: to tap0 in place, to eth0/eth1 staged.
+        assert_eq!(
+            a.direct,
+            [(1, rw(1, 60)), (0, rw(1, 60)), (1, vec![1; 60])],
+            "in place, no arena"
+        );
+        assert_eq!(b.queued, [(0, rw(1, 60))], "through the arena");
+        assert_eq!(b.direct, [(0, rw(2, 61))]);
+        assert_eq!(
+            a.queued,
+            [(1, rw(2, 61)), (0, rw(2, 61)), (1, vec![2; 61])],
+            "through the arena"
+        );
+        assert!(ports.staged.is_empty() && ports.arena.is_empty());
+    }
+
+    #[test]
+    fn a_full_send_side_refuses_and_the_callback_goes_on() {
+        let rx = (0..3).map(|i| (0, vec![i; 60])).collect();
+        let (a, log) = fake(&["eth0", "eth1"], rx, 2);
+        let mut ports = IoPorts::new(Box::new(a));
+        let mut ok = Vec::new();
+        poll(&mut ports, &mut |fs, tx| {
+            for f in fs {
+                ok.push(tx.queue_with(1, f.data.len(), &mut |b| b.copy_from_slice(f.data)));
+            }
+        });
+        assert_eq!(ok, [true, true, false]);
+        let log = log.lock().unwrap();
+        assert_eq!(log.direct.len(), 2);
+        assert!(log.queued.is_empty(), "a refused frame is not staged");
     }
 }
