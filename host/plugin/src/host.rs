@@ -10,8 +10,10 @@ use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre, Li
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasp_core::ExtKind;
 
+use crate::area::{self, Area};
 use crate::bindings::{Kind, SetFn, StoreState, WaspPlugin, WaspPluginIndices};
 use crate::error::PluginError;
+use crate::pack;
 
 /// Limits and sizes of a [`PluginHost`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,12 +211,34 @@ impl PluginHost {
                 Ok::<_, PluginError>((f("first-window")?, f("matches-first")?))
             })
             .transpose()?;
+        // The optional `area-match` export (world `wasp-plugin-area`), used with `fast-match`.
+        let area = component
+            .get_export_index(None, AREA_MATCH)
+            .map(|iface| {
+                let f = |name| {
+                    component
+                        .get_export_index(Some(&iface), name)
+                        .ok_or_else(|| PluginError::World {
+                            path: path.clone(),
+                            msg: format!("exports {AREA_MATCH} without {name}"),
+                        })
+                };
+                Ok::<_, PluginError>((f("batch-area")?, f("matches-first-at")?))
+            })
+            .transpose()?;
+        if area.is_some() && fast.is_none() {
+            return Err(PluginError::World {
+                path,
+                msg: format!("exports {AREA_MATCH} without {FAST_MATCH}"),
+            });
+        }
         let mut plugin = Plugin {
             inner: Arc::new(PluginInner {
                 host: self.clone(),
                 path: path.clone(),
                 pre,
                 indices,
+                area_fns: area,
                 matches_first: fast.map(|f| f.1),
                 info: PluginInfo::default(),
                 compile_time,
@@ -246,9 +270,21 @@ impl PluginHost {
                         .ok_or_else(|| bad(wasmtime::format_err!("not a function")))
                 };
                 let (mf, fw) = (func(matches_first)?, func(first)?);
+                let area_funcs = match &area {
+                    Some((ba, at)) => Some((func(ba)?, func(at)?)),
+                    None => None,
+                };
                 mf.typed::<MatchesFirstParams<'_>, MatchesFirstResults>(&live.store)
                     .map_err(bad)?;
                 let fw = fw.typed::<(), (u32,)>(&live.store).map_err(bad)?;
+                if let Some((ba, at)) = area_funcs {
+                    let bad = |e: wasmtime::Error| PluginError::World {
+                        path: path.clone(),
+                        msg: format!("{AREA_MATCH} does not fit: {e:#}"),
+                    };
+                    ba.typed::<(u32,), (u32,)>(&live.store).map_err(bad)?;
+                    area::check(at, &live.store).map_err(bad)?;
+                }
                 let (n,) = fw
                     .call(&mut live.store, ())
                     .map_err(|e| describe(format!("first-window failed: {e:#}")))?;
@@ -321,6 +357,9 @@ pub struct PluginInfo {
 /// The optional interface of the world `wasp-plugin-fast`.
 pub(crate) const FAST_MATCH: &str = "wasp:plugin/fast-match@0.1.0";
 
+/// The optional interface of the world `wasp-plugin-area`.
+pub(crate) const AREA_MATCH: &str = "wasp:plugin/area-match@0.1.0";
+
 /// `fast-match.matches-first`'s parameters: (site, batch, count, stride).
 pub(crate) type MatchesFirstParams<'a> = (u32, &'a [u8], u32, u32);
 
@@ -334,6 +373,8 @@ pub(crate) struct PluginInner {
     pub(crate) indices: WaspPluginIndices,
     /// `fast-match.matches-first`, when the plugin exports it.
     pub(crate) matches_first: Option<ComponentExportIndex>,
+    /// `area-match.batch-area` and `matches-first-at`, when the plugin exports them.
+    pub(crate) area_fns: Option<(ComponentExportIndex, ComponentExportIndex)>,
     pub(crate) info: PluginInfo,
     pub(crate) compile_time: Duration,
 }
@@ -361,6 +402,9 @@ pub(crate) struct Live {
     pub(crate) bindings: WaspPlugin,
     /// `fast-match.matches-first` (its type checked at load).
     pub(crate) matches_first: Option<Func>,
+    /// `area-match.matches-first-at` and the batch area the instance gave, when it exports
+    /// `area-match` and gave one (type checked at load).
+    pub(crate) area: Option<(Func, Area)>,
 }
 
 impl Plugin {
@@ -419,11 +463,40 @@ impl Plugin {
             .matches_first
             .as_ref()
             .and_then(|i| instance.get_func(&mut store, i));
+        // The batch area, for 64 records of the first window (not during `load`, where the
+        // first window is not known yet).
+        let mut area = None;
+        if let (Some((ba, at)), Some(first)) = (&self.inner.area_fns, self.inner.info.first_window)
+        {
+            let size = pack::FIRST_MAX * pack::stride(first);
+            let func = |store: &mut Store<StoreState>, i| {
+                instance
+                    .get_func(&mut *store, i)
+                    .ok_or_else(|| wasmtime::format_err!("{AREA_MATCH}: not a function"))
+            };
+            let ba = func(&mut store, ba).map_err(err)?;
+            let at = func(&mut store, at).map_err(err)?;
+            area::check(at, &store).map_err(err)?;
+            let (addr,) = ba
+                .typed::<(u32,), (u32,)>(&store)
+                .and_then(|f| f.call(&mut store, (size as u32,)))
+                .map_err(err)?;
+            if addr != 0 {
+                area = Some((
+                    at,
+                    Area {
+                        addr: addr as usize,
+                        size,
+                    },
+                ));
+            }
+        }
         Ok(Live {
             store,
             instance,
             bindings,
             matches_first,
+            area,
         })
     }
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use wasmtime::Trap;
 use wasp_core::{ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback};
 
+use crate::area::{self, AreaCount};
 use crate::bindings::{Clock, TimerOp};
 use crate::error::{FailureReason, PluginError};
 use crate::host::{Live, MatchesFirstParams, MatchesFirstResults, Plugin, PluginHost, wit_kind};
@@ -310,6 +311,8 @@ pub struct Runtime {
     backoff: Backoff,
     /// Whether matches use a plugin's `fast-match` export when it has one.
     fast_match: bool,
+    /// Whether `fast-match` batches go into a plugin's batch area when it has one.
+    batch_area: bool,
 }
 
 /// Outcome of one guarded call.
@@ -345,6 +348,7 @@ impl Runtime {
             last_failed: false,
             backoff: Backoff::default(),
             fast_match: true,
+            batch_area: true,
         }
     }
 
@@ -354,6 +358,15 @@ impl Runtime {
     /// whole window, as for a plugin without the export (for comparison in benchmarks).
     pub fn set_fast_match(&mut self, on: bool) {
         self.fast_match = on;
+    }
+
+    /// Whether `fast-match` batches are written straight into the plugin's memory when it
+    /// exports `area-match` (default true: `matches-first-at`, the records written into its
+    /// batch area while the call's arguments are lowered). Off, they go as a `list<u8>`
+    /// through `matches-first`, as for a plugin without the export (the safe twin of the
+    /// same path; for comparison in benchmarks and tests). The answers are the same.
+    pub fn set_batch_area(&mut self, on: bool) {
+        self.batch_area = on;
     }
 
     /// Set how use sites whose calls keep failing back off (default [`Backoff::default`]).
@@ -1183,14 +1196,36 @@ impl Runtime {
         first: u32,
         out: &mut [bool],
     ) -> Result<(), CallError> {
-        let (hits, more) = self.call_batch(slot, pkts, first, |live, buf, n, stride| {
-            let f = live
-                .matches_first
-                .ok_or_else(|| wasmtime::format_err!("matches-first is not exported"))?;
-            // The type was checked at load; this repeats it (a few comparisons).
-            let f = f.typed::<MatchesFirstParams<'_>, MatchesFirstResults>(&live.store)?;
-            Ok(f.call(&mut live.store, (site, buf, n, stride))?.0)
-        })?;
+        let area = self.batch_area
+            && self.slots[slot]
+                .live
+                .as_ref()
+                .is_some_and(|l| l.area.is_some());
+        let (hits, more) = if area {
+            let stride = pack::batch_stride(pkts, first, pack::stride(first));
+            self.guarded(slot, |live| {
+                let Some((f, area)) = live.area else {
+                    wasmtime::bail!("area-match is not exported");
+                };
+                let f = area::typed(f);
+                let count = AreaCount {
+                    pkts,
+                    window: first,
+                    stride,
+                    area,
+                };
+                Ok(f.call(&mut live.store, (site, count, stride as u32))?.0)
+            })?
+        } else {
+            self.call_batch(slot, pkts, first, |live, buf, n, stride| {
+                let f = live
+                    .matches_first
+                    .ok_or_else(|| wasmtime::format_err!("matches-first is not exported"))?;
+                // The type was checked at load; this repeats it (a few comparisons).
+                let f = f.typed::<MatchesFirstParams<'_>, MatchesFirstResults>(&live.store)?;
+                Ok(f.call(&mut live.store, (site, buf, n, stride))?.0)
+            })?
+        };
         pack::check_first(hits, more, out)
             .map_err(|m| CallError::Failed(FailureReason::Malformed, m))?;
         if more == 0 {

@@ -10,7 +10,8 @@
 //! included. The geneve match (`opt class 0x0102 type 0x80`) against the same parse in native
 //! Rust, on Geneve frames where half the packets carry the option: through `plugin.matches`
 //! with its whole 336-byte window (as before `fast-match`), and through `fast-match` with its
-//! 128-byte first window (the default). Also
+//! 128-byte first window: as a `list<u8>` (`matches-first`), and written into the plugin's
+//! batch area (`area-match.matches-first-at`, the default). Also
 //! compile time (wall, median of loads) and instantiate time (CPU, median).
 //!
 //! Usage: `cargo run --release -p wasp-perf --bin plugin-cost [-- --packets N --rounds R]`.
@@ -34,6 +35,17 @@ struct Args {
     /// Only the per-packet cases whose name contains this (and no load or swap tables).
     #[arg(long)]
     only: Option<String>,
+    /// Another build of the geneve plugin (e.g. a copy of an older geneve.wasm) to measure in
+    /// the same run, through its default match path: before/after tables of a guest change.
+    #[arg(long)]
+    geneve_before: Option<PathBuf>,
+    /// The same for the counter plugin (a copy of an older counter.wasm).
+    #[arg(long)]
+    counter_before: Option<PathBuf>,
+    /// Vector sizes to measure (for profiling one of them; the table keeps its four columns,
+    /// "-" for the ones not measured).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 32, 64])]
+    vectors: Vec<usize>,
 }
 
 fn cpu_ns() -> u64 {
@@ -300,6 +312,14 @@ fn main() {
     let geneve = geneve_path
         .exists()
         .then(|| host.load(&geneve_path).expect("geneve plugin"));
+    let counter_before = args
+        .counter_before
+        .as_ref()
+        .map(|p| host.load(p).expect("--counter-before plugin"));
+    let geneve_before = args
+        .geneve_before
+        .as_ref()
+        .map(|p| host.load(p).expect("--geneve-before plugin"));
 
     println!(
         "plugin-cost: CPU ns per packet, median of {} rounds of {} packets",
@@ -337,6 +357,14 @@ fn main() {
                 ExtKind::Stateful,
             ),
         ];
+        if let Some(b) = &counter_before {
+            cases.push((
+                "wasm counter plugin, --counter-before build".into(),
+                b.info().window,
+                Box::new(runtime(&host, b, &[])),
+                ExtKind::Stateful,
+            ));
+        }
         if let Some(c) = &counter {
             let rt = runtime(&host, c, &[]);
             cases.push((
@@ -356,7 +384,13 @@ fn main() {
             }
             let cols: Vec<String> = [1usize, 8, 32, 64]
                 .iter()
-                .map(|&v| format!("{:.1}", measure(ext.as_mut(), kind, &pkts, v, &args)))
+                .map(|&v| {
+                    if args.vectors.contains(&v) {
+                        format!("{:.1}", measure(ext.as_mut(), kind, &pkts, v, &args))
+                    } else {
+                        "-".into()
+                    }
+                })
                 .collect();
             println!("| {name} | {window} | {size} | {} |", cols.join(" | "));
         }
@@ -367,6 +401,14 @@ fn main() {
             0,
             Box::new(NativeGeneve),
         )];
+        if let Some(b) = &geneve_before {
+            let clause = ["opt", "class", "0x0102", "type", "0x80"];
+            gcases.push((
+                "wasm geneve match, --geneve-before build (its default path)".into(),
+                b.info().first_window.unwrap_or(b.info().window),
+                Box::new(runtime(&host, b, &clause)),
+            ));
+        }
         if let Some(g) = &geneve {
             let clause = ["opt", "class", "0x0102", "type", "0x80"];
             let mut whole = runtime(&host, g, &clause);
@@ -376,8 +418,15 @@ fn main() {
                 g.info().window,
                 Box::new(whole),
             ));
+            let mut list = runtime(&host, g, &clause);
+            list.set_batch_area(false);
             gcases.push((
-                "wasm geneve match, first window (fast-match)".into(),
+                "wasm geneve match, first window (fast-match, list<u8>)".into(),
+                g.info().first_window.unwrap_or(g.info().window),
+                Box::new(list),
+            ));
+            gcases.push((
+                "wasm geneve match, first window (fast-match, batch area)".into(),
                 g.info().first_window.unwrap_or(g.info().window),
                 Box::new(runtime(&host, g, &clause)),
             ));
@@ -397,10 +446,14 @@ fn main() {
             let cols: Vec<String> = [1usize, 8, 32, 64]
                 .iter()
                 .map(|&v| {
-                    format!(
-                        "{:.1}",
-                        measure(ext.as_mut(), ExtKind::Match, &gpkts, v, &args)
-                    )
+                    if args.vectors.contains(&v) {
+                        format!(
+                            "{:.1}",
+                            measure(ext.as_mut(), ExtKind::Match, &gpkts, v, &args)
+                        )
+                    } else {
+                        "-".into()
+                    }
                 })
                 .collect();
             println!("| {name} | {window} | {size} | {} |", cols.join(" | "));

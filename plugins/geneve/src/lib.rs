@@ -149,6 +149,8 @@ pub enum Site {
 #[derive(Debug, Default)]
 pub struct GenevePlugin {
     sites: Sites<Site>,
+    /// The match sites' [`Compiled`] form, what the packet path runs.
+    compiled: Sites<Compiled>,
 }
 
 fn value<'a>(
@@ -532,20 +534,26 @@ impl Plugin for GenevePlugin {
 
     fn configure(&mut self, site: u32, kind: Kind, args: &[String]) -> Result<(), String> {
         let s = parse(kind, args)?;
+        match &s {
+            Site::Match(m) => self.compiled.insert(site, Compiled::new(m)),
+            _ => self.compiled.remove(site),
+        };
         self.sites.insert(site, s);
         Ok(())
     }
 
     fn release(&mut self, site: u32) {
         self.sites.remove(site);
+        self.compiled.remove(site);
     }
 
     fn matches(&mut self, site: u32, pkts: Packets<'_>, out: &mut [bool]) {
-        let Some(Site::Match(m)) = self.sites.get(site) else {
+        let (Some(Site::Match(m)), Some(c)) = (self.sites.get(site), self.compiled.get(site))
+        else {
             return;
         };
         for (p, out) in pkts.iter().zip(out) {
-            *out = eval_match(m, &p);
+            *out = c.eval(m, &p);
         }
     }
 
@@ -554,15 +562,26 @@ impl Plugin for GenevePlugin {
     }
 
     fn matches_first(&mut self, site: u32, pkts: Packets<'_>, out: &mut [bool], more: &mut [bool]) {
-        let Some(Site::Match(m)) = self.sites.get(site) else {
+        let (Some(Site::Match(m)), Some(c)) = (self.sites.get(site), self.compiled.get(site))
+        else {
             return;
         };
         for ((p, out), more) in pkts.iter().zip(out).zip(more) {
-            if needs_more(m, &p) {
-                *more = true;
-            } else {
-                *out = eval_match(m, &p);
-            }
+            let a = c.first(m, &p);
+            *out = a == compiled::YES;
+            *more = a == compiled::MORE;
+        }
+    }
+
+    fn matches_first_bits(&mut self, site: u32, pkts: Packets<'_>) -> (u64, u64) {
+        let (Some(Site::Match(m)), Some(c)) = (self.sites.get(site), self.compiled.get(site))
+        else {
+            return (0, 0);
+        };
+        match c.one_clause() {
+            // The common match (`opt class C type T`), its dispatch out of the loop.
+            Some((mask, value)) => bits(pkts, |p| compiled::first_one(mask, value, p)),
+            None => bits(pkts, |p| c.first(m, p)),
         }
     }
 
@@ -588,9 +607,24 @@ impl Plugin for GenevePlugin {
     }
 }
 
+/// The answers of `first` for (at most 64 of) `pkts` as (hits, more) bitmasks.
+#[inline(always)]
+fn bits(pkts: Packets<'_>, first: impl Fn(&Pkt<'_>) -> u8) -> (u64, u64) {
+    let (mut hits, mut more) = (0u64, 0u64);
+    for (i, p) in pkts.iter().take(64).enumerate() {
+        let a = u64::from(first(&p));
+        hits |= (a & 1) << i;
+        more |= (a >> 1) << i;
+    }
+    (hits, more)
+}
+
 wasp_plugin_sdk::export_plugin!(GenevePlugin);
 
+pub mod compiled;
 pub mod tunnel;
+
+pub use compiled::Compiled;
 
 #[cfg(test)]
 mod tests;

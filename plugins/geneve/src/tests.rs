@@ -705,3 +705,206 @@ fn first_window_answers_or_asks_for_the_whole_window() {
     tcp.l4proto = 6;
     assert_eq!(run_first("present", &[tcp]), (0, 0, vec![0]));
 }
+
+/// A small xorshift generator: the same cases on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random option block: classes, types and data from small sets (so clauses hit), some
+/// blocks with an option whose length runs past the block, opt_len that may not fit.
+fn random_opts(r: &mut Rng) -> Vec<u8> {
+    let mut o = Vec::new();
+    for _ in 0..r.below(6) {
+        let class = [0x0102u16, 0x0103, 0x0408, 0xffff][r.below(4) as usize];
+        let typ = [0x80u8, 0x00, 0x42, 0xc2][r.below(4) as usize];
+        let words = r.below(4) as u8;
+        o.extend_from_slice(&class.to_be_bytes());
+        o.push(typ);
+        // Reserved bits set now and then: they are not part of the length.
+        o.push(words | if r.below(5) == 0 { 0xe0 } else { 0 });
+        for _ in 0..words * 4 {
+            o.push([0x00u8, 0x11, 0x88, 0xff][r.below(4) as usize]);
+        }
+    }
+    if r.below(6) == 0 {
+        // A last option that says more data than the block holds.
+        o.extend_from_slice(&[0x01, 0x02, 0x80, 0x1f]);
+    }
+    o
+}
+
+fn random_clause(r: &mut Rng) -> String {
+    let mut s = String::from("opt");
+    let mut any = false;
+    if r.below(2) == 0 {
+        s += [" class 0x0102", " class 0x0408", " class 0x0103"][r.below(3) as usize];
+        any = true;
+    }
+    if r.below(2) == 0 {
+        s += [" type 0x80", " type 0x42", " type 0xc2"][r.below(3) as usize];
+        any = true;
+    }
+    if r.below(4) == 0 && !s.contains("0x42") {
+        s += " critical";
+        any = true;
+    }
+    if r.below(3) == 0 || !any {
+        s += [
+            " data 0x00118800",
+            " data 0x0011ff88 mask 0x00ffff00",
+            " data 0x0000000000000000 mask 0x0000000000000000",
+        ][r.below(3) as usize];
+    }
+    s
+}
+
+#[test]
+fn compiled_match_answers_as_eval_match() {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut hits, mut ones) = (0, 0);
+    for case in 0..3000 {
+        let mut m = String::new();
+        if r.below(4) == 0 {
+            m += " present";
+        }
+        if r.below(5) == 0 {
+            m += [" vni 42", " vni 7"][r.below(2) as usize];
+        }
+        for _ in 0..r.below(4) {
+            m.push(' ');
+            m += &random_clause(&mut r);
+        }
+        if m.is_empty() {
+            m = "present".into();
+        }
+        let Ok(Site::Match(site)) = parse(Kind::MatchExpr, &args(&m)) else {
+            panic!("{m}");
+        };
+        let c = Compiled::new(&site);
+        let pkts: Vec<TestPkt> = (0..8)
+            .map(|_| {
+                let opts = random_opts(&mut r);
+                let mut p = frame(
+                    r.below(2) == 0,
+                    6081,
+                    [42, 7][r.below(2) as usize],
+                    &opts,
+                    false,
+                );
+                if r.below(8) == 0 {
+                    p.frame[p.l4 as usize + 3] ^= 1; // another port
+                }
+                if r.below(4) == 0 {
+                    // opt_len of another size than the options (longer or shorter).
+                    let g = p.l4 as usize + 8;
+                    p.frame[g] = (p.frame[g] & 0xc0) | r.below(64) as u8;
+                }
+                if r.below(6) == 0 {
+                    p.frame.truncate(p.l4 as usize + r.below(60) as usize);
+                }
+                p
+            })
+            .collect();
+        let mut g = GenevePlugin::default();
+        g.configure(0, Kind::MatchExpr, &args(&m)).unwrap();
+        for window in [WINDOW, FIRST_WINDOW, 64] {
+            let (buf, count, stride) = batch(&pkts, window);
+            let batch = Packets::new(&buf, count, stride);
+            let (mut bits, mut more_bits) = (0u64, 0u64);
+            for (i, p) in batch.iter().enumerate() {
+                let want = eval_match(&site, &p);
+                assert_eq!(
+                    c.eval(&site, &p),
+                    want,
+                    "case {case}: {m} on {:02x?}",
+                    p.bytes
+                );
+                hits += usize::from(want);
+                let first = match needs_more(&site, &p) {
+                    true => compiled::MORE,
+                    false => u8::from(want),
+                };
+                assert_eq!(
+                    c.first(&site, &p),
+                    first,
+                    "case {case}: {m} on {:02x?}",
+                    p.bytes
+                );
+                if let Some((mask, value)) = c.one_clause() {
+                    assert_eq!(
+                        compiled::first_one(mask, value, &p),
+                        first,
+                        "case {case}: {m}"
+                    );
+                    ones += 1;
+                }
+                bits |= u64::from(first == compiled::YES) << i;
+                more_bits |= u64::from(first == compiled::MORE) << i;
+            }
+            // The plugin's own bitmasks, and the SDK's default from `matches_first`'s bools.
+            assert_eq!(g.matches_first_bits(0, batch), (bits, more_bits));
+            let (mut out, mut more) = ([false; 8], [false; 8]);
+            g.matches_first(0, batch, &mut out, &mut more);
+            for i in 0..8 {
+                assert_eq!(
+                    (out[i], more[i]),
+                    (bits >> i & 1 == 1, more_bits >> i & 1 == 1)
+                );
+            }
+        }
+    }
+    // The cases are not all "no": both answers are compared.
+    assert!(hits > 2000, "{hits} matches");
+    assert!(ones > 5000, "{ones} packets of one-clause matches");
+}
+
+#[test]
+fn compiled_clauses_that_never_hold() {
+    let p = frame(false, 6081, 42, &e33d(), false);
+    let (buf, count, stride) = batch(core::slice::from_ref(&p), WINDOW);
+    let pkt = Packets::new(&buf, count, stride).get(0).unwrap();
+    // Built by hand (configure refuses them): critical with a type without 0x80, data of 6
+    // bytes; neither holds, in both implementations.
+    for o in [
+        OptMatch {
+            typ: Some(0x02),
+            critical: true,
+            ..Default::default()
+        },
+        OptMatch {
+            data: Some((vec![0; 6], vec![0; 6])),
+            ..Default::default()
+        },
+    ] {
+        let m = Match {
+            opts: vec![o],
+            ..Default::default()
+        };
+        assert!(!eval_match(&m, &pkt));
+        assert!(!Compiled::new(&m).eval(&m, &pkt));
+    }
+    // 65 clauses: the slow path, the same answer.
+    let m = Match {
+        opts: vec![
+            OptMatch {
+                class: Some(0x0102),
+                ..Default::default()
+            };
+            65
+        ],
+        ..Default::default()
+    };
+    assert!(eval_match(&m, &pkt));
+    assert!(Compiled::new(&m).eval(&m, &pkt));
+}

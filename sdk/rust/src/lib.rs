@@ -97,7 +97,7 @@ pub use sites::Sites;
 #[allow(missing_docs, unsafe_code, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "wasp-plugin-fast",
+        world: "wasp-plugin-area",
         path: "../../wit",
         pub_export_macro: true,
         export_macro_name: "__export_wasp_plugin",
@@ -186,6 +186,7 @@ macro_rules! export_plugin {
             static PLUGIN: $crate::GuestCell<$ty> = $crate::GuestCell::new();
             static VERDICTS: $crate::GuestCell<$crate::__glue::Vec<$crate::Verdict>> =
                 $crate::GuestCell::new();
+            static AREA: $crate::GuestCell<$crate::__glue::Vec<u8>> = $crate::GuestCell::new();
 
             struct Export;
 
@@ -252,6 +253,17 @@ macro_rules! export_plugin {
                     stride: u32,
                 ) -> (u64, u64) {
                     PLUGIN.with(|p| $crate::__glue::matches_first(p, site, &batch, count, stride))
+                }
+            }
+
+            impl $crate::bindings::exports::wasp::plugin::area_match::Guest for Export {
+                fn batch_area(size: u32) -> u32 {
+                    AREA.with(|a| $crate::__glue::batch_area(a, size))
+                }
+                fn matches_first_at(site: u32, count: u32, stride: u32) -> (u64, u64) {
+                    PLUGIN.with(|p| {
+                        AREA.with(|a| $crate::__glue::matches_first(p, site, a, count, stride))
+                    })
                 }
             }
 

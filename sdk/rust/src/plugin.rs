@@ -50,6 +50,23 @@ pub trait Plugin: Default + 'static {
         self.matches(site, pkts, out)
     }
 
+    /// [`matches_first`](Plugin::matches_first) with the answers as bitmasks, as the host
+    /// takes them: (hits, more), bit i for packet i (at most 64 packets; bits past them and
+    /// `hits` bits of packets marked `more` are cleared by the SDK). Default: calls
+    /// `matches_first` and packs its answers. A plugin may write the bits itself to save the
+    /// two bool arrays and the packing per call (the geneve plugin does).
+    fn matches_first_bits(&mut self, site: u32, pkts: Packets<'_>) -> (u64, u64) {
+        let n = pkts.len().min(glue::FIRST_MAX);
+        let (mut out, mut more) = ([false; glue::FIRST_MAX], [false; glue::FIRST_MAX]);
+        self.matches_first(site, pkts, &mut out[..n], &mut more[..n]);
+        let (mut hits, mut need) = (0u64, 0u64);
+        for i in 0..n {
+            hits |= u64::from(out[i]) << i;
+            need |= u64::from(more[i]) << i;
+        }
+        (hits, need)
+    }
+
     /// A statement or stateful expression: set `verdicts[i]` (all `Continue` on entry) and
     /// push edits (`Edit::packet` is the index in the batch). Default: every packet continues.
     fn apply(
@@ -134,14 +151,28 @@ pub mod glue {
     ) -> (u64, u64) {
         let pkts = Packets::new(batch, count.min(FIRST_MAX as u32), stride);
         let n = pkts.len();
-        let (mut out, mut more) = ([false; FIRST_MAX], [false; FIRST_MAX]);
-        p.matches_first(site, pkts, &mut out[..n], &mut more[..n]);
-        let (mut hits, mut need) = (0u64, 0u64);
-        for i in 0..n {
-            hits |= u64::from(out[i]) << i;
-            need |= u64::from(more[i]) << i;
+        let keep = if n >= 64 { !0 } else { (1u64 << n) - 1 };
+        let (hits, need) = p.matches_first_bits(site, pkts);
+        (hits & !need & keep, need & keep)
+    }
+
+    /// Largest batch area a plugin keeps (`area-match.batch-area`): 64 records of the largest
+    /// stride (32 + 1514 bytes, rounded up to 8) fit.
+    pub const AREA_MAX: u32 = 64 * 1552;
+
+    /// `area-match.batch-area`: `area` grown to `size` bytes (zeroed), and its address in
+    /// linear memory; 0 for a size over [`AREA_MAX`]. The area is only grown, here: the host
+    /// asks once per instance, and the address stays valid until it asks again.
+    pub fn batch_area(area: &mut Vec<u8>, size: u32) -> u32 {
+        if size > AREA_MAX {
+            return 0;
         }
-        (hits & !need, need)
+        if area.len() < size as usize {
+            area.resize(size as usize, 0);
+        }
+        // On wasm32 a pointer is the u32 address the host writes at (elsewhere, for tests,
+        // only its low bits: nothing reads it there).
+        area.as_ptr() as usize as u32
     }
 
     /// `apply` with one verdict per packet of `count` (`Continue` for packets the buffer does
@@ -272,5 +303,28 @@ mod tests {
         // A count past the buffer: bits for the packets it holds only.
         let (buf, _, stride) = batch(&pkts[..2], 8);
         assert_eq!(glue::matches_first(&mut p, 0, &buf, 5, stride), (0b01, 0));
+    }
+
+    #[test]
+    fn batch_area_grows_once_and_refuses_too_much() {
+        let mut area = Vec::new();
+        let a = glue::batch_area(&mut area, 6144);
+        assert_eq!(area.len(), 6144);
+        assert_ne!(a, 0);
+        // The same size again (or a smaller one): the same buffer.
+        assert_eq!(glue::batch_area(&mut area, 6144), a);
+        assert_eq!(glue::batch_area(&mut area, 100), a);
+        assert_eq!(area.len(), 6144);
+        assert_eq!(glue::batch_area(&mut area, glue::AREA_MAX + 1), 0);
+        assert_eq!(area.len(), 6144);
+        // What the host wrote there is what matches-first-at reads (the same glue).
+        let mut p = Long;
+        let pkts = [TestPkt {
+            frame: alloc::vec![0; 60],
+            ..Default::default()
+        }];
+        let (buf, count, stride) = batch(&pkts, 8);
+        area[..buf.len()].copy_from_slice(&buf);
+        assert_eq!(glue::matches_first(&mut p, 0, &area, count, stride), (1, 0));
     }
 }
