@@ -402,9 +402,36 @@ pub(crate) struct Live {
     pub(crate) bindings: WaspPlugin,
     /// `fast-match.matches-first` (its type checked at load).
     pub(crate) matches_first: Option<Func>,
-    /// `area-match.matches-first-at` and the batch area the instance gave, when it exports
-    /// `area-match` and gave one (type checked at load).
-    pub(crate) area: Option<(Func, Area)>,
+    /// `area-match.batch-area` and `matches-first-at`, when the plugin exports them (types
+    /// checked for this instance when it was made).
+    pub(crate) area_fns: Option<(Func, Func)>,
+    /// The batch area: `None` until the first match that wants it asks (an instance that is
+    /// never asked for a match pays nothing), then the one the plugin gave, or `Some(None)`
+    /// when it gave none.
+    pub(crate) area: Option<Option<Area>>,
+}
+
+impl Live {
+    /// Ask the instance for its batch area, for 64 records of `first`-byte windows; once.
+    pub(crate) fn ask_area(&mut self, first: u32) -> wasmtime::Result<()> {
+        let (Some((ba, _)), None) = (self.area_fns, self.area) else {
+            return Ok(());
+        };
+        let size = pack::FIRST_MAX * pack::stride(first);
+        let (addr,) = ba
+            .typed::<(u32,), (u32,)>(&self.store)?
+            .call(&mut self.store, (size as u32,))?;
+        self.area = Some((addr != 0).then_some(Area {
+            addr: addr as usize,
+            size,
+        }));
+        Ok(())
+    }
+
+    /// `matches-first-at` and the batch area, once asked for and given.
+    pub(crate) fn area(&self) -> Option<(Func, Area)> {
+        Some((self.area_fns?.1, self.area??))
+    }
 }
 
 impl Plugin {
@@ -463,12 +490,9 @@ impl Plugin {
             .matches_first
             .as_ref()
             .and_then(|i| instance.get_func(&mut store, i));
-        // The batch area, for 64 records of the first window (not during `load`, where the
-        // first window is not known yet).
-        let mut area = None;
-        if let (Some((ba, at)), Some(first)) = (&self.inner.area_fns, self.inner.info.first_window)
-        {
-            let size = pack::FIRST_MAX * pack::stride(first);
+        // `area-match`, its types checked for this instance (the area is asked for later).
+        let mut area_fns = None;
+        if let Some((ba, at)) = &self.inner.area_fns {
             let func = |store: &mut Store<StoreState>, i| {
                 instance
                     .get_func(&mut *store, i)
@@ -476,27 +500,17 @@ impl Plugin {
             };
             let ba = func(&mut store, ba).map_err(err)?;
             let at = func(&mut store, at).map_err(err)?;
+            ba.typed::<(u32,), (u32,)>(&store).map_err(err)?;
             area::check(at, &store).map_err(err)?;
-            let (addr,) = ba
-                .typed::<(u32,), (u32,)>(&store)
-                .and_then(|f| f.call(&mut store, (size as u32,)))
-                .map_err(err)?;
-            if addr != 0 {
-                area = Some((
-                    at,
-                    Area {
-                        addr: addr as usize,
-                        size,
-                    },
-                ));
-            }
+            area_fns = Some((ba, at));
         }
         Ok(Live {
             store,
             instance,
             bindings,
             matches_first,
-            area,
+            area_fns,
+            area: None,
         })
     }
 }

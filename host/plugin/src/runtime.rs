@@ -1196,15 +1196,25 @@ impl Runtime {
         first: u32,
         out: &mut [bool],
     ) -> Result<(), CallError> {
+        if self.batch_area
+            && self.slots[slot]
+                .live
+                .as_ref()
+                .is_some_and(|l| l.area_fns.is_some() && l.area.is_none())
+        {
+            // The first match of this instance: ask for its batch area (a failure is this
+            // call's).
+            self.guarded(slot, |live| live.ask_area(first))?;
+        }
         let area = self.batch_area
             && self.slots[slot]
                 .live
                 .as_ref()
-                .is_some_and(|l| l.area.is_some());
+                .is_some_and(|l| l.area().is_some());
         let (hits, more) = if area {
             let stride = pack::batch_stride(pkts, first, pack::stride(first));
             self.guarded(slot, |live| {
-                let Some((f, area)) = live.area else {
+                let Some((f, area)) = live.area() else {
                     wasmtime::bail!("area-match is not exported");
                 };
                 let f = area::typed(f);
