@@ -20,16 +20,15 @@
 #
 # WASP=path/to/wasp picks the binary (default: target/release/wasp, or under $CARGO_TARGET_DIR;
 # built when missing).
-# WORKERS=N runs N workers (default 1): a known issue makes every worker keep timers of its
-# own (the plugin runs once per worker), so with 2 workers a label expires once per worker, and
-# a label whose traffic spreads over both (the branch's two subnets) twice; the kernel has one
-# timer per label, as the README says and as one worker shows.
+# WORKERS=N runs N workers (default 2). Each worker runs its own instance of the plugin; their
+# timers are shared (one timer per label across the workers, as the kernel has one per label),
+# so a label expires once, when no worker has seen its traffic for the timeout.
 #
 # Like xt_IDLETIMER, a label's timer starts when its rule is loaded: a label that never sees a
 # packet expires once after its timeout (here the hotel, 15 s after wasp starts, if the run
 # lasts that long; the script shows such events but does not count them).
 set -euo pipefail
-workers=${WORKERS:-1}
+workers=${WORKERS:-2}
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -150,9 +149,9 @@ pids+=($!)
 
 # --- wasp ------------------------------------------------------------------------------------
 echo "== wasp run $tmp/idle-live.nft (sub0 -> up0): timeouts bob 4 s, branch 4 s, carol 5 s hard"
-# start_wasp: run the daemon and wait for its control socket. On a loaded machine a plugin's
-# configure call can overrun the daemon's plugin deadline (10 ms of wall clock: "interrupted
-# after 10 epoch ticks"); that start is retried, at most twice, with a note.
+# start_wasp: run the daemon and wait for its control socket. Should a plugin's configure call
+# overrun its deadline on a loaded machine ("interrupted after ... epoch ticks"), the start is
+# retried, at most twice, with a note.
 start_wasp() {
 	local try
 	for try in 1 2 3; do

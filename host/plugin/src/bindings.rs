@@ -72,6 +72,13 @@ pub(crate) struct StoreState {
     pub(crate) dropped_events: u64,
     pub(crate) set_fn: Option<SetFn>,
     pub(crate) limit: MemLimit,
+    /// The epoch tick period (to turn a deadline in ticks into CPU time).
+    pub(crate) tick: std::time::Duration,
+    /// CPU time the current call may still use once its wall-clock deadline has passed.
+    pub(crate) budget: std::time::Duration,
+    /// This thread's CPU time when the current call's wall-clock deadline passed (`None`
+    /// until it does).
+    pub(crate) cpu_mark: Option<std::time::Duration>,
     /// WASI for guests that import it, made on first use (feature `wasi`).
     #[cfg(feature = "wasi")]
     pub(crate) wasi: Option<crate::wasi::WasiState>,
@@ -91,6 +98,9 @@ impl StoreState {
                 max: max_memory,
                 hit: false,
             },
+            tick: std::time::Duration::from_millis(1),
+            budget: std::time::Duration::ZERO,
+            cpu_mark: None,
             #[cfg(feature = "wasi")]
             wasi: None,
         }

@@ -27,8 +27,10 @@ pub struct HostConfig {
     /// Epoch tick of the ticker thread (default 1 ms).
     pub tick: Duration,
     /// Ticks a call may run before it is interrupted (default 10, i.e. 10 ms at the default
-    /// tick). The ticks run on wall time and the first may come right after the call starts,
-    /// so a call is interrupted after `deadline_ticks - 1` to `deadline_ticks` tick periods.
+    /// tick). The ticks run on wall time and the first may come right after the call starts;
+    /// once they have passed, the call may still use as much CPU time as the deadline is long
+    /// (the calling thread's clock), so a call that was descheduled is not interrupted, and a
+    /// plugin that loops is stopped after one to two deadlines (see `arm_deadline`).
     pub deadline_ticks: u64,
     /// Ticks a call off the packet path may run: instantiation, `describe`, `configure`,
     /// `release`, state listing, reset and transfer (default 1000, i.e. 1 s). These run when a
@@ -473,8 +475,9 @@ impl Plugin {
             StoreState::new(name.clone(), host.config.max_memory, set_fn),
         );
         store.limiter(|s| &mut s.limit);
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(host.config.setup_ticks.max(1));
+        store.data_mut().tick = host.config.tick;
+        store.epoch_deadline_callback(deadline_reached);
+        arm_deadline(&mut store, host.config.setup_ticks.max(1));
         let err = |e: wasmtime::Error| PluginError::Instantiate {
             plugin: name.to_string(),
             msg: format!("{e:#}"),
@@ -528,5 +531,45 @@ pub(crate) fn wit_kind(k: ExtKind) -> Kind {
         ExtKind::Match => Kind::MatchExpr,
         ExtKind::Statement => Kind::Statement,
         ExtKind::Stateful => Kind::Stateful,
+    }
+}
+
+/// Give the next call of `store` a deadline of `ticks` epoch ticks.
+///
+/// The ticks run on wall time (the ticker thread), so a worker descheduled in the middle of a
+/// call would reach the deadline without the plugin having run that long. When the wall-clock
+/// deadline passes, [`deadline_reached`] starts counting this thread's CPU time instead, and
+/// interrupts the call (`Trap::Interrupt`, reported as a deadline hit) only once it has used
+/// the deadline's length of CPU time since: a plugin that loops is stopped after between one
+/// and two deadlines, a call that was merely descheduled is not.
+pub(crate) fn arm_deadline(store: &mut Store<StoreState>, ticks: u64) {
+    let ticks = ticks.max(1);
+    let d = store.data_mut();
+    d.budget = d
+        .tick
+        .saturating_mul(u32::try_from(ticks).unwrap_or(u32::MAX));
+    d.cpu_mark = None;
+    store.set_epoch_deadline(ticks);
+}
+
+/// The epoch deadline of a call passed (see [`arm_deadline`]): go on one more tick while the
+/// thread's CPU time since then is under the budget, else interrupt.
+fn deadline_reached(
+    mut ctx: wasmtime::StoreContextMut<'_, StoreState>,
+) -> wasmtime::Result<wasmtime::UpdateDeadline> {
+    let d = ctx.data_mut();
+    let Ok(now) = cpu_time::ThreadTime::try_now().map(|t| t.as_duration()) else {
+        // No thread clock: the wall-clock deadline is all there is.
+        return Err(wasmtime::Trap::Interrupt.into());
+    };
+    match d.cpu_mark {
+        None => {
+            d.cpu_mark = Some(now);
+            Ok(wasmtime::UpdateDeadline::Continue(1))
+        }
+        Some(mark) if now.saturating_sub(mark) < d.budget => {
+            Ok(wasmtime::UpdateDeadline::Continue(1))
+        }
+        Some(_) => Err(wasmtime::Trap::Interrupt.into()),
     }
 }

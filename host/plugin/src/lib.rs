@@ -36,3 +36,4 @@ pub use runtime::{
     Backoff, FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle,
     SwapOutcome,
 };
+pub use timers::SharedTimers;

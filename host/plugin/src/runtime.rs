@@ -14,7 +14,7 @@ use crate::bindings::{Clock, TimerOp};
 use crate::error::{FailureReason, PluginError};
 use crate::host::{Live, MatchesFirstParams, MatchesFirstResults, Plugin, PluginHost, wit_kind};
 use crate::pack;
-use crate::timers::TimerQueue;
+use crate::timers::{SharedTimers, TimerQueue};
 
 /// The embedder's look-up behind the host import `set-contains`: called with (plugin name,
 /// set name, key bytes as the set's type has them), true when the set holds the key.
@@ -236,7 +236,7 @@ impl SwapHandle {
             if !new.info().kinds.contains(kind) {
                 return None;
             }
-            live.store.set_epoch_deadline(deadline);
+            crate::host::arm_deadline(&mut live.store, deadline);
             let r = live.bindings.wasp_plugin_plugin().call_configure(
                 &mut live.store,
                 *id,
@@ -313,6 +313,8 @@ pub struct Runtime {
     fast_match: bool,
     /// Whether `fast-match` batches go into a plugin's batch area when it has one.
     batch_area: bool,
+    /// The timer table shared with other workers' runtimes, and this runtime's member index.
+    share: Option<(Arc<SharedTimers>, usize)>,
 }
 
 /// Outcome of one guarded call.
@@ -332,6 +334,7 @@ impl Runtime {
             by_name: HashMap::new(),
             sites: Vec::new(),
             timers: TimerQueue::default(),
+            share: None,
             events: Vec::new(),
             now: [0, 0],
             set_fn: None,
@@ -577,6 +580,22 @@ impl Runtime {
         std::mem::take(&mut self.events)
     }
 
+    /// Share timers with other workers' runtimes as member `worker` of `table` (see
+    /// [`SharedTimers`]: each timer's `on-timer` then runs once, on the runtime whose timer
+    /// for it falls due last). Call it before configuring use sites, so that the timers
+    /// they arm are shared too.
+    pub fn share_timers(&mut self, table: Arc<SharedTimers>, worker: usize) {
+        self.share = Some((table, worker));
+    }
+
+    /// Drop every timer of plugin slot `slot`, here and in the shared table.
+    fn clear_timers(&mut self, slot: usize) {
+        self.timers.clear_slot(slot);
+        if let Some((t, w)) = &self.share {
+            t.cancel_all(&self.slots[slot].name, *w);
+        }
+    }
+
     /// Timers armed by this runtime's plugins.
     pub fn timers_armed(&self) -> usize {
         self.timers.len()
@@ -603,6 +622,12 @@ impl Runtime {
         let new = [mono_ns.max(old[0]), boot_ns.max(old[1])];
         let bound = self.timers.next_seq();
         while let Some((clock, deadline, (slot, key))) = self.timers.pop_due(new, bound) {
+            if let Some((t, w)) = &self.share
+                && !t.due(&self.slots[slot].name, key, *w)
+            {
+                // Another worker holds it armed: it fires there, once.
+                continue;
+            }
             self.now = due_clocks(old, new, usize::from(clock), deadline);
             if let Err(CallError::Failed(reason, msg)) = self.guarded(slot, |live| {
                 let b = &live.bindings;
@@ -728,7 +753,7 @@ impl Runtime {
                 reason: "the old instance had failed".into(),
             },
             (Some(o), true, true) => {
-                o.store.set_epoch_deadline(deadline);
+                crate::host::arm_deadline(&mut o.store, deadline);
                 match o
                     .bindings
                     .wasp_plugin_plugin()
@@ -738,7 +763,7 @@ impl Runtime {
                         reason: format!("export-state failed: {}", describe_error(&e, deadline)),
                     },
                     Ok(blob) => {
-                        live.store.set_epoch_deadline(deadline);
+                        crate::host::arm_deadline(&mut live.store, deadline);
                         match live
                             .bindings
                             .wasp_plugin_plugin()
@@ -775,7 +800,7 @@ impl Runtime {
             (s.streak, s.skip, s.next_backoff) = (0, 0, 0);
         }
         if matches!(state, StateMove::Fresh { .. }) {
-            self.timers.clear_slot(slot);
+            self.clear_timers(slot);
         }
         let text = match &state {
             StateMove::Carried { bytes } => {
@@ -827,7 +852,7 @@ impl Runtime {
                     kind_name(s.kind)
                 )));
             }
-            live.store.set_epoch_deadline(deadline);
+            crate::host::arm_deadline(&mut live.store, deadline);
             let r = live.bindings.wasp_plugin_plugin().call_configure(
                 &mut live.store,
                 id as u32,
@@ -895,7 +920,7 @@ impl Runtime {
             // A refused growth that the guest survived is not this call's failure.
             d.limit.hit = false;
         }
-        live.store.set_epoch_deadline(deadline);
+        crate::host::arm_deadline(&mut live.store, deadline);
         let r = f(live);
         let r = r.map_err(|e| {
             let reason = classify(&e, live);
@@ -923,10 +948,19 @@ impl Runtime {
                     key,
                     clock,
                     deadline,
-                } => self
-                    .timers
-                    .arm((slot, key), u8::from(clock == Clock::Boottime), deadline),
-                TimerOp::Cancel { key } => self.timers.cancel((slot, key)),
+                } => {
+                    self.timers
+                        .arm((slot, key), u8::from(clock == Clock::Boottime), deadline);
+                    if let Some((t, w)) = &self.share {
+                        t.arm(&self.slots[slot].name, key, *w, deadline);
+                    }
+                }
+                TimerOp::Cancel { key } => {
+                    self.timers.cancel((slot, key));
+                    if let Some((t, w)) = &self.share {
+                        t.cancel(&self.slots[slot].name, key, *w);
+                    }
+                }
             }
         }
         for text in evs {
@@ -953,7 +987,7 @@ impl Runtime {
         };
         s.live = None;
         self.event(name.clone(), text);
-        self.timers.clear_slot(slot);
+        self.clear_timers(slot);
         self.recreate(slot);
         PluginError::Call {
             plugin: name,
@@ -999,7 +1033,7 @@ impl Runtime {
             let Some(live) = self.slots[slot].live.as_mut() else {
                 return;
             };
-            live.store.set_epoch_deadline(deadline);
+            crate::host::arm_deadline(&mut live.store, deadline);
             let r = live.bindings.wasp_plugin_plugin().call_configure(
                 &mut live.store,
                 id,
@@ -1073,7 +1107,9 @@ fn classify(e: &wasmtime::Error, live: &mut Live) -> FailureReason {
 
 fn describe_error(e: &wasmtime::Error, ticks: u64) -> String {
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => format!("interrupted after {ticks} epoch ticks"),
+        Some(Trap::Interrupt) => {
+            format!("interrupted after {ticks} epoch ticks and as long again of CPU time")
+        }
         Some(t) => t.to_string(),
         None => format!("{e}"),
     }

@@ -1,7 +1,9 @@
 //! A runtime's timer queue: timers armed by its plugins (host import `timer-arm`), kept in
-//! deadline order per clock, fired by [`crate::Runtime`]'s `advance` in deadline order.
+//! deadline order per clock, fired by [`crate::Runtime`]'s `advance` in deadline order; and
+//! [`SharedTimers`], which makes the runtimes of several workers fire a timer once.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Which clock (0 monotonic, 1 boot time).
 pub(crate) type ClockId = u8;
@@ -80,6 +82,115 @@ impl TimerQueue {
     }
 }
 
+/// One timer table for the runtimes of several workers (one instance of each plugin per
+/// worker): a timer is one logical timer, whichever workers arm it.
+///
+/// A packet path that restarts a timer (an IDLETIMER label) runs on the worker its flow
+/// hashes to, so each worker's instance arms the same key at its own times. Each worker keeps
+/// its own queue; this table records, per (plugin, key), the deadline each worker last armed.
+/// A worker whose timer falls due clears its entry; only the worker that clears the last one
+/// calls `on-timer` (so it runs once, when no worker has re-armed the key for its whole
+/// timeout: xt_IDLETIMER's meaning with one timer per label); the others skip it. A cancel
+/// clears the worker's entry without firing. One table per ruleset generation (a new ruleset
+/// starts with new instances and a new table).
+#[derive(Debug)]
+pub struct SharedTimers {
+    workers: usize,
+    table: Mutex<ArmedBy>,
+}
+
+/// (plugin name, key) → the deadline each worker armed (`None`: not armed there).
+type ArmedBy = HashMap<(Arc<str>, u64), Vec<Option<u64>>>;
+
+impl SharedTimers {
+    /// A table for `workers` runtimes (member indexes `0..workers`).
+    pub fn new(workers: usize) -> Arc<SharedTimers> {
+        Arc::new(SharedTimers {
+            workers: workers.max(1),
+            table: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Number of member runtimes.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ArmedBy> {
+        // A panic elsewhere while holding it leaves a consistent map (each change is one
+        // assignment): keep using it.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Worker `w` armed `key` of `plugin` at `deadline`.
+    pub(crate) fn arm(&self, plugin: &Arc<str>, key: u64, w: usize, deadline: u64) {
+        let mut t = self.lock();
+        let e = t
+            .entry((plugin.clone(), key))
+            .or_insert_with(|| vec![None; self.workers]);
+        if let Some(slot) = e.get_mut(w) {
+            *slot = Some(deadline);
+        }
+    }
+
+    /// Worker `w` cancelled `key` of `plugin`.
+    pub(crate) fn cancel(&self, plugin: &Arc<str>, key: u64, w: usize) {
+        let mut t = self.lock();
+        let k = (plugin.clone(), key);
+        if let Some(e) = t.get_mut(&k) {
+            if let Some(slot) = e.get_mut(w) {
+                *slot = None;
+            }
+            if e.iter().all(Option::is_none) {
+                t.remove(&k);
+            }
+        }
+    }
+
+    /// Worker `w` dropped every timer of `plugin` (its instance failed or started fresh).
+    pub(crate) fn cancel_all(&self, plugin: &Arc<str>, w: usize) {
+        let mut t = self.lock();
+        t.retain(|(p, _), e| {
+            if p == plugin
+                && let Some(slot) = e.get_mut(w)
+            {
+                *slot = None;
+            }
+            e.iter().any(Option::is_some)
+        });
+    }
+
+    /// Worker `w`'s timer for `key` of `plugin` fell due: `true` when `w` is to call
+    /// `on-timer` (no other worker holds the key armed any longer).
+    pub(crate) fn due(&self, plugin: &Arc<str>, key: u64, w: usize) -> bool {
+        let mut t = self.lock();
+        let k = (plugin.clone(), key);
+        let Some(e) = t.get_mut(&k) else {
+            // Not shared (armed before joining) or cancelled meanwhile: the worker's own.
+            return true;
+        };
+        if let Some(slot) = e.get_mut(w) {
+            *slot = None;
+        }
+        if e.iter().all(Option::is_none) {
+            t.remove(&k);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Keys armed on at least one worker (for tests and listing).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// `true` when no key is armed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +226,34 @@ mod tests {
         assert_eq!(q.pop_due([100, 100], b), None);
         q.clear_slot(0);
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_shared_timer_fires_once_on_the_last_worker() {
+        let sh = SharedTimers::new(3);
+        let p: Arc<str> = Arc::from("idletimer");
+        sh.arm(&p, 7, 0, 100);
+        sh.arm(&p, 7, 1, 250);
+        // Worker 2 never armed it; worker 0 falls due first: worker 1 still holds it.
+        assert!(!sh.due(&p, 7, 0));
+        assert_eq!(sh.len(), 1);
+        // Worker 0 re-arms (a new packet), worker 1 falls due: worker 0 holds it now.
+        sh.arm(&p, 7, 0, 400);
+        assert!(!sh.due(&p, 7, 1));
+        // The last one fires.
+        assert!(sh.due(&p, 7, 0));
+        assert!(sh.is_empty());
+        // A cancel on every worker fires nothing and leaves nothing.
+        sh.arm(&p, 8, 0, 10);
+        sh.arm(&p, 8, 2, 10);
+        sh.cancel(&p, 8, 0);
+        sh.cancel_all(&p, 2);
+        assert!(sh.is_empty());
+        // Another plugin's key is another timer.
+        let q: Arc<str> = Arc::from("other");
+        sh.arm(&p, 9, 0, 10);
+        sh.arm(&q, 9, 1, 10);
+        assert!(sh.due(&p, 9, 0));
+        assert!(sh.due(&q, 9, 1));
     }
 }

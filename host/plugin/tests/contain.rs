@@ -252,6 +252,31 @@ fn set_contains_goes_through_the_embedders_lookup() {
     assert_eq!(out, [true, false]);
 }
 
+/// A call whose thread is off the CPU past the wall-clock deadline (here: the embedder's set
+/// lookup sleeps 3 deadlines long; on a loaded machine, the worker descheduled) is not
+/// interrupted: after the deadline the call is measured on the thread's CPU clock. A guest
+/// that loops is still stopped (`contained("loop", ...)` above).
+#[test]
+fn a_call_off_the_cpu_is_not_interrupted() {
+    let host = host();
+    let ticks = host.config().deadline_ticks;
+    let tick = host.config().tick;
+    let p = guest(&host, "probe");
+    let mut rt = Runtime::new(&host);
+    rt.set_lookup(std::sync::Arc::new(move |_: &str, _: &str, key: &[u8]| {
+        std::thread::sleep(tick * (3 * ticks as u32));
+        key == [1, 2, 3, 4]
+    }));
+    rt.add("probe", &p).unwrap();
+    rt.configure(&site(0, "probe", &["set"], Fallback::Absent))
+        .unwrap();
+    let a = [1u8, 2, 3, 4, 5, 6];
+    let mut out = [false];
+    rt.matches(0, &[pkt(&a, 0, 0, 0)], &mut out);
+    assert_eq!(out, [true]);
+    assert_eq!(rt.failures("probe"), FailureCounts::default());
+}
+
 #[test]
 fn load_errors_name_the_file() {
     let host = host();

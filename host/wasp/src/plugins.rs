@@ -23,9 +23,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use wasp_core::{COUNTER_PLUGIN, CounterSource, Engine, ExtKind};
-use wasp_plugin::{HostConfig, Plugin, PluginEvent, PluginHost, Runtime};
+use wasp_plugin::{HostConfig, Plugin, PluginEvent, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::PluginSource;
 
@@ -137,7 +138,7 @@ impl ReplayPlugins {
         })
         .map_err(|e| Error::Plugin(e.to_string()))?;
         let mut cache = PluginCache::default();
-        let (runtime, loaded) = build_runtime(&host, &mut cache, ruleset, engine, start_ns)?;
+        let (runtime, loaded) = build_runtime(&host, &mut cache, ruleset, engine, start_ns, None)?;
         let mut pending = Vec::with_capacity(swaps.len());
         for s in swaps {
             if !loaded.contains_key(&s.name) {
@@ -334,7 +335,8 @@ pub type Loaded = HashMap<String, (PathBuf, wasp_ruleset::model::Span)>;
 /// One worker's [`Runtime`] for `ruleset`: the plugins it declares (and the bundled counter
 /// plugin when `engine` has counters), every use site of `engine` (compiled from `ruleset`)
 /// configured with its arguments, and the kinds given to the engine. The runtime's clocks
-/// start at `start_ns`.
+/// start at `start_ns`. With `share` (a daemon's workers: the table and this worker's index),
+/// the plugins' timers are one per key across the workers ([`SharedTimers`]).
 ///
 /// # Errors
 /// As [`ReplayPlugins::load`]: a ruleset error at the declaration or the use.
@@ -344,9 +346,13 @@ pub fn build_runtime(
     ruleset: &Ruleset,
     engine: &mut Engine,
     start_ns: u64,
+    share: Option<(Arc<SharedTimers>, usize)>,
 ) -> Result<(Runtime, Loaded), Error> {
     let counters = engine.has_counters();
     let mut runtime = Runtime::new(host);
+    if let Some((table, worker)) = share {
+        runtime.share_timers(table, worker);
+    }
     // The replay's clock starts at the first packet: timers armed while configuring count
     // from there.
     runtime.set_clocks(start_ns, start_ns);

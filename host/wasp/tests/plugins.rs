@@ -281,3 +281,63 @@ fn the_command_line_takes_swaps_and_prints_events() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A daemon's workers each run an instance of the idletimer plugin; sharing their timers
+/// ([`wasp_plugin::SharedTimers`], as `wasp run` does) makes a label one timer: it expires
+/// once, when no worker has seen a packet for its timeout (xt_IDLETIMER has one timer per
+/// label). Without the table each worker's instance expires on its own.
+#[test]
+fn workers_sharing_timers_expire_a_label_once() {
+    use wasp_core::{Engine, Extensions, Outcome, Packet};
+    let rules = "table netdev t {\n\tplugin idletimer\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tidletimer label \"lan\" timeout 2s\n\t}\n}\n";
+    let rs = wasp_ruleset::parse_str(rules, "w.nft").unwrap();
+    let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default()).unwrap();
+    let mut cache = wasp::plugins::PluginCache::default();
+    // Two workers' (engine, runtime), built at t = 0 (the label's timers start then).
+    let mut workers = |share: bool| {
+        let table = wasp_plugin::SharedTimers::new(2);
+        (0..2)
+            .map(|w| {
+                let mut e = Engine::compile(&rs).unwrap();
+                let s = share.then(|| (table.clone(), w));
+                let (rt, _) =
+                    wasp::plugins::build_runtime(&host, &mut cache, &rs, &mut e, 0, s).unwrap();
+                (e, rt)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (_, frame) = packet(0, 5);
+    let expiries = |ws: &mut Vec<(Engine, wasp_plugin::Runtime)>| -> Vec<(usize, u64)> {
+        let mut got = Vec::new();
+        // Worker 0 sees a packet at 1.5 s; worker 1 none. Both advance every 100 ms to 6 s.
+        for step in 1..=60u64 {
+            let now = step * SEC / 10;
+            for (w, (e, rt)) in ws.iter_mut().enumerate() {
+                if w == 0 && step == 15 {
+                    let p = Packet {
+                        frame: &frame,
+                        meta: wasp_wire::parse(&frame),
+                        iifname: "eth0",
+                        mark: 0,
+                    };
+                    let mut o = [Outcome::unseen(0)];
+                    e.ingress_ext("eth0", &[p], now, &mut o, None, rt as &mut dyn Extensions);
+                } else {
+                    rt.advance(now);
+                }
+                for ev in rt.take_events() {
+                    if ev.text == "idletimer lan expired" {
+                        got.push((w, now));
+                    }
+                }
+            }
+        }
+        got
+    };
+    // Shared: once, 2 s after the last packet on any worker (1.5 s + 2 s), from worker 0.
+    let got = expiries(&mut workers(true));
+    assert_eq!(got, vec![(0, 35 * SEC / 10)]);
+    // Each on its own: worker 1's timer (armed at load) expires at 2 s as well.
+    let got = expiries(&mut workers(false));
+    assert_eq!(got, vec![(1, 2 * SEC), (0, 35 * SEC / 10)]);
+}

@@ -69,11 +69,11 @@ pub struct RunArgs {
     /// `--workers` becomes 1; more is refused, naming the device).
     #[arg(long = "tap", value_name = "DEV")]
     pub taps: Vec<String>,
-    /// Wall-clock time a plugin call on the packet path may take before it is interrupted and
-    /// its packets get the fallback, in ms (epoch ticks of 1 ms; default 100, as `wasp
-    /// replay`: the ticks run on wall time, and on a loaded machine a worker descheduled in the
-    /// middle of a call would otherwise lose that call's packets to the fallback; a plugin that
-    /// keeps failing is backed off). Calls that configure run under their own 1 s limit.
+    /// Time a plugin call on the packet path may take before it is interrupted and its packets
+    /// get the fallback, in ms (epoch ticks of 1 ms, then as much again of the worker's CPU
+    /// time, so that a worker descheduled in the middle of a call on a loaded machine does not
+    /// lose that call's packets; default 100, as `wasp replay`; a plugin that keeps failing is
+    /// backed off). Calls that configure run under their own 1 s limit.
     #[arg(long, value_name = "MS", default_value_t = state::DEFAULT_PLUGIN_DEADLINE_MS)]
     pub plugin_deadline: u64,
     /// Receive path of the AF_PACKET ports.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use wasp_core::{CounterSource, Engine};
-use wasp_plugin::{HostConfig, PluginHost};
+use wasp_plugin::{HostConfig, PluginHost, SharedTimers};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::Stmt;
 
@@ -173,6 +173,9 @@ impl Daemon {
         let mut zeroed = ruleset.clone();
         zero_counts(&mut zeroed);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        // One timer per key across the workers (an IDLETIMER label expires once), new with
+        // each generation as the instances are.
+        let timers = SharedTimers::new(self.workers.len().max(1));
         (0..self.workers.len().max(1))
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
@@ -180,7 +183,8 @@ impl Daemon {
                 engine.set_epoch(now);
                 let needs = engine.has_counters() || r.tables.iter().any(|t| !t.plugins.is_empty());
                 let runtime = if needs {
-                    Some(build_runtime(&self.host, &mut cache, r, &mut engine, now)?.0)
+                    let share = Some((timers.clone(), i));
+                    Some(build_runtime(&self.host, &mut cache, r, &mut engine, now, share)?.0)
                 } else {
                     None
                 };
