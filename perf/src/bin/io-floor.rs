@@ -20,9 +20,23 @@
 //! receive window, receiving thread CPU ns per packet, sending thread CPU ns per packet, their
 //! sum, and drops (frames sent but not received; the kernel's `tp_drops` in parentheses).
 //!
+//! Then the send paths (`AfPacketGroup` queue + flush against `sendmmsg`, nothing receiving),
+//! and forwarding: the receiving thread sends every frame it receives on `if1` back out of
+//! `if1` with a gateway's rewrite (MACs swapped, TTL decremented with the checksum updated),
+//! `RingConfig::default()` (TPACKET_V3 receive, PACKET_TX_RING send), one flush per poll, by
+//! two paths in the same round (alternating first):
+//! - staged: the frame is rewritten into an arena during `poll`'s callback and queued with
+//!   `PortGroup::queue` after it (two copies: what the daemon did before `poll_tx`, and what it
+//!   still does for a send to another group's port);
+//! - direct: `PortGroup::poll_tx` lends the group's send side to the callback, whose
+//!   `TxSide::queue_with` rewrites the frame straight into the TX ring frame (one copy).
+//!
+//! The forwarding thread's CPU covers receive, rewrite, send and the kernel's veth delivery to
+//! `if0` (where nothing reads them: the sender's socket has protocol 0).
+//!
 //! `cargo run --release -p wasp-perf --bin io-floor -- [--packets N] [--runs R] [--size B]
-//! [--mode multishot|tpacket|both] [--min N] [--max N] [--timeout-us T] [--retire-ms M]`
-//! (needs root). CI smoke mode (about a second): `--packets 20000 --runs 1`.
+//! [--mode multishot|tpacket|both] [--only rx|tx|fwd] [--min N] [--max N] [--timeout-us T]
+//! [--retire-ms M]` (needs root). CI smoke mode (about a second): `--packets 20000 --runs 1`.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -61,6 +75,9 @@ struct Args {
     /// TPACKET_V3 block retire timeout, ms.
     #[arg(long, default_value_t = 1)]
     retire_ms: u32,
+    /// Run only one section: rx (receive paths), tx (send paths) or fwd (forwarding).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 type Res<T> = Result<T, String>;
@@ -97,19 +114,37 @@ fn run(args: &Args) -> Res<()> {
     if args.packets == 0 || args.runs == 0 || args.size < 60 || args.size > 1514 {
         return Err("--packets and --runs at least 1, --size 60..=1514".into());
     }
+    let only = args.only.as_deref();
+    if !matches!(only, None | Some("rx" | "tx" | "fwd")) {
+        return Err(format!("unknown --only {only:?} (rx, tx, fwd)"));
+    }
     remove_stale();
+    let mut n = 0;
+    if matches!(only, None | Some("rx")) {
+        receive_paths(args, &modes, &mut n)?;
+    }
+    if matches!(only, None | Some("tx")) {
+        send_paths(args, &mut n)?;
+    }
+    if matches!(only, None | Some("fwd")) {
+        forward_paths(args, &mut n)?;
+    }
+    Ok(())
+}
+
+/// The receive paths' table.
+fn receive_paths(args: &Args, modes: &[RxMode], n: &mut usize) -> Res<()> {
     println!(
         "wasp-io receive floor: veth, {} frames of {} B per run, {} rounds, medians; \
          poll(min {}, max {}, timeout {} µs), TPACKET_V3 retire {} ms",
         args.packets, args.size, args.runs, args.min, args.max, args.timeout_us, args.retire_ms
     );
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); modes.len()];
-    let mut n = 0;
     for round in 0..args.runs {
         for i in 0..modes.len() {
             let m = (i + round) % modes.len();
-            let s = measure(modes[m], args, n)?;
-            n += 1;
+            let s = measure(modes[m], args, *n)?;
+            *n += 1;
             println!(
                 "round {round} {:<10} {:.3} Mpps, rx {:.0} ns/pkt, tx {:.0} ns/pkt, drops {} \
                  (kernel {})",
@@ -141,13 +176,16 @@ fn run(args: &Args) -> Res<()> {
             med(|s| s.rx_ns + s.tx_ns),
         );
     }
+    Ok(())
+}
 
-    // The send side: wasp-io's two send paths against sendmmsg, one topology per round.
+/// The send paths' table: wasp-io's two send paths against sendmmsg, one topology per round.
+fn send_paths(args: &Args, n: &mut usize) -> Res<()> {
     let kinds = [Tx::Send, Tx::Ring, Tx::Sendmmsg];
     let mut tx: Vec<Vec<(f64, f64)>> = vec![Vec::new(); kinds.len()];
     for round in 0..args.runs {
-        let topo = Topo::create(n)?;
-        n += 1;
+        let topo = Topo::create(*n)?;
+        *n += 1;
         let mut line = format!("round {round} send:");
         for i in 0..kinds.len() {
             let k = (i + round) % kinds.len();
@@ -172,6 +210,231 @@ fn run(args: &Args) -> Res<()> {
         );
     }
     Ok(())
+}
+
+/// How a forwarded frame reaches the send side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fwd {
+    /// Rewritten into an arena in `poll`'s callback, queued with `PortGroup::queue` after it.
+    Staged,
+    /// Rewritten straight into the TX ring frame by `TxSide::queue_with` in `poll_tx`'s
+    /// callback.
+    Direct,
+}
+
+impl Fwd {
+    fn name(self) -> &'static str {
+        match self {
+            Fwd::Staged => "staged (arena, then `queue`: two copies)",
+            Fwd::Direct => "direct (`poll_tx` + `queue_with` into the TX ring: one copy)",
+        }
+    }
+}
+
+/// One forwarding run's figures.
+#[derive(Debug, Clone, Copy)]
+struct FwdSample {
+    mpps: f64,
+    fwd_ns: f64,
+    tx_ns: f64,
+    /// Frames sent but not received.
+    drops: u64,
+    /// Frames received but refused by a full send side.
+    refused: u64,
+}
+
+/// The forwarding table: staged against direct, one topology per round.
+fn forward_paths(args: &Args, n: &mut usize) -> Res<()> {
+    let kinds = [Fwd::Staged, Fwd::Direct];
+    let mut v: Vec<Vec<FwdSample>> = vec![Vec::new(); kinds.len()];
+    for round in 0..args.runs {
+        let topo = Topo::create(*n)?;
+        *n += 1;
+        let mut line = format!("round {round} forward:");
+        for i in 0..kinds.len() {
+            let k = (i + round) % kinds.len();
+            let r = measure_fwd(&topo, kinds[k], args)?;
+            line += &format!(
+                " {:?} {:.3} Mpps {:.0} ns/pkt (sender {:.0}), drops {}, refused {};",
+                kinds[k], r.mpps, r.fwd_ns, r.tx_ns, r.drops, r.refused
+            );
+            v[k].push(r);
+        }
+        println!("{line}");
+    }
+    println!();
+    println!(
+        "| forward path ({} B frames, poll({}, {}, {} µs), flush per poll) | Mpps | forwarding thread CPU ns/pkt | sending thread CPU ns/pkt | drops | refused |",
+        args.size, args.min, args.max, args.timeout_us
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (k, v) in kinds.iter().zip(&v) {
+        let med = |f: fn(&FwdSample) -> f64| median(v.iter().map(f).collect());
+        println!(
+            "| {} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            k.name(),
+            med(|s| s.mpps),
+            med(|s| s.fwd_ns),
+            med(|s| s.tx_ns),
+            med(|s| s.drops as f64),
+            med(|s| s.refused as f64),
+        );
+    }
+    let diffs: Vec<f64> = v[0]
+        .iter()
+        .zip(&v[1])
+        .map(|(s, d)| s.fwd_ns - d.fwd_ns)
+        .collect();
+    println!(
+        "staged − direct, forwarding thread, median of per-round differences: {:.1} ns/pkt",
+        median(diffs)
+    );
+    Ok(())
+}
+
+/// A gateway's rewrite of `src` into `dst` (same length): MAC addresses swapped, and for IPv4
+/// the TTL decremented with the header checksum updated (RFC 1624).
+fn rewrite(src: &[u8], dst: &mut [u8]) {
+    dst.copy_from_slice(src);
+    if src.len() < 34 {
+        return;
+    }
+    dst[0..6].copy_from_slice(&src[6..12]);
+    dst[6..12].copy_from_slice(&src[0..6]);
+    if src[12..14] == [0x08, 0x00] && src[22] > 1 {
+        dst[22] = src[22] - 1;
+        // HC' = ~(~HC + ~m + m'), m the TTL/protocol word.
+        let old = u16::from_be_bytes([src[22], src[23]]);
+        let new = u16::from_be_bytes([dst[22], dst[23]]);
+        let hc = u16::from_be_bytes([src[24], src[25]]);
+        let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        dst[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    }
+}
+
+/// Sends `--packets` frames to `if1`, where the group forwards each back out by `kind`.
+fn measure_fwd(topo: &Topo, kind: Fwd, args: &Args) -> Res<FwdSample> {
+    let mut cfg = RingConfig::default();
+    cfg.tpacket.retire_ms = args.retire_ms;
+    let wait = Duration::from_micros(args.timeout_us);
+    let mut g = in_netns(&topo.rx, || AfPacketGroup::open(&["if1"], None, cfg))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let sender = sys::Sender::open_in(&topo.tx, "if0").map_err(|e| format!("sender: {e}"))?;
+    let frames: Vec<Vec<u8>> = (0..64u16).map(|f| frame(f, args.size)).collect();
+    let mut arena: Vec<u8> = Vec::with_capacity(args.max * 2048);
+    let mut staged: Vec<(usize, usize)> = Vec::with_capacity(args.max);
+    let (mut fwd, mut refused) = (0u64, 0u64);
+    // One poll and flush; returns the frames received.
+    let mut step = |g: &mut AfPacketGroup, fwd: &mut u64, refused: &mut u64| -> Res<usize> {
+        let k = match kind {
+            Fwd::Staged => {
+                let k = g
+                    .poll(args.min, args.max, wait, &mut |fs| {
+                        for f in fs {
+                            let a = arena.len();
+                            arena.resize(a + f.data.len(), 0);
+                            rewrite(f.data, &mut arena[a..]);
+                            staged.push((a, arena.len()));
+                        }
+                    })
+                    .map_err(|e| e.to_string())?;
+                for &(a, b) in &staged {
+                    if g.queue(0, &arena[a..b]) {
+                        *fwd += 1;
+                    } else {
+                        *refused += 1;
+                    }
+                }
+                staged.clear();
+                arena.clear();
+                k
+            }
+            Fwd::Direct => g
+                .poll_tx(args.min, args.max, wait, &mut |fs, tx| {
+                    for f in fs {
+                        if tx.queue_with(0, f.data.len(), &mut |b| rewrite(f.data, b)) {
+                            *fwd += 1;
+                        } else {
+                            *refused += 1;
+                        }
+                    }
+                })
+                .map_err(|e| e.to_string())?,
+        };
+        g.flush().map_err(|e| e.to_string())?;
+        Ok(k)
+    };
+    // Arm the receive, then warm the path up (not measured).
+    step(&mut g, &mut fwd, &mut refused)?;
+    let warm = 2048u64;
+    sender
+        .send(&frames, warm)
+        .map_err(|e| format!("send: {e}"))?;
+    let mut got = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got < warm && Instant::now() < deadline {
+        got += step(&mut g, &mut fwd, &mut refused)? as u64;
+    }
+    let (fwd0, refused0) = (fwd, refused);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let tx_ns = Arc::new(AtomicU64::new(0));
+    let packets = args.packets;
+    let sender_thread = {
+        let (done, tx_ns) = (done.clone(), tx_ns.clone());
+        std::thread::spawn(move || -> std::io::Result<()> {
+            let c0 = sys::thread_cpu_ns();
+            let r = sender.send(&frames, packets);
+            tx_ns.store(sys::thread_cpu_ns() - c0, Ordering::Relaxed);
+            done.store(true, Ordering::Release);
+            r
+        })
+    };
+    let c0 = sys::thread_cpu_ns();
+    let mut received = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    loop {
+        let k = step(&mut g, &mut fwd, &mut refused)?;
+        if k > 0 {
+            let now = Instant::now();
+            first.get_or_insert(now);
+            last = now;
+            received += k as u64;
+            if received >= packets {
+                break;
+            }
+        } else if done.load(Ordering::Acquire) && last.elapsed() > Duration::from_millis(300) {
+            break;
+        }
+    }
+    let cpu = sys::thread_cpu_ns() - c0;
+    sender_thread
+        .join()
+        .map_err(|_| "sender panicked".to_string())?
+        .map_err(|e| format!("send: {e}"))?;
+    let (fwd, refused) = (fwd - fwd0, refused - refused0);
+    if fwd + refused != received {
+        return Err(format!(
+            "{kind:?}: {received} received, {fwd} forwarded + {refused} refused"
+        ));
+    }
+    let window = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    Ok(FwdSample {
+        mpps: if window > 0.0 {
+            received as f64 / window / 1e6
+        } else {
+            0.0
+        },
+        fwd_ns: cpu as f64 / received.max(1) as f64,
+        tx_ns: tx_ns.load(Ordering::Relaxed) as f64 / packets as f64,
+        drops: packets.saturating_sub(received),
+        refused,
+    })
 }
 
 /// A send path.
