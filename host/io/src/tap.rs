@@ -58,7 +58,7 @@ fn open_queue<S: Sys>(sys: &S, name: &str) -> Result<(S::Port, String, bool), Io
     const WHAT: &str = "TAP open (TUNSETIFF)";
     match sys.tap_open(name, true) {
         Ok((p, real)) => Ok((p, real, true)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match sys.tap_open(name, false) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match open_single(sys, name) {
             Ok((p, real)) => Ok((p, real, false)),
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(IoError::Device {
                 dev: name.to_string(),
@@ -73,6 +73,25 @@ fn open_queue<S: Sys>(sys: &S, name: &str) -> Result<(S::Port, String, bool), Io
             Err(e) => Err(IoError::open(name, WHAT, "CAP_NET_ADMIN", e)),
         },
         Err(e) => Err(IoError::open(name, WHAT, "CAP_NET_ADMIN", e)),
+    }
+}
+
+/// How long opening a single-queue device waits for its queue to be let go of.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The one queue of a single-queue device. EBUSY (attached elsewhere) is retried for
+/// [`BUSY_WAIT`]: a process that just exited may hold it a little longer (its io_uring is torn
+/// down by a kernel worker after the exit, and keeps the queue's file until then), so a
+/// daemon restarted at once on the same TAP would otherwise be refused.
+fn open_single<S: Sys>(sys: &S, name: &str) -> std::io::Result<(S::Port, String)> {
+    let start = std::time::Instant::now();
+    loop {
+        match sys.tap_open(name, false) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < BUSY_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
     }
 }
 

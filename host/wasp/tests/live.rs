@@ -917,23 +917,29 @@ fn a_single_queue_tap_runs_one_worker_and_refuses_two_by_name() {
     );
     // Without --workers: one worker on its one queue.
     let sock = dir.path().join("one.sock");
-    let daemon = Command::new("ip")
+    let log = dir.path().join("one.err");
+    let mut daemon = Command::new("ip")
         .args(["netns", "exec", &w, wasp(), "run"])
         .arg(&file)
         .args(["--tap", "tq0", "--socket"])
         .arg(&sock)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("wasp run");
-    t.children.push(daemon);
     let start = Instant::now();
     while !sock.exists() {
+        // Say why when it ends or takes too long (it failed once in CI under load, silently).
+        let exited = daemon.try_wait().ok().flatten();
+        let why = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(exited.is_none(), "wasp run ended ({exited:?}): {}", why());
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "no control socket"
+            "no control socket after 30 s: {}",
+            why()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    t.children.push(daemon);
     assert_eq!(worker_packets(&w, &sock).len(), 1);
 }
