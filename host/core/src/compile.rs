@@ -28,6 +28,21 @@ struct Ctx<'r> {
     prog: Program,
     /// (table, name) -> use site of each named counter object.
     objects: HashMap<(usize, String), u32>,
+    /// The rule being compiled: (table, chain, handle), and how many of its anonymous sets
+    /// the compiler has met so far (they own the counters of their elements).
+    rule_at: (u32, u32, u64),
+    anon_nth: u32,
+}
+
+/// Whose set [`Ctx::build_set`] builds, which decides who serves its element counters.
+#[derive(Clone, Copy)]
+enum SetOwner<'a> {
+    /// A named set or map of the table.
+    Named(&'a SetDecl),
+    /// The `nth` anonymous set of the rule being compiled (`Ctx::rule_at`).
+    Anonymous(u32),
+    /// A one-element set the compiler makes for a concatenated value (no counters).
+    Inline,
 }
 
 /// Compile a whole ruleset.
@@ -36,6 +51,8 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         rs,
         prog: Program::default(),
         objects: HashMap::new(),
+        rule_at: (0, 0, 0),
+        anon_nth: 0,
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
@@ -269,8 +286,12 @@ impl Ctx<'_> {
         widths: &[u8],
         elems: &[SetElem],
         verdict_map: bool,
-        decl: Option<&SetDecl>,
+        owner: SetOwner<'_>,
     ) -> Result<u32, Error> {
+        let decl = match owner {
+            SetOwner::Named(d) => Some(d),
+            _ => None,
+        };
         let exact = elems.iter().all(|e| {
             e.key
                 .iter()
@@ -322,22 +343,31 @@ impl Ctx<'_> {
                 .or(e.timeout_ms)
                 .or(decl.and_then(|d| d.timeout_ms));
             let expires = life_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
-            let counter = match decl {
-                Some(d) if d.counter || e.counter => {
-                    counted.push(mi);
-                    if e.packets != 0 || e.bytes != 0 {
-                        counter_args.extend([
-                            "elem".to_string(),
-                            (mi + 1).to_string(),
-                            "packets".to_string(),
-                            e.packets.to_string(),
-                            "bytes".to_string(),
-                            e.bytes.to_string(),
-                        ]);
-                    }
-                    (mi + 1) as u32
+            if e.counter && e.data.is_some() && matches!(owner, SetOwner::Anonymous(_)) {
+                // nft 1.0.6 refuses a counter on an anonymous map's element (the map has no
+                // statement declared for its elements), naming the `counter`.
+                return Err(self.err(e.span, "missing statement in map declaration"));
+            }
+            let counts = match owner {
+                SetOwner::Named(d) => d.counter || e.counter,
+                SetOwner::Anonymous(_) => e.counter,
+                SetOwner::Inline => false,
+            };
+            let counter = if counts {
+                counted.push(mi);
+                if e.packets != 0 || e.bytes != 0 {
+                    counter_args.extend([
+                        "elem".to_string(),
+                        (mi + 1).to_string(),
+                        "packets".to_string(),
+                        e.packets.to_string(),
+                        "bytes".to_string(),
+                        e.bytes.to_string(),
+                    ]);
                 }
-                _ => 0,
+                (mi + 1) as u32
+            } else {
+                0
             };
             ins.push(ElemIn {
                 lo,
@@ -352,13 +382,34 @@ impl Ctx<'_> {
         }
         match SetC::build(&lens, exact, ins, verdicts.into()) {
             Ok(mut set) => {
-                if let Some(d) = decl.filter(|_| !counted.is_empty()) {
-                    let use_ = CounterUse::Set {
-                        table: ti as u32,
-                        set: d.name.clone(),
-                        elements: counted,
-                    };
-                    set.counter_site = Some(self.counter_site(ti, counter_args, use_, d.span));
+                let site = match owner {
+                    _ if counted.is_empty() => None,
+                    SetOwner::Named(d) => Some((
+                        CounterUse::Set {
+                            table: ti as u32,
+                            set: d.name.clone(),
+                            elements: counted,
+                        },
+                        d.span,
+                    )),
+                    SetOwner::Anonymous(nth) => {
+                        let (table, chain, handle) = self.rule_at;
+                        let span = elems[counted[0]].span;
+                        Some((
+                            CounterUse::AnonSet {
+                                table,
+                                chain,
+                                handle,
+                                nth,
+                                elements: counted,
+                            },
+                            span,
+                        ))
+                    }
+                    SetOwner::Inline => None,
+                };
+                if let Some((use_, span)) = site {
+                    set.counter_site = Some(self.counter_site(ti, counter_args, use_, span));
                 }
                 self.prog.sets.push(set);
                 Ok((self.prog.sets.len() - 1) as u32)
@@ -399,7 +450,7 @@ impl Ctx<'_> {
         for s in &t.sets {
             let widths = self.decl_widths(s);
             let is_vmap = s.is_map && s.data == Some(DataType::Verdict);
-            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, Some(s))?;
+            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, SetOwner::Named(s))?;
             out.insert(s.name.clone(), (id, widths));
         }
         Ok(out)
@@ -560,7 +611,11 @@ impl Ctx<'_> {
     ) -> Result<u32, Error> {
         let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
         match sref {
-            SetRef::Anonymous(elems) => self.build_set(ti, t, &widths, elems, vmap, None),
+            SetRef::Anonymous(elems) => {
+                let nth = self.anon_nth;
+                self.anon_nth += 1;
+                self.build_set(ti, t, &widths, elems, vmap, SetOwner::Anonymous(nth))
+            }
             SetRef::Named(n) => {
                 let Some((id, w)) = named.get(n) else {
                     return Err(self.err(span, format!("unknown set \"{n}\" in table {}", t.name)));
@@ -648,7 +703,7 @@ impl Ctx<'_> {
                     span: m.span,
                 };
                 let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
-                let set = self.build_set(ti, t, &widths, &[elem], false, None)?;
+                let set = self.build_set(ti, t, &widths, &[elem], false, SetOwner::Inline)?;
                 ops.push(
                     Op::Lookup {
                         keys: loads.into(),
@@ -746,6 +801,8 @@ impl Ctx<'_> {
     ) -> Result<(u64, Box<[Op]>), Error> {
         let mut ops = RuleOps::default();
         let fence = MergeKind::Fence;
+        self.rule_at = (ti as u32, ci as u32, r.handle);
+        self.anon_nth = 0;
         // Counter statements of the rule so far.
         let mut nth = 0u32;
         for s in &r.stmts {

@@ -819,7 +819,8 @@ impl Engine {
 
     /// The counter use sites the compiler made, as (site id, what it counts), in site order:
     /// one per anonymous `counter` statement, one per named counter object (shared by the
-    /// rules that say `counter name NAME`), one per named set whose elements count. The
+    /// rules that say `counter name NAME`), one per named set whose elements count, one per
+    /// anonymous set of a rule whose elements count ([`CounterUse::AnonSet`]). The
     /// embedder serves them with the counter plugin ([`crate::COUNTER_PLUGIN`]).
     pub fn counter_uses(&self) -> impl Iterator<Item = (u32, &CounterUse)> {
         self.prog
@@ -979,6 +980,7 @@ impl Engine {
                 e.bytes = c.bytes;
             }
         }
+        self.store_anon_set_counters(ruleset, src);
     }
 
     /// `reset counters` (and `reset counter`/`reset set` for elements): zero every counter

@@ -190,6 +190,21 @@ pub enum CounterUse {
         /// Model indices (in `SetDecl::elements`) of the elements that count.
         elements: Vec<usize>,
     },
+    /// The per-element counters of the `nth` anonymous set (from 0, in the order of
+    /// `Rule::anonymous_sets_mut`) of rule `handle` in chain `chain` of table `table`:
+    /// `ip saddr { 10.0.0.1 counter, 10.0.0.2 counter } accept`.
+    AnonSet {
+        /// Table index.
+        table: u32,
+        /// Chain index in its table.
+        chain: u32,
+        /// Rule handle.
+        handle: u64,
+        /// Which of the rule's anonymous sets.
+        nth: u32,
+        /// Model indices (in the anonymous set's elements) of the elements that count.
+        elements: Vec<usize>,
+    },
 }
 
 /// Where the counts of counter use sites are read and reset: the counter plugin's `list-state`

@@ -22,6 +22,7 @@
 //! kernel.
 #![forbid(unsafe_code)]
 
+mod anon_counters;
 mod compare;
 mod compile;
 pub mod engine;
@@ -39,6 +40,7 @@ mod trace;
 #[cfg(test)]
 mod tests;
 
+pub use anon_counters::AnonSetElemCounter;
 pub use compile::MAX_JUMP_LEVEL;
 pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,

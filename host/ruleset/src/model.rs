@@ -998,3 +998,32 @@ impl Expr {
         }
     }
 }
+
+impl Rule {
+    /// The elements of the anonymous sets and maps written in the rule (`ip saddr { a, b }`,
+    /// `vmap { k : v }`, `meta mark set KEY map { k : v }`), in statement order: the order in
+    /// which the kernel creates them (each takes a handle before the rule's own) and in which
+    /// the compiler meets them, so the `nth` anonymous set of a rule names the same one on
+    /// both sides.
+    pub fn anonymous_sets_mut(&mut self) -> impl Iterator<Item = &mut Vec<SetElem>> {
+        self.stmts.iter_mut().filter_map(|s| match s {
+            Stmt::Match(Match {
+                right: Rhs::Set(SetRef::Anonymous(elems)),
+                ..
+            })
+            | Stmt::VerdictMap {
+                map: SetRef::Anonymous(elems),
+                ..
+            }
+            | Stmt::MetaSet {
+                value:
+                    Expr::Map {
+                        map: SetRef::Anonymous(elems),
+                        ..
+                    },
+                ..
+            } => Some(elems),
+            _ => None,
+        })
+    }
+}

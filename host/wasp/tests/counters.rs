@@ -186,3 +186,53 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
     // `hits`: the set hit at 9 s and both port-53 packets.
     assert_eq!(engine.named_counters(&mut c)[0].packets, 3);
 }
+
+/// UDP from 10.0.0.`host` with `n` bytes of payload: skb->len 28 + `n` at ingress.
+fn sized(t: u64, host: u8, n: usize) -> (u64, Vec<u8>) {
+    let mut l4 = udp(5000, 53);
+    l4.truncate(8);
+    l4[4..6].copy_from_slice(&((8 + n) as u16).to_be_bytes());
+    l4.extend(std::iter::repeat_n(b'x', n));
+    (
+        t,
+        eth(
+            host,
+            0x0800,
+            &ipv4([10, 0, 0, host], [10, 0, 0, 9], 17, &l4),
+        ),
+    )
+}
+
+#[test]
+fn anonymous_set_element_counters_list_as_the_kernel_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("r.nft"),
+        "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority 0;\n\t\tip saddr { 10.0.0.1 counter, 10.0.0.2 counter, 10.0.0.3 } accept\n\t}\n}\n",
+    )
+    .unwrap();
+    let frames = [
+        sized(T0, 1, 10),
+        sized(T0 + SEC, 1, 30),
+        sized(T0 + 2 * SEC, 2, 5),
+        sized(T0 + 3 * SEC, 3, 7),
+    ];
+    let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
+    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    let opts = wasp::ReplayOptions {
+        ruleset: dir.join("r.nft"),
+        inputs: vec![wasp::Input::required(dir.join("c.pcap"))],
+        ..wasp::ReplayOptions::default()
+    };
+    let report =
+        wasp::replay(&opts, None, &mut wasp::progress::Progress::hidden()).expect("replays");
+    // `nft list ruleset` after the same frames sent on a veth in a namespace (kernel 6.18, nft
+    // 1.0.6): bytes are skb->len at ingress (38 + 58, and 33).
+    let want = "\t\tip saddr { 10.0.0.1 counter packets 2 bytes 96, 10.0.0.2 counter packets 1 bytes 33, 10.0.0.3 } accept\n";
+    assert!(
+        report.listing.contains(want),
+        "{want:?} not in\n{}",
+        report.listing
+    );
+}

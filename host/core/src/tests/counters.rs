@@ -289,3 +289,112 @@ fn an_unknown_counter_name_is_an_error_at_the_statement() {
     assert!(err.contains("t.nft:3:3"), "{err}");
     assert!(err.contains("unknown counter `nope`"), "{err}");
 }
+
+/// Two anonymous sets with element counters in one rule (the first loaded with counts), one
+/// in the next rule, and an anonymous set without counters in between.
+const ANON: &str = "table netdev t {
+\tchain c { type filter hook ingress device \"eth0\" priority 0; policy accept;
+\t\tudp dport 53 ip saddr { 10.0.0.1 counter packets 4 bytes 40, 10.0.0.2 } ip saddr { 10.0.0.2 counter, 10.0.0.1 counter } counter
+\t\tudp dport { 53, 80 } ip saddr { 10.0.0.1 counter, 10.0.0.2 counter, 10.0.0.3 } accept
+\t}
+}
+";
+
+#[test]
+fn anonymous_set_elements_count_per_rule_and_set() {
+    let (mut e, mut rs) = engine(ANON);
+    let h: Vec<u64> = rs.tables[0].chains[0]
+        .rules
+        .iter()
+        .map(|r| r.handle)
+        .collect();
+    let uses: Vec<CounterUse> = e
+        .counter_uses()
+        .map(|(_, u)| u.clone())
+        .filter(|u| matches!(u, CounterUse::AnonSet { .. }))
+        .collect();
+    let anon = |handle, nth, elements: Vec<usize>| CounterUse::AnonSet {
+        table: 0,
+        chain: 0,
+        handle,
+        nth,
+        elements,
+    };
+    // The port set of the second rule is its anonymous set 0 and has no counter site.
+    assert_eq!(
+        uses,
+        [
+            anon(h[0], 0, vec![0]),
+            anon(h[0], 1, vec![0, 1]),
+            anon(h[1], 1, vec![0, 1]),
+        ]
+    );
+    let mut c = count(&mut e);
+    let frames = vec![
+        udp4([10, 0, 0, 1], 53), // rule 1: set 0 [0], set 1 [1]; then rule 2 set 1 [0]
+        udp4([10, 0, 0, 1], 53),
+        udp4([10, 0, 0, 2], 53), // rule 1: set 0 [1] (no counter), set 1 [0]; rule 2 [1]
+        udp4([10, 0, 0, 2], 80), // rule 2 only: [1]
+        udp4([10, 0, 0, 3], 80), // rule 2: element 2 has no counter
+        udp4([10, 0, 0, 9], 53), // no element
+    ];
+    ingress(&mut e, &frames, 0, None);
+    // skb->len at ingress: IPv4 20 + UDP 8 = 28 bytes per packet.
+    let got: Vec<(u64, u32, usize, u64, u64)> = e
+        .anon_set_counters(&mut c)
+        .into_iter()
+        .map(|a| (a.handle, a.nth, a.element, a.packets, a.bytes))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (h[0], 0, 0, 4 + 2, 40 + 56),
+            (h[0], 1, 0, 1, 28),
+            (h[0], 1, 1, 2, 56),
+            (h[1], 1, 0, 2, 56),
+            (h[1], 1, 1, 2, 56),
+        ]
+    );
+    e.store_counters(&mut rs, &mut c);
+    // Listed as nft lists anonymous sets: elements in key order.
+    let text = wasp_ruleset::print_ruleset(&rs, false);
+    for want in [
+        "ip saddr { 10.0.0.1 counter packets 6 bytes 96, 10.0.0.2 } ip saddr { 10.0.0.1 counter packets 2 bytes 56, 10.0.0.2 counter packets 1 bytes 28 } counter packets 3 bytes 84\n",
+        "ip saddr { 10.0.0.1 counter packets 2 bytes 56, 10.0.0.2 counter packets 2 bytes 56, 10.0.0.3 } accept\n",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+    // `reset counters` zeroes them with every other counter.
+    e.reset_counters(&mut c);
+    assert!(
+        e.anon_set_counters(&mut c)
+            .iter()
+            .all(|a| (a.packets, a.bytes) == (0, 0))
+    );
+    ingress(&mut e, &frames[2..3], 0, None);
+    let got: Vec<(u64, u32, usize, u64)> = e
+        .anon_set_counters(&mut c)
+        .into_iter()
+        .filter(|a| a.packets != 0)
+        .map(|a| (a.handle, a.nth, a.element, a.packets))
+        .collect();
+    assert_eq!(got, [(h[0], 1, 0, 1), (h[1], 1, 1, 1)]);
+}
+
+#[test]
+fn a_counter_on_an_anonymous_map_element_is_an_error_as_in_nft() {
+    // nft 1.0.6: "Error: missing statement in map declaration" at the element's `counter`.
+    for rule in [
+        "ip saddr vmap { 10.0.0.1 counter : accept }",
+        "meta mark set ip saddr map { 10.0.0.1 counter : 0x1 }",
+    ] {
+        let text = format!("table netdev t {{\n\tchain c {{\n\t\t{rule}\n\t}}\n}}\n");
+        let rs = wasp_ruleset::parse_str(&text, "t.nft").unwrap();
+        let err = Engine::compile(&rs).unwrap_err().to_string();
+        assert!(
+            err.contains("missing statement in map declaration"),
+            "{err}"
+        );
+        assert!(err.contains("t.nft:3:"), "{err}");
+    }
+}

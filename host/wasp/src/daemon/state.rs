@@ -77,7 +77,8 @@ impl CounterSource for Summed {
     fn reset(&mut self, _: u32) {}
 }
 
-/// Zero every count written in `r` (rules' `counter`, named counters, set elements').
+/// Zero every count written in `r` (rules' `counter`, named counters, named and anonymous set
+/// elements').
 fn zero_counts(r: &mut Ruleset) {
     for t in &mut r.tables {
         for c in &mut t.chains {
@@ -86,6 +87,9 @@ fn zero_counts(r: &mut Ruleset) {
                     if let Stmt::Counter { packets, bytes } = s {
                         (*packets, *bytes) = (0, 0);
                     }
+                }
+                for e in rule.anonymous_sets_mut().flatten() {
+                    (e.packets, e.bytes) = (0, 0);
                 }
             }
         }
