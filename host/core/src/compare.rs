@@ -12,6 +12,7 @@ use std::ops::{BitAnd, BitXor, Shl, Shr};
 
 use crate::engine::{MAX_VECTOR, Packet};
 use crate::expr::{Cmp, Load, PktState, Src};
+use crate::ext::Edited;
 use crate::pipeline::View;
 
 /// An unsigned integer that holds a loaded field as its big-endian bytes read as a number.
@@ -184,9 +185,38 @@ impl<T: Word> TestW<T> {
         raw.is_some_and(|r| self.check(r))
     }
 
-    /// The packets of `live` (a bitmask over the vector) that pass the test.
+    /// The packets of `live` (a bitmask over the vector) that pass the test: those a
+    /// statement edited from their copies ([`Edited`]), the others from the frames as
+    /// received.
     #[inline]
     fn vector(
+        &self,
+        live: u64,
+        v: &View<'_>,
+        pkts: &[Packet<'_>],
+        st: &[PktState],
+        ed: &Edited,
+        cache: &mut ReadCache,
+    ) -> u64 {
+        let edited = live & ed.mask;
+        let got = self.received(live & !edited, v, pkts, st, cache);
+        if edited == 0 {
+            return got;
+        }
+        got | self.edited(edited, pkts, st, ed)
+    }
+
+    /// The packets of `edited` (all with a copy) that pass the test, read from their copies
+    /// (the view's offsets and the read cache are the received frames').
+    #[cold]
+    #[inline(never)]
+    fn edited(&self, edited: u64, pkts: &[Packet<'_>], st: &[PktState], ed: &Edited) -> u64 {
+        filter(edited, |i| self.one(&ed.packet(i, &pkts[i]), &st[i]))
+    }
+
+    /// The packets of `live` that pass the test, all read from the frames as received.
+    #[inline(always)]
+    fn received(
         &self,
         live: u64,
         v: &View<'_>,
@@ -363,10 +393,10 @@ impl Test {
         }
     }
 
-    /// Whether the answer depends only on the packet as received, so that it is the same
-    /// wherever the test runs in the walk: every source but `meta mark` and `meta nftrace`,
-    /// which statements can set. (A statement that rewrites payload bytes would make payload
-    /// tests impure; there is none yet.)
+    /// Whether the answer depends only on the packet's bytes, so that it is the same wherever
+    /// the test runs in the walk of a packet that no statement edited: every source but `meta
+    /// mark` and `meta nftrace`, which statements can set. (A plugin statement's edits change
+    /// the bytes: the evaluators forget the remembered answers of the packets it edits.)
     pub fn is_pure(&self) -> bool {
         let src = match self {
             Test::W32(t) => t.src,
@@ -388,7 +418,8 @@ impl Test {
         }
     }
 
-    /// The packets of `live` that pass, over a whole vector (whose cached reads are `cache`).
+    /// The packets of `live` that pass, over a whole vector (whose cached reads are `cache`;
+    /// the packets statements edited are read from their copies in `ed`).
     #[inline]
     pub fn vector(
         &self,
@@ -396,12 +427,13 @@ impl Test {
         v: &View<'_>,
         pkts: &[Packet<'_>],
         st: &[PktState],
+        ed: &Edited,
         cache: &mut ReadCache,
     ) -> u64 {
         match self {
-            Test::W32(t) => t.vector(live, v, pkts, st, cache),
-            Test::W64(t) => t.vector(live, v, pkts, st, cache),
-            Test::W128(t) => t.vector(live, v, pkts, st, cache),
+            Test::W32(t) => t.vector(live, v, pkts, st, ed, cache),
+            Test::W64(t) => t.vector(live, v, pkts, st, ed, cache),
+            Test::W128(t) => t.vector(live, v, pkts, st, ed, cache),
         }
     }
 }
@@ -424,8 +456,9 @@ const READ_CACHE: usize = 4;
 
 /// The field values of the vector being classified, per payload read that several tests of
 /// the program make (the same field against different constants in consecutive rules, say):
-/// frames do not change while a vector is classified, so each packet's field is read once per
-/// vector and the tests compare the kept value. Holds [`READ_CACHE`] reads, replaced in turn.
+/// the frames as received do not change while a vector is classified (a statement's edits go
+/// to a copy, which tests read directly), so each packet's field is read once per vector and
+/// the tests compare the kept value. Holds [`READ_CACHE`] reads, replaced in turn.
 #[derive(Debug, Clone)]
 pub(crate) struct ReadCache {
     entries: [CacheEntry; READ_CACHE],
@@ -605,12 +638,13 @@ mod tests {
             let pkts = [p];
             let v = View::new(&pkts);
             let mut cache = ReadCache::default();
-            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
+            let ed = Edited::default();
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &ed, &mut cache), u64::from(want));
             // The same through the read cache, filled and then hit.
             let mut t = t;
             t.set_read_id(1);
-            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
-            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &mut cache), u64::from(want));
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &ed, &mut cache), u64::from(want));
+            prop_assert_eq!(t.vector(1, &v, &pkts, &[st], &ed, &mut cache), u64::from(want));
         }
     }
 

@@ -286,7 +286,7 @@ impl std::fmt::Debug for ExtSlot {
 }
 
 /// `meta nfproto` of a packet as the inet family sees it.
-fn nfproto(protocol: u16) -> u8 {
+pub(crate) fn nfproto(protocol: u16) -> u8 {
     match protocol {
         0x0800 => 2,
         0x86dd => 10,
@@ -401,7 +401,15 @@ impl Engine {
     /// Edits that plugin statements made in the last call of [`Engine::ingress`],
     /// [`Engine::egress`], [`Engine::ingress_ext`] or [`Engine::ingress_one`], as (packet index
     /// in that call's input, edit) in the order they were made; for `ingress_one` the index is
-    /// its `packet_index`. The edits are not applied: the caller writes the edited frames.
+    /// its `packet_index`.
+    ///
+    /// During the walk a statement's edits apply to an engine-owned copy of the packet at
+    /// once, and everything after it on that packet's walk (matches, set lookups, plugin
+    /// calls, `fwd`; the hook's later base chains too) reads the copy, as later expressions
+    /// read the skb after the kernel's `payload set`. Each edit is thus made on the frame the
+    /// packet's earlier edits left, and applying a packet's edits in this order to the frame
+    /// as received ([`crate::edited_frames`]) gives the frame its walk ended with: the one to
+    /// send. The caller's frames are never written.
     pub fn edits(&self) -> &[(usize, ExtEdit)] {
         &self.edits
     }
@@ -530,9 +538,17 @@ impl Engine {
                 counter_uses: &self.prog.counter_uses,
             },
         };
+        // The packet's copy once a plugin statement edits it (slot 0).
+        let ed = &mut self.scratch.ed;
+        ed.reset(false);
         let mut decision = None;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
-            match inet_gate(&self.prog, base, packet) {
+            let gate = if ed.has(0) {
+                inet_gate(&self.prog, base, &ed.packet(0, packet))
+            } else {
+                inet_gate(&self.prog, base, packet)
+            };
+            match gate {
                 Gate::Skip => continue,
                 Gate::Drop => {
                     return Outcome {
@@ -551,6 +567,7 @@ impl Engine {
                 base,
                 packet_index,
                 packet,
+                ed,
                 &mut st,
                 memo,
             );
@@ -635,7 +652,7 @@ impl Engine {
                 e.advance(now_ns);
             }
             let view = View::new(vec);
-            scratch.new_vector();
+            scratch.new_vector(egress);
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
             for (i, p) in vec.iter().enumerate() {
                 if !std::ptr::eq(p.iifname, iif.0) {
@@ -666,13 +683,15 @@ impl Engine {
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
                 let entry = if prog.chains[base as usize].family == Family::Inet {
                     // nft_do_chain_inet_ingress: non-IP frames skip the chain, IP packets
-                    // that fail header validation are dropped before it (see `inet_gate`).
-                    let bad = alive & view.ip & !view.l4;
+                    // that fail header validation are dropped before it (see `inet_gate`);
+                    // packets an earlier chain's statements edited are judged as edited.
+                    let (ip, l4) = scratch.ed.gate(view.ip, view.l4);
+                    let bad = alive & ip & !l4;
                     for i in bits(bad) {
                         res[i] = (FinalVerdict::Drop, None);
                     }
                     alive &= !bad;
-                    alive & view.ip
+                    alive & ip
                 } else {
                     alive
                 };

@@ -7,7 +7,7 @@ use wasp_ruleset::model::Policy;
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
 use crate::ext::{
-    CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback,
+    CounterUse, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback,
 };
 use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
@@ -421,22 +421,41 @@ impl Memo {
     }
 }
 
-/// Run operations of a rule for one packet: `None` when a match failed, `Some(None)` when every
-/// operation ran without a verdict, `Some(Some(v))` for a verdict.
+/// Run operations of a rule for one packet (`orig` as received, or its copy in slot 0 of `ed`
+/// once a statement edited it): `None` when a match failed, `Some(None)` when every operation
+/// ran without a verdict, `Some(Some(v))` for a verdict. A plugin statement's edits are applied
+/// to the copy before the next operation runs (and `memo` forgets the rule's tests, which were
+/// answered on the bytes before them).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rule_ops(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
     ops: &[Op],
     idx: usize,
-    p: &Packet<'_>,
+    orig: &Packet<'_>,
+    ed: &mut Edited,
     st: &mut PktState,
+    memo: &mut Memo,
 ) -> Option<Option<VerdictC>> {
-    for op in ops {
+    let before = fx.ext.edits.len();
+    let tmp;
+    let p = if ed.has(0) {
+        tmp = ed.packet(0, orig);
+        &tmp
+    } else {
+        orig
+    };
+    for (k, op) in ops.iter().enumerate() {
         let r = op_one(prog, fx, op, idx, p, st);
+        let mut edited = matches!(op, Op::Ext(_)) && fx.ext.edits.len() != before;
         if fx.hits.n != 0 {
             let st = *st;
             flush_hits(fx, |_| ext_packet(p, &st, true));
+            edited |= fx.ext.edits.len() != before;
+        }
+        if edited {
+            return edited_rest(prog, fx, &ops[k + 1..], r, idx, orig, ed, st, memo, before);
         }
         match r {
             OpRes::Pass => {}
@@ -445,6 +464,54 @@ pub(crate) fn rule_ops(
         }
     }
     Some(None)
+}
+
+/// [`rule_ops`] after an operation (whose result is `r`) edited the packet: apply the edits
+/// made since `before` to its copy, then run the rest of the rule's operations, each on the
+/// packet as the edits before it left it.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn edited_rest(
+    prog: &Program,
+    fx: &mut Effects<'_, '_>,
+    ops: &[Op],
+    mut r: OpRes,
+    idx: usize,
+    orig: &Packet<'_>,
+    ed: &mut Edited,
+    st: &mut PktState,
+    memo: &mut Memo,
+    mut before: usize,
+) -> Option<Option<VerdictC>> {
+    let mut ops = ops.iter();
+    loop {
+        if fx.ext.edits.len() != before {
+            // Edits are reported by `first + idx`: slot 0 of `ed` is this packet.
+            ed.apply(
+                fx.ext.first + idx,
+                &fx.ext.edits[before..],
+                std::slice::from_ref(orig),
+                std::slice::from_mut(st),
+            );
+            before = fx.ext.edits.len();
+            memo.clear();
+        }
+        match r {
+            OpRes::Pass => {}
+            OpRes::Break => return None,
+            OpRes::Verdict(v) => return Some(Some(v)),
+        }
+        let Some(op) = ops.next() else {
+            return Some(None);
+        };
+        let p = if ed.has(0) { ed.packet(0, orig) } else { *orig };
+        r = op_one(prog, fx, op, idx, &p, st);
+        if fx.hits.n != 0 {
+            let st = *st;
+            flush_hits(fx, |_| ext_packet(&p, &st, true));
+        }
+    }
 }
 
 /// The trace event of a rule that matched.
@@ -531,13 +598,17 @@ pub(crate) fn rule_decision(prog: &Program, chain: ChainId, handle: u64) -> Deci
 
 /// Walk one packet through base chain `base` (nft_do_chain): returns accept or drop and the
 /// rule or policy that decided. `memo` skips tests answered in the previous rule
-/// ([`RuleC::shared`]); without it every operation runs, as in the kernel.
+/// ([`RuleC::shared`]); without it every operation runs, as in the kernel. `p` is the packet as
+/// received; once a plugin statement edits it (in this walk or an earlier base chain's of the
+/// hook), the walk reads its copy in slot 0 of `ed`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn walk_one(
     prog: &Program,
     fx: &mut Effects<'_, '_>,
     base: ChainId,
     idx: usize,
     p: &Packet<'_>,
+    ed: &mut Edited,
     st: &mut PktState,
     memo: bool,
 ) -> (FinalVerdict, Decision) {
@@ -560,7 +631,14 @@ pub(crate) fn walk_one(
             continue;
         };
         let first = if memo {
-            match m.tests(rule, p, st) {
+            let tmp;
+            let cur = if ed.has(0) {
+                tmp = ed.packet(0, p);
+                &tmp
+            } else {
+                p
+            };
+            match m.tests(rule, cur, st) {
                 Some(k) => k,
                 None => {
                     r += 1;
@@ -571,7 +649,7 @@ pub(crate) fn walk_one(
             0
         };
         let ops = rule.ops.get(first..).unwrap_or_default();
-        let Some(v) = rule_ops(prog, fx, ops, idx, p, st) else {
+        let Some(v) = rule_ops(prog, fx, ops, idx, p, ed, st, &mut m) else {
             r += 1;
             continue;
         };

@@ -10,6 +10,15 @@
 //! Failure is the implementation's business: when a plugin traps, runs out of time or memory,
 //! or returns a malformed result, the implementation writes the use site's fallback for every
 //! packet of the call (see [`Fallback`]), counts and reports it, and the engine carries on.
+//!
+//! A statement's edits change the packet for the rest of its walk, as the kernel's `payload
+//! set` changes the skb: later matches, set lookups, plugin calls and `fwd`/`dup` see the
+//! edited bytes ([`Edited`]), and each edit is made on the frame the edits before it left.
+
+use wasp_wire::PacketMeta;
+
+use crate::engine::{MAX_VECTOR, Packet, nfproto};
+use crate::expr::{PktState, skb_len_ingress};
 
 /// How a use site uses its plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,7 +62,8 @@ pub struct ExtSite {
 /// (`wit/plugin.wit`, "The packet buffer") and the frame.
 #[derive(Debug, Clone, Copy)]
 pub struct ExtPacket<'a> {
-    /// The frame as received, Ethernet header first (captured bytes).
+    /// The frame as the walk has it at this point, Ethernet header first: as received, with
+    /// the edits of the statements that ran before on this packet applied (captured bytes).
     pub frame: &'a [u8],
     /// Frame length in bytes (`meta length`).
     pub len: u32,
@@ -123,7 +133,9 @@ pub trait Extensions: Send {
 
     /// Evaluate statement or stateful site `site` on `pkts`, writing one verdict per packet
     /// into `verdicts` (`verdicts.len() == pkts.len()`) and pushing edits as `(packet index,
-    /// edit)` onto `edits`. On a plugin failure, write the site's fallback verdict for every
+    /// edit)` onto `edits`, each made on the frame the edits before it for that packet left
+    /// (the first on `pkts[i].frame`). The engine applies them before anything else reads the
+    /// packet. On a plugin failure, write the site's fallback verdict for every
     /// packet ([`ExtVerdict::Continue`], or [`ExtVerdict::Drop`] for [`Fallback::Drop`]) and
     /// push no edit.
     fn apply(
@@ -220,38 +232,51 @@ pub trait CounterSource {
     fn reset(&mut self, site: u32);
 }
 
-/// `data` with `edits` applied in order (an edit that does not fit what the frame has become is
-/// skipped: the plugin host refuses out-of-range edits before they get here).
+/// `data` with `edits` applied in order, each to the frame the edits before it made (an edit
+/// that does not fit what the frame has become is skipped: the plugin host refuses
+/// out-of-range edits before they get here).
+///
+/// This is how the engine edits a packet during its walk (a statement's edits are applied
+/// before the next operation runs, and every later operation sees the result), so the edits
+/// [`crate::Engine::edits`] lists for one packet, applied in order to the frame as received,
+/// give the frame as the walk left it.
 pub fn apply_edits<'e>(data: &[u8], edits: impl IntoIterator<Item = &'e ExtEdit>) -> Vec<u8> {
     let mut f = data.to_vec();
     for e in edits {
-        match e {
-            ExtEdit::Set { offset, data } => {
-                let o = *offset as usize;
-                if let Some(dst) = f.get_mut(o..o.saturating_add(data.len())) {
-                    dst.copy_from_slice(data);
-                }
-            }
-            ExtEdit::Insert { offset, data } => {
-                let o = *offset as usize;
-                if o <= f.len() {
-                    f.splice(o..o, data.iter().copied());
-                }
-            }
-            ExtEdit::Remove { offset, count } => {
-                let (o, n) = (*offset as usize, *count as usize);
-                if o.checked_add(n).is_some_and(|end| end <= f.len()) {
-                    f.drain(o..o + n);
-                }
-            }
-        }
+        apply_edit(&mut f, e);
     }
     f
 }
 
+/// Apply one edit to `f` in place (skipped when it does not fit, as in [`apply_edits`]).
+pub(crate) fn apply_edit(f: &mut Vec<u8>, e: &ExtEdit) {
+    match e {
+        ExtEdit::Set { offset, data } => {
+            let o = *offset as usize;
+            if let Some(dst) = f.get_mut(o..o.saturating_add(data.len())) {
+                dst.copy_from_slice(data);
+            }
+        }
+        ExtEdit::Insert { offset, data } => {
+            let o = *offset as usize;
+            if o <= f.len() {
+                f.splice(o..o, data.iter().copied());
+            }
+        }
+        ExtEdit::Remove { offset, count } => {
+            let (o, n) = (*offset as usize, *count as usize);
+            if o.checked_add(n).is_some_and(|end| end <= f.len()) {
+                f.drain(o..o + n);
+            }
+        }
+    }
+}
+
 /// The frames of a call as plugin statements edited them: for each of `frames` (in call
 /// order), `Some(edited copy)` when [`crate::Engine::edits`] holds edits for it, else `None`.
-/// `edits` is `(packet index, edit)` in the order they were made.
+/// `edits` is `(packet index, edit)` in the order they were made; each packet's edits are
+/// applied in that order ([`apply_edits`]), which gives the frame the engine's walk ended
+/// with.
 pub fn edited_frames<'f>(
     frames: impl IntoIterator<Item = &'f [u8]>,
     edits: &[(usize, ExtEdit)],
@@ -268,6 +293,131 @@ pub fn edited_frames<'f>(
             mine.peek().is_some().then(|| apply_edits(f, mine))
         })
         .collect()
+}
+
+/// The packets of one vector that plugin statements edited, as the rest of the walk sees them:
+/// per edited packet an engine-owned copy of its frame with the edits applied and the
+/// metadata [`wasp_wire::parse`] gives for it.
+///
+/// The kernel's statements that rewrite a packet (`payload set`, nft_payload_set_eval) write
+/// into the skb, so every later expression and statement of the packet's walk, in this and
+/// the hook's later base chains, reads the new bytes; plugin edits do the same here. A packet
+/// that no statement edited has no copy and is read from the caller's frame (bit `i` of
+/// [`Edited::mask`] says which). Unlike the kernel, which computes its packet info (network
+/// and transport offsets, `meta l4proto`) once at the hook, the copy is parsed again after
+/// every statement that edits it, so that an encapsulation or decapsulation shows the new
+/// headers to what follows.
+///
+/// Buffers are reused from vector to vector: nothing is allocated once they have grown to
+/// their working size.
+#[derive(Debug, Default)]
+pub(crate) struct Edited {
+    /// Packets of the vector that have a copy (bit `i` is packet `i`).
+    pub mask: u64,
+    /// The hook is egress (`meta len` is the whole frame there).
+    egress: bool,
+    /// Per packet: the edited frame (valid where `mask` has the bit).
+    bufs: Vec<Vec<u8>>,
+    /// Per packet: the edited frame's metadata.
+    metas: Vec<PacketMeta>,
+}
+
+impl Edited {
+    /// Start a vector on the ingress (`egress` false) or egress hook: no packet edited.
+    #[inline]
+    pub fn reset(&mut self, egress: bool) {
+        self.mask = 0;
+        self.egress = egress;
+    }
+
+    /// `true` when packet `i` has a copy.
+    #[inline(always)]
+    pub fn has(&self, i: usize) -> bool {
+        self.mask >> i & 1 != 0
+    }
+
+    /// Packet `i` (with a copy) as the walk sees it: the copy and its metadata, the device and
+    /// entry mark of `orig`.
+    #[inline]
+    pub fn packet<'s>(&'s self, i: usize, orig: &Packet<'s>) -> Packet<'s> {
+        Packet {
+            frame: &self.bufs[i],
+            meta: self.metas[i],
+            iifname: orig.iifname,
+            mark: orig.mark,
+        }
+    }
+
+    /// Apply `edits` (`(first + i, edit)` for packet `i` of `pkts`, in the order made) to
+    /// the packets' copies, making a copy of the frame as received for a packet edited the
+    /// first time; parse each edited copy again and update what the packet's state derives
+    /// from its headers (`meta len`, `meta nfproto`). Returns the mask of the packets edited.
+    pub fn apply(
+        &mut self,
+        first: usize,
+        edits: &[(usize, ExtEdit)],
+        pkts: &[Packet<'_>],
+        st: &mut [PktState],
+    ) -> u64 {
+        let mut touched = 0u64;
+        for (at, e) in edits {
+            let Some(i) = at
+                .checked_sub(first)
+                .filter(|&i| i < pkts.len().min(MAX_VECTOR))
+            else {
+                continue;
+            };
+            if self.bufs.len() <= i {
+                self.bufs.resize_with(i + 1, Vec::new);
+                self.metas.resize(i + 1, PacketMeta::default());
+            }
+            if !self.has(i) {
+                let b = &mut self.bufs[i];
+                b.clear();
+                b.extend_from_slice(pkts[i].frame);
+                self.mask |= 1 << i;
+            }
+            apply_edit(&mut self.bufs[i], e);
+            touched |= 1 << i;
+        }
+        let mut m = touched;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let meta = wasp_wire::parse(&self.bufs[i]);
+            st[i].skb_len = if self.egress {
+                meta.len
+            } else {
+                skb_len_ingress(&meta)
+            };
+            st[i].nfproto = nfproto(meta.protocol);
+            self.metas[i] = meta;
+        }
+        touched
+    }
+
+    /// `(ip, l4)`: the masks of the packets whose `meta protocol` is IPv4 or IPv6 and of those
+    /// with transport header info, given those masks for the frames as received, with the
+    /// edited packets' bits taken from their copies.
+    pub fn gate(&self, ip: u64, l4: u64) -> (u64, u64) {
+        if self.mask == 0 {
+            return (ip, l4);
+        }
+        let (mut ip, mut l4) = (ip & !self.mask, l4 & !self.mask);
+        let mut m = self.mask;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let meta = &self.metas[i];
+            if matches!(meta.protocol, 0x0800 | 0x86dd) {
+                ip |= 1 << i;
+            }
+            if meta.l4.is_some() {
+                l4 |= 1 << i;
+            }
+        }
+        (ip, l4)
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,12 @@
 //! answered from the previous rule's results instead of being run again, and a payload read
 //! that several tests make keeps its values for the whole vector ([`ReadCache`]).
 //!
+//! A plugin statement's edits go to a copy of the packet that the rest of the walk reads
+//! ([`Edited`]): tests read an edited packet from its copy (not from the view or the read
+//! cache, which hold the frames as received), and the answers remembered for the next rule are
+//! forgotten for the packets edited. A vector without edits only pays a mask test per
+//! operation.
+//!
 //! Buffers live in [`Scratch`], owned by the engine and reused: nothing is allocated per vector
 //! once the buffers have grown to their working size.
 //!
@@ -25,6 +31,7 @@ use crate::eval::{
     flush_hits, op_one, policy_decision, rule_decision, rule_event,
 };
 use crate::expr::PktState;
+use crate::ext::Edited;
 use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
 
 /// The per-packet facts the tests read, side by side for a vector (structure of arrays).
@@ -102,6 +109,8 @@ pub(crate) struct Scratch {
     deep: u64,
     /// Field values of the vector, per repeated read.
     reads: ReadCache,
+    /// The packets of the vector that plugin statements edited, as the walk sees them now.
+    pub ed: Edited,
 }
 
 impl Scratch {
@@ -121,12 +130,15 @@ impl Scratch {
             stolen: 0,
             deep: 0,
             reads: ReadCache::default(),
+            ed: Edited::default(),
         }
     }
 
-    /// Start a new vector (forget the field values of the last one).
-    pub fn new_vector(&mut self) {
+    /// Start a new vector on the ingress (`egress` false) or egress hook: forget the field
+    /// values and the edited copies of the last one.
+    pub fn new_vector(&mut self, egress: bool) {
         self.reads.clear();
+        self.ed.reset(egress);
     }
 
     fn enqueue(&mut self, c: ChainId) {
@@ -306,6 +318,28 @@ fn follow(
     mask
 }
 
+/// Apply the edits that the plugin call just made (`fx.ext.edits[before..]`) to the packets'
+/// copies, for the rest of the vector's walk, and forget what was remembered about the bytes
+/// of the packets edited: the answers to the current rule's leading tests (the next rule would
+/// take them over). The read cache holds received frames only, which do not change.
+fn take_edits(
+    cx: &Ctx<'_, '_, '_>,
+    fx: &mut Effects<'_, '_>,
+    sc: &mut Scratch,
+    st: &mut [PktState],
+    before: usize,
+) {
+    let edited = sc.ed.apply(
+        fx.ext.first,
+        &fx.ext.edits[before..],
+        cx.pkts,
+        &mut st[..cx.pkts.len()],
+    );
+    for m in &mut sc.memo {
+        m.0 &= !edited;
+    }
+}
+
 fn run_chain(
     cx: &Ctx<'_, '_, '_>,
     fx: &mut Effects<'_, '_>,
@@ -361,12 +395,14 @@ fn run_chain(
                     let got = if fresh == 0 {
                         0
                     } else {
-                        t.vector(fresh, cx.view, cx.pkts, st, &mut sc.reads)
+                        t.vector(fresh, cx.view, cx.pkts, st, &sc.ed, &mut sc.reads)
                     };
                     sc.memo[k] = (known | fresh, (pass & !fresh) | got);
                     live = (live & known & pass) | got;
                 }
-                Op::Test(t) => live = t.vector(live, cx.view, cx.pkts, st, &mut sc.reads),
+                Op::Test(t) => {
+                    live = t.vector(live, cx.view, cx.pkts, st, &sc.ed, &mut sc.reads);
+                }
                 Op::Verdict(v) => {
                     if per_packet {
                         for i in bits(live) {
@@ -383,12 +419,20 @@ fn run_chain(
                     let mut n = 0;
                     let counter = fx.is_counter(*site);
                     for i in bits(live) {
-                        pk[n] = ext_packet(&cx.pkts[i], &st[i], counter);
+                        pk[n] = if sc.ed.has(i) {
+                            ext_packet(&sc.ed.packet(i, &cx.pkts[i]), &st[i], counter)
+                        } else {
+                            ext_packet(&cx.pkts[i], &st[i], counter)
+                        };
                         idx[n] = i;
                         n += 1;
                     }
                     let mut got = [OpRes::Pass; MAX_VECTOR];
+                    let before = fx.ext.edits.len();
                     ext_call(fx, *site, &pk[..n], &idx[..n], &mut got[..n]);
+                    if fx.ext.edits.len() != before {
+                        take_edits(cx, fx, sc, st, before);
+                    }
                     for (&i, r) in idx[..n].iter().zip(&got[..n]) {
                         match *r {
                             OpRes::Pass => {}
@@ -403,7 +447,14 @@ fn run_chain(
                 }
                 _ => {
                     for i in bits(live) {
-                        match op_one(prog, fx, op, i, &cx.pkts[i], &mut st[i]) {
+                        let tmp;
+                        let p = if sc.ed.has(i) {
+                            tmp = sc.ed.packet(i, &cx.pkts[i]);
+                            &tmp
+                        } else {
+                            &cx.pkts[i]
+                        };
+                        match op_one(prog, fx, op, i, p, &mut st[i]) {
                             OpRes::Pass => {}
                             OpRes::Break => live &= !(1 << i),
                             OpRes::Verdict(v) => {
@@ -419,7 +470,18 @@ fn run_chain(
                     }
                     if fx.hits.n != 0 {
                         // The elements found count their packets, in one call.
-                        flush_hits(fx, |i| ext_packet(&cx.pkts[i], &st[i], true));
+                        let before = fx.ext.edits.len();
+                        let ed = &sc.ed;
+                        flush_hits(fx, |i| {
+                            if ed.has(i) {
+                                ext_packet(&ed.packet(i, &cx.pkts[i]), &st[i], true)
+                            } else {
+                                ext_packet(&cx.pkts[i], &st[i], true)
+                            }
+                        });
+                        if fx.ext.edits.len() != before {
+                            take_edits(cx, fx, sc, st, before);
+                        }
                     }
                 }
             }

@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod edits;
+
 #[derive(Default)]
 struct Rec(Vec<TraceEvent>);
 impl TraceSink for Rec {
