@@ -115,8 +115,13 @@ fn run_three(
     script: &Script,
     frames: &[Vec<u8>],
 ) -> (Ran, Script) {
+    run_three_on(&|| engine(&["s"], policy, rules.clone()), script, frames)
+}
+
+/// [`run_three`] on the engines `build` makes.
+fn run_three_on(build: &dyn Fn() -> Engine, script: &Script, frames: &[Vec<u8>]) -> (Ran, Script) {
     let mk = || {
-        let mut e = engine(&["s"], policy, rules.clone());
+        let mut e = build();
         let s = Script::new(script.sites.clone());
         e.set_ext(Box::new(s.clone()), &s.kinds());
         (e, s)
@@ -479,4 +484,76 @@ fn edits_of_one_packet_leave_the_others_alone() {
     }
     // Edits are reported by the packet's index in the input (66 is packet 2 of vector 2).
     assert_eq!(ran.edits.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 66]);
+}
+
+/// A later base chain sees the packet as an earlier chain's statement left it, gate included:
+/// a QinQ frame (which the inet family's ingress hook skips: its `meta protocol` is 802.1Q)
+/// loses its outer tag in the netdev chain, so the inet chain after it runs on the IPv4 packet
+/// inside and drops it by its port. Without the edit the inet chain never sees it.
+#[test]
+fn a_later_base_chain_sees_the_edited_packet() {
+    let build = || {
+        let mut t = table(
+            Family::Netdev,
+            "t",
+            vec![chain(
+                "c",
+                Some((0, Policy::Accept)),
+                vec![rule(vec![plugin_use("s", "pop", false)])],
+            )],
+            vec![],
+        );
+        t.plugins = plugins(&["s"]);
+        let u = table(
+            Family::Inet,
+            "u",
+            vec![chain(
+                "d",
+                Some((10, Policy::Accept)),
+                vec![rule(vec![
+                    eq(pf(PayloadField::UdpDport), port(53)),
+                    drop_(),
+                ])],
+            )],
+            vec![],
+        );
+        Engine::compile(&ruleset(vec![t, u])).expect("compiles")
+    };
+    let inner = tag(
+        &ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000, 53)),
+        0x8100,
+        10,
+    );
+    let frames = vec![tag(&inner, 0x8100, 20)];
+    let (ran, _) = run_three_on(&build, &Script::new(vec![Site::Stmt(pop_tag)]), &frames);
+    let o = ran.out[0];
+    assert_eq!(
+        (o.verdict, o.decision),
+        (
+            FinalVerdict::Drop,
+            Some(Decision {
+                table: 1,
+                chain: 0,
+                rule: Some(2)
+            })
+        )
+    );
+    assert_eq!(
+        edited_frames(frames.iter().map(Vec::as_slice), &ran.edits),
+        [Some(inner)]
+    );
+    let quiet = Script::new(vec![Site::Stmt(|_| (ExtVerdict::Continue, Vec::new()))]);
+    let (ran, _) = run_three_on(&build, &quiet, &frames);
+    let o = ran.out[0];
+    assert_eq!(
+        (o.verdict, o.decision),
+        (
+            FinalVerdict::Accept,
+            Some(Decision {
+                table: 0,
+                chain: 0,
+                rule: None
+            })
+        )
+    );
 }
