@@ -346,7 +346,10 @@ impl Ctx<'_> {
             if e.counter && e.data.is_some() && matches!(owner, SetOwner::Anonymous(_)) {
                 // nft 1.0.6 refuses a counter on an anonymous map's element (the map has no
                 // statement declared for its elements), naming the `counter`.
-                return Err(self.err(e.span, "missing statement in map declaration"));
+                return Err(self.err(
+                    e.counter_span.unwrap_or(e.span),
+                    "missing statement in map declaration",
+                ));
             }
             let counts = match owner {
                 SetOwner::Named(d) => d.counter || e.counter,
@@ -701,6 +704,7 @@ impl Ctx<'_> {
                     bytes: 0,
                     comment: None,
                     span: m.span,
+                    counter_span: None,
                 };
                 let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
                 let set = self.build_set(ti, t, &widths, &[elem], false, SetOwner::Inline)?;

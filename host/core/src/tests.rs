@@ -442,6 +442,7 @@ fn elem(key: Vec<KeyPart>, data: Option<ElemData>) -> SetElem {
         bytes: 0,
         comment: None,
         span: Span::default(),
+        counter_span: None,
     }
 }
 fn kv(v: Value) -> KeyPart {

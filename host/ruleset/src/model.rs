@@ -789,6 +789,8 @@ pub struct SetElem {
     pub comment: Option<String>,
     /// Where the element is written.
     pub span: Span,
+    /// Where its `counter` keyword is (for errors; `None` without one).
+    pub counter_span: Option<Span>,
 }
 
 /// Data of a map element.

@@ -177,7 +177,7 @@ fn epoch_set_explicitly() {
 #[test]
 fn per_element_counters() {
     let mut e = engine(&format!(
-        "{HEAD}set a {{ type ipv4_addr; counter; elements = {{ 10.0.0.1, 10.0.0.2 }} }}\nset r {{ type inet_service; flags interval; elements = {{ 1-100 counter packets 5 bytes 500, 200-300 }} }}\n{CHAIN}ip saddr @a accept\nudp dport @r accept\n}}\n}}\n"
+        "{HEAD}set a {{ type ipv4_addr; counter; elements = {{ 10.0.0.1, 10.0.0.2 }} }}\nset r {{ type inet_service; flags interval; counter; elements = {{ 1-100 counter packets 5 bytes 500, 200-300 }} }}\n{CHAIN}ip saddr @a accept\nudp dport @r accept\n}}\n}}\n"
     ));
     let mut c = count(&mut e);
     let frames = vec![
@@ -185,7 +185,7 @@ fn per_element_counters() {
         udp4([10, 0, 0, 1], 250), // a[0]
         udp4([10, 0, 0, 2], 9),   // a[1]
         udp4([10, 0, 0, 9], 50),  // r[0]
-        udp4([10, 0, 0, 9], 250), // r[1]: no counter
+        udp4([10, 0, 0, 9], 250), // r[1]
     ];
     assert_eq!(verdicts_at(&mut e, &frames, 0), [true; 5]);
     // skb->len at ingress: IPv4 20 + UDP 8 = 28 bytes.
@@ -200,11 +200,12 @@ fn per_element_counters() {
             ("a".to_string(), 0, 2, 56),
             ("a".to_string(), 1, 1, 28),
             ("r".to_string(), 0, 6, 528),
+            ("r".to_string(), 1, 1, 28),
         ]
     );
     let mut rs = wasp_ruleset::parse_str(
         &format!(
-            "{HEAD}set a {{ type ipv4_addr; counter; elements = {{ 10.0.0.1, 10.0.0.2 }} }}\nset r {{ type inet_service; flags interval; elements = {{ 1-100 counter packets 5 bytes 500, 200-300 }} }}\n{CHAIN}ip saddr @a accept\nudp dport @r accept\n}}\n}}\n"
+            "{HEAD}set a {{ type ipv4_addr; counter; elements = {{ 10.0.0.1, 10.0.0.2 }} }}\nset r {{ type inet_service; flags interval; counter; elements = {{ 1-100 counter packets 5 bytes 500, 200-300 }} }}\n{CHAIN}ip saddr @a accept\nudp dport @r accept\n}}\n}}\n"
         ),
         "t.nft",
     )

@@ -671,10 +671,24 @@ impl Parser<'_> {
             self.expect_punct("{")?;
             let elems = self.elements(&set.key.clone(), set.data, Some(set.flags.interval))?;
             self.pending = saved;
+            self.check_elem_counters(&set, &elems)?;
             set.elements = elems;
             let _ = elem_start;
         }
         Ok(set)
+    }
+
+    /// nft refuses `counter` on an element of a set that does not declare `counter`
+    /// ("missing statement in set declaration", nft 1.0.6), in the declaration's `elements`
+    /// and in `add element` alike, at the element's `counter`.
+    fn check_elem_counters(&self, set: &SetDecl, elems: &[crate::model::SetElem]) -> PResult<()> {
+        match elems.iter().find(|e| e.counter && !set.counter) {
+            Some(e) => Err(self.st.error(
+                e.counter_span.unwrap_or(e.span),
+                "missing statement in set declaration".to_string(),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn type_name(&mut self) -> PResult<DataType> {
@@ -755,6 +769,7 @@ impl Parser<'_> {
                 let set = self.st.tables[ti].sets[si].clone();
                 self.expect_punct("{")?;
                 let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                self.check_elem_counters(&set, &elems)?;
                 self.insert_elements(ti, si, elems, create)
             }
             _ => Err(self.st.error(

@@ -249,6 +249,7 @@ impl Parser<'_> {
             bytes: 0,
             comment: None,
             span,
+            counter_span: None,
         };
         loop {
             if self.eat_word("timeout")? {
@@ -257,7 +258,9 @@ impl Parser<'_> {
                 elem.expires_ms = Some(self.time()?);
             } else if self.eat_word("comment")? {
                 elem.comment = Some(self.string("a quoted comment")?.0);
-            } else if self.eat_word("counter")? {
+            } else if self.at_word("counter")? {
+                elem.counter_span = Some(self.peek_span()?);
+                self.advance();
                 elem.counter = true;
                 if self.eat_word("packets")? {
                     elem.packets = self.number_u64()?;
