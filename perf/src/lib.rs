@@ -5,10 +5,13 @@
 //! - [`traffic`]: deterministic Ethernet frames from a seed (VLAN stacks, IPv4/IPv6 with
 //!   extension headers, TCP/UDP/ICMP/ICMPv6, ARP, malformed frames), written as pcap; also the
 //!   capture of `samples/firewall` (`wasp-traffic office`).
+//! - [`netns`]: namespaces joined by a veth, commands, `ksoftirqd` CPU time (the veth
+//!   benchmarks).
 //! - [`sys`]: the system calls of the veth benchmarks (root check, thread CPU time, a
 //!   `sendmmsg` sender); the only module here with `unsafe`.
 #![deny(unsafe_code)]
 
 pub mod acl;
+pub mod netns;
 pub mod sys;
 pub mod traffic;

@@ -50,7 +50,7 @@
 //! asks `wasp-io` for at least 1 frame instead of `MAX_VECTOR` (through a `Ports` wrapper), which
 //! avoids the TPACKET_V3 wait that stalls the daemon's workers (see perf/RESULTS.md).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -188,7 +188,7 @@ fn run(args: &Args) -> Res<()> {
     if args.workers.iter().any(|&w| w == 0 || w > 16) {
         return Err("--workers: counts 1..=16".into());
     }
-    remove_stale();
+    wasp_perf::netns::remove_stale(NETNS_PREFIX);
     let frames: Vec<Vec<u8>> = (0..FLOWS).map(frame).collect();
     let set = set_elements();
     // Both rulesets parse and compile in wasp before anything runs.
@@ -236,7 +236,7 @@ fn run(args: &Args) -> Res<()> {
     let mut n = 0;
     for round in 0..args.runs {
         // The kernel's topology of this round: the table (with the set) loaded once.
-        let ktopo = Topo::create(n)?;
+        let ktopo = topo(n)?;
         n += 1;
         ktopo.nft(&kernel_table(&set))?;
         let ksender =
@@ -248,12 +248,12 @@ fn run(args: &Args) -> Res<()> {
                     measure_kernel(&ktopo, &ksender, r, args, &frames, &ksoftirqd)?
                 }
                 Variant::Floor(w) => {
-                    let t = Topo::create(n)?;
+                    let t = topo(n)?;
                     n += 1;
                     measure_rx(&t, None, w, mode, args, &frames, &set, &ksoftirqd)?
                 }
                 Variant::Wasp(r, w) => {
-                    let t = Topo::create(n)?;
+                    let t = topo(n)?;
                     n += 1;
                     measure_rx(&t, Some(r), w, mode, args, &frames, &set, &ksoftirqd)?
                 }
@@ -956,44 +956,15 @@ fn wasp_ruleset(r: Rules, n: usize, set: &[String]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Topology, commands, ksoftirqd.
 
-/// The two namespaces and the veth between them, deleted on drop (io-floor's, copied).
-struct Topo {
-    tx: String,
-    rx: String,
+/// The rulesets of the receiving namespace's kernel.
+trait KernelRules {
+    /// `nft -f -` with `text` in the rx namespace.
+    fn nft(&self, text: &str) -> Res<String>;
+    /// The packets counted by each rule of chain `in`, in order.
+    fn counters(&self) -> Res<Vec<u64>>;
 }
 
-impl Topo {
-    fn create(n: usize) -> Res<Topo> {
-        let base = format!("{NETNS_PREFIX}{}-{n}", std::process::id());
-        let t = Topo {
-            tx: format!("{base}-tx"),
-            rx: format!("{base}-rx"),
-        };
-        ip(&["netns", "add", &t.tx])?;
-        // From here on, dropping `t` (on any error) deletes what exists.
-        ip(&["netns", "add", &t.rx])?;
-        for ns in [&t.tx, &t.rx] {
-            ip(&[
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])?;
-        }
-        ip(&[
-            "link", "add", TX_DEV, "netns", &t.tx, "type", "veth", "peer", "name", RX_DEV, "netns",
-            &t.rx,
-        ])?;
-        ip(&["-n", &t.tx, "link", "set", TX_DEV, "up"])?;
-        ip(&["-n", &t.rx, "link", "set", RX_DEV, "up"])?;
-        Ok(t)
-    }
-
-    /// `nft -f -` with `text` in the rx namespace.
+impl KernelRules for Topo {
     fn nft(&self, text: &str) -> Res<String> {
         cmd(
             Command::new("ip").args(["netns", "exec", &self.rx, "nft", "-f", "-"]),
@@ -1001,7 +972,6 @@ impl Topo {
         )
     }
 
-    /// The packets counted by each rule of chain `in`, in order.
     fn counters(&self) -> Res<Vec<u64>> {
         let out = cmd(
             Command::new("ip").args([
@@ -1024,95 +994,14 @@ impl Topo {
     }
 }
 
-impl Drop for Topo {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.tx]);
-        let _ = ip(&["netns", "del", &self.rx]);
-    }
-}
-
-fn ip(args: &[&str]) -> Res<()> {
-    cmd(Command::new("ip").args(args), None).map(|_| ())
-}
-
-/// Runs a command (with `stdin` fed when given); its stdout, or an error with stderr.
-fn cmd(c: &mut Command, stdin: Option<&str>) -> Res<String> {
-    use std::io::Write as _;
-    let show = format!("{c:?}");
-    c.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut child = c.spawn().map_err(|e| format!("{show}: {e}"))?;
-    if let Some(text) = stdin {
-        let mut w = child.stdin.take().expect("piped stdin");
-        w.write_all(text.as_bytes())
-            .map_err(|e| format!("{show}: writing stdin: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("{show}: {e}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let err: String = err.chars().take(2000).collect();
-        let show: String = show.chars().take(200).collect();
-        return Err(format!("{show} failed ({}): {}", out.status, err.trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Deletes `wasp-e2e-<pid>-…` namespaces whose process is gone (killed earlier runs).
-fn remove_stale() {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(NETNS_PREFIX)
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = ip(&["netns", "del", &name]);
-        }
-    }
-}
-
-/// Pids of the `ksoftirqd/N` kernel threads (kernel-set-cost's, copied).
-fn ksoftirqd_pids() -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.starts_with("ksoftirqd/"))
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// Summed CPU ns (`/proc/<pid>/schedstat`, first field) of `pids`.
-fn sched_ns(pids: &[u32]) -> u64 {
-    pids.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+/// This benchmark's namespaces: `wasp-e2e-<pid>-<n>-tx/-rx`.
+fn topo(n: usize) -> Res<Topo> {
+    Topo::create(NETNS_PREFIX, n, TX_DEV, RX_DEV)
 }
 
 // ---------------------------------------------------------------------------------------------
 
+use wasp_perf::netns::{VethPair as Topo, cmd, ksoftirqd_pids, sched_ns};
 use wasp_perf::sys;
 
 #[cfg(test)]

@@ -38,7 +38,6 @@
 //! [--mode multishot|tpacket|both] [--only rx|tx|fwd] [--min N] [--max N] [--timeout-us T]
 //! [--retire-ms M]` (needs root). CI smoke mode (about a second): `--packets 20000 --runs 1`.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -118,7 +117,7 @@ fn run(args: &Args) -> Res<()> {
     if !matches!(only, None | Some("rx" | "tx" | "fwd")) {
         return Err(format!("unknown --only {only:?} (rx, tx, fwd)"));
     }
-    remove_stale();
+    wasp_perf::netns::remove_stale(NETNS_PREFIX);
     let mut n = 0;
     if matches!(only, None | Some("rx")) {
         receive_paths(args, &modes, &mut n)?;
@@ -184,7 +183,7 @@ fn send_paths(args: &Args, n: &mut usize) -> Res<()> {
     let kinds = [Tx::Send, Tx::Ring, Tx::Sendmmsg];
     let mut tx: Vec<Vec<(f64, f64)>> = vec![Vec::new(); kinds.len()];
     for round in 0..args.runs {
-        let topo = Topo::create(*n)?;
+        let topo = topo(*n)?;
         *n += 1;
         let mut line = format!("round {round} send:");
         for i in 0..kinds.len() {
@@ -248,7 +247,7 @@ fn forward_paths(args: &Args, n: &mut usize) -> Res<()> {
     let kinds = [Fwd::Staged, Fwd::Direct];
     let mut v: Vec<Vec<FwdSample>> = vec![Vec::new(); kinds.len()];
     for round in 0..args.runs {
-        let topo = Topo::create(*n)?;
+        let topo = topo(*n)?;
         *n += 1;
         let mut line = format!("round {round} forward:");
         for i in 0..kinds.len() {
@@ -556,7 +555,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One run of `mode` in a fresh topology.
 fn measure(mode: RxMode, args: &Args, n: usize) -> Res<Sample> {
-    let topo = Topo::create(n)?;
+    let topo = topo(n)?;
     let mut cfg = RingConfig {
         rx_mode: mode,
         ..RingConfig::default()
@@ -678,83 +677,10 @@ fn frame(flow: u16, len: usize) -> Vec<u8> {
     f
 }
 
-/// The two namespaces and the veth between them, deleted on drop.
-struct Topo {
-    tx: String,
-    rx: String,
+/// This benchmark's namespaces: `wasp-iofloor-<pid>-<n>-tx/-rx`, veth `if0` / `if1`.
+fn topo(n: usize) -> Res<Topo> {
+    Topo::create(NETNS_PREFIX, n, "if0", "if1")
 }
 
-impl Topo {
-    fn create(n: usize) -> Res<Topo> {
-        let base = format!("{NETNS_PREFIX}{}-{n}", std::process::id());
-        let t = Topo {
-            tx: format!("{base}-tx"),
-            rx: format!("{base}-rx"),
-        };
-        ip(&["netns", "add", &t.tx])?;
-        // From here on, dropping `t` (on any error) deletes what exists.
-        ip(&["netns", "add", &t.rx])?;
-        for ns in [&t.tx, &t.rx] {
-            ip(&[
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])?;
-        }
-        ip(&[
-            "link", "add", "if0", "netns", &t.tx, "type", "veth", "peer", "name", "if1", "netns",
-            &t.rx,
-        ])?;
-        ip(&["-n", &t.tx, "link", "set", "if0", "up"])?;
-        ip(&["-n", &t.rx, "link", "set", "if1", "up"])?;
-        Ok(t)
-    }
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.tx]);
-        let _ = ip(&["netns", "del", &self.rx]);
-    }
-}
-
-fn ip(args: &[&str]) -> Res<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {args:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
-/// Deletes `wasp-iofloor-<pid>-…` namespaces whose process is gone (killed earlier runs).
-fn remove_stale() {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(NETNS_PREFIX)
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = ip(&["netns", "del", &name]);
-        }
-    }
-}
-
+use wasp_perf::netns::VethPair as Topo;
 use wasp_perf::sys;

@@ -37,10 +37,11 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
+use wasp_perf::netns::{cmd, ksoftirqd_pids, sched_ns};
 use wasp_sets::ExactSet;
 use wasp_sets::perfcases::{CASES, Case, Kind};
 use wasp_sets::pipapo::{GroupPolicy, Variant};
@@ -115,7 +116,7 @@ fn run(args: &Args) -> Res<()> {
     if args.packets == 0 || args.runs == 0 {
         return Err("--packets and --runs must be at least 1".into());
     }
-    remove_stale();
+    wasp_perf::netns::remove_stale(NETNS_PREFIX);
     let ksoftirqd = ksoftirqd_pids();
     println!(
         "kernel netdev ingress on veth, {} packets per run, {} interleaved rounds, medians; \
@@ -624,81 +625,6 @@ impl Drop for Netns {
             .args(["netns", "del", &self.name])
             .output();
     }
-}
-
-/// Runs a command (with `stdin` fed when given); its stdout, or an error with stderr.
-fn cmd(c: &mut Command, stdin: Option<&str>) -> Res<String> {
-    use std::io::Write as _;
-    let show = format!("{c:?}");
-    c.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut child = c.spawn().map_err(|e| format!("{show}: {e}"))?;
-    if let Some(text) = stdin {
-        let mut w = child.stdin.take().expect("piped stdin");
-        w.write_all(text.as_bytes())
-            .map_err(|e| format!("{show}: writing stdin: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("{show}: {e}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let err: String = err.chars().take(2000).collect();
-        return Err(format!("{show} failed ({}): {}", out.status, err.trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Deletes `wasp-kcost-<pid>-<n>` namespaces whose process is gone (killed earlier runs).
-fn remove_stale() {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(NETNS_PREFIX)
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !PathBuf::from(format!("/proc/{pid}")).exists() {
-            let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        }
-    }
-}
-
-/// Pids of the `ksoftirqd/N` kernel threads.
-fn ksoftirqd_pids() -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.starts_with("ksoftirqd/"))
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// Summed CPU ns (`/proc/<pid>/schedstat`, first field) of `pids`.
-fn sched_ns(pids: &[u32]) -> u64 {
-    pids.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }
 
 // ---------------------------------------------------------------------------------------------
