@@ -36,12 +36,12 @@
 //! net,port`.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
 use wasp_perf::netns::{cmd, ksoftirqd_pids, sched_ns};
+use wasp_perf::sys;
 use wasp_sets::ExactSet;
 use wasp_sets::perfcases::{CASES, Case, Kind};
 use wasp_sets::pipapo::{GroupPolicy, Variant};
@@ -54,8 +54,6 @@ const RX_DEV: &str = "kc0";
 const TX_DEV: &str = "kc1";
 /// Packets sent before each measured run (counted by the rule too).
 const WARMUP: u64 = 2000;
-/// Frames per `sendmmsg` call.
-const BATCH: usize = 64;
 
 #[derive(Parser, Debug)]
 #[command(about = "Kernel netdev-ingress cost of the selftest's performance sets on a veth")]
@@ -181,10 +179,10 @@ fn measure_case(case: &Case, idx: usize, args: &Args, ksoftirqd: &[u32]) -> Res<
     let t = Instant::now();
     ns.nft(&ruleset(case))?;
     let load_s = t.elapsed().as_secs_f64();
-    let sender = sys::Sender::open_in(&ns.path(), TX_DEV)
+    let sender = sys::Sender::open_in(&ns.name, TX_DEV)
         .map_err(|e| format!("AF_PACKET socket on {TX_DEV}: {e}"))?;
-    let frame = build_frame(case, &probe_key(case));
-    let miss = build_frame(case, &miss_key(case));
+    let frame = [build_frame(case, &probe_key(case))];
+    let miss = [build_frame(case, &miss_key(case))];
 
     // wasp on the same set and key.
     let set = case.build(GroupPolicy::Auto);
@@ -559,10 +557,6 @@ impl Netns {
         Ok(Netns { name })
     }
 
-    fn path(&self) -> PathBuf {
-        PathBuf::from("/run/netns").join(&self.name)
-    }
-
     /// `kc0` / `kc1`, IPv6 off on both (no ND/MLD frames to reach the counter), up.
     fn add_veth(&self) -> Res<()> {
         let n = self.name.as_str();
@@ -628,137 +622,6 @@ impl Drop for Netns {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-/// The system calls: root check, thread CPU time, and the AF_PACKET sender.
-mod sys {
-    #![allow(unsafe_code)]
-
-    use std::ffi::CString;
-    use std::fs::File;
-    use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::path::Path;
-
-    /// Whether the effective uid is 0.
-    pub fn is_root() -> bool {
-        // SAFETY: geteuid(2) takes no arguments and cannot fail.
-        unsafe { libc::geteuid() == 0 }
-    }
-
-    /// This thread's CPU time, user + sys, in ns: `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`.
-    /// The same counter `getrusage(RUSAGE_THREAD)` reports (the task's sum_exec_runtime, which
-    /// includes softirqs run in its context on this kernel), but brought up to date at the call:
-    /// getrusage reads the value as of the last scheduler tick, stale by up to a tick (measured
-    /// here: 0 µs for 2000 packets).
-    pub fn thread_cpu_ns() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-
-    /// A raw AF_PACKET socket bound to one device of a namespace; frames leave it unchanged.
-    pub struct Sender {
-        fd: OwnedFd,
-    }
-
-    impl Sender {
-        /// Creates the socket inside the namespace `netns` (a `/run/netns/NAME` handle) on a
-        /// short-lived thread, bound to `dev` there; the caller's thread stays where it is.
-        pub fn open_in(netns: &Path, dev: &str) -> io::Result<Self> {
-            let ns = File::open(netns)?;
-            let dev = CString::new(dev).map_err(io::Error::other)?;
-            let fd = std::thread::spawn(move || -> io::Result<OwnedFd> {
-                // SAFETY: `ns` is an open namespace handle; setns moves only this private thread.
-                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: socket(2) with constant arguments; the result is checked.
-                let raw = unsafe {
-                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
-                };
-                if raw < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: `raw` is a fresh descriptor nothing else owns.
-                let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-                // SAFETY: `dev` is NUL-terminated and outlives the call.
-                let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
-                if ifindex == 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-                let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-                sll.sll_family = libc::AF_PACKET as u16;
-                sll.sll_ifindex = ifindex as i32;
-                // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
-                let rc = unsafe {
-                    libc::bind(
-                        fd.as_raw_fd(),
-                        (&sll as *const libc::sockaddr_ll).cast(),
-                        std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-                    )
-                };
-                if rc != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(fd)
-            })
-            .join()
-            .map_err(|_| io::Error::other("netns thread panicked"))??;
-            Ok(Sender { fd })
-        }
-
-        /// Sends `frame` `n` times, [`super::BATCH`] frames per `sendmmsg` call.
-        pub fn send(&self, frame: &[u8], n: u64) -> io::Result<()> {
-            let mut iov = libc::iovec {
-                iov_base: frame.as_ptr().cast_mut().cast(),
-                iov_len: frame.len(),
-            };
-            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
-            let mut msgs: Vec<libc::mmsghdr> = (0..super::BATCH)
-                .map(|_| unsafe { std::mem::zeroed() })
-                .collect();
-            for m in &mut msgs {
-                m.msg_hdr.msg_iov = &mut iov;
-                m.msg_hdr.msg_iovlen = 1;
-            }
-            let mut left = n;
-            while left > 0 {
-                let k = left.min(super::BATCH as u64) as u32;
-                // SAFETY: `msgs` holds `k` or more valid headers whose one iovec points at
-                // `frame`, alive for the call; the kernel only reads the frame (it writes
-                // msg_len into the headers, which we own).
-                let rc = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), k, 0) };
-                if rc < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    return Err(e);
-                }
-                if rc == 0 {
-                    return Err(io::Error::other("sendmmsg sent nothing"));
-                }
-                for m in &msgs[..rc as usize] {
-                    if m.msg_len as usize != frame.len() {
-                        return Err(io::Error::other(format!(
-                            "short send: {} of {} bytes",
-                            m.msg_len,
-                            frame.len()
-                        )));
-                    }
-                }
-                left -= rc as u64;
-            }
-            Ok(())
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
