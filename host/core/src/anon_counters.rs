@@ -1,11 +1,9 @@
 //! Counters on the elements of anonymous sets (`ip saddr { 10.0.0.1 counter, 10.0.0.2
 //! counter } accept`): read per element and written back into the rule's set for listing.
 
-use std::collections::HashMap;
-
 use wasp_ruleset::model::Ruleset;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, element_counts};
 use crate::ext::{CounterSource, CounterUse};
 
 /// The counts of one counting element of an anonymous set in a rule.
@@ -46,16 +44,7 @@ impl Engine {
             else {
                 continue;
             };
-            let counts: HashMap<u32, (u64, u64)> = src
-                .counts(site)
-                .into_iter()
-                .map(|(e, p, b)| (e, (p, b)))
-                .collect();
-            for &element in elements {
-                let (packets, bytes) = counts
-                    .get(&(element as u32 + 1))
-                    .copied()
-                    .unwrap_or_default();
+            for (element, packets, bytes) in element_counts(src, site, elements) {
                 out.push(AnonSetElemCounter {
                     table: *table,
                     chain: *chain,

@@ -933,16 +933,7 @@ impl Engine {
             else {
                 continue;
             };
-            let counts: std::collections::HashMap<u32, (u64, u64)> = src
-                .counts(site)
-                .into_iter()
-                .map(|(e, p, b)| (e, (p, b)))
-                .collect();
-            for &element in elements {
-                let (packets, bytes) = counts
-                    .get(&(element as u32 + 1))
-                    .copied()
-                    .unwrap_or_default();
+            for (element, packets, bytes) in element_counts(src, site, elements) {
                 out.push(SetElemCounter {
                     table: *table,
                     set: set.clone(),
@@ -1010,6 +1001,27 @@ impl Engine {
             src.reset(site);
         }
     }
+}
+
+/// `(element, packets, bytes)` for each of `elements` (model indices) of the element counter
+/// site `site`: the plugin lists element `i` as entry `i + 1`; an element not listed counts 0.
+pub(crate) fn element_counts(
+    src: &mut dyn CounterSource,
+    site: u32,
+    elements: &[usize],
+) -> Vec<(usize, u64, u64)> {
+    let counts: std::collections::HashMap<u32, (u64, u64)> = src
+        .counts(site)
+        .into_iter()
+        .map(|(e, p, b)| (e, (p, b)))
+        .collect();
+    elements
+        .iter()
+        .map(|&e| {
+            let (p, b) = counts.get(&(e as u32 + 1)).copied().unwrap_or_default();
+            (e, p, b)
+        })
+        .collect()
 }
 
 /// The site's own counts (entry `elem` 0; zero when not listed).
