@@ -111,11 +111,6 @@ impl SharedTimers {
         })
     }
 
-    /// Number of member runtimes.
-    pub fn workers(&self) -> usize {
-        self.workers
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, ArmedBy> {
         // A panic elsewhere while holding it leaves a consistent map (each change is one
         // assignment): keep using it.
