@@ -481,6 +481,9 @@ impl Ctx<'_> {
                 let (src, w) = meta_src(*k);
                 loads.push(Load::meta(src, w));
             }
+            Expr::Ct(_) => {
+                return Err(self.err(span, "ct expressions are not supported yet"));
+            }
             Expr::ExthdrExists(h) => {
                 deps.push(Dep::Ipv6);
                 loads.push(Load::meta(Src::Exthdr(exthdr_bit(*h)), 1));
@@ -895,6 +898,12 @@ impl Ctx<'_> {
                     let id = self.out_target(dev, *via, *span)?;
                     ops.push(Op::Fwd(id), fence);
                     break;
+                }
+                Stmt::CtSet { span, .. }
+                | Stmt::CtCount { span, .. }
+                | Stmt::Nat(wasp_ruleset::model::NatStmt { span, .. })
+                | Stmt::FlowAdd { span, .. } => {
+                    return Err(self.err(*span, "connection tracking is not supported yet"));
                 }
                 Stmt::Dup { dev, span } => {
                     let id = self.out_target(dev, None, *span)?;

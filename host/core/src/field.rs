@@ -176,7 +176,8 @@ pub(crate) fn dtype_width(t: DataType) -> u8 {
         DataType::Dscp => 1,
         DataType::NfProto => 1,
         DataType::Boolean => 1,
-        DataType::Verdict => 4,
+        DataType::Verdict | DataType::CtState | DataType::CtStatus => 4,
+        DataType::CtDir => 1,
     }
 }
 

@@ -509,6 +509,7 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         sets,
         plugins: Vec::new(),
         counters: Vec::new(),
+        flowtables: Vec::new(),
         comment: None,
         span: Span::default(),
     }

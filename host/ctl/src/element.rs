@@ -165,6 +165,7 @@ impl CloneHeader for Table {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            flowtables: Vec::new(),
             comment: self.comment.clone(),
             span: self.span,
         }

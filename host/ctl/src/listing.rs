@@ -551,6 +551,7 @@ pub fn expr_json(e: &Expr) -> Json {
             let key = text.strip_prefix("meta ").unwrap_or(&text);
             json!({"meta": {"key": key}})
         }
+        Expr::Ct(k) => json!({"ct": {"key": k.name()}}),
         Expr::ExthdrExists(_) => {
             let text = wasp_ruleset::print_expr(e);
             let name = text.strip_prefix("exthdr ").unwrap_or(&text);

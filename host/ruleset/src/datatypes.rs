@@ -182,6 +182,44 @@ pub const TCP_FLAGS: &[(&str, u8)] = &[
     ("cwr", 0x80),
 ];
 
+/// `ct_state` symbols (`nft describe ct state`; NF_CT_STATE_* bits of nft_ct).
+pub const CT_STATES: &[(&str, u32)] = &[
+    ("invalid", 0x01),
+    ("established", 0x02),
+    ("related", 0x04),
+    ("new", 0x08),
+    ("untracked", 0x40),
+];
+
+/// `ct_dir` symbols (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY).
+pub const CT_DIRS: &[(&str, u8)] = &[("original", 0), ("reply", 1)];
+
+/// `ct_status` symbols (`nft describe ct status`; IPS_* bits of nf_conntrack_common.h).
+pub const CT_STATUS: &[(&str, u32)] = &[
+    ("expected", 0x01),
+    ("seen-reply", 0x02),
+    ("assured", 0x04),
+    ("confirmed", 0x08),
+    ("snat", 0x10),
+    ("dnat", 0x20),
+    ("dying", 0x200),
+];
+
+/// Names of the bits of `bits` in `table` joined by `sep` (`established,related`); the
+/// number in hex for bits without a name or none.
+pub fn bit_names(table: &[(&str, u32)], bits: u32, sep: &str) -> String {
+    let named: u32 = table.iter().map(|(_, b)| b).fold(0, |a, b| a | b);
+    if bits == 0 || bits & !named != 0 {
+        return format!("0x{bits:08x}");
+    }
+    table
+        .iter()
+        .filter(|(_, b)| bits & b != 0)
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// `nf_proto` symbols.
 const NFPROTO: &[(&str, u8)] = &[("ipv4", 2), ("ipv6", 10)];
 
@@ -198,6 +236,11 @@ pub fn expected(dtype: DataType) -> &'static str {
         DataType::Mark => "a mark (a number)",
         DataType::Ifname => "an interface name",
         DataType::TcpFlag => "a tcp flag (fin, syn, rst, psh, ack, urg, ecn, cwr)",
+        DataType::CtState => "a ct state (invalid, established, related, new, untracked)",
+        DataType::CtDir => "a ct direction (original, reply)",
+        DataType::CtStatus => {
+            "a ct status (expected, seen-reply, assured, confirmed, snat, dnat, dying)"
+        }
         DataType::IcmpType => "an icmp type name or number",
         DataType::IcmpCode => "an icmp code name or number",
         DataType::Icmpv6Type => "an icmpv6 type name or number",
@@ -359,6 +402,21 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             })
         }
         DataType::TcpFlag => symbolic(TCP_FLAGS),
+        DataType::CtState | DataType::CtStatus => {
+            let table = if dtype == DataType::CtState {
+                CT_STATES
+            } else {
+                CT_STATUS
+            };
+            match table.iter().find(|(n, _)| *n == text) {
+                Some((_, b)) => from_uint(dtype, u128::from(*b)),
+                None => match parse_uint(text) {
+                    Some(n) => from_uint(dtype, n),
+                    None => Err(bad()),
+                },
+            }
+        }
+        DataType::CtDir => symbolic(CT_DIRS),
         DataType::IcmpType => symbolic(ICMP_TYPES),
         DataType::IcmpCode => symbolic(ICMP_CODES),
         DataType::Icmpv6Type => symbolic(ICMPV6_TYPES),
@@ -422,6 +480,9 @@ pub fn print_value(v: &Value) -> String {
             format!("\"{}{}\"", name, if v.wildcard { "*" } else { "" })
         }
         DataType::TcpFlag => tcp_flags_text(n as u8, " | "),
+        DataType::CtState => bit_names(CT_STATES, n as u32, ","),
+        DataType::CtStatus => bit_names(CT_STATUS, n as u32, ","),
+        DataType::CtDir => num8(CT_DIRS),
         DataType::IcmpType => num8(ICMP_TYPES),
         DataType::IcmpCode => num8(ICMP_CODES),
         DataType::Icmpv6Type => num8(ICMPV6_TYPES),

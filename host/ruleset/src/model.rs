@@ -109,9 +109,34 @@ pub struct Table {
     pub plugins: Vec<PluginDecl>,
     /// Named counter objects (`counter NAME { packets N bytes M }`), in declaration order.
     pub counters: Vec<CounterObj>,
+    /// Flowtables (`flowtable NAME { hook ingress priority N; devices = { ... }; }`), in
+    /// declaration order.
+    pub flowtables: Vec<FlowtableDecl>,
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the table was first declared.
+    pub span: Span,
+}
+
+/// A flowtable: `flowtable NAME { hook ingress priority N; devices = { a, b }; counter; }`
+/// (the kernel's nf_flowtable, Documentation/networking/nf_flowtable.rst). Rules of a forward
+/// chain put flows in it with `flow add @NAME`; packets of those flows arriving on one of
+/// `devices` skip the chains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowtableDecl {
+    /// Name.
+    pub name: String,
+    /// Kernel-style handle, from the table's handle counter.
+    pub handle: u64,
+    /// `hook ingress` (the only hook a flowtable has).
+    pub hook: Hook,
+    /// `priority N` (named priorities resolved to their number).
+    pub priority: i32,
+    /// `devices = { ... }` in the order written.
+    pub devices: Vec<String>,
+    /// `counter`: flows count packets and bytes.
+    pub counter: bool,
+    /// Where the flowtable was first declared.
     pub span: Span,
 }
 
@@ -365,6 +390,39 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+    /// `ct KEY set VALUE` (only `ct mark set ...` is supported): the connection's key is set
+    /// (nft_ct_set_eval). A packet without a connection is left alone.
+    CtSet {
+        /// Which key.
+        key: CtKey,
+        /// The value expression.
+        value: Expr,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `ct count [over] N` (nft_connlimit): matches when the number of live connections that
+    /// passed this statement is at most `count` (or, with `over`, more than `count`); the
+    /// packet's connection is added to the statement's list first.
+    CtCount {
+        /// `over`.
+        over: bool,
+        /// The limit.
+        count: u32,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `snat`, `dnat`, `masquerade` or `redirect` (nft_nat, nft_masq, nft_redir). Terminal in
+    /// its chain: the connection gets the binding and the hook's nat chains end for it.
+    Nat(NatStmt),
+    /// `flow add @NAME` (also written `flow offload @NAME`; nft_flow_offload): the packet's
+    /// connection is put in flowtable `NAME` of the table once the route is known. The walk
+    /// goes on.
+    FlowAdd {
+        /// The flowtable's name.
+        flowtable: String,
+        /// Where the statement is.
+        span: Span,
+    },
     /// `dup to "dev"` (netdev family): a copy of the packet leaves on `dev`, the walk goes on
     /// (the kernel's nft_dup_netdev).
     Dup {
@@ -373,6 +431,63 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+}
+
+/// Which translation a [`NatStmt`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NatKind {
+    /// `snat to ...` (postrouting, input): the source is rewritten.
+    Snat,
+    /// `dnat to ...` (prerouting, output): the destination is rewritten.
+    Dnat,
+    /// `masquerade` (postrouting): `snat` to the output device's address.
+    Masquerade,
+    /// `redirect` (prerouting, output): `dnat` to the input device's address (or the host).
+    Redirect,
+}
+
+impl NatKind {
+    /// The statement's keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            NatKind::Snat => "snat",
+            NatKind::Dnat => "dnat",
+            NatKind::Masquerade => "masquerade",
+            NatKind::Redirect => "redirect",
+        }
+    }
+}
+
+/// `random`, `fully-random`, `persistent` after a NAT statement (NF_NAT_RANGE_PROTO_RANDOM,
+/// NF_NAT_RANGE_PROTO_RANDOM_FULLY, NF_NAT_RANGE_PERSISTENT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NatFlags {
+    /// `random`
+    pub random: bool,
+    /// `fully-random`
+    pub fully_random: bool,
+    /// `persistent`
+    pub persistent: bool,
+}
+
+/// A NAT statement: `snat [ip|ip6] to ADDR[-ADDR][:PORT[-PORT]]`, `dnat ...`,
+/// `masquerade [to :PORT[-PORT]]`, `redirect [to :PORT[-PORT]]`, with flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatStmt {
+    /// Which translation.
+    pub kind: NatKind,
+    /// `ip` / `ip6` written after the keyword (needed in the inet family when an address is
+    /// given); `None` when not written.
+    pub family: Option<Family>,
+    /// Address range, both ends inclusive (one address: both the same). `None` for
+    /// masquerade/redirect and for a port-only `snat to :PORT`.
+    pub addr: Option<(std::net::IpAddr, std::net::IpAddr)>,
+    /// Port range, both ends inclusive (one port: both the same).
+    pub ports: Option<(u16, u16)>,
+    /// Flags.
+    pub flags: NatFlags,
+    /// Where the statement is.
+    pub span: Span,
 }
 
 /// A relational expression `left op right`.
@@ -490,6 +605,13 @@ pub enum DataType {
     Boolean,
     /// `verdict` (map data of a verdict map)
     Verdict,
+    /// `ct_state` (a bitmask: invalid 1, established 2, related 4, new 8, untracked 64; 32 bits)
+    CtState,
+    /// `ct_dir` (`original` 0, `reply` 1; 8 bits)
+    CtDir,
+    /// `ct_status` (a bitmask of IPS_* bits: expected 1, seen-reply 2, assured 4, confirmed 8,
+    /// snat 16, dnat 32, dying 512; 32 bits)
+    CtStatus,
 }
 
 /// Expressions that produce a value from the packet (or combine such values).
@@ -499,6 +621,8 @@ pub enum Expr {
     Payload(PayloadField),
     /// `meta KEY` (or a bare key such as `iifname`, `mark`).
     Meta(MetaKey),
+    /// `ct KEY` (nft_ct_get_eval): the packet's connection.
+    Ct(CtKey),
     /// `exthdr NAME exists`: presence of an IPv6 extension header.
     ExthdrExists(Ip6ExtHdr),
     /// `a . b . c`
@@ -688,6 +812,41 @@ pub enum MetaKey {
     Nftrace,
 }
 
+/// `ct` keys (the kernel's NFT_CT_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtKey {
+    /// `ct state` (`ct_state`). A packet without a connection reads `invalid`.
+    State,
+    /// `ct direction` (`ct_dir`).
+    Direction,
+    /// `ct status` (`ct_status`).
+    Status,
+    /// `ct mark` (`mark`).
+    Mark,
+}
+
+impl CtKey {
+    /// The key's keyword (`state`, `direction`, `status`, `mark`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CtKey::State => "state",
+            CtKey::Direction => "direction",
+            CtKey::Status => "status",
+            CtKey::Mark => "mark",
+        }
+    }
+
+    /// Data type of the key's value.
+    pub fn dtype(self) -> DataType {
+        match self {
+            CtKey::State => DataType::CtState,
+            CtKey::Direction => DataType::CtDir,
+            CtKey::Status => DataType::CtStatus,
+            CtKey::Mark => DataType::Mark,
+        }
+    }
+}
+
 /// IPv6 extension headers for `exthdr NAME exists`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ip6ExtHdr {
@@ -821,7 +980,8 @@ impl DataType {
             | DataType::NfProto => 8,
             DataType::Dscp => 6,
             DataType::Boolean => 1,
-            DataType::Verdict => 32,
+            DataType::Verdict | DataType::CtState | DataType::CtStatus => 32,
+            DataType::CtDir => 8,
         }
     }
 
@@ -851,6 +1011,9 @@ impl DataType {
             DataType::NfProto => "nf_proto",
             DataType::Boolean => "boolean",
             DataType::Verdict => "verdict",
+            DataType::CtState => "ct_state",
+            DataType::CtDir => "ct_dir",
+            DataType::CtStatus => "ct_status",
         }
     }
 
@@ -984,6 +1147,7 @@ impl Expr {
         match self {
             Expr::Payload(p) => p.desc().dtype,
             Expr::Meta(k) => k.dtype(),
+            Expr::Ct(k) => k.dtype(),
             Expr::ExthdrExists(_) => DataType::Boolean,
             Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
             Expr::Binop { expr, .. } => expr.dtype(),

@@ -22,8 +22,8 @@ use std::fmt::Write;
 use crate::datatypes::{print_value, tcp_flags_text, time_text};
 use crate::model::{
     BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
-    MetaKey, PayloadField, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt,
-    Table, Value, Verdict,
+    MetaKey, NatStmt, PayloadField, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef,
+    Stmt, Table, Value, Verdict,
 };
 use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
@@ -467,6 +467,18 @@ fn stmt(s: &Stmt) -> String {
             };
             format!("meta {} set {v}", meta_name(*key))
         }
+        Stmt::CtSet { key, value, .. } => {
+            let v = match value {
+                Expr::Const(v) => print_value(v),
+                e => expr(e),
+            };
+            format!("ct {} set {v}", key.name())
+        }
+        Stmt::CtCount { over, count, .. } => {
+            format!("ct count {}{count}", if *over { "over " } else { "" })
+        }
+        Stmt::Nat(n) => nat_text(n),
+        Stmt::FlowAdd { flowtable, .. } => format!("flow add @{flowtable}"),
         Stmt::Fwd { dev, via: None, .. } => format!("fwd to \"{dev}\""),
         Stmt::Fwd {
             dev, via: Some(a), ..
@@ -552,12 +564,56 @@ fn exthdr_name(h: Ip6ExtHdr) -> &'static str {
     }
 }
 
+/// A NAT statement as nft lists it: `snat ip to 10.0.0.1-10.0.0.9:1000-2000 random`,
+/// `masquerade to :1024-2048`, `redirect to :8080`. An IPv6 address with a port is written in
+/// brackets.
+fn nat_text(n: &NatStmt) -> String {
+    let mut s = n.kind.name().to_string();
+    if let Some(f) = n.family {
+        let _ = write!(s, " {}", if f == Family::Ip6 { "ip6" } else { "ip" });
+    }
+    if n.addr.is_some() || n.ports.is_some() {
+        s.push_str(" to ");
+    }
+    let v6 = matches!(n.addr, Some((std::net::IpAddr::V6(_), _)));
+    if let Some((lo, hi)) = n.addr {
+        let bracket = v6 && n.ports.is_some();
+        if bracket {
+            s.push('[');
+        }
+        let _ = write!(s, "{lo}");
+        if hi != lo {
+            let _ = write!(s, "-{hi}");
+        }
+        if bracket {
+            s.push(']');
+        }
+    }
+    if let Some((lo, hi)) = n.ports {
+        let _ = write!(s, ":{lo}");
+        if hi != lo {
+            let _ = write!(s, "-{hi}");
+        }
+    }
+    for (on, name) in [
+        (n.flags.random, "random"),
+        (n.flags.fully_random, "fully-random"),
+        (n.flags.persistent, "persistent"),
+    ] {
+        if on {
+            let _ = write!(s, " {name}");
+        }
+    }
+    s
+}
+
 /// An expression as nft lists it.
 pub fn expr(e: &Expr) -> String {
     match e {
         Expr::Payload(p) => payload_name(*p).to_string(),
         Expr::Meta(k @ (MetaKey::Iifname | MetaKey::Oifname)) => meta_name(*k).to_string(),
         Expr::Meta(k) => format!("meta {}", meta_name(*k)),
+        Expr::Ct(k) => format!("ct {}", k.name()),
         Expr::ExthdrExists(h) => format!("exthdr {}", exthdr_name(*h)),
         Expr::Concat(parts) => parts.iter().map(expr).collect::<Vec<_>>().join(" . "),
         Expr::Binop {

@@ -259,6 +259,7 @@ mod tests {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            flowtables: Vec::new(),
             comment: None,
             span: Span::default(),
         };

@@ -91,6 +91,7 @@ mod tests {
                 sets: Vec::new(),
                 plugins: Vec::new(),
                 counters: Vec::new(),
+                flowtables: Vec::new(),
                 comment: None,
                 span: Span::default(),
             }],

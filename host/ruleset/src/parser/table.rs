@@ -159,6 +159,7 @@ impl Parser<'_> {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            flowtables: Vec::new(),
             comment: None,
             span,
         });
