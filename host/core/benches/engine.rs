@@ -62,6 +62,8 @@ fn engine(c: &mut Criterion) {
             meta: wasp_wire::parse(f),
             iifname: DEV,
             mark: 0,
+            oifname: "",
+            ct: wasp_core::CtMeta::NONE,
         })
         .collect();
     let mut out = [Outcome {

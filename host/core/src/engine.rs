@@ -6,6 +6,7 @@ use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
 use crate::compare::bits;
+use crate::conn::CtMeta;
 use crate::compile::compile;
 use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
@@ -27,6 +28,13 @@ pub struct Packet<'a> {
     pub iifname: &'a str,
     /// `meta mark` on entry (0 for a fresh packet).
     pub mark: u32,
+    /// Output device name (`meta oifname`) at the forward, output and postrouting hooks once
+    /// the route is known; empty elsewhere (at the netdev egress hook the hook's device is the
+    /// output device).
+    pub oifname: &'a str,
+    /// The packet's connection ([`CtMeta::NONE`] when it is not tracked: netdev hooks, or no
+    /// conntrack).
+    pub ct: CtMeta,
 }
 
 /// Final verdict of a packet on a hook.

@@ -326,6 +326,8 @@ mod tests {
             meta,
             iifname: "",
             mark: 0,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
         };
         let st = PktState::default();
         let ld = |off: u16, len: u8| Load {

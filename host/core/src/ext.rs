@@ -345,6 +345,8 @@ impl Edited {
             meta: self.metas[i],
             iifname: orig.iifname,
             mark: orig.mark,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
         }
     }
 

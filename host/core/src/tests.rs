@@ -370,6 +370,8 @@ fn pkt(f: &[u8]) -> Packet<'_> {
         meta: wasp_wire::parse(f),
         iifname: "eth0",
         mark: 0,
+        oifname: "",
+        ct: crate::CtMeta::NONE,
     }
 }
 

@@ -347,6 +347,8 @@ impl Run<'_> {
                 meta: wasp_wire::parse(f.data),
                 iifname: dev,
                 mark: 0,
+                oifname: "",
+                ct: wasp_core::CtMeta::NONE,
             })
             .collect();
         let mut out = vec![

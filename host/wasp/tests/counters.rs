@@ -147,6 +147,8 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             meta: wasp_wire::parse(&f),
             iifname: "eth0",
             mark: 0,
+            oifname: "",
+            ct: wasp_core::CtMeta::NONE,
         };
         let mut out = [Outcome {
             verdict: FinalVerdict::Accept,

@@ -319,6 +319,8 @@ fn workers_sharing_timers_expire_a_label_once() {
                         meta: wasp_wire::parse(&frame),
                         iifname: "eth0",
                         mark: 0,
+                        oifname: "",
+                        ct: wasp_core::CtMeta::NONE,
                     };
                     let mut o = [Outcome::unseen(0)];
                     e.ingress_ext("eth0", &[p], now, &mut o, None, rt as &mut dyn Extensions);

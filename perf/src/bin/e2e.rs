@@ -1045,6 +1045,8 @@ mod tests {
             meta: wasp_wire::parse(f),
             iifname: RX_DEV,
             mark: 0,
+            oifname: "",
+            ct: wasp_core::CtMeta::NONE,
         };
         let mut out = vec![wasp_core::Outcome::unseen(0)];
         e.ingress(RX_DEV, &[pkt], 0, &mut out, None);

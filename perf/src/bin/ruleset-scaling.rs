@@ -149,6 +149,8 @@ fn run_once(
                     meta: wasp_wire::parse(f),
                     iifname: DEV,
                     mark: 0,
+                    oifname: "",
+                    ct: wasp_core::CtMeta::NONE,
                 });
             }
             match mode {

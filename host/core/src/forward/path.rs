@@ -469,6 +469,8 @@ impl Forwarder {
                 meta: wasp_wire::parse(&frame),
                 iifname: "",
                 mark,
+                oifname: "",
+                ct: crate::CtMeta::NONE,
             };
             let mut out = [Outcome::unseen(mark)];
             match re(&mut ext) {

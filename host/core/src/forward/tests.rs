@@ -455,6 +455,8 @@ table netdev t {
             meta: wasp_wire::parse(f),
             iifname: "veth0",
             mark: 0,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("veth0", &[p], 0, &mut o, None);
@@ -633,6 +635,8 @@ mod kernel_facts {
                 meta: wasp_wire::parse(&f),
                 iifname: "y0",
                 mark: 0,
+                oifname: "",
+                ct: crate::CtMeta::NONE,
             };
             let mut o = [Outcome::unseen(0)];
             e.ingress("y0", &[p], 0, &mut o, None);
@@ -672,6 +676,8 @@ mod kernel_facts {
             meta: wasp_wire::parse(&f),
             iifname: "y0",
             mark: 0,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("y0", &[p], 0, &mut o, None);

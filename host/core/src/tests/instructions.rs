@@ -302,6 +302,8 @@ fn ip6_icmp_and_exthdr() {
                     meta: *m,
                     iifname: "eth0",
                     mark: 0,
+                    oifname: "",
+                    ct: crate::CtMeta::NONE,
                 };
                 e.ingress_one("eth0", &p, 0, 0, None).verdict == FinalVerdict::Accept
             })

@@ -305,6 +305,8 @@ fn process(
                 meta: wasp_wire::parse(frames[i].data),
                 iifname: dev,
                 mark: 0,
+                oifname: "",
+                ct: wasp_core::CtMeta::NONE,
             })
             .collect();
         out.clear();
