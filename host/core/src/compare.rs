@@ -153,6 +153,10 @@ impl<T: Word> TestW<T> {
             Src::Oifname => st.oif,
             Src::Nftrace => u128::from(st.nftrace),
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
+            Src::CtState => u128::from(st.ct_state),
+            Src::CtDir => u128::from(st.ct_dir),
+            Src::CtStatus => u128::from(st.ct_status),
+            Src::CtMark => u128::from(st.ct_mark),
             Src::Link | Src::Net | Src::Transport | Src::Const => 0,
         };
         T::from_u128(v) >> u32::from(self.shift)
@@ -180,6 +184,7 @@ impl<T: Word> TestW<T> {
                 Some(l4) if l4.fragoff == 0 || self.frag_ok => self.read_at(p.frame, l4.offset),
                 _ => None,
             },
+            s if s.needs_conn() && st.ct_id == 0 => None,
             _ => Some(self.meta(p, st)),
         };
         raw.is_some_and(|r| self.check(r))
@@ -275,6 +280,9 @@ impl<T: Word> TestW<T> {
                     pass(self.read_at(v.frames[i], v.th[i]))
                 })
             }
+            s if s.needs_conn() => filter(live, |i| {
+                pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
+            }),
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
     }
@@ -348,9 +356,14 @@ impl Test {
         let raw_bytes = match load.src {
             Src::Link | Src::Net | Src::Transport => usize::from(load.len),
             Src::Protocol => 2,
-            Src::Len | Src::Mark => 4,
+            Src::Len | Src::Mark | Src::CtState | Src::CtStatus | Src::CtMark => 4,
             Src::Iifname | Src::Oifname => 16,
-            Src::L4proto | Src::Nfproto | Src::Nftrace | Src::Exthdr(_) | Src::Const => 1,
+            Src::L4proto
+            | Src::Nfproto
+            | Src::Nftrace
+            | Src::Exthdr(_)
+            | Src::Const
+            | Src::CtDir => 1,
         };
         let consts: [u128; 4] = match *cmp {
             Cmp::Eq(v) | Cmp::Ne(v) | Cmp::Lt(v) | Cmp::Gt(v) | Cmp::Le(v) | Cmp::Ge(v) => {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use wasp_ruleset::Error;
 use wasp_ruleset::model::{
-    BinOp, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs,
-    Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
+    BinOp, CtKey, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp,
+    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
 
 use crate::compare::{ReadKey, Test};
@@ -56,6 +56,15 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
+        for f in &t.flowtables {
+            cx.prog.flowtables.push(crate::conn::FlowtableSpec {
+                table: ti as u32,
+                name: f.name.clone(),
+                priority: f.priority,
+                devices: f.devices.clone(),
+                counter: f.counter,
+            });
+        }
         cx.prog.tables.push((t.name.clone(), t.family));
         let mut ids = Vec::with_capacity(t.chains.len());
         for (ci, c) in t.chains.iter().enumerate() {
@@ -66,6 +75,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
                 name: c.name.clone(),
                 rules: Vec::new(),
                 base: c.base.as_ref().map(|b| BaseC {
+                    chain_type: b.chain_type,
                     hook: b.hook,
                     devices: b.devices.clone(),
                     priority: b.priority,
@@ -481,8 +491,14 @@ impl Ctx<'_> {
                 let (src, w) = meta_src(*k);
                 loads.push(Load::meta(src, w));
             }
-            Expr::Ct(_) => {
-                return Err(self.err(span, "ct expressions are not supported yet"));
+            Expr::Ct(k) => {
+                let (src, w) = match k {
+                    CtKey::State => (Src::CtState, 4),
+                    CtKey::Direction => (Src::CtDir, 1),
+                    CtKey::Status => (Src::CtStatus, 4),
+                    CtKey::Mark => (Src::CtMark, 4),
+                };
+                loads.push(Load::meta(src, w));
             }
             Expr::ExthdrExists(h) => {
                 deps.push(Dep::Ipv6);
@@ -749,6 +765,16 @@ impl Ctx<'_> {
                 let x = value_u128(self.rs, span, v)?;
                 match op {
                     RelOp::Implicit if v.dtype == DataType::TcpFlag => (and(load, x), Cmp::Ne(0)),
+                    // Bitmask types: a flag test, as nft encodes `ct state new` and
+                    // `ct state != invalid` (bitwise and, then cmp neq / eq 0).
+                    RelOp::Implicit
+                        if matches!(v.dtype, DataType::CtState | DataType::CtStatus) =>
+                    {
+                        (and(load, x), Cmp::Ne(0))
+                    }
+                    RelOp::Ne if matches!(v.dtype, DataType::CtState | DataType::CtStatus) => {
+                        (and(load, x), Cmp::Eq(0))
+                    }
                     RelOp::Implicit | RelOp::Eq => (load, Cmp::Eq(x)),
                     RelOp::Ne => (load, Cmp::Ne(x)),
                     RelOp::Lt => (load, Cmp::Lt(x)),
@@ -899,11 +925,51 @@ impl Ctx<'_> {
                     ops.push(Op::Fwd(id), fence);
                     break;
                 }
-                Stmt::CtSet { span, .. }
-                | Stmt::CtCount { span, .. }
-                | Stmt::Nat(wasp_ruleset::model::NatStmt { span, .. })
-                | Stmt::FlowAdd { span, .. } => {
-                    return Err(self.err(*span, "connection tracking is not supported yet"));
+                Stmt::CtSet { key, value, span } => {
+                    let mut loads = Vec::new();
+                    let mut deps = Vec::new();
+                    self.expr(value, *span, &mut loads, &mut deps)?;
+                    self.deps(t.family, &deps, &mut ops);
+                    ops.note_link_reads(&loads);
+                    if loads.len() != 1 || *key != CtKey::Mark {
+                        return Err(self.err(*span, "only ct mark can be set"));
+                    }
+                    ops.push(Op::CtSetMark(Box::new(loads[0])), fence);
+                }
+                Stmt::CtCount { over, count, .. } => {
+                    let site = self.prog.ct_counts;
+                    self.prog.ct_counts += 1;
+                    ops.push(
+                        Op::CtCount {
+                            site,
+                            over: *over,
+                            count: *count,
+                        },
+                        fence,
+                    );
+                }
+                Stmt::Nat(n) => {
+                    let id = u16::try_from(self.prog.nats.len())
+                        .map_err(|_| self.err(n.span, "too many nat statements"))?;
+                    self.prog.nats.push(crate::conn::NatSpec {
+                        kind: n.kind,
+                        addr: n.addr,
+                        ports: n.ports,
+                        flags: n.flags,
+                    });
+                    ops.push(Op::Nat(id), fence);
+                    break;
+                }
+                Stmt::FlowAdd { flowtable, span } => {
+                    let id = self
+                        .prog
+                        .flowtables
+                        .iter()
+                        .position(|f| f.table == ti as u32 && &f.name == flowtable)
+                        .ok_or_else(|| {
+                            self.err(*span, &format!("flowtable \"{flowtable}\" does not exist"))
+                        })?;
+                    ops.push(Op::FlowAdd(id as u16), fence);
                 }
                 Stmt::Dup { dev, span } => {
                     let id = self.out_target(dev, None, *span)?;

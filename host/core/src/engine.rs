@@ -1,13 +1,13 @@
 //! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
 //! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
-use wasp_ruleset::model::{Family, Hook, Span, Stmt};
+use wasp_ruleset::model::{ChainType, Family, Hook, Span, Stmt};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
 use crate::compare::bits;
-use crate::conn::CtMeta;
 use crate::compile::compile;
+use crate::conn::{ConnCount, ConnFx, CtMeta, FlowtableSpec, NatSpec};
 use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
 use crate::ext::{CounterSource, CounterUse, ExtEdit, ExtKind, ExtSite, Extensions};
@@ -277,6 +277,10 @@ pub struct Engine {
     edits: Vec<(usize, ExtEdit)>,
     /// Edits of one extension call.
     ext_scratch: Vec<(usize, ExtEdit)>,
+    /// The lists behind `ct count`.
+    conn_count: Option<std::sync::Arc<dyn ConnCount>>,
+    /// What the last call's rules asked of connections, by packet index.
+    conn_fx: Vec<(usize, ConnFx)>,
 }
 
 /// An installed [`Extensions`] (not `Debug` itself).
@@ -321,14 +325,27 @@ impl Engine {
         let mut hooks: Vec<HookList> = Vec::new();
         for (id, c) in prog.chains.iter().enumerate() {
             let Some(b) = &c.base else { continue };
-            let runs = matches!(
-                (c.family, b.hook),
-                (Family::Netdev, Hook::Ingress | Hook::Egress) | (Family::Inet, Hook::Ingress)
-            );
+            let l3 = matches!(c.family, Family::Ip | Family::Ip6 | Family::Inet)
+                && matches!(
+                    b.hook,
+                    Hook::Prerouting
+                        | Hook::Input
+                        | Hook::Forward
+                        | Hook::Output
+                        | Hook::Postrouting
+                );
+            let runs = l3
+                || matches!(
+                    (c.family, b.hook),
+                    (Family::Netdev, Hook::Ingress | Hook::Egress) | (Family::Inet, Hook::Ingress)
+                );
             if !runs {
                 continue;
             }
-            for dev in &b.devices {
+            // The IP hooks have no device: their chains see every packet of their family.
+            let any = [String::new()];
+            let devices = if l3 { &any[..] } else { &b.devices[..] };
+            for dev in devices {
                 let at = match hooks
                     .iter()
                     .position(|h| h.hook == b.hook && &h.device == dev)
@@ -369,6 +386,8 @@ impl Engine {
             ext: ExtSlot::default(),
             edits: Vec::new(),
             ext_scratch: Vec::new(),
+            conn_count: None,
+            conn_fx: Vec::new(),
         })
     }
 
@@ -486,6 +505,64 @@ impl Engine {
         self.run_hook(Hook::Egress, dev, packets, now_ns, out, trace, Some(ext));
     }
 
+    /// Run an IP hook (`prerouting`, `input`, `forward`, `output`, `postrouting`) of the
+    /// ip, ip6 and inet tables over a vector, as [`Engine::ingress`]: each chain sees the
+    /// packets of its family (an inet chain both), in priority order; `type nat` chains see
+    /// only packets whose [`CtMeta::nat_pending`] is set. `meta oifname` is each packet's
+    /// [`Packet::oifname`]; `meta len` the IP packet's length. What the rules asked of the
+    /// packets' connections is in [`Engine::conn_effects`] afterwards.
+    pub fn ip_hook(
+        &mut self,
+        hook: Hook,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+    ) {
+        debug_assert!(!matches!(hook, Hook::Ingress | Hook::Egress));
+        self.run_hook(hook, "", packets, now_ns, out, trace, None);
+    }
+
+    /// [`Engine::ip_hook`] with `ext` as the plugins for this call.
+    pub fn ip_hook_ext(
+        &mut self,
+        hook: Hook,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+        ext: &mut dyn Extensions,
+    ) {
+        self.run_hook(hook, "", packets, now_ns, out, trace, Some(ext));
+    }
+
+    /// `true` when some chain of an ip, ip6 or inet table runs on IP hook `hook`.
+    pub fn has_ip_hook(&self, hook: Hook) -> bool {
+        self.has_hook(hook, "")
+    }
+
+    /// What the rules of the last hook call asked of connections: (packet index in that
+    /// call's input, effects), in packet order, only for packets with some.
+    pub fn conn_effects(&self) -> &[(usize, ConnFx)] {
+        &self.conn_fx
+    }
+
+    /// The NAT statements of the ruleset ([`ConnFx::nat`] indexes them).
+    pub fn nat_specs(&self) -> &[NatSpec] {
+        &self.prog.nats
+    }
+
+    /// The flowtables of the ruleset ([`ConnFx::flow_add`] indexes them).
+    pub fn flowtables(&self) -> &[FlowtableSpec] {
+        &self.prog.flowtables
+    }
+
+    /// Give `ct count` statements their connection lists (shared by every worker's engine).
+    /// Without one, `ct count` ends its rule.
+    pub fn set_conn_count(&mut self, c: std::sync::Arc<dyn ConnCount>) {
+        self.conn_count = Some(c);
+    }
+
     /// `true` when some base chain runs on `hook` of `dev`.
     pub fn has_hook(&self, hook: Hook, dev: &str) -> bool {
         self.hooks.iter().any(|h| h.hook == hook && h.device == dev)
@@ -545,6 +622,7 @@ impl Engine {
                 first: 0,
                 counter_uses: &self.prog.counter_uses,
             },
+            conn: self.conn_count.as_deref(),
         };
         // The packet's copy once a plugin statement edits it (slot 0).
         let ed = &mut self.scratch.ed;
@@ -629,8 +707,11 @@ impl Engine {
             ext: installed,
             edits,
             ext_scratch,
+            conn_count,
+            conn_fx,
         } = self;
         edits.clear();
+        conn_fx.clear();
         let mut ext: Option<&mut dyn Extensions> = match given {
             Some(e) => Some(e),
             None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
@@ -648,7 +729,10 @@ impl Engine {
             return;
         };
         let egress = hook == Hook::Egress;
+        let l3 = !matches!(hook, Hook::Ingress | Hook::Egress);
         let oif = if egress { ifname_value(dev) } else { 0 };
+        // The output device of the IP hooks is the packet's own.
+        let mut oif_of: (&str, u128) = ("", 0);
         // `meta iifname` of the previous packet: a vector usually comes from one device (the
         // same `&str`, so a pointer comparison finds it).
         let mut iif: (&str, u128) = ("", 0);
@@ -666,6 +750,14 @@ impl Engine {
                 if !std::ptr::eq(p.iifname, iif.0) {
                     iif = (p.iifname, ifname_value(p.iifname));
                 }
+                let oif = if l3 && !p.oifname.is_empty() {
+                    if !std::ptr::eq(p.oifname, oif_of.0) {
+                        oif_of = (p.oifname, ifname_value(p.oifname));
+                    }
+                    oif_of.1
+                } else {
+                    oif
+                };
                 state[i] = packet_state(hook, iif.1, oif, p);
                 res[i] = (FinalVerdict::Accept, None);
                 if hook == Hook::Ingress && p.meta.untag_drop {
@@ -687,9 +779,39 @@ impl Engine {
                     first: start,
                     counter_uses: &prog.counter_uses,
                 },
+                conn: conn_count.as_deref(),
             };
+            // Packets of each IP family, and those whose nat chains run (IP hooks).
+            let (mut v4, mut v6, mut nat) = (0u64, 0u64, 0u64);
+            if l3 {
+                for (i, st) in state[..vec.len()].iter().enumerate() {
+                    match st.nfproto {
+                        2 => v4 |= 1 << i,
+                        10 => v6 |= 1 << i,
+                        _ => {}
+                    }
+                    if st.nat_pending {
+                        nat |= 1 << i;
+                    }
+                }
+            }
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
-                let entry = if prog.chains[base as usize].family == Family::Inet {
+                let chain = &prog.chains[base as usize];
+                let entry = if l3 {
+                    // nf_hook runs a family's chains on its packets only; `type nat` chains
+                    // run for a connection's first packet until it has a binding
+                    // (nf_nat_inet_fn).
+                    let fam = match chain.family {
+                        Family::Ip => v4,
+                        Family::Ip6 => v6,
+                        _ => v4 | v6,
+                    };
+                    let nat_only = chain
+                        .base
+                        .as_ref()
+                        .is_some_and(|b| b.chain_type == ChainType::Nat);
+                    alive & fam & if nat_only { nat } else { u64::MAX }
+                } else if chain.family == Family::Inet {
                     // nft_do_chain_inet_ingress: non-IP frames skip the chain, IP packets
                     // that fail header validation are dropped before it (see `inet_gate`);
                     // packets an earlier chain's statements edited are judged as edited.
@@ -722,6 +844,18 @@ impl Engine {
                 stats.2 += u64::from(dropped.count_ones());
                 // A stolen packet (`fwd`) leaves the hook: later base chains do not see it.
                 alive &= !(dropped | stolen);
+            }
+            for (i, st) in state[..vec.len()].iter().enumerate() {
+                if st.ct_mark_set || st.nat != 0 || st.flow != 0 {
+                    conn_fx.push((
+                        start + i,
+                        ConnFx {
+                            mark: st.ct_mark_set.then_some(st.ct_mark),
+                            nat: st.nat.checked_sub(1),
+                            flow_add: st.flow.checked_sub(1),
+                        },
+                    ));
+                }
             }
             for (i, o) in out[start..end].iter_mut().enumerate() {
                 *o = Outcome {
@@ -1057,6 +1191,15 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         nfproto: nfproto(p.meta.protocol),
         fwd: 0,
         dup: 0,
+        ct_state: p.ct.state,
+        ct_dir: p.ct.dir,
+        ct_status: p.ct.status,
+        ct_mark: p.ct.mark,
+        ct_id: p.ct.id,
+        nat_pending: p.ct.nat_pending,
+        ct_mark_set: false,
+        nat: 0,
+        flow: 0,
     }
 }
 

@@ -40,6 +40,8 @@ pub(crate) struct Effects<'a, 'b> {
     pub now: u64,
     /// Plugins.
     pub ext: ExtFx<'a>,
+    /// The lists behind `ct count` (none: every `ct count` ends its rule).
+    pub conn: Option<&'a dyn crate::conn::ConnCount>,
 }
 
 /// What plugin use sites need: the extension (none installed: every site gives its
@@ -356,6 +358,41 @@ pub(crate) fn op_one(
         }
         Op::Dup(t) => {
             st.dup |= 1 << *t;
+            OpRes::Pass
+        }
+        Op::CtSetMark(load) => {
+            // nft_ct_set_eval: a packet without a connection is left alone.
+            if st.ct_id != 0
+                && let Some(v) = load.eval(p, st)
+            {
+                st.ct_mark = v as u32;
+                st.ct_mark_set = true;
+            }
+            OpRes::Pass
+        }
+        Op::CtCount { site, over, count } => {
+            // nft_connlimit_do_eval: the rule ends unless (count > limit) differs from `over`
+            // being unset.
+            let Some(conn) = fx.conn.filter(|_| st.ct_id != 0) else {
+                return OpRes::Break;
+            };
+            let n = conn.add_and_count(*site, st.ct_id);
+            if (n > *count) == *over {
+                OpRes::Pass
+            } else {
+                OpRes::Break
+            }
+        }
+        Op::Nat(i) => {
+            // nft_nat_eval: the connection gets the binding and the chain accepts.
+            if st.ct_id == 0 {
+                return OpRes::Break;
+            }
+            st.nat = *i + 1;
+            OpRes::Verdict(VerdictC::Accept)
+        }
+        Op::FlowAdd(i) => {
+            st.flow = *i + 1;
             OpRes::Pass
         }
         Op::Fwd(t) => {

@@ -43,6 +43,23 @@ pub(crate) enum Src {
     Exthdr(u16),
     /// A constant (the value is the load's `xor`, `mask` is 0).
     Const,
+    /// `ct state` (4 bytes; `invalid` without a connection).
+    CtState,
+    /// `ct direction` (1 byte; fails without a connection).
+    CtDir,
+    /// `ct status` (4 bytes; fails without a connection).
+    CtStatus,
+    /// `ct mark` (4 bytes; fails without a connection).
+    CtMark,
+}
+
+impl Src {
+    /// `true` for the `ct` keys that fail to load when the packet has no connection
+    /// (nft_ct_get_eval ends the rule with NFT_BREAK for every key but `state`).
+    #[inline]
+    pub fn needs_conn(self) -> bool {
+        matches!(self, Src::CtDir | Src::CtStatus | Src::CtMark)
+    }
 }
 
 /// A field load: `((read(src, off, len) >> shift) & mask) ^ xor`.
@@ -86,6 +103,24 @@ pub(crate) struct PktState {
     pub fwd: u16,
     /// `dup`: bit `i` set when a `dup` to output target `i` ran.
     pub dup: u64,
+    /// `ct state` bits.
+    pub ct_state: u32,
+    /// `ct direction`.
+    pub ct_dir: u8,
+    /// `ct status`.
+    pub ct_status: u32,
+    /// `ct mark` (after any `ct mark set` of the walk).
+    pub ct_mark: u32,
+    /// The connection's id (0: none).
+    pub ct_id: u64,
+    /// `type nat` chains run for the packet.
+    pub nat_pending: bool,
+    /// A `ct mark set` ran.
+    pub ct_mark_set: bool,
+    /// A NAT statement ran: 1 + its index; 0 when none.
+    pub nat: u16,
+    /// `flow add` ran: 1 + the flowtable's index; 0 when none.
+    pub flow: u16,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).
@@ -207,6 +242,11 @@ impl Load {
             Src::Nftrace => u128::from(st.nftrace),
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::Const => 0,
+            Src::CtState => u128::from(st.ct_state),
+            _ if st.ct_id == 0 => return None,
+            Src::CtDir => u128::from(st.ct_dir),
+            Src::CtStatus => u128::from(st.ct_status),
+            Src::CtMark => u128::from(st.ct_mark),
         };
         Some(((raw >> self.shift) & self.mask) ^ self.xor)
     }

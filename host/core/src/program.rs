@@ -58,6 +58,14 @@ pub(crate) enum Op {
     SetNftrace(Box<Load>),
     /// `dup to`: index into [`Program::out_targets`].
     Dup(u16),
+    /// `ct mark set`.
+    CtSetMark(Box<Load>),
+    /// `ct count [over] N`: `site` numbers the statement's connection list.
+    CtCount { site: u32, over: bool, count: u32 },
+    /// A NAT statement: index into [`Program::nats`]; ends the rule with accept.
+    Nat(u16),
+    /// `flow add @NAME`: index into [`Program::flowtables`].
+    FlowAdd(u16),
     /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
     /// with [`VerdictC::Stolen`].
     Fwd(u16),
@@ -114,6 +122,7 @@ impl RuleC {
 /// Hook attachment of a base chain.
 #[derive(Debug, Clone)]
 pub(crate) struct BaseC {
+    pub chain_type: wasp_ruleset::model::ChainType,
     pub hook: Hook,
     pub devices: Vec<String>,
     pub priority: i32,
@@ -160,4 +169,10 @@ pub(crate) struct Program {
     pub counter_uses: Vec<Option<CounterUse>>,
     /// Where `fwd` and `dup` statements send packets, each (device, next hop) once.
     pub out_targets: Vec<crate::engine::OutTarget>,
+    /// NAT statements in rule order.
+    pub nats: Vec<crate::conn::NatSpec>,
+    /// Flowtables of all tables, in declaration order.
+    pub flowtables: Vec<crate::conn::FlowtableSpec>,
+    /// `ct count` statements.
+    pub ct_counts: u32,
 }
