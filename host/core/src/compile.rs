@@ -967,7 +967,7 @@ impl Ctx<'_> {
                         .iter()
                         .position(|f| f.table == ti as u32 && &f.name == flowtable)
                         .ok_or_else(|| {
-                            self.err(*span, &format!("flowtable \"{flowtable}\" does not exist"))
+                            self.err(*span, format!("flowtable \"{flowtable}\" does not exist"))
                         })?;
                     ops.push(Op::FlowAdd(id as u16), fence);
                 }
