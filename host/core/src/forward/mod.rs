@@ -291,6 +291,19 @@ impl Rewrite {
     }
 }
 
+/// Where a packet leaves: see [`Gateway::hop`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    /// Output device.
+    pub dev: DevId,
+    /// The output device's MAC (the frame's new source).
+    pub smac: [u8; 6],
+    /// The next hop's MAC (the frame's new destination).
+    pub dmac: [u8; 6],
+    /// The output device's MTU in bytes, if known.
+    pub mtu: Option<u32>,
+}
+
 /// Devices, addresses, routes and neighbours of a gateway, with the buffer its actions'
 /// frames live in. Made by [`Gateway::parse`] from the companion file.
 #[derive(Debug, Clone, Default)]
@@ -600,6 +613,33 @@ impl Gateway {
     fn next_hop(&self, dst: IpAddr) -> Result<(DevId, IpAddr), DropReason> {
         let r = self.routes.lookup(dst).ok_or(DropReason::NoRoute)?;
         Ok((r.dev, r.via.unwrap_or(dst)))
+    }
+
+    /// Where a packet to `dst` would leave, without sending anything: the output device,
+    /// its MAC, the next hop's MAC and the device's MTU (bytes of IP packet; `None` when the
+    /// file gives none). `None` when there is no route, the device is down or has no MAC, or
+    /// the next hop's MAC is not known yet. What a flowtable caches for a flow's direction
+    /// (the kernel's nft_flow_route looks the route of both directions up the same way).
+    pub fn hop(&self, dst: IpAddr) -> Option<Hop> {
+        let (dev, next) = self.next_hop(dst).ok()?;
+        let (smac, dmac) = self.link(dev, next).ok()?;
+        let mtu = self.devices.get(usize::from(dev.0)).and_then(|d| d.mtu);
+        Some(Hop {
+            dev,
+            smac,
+            dmac,
+            mtu,
+        })
+    }
+
+    /// The first address of family `v6` of device `dev` (what `masquerade` translates the
+    /// source to, and `redirect` the destination: the kernel picks the output device's
+    /// primary address, the input device's for redirect).
+    pub fn device_addr(&self, dev: DevId, v6: bool) -> Option<IpAddr> {
+        let d = self.devices.get(usize::from(dev.0))?;
+        d.addrs.iter().map(IpNet::addr).find(|a| {
+            a.is_ipv6() == v6 && !matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80)
+        })
     }
 
     /// (source MAC, destination MAC) to send to neighbour `next` on `out`.
