@@ -205,19 +205,23 @@ pub const CT_STATUS: &[(&str, u32)] = &[
     ("dying", 0x200),
 ];
 
-/// Names of the bits of `bits` in `table` joined by `sep` (`established,related`); the
-/// number in hex for bits without a name or none.
+/// Names of the bits of `bits` in `table` joined by `sep` (`established,related`), as nft's
+/// bitmask printing: the named bits in table order, then the bits without a name as one hex
+/// number (`established,0x10`); `0x0` for none (checked with `nft list ruleset`, 1.0.6).
 pub fn bit_names(table: &[(&str, u32)], bits: u32, sep: &str) -> String {
-    let named: u32 = table.iter().map(|(_, b)| b).fold(0, |a, b| a | b);
-    if bits == 0 || bits & !named != 0 {
-        return format!("0x{bits:08x}");
+    if bits == 0 {
+        return "0x0".to_string();
     }
-    table
+    let named: u32 = table.iter().map(|(_, b)| b).fold(0, |a, b| a | b);
+    let mut parts: Vec<String> = table
         .iter()
         .filter(|(_, b)| bits & b != 0)
-        .map(|(n, _)| *n)
-        .collect::<Vec<_>>()
-        .join(sep)
+        .map(|(n, _)| (*n).to_string())
+        .collect();
+    if bits & !named != 0 {
+        parts.push(format!("0x{:x}", bits & !named));
+    }
+    parts.join(sep)
 }
 
 /// `nf_proto` symbols.

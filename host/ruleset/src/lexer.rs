@@ -18,7 +18,8 @@ pub enum Tok {
     Var(String),
     /// `@name`
     SetRef(String),
-    /// A punctuation sign: `{ } ( ) , ; = == != < > <= >= & | ^ . !`.
+    /// A punctuation sign: `{ } ( ) [ ] , ; = == != < > <= >= & | ^ . ! + -` (`[ ]` hold an
+    /// IPv6 address before a port: `dnat ip6 to [2001:db8::1]:80`).
     Punct(&'static str),
     /// End of a line (a statement separator).
     Newline,
@@ -204,6 +205,8 @@ pub fn lex(text: &str, file: FileId) -> Result<Vec<Token>, LexError> {
                     '^' => "^",
                     '!' => "!",
                     '+' => "+",
+                    '[' => "[",
+                    ']' => "]",
                     _ => {
                         return Err(LexError {
                             span: span(line, line_start, start, start + 1),

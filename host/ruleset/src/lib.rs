@@ -105,6 +105,14 @@ pub fn print_set(set: &model::SetDecl, opts: &PrintOptions) -> String {
     out
 }
 
+/// A flowtable as it appears inside its table (one tab in, ending with `\t}\n`), as
+/// `nft list flowtable` prints it inside its table.
+pub fn print_flowtable(flowtable: &model::FlowtableDecl, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::flowtable(&mut out, flowtable, opts);
+    out
+}
+
 /// A counter object as it appears inside its table (one tab in).
 pub fn print_counter(counter: &model::CounterObj, opts: &PrintOptions) -> String {
     let mut out = String::new();

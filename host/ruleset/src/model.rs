@@ -476,14 +476,24 @@ pub struct NatFlags {
 pub struct NatStmt {
     /// Which translation.
     pub kind: NatKind,
-    /// `ip` / `ip6` written after the keyword (needed in the inet family when an address is
-    /// given); `None` when not written.
+    /// `ip` / `ip6` written after the keyword, as nft lists it: kept in an inet table (where
+    /// an address needs it), `None` in an ip or ip6 table (nft drops it from the listing: the
+    /// table's family says it) and when not written.
     pub family: Option<Family>,
-    /// Address range, both ends inclusive (one address: both the same). `None` for
-    /// masquerade/redirect and for a port-only `snat to :PORT`.
+    /// Address range, both ends inclusive (one address: both the same; a prefix
+    /// `10.0.0.0/24` is its range). `None` for masquerade/redirect and for a port-only
+    /// `snat to :PORT`.
     pub addr: Option<(std::net::IpAddr, std::net::IpAddr)>,
+    /// The address was written as a range or a prefix (the kernel gets a minimum and a
+    /// maximum register, NFTA_NAT_REG_ADDR_MAX): nft lists it as a prefix when it is one
+    /// (`10.0.0.1-10.0.0.1` as `10.0.0.1/32`), else as `lo-hi`; a single address lists as
+    /// itself. Only the listing depends on it.
+    pub addr_range: bool,
     /// Port range, both ends inclusive (one port: both the same).
     pub ports: Option<(u16, u16)>,
+    /// The ports were written as a range (`:80-80` lists as `:80-80`, `:80` as `:80`). Only
+    /// the listing depends on it.
+    pub port_range: bool,
     /// Flags.
     pub flags: NatFlags,
     /// Where the statement is.
@@ -1018,8 +1028,8 @@ impl DataType {
     }
 
     /// `true` for types nft keeps in host byte order (`mark`, `ifname`, meta integers): the
-    /// model still stores them big-endian, but nft sorts set elements of these types by their
-    /// little-endian value when it lists them.
+    /// model still stores them big-endian. (The printer sorts single `mark` values by number,
+    /// as `nft list ruleset` does, and concatenations holding one as a little-endian key.)
     pub fn host_order(self) -> bool {
         matches!(self, DataType::Mark | DataType::Ifname)
     }

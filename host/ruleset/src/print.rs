@@ -1,10 +1,12 @@
 //! The model printed as `nft list ruleset` (nft 1.0.6) prints it, byte for byte.
 //!
 //! What nft does that this follows (checked against `nft list ruleset` in a netns):
-//! - tabs for indentation; sets before chains; a blank line between objects;
-//! - set elements sorted by value (nft's `list_expr_sort`; `mark` and `ifname` are host
-//!   byte order and sort by their little-endian value), ranges that are prefixes shown as
-//!   prefixes, one-value ranges as the value;
+//! - tabs for indentation; counter objects, sets, flowtables, then chains (nft's
+//!   `table_print` order); a blank line between objects;
+//! - set elements sorted by value (nft's `list_expr_sort`; `ifname` sorts by its
+//!   little-endian value, a concatenation with a host-order field such as `ct mark` by the
+//!   whole key as a little-endian number), ranges that are prefixes shown as prefixes,
+//!   one-value ranges as the value;
 //! - named set elements wrapped by type: 5 per line for integer-like types, 2 for IPv4
 //!   addresses, 1 for the others (nft's `calculate_delim`); anonymous sets on one line;
 //! - priorities named when within 10 of a standard one allowed for the family and hook;
@@ -91,6 +93,20 @@ fn table(out: &mut String, t: &Table, handles: bool) {
         }
         first = false;
         set(out, s, handles);
+    }
+    for f in &t.flowtables {
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        options::flowtable(
+            out,
+            f,
+            &options::PrintOptions {
+                handles,
+                ..Default::default()
+            },
+        );
     }
     for c in &t.chains {
         if !first {
@@ -288,12 +304,44 @@ pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
     }
 }
 
+/// The bytes one field sorts by: its value (numeric order), except an interface name,
+/// which nft compares as a little-endian number.
 fn sort_value(v: &Value) -> Vec<u8> {
-    if v.dtype.host_order() {
+    if v.dtype == DataType::Ifname {
         v.bytes.iter().rev().copied().collect()
     } else {
         v.bytes.clone()
     }
+}
+
+/// Types nft keeps in host byte order in a register (`mark`, the ct keys): a concatenation
+/// holding one is sorted by the whole key read as one little-endian number.
+fn host_register(d: DataType) -> bool {
+    matches!(
+        d,
+        DataType::Mark | DataType::CtState | DataType::CtStatus | DataType::CtDir
+    )
+}
+
+/// A concatenated key as nft compares it when a field is in host byte order: each field as
+/// its register holds it (host-order fields little-endian), padded to 4 bytes, the whole
+/// read as a little-endian number (checked with `nft list ruleset`: `ct state . ct mark
+/// { established . 0x2, new . 0x1 }` lists `new . 0x00000001` first).
+fn concat_le(parts: &[KeyPart]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in parts {
+        let v = low(p);
+        let mut b = v.bytes.clone();
+        if host_register(v.dtype) {
+            b.reverse();
+        }
+        while !b.len().is_multiple_of(4) {
+            b.push(0);
+        }
+        out.extend(b);
+    }
+    out.reverse();
+    out
 }
 
 fn low(p: &KeyPart) -> &Value {
@@ -303,6 +351,9 @@ fn low(p: &KeyPart) -> &Value {
 }
 
 fn cmp_keys(a: &[KeyPart], b: &[KeyPart]) -> Ordering {
+    if a.len() > 1 && a.iter().any(|p| host_register(low(p).dtype)) {
+        return concat_le(a).cmp(&concat_le(b));
+    }
     for (x, y) in a.iter().zip(b) {
         match sort_value(low(x)).cmp(&sort_value(low(y))) {
             Ordering::Equal => {}
@@ -565,8 +616,10 @@ fn exthdr_name(h: Ip6ExtHdr) -> &'static str {
 }
 
 /// A NAT statement as nft lists it: `snat ip to 10.0.0.1-10.0.0.9:1000-2000 random`,
-/// `masquerade to :1024-2048`, `redirect to :8080`. An IPv6 address with a port is written in
-/// brackets.
+/// `masquerade to :1024-2048`, `redirect to :8080`, `dnat ip6 to [2001:db8::1]:80`. An
+/// address written as a range lists as a prefix when it is one (`10.0.0.1/32`); an IPv6
+/// address with a port is in brackets; flags are comma-separated in the order random,
+/// fully-random, persistent (checked with `nft list ruleset`, 1.0.6).
 fn nat_text(n: &NatStmt) -> String {
     let mut s = n.kind.name().to_string();
     if let Some(f) = n.family {
@@ -575,34 +628,39 @@ fn nat_text(n: &NatStmt) -> String {
     if n.addr.is_some() || n.ports.is_some() {
         s.push_str(" to ");
     }
-    let v6 = matches!(n.addr, Some((std::net::IpAddr::V6(_), _)));
     if let Some((lo, hi)) = n.addr {
-        let bracket = v6 && n.ports.is_some();
-        if bracket {
-            s.push('[');
-        }
-        let _ = write!(s, "{lo}");
-        if hi != lo {
-            let _ = write!(s, "-{hi}");
-        }
-        if bracket {
-            s.push(']');
+        let bracket = lo.is_ipv6() && n.ports.is_some();
+        let one = |a: std::net::IpAddr| {
+            if bracket {
+                format!("[{a}]")
+            } else {
+                a.to_string()
+            }
+        };
+        if !n.addr_range {
+            s.push_str(&one(lo));
+        } else if let Some(len) = crate::parser::nat::range_prefix(lo, hi) {
+            let _ = write!(s, "{lo}/{len}");
+        } else {
+            let _ = write!(s, "{}-{}", one(lo), one(hi));
         }
     }
     if let Some((lo, hi)) = n.ports {
         let _ = write!(s, ":{lo}");
-        if hi != lo {
+        if n.port_range {
             let _ = write!(s, "-{hi}");
         }
     }
-    for (on, name) in [
+    let flags: Vec<&str> = [
         (n.flags.random, "random"),
         (n.flags.fully_random, "fully-random"),
         (n.flags.persistent, "persistent"),
-    ] {
-        if on {
-            let _ = write!(s, " {name}");
-        }
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if !flags.is_empty() {
+        let _ = write!(s, " {}", flags.join(","));
     }
     s
 }

@@ -159,9 +159,15 @@ fn rule_errors() {
         ),
         // Valid nft that wasp does not read yet: a message of its own, not a syntax error.
         (
+            "ct zone 1 accept",
+            1,
+            "`ct zone` is nftables syntax that wasp does not support yet",
+        ),
+        // nft 1.0.6 + kernel: "Could not process rule: Protocol error" (no conntrack in netdev).
+        (
             "ct state established accept",
             1,
-            "`ct` is nftables syntax that wasp does not support yet",
+            "`ct` needs connection tracking, which the kernel has for ip, ip6 and inet tables only",
         ),
         ("iif \"lo\" accept", 1, "`iif` is nftables syntax"),
         (
@@ -196,9 +202,15 @@ fn rule_errors() {
         ("ip ttl set 1", 1, "`ip ttl set` is nftables syntax"),
         ("log group 1 accept", 5, "`log group` is nftables syntax"),
         (
+            "ip saddr 1.1.1.1 notrack",
+            18,
+            "`notrack` is nftables syntax",
+        ),
+        // nft 1.0.6: "NAT is only supported for IPv4/IPv6" at the statement.
+        (
             "ip saddr 1.1.1.1 masquerade",
             18,
-            "`masquerade` is nftables syntax",
+            "NAT is only supported for IPv4/IPv6",
         ),
         (
             "ip dprt 1.1.1.1",
@@ -337,10 +349,10 @@ fn declaration_errors() {
             "expected a set element",
         ),
         (
-            "table inet t {\n\tflowtable f {\n\t}\n}\n",
+            "table inet t {\n\tquota q {\n\t}\n}\n",
             2,
             2,
-            "`flowtable` (a named object in a table) is nftables syntax that wasp does not support yet",
+            "`quota` (a named object in a table) is nftables syntax that wasp does not support yet",
         ),
         (
             "table ip t {\n\tchain c {\n\t}\n}\nlist ruleset\n",
@@ -528,7 +540,7 @@ fn long_lines_and_control_characters_are_shown_short_and_escaped() {
     assert!(shown.len() < 600, "{} bytes of error", shown.len());
     assert!(
         shown.starts_with(
-            "j.nft:1:18: error: expected `chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`, found `xxxx"
+            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found `xxxx"
         ),
         "{shown}"
     );
@@ -596,7 +608,7 @@ fn an_unclosed_block_points_to_where_it_opened() {
     let shown = err.to_string();
     assert!(
         shown.starts_with(
-            "u.nft:5:3: error: expected `chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`, found end of file"
+            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found end of file"
         ),
         "{shown}"
     );

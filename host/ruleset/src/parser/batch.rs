@@ -7,7 +7,8 @@ use super::{State, parse_source};
 use crate::error::Error;
 use crate::model::{Ruleset, Table};
 
-/// The highest handle given out in table `t` (chains, sets, counter objects, rules).
+/// The highest handle given out in table `t` (chains, sets, counter objects, flowtables,
+/// rules).
 fn last_handle(t: &Table) -> u64 {
     let chains = t
         .chains
@@ -15,7 +16,13 @@ fn last_handle(t: &Table) -> u64 {
         .flat_map(|c| std::iter::once(c.handle).chain(c.rules.iter().map(|r| r.handle)));
     let sets = t.sets.iter().map(|s| s.handle);
     let counters = t.counters.iter().map(|c| c.handle);
-    chains.chain(sets).chain(counters).max().unwrap_or(0)
+    let flowtables = t.flowtables.iter().map(|f| f.handle);
+    chains
+        .chain(sets)
+        .chain(counters)
+        .chain(flowtables)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Apply the commands in `bytes` (named `path` in errors) to a copy of `base`.

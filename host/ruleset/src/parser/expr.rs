@@ -3,7 +3,9 @@
 
 use super::{PResult, Parser, unsupported};
 use crate::lexer::Tok;
-use crate::model::{BinOp, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value};
+use crate::model::{
+    BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value,
+};
 
 /// What a rule has said so far that types later expressions (nft's protocol context).
 #[derive(Debug, Clone, Copy)]
@@ -17,6 +19,9 @@ pub(crate) struct RuleCtx {
     pub l3: Option<&'static str>,
     /// Transport protocol named by a `tcp`/`udp`/`icmp`/`icmpv6` field.
     pub l4: Option<&'static str>,
+    /// A match fixed the transport protocol (`meta l4proto tcp`, `ip protocol udp`,
+    /// `ip6 nexthdr tcp`): a NAT statement may then map ports, as after a `tcp` field.
+    pub l4_match: bool,
 }
 
 impl RuleCtx {
@@ -26,13 +31,45 @@ impl RuleCtx {
             vlan_depth: 0,
             l3: None,
             l4: None,
+            l4_match: false,
         }
+    }
+
+    /// The rule has fixed its transport protocol (nft's protocol context has a transport
+    /// header): by a `tcp`/`udp`/`icmp`/`icmpv6` field or a protocol match (not by `th`).
+    pub fn transport(&self) -> bool {
+        self.l4.is_some() || self.l4_match
     }
 }
 
 /// The header keywords that start a payload expression.
 pub(crate) const HEADERS: &[&str] = &[
-    "ether", "vlan", "ip", "ip6", "tcp", "udp", "icmp", "icmpv6", "th", "meta", "exthdr",
+    "ether", "vlan", "ip", "ip6", "tcp", "udp", "icmp", "icmpv6", "th", "meta", "exthdr", "ct",
+];
+
+/// `ct` keys of nft 1.0.6 (`ct_key` in its grammar, and the direction-qualified ones after
+/// `ct original|reply`) that wasp does not read.
+const CT_KEYS_UNSUPPORTED: &[&str] = &[
+    "l3proto",
+    "protocol",
+    "zone",
+    "expiration",
+    "helper",
+    "label",
+    "bytes",
+    "packets",
+    "avgpkt",
+    "id",
+    "event",
+    "secmark",
+    "original",
+    "reply",
+    "saddr",
+    "daddr",
+    "proto-src",
+    "proto-dst",
+    "timeout",
+    "expectation",
 ];
 
 /// Meta keys nft accepts without `meta` (its `meta_key_unqualified`, of those wasp knows).
@@ -141,6 +178,27 @@ impl Parser<'_> {
             return Ok((Expr::Payload(p), whole));
         }
         match head.as_str() {
+            "ct" => {
+                let key = match field.as_str() {
+                    "state" => CtKey::State,
+                    "direction" => CtKey::Direction,
+                    "status" => CtKey::Status,
+                    "mark" => CtKey::Mark,
+                    f if CT_KEYS_UNSUPPORTED.contains(&f) => {
+                        return Err(self
+                            .st
+                            .error(whole, unsupported::message(&format!("ct {f}"))));
+                    }
+                    _ => {
+                        return self.expected(
+                            "a ct key (`state`, `direction`, `status`, `mark`) or `count`",
+                        );
+                    }
+                };
+                self.advance();
+                ct_family(self, ctx.family, whole)?;
+                Ok((Expr::Ct(key), whole))
+            }
             "meta" => match meta_key(&field) {
                 Some(k) => {
                     self.advance();
@@ -282,6 +340,23 @@ impl Parser<'_> {
         }
         Ok((Expr::Concat(parts), span))
     }
+}
+
+/// Connection tracking exists for the ip, ip6 and inet families only: the kernel refuses a
+/// `ct` expression or statement in an arp, bridge or netdev table when the rule is added
+/// (nft_ct_get_init / nft_connlimit_init: `nf_ct_netns_get` fails; nft 1.0.6 reports "Could
+/// not process rule: Protocol error" at the `ct` expression).
+pub(super) fn ct_family(p: &Parser<'_>, family: Family, at: Span) -> PResult<()> {
+    if matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
+        return Ok(());
+    }
+    Err(p.st.error(
+        at,
+        format!(
+            "`ct` needs connection tracking, which the kernel has for ip, ip6 and inet tables only, not in a {} table (nft: Could not process rule: Protocol error)",
+            family.name()
+        ),
+    ))
 }
 
 /// `meta KEY` names.

@@ -12,8 +12,8 @@
 
 use super::{PResult, Parser};
 use crate::model::{
-    BaseChain, Chain, CounterObj, DataType, Expr, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt,
-    Verdict,
+    BaseChain, Chain, ChainType, CounterObj, DataType, ElemData, Expr, FlowtableDecl, Hook,
+    NatKind, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -39,6 +39,13 @@ pub(crate) enum Ref {
         expr_text: String,
         /// `Some(DataType::Verdict)` for `vmap @m`.
         map_data: Option<DataType>,
+    },
+    /// `flow add @NAME`: the flowtable must exist in the table (the kernel answers ENOENT).
+    Flowtable {
+        /// Flowtable name.
+        name: String,
+        /// The statement.
+        span: Span,
     },
 }
 
@@ -77,6 +84,7 @@ pub(crate) struct Block {
     pub chains: Vec<ChainDecl>,
     pub sets: Vec<SetDecl>,
     pub counters: Vec<CounterObj>,
+    pub flowtables: Vec<FlowtableDecl>,
     pub comment: Option<String>,
     pub refs: Vec<Ref>,
 }
@@ -136,6 +144,7 @@ impl Parser<'_> {
             chains,
             sets,
             counters,
+            flowtables,
             comment,
             refs,
         } = block;
@@ -257,6 +266,34 @@ impl Parser<'_> {
                 }
             }
         }
+        // Flowtables (after the sets in nft's expansion of a block). A flowtable declared
+        // again keeps its handle; its devices are added (nft_flowtable_update).
+        for ft in flowtables {
+            match self.st.tables[ti]
+                .flowtables
+                .iter_mut()
+                .find(|f| f.name == ft.name)
+            {
+                Some(old) => {
+                    for d in ft.devices {
+                        if !old.devices.contains(&d) {
+                            old.devices.push(d);
+                        }
+                    }
+                }
+                None => {
+                    let handle = self.take_handle(ti);
+                    self.st.tables[ti]
+                        .flowtables
+                        .push(FlowtableDecl { handle, ..ft });
+                }
+            }
+        }
+        // Whether the kernel's hook checks can fail: only with NAT or `flow add` statements.
+        let hook_checks = table_has_hook_bound(&self.st.tables[ti])
+            || chains
+                .iter()
+                .any(|d| d.rules.iter().any(|r| r.stmts.iter().any(hook_bound)));
         // 3. Rules, chain by chain.
         for decl in chains {
             let ci = self.st.tables[ti]
@@ -269,12 +306,21 @@ impl Parser<'_> {
                 let anon = anonymous_sets(&rule);
                 self.st.next_handle[ti] += anon;
                 rule.handle = self.take_handle(ti);
+                let rspan = rule.span;
+                let check = hook_checks && rule.stmts.iter().any(|s| hook_bound(s) || leads_on(s));
                 let chain = &mut self.st.tables[ti].chains[ci];
                 if decl.insert {
                     chain.rules.insert(at, rule);
                     at += 1;
                 } else {
                     chain.rules.push(rule);
+                }
+                if check {
+                    // The kernel validates the table when the rule is added (the batch is
+                    // replayed with validation on: the first rule that breaks it is named).
+                    if let Some(msg) = hook_violation(&self.st.tables[ti]) {
+                        return Err(self.st.error(rspan, msg));
+                    }
                 }
             }
         }
@@ -296,6 +342,20 @@ impl Parser<'_> {
     fn check_ref(&mut self, ti: usize, r: Ref) -> PResult<()> {
         let table = &self.st.tables[ti];
         match r {
+            Ref::Flowtable { name, span } => {
+                if table.flowtables.iter().any(|f| f.name == name) {
+                    Ok(())
+                } else {
+                    // The kernel: ENOENT for the rule (nft: "Could not process rule: No such
+                    // file or directory" at the statement).
+                    Err(self.st.error(
+                        span,
+                        format!(
+                            "unknown flowtable `@{name}` (nft: Could not process rule: No such file or directory)"
+                        ),
+                    ))
+                }
+            }
             Ref::Chain { name, span } => match table.chains.iter().find(|c| c.name == name) {
                 None => Err(self.st.error(span, format!("unknown chain `{name}`"))),
                 Some(c) if c.base.is_some() => Err(self.st.error(
@@ -362,4 +422,133 @@ pub(crate) fn keys_compatible(set: &[DataType], expr: &[DataType]) -> bool {
             (DataType::Integer(_), DataType::Integer(_)) => a.width_bytes() == b.width_bytes(),
             _ => a == b,
         })
+}
+
+/// A statement the kernel allows in some chains only: a NAT statement (nat chains, by hook)
+/// or `flow add` (forward).
+fn hook_bound(s: &Stmt) -> bool {
+    matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. })
+}
+
+/// A statement that leads to other chains (`jump`, `goto`, a verdict map).
+fn leads_on(s: &Stmt) -> bool {
+    matches!(
+        s,
+        Stmt::Verdict(Verdict::Jump(_) | Verdict::Goto(_)) | Stmt::VerdictMap { .. }
+    )
+}
+
+fn table_has_hook_bound(t: &Table) -> bool {
+    t.chains
+        .iter()
+        .any(|c| c.rules.iter().any(|r| r.stmts.iter().any(hook_bound)))
+}
+
+/// The hooks a NAT statement may run at, as the kernel's `nft_nat_validate`,
+/// `nft_masq_validate` and `nft_redir_validate`.
+pub(crate) fn nat_hooks(kind: NatKind) -> &'static [Hook] {
+    match kind {
+        NatKind::Snat => &[Hook::Postrouting, Hook::Input],
+        NatKind::Dnat | NatKind::Redirect => &[Hook::Prerouting, Hook::Output],
+        NatKind::Masquerade => &[Hook::Postrouting],
+    }
+}
+
+/// What the kernel's table validation (`nft_table_validate`: every base chain and the
+/// chains it reaches by `jump`, `goto` and verdict maps) refuses: a NAT statement outside a
+/// nat chain or at a hook its kind does not run at, `flow add` outside the forward hook
+/// (`nft_flow_offload_validate`). The message for the first one found, `None` when valid.
+pub(crate) fn hook_violation(t: &Table) -> Option<String> {
+    for base_chain in &t.chains {
+        let Some(b) = &base_chain.base else { continue };
+        let mut seen = vec![false; t.chains.len()];
+        let start = t.chains.iter().position(|c| c.name == base_chain.name)?;
+        let mut stack = vec![start];
+        while let Some(ci) = stack.pop() {
+            if std::mem::replace(&mut seen[ci], true) {
+                continue;
+            }
+            let c = &t.chains[ci];
+            for r in &c.rules {
+                for s in &r.stmts {
+                    if let Some(msg) = stmt_violation(s, b, &base_chain.name, &c.name) {
+                        return Some(msg);
+                    }
+                    for target in targets(t, s) {
+                        if let Some(i) = t.chains.iter().position(|x| x.name == target) {
+                            stack.push(i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Chains a statement leads to: jumps and gotos, also through verdict maps (anonymous, or a
+/// named map of the table with its elements).
+fn targets<'a>(t: &'a Table, s: &'a Stmt) -> Vec<&'a str> {
+    let verdict = |v: &'a Verdict| match v {
+        Verdict::Jump(c) | Verdict::Goto(c) => Some(c.as_str()),
+        _ => None,
+    };
+    let elems = |e: &'a [crate::model::SetElem]| -> Vec<&'a str> {
+        e.iter()
+            .filter_map(|e| match &e.data {
+                Some(ElemData::Verdict(v)) => verdict(v),
+                _ => None,
+            })
+            .collect()
+    };
+    match s {
+        Stmt::Verdict(v) => verdict(v).into_iter().collect(),
+        Stmt::VerdictMap {
+            map: SetRef::Anonymous(e),
+            ..
+        } => elems(e),
+        Stmt::VerdictMap {
+            map: SetRef::Named(n),
+            ..
+        } => t
+            .sets
+            .iter()
+            .find(|s| &s.name == n)
+            .map(|s| elems(&s.elements))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+fn stmt_violation(s: &Stmt, b: &BaseChain, base: &str, chain: &str) -> Option<String> {
+    let via = if base == chain {
+        format!("chain `{base}`")
+    } else {
+        format!("chain `{chain}`, reached from base chain `{base}`")
+    };
+    let ty = match b.chain_type {
+        ChainType::Filter => "filter",
+        ChainType::Nat => "nat",
+        ChainType::Route => "route",
+    };
+    match s {
+        Stmt::Nat(n) => {
+            let hooks = nat_hooks(n.kind);
+            if b.chain_type == ChainType::Nat && hooks.contains(&b.hook) {
+                return None;
+            }
+            let names: Vec<&str> = hooks.iter().map(|h| h.name()).collect();
+            Some(format!(
+                "`{}` runs in nat chains at the {} hook only, and {via} is a {ty} chain at {} (nft: Could not process rule: Operation not supported)",
+                n.kind.name(),
+                names.join(" or "),
+                b.hook.name()
+            ))
+        }
+        Stmt::FlowAdd { .. } if b.hook != Hook::Forward => Some(format!(
+            "`flow add` runs at the forward hook only, and {via} is at {} (nft: Could not process rule: Operation not supported)",
+            b.hook.name()
+        )),
+        _ => None,
+    }
 }

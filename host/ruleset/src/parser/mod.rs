@@ -11,6 +11,7 @@ mod expr;
 mod fwd;
 mod handles;
 mod merge;
+pub(crate) mod nat;
 mod plugin;
 mod rule;
 mod setcheck;

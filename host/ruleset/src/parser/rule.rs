@@ -7,8 +7,8 @@ use super::value::is_vlan_type;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{
-    BinOp, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule, SetRef,
-    Span, Stmt, Verdict,
+    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule,
+    SetRef, Span, Stmt, Verdict,
 };
 
 /// Longest `log prefix` the kernel takes, in bytes (NF_LOG_PREFIXLEN 128 with the NUL).
@@ -147,6 +147,30 @@ impl Parser<'_> {
                     }
                     stmts.push(Stmt::Log { prefix, level });
                 }
+                "ct" => {
+                    // `ct count ...` is a statement; `ct KEY ...` a match or `ct mark set`.
+                    let Some(ct) = self.next()? else {
+                        return self.expected("`ct`");
+                    };
+                    if self.at_word("count")? {
+                        stmts.push(self.ct_count(family, sspan)?);
+                    } else {
+                        self.pending.push(ct);
+                        let stmt = self.match_or_set(&mut ctx, sspan)?;
+                        stmts.push(stmt);
+                    }
+                }
+                "snat" | "dnat" | "masquerade" | "redirect" => {
+                    let stmt = self.nat_stmt(&ctx, sspan)?;
+                    if let Stmt::Nat(n) = &stmt {
+                        // nft: a NAT statement is terminal.
+                        terminal = Some(self.st_text(n.span));
+                    }
+                    stmts.push(stmt);
+                }
+                "flow" => {
+                    stmts.push(self.flow_add(sspan)?);
+                }
                 "fwd" | "dup" => {
                     let stmt = self.fwd_or_dup(family, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {
@@ -218,27 +242,46 @@ impl Parser<'_> {
     fn match_or_set(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
         let (left, lspan) = self.concat_expr(ctx)?;
         if self.at_word("set")? {
-            let Expr::Meta(key) = left else {
-                // `ip ttl set 1` and the like: nft's payload statement.
-                let what = format!("{} set", self.st_text(lspan));
-                return Err(self.st.error(lspan, unsupported::message(&what)));
+            let dtype = match &left {
+                Expr::Meta(key) => {
+                    if !matches!(key, MetaKey::Mark | MetaKey::Nftrace) {
+                        return Err(self
+                            .st
+                            .error(lspan, "only `meta mark` and `meta nftrace` can be set"));
+                    }
+                    key.dtype()
+                }
+                Expr::Ct(key) => {
+                    if *key != CtKey::Mark {
+                        // The kernel's nft_ct_set_init takes mark, label, zone, helper,
+                        // event, secmark and expectation keys: EOPNOTSUPP for the others.
+                        return Err(self.st.error(
+                            lspan,
+                            format!(
+                                "only `ct mark` can be set, not `ct {}` (nft: Could not process rule: Operation not supported)",
+                                key.name()
+                            ),
+                        ));
+                    }
+                    key.dtype()
+                }
+                _ => {
+                    // `ip ttl set 1` and the like: nft's payload statement.
+                    let what = format!("{} set", self.st_text(lspan));
+                    return Err(self.st.error(lspan, unsupported::message(&what)));
+                }
             };
             self.advance();
-            if !matches!(key, MetaKey::Mark | MetaKey::Nftrace) {
-                return Err(self
-                    .st
-                    .error(lspan, "only `meta mark` and `meta nftrace` can be set"));
-            }
             let vspan = self.peek_span()?;
             let value = if self.at_expr()? {
                 let (v, kspan) = self.concat_expr(ctx)?;
                 if self.eat_word("map")? {
-                    self.data_map(v, kspan, key.dtype())?
+                    self.data_map(v, kspan, dtype)?
                 } else {
                     v
                 }
             } else {
-                Expr::Const(self.const_or(key.dtype())?.0)
+                Expr::Const(self.const_or(dtype)?.0)
             };
             let span = Span {
                 len: if vspan.line == start.line {
@@ -248,7 +291,16 @@ impl Parser<'_> {
                 },
                 ..start
             };
-            return Ok(Stmt::MetaSet { key, value, span });
+            return Ok(match left {
+                Expr::Ct(key) => Stmt::CtSet { key, value, span },
+                Expr::Meta(key) => Stmt::MetaSet { key, value, span },
+                // Only `meta` and `ct` got past the check above.
+                _ => Stmt::MetaSet {
+                    key: MetaKey::Mark,
+                    value,
+                    span,
+                },
+            });
         }
         let types = left.key_types();
         if self.eat_word("vmap")? {
@@ -375,10 +427,31 @@ impl Parser<'_> {
                 }
             }
             Rhs::Key(vec![KeyPart::Value(v)])
+        } else if matches!(dtype, DataType::CtState | DataType::CtStatus) {
+            // Bitmasks: `established,related` (or `established | related`) is one value.
+            let (mut v, _) = self.const_or(dtype)?;
+            while self.eat_punct(",")? {
+                let (m, _) = self.const_or(dtype)?;
+                for (a, b) in v.bytes.iter_mut().zip(&m.bytes) {
+                    *a |= b;
+                }
+            }
+            Rhs::Key(vec![KeyPart::Value(v)])
         } else {
             let (part, _) = self.key_part(dtype)?;
             Rhs::Key(vec![part])
         };
+        // `meta l4proto tcp`, `ip protocol udp`, `ip6 nexthdr tcp` fix the transport protocol
+        // for a later NAT port mapping (nft's protocol context).
+        if matches!(
+            left,
+            Expr::Meta(MetaKey::L4proto)
+                | Expr::Payload(PayloadField::IpProtocol | PayloadField::Ip6Nexthdr)
+        ) && matches!(op, RelOp::Implicit | RelOp::Eq)
+            && matches!(&right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(_)]))
+        {
+            ctx.l4_match = true;
+        }
         if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
             (&left, op)
         {

@@ -4,8 +4,8 @@ use super::handles::{Block, ChainDecl};
 use super::{PResult, Parser};
 use crate::lexer::{Tok, Token};
 use crate::model::{
-    BaseChain, ChainType, CounterObj, DataType, Expr, Family, Hook, Policy, SetDecl, SetFlags,
-    Span, Table,
+    BaseChain, ChainType, CounterObj, DataType, Expr, Family, FlowtableDecl, Hook, Policy, SetDecl,
+    SetFlags, Span, Table,
 };
 
 /// Standard priority names (nft's `std_prios`), in the order nft tries them when printing.
@@ -212,6 +212,11 @@ impl Parser<'_> {
                     let (c, _) = self.string("a quoted comment")?;
                     block.comment = Some(c);
                 }
+                Some(Tok::Word(w)) if w == "flowtable" => {
+                    self.advance();
+                    let ft = self.flowtable_decl(ti, family)?;
+                    block.flowtables.push(ft);
+                }
                 Some(Tok::Word(w)) if w == "counter" => {
                     self.advance();
                     let obj = self.counter_obj(item_span)?;
@@ -234,13 +239,14 @@ impl Parser<'_> {
                 }
                 None => {
                     return self.unclosed(
-                        "`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`",
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`",
                         open,
                     );
                 }
                 _ => {
-                    return self
-                        .expected("`chain`, `set`, `map`, `counter`, `plugin`, `comment` or `}`");
+                    return self.expected(
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`",
+                    );
                 }
             }
             self.end_of_item()?;
@@ -288,6 +294,139 @@ impl Parser<'_> {
         }
     }
 
+    /// `flowtable NAME { hook ingress priority N; devices = { a, b }; counter; }` (after
+    /// `flowtable`), as nft 1.0.6's `flowtable_block`; table `ti` of `family` receives it.
+    /// The handle is given when the block is applied.
+    fn flowtable_decl(&mut self, ti: usize, family: Family) -> PResult<FlowtableDecl> {
+        let (name, nspan) = self.name("a flowtable name")?;
+        if !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
+            // The kernel's flowtable types are inet, ip and ip6 (nf_flow_table_inet).
+            return Err(self.st.error(
+                nspan,
+                format!(
+                    "flowtables exist in ip, ip6 and inet tables only, not in a {} table (nft: Could not process rule: No such file or directory)",
+                    family.name()
+                ),
+            ));
+        }
+        let open = self.expect_punct("{")?;
+        let mut ft = FlowtableDecl {
+            name,
+            handle: 0,
+            hook: Hook::Ingress,
+            priority: 0,
+            devices: Vec::new(),
+            counter: false,
+            span: nspan,
+        };
+        let mut hooked = false;
+        loop {
+            self.skip_separators()?;
+            let ispan = self.peek_span()?;
+            match self.peek_tok()? {
+                Some(Tok::Punct("}")) => {
+                    self.advance();
+                    break;
+                }
+                Some(Tok::Word(w)) if w == "hook" => {
+                    self.advance();
+                    let hspan = self.peek_span()?;
+                    let Some(Tok::Word(h)) = self.peek_tok()? else {
+                        return self.expected("`ingress`");
+                    };
+                    match h.as_str() {
+                        "ingress" => {}
+                        "egress" => {
+                            // nft takes it (a netdev hook); the kernel's flowtables hook at
+                            // ingress only (nft_flowtable_parse_hook: EOPNOTSUPP).
+                            return Err(self.st.error(
+                                nspan,
+                                "a flowtable hooks at ingress only (nft: Could not process rule: Operation not supported)",
+                            ));
+                        }
+                        _ => return Err(self.st.error(nspan, format!("invalid hook {h}"))),
+                    }
+                    let _ = hspan;
+                    self.advance();
+                    let pspan = self.peek_span()?;
+                    if !self.at_word("priority")? {
+                        return self.expected("`priority`");
+                    }
+                    self.advance();
+                    if let Some(Tok::Word(p)) = self.peek_tok()?
+                        && STD_PRIOS.iter().any(|(n, _)| *n == p)
+                        && p != "filter"
+                    {
+                        // nft: only `filter` names a netdev priority.
+                        let vspan = self.peek_span()?;
+                        return Err(self
+                            .st
+                            .error(pspan.through(vspan), "invalid priority expression value."));
+                    }
+                    ft.priority = self.priority(Family::Netdev, Hook::Ingress)?;
+                    hooked = true;
+                }
+                Some(Tok::Word(w)) if w == "devices" => {
+                    self.advance();
+                    self.expect_punct("=")?;
+                    for d in self.device_list()? {
+                        if !ft.devices.contains(&d) {
+                            ft.devices.push(d);
+                        }
+                    }
+                }
+                Some(Tok::Word(w)) if w == "counter" => {
+                    self.advance();
+                    ft.counter = true;
+                }
+                Some(Tok::Word(w)) if w == "flags" => {
+                    return Err(self.st.error(
+                        ispan,
+                        super::unsupported::message_with(
+                            "flags offload",
+                            "hardware offload of a flowtable",
+                        ),
+                    ));
+                }
+                None => return self.unclosed("`hook`, `devices`, `counter` or `}`", open),
+                _ => return self.expected("`hook`, `devices`, `counter` or `}`"),
+            }
+            self.end_of_item()?;
+        }
+        let exists = self.st.tables[ti]
+            .flowtables
+            .iter()
+            .any(|f| f.name == ft.name);
+        if !hooked && !exists {
+            // The kernel needs the hook to create a flowtable (nft 1.0.7 says this itself).
+            return Err(self
+                .st
+                .error(nspan, "missing hook and priority in flowtable declaration"));
+        }
+        Ok(ft)
+    }
+
+    /// `{ a, b, "c" }` (after `devices =`): device names in the order written.
+    fn device_list(&mut self) -> PResult<Vec<String>> {
+        let mut devices = Vec::new();
+        self.expect_punct("{")?;
+        loop {
+            self.skip_newlines()?;
+            devices.push(self.device_name()?);
+            self.skip_newlines()?;
+            if self.eat_punct(",")? {
+                self.skip_newlines()?;
+                if self.eat_punct("}")? {
+                    break;
+                }
+                continue;
+            }
+            self.expect_punct("}")?;
+            break;
+        }
+        Ok(devices)
+    }
+
     /// After an item inside a block: a newline or `;` (nft requires one even before `}`).
     fn end_of_item(&mut self) -> PResult<()> {
         match self.peek_tok()? {
@@ -309,6 +448,9 @@ impl Parser<'_> {
                 Some(Tok::Word(w)) if w == "type" => {
                     self.advance();
                     let base = self.hook_spec(family, span)?;
+                    if base.chain_type == ChainType::Nat {
+                        nat_chain_check(self, &base, decl.span)?;
+                    }
                     if decl.base.is_some() {
                         return Err(self.st.error(span, "the chain's hook is already given"));
                     }
@@ -342,9 +484,20 @@ impl Parser<'_> {
     }
 
     fn hook_spec(&mut self, family: Family, span: Span) -> PResult<BaseChain> {
+        let tspan = self.peek_span()?;
         let chain_type = if self.eat_word("filter")? {
             ChainType::Filter
         } else if self.eat_word("nat")? {
+            if !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
+                // The kernel has no nat chain type for these families.
+                return Err(self.st.error(
+                    tspan,
+                    format!(
+                        "nat chains exist in ip, ip6 and inet tables only, not in a {} table (nft: Could not process rule: No such file or directory)",
+                        family.name()
+                    ),
+                ));
+            }
             ChainType::Nat
         } else if self.eat_word("route")? {
             ChainType::Route
@@ -759,6 +912,32 @@ impl Parser<'_> {
                 self.apply_block(ti, block)
             }
             "rule" => self.rule_command(false),
+            "flowtable" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let nspan = self.peek_span()?;
+                let ft = self.flowtable_decl(ti, family)?;
+                if create
+                    && self.st.tables[ti]
+                        .flowtables
+                        .iter()
+                        .any(|f| f.name == ft.name)
+                {
+                    return Err(self.st.error(
+                        nspan,
+                        format!(
+                            "flowtable `{}` exists already (nft: Could not process rule: File exists)",
+                            ft.name
+                        ),
+                    ));
+                }
+                let block = Block {
+                    flowtables: vec![ft],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
             "element" => {
                 let family = self.family()?;
                 let (tname, tspan) = self.name("a table name")?;
@@ -864,8 +1043,10 @@ impl Parser<'_> {
             "rule"
         } else if self.eat_word("element")? {
             "element"
+        } else if self.eat_word("flowtable")? {
+            "flowtable"
         } else {
-            return self.expected("`table`, `chain`, `set`, `rule` or `element`");
+            return self.expected("`table`, `chain`, `set`, `rule`, `element` or `flowtable`");
         };
         let family = self.family()?;
         let (tname, tspan) = self.name("a table name")?;
@@ -893,6 +1074,30 @@ impl Parser<'_> {
                     ));
                 }
                 t.chains.remove(ci);
+            }
+            "flowtable" => {
+                let (fname, fspan) = self.name("a flowtable name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(fi) = t.flowtables.iter().position(|f| f.name == fname) else {
+                    return Err(self.st.error(
+                        fspan,
+                        format!("unknown flowtable `{fname}` (nft: Could not process rule: No such file or directory)"),
+                    ));
+                };
+                let used = t.chains.iter().any(|c| {
+                    c.rules.iter().any(|r| {
+                        r.stmts.iter().any(
+                            |s| matches!(s, crate::model::Stmt::FlowAdd { flowtable, .. } if *flowtable == fname),
+                        )
+                    })
+                });
+                if used {
+                    return Err(self.st.error(
+                        fspan,
+                        format!("cannot delete flowtable `{fname}`: a rule uses it (nft: Could not process rule: Device or resource busy)"),
+                    ));
+                }
+                t.flowtables.remove(fi);
             }
             "set" => {
                 let (sname, sspan) = self.name("a set name")?;
@@ -933,4 +1138,33 @@ impl Parser<'_> {
         }
         Ok(())
     }
+}
+
+/// What the kernel refuses of a nat base chain when it is created (nft_chain_nat,
+/// `nf_nat_register_fn`; nft 1.0.6 reports "Could not process rule: Operation not supported"
+/// at the chain's name): a hook other than prerouting, input, output and postrouting, and a
+/// priority at or below conntrack's (-200, NF_IP_PRI_CONNTRACK): NAT runs after conntrack.
+fn nat_chain_check(p: &Parser<'_>, base: &BaseChain, name: Span) -> PResult<()> {
+    if !matches!(
+        base.hook,
+        Hook::Prerouting | Hook::Input | Hook::Output | Hook::Postrouting
+    ) {
+        return Err(p.st.error(
+            name,
+            format!(
+                "a nat chain hooks at prerouting, input, output or postrouting, not at {} (nft: Could not process rule: Operation not supported)",
+                base.hook.name()
+            ),
+        ));
+    }
+    if base.priority <= -200 {
+        return Err(p.st.error(
+            name,
+            format!(
+                "a nat chain's priority must be above -200 (conntrack's), not {} (nft: Could not process rule: Operation not supported)",
+                base.priority
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -5,7 +5,6 @@
 /// Words that start a statement or an expression in nft and that wasp does not read.
 const STATEMENT_WORDS: &[&str] = &[
     // Expressions.
-    "ct",
     "fib",
     "rt",
     "socket",
@@ -61,15 +60,10 @@ const STATEMENT_WORDS: &[&str] = &[
     "limit",
     "reject",
     "quota",
-    "snat",
-    "dnat",
-    "masquerade",
-    "redirect",
     "notrack",
     "queue",
     "tproxy",
     "synproxy",
-    "flow",
     "meter",
     "set",
     "update",
@@ -144,8 +138,7 @@ fn fields(head: &str) -> &'static [&'static str] {
 }
 
 /// Objects a `table` block may declare in nft that wasp does not read.
-pub(crate) const TABLE_ITEMS: &[&str] =
-    &["flowtable", "quota", "limit", "ct", "secmark", "synproxy"];
+pub(crate) const TABLE_ITEMS: &[&str] = &["quota", "limit", "ct", "secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[

@@ -14,8 +14,8 @@ use std::fmt::Write;
 use super::{handle_suffix, priority_text, sorted_elements, stmt, verdict};
 use crate::datatypes::{print_value, time_text};
 use crate::model::{
-    Chain, ChainType, CounterObj, DataType, ElemData, Family, Policy, Rule, SetDecl, SetElem, Stmt,
-    Table,
+    Chain, ChainType, CounterObj, DataType, ElemData, Family, FlowtableDecl, Policy, Rule, SetDecl,
+    SetElem, Stmt, Table,
 };
 
 /// nft's output flags.
@@ -67,6 +67,10 @@ pub(crate) fn table(out: &mut String, t: &Table, o: &PrintOptions) {
         gap(out);
         set(out, s, o);
     }
+    for f in &t.flowtables {
+        gap(out);
+        flowtable(out, f, o);
+    }
     for c in &t.chains {
         gap(out);
         chain(out, t.family, c, o, true);
@@ -87,6 +91,35 @@ pub(crate) fn counter(out: &mut String, c: &CounterObj, o: &PrintOptions) {
     }
     if !o.stateless {
         let _ = writeln!(out, "\t\tpackets {} bytes {}", c.packets, c.bytes);
+    }
+    out.push_str("\t}\n");
+}
+
+/// A flowtable (one tab in), as nft 1.0.6's `flowtable_print_declaration`: the hook line
+/// with the priority named as for a netdev ingress chain (`filter`, `filter + 5`), the
+/// devices unquoted in the order given, `counter`.
+///
+/// Not checked against the kernel here (it has no flowtable support); from nftables 1.0.6's
+/// `src/rule.c`. Its listing looks like
+/// `flowtable ft {\n\t\thook ingress priority filter\n\t\tdevices = { eth0, eth1 }\n\t\tcounter\n\t}`.
+pub(crate) fn flowtable(out: &mut String, f: &FlowtableDecl, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "\tflowtable {} {{{}",
+        f.name,
+        handle_suffix(o.handles, f.handle)
+    );
+    let _ = writeln!(
+        out,
+        "\t\thook {} priority {}",
+        f.hook.name(),
+        priority_text(Family::Netdev, f.hook, f.priority)
+    );
+    if !f.devices.is_empty() {
+        let _ = writeln!(out, "\t\tdevices = {{ {} }}", f.devices.join(", "));
+    }
+    if f.counter {
+        out.push_str("\t\tcounter\n");
     }
     out.push_str("\t}\n");
 }
