@@ -1,0 +1,228 @@
+//! The flow key (the kernel's `struct flow_offload_tuple`, include/net/netfilter/nf_flow_table.h)
+//! and its extraction from a frame (`nf_flow_tuple_ip` / `nf_flow_tuple_ipv6`,
+//! net/netfilter/nf_flow_table_ip.c).
+
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use wasp_wire::meta::{PacketMeta, TunnelKind};
+
+/// IP protocol number of TCP.
+pub const TCP: u8 = 6;
+/// IP protocol number of UDP.
+pub const UDP: u8 = 17;
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+/// Geneve's protocol type for an Ethernet payload (RFC 8926 3.4, "Transparent Ethernet
+/// Bridging").
+pub(crate) const ETH_TEB: u16 = 0x6558;
+
+/// One direction of a flow as the fast path looks it up: the kernel's `flow_offload_tuple`
+/// (addresses, ports, L3 and L4 protocol, input interface), plus the Geneve VNI the packet came
+/// in when the flow is decapsulated (the kernel's tunnel offload keys on the tunnel too; wasp's
+/// Geneve gateway has tenants whose inner addresses may overlap).
+///
+/// The L3 protocol is the family of `src` and `dst` (both the same family: [`FlowKey::valid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    /// Source address of the packets of this direction.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// TCP/UDP source port (host order).
+    pub src_port: u16,
+    /// TCP/UDP destination port (host order).
+    pub dst_port: u16,
+    /// L4 protocol: [`TCP`] or [`UDP`] (the only ones the kernel's flowtable offloads besides
+    /// GRE, which wasp does not).
+    pub l4proto: u8,
+    /// Input device id (chosen by the caller, e.g. wasp-core's `DevId.0`): the kernel's
+    /// `iifidx`. A packet of the flow arriving on another device misses.
+    pub iif: u16,
+    /// `Some(vni)`: the packets of this direction arrive Geneve-encapsulated (carrying Ethernet)
+    /// in VNI `vni`, and the addresses and ports are those of the inner packet. `None`: plain.
+    pub tun_id: Option<u32>,
+}
+
+impl FlowKey {
+    /// The L3 protocol as an EtherType: 0x0800 (IPv4) or 0x86dd (IPv6).
+    pub fn l3proto(&self) -> u16 {
+        if self.src.is_ipv4() {
+            ETH_IPV4
+        } else {
+            ETH_IPV6
+        }
+    }
+
+    /// Whether the key can describe a flow: both addresses of one family, TCP or UDP.
+    pub fn valid(&self) -> bool {
+        self.src.is_ipv4() == self.dst.is_ipv4() && matches!(self.l4proto, TCP | UDP)
+    }
+}
+
+/// Direction of a flow: which of its two keys a packet matched (the kernel's
+/// `flow_offload_tuple_dir`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// The direction of the connection's first packet (`FLOW_OFFLOAD_DIR_ORIGINAL`).
+    Original = 0,
+    /// The other direction (`FLOW_OFFLOAD_DIR_REPLY`).
+    Reply = 1,
+}
+
+impl Dir {
+    /// 0 for [`Dir::Original`], 1 for [`Dir::Reply`]: the index into per-direction arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A small multiplicative hasher (the one rustc uses, "FxHash"): the flow maps are keyed by
+/// tuples that the caller's packets choose, but a flow only exists once the slow path accepted
+/// and offloaded it, so hash flooding needs accepted connections; the table size limit bounds it.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+const FX_K: u64 = 0xf135_7aea_2e62_a9c5;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FX_K);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut c = bytes.chunks_exact(8);
+        for w in &mut c {
+            self.add(u64::from_le_bytes([
+                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+            ]));
+        }
+        let mut last = [0u8; 8];
+        let r = c.remainder();
+        last[..r.len()].copy_from_slice(r);
+        self.add(u64::from_le_bytes(last));
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        // Spread the high bits down: shard selection takes the low bits.
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+
+/// What the fast path read from a frame: the key to look up and where the headers are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parsed {
+    pub key: FlowKey,
+    /// Bytes in front of the packet's own Ethernet header (the outer Ethernet + IP + UDP +
+    /// Geneve of a decapsulated flow's packet; 0 otherwise).
+    pub strip: usize,
+    /// Length of the IP packet (IPv4 total length, IPv6 40 + payload length), bytes.
+    pub l3_len: usize,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// TTL or hop limit of the packet.
+    pub ttl: u8,
+    /// TCP flags byte (0 for UDP).
+    pub tcp_flags: u8,
+}
+
+/// Read the key of the (untagged) Ethernet frame at `frame[at..]`, as `nf_flow_tuple_ip` /
+/// `nf_flow_tuple_ipv6` do: `None` (not for the fast path) for anything but IPv4 without options
+/// and unfragmented, or IPv6 whose next header is TCP or UDP, with a complete TCP (20 bytes) or
+/// UDP (8 bytes) header inside the IP packet's length. The TTL is read, not judged (the caller
+/// sends TTL <= 1 to the slow path after the lookup).
+pub(crate) fn parse_at(frame: &[u8], at: usize, iif: u16, tun_id: Option<u32>) -> Option<Parsed> {
+    let f = frame.get(at..)?;
+    if f.len() < 14 {
+        return None;
+    }
+    let ethertype = u16::from_be_bytes([f[12], f[13]]);
+    let ip = &f[14..];
+    let (src, dst, l4off, l3_len, proto, ttl, ipv6) = match ethertype {
+        ETH_IPV4 => {
+            if ip.len() < 20 || ip[0] != 0x45 {
+                // Wrong version, or options (ihl != 5): ip_has_options() keeps it slow.
+                return None;
+            }
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let frag = u16::from_be_bytes([ip[6], ip[7]]);
+            if total < 20 || total > ip.len() || frag & 0x3fff != 0 {
+                return None;
+            }
+            let s = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let d = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            (IpAddr::V4(s), IpAddr::V4(d), 20, total, ip[9], ip[8], false)
+        }
+        ETH_IPV6 => {
+            if ip.len() < 40 || ip[0] >> 4 != 6 {
+                return None;
+            }
+            let total = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if total > ip.len() {
+                return None;
+            }
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&ip[8..24]);
+            d.copy_from_slice(&ip[24..40]);
+            let (s, d) = (Ipv6Addr::from(s), Ipv6Addr::from(d));
+            (IpAddr::V6(s), IpAddr::V6(d), 40, total, ip[6], ip[7], true)
+        }
+        _ => return None,
+    };
+    let need = match proto {
+        TCP => 20,
+        UDP => 8,
+        _ => return None,
+    };
+    if l3_len < l4off + need {
+        return None;
+    }
+    let l4 = &ip[l4off..];
+    Some(Parsed {
+        key: FlowKey {
+            src,
+            dst,
+            src_port: u16::from_be_bytes([l4[0], l4[1]]),
+            dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+            l4proto: proto,
+            iif,
+            tun_id,
+        },
+        strip: at,
+        l3_len,
+        ipv6,
+        ttl,
+        tcp_flags: if proto == TCP { l4[13] } else { 0 },
+    })
+}
+
+/// The Geneve-encapsulated Ethernet frame inside `frame`, if `meta` found one: (offset of the
+/// inner Ethernet header, VNI).
+pub(crate) fn geneve_inner(meta: &PacketMeta) -> Option<(usize, u32)> {
+    let t = meta.tunnel?;
+    if t.kind != TunnelKind::Geneve || t.inner_proto != ETH_TEB {
+        return None;
+    }
+    Some((usize::from(t.inner_offset?), t.vni))
+}
