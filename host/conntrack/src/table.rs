@@ -1,0 +1,1173 @@
+//! The shared, sharded table: lookup and update per packet, unconfirmed entries, confirmation
+//! with clash resolution, limits with early drop, expiry and the setters the flowtable uses.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+use wasp_wire::{L3Kind, PacketMeta};
+
+use crate::count::Counts;
+use crate::display::EntryInfo;
+use crate::tcp::{self, NS, Segment, Tcp, TcpState, Timeouts, Verdict};
+use crate::tuple::{Key, l4_fields, proto};
+use crate::{CtInfo, Dir, ct_state, status};
+
+/// Number of shards (a power of two).
+pub(crate) const SHARDS: usize = 64;
+/// Slots per shard are numbered in 24 bits.
+const SLOT_BITS: u32 = 24;
+const MAX_SLOTS: usize = 1 << SLOT_BITS;
+/// Slots looked at by an early drop (the kernel's `NF_CT_EVICTION_RANGE` is 8 buckets).
+const EVICTION_RANGE: usize = 8;
+/// An unconfirmed entry older than this (caller's clock) was forgotten by its caller: the gc
+/// reclaims it (the kernel frees it with its packet, which cannot be forgotten).
+const PENDING_MAX_AGE_NS: u64 = 10 * NS;
+/// UDP: replies after this long make a stream (`stream_ts`, 2 s).
+const UDP_STREAM_DELAY_NS: u64 = 2 * NS;
+
+/// Table settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Maximum number of entries, confirmed and unconfirmed (`nf_conntrack_max`; 262144 on
+    /// this machine, the default). When full, a new connection early-drops entries that are
+    /// not ASSURED near its hash, or is refused ([`crate::CtInfo::drop`]).
+    pub max_entries: usize,
+    /// Timeouts per protocol and state.
+    pub timeouts: Timeouts,
+    /// Pick up TCP connections mid-stream from an ACK (`nf_conntrack_tcp_loose`, default 1).
+    pub tcp_loose: bool,
+    /// Seed of the table's hashes and of NAT's random port offsets (tests fix it).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_entries: 262_144,
+            timeouts: Timeouts::default(),
+            tcp_loose: true,
+            seed: 0x5eed_c0de_1234_5678,
+        }
+    }
+}
+
+/// Counters of the table (the kernel's `nf_conntrack` statistics, `conntrack -S`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Packets that found their connection.
+    pub found: u64,
+    /// Packets given no connection (`invalid`).
+    pub invalid: u64,
+    /// Unconfirmed entries created.
+    pub new: u64,
+    /// Packets refused because the table was full (`drop`).
+    pub drop: u64,
+    /// Entries removed by early drop (`early_drop`).
+    pub early_drop: u64,
+    /// Confirmations that failed on a clash (`insert_failed`).
+    pub insert_failed: u64,
+    /// Confirmations that found the same connection confirmed and took it (`clash_resolve`).
+    pub clash_resolve: u64,
+}
+
+#[derive(Default)]
+struct AtomicStats {
+    found: AtomicU64,
+    invalid: AtomicU64,
+    new: AtomicU64,
+    drop: AtomicU64,
+    early_drop: AtomicU64,
+    insert_failed: AtomicU64,
+    clash_resolve: AtomicU64,
+}
+
+/// Why [`Conntrack::confirm`] failed. Either way the packet is dropped, as the kernel's
+/// `__nf_conntrack_confirm` returns NF_DROP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConfirmError {
+    /// No unconfirmed entry has this id (discarded, reclaimed by the gc, or never existed).
+    #[error("no unconfirmed connection with this id")]
+    Gone,
+    /// Another connection holds one of the tuples with a different NAT binding
+    /// (`insert_failed`); the unconfirmed entry is freed.
+    #[error("another connection holds this tuple")]
+    Clash,
+}
+
+/// Why a flow leaves the flowtable ([`Conntrack::flow_teardown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Teardown {
+    /// A FIN was seen in the fast path: TCP goes to FIN_WAIT with its timeout (120 s).
+    Fin,
+    /// A RST was seen in the fast path: TCP goes to CLOSE with its timeout (10 s).
+    Rst,
+    /// The flow expired for idleness (or was removed for another reason): TCP goes back to
+    /// ESTABLISHED with the mid-stream pickup (UNACK) timeout (300 s), UDP gets the stream
+    /// timeout.
+    Idle,
+}
+
+/// Slot kinds.
+const FREE: u8 = 0;
+const PENDING: u8 = 1;
+const LIVE: u8 = 2;
+
+/// One connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Entry {
+    /// Original and reply tuples.
+    pub tuple: [Key; 2],
+    /// Unconfirmed: the timeout in ns; confirmed: the deadline in ns.
+    pub deadline: u64,
+    /// When the entry was created.
+    pub born: u64,
+    /// UDP: replies after this make a stream.
+    pub stream_ts: u64,
+    pub status: u32,
+    pub mark: u32,
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+    pub tcp: Tcp,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    generation: u32,
+    kind: u8,
+    pub entry: Entry,
+}
+
+/// Where a tuple's entry is: shard, slot and which of its tuples it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Loc {
+    slot: u32,
+    shard: u8,
+    dir: u8,
+}
+
+/// The keyed hasher of the index maps (a multiply-rotate mix over the key's five words with a
+/// per-table seed, finished with a murmur3 avalanche).
+#[derive(Clone)]
+pub(crate) struct Hb(u64);
+
+pub(crate) struct H(u64);
+
+impl Hasher for H {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(31);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        fmix(self.0)
+    }
+}
+
+impl BuildHasher for Hb {
+    type Hasher = H;
+    fn build_hasher(&self) -> H {
+        H(self.0)
+    }
+}
+
+#[inline]
+pub(crate) fn fmix(mut z: u64) -> u64 {
+    z ^= z >> 33;
+    z = z.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    z ^= z >> 33;
+    z = z.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    z ^ (z >> 33)
+}
+
+pub(crate) struct Shard {
+    index: HashMap<Key, Loc, Hb>,
+    pub slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+/// The connection tracking table. See the crate documentation.
+pub struct Conntrack {
+    shards: Box<[Mutex<Shard>]>,
+    pub(crate) cfg: Config,
+    count: AtomicUsize,
+    stats: AtomicStats,
+    rng: AtomicU64,
+    gc_cursor: AtomicUsize,
+    pub(crate) counts: Counts,
+}
+
+/// Decode an id: (shard, slot, generation).
+#[inline]
+fn decode(id: u64) -> (usize, usize, u32) {
+    let low = id as u32;
+    (
+        (low >> SLOT_BITS) as usize % SHARDS,
+        (low & (MAX_SLOTS as u32 - 1)) as usize,
+        (id >> 32) as u32,
+    )
+}
+
+#[inline]
+fn encode(shard: usize, slot: usize, generation: u32) -> u64 {
+    u64::from(generation) << 32 | (shard as u64) << SLOT_BITS | slot as u64
+}
+
+/// The facts of a packet that the trackers read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pkt {
+    /// IP length in bytes (what the kernel's accounting counts).
+    len: u32,
+    seg: Segment,
+}
+
+/// Result of looking a tuple up and updating its entry.
+enum Found {
+    Info(CtInfo),
+    Miss,
+    /// The entry is expired or is to be reopened: remove it, then track as new.
+    Remove(u64),
+}
+
+impl Conntrack {
+    /// An empty table.
+    pub fn new(cfg: Config) -> Conntrack {
+        let shards = (0..SHARDS)
+            .map(|i| {
+                Mutex::new(Shard {
+                    index: HashMap::with_hasher(Hb(fmix(cfg.seed ^ i as u64))),
+                    slots: Vec::new(),
+                    free: Vec::new(),
+                })
+            })
+            .collect();
+        Conntrack {
+            shards,
+            cfg,
+            count: AtomicUsize::new(0),
+            stats: AtomicStats::default(),
+            rng: AtomicU64::new(cfg.seed),
+            gc_cursor: AtomicUsize::new(0),
+            counts: Counts::default(),
+        }
+    }
+
+    /// The settings the table was made with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Number of entries, confirmed and unconfirmed (what counts against `max_entries`).
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Whether the table has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The table's counters.
+    pub fn stats(&self) -> Stats {
+        let s = &self.stats;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            found: l(&s.found),
+            invalid: l(&s.invalid),
+            new: l(&s.new),
+            drop: l(&s.drop),
+            early_drop: l(&s.early_drop),
+            insert_failed: l(&s.insert_failed),
+            clash_resolve: l(&s.clash_resolve),
+        }
+    }
+
+    /// A pseudo-random number (splitmix64 over a shared counter).
+    pub(crate) fn random(&self) -> u64 {
+        fmix(self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed))
+    }
+
+    #[inline]
+    pub(crate) fn shard_of(&self, k: &Key) -> usize {
+        let w = k.sym_words();
+        let mut h = H(self.cfg.seed);
+        h.write_u64(w[0]);
+        h.write_u64(w[1]);
+        h.write_u64(w[2]);
+        (h.finish() as usize) & (SHARDS - 1)
+    }
+
+    fn lock2(&self, a: usize, b: usize) -> (MutexGuard<'_, Shard>, Option<MutexGuard<'_, Shard>>) {
+        if a == b {
+            (self.shards[a].lock(), None)
+        } else if a < b {
+            let ga = self.shards[a].lock();
+            let gb = self.shards[b].lock();
+            (ga, Some(gb))
+        } else {
+            let gb = self.shards[b].lock();
+            let ga = self.shards[a].lock();
+            (ga, Some(gb))
+        }
+    }
+
+    /// Track a packet: find its connection and update it, or create an unconfirmed one. See
+    /// [`CtInfo`] for the result; `frame` is the Ethernet frame, `meta` its
+    /// [`wasp_wire::parse`] result, `zone` the conntrack zone, `now_ns` the caller's clock.
+    ///
+    /// As the kernel's `nf_conntrack_in` at prerouting with defragmentation off: non-IP
+    /// packets, non-first fragments, truncated transport headers, invalid TCP flag
+    /// combinations (`tcp_error`), malformed UDP lengths (`udp_error`), ICMP types above 18,
+    /// TCP packets the state table calls invalid, ICMP errors about no tracked connection, and
+    /// first packets that cannot start a connection (a TCP packet other than SYN or ACK, an
+    /// ICMP type other than a request) get `invalid`; ICMPv6 neighbour discovery and MLD get
+    /// `untracked`; ICMP errors whose inner packet belongs to a connection get `related`.
+    pub fn track(&self, frame: &[u8], meta: &PacketMeta, zone: u16, now_ns: u64) -> CtInfo {
+        let info = self.track_inner(frame, meta, zone, now_ns);
+        let s = &self.stats;
+        if info.drop {
+            s.drop.fetch_add(1, Ordering::Relaxed);
+        } else if info.state == ct_state::INVALID {
+            s.invalid.fetch_add(1, Ordering::Relaxed);
+        } else if info.pending {
+            s.new.fetch_add(1, Ordering::Relaxed);
+        } else if info.id != 0 {
+            s.found.fetch_add(1, Ordering::Relaxed);
+        }
+        info
+    }
+
+    fn track_inner(&self, frame: &[u8], meta: &PacketMeta, zone: u16, now: u64) -> CtInfo {
+        let Ok(key) = Key::from_packet(frame, meta, zone) else {
+            return CtInfo::INVALID;
+        };
+        let l4 = usize::from(meta.l4.map_or(0, |l| l.offset));
+        let net = usize::from(meta.net_offset);
+        let ip_end = ip_end(frame, meta).unwrap_or(frame.len());
+        let mut pkt = Pkt {
+            len: (ip_end.saturating_sub(net)) as u32,
+            seg: Segment::default(),
+        };
+        match key.proto {
+            proto::TCP => match tcp_segment(frame, l4, ip_end) {
+                Some(s) => pkt.seg = s,
+                None => return CtInfo::INVALID,
+            },
+            proto::UDP => {
+                let len = be16(frame, l4 + 4).map_or(0, usize::from);
+                if len < 8 || len > ip_end.saturating_sub(l4) {
+                    return CtInfo::INVALID;
+                }
+            }
+            proto::UDPLITE => {
+                let cov = be16(frame, l4 + 4).map_or(0, usize::from);
+                let udplen = ip_end.saturating_sub(l4);
+                if (cov != 0 && (cov < 8 || cov > udplen)) || be16(frame, l4 + 6) == Some(0) {
+                    return CtInfo::INVALID;
+                }
+            }
+            proto::ICMP => {
+                let t = (key.dport >> 8) as u8;
+                if t > 18 {
+                    return CtInfo::INVALID;
+                }
+                if matches!(t, 3 | 4 | 5 | 11 | 12) {
+                    return self.related(frame, meta, &key, l4 + 8, ip_end, now);
+                }
+            }
+            proto::ICMPV6 => {
+                let t = (key.dport >> 8) as u8;
+                if matches!(t, 130..=136 | 143) {
+                    return CtInfo {
+                        state: ct_state::UNTRACKED,
+                        ..CtInfo::INVALID
+                    };
+                }
+                if t < 128 {
+                    return self.related(frame, meta, &key, l4 + 8, ip_end, now);
+                }
+            }
+            _ => {}
+        }
+        for _ in 0..3 {
+            match self.find_update(&key, &pkt, now) {
+                Found::Info(i) => return i,
+                Found::Miss => return self.create(key, &pkt, now),
+                Found::Remove(id) => {
+                    self.remove_where(id, |_| true);
+                }
+            }
+        }
+        CtInfo::INVALID
+    }
+
+    /// An ICMP error: `related` to the connection of the inner packet (at `inner` in the frame),
+    /// as `nf_conntrack_inet_error`: the inner tuple is inverted and looked up; the outer
+    /// destination must be the found direction's destination.
+    fn related(
+        &self,
+        frame: &[u8],
+        meta: &PacketMeta,
+        outer: &Key,
+        inner: usize,
+        end: usize,
+        now: u64,
+    ) -> CtInfo {
+        let frame = &frame[..end.min(frame.len())];
+        let Some(ik) = inner_key(frame, meta, outer, inner) else {
+            return CtInfo::INVALID;
+        };
+        let Some(inv) = ik.invert() else {
+            return CtInfo::INVALID;
+        };
+        let Some((loc, g)) = self.find_locked(&inv) else {
+            return CtInfo::INVALID;
+        };
+        let slot = &g.slots[loc.slot as usize];
+        let e = &slot.entry;
+        if now >= e.deadline || e.tuple[usize::from(loc.dir)].dst != outer.dst {
+            return CtInfo::INVALID;
+        }
+        CtInfo {
+            state: ct_state::RELATED,
+            dir: if loc.dir == 0 {
+                Dir::Original
+            } else {
+                Dir::Reply
+            },
+            status: e.status,
+            mark: e.mark,
+            id: encode(usize::from(loc.shard), loc.slot as usize, slot.generation),
+            pending: false,
+            drop: false,
+        }
+    }
+
+    /// Find a confirmed entry by tuple and lock its shard.
+    fn find_locked(&self, key: &Key) -> Option<(Loc, MutexGuard<'_, Shard>)> {
+        let s = self.shard_of(key);
+        let g = self.shards[s].lock();
+        let loc = *g.index.get(key)?;
+        if usize::from(loc.shard) == s {
+            return Some((loc, g));
+        }
+        drop(g);
+        let g = self.shards[usize::from(loc.shard)].lock();
+        let slot = g.slots.get(loc.slot as usize)?;
+        (slot.kind == LIVE && slot.entry.tuple[usize::from(loc.dir)] == *key).then_some((loc, g))
+    }
+
+    fn find_update(&self, key: &Key, pkt: &Pkt, now: u64) -> Found {
+        let Some((loc, mut g)) = self.find_locked(key) else {
+            return Found::Miss;
+        };
+        let shard = usize::from(loc.shard);
+        let to = &self.cfg.timeouts;
+        let slot = &mut g.slots[loc.slot as usize];
+        let id = encode(shard, loc.slot as usize, slot.generation);
+        let e = &mut slot.entry;
+        if now >= e.deadline {
+            return Found::Remove(id);
+        }
+        let dir = if loc.dir == 0 {
+            Dir::Original
+        } else {
+            Dir::Reply
+        };
+        let state = if dir == Dir::Reply || e.status & status::SEEN_REPLY != 0 {
+            ct_state::ESTABLISHED
+        } else {
+            ct_state::NEW
+        };
+        let (timeout_s, kill) = match l4_packet(e, dir, pkt, now, to, true) {
+            L4::Invalid => return Found::Info(CtInfo::INVALID),
+            L4::Reopen => return Found::Remove(id),
+            L4::Accept => (None, false),
+            L4::Refresh(t, kill) => (Some(t), kill),
+        };
+        if let Some(t) = timeout_s
+            && e.status & status::FIXED_TIMEOUT == 0
+        {
+            e.deadline = now.saturating_add(u64::from(t) * NS);
+        }
+        if timeout_s.is_some() {
+            e.packets[dir as usize] += 1;
+            e.bytes[dir as usize] += u64::from(pkt.len);
+        }
+        if dir == Dir::Reply {
+            e.status |= status::SEEN_REPLY;
+        }
+        let info = CtInfo {
+            state,
+            dir,
+            status: e.status,
+            mark: e.mark,
+            id,
+            pending: false,
+            drop: false,
+        };
+        if kill {
+            drop(g);
+            self.remove_where(id, |_| true);
+        }
+        Found::Info(info)
+    }
+
+    fn create(&self, key: Key, pkt: &Pkt, now: u64) -> CtInfo {
+        let Some(reply) = key.invert() else {
+            return CtInfo::INVALID;
+        };
+        let mut e = Entry {
+            tuple: [key, reply],
+            born: now,
+            stream_ts: now.saturating_add(UDP_STREAM_DELAY_NS),
+            ..Entry::default()
+        };
+        match key.proto {
+            proto::TCP => match Tcp::new(&pkt.seg) {
+                Some(t) if self.cfg.tcp_loose || tcp::index(pkt.seg.flags) == tcp::Index::Syn => {
+                    e.tcp = t
+                }
+                _ => return CtInfo::INVALID,
+            },
+            // Only requests start ICMP connections (`valid_new`).
+            proto::ICMP if !matches!(key.dport >> 8, 8 | 13 | 15 | 17) => return CtInfo::INVALID,
+            proto::ICMPV6 if !matches!(key.dport >> 8, 128 | 139) => return CtInfo::INVALID,
+            _ => {}
+        }
+        let timeout = match l4_packet(&mut e, Dir::Original, pkt, now, &self.cfg.timeouts, false) {
+            L4::Refresh(t, false) => t,
+            // A first packet the tracker refuses (or that would kill its own entry).
+            _ => return CtInfo::INVALID,
+        };
+        e.deadline = u64::from(timeout) * NS;
+        e.packets[0] = 1;
+        e.bytes[0] = u64::from(pkt.len);
+        let s = self.shard_of(&key);
+        if self.count.fetch_add(1, Ordering::AcqRel) >= self.cfg.max_entries {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+            if !self.early_drop(s, &key, now) {
+                return CtInfo {
+                    drop: true,
+                    ..CtInfo::INVALID
+                };
+            }
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut g = self.shards[s].lock();
+        let Some(slot) = alloc(&mut g) else {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+            return CtInfo {
+                drop: true,
+                ..CtInfo::INVALID
+            };
+        };
+        let sl = &mut g.slots[slot];
+        sl.kind = PENDING;
+        sl.entry = e;
+        CtInfo {
+            state: ct_state::NEW,
+            dir: Dir::Original,
+            status: 0,
+            mark: 0,
+            id: encode(s, slot, sl.generation),
+            pending: true,
+            drop: false,
+        }
+    }
+
+    /// `early_drop`: look at the slots near the new tuple's hash in its shard and remove every
+    /// expired entry and every confirmed entry that is not ASSURED (nor dying). True if one
+    /// was removed.
+    fn early_drop(&self, s: usize, key: &Key, now: u64) -> bool {
+        let mut victims = Vec::new();
+        {
+            let g = self.shards[s].lock();
+            let n = g.slots.len();
+            if n == 0 {
+                return false;
+            }
+            let mut h = H(self.cfg.seed);
+            for w in key.words() {
+                h.write_u64(w);
+            }
+            let start = (h.finish() as usize) % n;
+            for i in 0..EVICTION_RANGE.min(n) {
+                let at = (start + i) % n;
+                let sl = &g.slots[at];
+                if sl.kind != LIVE {
+                    continue;
+                }
+                let e = &sl.entry;
+                if now >= e.deadline || e.status & (status::ASSURED | status::DYING) == 0 {
+                    victims.push(encode(s, at, sl.generation));
+                }
+            }
+        }
+        let mut dropped = 0;
+        for id in victims {
+            if self.remove_where(id, |e| {
+                now >= e.deadline || e.status & (status::ASSURED | status::DYING) == 0
+            }) {
+                dropped += 1;
+            }
+        }
+        self.stats.early_drop.fetch_add(dropped, Ordering::Relaxed);
+        dropped > 0
+    }
+
+    /// Put an unconfirmed entry in the table (`__nf_conntrack_confirm`) with its deadline
+    /// counted from `now_ns`. Returns the id of the connection the packet belongs to: `id`,
+    /// or on a clash with the same connection confirmed meanwhile by another worker (same
+    /// tuples, or an existing entry without NAT) that entry's id, as `nf_ct_resolve_clash`
+    /// (this packet's counts are added to it). Confirming a confirmed entry returns its id.
+    ///
+    /// Errors: [`ConfirmError::Gone`], [`ConfirmError::Clash`] (drop the packet).
+    pub fn confirm(&self, id: u64, now_ns: u64) -> Result<u64, ConfirmError> {
+        let (a, slot, generation) = decode(id);
+        let reply = {
+            let g = self.shards[a].lock();
+            match g.slots.get(slot) {
+                Some(s) if s.generation == generation && s.kind == PENDING => s.entry.tuple[1],
+                Some(s) if s.generation == generation && s.kind == LIVE => return Ok(id),
+                _ => return Err(ConfirmError::Gone),
+            }
+        };
+        let b = self.shard_of(&reply);
+        let (mut ga, mut gb) = self.lock2(a, b);
+        let sl = match ga.slots.get(slot) {
+            Some(s) if s.generation == generation && s.kind == PENDING => *s,
+            _ => return Err(ConfirmError::Gone),
+        };
+        let orig = sl.entry.tuple[0];
+        let reply = sl.entry.tuple[1];
+        let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
+        let clash = gbr.index.get(&reply).copied();
+        let clash = ga.index.get(&orig).copied().or(clash);
+        if let Some(other) = clash {
+            drop(gb);
+            drop(ga);
+            return self.resolve_clash(id, &sl.entry, other, now_ns);
+        }
+        let s = &mut ga.slots[slot];
+        s.kind = LIVE;
+        s.entry.status |= status::CONFIRMED;
+        s.entry.deadline = now_ns.saturating_add(s.entry.deadline);
+        ga.index.insert(
+            orig,
+            Loc {
+                slot: slot as u32,
+                shard: a as u8,
+                dir: 0,
+            },
+        );
+        // A connection to itself (generic protocols, a TCP self-connect) has equal tuples: the
+        // kernel hashes it twice and finds the original direction first; one entry does that.
+        let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
+        if reply == orig {
+            return Ok(id);
+        }
+        gbr.index.insert(
+            reply,
+            Loc {
+                slot: slot as u32,
+                shard: a as u8,
+                dir: 1,
+            },
+        );
+        Ok(id)
+    }
+
+    fn resolve_clash(
+        &self,
+        id: u64,
+        loser: &Entry,
+        other: Loc,
+        now: u64,
+    ) -> Result<u64, ConfirmError> {
+        let res = {
+            let mut g = self.shards[usize::from(other.shard)].lock();
+            match g.slots.get_mut(other.slot as usize) {
+                Some(s) if s.kind == LIVE => {
+                    let e = &mut s.entry;
+                    let winner =
+                        encode(usize::from(other.shard), other.slot as usize, s.generation);
+                    let nat_done = status::SRC_NAT_DONE | status::DST_NAT_DONE;
+                    if e.status & status::DYING == 0
+                        && now < e.deadline
+                        && (e.status & nat_done == 0 || e.tuple == loser.tuple)
+                    {
+                        // The packet's direction in the winner.
+                        let d = usize::from(e.tuple[0] != loser.tuple[0]);
+                        e.packets[d] += loser.packets[0];
+                        e.bytes[d] += loser.bytes[0];
+                        Ok(winner)
+                    } else {
+                        Err(ConfirmError::Clash)
+                    }
+                }
+                _ => Err(ConfirmError::Clash),
+            }
+        };
+        self.discard(id);
+        match res {
+            Ok(_) => self.stats.clash_resolve.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.stats.insert_failed.fetch_add(1, Ordering::Relaxed),
+        };
+        res
+    }
+
+    /// Free an unconfirmed entry (its packet was dropped): the kernel frees the unconfirmed
+    /// conntrack with its skb. Returns false if `id` names no unconfirmed entry.
+    pub fn discard(&self, id: u64) -> bool {
+        let (a, slot, generation) = decode(id);
+        let mut g = self.shards[a].lock();
+        let ok =
+            matches!(g.slots.get(slot), Some(s) if s.generation == generation && s.kind == PENDING);
+        if ok {
+            free(&mut g, slot);
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+        ok
+    }
+
+    /// Remove the confirmed entry `id` (both index entries) if `cond` holds for it; unconfirmed
+    /// entries are freed the same way. True if removed.
+    fn remove_where(&self, id: u64, cond: impl Fn(&Entry) -> bool) -> bool {
+        let (a, slot, generation) = decode(id);
+        let reply = {
+            let g = self.shards[a].lock();
+            match g.slots.get(slot) {
+                Some(s) if s.generation == generation && s.kind == LIVE => s.entry.tuple[1],
+                Some(s) if s.generation == generation && s.kind == PENDING => {
+                    drop(g);
+                    return self.discard(id);
+                }
+                _ => return false,
+            }
+        };
+        let b = self.shard_of(&reply);
+        let (mut ga, mut gb) = self.lock2(a, b);
+        match ga.slots.get(slot) {
+            Some(s) if s.generation == generation && s.kind == LIVE && cond(&s.entry) => {}
+            _ => return false,
+        }
+        let [orig, reply] = ga.slots[slot].entry.tuple;
+        ga.index.remove(&orig);
+        let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
+        gbr.index.remove(&reply);
+        free(&mut ga, slot);
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Run `f` on entry `id` (confirmed or not) under its shard's lock.
+    pub(crate) fn with_entry<R>(
+        &self,
+        id: u64,
+        f: impl FnOnce(&mut Entry, bool) -> R,
+    ) -> Option<R> {
+        let (a, slot, generation) = decode(id);
+        let mut g = self.shards[a].lock();
+        match g.slots.get_mut(slot) {
+            Some(s) if s.generation == generation && s.kind != FREE => {
+                let live = s.kind == LIVE;
+                Some(f(&mut s.entry, live))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `id` names a connection that is in the table and not expired at `now_ns`, or an
+    /// unconfirmed one.
+    pub fn is_alive(&self, id: u64, now_ns: u64) -> bool {
+        self.with_entry(id, |e, live| !live || now_ns < e.deadline) == Some(true)
+    }
+
+    /// Set the connection's mark (`ct mark set`, nft_ct_set_eval). False if `id` is gone.
+    pub fn set_mark(&self, id: u64, mark: u32) -> bool {
+        self.with_entry(id, |e, _| e.mark = mark).is_some()
+    }
+
+    /// Set the connection's timeout to `timeout_ns` from `now_ns` (ctnetlink's
+    /// `CTA_TIMEOUT`). False if `id` is gone.
+    pub fn set_timeout(&self, id: u64, timeout_ns: u64, now_ns: u64) -> bool {
+        self.with_entry(id, |e, live| {
+            e.deadline = if live {
+                now_ns.saturating_add(timeout_ns)
+            } else {
+                timeout_ns
+            }
+        })
+        .is_some()
+    }
+
+    /// Set (`on`) or clear the IPS_OFFLOAD bit (a flowtable took the flow, or gave it back).
+    /// False if `id` is gone.
+    pub fn set_offload(&self, id: u64, on: bool) -> bool {
+        self.with_entry(id, |e, _| {
+            if on {
+                e.status |= status::OFFLOAD;
+            } else {
+                e.status &= !(status::OFFLOAD | status::HW_OFFLOAD);
+            }
+        })
+        .is_some()
+    }
+
+    /// Set a TCP connection's state and its timeout (`timeout_ns` from `now_ns`). False if `id`
+    /// is gone or not TCP.
+    pub fn set_tcp_state(&self, id: u64, state: TcpState, timeout_ns: u64, now_ns: u64) -> bool {
+        self.with_entry(id, |e, live| {
+            if e.tuple[0].proto != proto::TCP {
+                return false;
+            }
+            e.tcp.set_state(state);
+            e.deadline = if live {
+                now_ns.saturating_add(timeout_ns)
+            } else {
+                timeout_ns
+            };
+            true
+        }) == Some(true)
+    }
+
+    /// Give a flow back from the flowtable (`flow_offload_teardown` with the fix of cases C19):
+    /// the OFFLOAD bits are cleared first (so that a later packet cannot re-offload a closing
+    /// connection), then TCP gets FIN_WAIT and its timeout on [`Teardown::Fin`], CLOSE and its
+    /// timeout on [`Teardown::Rst`], ESTABLISHED and the UNACK timeout on [`Teardown::Idle`];
+    /// UDP gets the stream timeout; other protocols their usual timeout. False if `id` is gone.
+    pub fn flow_teardown(&self, id: u64, why: Teardown, now_ns: u64) -> bool {
+        let to = self.cfg.timeouts;
+        self.with_entry(id, |e, live| {
+            e.status &= !(status::OFFLOAD | status::HW_OFFLOAD);
+            let secs = match e.tuple[0].proto {
+                proto::TCP => {
+                    let (st, t) = match why {
+                        Teardown::Fin => (TcpState::FinWait, to.tcp[TcpState::FinWait as usize]),
+                        Teardown::Rst => (TcpState::Close, to.tcp[TcpState::Close as usize]),
+                        Teardown::Idle => (TcpState::Established, to.tcp_unack),
+                    };
+                    e.tcp.set_state(st);
+                    t
+                }
+                proto::UDP | proto::UDPLITE => to.udp_stream,
+                proto::ICMP => to.icmp,
+                proto::ICMPV6 => to.icmpv6,
+                _ => to.generic,
+            };
+            let t = u64::from(secs) * NS;
+            e.deadline = if live { now_ns.saturating_add(t) } else { t };
+        })
+        .is_some()
+    }
+
+    /// Kill a connection (`nf_ct_kill`): it is marked DYING and leaves the table at once, so no
+    /// packet finds it again and [`Conntrack::is_alive`] is false. False if `id` is gone.
+    pub fn kill(&self, id: u64) -> bool {
+        self.with_entry(id, |e, _| e.status |= status::DYING);
+        self.remove_where(id, |_| true)
+    }
+
+    /// One bounded garbage-collection pass (`gc_worker`): look at up to `max_slots` slots from
+    /// where the last pass stopped, remove confirmed entries expired at `now_ns` and free
+    /// unconfirmed entries older than 10 s (forgotten by their caller). Returns how many were
+    /// removed. Calling it with `max_slots` of at least the table's slot count covers the whole
+    /// table.
+    pub fn gc(&self, now_ns: u64, max_slots: usize) -> usize {
+        let mut left = max_slots;
+        let mut removed = 0;
+        let mut visited_shards = 0;
+        while left > 0 && visited_shards <= SHARDS {
+            let cur = self.gc_cursor.load(Ordering::Relaxed);
+            let (s, start) = ((cur >> SLOT_BITS) % SHARDS, cur & (MAX_SLOTS - 1));
+            let mut dead = Vec::new();
+            let next;
+            {
+                let g = self.shards[s].lock();
+                let end = g.slots.len().min(start + left);
+                for (i, sl) in g.slots.iter().enumerate().take(end).skip(start) {
+                    let e = &sl.entry;
+                    let gone = match sl.kind {
+                        LIVE => now_ns >= e.deadline,
+                        PENDING => now_ns.saturating_sub(e.born) > PENDING_MAX_AGE_NS,
+                        _ => false,
+                    };
+                    if gone {
+                        dead.push(encode(s, i, sl.generation));
+                    }
+                }
+                left -= end.saturating_sub(start).max(1).min(left);
+                if end >= g.slots.len() {
+                    next = ((s + 1) % SHARDS) << SLOT_BITS;
+                    visited_shards += 1;
+                } else {
+                    next = s << SLOT_BITS | end;
+                }
+            }
+            self.gc_cursor.store(next, Ordering::Relaxed);
+            for id in dead {
+                let ok = self.remove_where(id, |e| now_ns >= e.deadline)
+                    || self.with_entry(id, |e, live| {
+                        !live && now_ns.saturating_sub(e.born) > PENDING_MAX_AGE_NS
+                    }) == Some(true)
+                        && self.discard(id);
+                removed += usize::from(ok);
+            }
+        }
+        removed
+    }
+
+    /// A snapshot of one connection at `now_ns` (confirmed or not).
+    pub fn get(&self, id: u64, now_ns: u64) -> Option<EntryInfo> {
+        self.with_entry(id, |e, live| EntryInfo::new(id, e, live, now_ns))
+    }
+
+    /// A snapshot of every confirmed, unexpired connection at `now_ns`, as `conntrack -L`
+    /// lists them (in table order).
+    pub fn entries(&self, now_ns: u64) -> Vec<EntryInfo> {
+        let mut out = Vec::new();
+        for (s, m) in self.shards.iter().enumerate() {
+            let g = m.lock();
+            for (i, sl) in g.slots.iter().enumerate() {
+                if sl.kind == LIVE && now_ns < sl.entry.deadline {
+                    out.push(EntryInfo::new(
+                        encode(s, i, sl.generation),
+                        &sl.entry,
+                        true,
+                        now_ns,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a confirmed connection other than `except` holds `key` in either direction and
+    /// is not expired (`nf_conntrack_tuple_taken`).
+    pub(crate) fn tuple_taken(&self, key: &Key, except: u64, now: u64) -> bool {
+        match self.find_locked(key) {
+            Some((loc, g)) => {
+                let sl = &g.slots[loc.slot as usize];
+                encode(usize::from(loc.shard), loc.slot as usize, sl.generation) != except
+                    && now < sl.entry.deadline
+            }
+            None => false,
+        }
+    }
+
+    /// Consistency check for tests: every index entry points at a live entry holding that tuple
+    /// and every live entry is indexed by both tuples; returns the number of live entries.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<usize, String> {
+        let guards: Vec<_> = self.shards.iter().map(|m| m.lock()).collect();
+        let mut live = 0;
+        let mut pending = 0;
+        for (s, g) in guards.iter().enumerate() {
+            for (k, loc) in &g.index {
+                if self.shard_of(k) != s {
+                    return Err(format!("{k:?} indexed in shard {s}"));
+                }
+                let sl = guards[usize::from(loc.shard)]
+                    .slots
+                    .get(loc.slot as usize)
+                    .ok_or("dangling slot")?;
+                if sl.kind != LIVE || sl.entry.tuple[usize::from(loc.dir)] != *k {
+                    return Err(format!("stale index entry {k:?}"));
+                }
+            }
+            for (i, sl) in g.slots.iter().enumerate() {
+                match sl.kind {
+                    LIVE => {
+                        live += 1;
+                        let self_conn = sl.entry.tuple[0] == sl.entry.tuple[1];
+                        for d in 0..if self_conn { 1 } else { 2 } {
+                            let k = sl.entry.tuple[d];
+                            let l = guards[self.shard_of(&k)]
+                                .index
+                                .get(&k)
+                                .ok_or(format!("entry {s}/{i} not indexed by {d}"))?;
+                            if usize::from(l.shard) != s
+                                || l.slot as usize != i
+                                || usize::from(l.dir) != d
+                            {
+                                return Err(format!("entry {s}/{i} indexed elsewhere"));
+                            }
+                        }
+                    }
+                    PENDING => pending += 1,
+                    _ => {}
+                }
+            }
+        }
+        if live + pending != self.len() {
+            return Err(format!("count {} != {live} + {pending}", self.len()));
+        }
+        Ok(live)
+    }
+}
+
+fn alloc(g: &mut Shard) -> Option<usize> {
+    let slot = match g.free.pop() {
+        Some(s) => s as usize,
+        None => {
+            if g.slots.len() >= MAX_SLOTS {
+                return None;
+            }
+            g.slots.push(Slot::default());
+            g.slots.len() - 1
+        }
+    };
+    let s = &mut g.slots[slot];
+    s.generation = s.generation.wrapping_add(1).max(1);
+    Some(slot)
+}
+
+fn free(g: &mut Shard, slot: usize) {
+    g.slots[slot].kind = FREE;
+    g.free.push(slot as u32);
+}
+
+/// What a tracker decided.
+enum L4 {
+    Invalid,
+    Reopen,
+    Accept,
+    /// Timeout in seconds; kill the entry after this packet.
+    Refresh(u32, bool),
+}
+
+/// The per-protocol `packet` handlers (`nf_conntrack_tcp_packet`, `nf_conntrack_udp_packet`,
+/// `nf_conntrack_icmp_packet`, generic).
+fn l4_packet(e: &mut Entry, dir: Dir, pkt: &Pkt, now: u64, to: &Timeouts, confirmed: bool) -> L4 {
+    let seen_reply = e.status & status::SEEN_REPLY != 0;
+    match e.tuple[0].proto {
+        proto::TCP => {
+            let assured = e.status & status::ASSURED != 0;
+            let (v, set_assured, kill) = e.tcp.packet(dir, &pkt.seg, seen_reply, assured, to);
+            if set_assured {
+                e.status |= status::ASSURED;
+            }
+            match v {
+                Verdict::Invalid => L4::Invalid,
+                Verdict::Reopen => L4::Reopen,
+                Verdict::Accept => L4::Accept,
+                Verdict::Refresh(t) => L4::Refresh(t, kill),
+            }
+        }
+        proto::UDP | proto::UDPLITE => {
+            if !confirmed {
+                e.stream_ts = now.saturating_add(UDP_STREAM_DELAY_NS);
+            }
+            if seen_reply {
+                let udplite = e.tuple[0].proto == proto::UDPLITE;
+                if udplite || now > e.stream_ts {
+                    if e.status & status::ASSURED == 0 {
+                        e.status |= status::ASSURED;
+                    }
+                    L4::Refresh(to.udp_stream, false)
+                } else {
+                    L4::Refresh(to.udp, false)
+                }
+            } else {
+                L4::Refresh(to.udp, false)
+            }
+        }
+        proto::ICMP => L4::Refresh(to.icmp, false),
+        proto::ICMPV6 => L4::Refresh(to.icmpv6, false),
+        _ => L4::Refresh(to.generic, false),
+    }
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+#[inline]
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        *b.get(at + 3)?,
+    ]))
+}
+
+/// End of the IP packet in the frame (total length / payload length), never past the frame.
+pub(crate) fn ip_end(frame: &[u8], meta: &PacketMeta) -> Option<usize> {
+    let net = usize::from(meta.net_offset);
+    let end = match meta.l3 {
+        L3Kind::Ipv4 => net + usize::from(be16(frame, net + 2)?),
+        L3Kind::Ipv6 => {
+            let pl = usize::from(be16(frame, net + 4)?);
+            if pl == 0 { frame.len() } else { net + 40 + pl }
+        }
+        _ => return None,
+    };
+    Some(end.min(frame.len()))
+}
+
+/// The TCP segment at `at` (`tcp_error`: header within the packet, flags valid).
+fn tcp_segment(frame: &[u8], at: usize, end: usize) -> Option<Segment> {
+    let doff = usize::from(*frame.get(at + 12)? >> 4) * 4;
+    if doff < 20 || end < at + doff || frame.len() < at + doff {
+        return None;
+    }
+    let flags = frame[at + 13];
+    if !tcp::valid_flags(flags) {
+        return None;
+    }
+    Some(Segment {
+        flags,
+        seq: be32(frame, at + 4)?,
+        ack: be32(frame, at + 8)?,
+        win: be16(frame, at + 14)?,
+        payload: (end - at - doff) as u32,
+    })
+}
+
+/// The tuple of the packet embedded in an ICMP error at `at` (`nf_ct_get_tuplepr` on the inner
+/// header): same family as the outer packet, ports or ICMP fields from its first 8 bytes.
+pub(crate) fn inner_key(frame: &[u8], _meta: &PacketMeta, outer: &Key, at: usize) -> Option<Key> {
+    let mut k = Key {
+        zone: outer.zone,
+        family: outer.family,
+        ..Key::default()
+    };
+    let l4 = if outer.is_v4() {
+        let h = frame.get(at..at + 20)?;
+        if h[0] >> 4 != 4 || h[0] & 0xf < 5 {
+            return None;
+        }
+        // Inner non-first fragments have no ports.
+        if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
+            return None;
+        }
+        k.proto = h[9];
+        k.src[..4].copy_from_slice(&h[12..16]);
+        k.dst[..4].copy_from_slice(&h[16..20]);
+        at + usize::from(h[0] & 0xf) * 4
+    } else {
+        let h = frame.get(at..at + 40)?;
+        if h[0] >> 4 != 6 {
+            return None;
+        }
+        k.proto = h[6];
+        k.src.copy_from_slice(&h[8..24]);
+        k.dst.copy_from_slice(&h[24..40]);
+        at + 40
+    };
+    l4_fields(&mut k, frame, l4).ok()?;
+    Some(k)
+}
