@@ -118,6 +118,6 @@ impl ConnFx {
 /// The lists behind `ct count` (nft_connlimit over nf_conncount), shared by every worker.
 pub trait ConnCount: Send + Sync + std::fmt::Debug {
     /// Add connection `id` to the list of `ct count` statement `site` (once) and return how
-    /// many live connections the list holds then.
-    fn add_and_count(&self, site: u32, id: u64) -> u32;
+    /// many live connections the list holds then (at `now_ns`, the packet path's clock).
+    fn add_and_count(&self, site: u32, id: u64, now_ns: u64) -> u32;
 }

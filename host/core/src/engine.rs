@@ -536,6 +536,16 @@ impl Engine {
         self.run_hook(hook, "", packets, now_ns, out, trace, Some(ext));
     }
 
+    /// `true` when packets the gateway routes take the IP path (conntrack, the IP hooks):
+    /// some ip, ip6 or inet chain is on an IP hook, or the ruleset has a flowtable.
+    pub fn uses_ip_path(&self) -> bool {
+        !self.prog.flowtables.is_empty()
+            || self
+                .hooks
+                .iter()
+                .any(|h| !matches!(h.hook, Hook::Ingress | Hook::Egress))
+    }
+
     /// `true` when some chain of an ip, ip6 or inet table runs on IP hook `hook`.
     pub fn has_ip_hook(&self, hook: Hook) -> bool {
         self.has_hook(hook, "")
@@ -623,6 +633,7 @@ impl Engine {
                 counter_uses: &self.prog.counter_uses,
             },
             conn: self.conn_count.as_deref(),
+            clock: now_ns,
         };
         // The packet's copy once a plugin statement edits it (slot 0).
         let ed = &mut self.scratch.ed;
@@ -780,6 +791,7 @@ impl Engine {
                     counter_uses: &prog.counter_uses,
                 },
                 conn: conn_count.as_deref(),
+                clock: now_ns,
             };
             // Packets of each IP family, and those whose nat chains run (IP hooks).
             let (mut v4, mut v6, mut nat) = (0u64, 0u64, 0u64);

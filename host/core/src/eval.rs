@@ -42,6 +42,8 @@ pub(crate) struct Effects<'a, 'b> {
     pub ext: ExtFx<'a>,
     /// The lists behind `ct count` (none: every `ct count` ends its rule).
     pub conn: Option<&'a dyn crate::conn::ConnCount>,
+    /// The packet path's clock as the caller gave it, ns (conntrack's time).
+    pub clock: u64,
 }
 
 /// What plugin use sites need: the extension (none installed: every site gives its
@@ -376,7 +378,7 @@ pub(crate) fn op_one(
             let Some(conn) = fx.conn.filter(|_| st.ct_id != 0) else {
                 return OpRes::Break;
             };
-            let n = conn.add_and_count(*site, st.ct_id);
+            let n = conn.add_and_count(*site, st.ct_id, fx.clock);
             if (n > *count) == *over {
                 OpRes::Pass
             } else {

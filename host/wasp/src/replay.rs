@@ -34,7 +34,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use wasp_core::engine::MAX_VECTOR;
-use wasp_core::forward::{Fate, Forwarder, Gateway, Send, SendKind};
+use wasp_core::forward::{Fate, Forwarder, Gateway, Netfilter, Send, SendKind};
 use wasp_core::{Engine, Extensions, FinalVerdict, Outcome, Packet, TraceSink};
 use wasp_ruleset::model::Hook;
 
@@ -596,6 +596,20 @@ pub fn replay(
         }
     };
     let forwarding = gateway.is_some() || !engine.out_targets().is_empty();
+    // Conntrack, NAT and flowtables for the packets the gateway routes (deterministic: the
+    // table's hash seed is fixed, its clock is the capture's).
+    let netfilter = (gateway.is_some() && engine.uses_ip_path()).then(|| {
+        let nf = Netfilter::new(
+            std::sync::Arc::new(wasp_conntrack::Conntrack::new(
+                wasp_conntrack::Config::default(),
+            )),
+            engine.flowtables(),
+            None,
+            None,
+        );
+        engine.set_conn_count(nf.conn_count());
+        nf
+    });
     // The devices that get a tx pcap: the gateway's and the fwd/dup targets.
     let mut tx_devices: Vec<String> = gateway
         .iter()
@@ -661,7 +675,11 @@ pub fn replay(
         decisions: BTreeMap::new(),
         plugins,
         events: Vec::new(),
-        fwd: forwarding.then(|| Forwarder::new(gateway)),
+        fwd: forwarding.then(|| {
+            let mut f = Forwarder::new(gateway);
+            f.set_netfilter(netfilter);
+            f
+        }),
         sends: Vec::new(),
     };
     let mut fault = None;

@@ -52,6 +52,7 @@ mod config;
 pub mod icmp;
 pub mod nd;
 mod neigh;
+pub mod netfilter;
 pub mod path;
 mod routes;
 
@@ -61,6 +62,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 
 pub use neigh::{Neighbour, NeighbourTable};
+pub use netfilter::Netfilter;
 pub use path::{Fate, ForwardStats, Forwarder, Loss, Send, SendKind};
 pub use routes::{Route, RouteTable};
 

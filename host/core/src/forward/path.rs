@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use wasp_ruleset::model::Hook;
 
+use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use crate::engine::{Engine, FinalVerdict, OutTarget, Outcome, Packet};
 use crate::ext::Extensions;
@@ -56,6 +57,8 @@ pub enum SendKind {
     /// The gateway's ICMP error about a packet it has no route for (lost: `no-route`) or that
     /// is too big for its output device (lost: `too-big`).
     Unreachable,
+    /// Forwarded by a flowtable's fast path (no chain saw it).
+    Flow,
 }
 
 /// A frame to send on a device (after its egress hook accepted it).
@@ -78,7 +81,7 @@ impl Send {
 }
 
 /// What a frame to send is made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Body {
     /// The frame given to [`Forwarder::after_ingress`]: its first `len` bytes (at most its
     /// length), rewritten by `rewrite` when there is one.
@@ -90,7 +93,34 @@ pub enum Body {
     },
     /// A frame of its own.
     Owned(Vec<u8>),
+    /// The frame given to [`Forwarder::after_ingress`] as a flowtable's cached edit writes it
+    /// (MACs, NAT, TTL, tunnel headers; one copy into the send buffer).
+    Flow(Box<wasp_flowtable::FlowEdit>),
 }
+
+impl PartialEq for Body {
+    /// Input and owned bodies compare by content; two flow bodies are equal when their edits
+    /// make frames of the same length for the same device and direction (edits hold no bytes
+    /// of their own to compare).
+    fn eq(&self, other: &Body) -> bool {
+        match (self, other) {
+            (
+                Body::Input { len, rewrite },
+                Body::Input {
+                    len: l2,
+                    rewrite: r2,
+                },
+            ) => len == l2 && rewrite == r2,
+            (Body::Owned(a), Body::Owned(b)) => a == b,
+            (Body::Flow(a), Body::Flow(b)) => {
+                a.out_len() == b.out_len() && a.out_dev() == b.out_dev() && a.dir() == b.dir()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Body {}
 
 impl Body {
     /// The whole input frame, as it is.
@@ -106,6 +136,7 @@ impl Body {
         match self {
             Body::Input { len, .. } => (*len).min(input.len()),
             Body::Owned(v) => v.len(),
+            Body::Flow(e) => e.out_len(),
         }
     }
 
@@ -124,6 +155,10 @@ impl Body {
                 let n = buf.len().min(v.len());
                 buf[..n].copy_from_slice(&v[..n]);
             }
+            Body::Flow(e) => {
+                // The fast path checked the input's length when it made the edit.
+                let _ = e.write(input, buf);
+            }
         }
     }
 
@@ -135,6 +170,7 @@ impl Body {
                 rewrite: Some(r), ..
             } => Cow::Owned(r.to_frame(input)),
             Body::Owned(v) => Cow::Borrowed(v),
+            Body::Flow(e) => Cow::Owned(e.to_vec(input).unwrap_or_default()),
         }
     }
 }
@@ -148,6 +184,9 @@ pub enum Loss {
     Egress,
     /// `fwd`/`dup` nested past [`RECURSION_LIMIT`].
     Recursion,
+    /// Conntrack refused it: the table is full and nothing could be early-dropped, or its new
+    /// connection clashed with one another worker confirmed (the kernel's NF_DROP).
+    Conntrack,
 }
 
 impl Loss {
@@ -157,6 +196,7 @@ impl Loss {
             Loss::Gateway(r) => r.name(),
             Loss::Egress => "egress-drop",
             Loss::Recursion => "recursion",
+            Loss::Conntrack => "conntrack",
         }
     }
 }
@@ -206,6 +246,9 @@ impl ForwardStats {
 #[derive(Debug, Clone, Default)]
 pub struct Forwarder {
     gateway: Option<Gateway>,
+    /// Conntrack and flowtables (shared with the other workers), when the ruleset has IP
+    /// hooks, NAT or flowtables.
+    nf: Option<super::Netfilter>,
     stats: ForwardStats,
     /// The gateway's device names, shared by the frames sent there (by [`DevId`]).
     names: Vec<Arc<str>>,
@@ -217,9 +260,22 @@ impl Forwarder {
     pub fn new(gateway: Option<Gateway>) -> Self {
         Forwarder {
             gateway,
+            nf: None,
             stats: ForwardStats::default(),
             names: Vec::new(),
         }
+    }
+
+    /// Give the forwarder conntrack and flowtables: packets the gateway would route then take
+    /// the IP path ([`super::netfilter`]): flowtable fast path, conntrack, the prerouting,
+    /// input, forward and postrouting chains, NAT. Without a gateway it has no effect.
+    pub fn set_netfilter(&mut self, nf: Option<super::Netfilter>) {
+        self.nf = nf;
+    }
+
+    /// The conntrack and flowtables given with [`Forwarder::set_netfilter`].
+    pub fn netfilter(&self) -> Option<&super::Netfilter> {
+        self.nf.as_ref()
     }
 
     /// The gateway.
@@ -297,8 +353,60 @@ impl Forwarder {
         let Some(input) = g.device(in_dev) else {
             return self.lose(Loss::Gateway(DropReason::UnknownDevice));
         };
+        let mut routed = Cow::Borrowed(frame);
+        if let Some(nf) = self.nf.take() {
+            let fate = super::netfilter::ip_path(
+                &nf,
+                g,
+                engine,
+                re(&mut ext),
+                in_dev,
+                input,
+                frame,
+                outcome.mark,
+                now_ns,
+            );
+            self.nf = Some(nf);
+            match fate {
+                IpFate::Route(f) => routed = f,
+                IpFate::Local => {
+                    self.stats.local += 1;
+                    return Fate::Local;
+                }
+                IpFate::Dropped { conntrack: false } => return Fate::Dropped,
+                IpFate::Dropped { conntrack: true } => return self.lose(Loss::Conntrack),
+                IpFate::Send {
+                    dev,
+                    body,
+                    mark,
+                    offloaded,
+                } => {
+                    let name = self.name(dev);
+                    let kind = if offloaded {
+                        SendKind::Flow
+                    } else {
+                        SendKind::Forward
+                    };
+                    return match self
+                        .transmit(engine, ext, name, frame, body, kind, mark, 0, now_ns, sends)
+                    {
+                        Ok(()) => Fate::Sent,
+                        Err(l) => Fate::Lost(l),
+                    };
+                }
+            }
+        }
+        let Some(g) = self.gateway.as_mut() else {
+            return Fate::Local;
+        };
+        let in_place = matches!(routed, Cow::Borrowed(_));
         let mut unreachable = DropReason::NoRoute;
-        let (dev, out, kind) = match g.route_in_place(input, frame, now_ns) {
+        let action = if in_place {
+            g.route_in_place(input, frame, now_ns)
+        } else {
+            g.route(input, &routed, now_ns)
+        };
+        let (dev, out, kind) = match action {
             Action::Local => {
                 self.stats.local += 1;
                 return Fate::Local;

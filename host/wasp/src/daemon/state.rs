@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use wasp_conntrack::Conntrack;
+use wasp_core::forward::Netfilter;
 use wasp_core::{CounterSource, Engine};
 use wasp_plugin::{HostConfig, PluginHost, SharedTimers};
 use wasp_ruleset::Ruleset;
@@ -36,6 +38,9 @@ struct Current {
     generation: u64,
     /// Compiled from `ruleset` on the control side: names, counter use sites, listing.
     engine: Engine,
+    /// Conntrack and the ruleset's flowtables, shared by the workers (when the ruleset takes
+    /// the IP path).
+    netfilter: Option<Netfilter>,
 }
 
 /// The daemon's shared state (one per `wasp run`).
@@ -51,6 +56,9 @@ pub struct Daemon {
     pub clock: Clock,
     /// Where the ruleset came from (for messages).
     pub ruleset_path: PathBuf,
+    /// The connection table: one for the daemon's life, whatever the ruleset (as the
+    /// kernel's, which a ruleset reload leaves alone).
+    pub conntrack: Arc<Conntrack>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -151,6 +159,7 @@ impl Daemon {
                 ruleset,
                 generation: 1,
                 engine,
+                netfilter: None,
             }),
             host,
             cache: Mutex::new(PluginCache::default()),
@@ -158,10 +167,13 @@ impl Daemon {
             events,
             clock,
             ruleset_path,
+            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
         };
         let bundles = {
-            let cur = d.lock();
-            d.bundles(&cur.ruleset, 1)?
+            let mut cur = d.lock();
+            let (b, nf) = d.bundles(&cur.ruleset, 1, None)?;
+            cur.netfilter = nf;
+            b
         };
         Ok((d, bundles))
     }
@@ -171,8 +183,15 @@ impl Daemon {
     }
 
     /// One bundle per worker for `ruleset`: worker 0 starts from the counts written in the
-    /// ruleset, the others from zero (counts are summed over workers when read).
-    fn bundles(&self, ruleset: &Ruleset, generation: u64) -> Result<Vec<Bundle>, Error> {
+    /// ruleset, the others from zero (counts are summed over workers when read); and the
+    /// netfilter state the bundles share (flowtables of `prev` that the ruleset still declares
+    /// keep their flows).
+    fn bundles(
+        &self,
+        ruleset: &Ruleset,
+        generation: u64,
+        prev: Option<&Netfilter>,
+    ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
         let now = self.clock.now_ns();
         let mut zeroed = ruleset.clone();
         zero_counts(&mut zeroed);
@@ -180,11 +199,26 @@ impl Daemon {
         // One timer per key across the workers (an IDLETIMER label expires once), new with
         // each generation as the instances are.
         let timers = SharedTimers::new(self.workers.len().max(1));
-        (0..self.workers.len().max(1))
+        let mut nf: Option<Netfilter> = None;
+        let bundles = (0..self.workers.len().max(1))
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
                 let mut engine = Engine::compile(r)?;
                 engine.set_epoch(now);
+                if engine.uses_ip_path() {
+                    let events = self.events.clone();
+                    let n = nf.get_or_insert_with(|| {
+                        Netfilter::new(
+                            self.conntrack.clone(),
+                            engine.flowtables(),
+                            prev,
+                            Some(Arc::new(move |text| {
+                                events.publish(Event { kind: "flow", text })
+                            })),
+                        )
+                    });
+                    engine.set_conn_count(n.conn_count());
+                }
                 let needs = engine.has_counters() || r.tables.iter().any(|t| !t.plugins.is_empty());
                 let runtime = if needs {
                     let share = Some((timers.clone(), i));
@@ -196,10 +230,12 @@ impl Daemon {
                     engine,
                     runtime,
                     generation,
+                    netfilter: nf.clone(),
                 })
             })
             .take(self.workers.len())
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok((bundles, nf))
     }
 
     /// Counts of every counter summed over the workers, by use site of the current engine.
@@ -274,7 +310,7 @@ impl Daemon {
         }
         let engine = Engine::compile(&new)?;
         let generation = cur.generation + 1;
-        let bundles = self.bundles(&new, generation)?;
+        let (bundles, netfilter) = self.bundles(&new, generation, cur.netfilter.as_ref())?;
         let acks: Vec<_> = self
             .workers
             .iter()
@@ -299,6 +335,7 @@ impl Daemon {
             ruleset: new,
             generation,
             engine,
+            netfilter,
         };
         drop(cur);
         Ok(generation)
@@ -317,6 +354,12 @@ impl Daemon {
         })
         .map(|_| ())
         .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))
+    }
+
+    /// The conntrack and flowtables the workers share now (none when the ruleset does not take
+    /// the IP path).
+    pub fn netfilter(&self) -> Option<Netfilter> {
+        self.lock().netfilter.clone()
     }
 
     /// Every worker's counts.

@@ -21,8 +21,8 @@ pub enum DropReason {
 }
 
 /// Slots of [`WorkerStats::drops`]: verdict, the gateway's reasons, egress, recursion, no
-/// port, tx full.
-pub const DROP_SLOTS: usize = 5 + GwDrop::ALL.len();
+/// port, tx full, conntrack.
+pub const DROP_SLOTS: usize = 6 + GwDrop::ALL.len();
 
 impl DropReason {
     /// Its slot.
@@ -37,6 +37,7 @@ impl DropReason {
             DropReason::Out(Loss::Recursion) => 2 + gw,
             DropReason::NoPort => 3 + gw,
             DropReason::TxFull => 4 + gw,
+            DropReason::Out(Loss::Conntrack) => 5 + gw,
         }
     }
 
@@ -49,7 +50,8 @@ impl DropReason {
             i if i == 1 + gw => "egress-drop",
             i if i == 2 + gw => "recursion",
             i if i == 3 + gw => "no-port",
-            _ => "tx-full",
+            i if i == 4 + gw => "tx-full",
+            _ => "conntrack",
         }
     }
 }

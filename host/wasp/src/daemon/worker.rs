@@ -58,6 +58,8 @@ pub struct Bundle {
     pub runtime: Option<Runtime>,
     /// The ruleset generation.
     pub generation: u64,
+    /// Conntrack and flowtables shared by the workers, when the ruleset takes the IP path.
+    pub netfilter: Option<wasp_core::forward::Netfilter>,
 }
 
 /// What jobs see of a worker.
@@ -84,6 +86,7 @@ impl WorkerCtx {
         self.engine = b.engine;
         self.runtime = b.runtime;
         self.generation = b.generation;
+        self.forwarder.set_netfilter(b.netfilter);
     }
 }
 
@@ -135,6 +138,8 @@ impl<P: Ports> Worker<P> {
         } = links;
         let names = ports.names();
         stats.generation.store(bundle.generation, Ordering::Relaxed);
+        let mut forwarder = forwarder;
+        forwarder.set_netfilter(bundle.netfilter);
         Worker {
             ctx: WorkerCtx {
                 id,

@@ -1,0 +1,684 @@
+//! The IP layer between the ingress hook and the way out, as the kernel's receive and forward
+//! path runs it (ip_rcv .. ip_forward .. ip_output, and the IPv6 twins), for a gateway whose
+//! ruleset has IP hooks, connection tracking, NAT or flowtables:
+//!
+//! 1. **flowtable** (`nf_flow_offload_ip_hook` at ingress): a packet of an offloaded flow that
+//!    arrives on one of the flowtable's devices is written with the flow's cached edit (NAT,
+//!    TTL, MACs, tunnel) and sent, skipping everything below. A TCP FIN or RST tears the flow
+//!    down first and gives the connection back to conntrack (cases C19), a TTL at or below 1
+//!    or a packet over the MTU goes on below (C20);
+//! 2. **conntrack** (`nf_conntrack_in` at prerouting, priority -200): the packet's connection
+//!    is found or an unconfirmed one made; `ct` expressions read it;
+//! 3. **prerouting** chains; `type nat` chains for a new connection bind destination NAT
+//!    (`dnat`, `redirect`; a null binding when none does), and the packet's destination is
+//!    rewritten (also the de-NAT of reply packets of a source-NATed connection);
+//! 4. the **route** ([`super::Gateway`]): local, forwarded (TTL, MTU, neighbour), or answered;
+//! 5. **input** chains (local packets; `snat` in input nat chains) or **forward** chains
+//!    (`meta oifname` known; `flow add @ft` offloads an established connection);
+//! 6. **postrouting** chains; nat chains bind source NAT (`snat`, `masquerade`), and the
+//!    source is rewritten;
+//! 7. **confirm** (`nf_conntrack_confirm`): the new connection enters the table. A packet
+//!    dropped on the way discards its unconfirmed connection.
+//!
+//! The netdev egress hook and the send follow as for any frame ([`super::Forwarder`]).
+//!
+//! Conntrack and the flowtables are shared by every worker ([`Netfilter`] holds them): NAT
+//! changes the reply tuple, so a reply may land on another worker than its request. Their
+//! expiry runs from the packet path: at most once per [`GC_INTERVAL_NS`] of the packets'
+//! clock, the first worker past the deadline collects idle flows (giving their connections
+//! back) and expired connections.
+//!
+//! Not done: the output hook (wasp originates no packets but its replies, which skip the
+//! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
+//! kernel without defragmentation), a packet waiting for a neighbour (the gateway drops it
+//! before the forward hook), `redirect` to a local port (wasp has no local sockets; it
+//! translates as the kernel does and delivers to the host side).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasp_conntrack::{Conntrack, CtInfo, Manip, NatRange, Teardown as CtTeardown};
+use wasp_flowtable::{
+    FastPath, FlowKey, FlowSpec, Flowtable, FlowtableConfig, NatEdit, Route, TeardownReason,
+    TunnelWork,
+};
+use wasp_ruleset::model::{Hook, NatKind};
+
+use super::{DevId, Gateway};
+use crate::conn::{ConnCount, ConnFx, CtMeta, FlowtableSpec};
+use crate::engine::{Engine, FinalVerdict, Outcome, Packet};
+use crate::ext::Extensions;
+
+/// How often (ns of the packets' clock) idle flows and expired connections are collected.
+pub const GC_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// Connections looked at per collection pass (the rest wait for the next pass).
+const GC_SLOTS: usize = 65_536;
+
+/// The timeout an offloaded connection keeps while its flow lives (the kernel's
+/// nf_ct_offload_timeout: one day, refreshed by the flowtable's GC).
+const OFFLOAD_CT_TIMEOUT_NS: u64 = 86_400 * 1_000_000_000;
+
+/// Conntrack and the ruleset's flowtables, shared by every worker (cheap to clone).
+#[derive(Clone)]
+pub struct Netfilter(Arc<Shared>);
+
+struct Shared {
+    conntrack: Arc<Conntrack>,
+    /// Parallel to [`Engine::flowtables`].
+    flowtables: Vec<Arc<Flowtable>>,
+    /// Device names of each flowtable (parallel to `flowtables`).
+    devices: Vec<Vec<String>>,
+    /// Clock of the next collection, ns.
+    next_gc: AtomicU64,
+}
+
+impl std::fmt::Debug for Netfilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Netfilter")
+            .field("connections", &self.0.conntrack.len())
+            .field("flowtables", &self.0.flowtables.len())
+            .finish()
+    }
+}
+
+impl Netfilter {
+    /// Conntrack and the flowtables of `specs` (an engine's [`Engine::flowtables`]): a
+    /// flowtable of `keep` with the same table index and name is kept with its flows (a
+    /// ruleset reload keeps the flows of the flowtables it still declares), others are made
+    /// with [`FlowtableConfig`]'s defaults.
+    ///
+    /// `events`, when given, receives a line per flow added to or removed from a new
+    /// flowtable (`flow add ft tcp 10.1.0.2:40000 > 10.2.0.2:80 ...`, for `wasp ctl monitor`).
+    pub fn new(
+        conntrack: Arc<Conntrack>,
+        specs: &[FlowtableSpec],
+        keep: Option<&Netfilter>,
+        events: Option<Arc<dyn Fn(String) + Send + Sync>>,
+    ) -> Netfilter {
+        let flowtables = specs
+            .iter()
+            .map(|s| {
+                let old = keep.and_then(|k| {
+                    k.0.flowtables
+                        .iter()
+                        .find(|f| f.config().name == flowtable_name(s))
+                });
+                match old {
+                    Some(f) => f.clone(),
+                    None => {
+                        let ft = Flowtable::new(FlowtableConfig {
+                            name: flowtable_name(s),
+                            counter: s.counter,
+                            ..FlowtableConfig::default()
+                        });
+                        Arc::new(match events.clone() {
+                            Some(f) => ft.with_event_sink(Box::new(move |e| f(event_text(e)))),
+                            None => ft,
+                        })
+                    }
+                }
+            })
+            .collect();
+        Netfilter::with_flowtables(
+            conntrack,
+            flowtables,
+            specs.iter().map(|s| s.devices.clone()).collect(),
+        )
+    }
+
+    /// Conntrack and flowtables made by the caller (`flowtables[i]` serves the engine's
+    /// flowtable `i`, on `devices[i]`).
+    pub fn with_flowtables(
+        conntrack: Arc<Conntrack>,
+        flowtables: Vec<Arc<Flowtable>>,
+        devices: Vec<Vec<String>>,
+    ) -> Netfilter {
+        Netfilter(Arc::new(Shared {
+            conntrack,
+            flowtables,
+            devices,
+            next_gc: AtomicU64::new(0),
+        }))
+    }
+
+    /// The connection table.
+    pub fn conntrack(&self) -> &Arc<Conntrack> {
+        &self.0.conntrack
+    }
+
+    /// The flowtables, parallel to [`Engine::flowtables`].
+    pub fn flowtables(&self) -> &[Arc<Flowtable>] {
+        &self.0.flowtables
+    }
+
+    /// The `ct count` lists, for [`Engine::set_conn_count`].
+    pub fn conn_count(&self) -> Arc<dyn ConnCount> {
+        Arc::new(CtCounts(self.0.conntrack.clone()))
+    }
+
+    /// Collect now: idle flows leave their flowtables (their connections get the teardown
+    /// state and timeout of cases C19), flows whose connection is gone are torn down, the
+    /// connections of live flows keep the offload timeout, and expired connections leave the
+    /// table. Returns (flows removed, connections removed).
+    pub fn gc(&self, now_ns: u64) -> (usize, usize) {
+        let ct = &self.0.conntrack;
+        let mut flows = 0;
+        for ft in &self.0.flowtables {
+            for t in ft.gc(now_ns) {
+                ct.flow_teardown(t.ct_id, ct_teardown(t.reason), now_ns);
+                flows += 1;
+            }
+            for f in ft.flows(now_ns) {
+                if ct.is_alive(f.ct_id, now_ns) {
+                    ct.set_timeout(f.ct_id, OFFLOAD_CT_TIMEOUT_NS, now_ns);
+                } else if ft.teardown(f.id, TeardownReason::Dying, now_ns).is_some() {
+                    flows += 1;
+                }
+            }
+        }
+        (flows, ct.gc(now_ns, GC_SLOTS))
+    }
+
+    /// [`Netfilter::gc`] when the packets' clock passed the next collection time (one worker
+    /// wins each round).
+    fn maybe_gc(&self, now_ns: u64) {
+        let due = self.0.next_gc.load(Ordering::Relaxed);
+        if now_ns < due {
+            return;
+        }
+        let next = now_ns.saturating_add(GC_INTERVAL_NS);
+        if self
+            .0
+            .next_gc
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+            && due != 0
+        {
+            self.gc(now_ns);
+        }
+    }
+}
+
+/// A flowtable's name in listings: `TABLE_INDEX/NAME` would be unambiguous, but nft names a
+/// flowtable by table and name; the table index is not part of it here (two tables declaring
+/// the same flowtable name share the listing name).
+fn flowtable_name(s: &FlowtableSpec) -> String {
+    s.name.clone()
+}
+
+/// A flow event as `wasp ctl monitor` prints it: `flow add ft tcp 10.1.0.2:40000 >
+/// 10.2.0.2:80 reply 10.2.0.2:80 > 10.2.0.1:40000`, `flow del ft (fin) ...`.
+pub fn event_text(e: &wasp_flowtable::FlowEvent) -> String {
+    let key = |k: &FlowKey| {
+        let proto = match k.l4proto {
+            wasp_flowtable::TCP => "tcp".to_string(),
+            wasp_flowtable::UDP => "udp".to_string(),
+            p => p.to_string(),
+        };
+        let ep = |a: std::net::IpAddr, p: u16| match a {
+            std::net::IpAddr::V6(_) => format!("[{a}]:{p}"),
+            std::net::IpAddr::V4(_) => format!("{a}:{p}"),
+        };
+        (proto, ep(k.src, k.src_port), ep(k.dst, k.dst_port))
+    };
+    let (proto, s0, d0) = key(&e.keys[0]);
+    let (_, s1, d1) = key(&e.keys[1]);
+    let what = match e.kind {
+        wasp_flowtable::FlowEventKind::Add => "add".to_string(),
+        wasp_flowtable::FlowEventKind::Del(r) => format!("del ({})", r.name()),
+    };
+    format!(
+        "flow {what} {} {proto} {s0} > {d0} reply {s1} > {d1}",
+        e.table
+    )
+}
+
+/// What conntrack does when a flow leaves for `r` (cases C19).
+fn ct_teardown(r: TeardownReason) -> CtTeardown {
+    match r {
+        TeardownReason::Fin => CtTeardown::Fin,
+        TeardownReason::Rst => CtTeardown::Rst,
+        _ => CtTeardown::Idle,
+    }
+}
+
+/// `ct count` over the conntrack table's lists.
+struct CtCounts(Arc<Conntrack>);
+
+impl std::fmt::Debug for CtCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CtCounts")
+    }
+}
+
+impl ConnCount for CtCounts {
+    fn add_and_count(&self, site: u32, id: u64, now_ns: u64) -> u32 {
+        self.0.count_add(site, id, now_ns)
+    }
+}
+
+/// What the chains see of a packet's connection.
+pub(crate) fn ct_meta(ct: &CtInfo, nat_pending: bool) -> CtMeta {
+    CtMeta {
+        state: ct.state,
+        dir: ct.dir as u8,
+        status: ct.status,
+        mark: ct.mark,
+        id: ct.id,
+        nat_pending,
+    }
+}
+
+/// What became of a packet on the IP path.
+pub(crate) enum IpFate<'a> {
+    /// Send on `dev` (device id of the gateway) the frame `body`.
+    Send {
+        /// Output device.
+        dev: DevId,
+        /// The frame.
+        body: super::path::Body,
+        /// The packet's `meta mark` after the hooks.
+        mark: u32,
+        /// A flowtable forwarded it.
+        offloaded: bool,
+    },
+    /// Delivered to the host side.
+    Local,
+    /// Dropped by a chain (or conntrack: `table_full`).
+    Dropped {
+        /// Conntrack refused it (table full, or a clash on confirm).
+        conntrack: bool,
+    },
+    /// Not for the IP path (not IPv4/IPv6): the caller routes it as before. Also for a
+    /// packet the gateway answers, drops or cannot send yet: `frame` is the packet as the
+    /// hooks left it (destination NAT applied), to be routed by the caller as before.
+    Route(Cow<'a, [u8]>),
+}
+
+/// Run the IP path for `frame` from `in_dev` (`input` its gateway id), after an ingress
+/// hook that accepted it with `mark`. See the module documentation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn ip_path<'a>(
+    nf: &Netfilter,
+    g: &mut Gateway,
+    engine: &mut Engine,
+    mut ext: Option<&mut dyn Extensions>,
+    in_dev: &str,
+    input: DevId,
+    frame: &'a [u8],
+    mark: u32,
+    now_ns: u64,
+) -> IpFate<'a> {
+    nf.maybe_gc(now_ns);
+    let meta = wasp_wire::parse(frame);
+    if !matches!(meta.protocol, 0x0800 | 0x86dd) {
+        return IpFate::Route(Cow::Borrowed(frame));
+    }
+    // 1. The flowtables of this device.
+    for (i, ft) in nf.0.flowtables.iter().enumerate() {
+        if !nf.0.devices[i].iter().any(|d| d == in_dev) {
+            continue;
+        }
+        match ft.fast_path(frame, &meta, input.0, now_ns) {
+            FastPath::Forward { out_dev, edit, .. } => {
+                return IpFate::Send {
+                    dev: DevId(out_dev),
+                    body: super::path::Body::Flow(Box::new(edit)),
+                    mark,
+                    offloaded: true,
+                };
+            }
+            FastPath::Slow {
+                teardown: Some(t), ..
+            } => {
+                nf.0.conntrack
+                    .flow_teardown(t.ct_id, ct_teardown(t.reason), now_ns);
+            }
+            FastPath::Slow { .. } | FastPath::Miss => {}
+        }
+    }
+    let ct = &nf.0.conntrack;
+    // 2. Conntrack.
+    let info = ct.track(frame, &meta, 0, now_ns);
+    if info.drop {
+        return IpFate::Dropped { conntrack: true };
+    }
+    let nat_chains = !engine.nat_specs().is_empty();
+    let pending_for = |info: &CtInfo, done: u32| {
+        info.pending
+            && ct
+                .get(info.id, now_ns)
+                .is_some_and(|e| e.status & done == 0)
+    };
+    let discard = |info: &CtInfo| {
+        if info.pending {
+            ct.discard(info.id);
+        }
+    };
+    // 3. Prerouting.
+    let mut mark = mark;
+    let p = Packet {
+        frame,
+        meta,
+        iifname: in_dev,
+        mark,
+        oifname: "",
+        ct: ct_meta(
+            &info,
+            pending_for(&info, wasp_conntrack::status::DST_NAT_DONE),
+        ),
+    };
+    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Prerouting, p, now_ns) else {
+        discard(&info);
+        return IpFate::Dropped { conntrack: false };
+    };
+    mark = o.mark;
+    apply_fx(
+        engine,
+        fx,
+        ct,
+        g,
+        &info,
+        Manip::Dst,
+        Some(input),
+        None,
+        nat_chains,
+    );
+    let mut cur: Cow<'a, [u8]> = Cow::Borrowed(frame);
+    if let Some(rw) = ct
+        .nat_rewrite(info.id, info.dir)
+        .map(|r| r.only(Manip::Dst))
+        && rw.dst.is_some()
+    {
+        let mut v = frame.to_vec();
+        if rw.apply(&mut v, &meta).is_err() {
+            discard(&info);
+            return IpFate::Dropped { conntrack: false };
+        }
+        cur = Cow::Owned(v);
+    }
+    // 4. The route.
+    let (out, routed) = match g.route(input, &cur, now_ns) {
+        super::Action::Local => {
+            // 5. Input.
+            let m = wasp_wire::parse(&cur);
+            let p = Packet {
+                frame: &cur,
+                meta: m,
+                iifname: in_dev,
+                mark,
+                oifname: "",
+                ct: ct_meta(
+                    &info,
+                    pending_for(&info, wasp_conntrack::status::SRC_NAT_DONE),
+                ),
+            };
+            let Some((_, fx)) = hook(engine, re(&mut ext), Hook::Input, p, now_ns) else {
+                discard(&info);
+                return IpFate::Dropped { conntrack: false };
+            };
+            apply_fx(engine, fx, ct, g, &info, Manip::Src, None, None, nat_chains);
+            if info.pending && ct.confirm(info.id, now_ns).is_err() {
+                return IpFate::Dropped { conntrack: true };
+            }
+            return IpFate::Local;
+        }
+        super::Action::Forward { dev, rewrite } => (dev, rewrite.to_frame(&cur)),
+        super::Action::Transmit { dev, frame } => (dev, frame.to_vec()),
+        _ => {
+            // Answered (time exceeded, unreachable), dropped, or waiting for a neighbour:
+            // the packet goes no further, and its new connection with it.
+            discard(&info);
+            return IpFate::Route(cur);
+        }
+    };
+    let out_name: Arc<str> = Arc::from(g.name(out));
+    let mut routed = routed;
+    // 5. Forward.
+    let m = wasp_wire::parse(&routed);
+    let p = Packet {
+        frame: &routed,
+        meta: m,
+        iifname: in_dev,
+        mark,
+        oifname: &out_name,
+        ct: ct_meta(&info, false),
+    };
+    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Forward, p, now_ns) else {
+        discard(&info);
+        return IpFate::Dropped { conntrack: false };
+    };
+    mark = o.mark;
+    let flow_add = apply_fx(engine, fx, ct, g, &info, Manip::Src, None, None, false);
+    // 6. Postrouting.
+    let p = Packet {
+        frame: &routed,
+        meta: m,
+        iifname: in_dev,
+        mark,
+        oifname: &out_name,
+        ct: ct_meta(
+            &info,
+            pending_for(&info, wasp_conntrack::status::SRC_NAT_DONE),
+        ),
+    };
+    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Postrouting, p, now_ns) else {
+        discard(&info);
+        return IpFate::Dropped { conntrack: false };
+    };
+    mark = o.mark;
+    apply_fx(
+        engine,
+        fx,
+        ct,
+        g,
+        &info,
+        Manip::Src,
+        None,
+        Some(out),
+        nat_chains,
+    );
+    if let Some(rw) = ct
+        .nat_rewrite(info.id, info.dir)
+        .map(|r| r.only(Manip::Src))
+        && (rw.src.is_some() || rw.icmp_id.is_some())
+        && rw.apply(&mut routed, &m).is_err()
+    {
+        discard(&info);
+        return IpFate::Dropped { conntrack: false };
+    }
+    // 7. Confirm.
+    if info.pending && ct.confirm(info.id, now_ns).is_err() {
+        return IpFate::Dropped { conntrack: true };
+    }
+    // `flow add` of an established connection (nft_flow_offload_eval): confirmed, TCP in
+    // ESTABLISHED without FIN/RST, not offloaded yet.
+    if let Some(ft) = flow_add
+        && !info.pending
+    {
+        let tcp_flags = meta
+            .l4
+            .filter(|l| l.proto == 6)
+            .and_then(|l| frame.get(usize::from(l.offset) + 13))
+            .copied()
+            .unwrap_or(0);
+        offload(nf, g, &info, tcp_flags, usize::from(ft), input, out, now_ns);
+    }
+    IpFate::Send {
+        dev: out,
+        body: super::path::Body::Owned(routed),
+        mark,
+        offloaded: false,
+    }
+}
+
+fn re<'a>(e: &'a mut Option<&mut dyn Extensions>) -> Option<&'a mut dyn Extensions> {
+    match e {
+        Some(e) => Some(&mut **e),
+        None => None,
+    }
+}
+
+/// Run IP hook `h` on one packet: its outcome and what its rules asked of the connection;
+/// `None` when it was dropped.
+fn hook(
+    engine: &mut Engine,
+    ext: Option<&mut dyn Extensions>,
+    h: Hook,
+    p: Packet<'_>,
+    now_ns: u64,
+) -> Option<(Outcome, ConnFx)> {
+    if !engine.has_ip_hook(h) {
+        return Some((Outcome::unseen(p.mark), ConnFx::default()));
+    }
+    let mut out = [Outcome::unseen(p.mark)];
+    match ext {
+        Some(e) => engine.ip_hook_ext(h, &[p], now_ns, &mut out, None, e),
+        None => engine.ip_hook(h, &[p], now_ns, &mut out, None),
+    }
+    let fx = engine
+        .conn_effects()
+        .first()
+        .map(|e| e.1)
+        .unwrap_or_default();
+    (out[0].verdict == FinalVerdict::Accept).then_some((out[0], fx))
+}
+
+/// Apply what the last hook's rules asked of the packet's connection: `ct mark set`, and for a
+/// new connection the NAT binding of `manip` (from a NAT statement; a null binding when the
+/// ruleset has nat chains and none bound it). `in_dev` / `out_dev` give `redirect` and
+/// `masquerade` their address. Returns the flowtable index of a `flow add`.
+#[allow(clippy::too_many_arguments)]
+fn apply_fx(
+    engine: &Engine,
+    fx: ConnFx,
+    ct: &Conntrack,
+    g: &Gateway,
+    info: &CtInfo,
+    manip: Manip,
+    in_dev: Option<DevId>,
+    out_dev: Option<DevId>,
+    null_binding: bool,
+) -> Option<u16> {
+    let mut bound = false;
+    {
+        if let Some(m) = fx.mark {
+            ct.set_mark(info.id, m);
+        }
+        if let Some(i) = fx.nat
+            && let Some(spec) = engine.nat_specs().get(usize::from(i))
+            && info.pending
+        {
+            let v6 = ct
+                .get(info.id, u64::MAX)
+                .is_some_and(|e| e.orig.src.is_ipv6());
+            let addr = match spec.kind {
+                NatKind::Masquerade => out_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a)),
+                NatKind::Redirect => in_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a)),
+                NatKind::Snat | NatKind::Dnat => spec.addr,
+            };
+            let want = match spec.kind {
+                NatKind::Snat | NatKind::Masquerade => Manip::Src,
+                NatKind::Dnat | NatKind::Redirect => Manip::Dst,
+            };
+            if want == manip {
+                let range = NatRange {
+                    addr,
+                    ports: spec.ports,
+                    random: spec.flags.random,
+                    fully_random: spec.flags.fully_random,
+                    persistent: spec.flags.persistent,
+                };
+                bound = ct.nat_setup(info.id, manip, &range).unwrap_or(false);
+            }
+        }
+    }
+    if null_binding && !bound && info.pending {
+        let _ = ct.nat_null_binding(info.id, manip);
+    }
+    fx.flow_add
+}
+
+/// Put the connection of `info` in flowtable `ft`, with both directions' routes from the
+/// gateway (nft_flow_offload_eval + flow_offload_route_init).
+#[allow(clippy::too_many_arguments)]
+fn offload(
+    nf: &Netfilter,
+    g: &Gateway,
+    info: &CtInfo,
+    tcp_flags: u8,
+    ft: usize,
+    in_dev: DevId,
+    out_dev: DevId,
+    now_ns: u64,
+) {
+    let ct = &nf.0.conntrack;
+    let Some(table) = nf.0.flowtables.get(ft) else {
+        return;
+    };
+    let Some(e) = ct.get(info.id, now_ns) else {
+        return;
+    };
+    if e.status & wasp_conntrack::status::OFFLOAD != 0 {
+        return;
+    }
+    match e.orig.proto {
+        wasp_conntrack::proto::TCP => {
+            let fin_rst = tcp_flags & 0x05 != 0;
+            if fin_rst || e.tcp_state != Some(wasp_conntrack::TcpState::Established) {
+                return;
+            }
+        }
+        wasp_conntrack::proto::UDP => {}
+        _ => return,
+    }
+    let (o, r) = (e.orig, e.reply);
+    // The devices each direction comes in on.
+    let (orig_in, reply_in) = if info.dir == wasp_conntrack::Dir::Original {
+        (in_dev, out_dev)
+    } else {
+        (out_dev, in_dev)
+    };
+    // Original packets go to the reply's source; replies to the original's source.
+    let (Some(h0), Some(h1)) = (g.hop(r.src), g.hop(o.src)) else {
+        return;
+    };
+    if h0.dev != reply_in || h1.dev != orig_in {
+        return;
+    }
+    let key = |t: &wasp_conntrack::Tuple, iif: DevId| FlowKey {
+        src: t.src,
+        dst: t.dst,
+        src_port: t.sport,
+        dst_port: t.dport,
+        l4proto: t.proto,
+        iif: iif.0,
+        tun_id: None,
+    };
+    // A packet of one direction leaves as the inverse of the other direction's tuple.
+    let nat = |t: &wasp_conntrack::Tuple, other: &wasp_conntrack::Tuple| NatEdit {
+        src: (t.src != other.dst).then_some(other.dst),
+        dst: (t.dst != other.src).then_some(other.src),
+        src_port: (t.sport != other.dport).then_some(other.dport),
+        dst_port: (t.dport != other.sport).then_some(other.sport),
+    };
+    let route = |h: &super::Hop, nat: NatEdit| Route {
+        out_dev: h.dev.0,
+        smac: h.smac,
+        dmac: h.dmac,
+        mtu: h.mtu.unwrap_or(1500),
+        dec_ttl: true,
+        nat,
+        tunnel: TunnelWork::None,
+    };
+    let spec = FlowSpec {
+        ct_id: info.id,
+        keys: [key(&o, orig_in), key(&r, reply_in)],
+        routes: [route(&h0, nat(&o, &r)), route(&h1, nat(&r, &o))],
+    };
+    if ct.set_offload(info.id, true) && table.add(spec, now_ns).is_err() {
+        ct.set_offload(info.id, false);
+    }
+}
