@@ -49,6 +49,16 @@ pub enum Request {
     Monitor,
     /// `stats`: ports, workers, drops by reason.
     Stats,
+    /// `list conntrack`: every connection, one `conntrack -L` line each (text replies).
+    Conntrack,
+    /// `list flowtable [[FAMILY] TABLE] NAME` / `list flows`: the flows of a flowtable (or of
+    /// every flowtable when `name` is absent) with their age, counters and offload state
+    /// (text replies).
+    Flows {
+        /// The flowtable's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// `dump rules [--brief]`: every rule with its counters, streamed.
     Dump {
         /// Full (rule text + counters) or brief (identity + counters only).

@@ -61,7 +61,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "list ..., add|delete|get element ..., reset counters|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "list ..., list conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +162,14 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
     let plan = |request, output| Ok(Plan { request, output });
     match words.as_slice() {
         [] => Err(usage(format!("wasp ctl: expected a command: {COMMANDS}"))),
+        ["list", "conntrack"] => plan(Request::Conntrack, Output::Text),
+        ["list", "flows"] => plan(Request::Flows { name: None }, Output::Text),
+        ["list", "flowtable", .., name] if words.len() <= 5 => plan(
+            Request::Flows {
+                name: Some((*name).to_string()),
+            },
+            Output::Text,
+        ),
         ["list", rest @ ..] => {
             let req = wasp_ctl::listing::parse_list_words(rest, flags).map_err(usage)?;
             plan(Request::List(req), Output::Text)

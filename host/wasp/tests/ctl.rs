@@ -56,7 +56,9 @@ impl Handler for Fake {
                 out.text("table netdev filt {\n}\n").map_err(gone)?;
                 Ok(serde_json::Value::Null)
             }
-            Request::Reset(_) => Err("Error: not in the fake".into()),
+            Request::Reset(_) | Request::Conntrack | Request::Flows { .. } => {
+                Err("Error: not in the fake".into())
+            }
             Request::Plugin { name, path, .. } => Err(format!(
                 "Error: plugin {name}: cannot read {}",
                 path.unwrap_or_default()

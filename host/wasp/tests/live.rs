@@ -943,3 +943,242 @@ fn a_single_queue_tap_runs_one_worker_and_refuses_two_by_name() {
     t.children.push(daemon);
     assert_eq!(worker_packets(&w, &sock).len(), 1);
 }
+
+/// The NAT gateway's ruleset, loaded into the kernel and into wasp alike: port forwarding
+/// (TCP 8080 and UDP 5353 on the router's client-side address to the server) in prerouting,
+/// source NAT to the router's server-side address in postrouting, and a forward chain that
+/// passes only connections the client opened.
+const NAT_RULESET: &str = r#"table inet nat {
+    chain pre {
+        type nat hook prerouting priority dstnat; policy accept;
+        iifname "w0" tcp dport 8080 dnat ip to 10.2.0.2:80
+        iifname "w0" udp dport 5353 dnat ip to 10.2.0.2:53
+    }
+    chain post {
+        type nat hook postrouting priority srcnat; policy accept;
+        oifname "w1" snat ip to 10.2.0.1
+    }
+}
+table inet filter {
+    chain forward {
+        type filter hook forward priority filter; policy drop;
+        ct state established,related accept
+        ct state new iifname "w0" accept
+    }
+}
+"#;
+
+/// What the client of the NAT topology sees, one line per probe, with its source ports
+/// starting at `base`: each line is `probe: what the server saw as its peer / where the
+/// answer came from`, ports given relative to `base` (`+N`) when they are the client's own.
+fn nat_probes(c: &str, base: u16) -> Vec<String> {
+    let script = format!(
+        r#"
+import socket
+base = {base}
+def rel(addr):
+    ip, port = addr.rsplit(":", 1)
+    p = int(port)
+    return ip + ":" + ("+%d" % (p - base) if base <= p < base + 100 else str(p))
+out = []
+for n, (host, port) in enumerate([("10.2.0.2", 80), ("10.1.0.1", 8080)]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.settimeout(3)
+    s.bind(("10.1.0.2", base + n))
+    try:
+        s.connect((host, port))
+        seen = s.recv(100).decode()
+        out.append("tcp %s:%d: server saw %s" % (host, port, rel(seen)))
+    except Exception as e:
+        out.append("tcp %s:%d: %s" % (host, port, type(e).__name__))
+    s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("10.1.0.2", base + 10))
+u.settimeout(3)
+u.sendto(b"q", ("10.1.0.1", 5353))
+try:
+    data, frm = u.recvfrom(100)
+    out.append("udp 10.1.0.1:5353: server saw %s, answer from %s:%d" % (rel(data.decode()), frm[0], frm[1]))
+except Exception as e:
+    out.append("udp 10.1.0.1:5353: %s" % type(e).__name__)
+print("\n".join(out))
+"#
+    );
+    let o = sh(&["ip", "netns", "exec", c, "python3", "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A connection the server opens towards the client side (not allowed by the forward chain;
+/// the server has no route there but the router's address 10.2.0.1, so it tries the router's
+/// forwarded port from its side): `true` when it connected.
+fn server_reaches_client(s: &str) -> bool {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        s,
+        "python3",
+        "-c",
+        "import socket,sys\ns=socket.socket()\ns.settimeout(2)\ntry:\n s.connect(('10.1.0.2',9))\n sys.exit(0)\nexcept Exception:\n sys.exit(1)\n",
+    ])
+    .status
+    .success()
+}
+
+#[test]
+fn nat_gateway_translates_as_the_kernel_does() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("wn{}", std::process::id() % 100_000);
+    let mut t = topology(&tag);
+    let (c, w, s) = (t.ns[0].clone(), t.ns[1].clone(), t.ns[2].clone());
+    // Client 10.1.0.2 behind the router 10.1.0.1; the server 10.2.0.2 knows only its own
+    // subnet, so its answers reach the client only through source NAT.
+    for (n, d, old, new, mac) in [
+        (&c, "c0", "10.9.0.1/24", "10.1.0.2/24", "02:00:00:00:01:02"),
+        (&s, "s0", "10.9.0.2/24", "10.2.0.2/24", "02:00:00:00:02:02"),
+    ] {
+        ok(&["ip", "-n", n, "addr", "del", old, "dev", d]);
+        ok(&["ip", "-n", n, "link", "set", d, "address", mac]);
+        ok(&["ip", "-n", n, "addr", "add", new, "dev", d]);
+    }
+    ok(&["ip", "-n", &c, "route", "add", "default", "via", "10.1.0.1"]);
+    let server = Command::new("ip")
+        .args(["netns", "exec", &s, "python3", "-c"])
+        .arg(
+            r#"
+import socket, threading
+def tcp():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.2.0.2", 80))
+    s.listen(16)
+    while True:
+        c, a = s.accept()
+        c.send(("%s:%d" % a).encode())
+        c.close()
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("10.2.0.2", 53))
+    while True:
+        d, a = u.recvfrom(100)
+        u.sendto(("%s:%d" % a).encode(), a)
+threading.Thread(target=udp, daemon=True).start()
+tcp()
+"#,
+        )
+        .spawn()
+        .expect("server");
+    t.children.push(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("nat.nft");
+    std::fs::write(&file, NAT_RULESET).unwrap();
+
+    // The kernel as the router.
+    ok(&["ip", "-n", &w, "addr", "add", "10.1.0.1/24", "dev", "w0"]);
+    ok(&["ip", "-n", &w, "addr", "add", "10.2.0.1/24", "dev", "w1"]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &w,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &w,
+        "nft",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    let kernel = nat_probes(&c, 40000);
+    let kernel_blocks = !server_reaches_client(&s);
+    // Then nothing of the kernel's: no addresses, no forwarding, no ruleset, no entries.
+    ok(&["ip", "netns", "exec", &w, "nft", "flush", "ruleset"]);
+    ok(&["ip", "-n", &w, "addr", "flush", "dev", "w0"]);
+    ok(&["ip", "-n", &w, "addr", "flush", "dev", "w1"]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &w,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=0",
+    ]);
+    for (n, d) in [(&c, "c0"), (&s, "s0")] {
+        let _ = sh(&["ip", "-n", n, "neigh", "flush", "dev", d]);
+    }
+    assert_eq!(
+        kernel,
+        [
+            "tcp 10.2.0.2:80: server saw 10.2.0.1:+0",
+            "tcp 10.1.0.1:8080: server saw 10.2.0.1:+1",
+            "udp 10.1.0.1:5353: server saw 10.2.0.1:+10, answer from 10.1.0.1:5353",
+        ],
+        "the kernel's NAT (the premise of the comparison)"
+    );
+    assert!(
+        kernel_blocks,
+        "the kernel's forward chain refuses the server's connection"
+    );
+
+    // wasp as the router, same ruleset.
+    let gw = dir.path().join("gateway.conf");
+    std::fs::write(
+        &gw,
+        "address w0 10.1.0.1/24\naddress w1 10.2.0.1/24\nneighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0\nneighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("wasp.sock");
+    let daemon = Command::new("ip")
+        .args(["netns", "exec", &w, wasp(), "run"])
+        .arg(&file)
+        .arg("--gateway")
+        .arg(&gw)
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--workers", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wasp run");
+    t.children.push(daemon);
+    let start = Instant::now();
+    while !sock.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no control socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let wasp_saw = nat_probes(&c, 41000);
+    assert_eq!(wasp_saw, kernel, "wasp's NAT against the kernel's");
+    assert!(
+        !server_reaches_client(&s),
+        "wasp's forward chain refuses the server's connection"
+    );
+    let (okk, out, err) = ctl(&w, &sock, &["list", "conntrack"]);
+    assert!(okk, "{err}");
+    assert!(
+        out.contains("src=10.1.0.2 dst=10.1.0.1") && out.contains("dport=8080"),
+        "the port-forwarded connection is listed: {out}"
+    );
+    assert_eq!(
+        (csum_errors(&s), csum_errors(&c)),
+        (0, 0),
+        "checksum errors after NAT"
+    );
+}

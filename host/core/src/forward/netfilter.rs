@@ -235,6 +235,54 @@ pub fn event_text(e: &wasp_flowtable::FlowEvent) -> String {
     )
 }
 
+/// The flows of `ft` as `wasp ctl list flowtable NAME` prints them: a header line, then one
+/// line per flow: id, both directions, age and idle time (s), counters when the flowtable has
+/// `counter`, where it is forwarded (software, pending or offloaded to a block).
+pub fn flows_text(ft: &Flowtable, now_ns: u64) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let flows = ft.flows(now_ns);
+    let _ = writeln!(s, "flowtable {} ({} flows)", ft.config().name, flows.len());
+    for f in flows {
+        let e = wasp_flowtable::FlowEvent {
+            kind: wasp_flowtable::FlowEventKind::Add,
+            table: String::new(),
+            id: f.id,
+            ct_id: f.ct_id,
+            keys: f.keys,
+        };
+        let text = event_text(&e);
+        let ends = text.trim_start_matches("flow add  ");
+        let _ = write!(
+            s,
+            "  flow {} {ends} age {:.1}s idle {:.1}s",
+            f.id.0,
+            f.age_ns as f64 / 1e9,
+            f.idle_ns as f64 / 1e9
+        );
+        if let Some(c) = f.counters {
+            let _ = write!(
+                s,
+                " packets {}/{} bytes {}/{}",
+                c.packets[0], c.packets[1], c.bytes[0], c.bytes[1]
+            );
+        }
+        let _ = match &f.offload {
+            wasp_flowtable::OffloadState::Software => writeln!(s, " software"),
+            wasp_flowtable::OffloadState::Pending {
+                block,
+                active_at_ns,
+            } => writeln!(
+                s,
+                " pending {block} in {:.3}s",
+                active_at_ns.saturating_sub(now_ns) as f64 / 1e9
+            ),
+            wasp_flowtable::OffloadState::Offloaded { block } => writeln!(s, " offloaded {block}"),
+        };
+    }
+    s
+}
+
 /// What conntrack does when a flow leaves for `r` (cases C19).
 fn ct_teardown(r: TeardownReason) -> CtTeardown {
     match r {

@@ -65,6 +65,42 @@ impl Control {
         }
     }
 
+    /// `list conntrack`: a `conntrack -L` line per connection.
+    fn conntrack(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
+        let now = self.daemon.clock.now_ns();
+        let mut text = String::new();
+        for e in self.daemon.conntrack.entries(now) {
+            text.push_str(&e.to_string());
+            text.push('\n');
+        }
+        let _ = out.send(&Reply::Text(text));
+        Ok(Json::Null)
+    }
+
+    /// `list flowtable NAME`: the flows of flowtable `name` (every flowtable when `None`).
+    fn flows(&self, name: Option<&str>, out: &mut dyn ReplySink) -> Result<Json, String> {
+        let now = self.daemon.clock.now_ns();
+        let nf = self.daemon.netfilter();
+        let tables: Vec<_> = nf
+            .iter()
+            .flat_map(|n| n.flowtables().iter())
+            .filter(|f| name.is_none_or(|n| f.config().name == n))
+            .collect();
+        if let Some(n) = name
+            && tables.is_empty()
+        {
+            return Err(format!(
+                "No such file or directory: flowtable {n} does not exist"
+            ));
+        }
+        let mut text = String::new();
+        for ft in tables {
+            text.push_str(&wasp_core::forward::netfilter::flows_text(ft, now));
+        }
+        let _ = out.send(&Reply::Text(text));
+        Ok(Json::Null)
+    }
+
     fn stats(&self) -> Result<Json, String> {
         let per = self.daemon.stats();
         let total = StatsSnapshot::sum(&per);
@@ -229,6 +265,8 @@ impl Handler for Control {
             Request::Plugin { op, name, path } => return self.plugin(*op, name, path.as_deref()),
             Request::Monitor => return self.monitor(out),
             Request::Stats => return self.stats(),
+            Request::Conntrack => return self.conntrack(out),
+            Request::Flows { name } => return self.flows(name.as_deref(), out),
             _ => {}
         }
         let (ruleset, _) = self.daemon.ruleset().map_err(|e| e.to_string())?;
