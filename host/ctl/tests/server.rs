@@ -94,6 +94,9 @@ impl Handler for Fake {
                 Ok(serde_json::Value::Null)
             }
             Request::Plugin { .. } => Err("Error: no plugin host in the fake".into()),
+            Request::Conntrack | Request::Flows { .. } => {
+                Err("Error: no conntrack in the fake".into())
+            }
             Request::Monitor => {
                 let mut i = 0u64;
                 loop {
