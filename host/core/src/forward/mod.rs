@@ -53,6 +53,8 @@ pub mod icmp;
 pub mod nd;
 mod neigh;
 pub mod netfilter;
+#[cfg(test)]
+mod netfilter_tests;
 pub mod path;
 mod routes;
 

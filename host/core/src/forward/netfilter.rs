@@ -381,8 +381,12 @@ pub(crate) fn ip_path<'a>(
             FastPath::Slow {
                 teardown: Some(t), ..
             } => {
+                // The FIN or RST that tore the flow down is tracked next, from ESTABLISHED
+                // (what the fast path kept): it moves the connection to FIN_WAIT (120 s) or
+                // CLOSE (10 s) itself, as cases C19 require; setting FIN_WAIT here first would
+                // make this same FIN a second one (LAST_ACK).
                 nf.0.conntrack
-                    .flow_teardown(t.ct_id, ct_teardown(t.reason), now_ns);
+                    .flow_teardown(t.ct_id, CtTeardown::Idle, now_ns);
             }
             FastPath::Slow { .. } | FastPath::Miss => {}
         }

@@ -1,0 +1,460 @@
+//! The IP path end to end on byte vectors: conntrack states seen by the chains, source and
+//! destination NAT both ways with checksums that verify from scratch, a flowtable offload after
+//! the handshake and its fast path, teardown on FIN and RST with the conntrack state of cases
+//! C19, TTL 1 and MTU to the slow path (C20), expiry, `ct count`, `ct mark set`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use wasp_conntrack::{Config, Conntrack, TcpState};
+
+use super::path::{Fate, Forwarder, SendKind};
+use super::{Gateway, Netfilter, checksum};
+use crate::engine::{Engine, Outcome, Packet};
+
+/// client 10.1.0.2 (02:..:01:02) -- w0 [gateway] w1 -- server 10.2.0.2 (02:..:02:02).
+const GW: &str = "\
+device w0 mac 02:00:00:00:00:01
+device w1 mac 02:00:00:00:00:02 mtu 1500
+address w0 10.1.0.1/24
+address w1 10.2.0.1/24
+neighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0
+neighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1
+";
+
+const W0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
+const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const FIN: u8 = 0x01;
+const RST: u8 = 0x04;
+const PSH: u8 = 0x08;
+
+const NAT_RULES: &str = r#"
+table ip nat {
+    chain pre {
+        type nat hook prerouting priority dstnat; policy accept;
+        iifname "w0" tcp dport 8080 dnat to 10.2.0.2:80
+    }
+    chain post {
+        type nat hook postrouting priority srcnat; policy accept;
+        oifname "w1" masquerade
+    }
+}
+table ip filter {
+    flowtable ft {
+        hook ingress priority 0; devices = { w0, w1 }; counter;
+    }
+    chain forward {
+        type filter hook forward priority filter; policy drop;
+        ct state established ip protocol tcp flow add @ft
+        ct state established,related accept
+        ct state new iifname "w0" ct mark set 0x2a accept
+    }
+}
+"#;
+
+/// A TCP segment in a frame: from `src:sport` to `dst:dport`, with `flags` and `payload`,
+/// checksums right, Ethernet from `smac` to `dmac`.
+#[allow(clippy::too_many_arguments)]
+fn tcp(
+    smac: [u8; 6],
+    dmac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    ttl: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = dmac.to_vec();
+    f.extend_from_slice(&smac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = 20 + 20 + payload.len();
+    let mut ip = vec![
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0x12,
+        0x34,
+        0x40,
+        0,
+        ttl,
+        6,
+        0,
+        0,
+    ];
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&1000u32.to_be_bytes());
+    t.extend_from_slice(&2000u32.to_be_bytes());
+    t.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    t.extend_from_slice(payload);
+    let c = l4_sum(&src, &dst, 6, &t);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&t);
+    f
+}
+
+/// The TCP/UDP checksum of segment `t` from scratch.
+fn l4_sum(src: &[u8], dst: &[u8], proto: u8, t: &[u8]) -> u16 {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(src);
+    pseudo.extend_from_slice(dst);
+    pseudo.extend_from_slice(&[0, proto]);
+    pseudo.extend_from_slice(&(t.len() as u16).to_be_bytes());
+    let mut all = pseudo;
+    let mut seg = t.to_vec();
+    seg[16] = 0;
+    seg[17] = 0;
+    all.extend_from_slice(&seg);
+    checksum::checksum(&all)
+}
+
+/// Addresses, ports and checksum verdicts of a sent IPv4 TCP frame:
+/// (src, sport, dst, dport, ttl, ip checksum ok, tcp checksum ok).
+fn read(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16, u8, bool, bool) {
+    let ip = &f[14..34];
+    let t = &f[34..];
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    let ip_ok = checksum::checksum(ip) == 0;
+    let want = l4_sum(&ip[12..16], &ip[16..20], 6, t);
+    let tcp_ok = u16::from_be_bytes([t[16], t[17]]) == want;
+    (
+        src,
+        u16::from_be_bytes([t[0], t[1]]),
+        dst,
+        u16::from_be_bytes([t[2], t[3]]),
+        ip[8],
+        ip_ok,
+        tcp_ok,
+    )
+}
+
+struct Rig {
+    engine: Engine,
+    fw: Forwarder,
+    nf: Netfilter,
+}
+
+fn rig(rules: &str) -> Rig {
+    let rs = wasp_ruleset::parse_str(rules, "nf.nft").unwrap();
+    let mut engine = Engine::compile(&rs).unwrap();
+    let ct = Arc::new(Conntrack::new(Config::default()));
+    let nf = Netfilter::new(ct, engine.flowtables(), None, None);
+    engine.set_conn_count(nf.conn_count());
+    let mut fw = Forwarder::new(Some(Gateway::parse(GW, "gw.conf").unwrap()));
+    fw.set_netfilter(Some(nf.clone()));
+    Rig { engine, fw, nf }
+}
+
+impl Rig {
+    /// `frame` in on `dev` at `now` (s): its fate and the frames sent (device, kind, bytes).
+    fn send(
+        &mut self,
+        dev: &str,
+        frame: &[u8],
+        now_s: f64,
+    ) -> (Fate, Vec<(String, SendKind, Vec<u8>)>) {
+        let now = (now_s * 1e9) as u64;
+        let p = Packet {
+            frame,
+            meta: wasp_wire::parse(frame),
+            iifname: dev,
+            mark: 0,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
+        };
+        let mut o = [Outcome::unseen(0)];
+        self.engine.ingress(dev, &[p], now, &mut o, None);
+        let mut sends = Vec::new();
+        let fate =
+            self.fw
+                .after_ingress(&mut self.engine, None, dev, frame, &o[0], now, &mut sends);
+        let sent = sends
+            .iter()
+            .map(|s| (s.dev.to_string(), s.kind, s.frame(frame).into_owned()))
+            .collect();
+        (fate, sent)
+    }
+
+    fn ct(&self) -> &Conntrack {
+        self.nf.conntrack()
+    }
+}
+
+const C: [u8; 4] = [10, 1, 0, 2];
+const ROUTER_IN: [u8; 4] = [10, 1, 0, 1];
+const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
+const S: [u8; 4] = [10, 2, 0, 2];
+
+/// The client's segment of the port-forwarded connection (to 10.1.0.1:8080).
+fn c2s(flags: u8, ttl: u8, payload: &[u8]) -> Vec<u8> {
+    tcp(CLIENT, W0, C, ROUTER_IN, 40000, 8080, flags, ttl, payload)
+}
+
+/// The server's answer as it sends it: to the masqueraded client 10.2.0.1:40000.
+fn s2c(flags: u8, ttl: u8) -> Vec<u8> {
+    tcp(SERVER, W1, S, ROUTER_OUT, 80, 40000, flags, ttl, b"")
+}
+
+/// Handshake of the port-forwarded connection; returns the rig after it.
+fn handshake(r: &mut Rig) {
+    let (fate, sent) = r.send("w0", &c2s(SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(sent.len(), 1);
+    let (dev, kind, f) = &sent[0];
+    assert_eq!((dev.as_str(), *kind), ("w1", SendKind::Forward));
+    // DNAT to the server, masqueraded to w1's address; the port kept; TTL one lower; MACs
+    // of w1 and the server; checksums right.
+    assert_eq!(
+        read(f),
+        (
+            Ipv4Addr::from(ROUTER_OUT),
+            40000,
+            Ipv4Addr::from(S),
+            80,
+            63,
+            true,
+            true
+        )
+    );
+    assert_eq!((&f[0..6], &f[6..12]), (&SERVER[..], &W1[..]));
+    let (fate, sent) = r.send("w1", &s2c(SYN | ACK, 64), 1.1);
+    assert_eq!(fate, Fate::Sent);
+    // The reply back to the client, from the address it connected to.
+    assert_eq!(
+        read(&sent[0].2),
+        (
+            Ipv4Addr::from(ROUTER_IN),
+            8080,
+            Ipv4Addr::from(C),
+            40000,
+            63,
+            true,
+            true
+        )
+    );
+    assert_eq!(sent[0].0, "w0");
+    let (fate, _) = r.send("w0", &c2s(ACK, 64, b""), 1.2);
+    assert_eq!(fate, Fate::Sent);
+}
+
+#[test]
+fn port_forwarding_and_masquerade_both_ways_with_the_kernel_s_conntrack_states() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    let e = r.ct().entries(1_300_000_000);
+    assert_eq!(e.len(), 1);
+    let e = e[0];
+    assert_eq!(e.tcp_state, Some(TcpState::Established));
+    assert_eq!(e.mark, 0x2a, "ct mark set on the first packet");
+    assert_eq!(
+        (e.orig.src, e.orig.dst, e.orig.sport, e.orig.dport),
+        (IpAddr::from(C), IpAddr::from(ROUTER_IN), 40000, 8080)
+    );
+    assert_eq!(
+        (e.reply.src, e.reply.dst, e.reply.sport, e.reply.dport),
+        (IpAddr::from(S), IpAddr::from(ROUTER_OUT), 80, 40000)
+    );
+    // A connection the server opens is new from w1: the forward policy drops it, and its
+    // unconfirmed entry goes with it.
+    let (fate, sent) = r.send("w1", &tcp(SERVER, W1, S, C, 5000, 22, SYN, 64, b""), 2.0);
+    assert_eq!((fate, sent.len()), (Fate::Dropped, 0));
+    assert_eq!(r.ct().len(), 1);
+}
+
+#[test]
+fn an_established_connection_is_offloaded_and_then_skips_the_chains() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    // The handshake's last ACK was the first packet seen established: offloaded then.
+    let flows = r.nf.flowtables()[0].flows(1_300_000_000);
+    assert_eq!(flows.len(), 1, "one flow after the handshake");
+    // Data both ways now takes the fast path, with the same rewrite the chains gave.
+    let (fate, sent) = r.send("w0", &c2s(ACK | PSH, 64, b"hello"), 1.4);
+    assert_eq!(fate, Fate::Sent);
+    let (dev, kind, f) = &sent[0];
+    assert_eq!((dev.as_str(), *kind), ("w1", SendKind::Flow));
+    assert_eq!(
+        read(f),
+        (
+            Ipv4Addr::from(ROUTER_OUT),
+            40000,
+            Ipv4Addr::from(S),
+            80,
+            63,
+            true,
+            true
+        )
+    );
+    assert_eq!(&f[f.len() - 5..], b"hello");
+    let (_, sent) = r.send("w1", &s2c(ACK, 64), 1.5);
+    assert_eq!(sent[0].1, SendKind::Flow);
+    assert_eq!(
+        read(&sent[0].2),
+        (
+            Ipv4Addr::from(ROUTER_IN),
+            8080,
+            Ipv4Addr::from(C),
+            40000,
+            63,
+            true,
+            true
+        )
+    );
+    let flows = r.nf.flowtables()[0].flows(1_600_000_000);
+    let c = flows[0].counters.expect("counter flag");
+    assert_eq!(c.packets, [1, 1], "one packet each way by the fast path");
+    // The offloaded connection's status says so.
+    let e = r.ct().entries(1_600_000_000)[0];
+    assert_ne!(e.status & wasp_conntrack::status::OFFLOAD, 0);
+}
+
+#[test]
+fn fin_in_the_fast_path_tears_down_to_fin_wait_and_cannot_offload_again() {
+    // Case C19: FIN -> FIN_WAIT with its 120 s timeout, not ESTABLISHED with days.
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    let (fate, sent) = r.send("w0", &c2s(FIN | ACK, 64, b""), 2.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(sent[0].1, SendKind::Forward, "the FIN took the slow path");
+    assert!(r.nf.flowtables()[0].flows(2_000_000_000).is_empty());
+    let e = r.ct().entries(2_000_000_000)[0];
+    assert_eq!(e.status & wasp_conntrack::status::OFFLOAD, 0);
+    assert_eq!(e.tcp_state, Some(TcpState::FinWait));
+    assert!(
+        e.timeout_ns <= 120_000_000_000 && e.timeout_ns > 100_000_000_000,
+        "FIN_WAIT timeout: {} ns",
+        e.timeout_ns
+    );
+    // A FIN from the other side: the chains see it (no flow), established, not offloaded again.
+    let (_, sent) = r.send("w1", &s2c(FIN | ACK, 64), 2.1);
+    assert_eq!(sent[0].1, SendKind::Forward);
+    assert!(r.nf.flowtables()[0].flows(2_100_000_000).is_empty());
+}
+
+#[test]
+fn rst_in_the_fast_path_tears_down_to_close() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    let (_, sent) = r.send("w1", &s2c(RST, 64), 2.0);
+    assert_eq!(sent[0].1, SendKind::Forward);
+    let e = r.ct().entries(2_000_000_000)[0];
+    assert_eq!(e.tcp_state, Some(TcpState::Close));
+    assert!(
+        e.timeout_ns <= 10_000_000_000,
+        "CLOSE timeout: {}",
+        e.timeout_ns
+    );
+}
+
+#[test]
+fn ttl_one_leaves_the_fast_path_and_gets_time_exceeded() {
+    // Case C20: TTL 1 goes to the slow path, which answers time exceeded; the flow stays and
+    // the next packet is fast again.
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    let (fate, sent) = r.send("w0", &c2s(ACK, 1, b""), 2.0);
+    assert_eq!(fate, Fate::Replied);
+    assert_eq!(sent[0].1, SendKind::Reply);
+    let icmp = &sent[0].2;
+    assert_eq!((icmp[23], icmp[34]), (1, 11), "ICMP time exceeded");
+    assert_eq!(r.nf.flowtables()[0].flows(2_000_000_000).len(), 1);
+    let (_, sent) = r.send("w0", &c2s(ACK, 64, b""), 2.1);
+    assert_eq!(sent[0].1, SendKind::Flow);
+}
+
+#[test]
+fn a_packet_over_the_mtu_takes_the_slow_path() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    // 1500 bytes of IP packet fit w1's MTU of 1500; 1501 do not (DF set: frag needed).
+    let fits = c2s(ACK, 64, &[0u8; 1460]);
+    let (_, sent) = r.send("w0", &fits, 2.0);
+    assert_eq!(sent[0].1, SendKind::Flow);
+    let big = c2s(ACK, 64, &[0u8; 1461]);
+    let (fate, sent) = r.send("w0", &big, 2.1);
+    assert_eq!(
+        fate,
+        Fate::Lost(super::path::Loss::Gateway(super::DropReason::TooBig))
+    );
+    assert_eq!(sent[0].1, SendKind::Unreachable);
+}
+
+#[test]
+fn idle_flows_expire_and_their_connection_goes_back_established_with_the_pickup_timeout() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    assert_eq!(r.nf.flowtables()[0].len(), 1);
+    // 31 s without a packet: the flowtable's 30 s timeout has passed.
+    let (flows, _) = r.nf.gc(32_500_000_000);
+    assert_eq!(flows, 1);
+    assert!(r.nf.flowtables()[0].is_empty());
+    let e = r.ct().entries(32_500_000_000)[0];
+    assert_eq!(e.tcp_state, Some(TcpState::Established));
+    assert_eq!(e.status & wasp_conntrack::status::OFFLOAD, 0);
+    assert!(
+        e.timeout_ns <= 300_000_000_000 && e.timeout_ns > 290_000_000_000,
+        "pickup (UNACK) timeout: {}",
+        e.timeout_ns
+    );
+}
+
+#[test]
+fn ct_count_limits_connections_per_rule() {
+    let rules = r#"
+table inet filter {
+    chain forward {
+        type filter hook forward priority filter; policy accept;
+        ct state new tcp dport 80 ct count over 2 drop
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let mut fates = Vec::new();
+    for port in 1..=4u16 {
+        let f = tcp(CLIENT, W0, C, S, 50000 + port, 80, SYN, 64, b"");
+        fates.push(r.send("w0", &f, 1.0).0);
+    }
+    assert_eq!(
+        fates,
+        [Fate::Sent, Fate::Sent, Fate::Dropped, Fate::Dropped],
+        "the third and fourth connections are over the limit of 2"
+    );
+}
+
+#[test]
+fn invalid_packets_are_seen_invalid() {
+    // A SYN|FIN is invalid to conntrack (tcp_error): `ct state invalid drop` drops it.
+    let rules = r#"
+table inet filter {
+    chain forward {
+        type filter hook forward priority filter; policy accept;
+        ct state invalid counter drop
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, _) = r.send(
+        "w0",
+        &tcp(CLIENT, W0, C, S, 50000, 80, SYN | FIN, 64, b""),
+        1.0,
+    );
+    assert_eq!(fate, Fate::Dropped);
+    let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 50001, 80, SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(r.ct().len(), 1, "only the valid connection is tracked");
+}
