@@ -1,0 +1,205 @@
+//! flow-path: what the flowtable saves. The same packet of an established TCP connection
+//! through a NAT gateway, two ways, in the same run:
+//!
+//! - **slow**: the IP path with the chains: conntrack lookup, prerouting (a nat chain, not run
+//!   for an established connection), the route, a forward chain of 100 rules that do not match
+//!   before `ct state established accept`, postrouting, the NAT rewrite of both halves, TTL,
+//!   MACs;
+//! - **fast**: the connection offloaded (`flow add @ft`): the flowtable's lookup at ingress and
+//!   its cached edit, no chain;
+//!
+//! each through `Forwarder::after_ingress` (what `wasp replay` and the daemon call) with the
+//! frame written to a send buffer as the daemon writes it (`Body::write`), for 64- and
+//! 1500-byte frames. Prints CPU ns per packet (thread CPU time; median of the rounds), packets
+//! per second of CPU, and the ratio slow / fast (issue 6's target: at least 3).
+//!
+//! Usage: `cargo run --release -p wasp-perf --bin flow-path [-- --packets N --rounds R]`.
+
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use clap::Parser;
+use wasp_conntrack::{Config, Conntrack};
+use wasp_core::forward::{Forwarder, Gateway, Netfilter, Send, SendKind};
+use wasp_core::{CtMeta, Engine, Outcome, Packet};
+use wasp_perf::traffic::build::{Net, PacketSpec, Transport, tcp_flags};
+
+#[derive(Parser)]
+#[command(about = "ns per packet: an offloaded flow vs the same packet through the chains")]
+struct Args {
+    /// Packets per round and case.
+    #[arg(long, default_value_t = 200_000)]
+    packets: usize,
+    /// Rounds per case (the median is printed).
+    #[arg(long, default_value_t = 7)]
+    rounds: usize,
+    /// Rules in the forward chain before the one that accepts.
+    #[arg(long, default_value_t = 100)]
+    rules: usize,
+}
+
+const GW: &str = "\
+device w0 mac 02:00:00:00:00:01
+device w1 mac 02:00:00:00:00:02 mtu 9000
+address w0 10.1.0.1/24
+address w1 10.2.0.1/24
+neighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0
+neighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1
+";
+
+const W0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
+const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+/// The gateway's ruleset: port forwarding and masquerade, a forward chain of `rules`
+/// non-matching rules, then the established accept; with `offload`, `flow add @ft` too.
+fn ruleset(rules: usize, offload: bool) -> String {
+    let mut s = String::from(
+        "table ip nat {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n  iifname \"w0\" tcp dport 8080 dnat to 10.2.0.2:80\n }\n chain post {\n  type nat hook postrouting priority srcnat; policy accept;\n  oifname \"w1\" masquerade\n }\n}\ntable ip filter {\n flowtable ft {\n  hook ingress priority 0; devices = { w0, w1 };\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
+    );
+    for i in 0..rules {
+        let _ = writeln!(
+            s,
+            "  ip saddr 192.0.2.{} tcp dport {} drop",
+            i % 250 + 1,
+            1000 + i
+        );
+    }
+    if offload {
+        s.push_str("  ct state established flow add @ft\n");
+    }
+    s.push_str("  ct state established,related accept\n  ct state new iifname \"w0\" accept\n }\n}\n");
+    s
+}
+
+fn frame(from_client: bool, flags: u8, size: usize) -> Vec<u8> {
+    let (smac, dmac, src, dst, sport, dport) = if from_client {
+        (CLIENT, W0, [10, 1, 0, 2], [10, 1, 0, 1], 40000, 8080)
+    } else {
+        (SERVER, W1, [10, 2, 0, 2], [10, 2, 0, 1], 80, 40000)
+    };
+    let mut p = PacketSpec::new(
+        Net::v4(Ipv4Addr::from(src), Ipv4Addr::from(dst)),
+        Some(Transport::tcp(sport, dport, flags)),
+    );
+    p.src_mac = smac;
+    p.dst_mac = dmac;
+    // Ethernet 14 + IPv4 20 + TCP 20 + payload = size.
+    p.payload = vec![0x61; size.saturating_sub(54)];
+    p.build()
+}
+
+struct Rig {
+    engine: Engine,
+    fw: Forwarder,
+    sends: Vec<Send>,
+    buf: Vec<u8>,
+}
+
+impl Rig {
+    fn new(rules: usize, offload: bool) -> Rig {
+        let rs = wasp_ruleset::parse_str(&ruleset(rules, offload), "flow-path.nft")
+            .expect("ruleset");
+        let mut engine = Engine::compile(&rs).expect("compile");
+        let nf = Netfilter::new(
+            Arc::new(Conntrack::new(Config::default())),
+            engine.flowtables(),
+            None,
+            None,
+        );
+        engine.set_conn_count(nf.conn_count());
+        let mut fw = Forwarder::new(Some(Gateway::parse(GW, "gw.conf").expect("gateway")));
+        fw.set_netfilter(Some(nf));
+        Rig {
+            engine,
+            fw,
+            sends: Vec::new(),
+            buf: vec![0; 2048],
+        }
+    }
+
+    /// One packet in on `dev`, written to the send buffer as the daemon does; the kind sent.
+    fn one(&mut self, dev: &str, f: &[u8], now: u64) -> Option<SendKind> {
+        let p = Packet {
+            frame: f,
+            meta: wasp_wire::parse(f),
+            iifname: dev,
+            mark: 0,
+            oifname: "",
+            ct: CtMeta::NONE,
+        };
+        let mut o = [Outcome::unseen(0)];
+        self.engine.ingress(dev, &[p], now, &mut o, None);
+        self.sends.clear();
+        self.fw
+            .after_ingress(&mut self.engine, None, dev, f, &o[0], now, &mut self.sends);
+        let s = self.sends.first()?;
+        let n = s.body.len(f);
+        s.body.write(f, &mut self.buf[..n]);
+        Some(s.kind)
+    }
+}
+
+fn cpu_ns() -> u64 {
+    wasp_perf::sys::thread_cpu_ns()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// CPU ns per packet of `packets` client packets of the established connection (median of
+/// `rounds`), and the kind of send the last one got.
+fn measure(rig: &mut Rig, size: usize, packets: usize, rounds: usize) -> (f64, Option<SendKind>) {
+    let data = frame(true, tcp_flags::ACK | tcp_flags::PSH, size);
+    let mut kind = None;
+    let mut per = Vec::with_capacity(rounds);
+    let mut now = 2_000_000_000u64;
+    for _ in 0..rounds {
+        let t0 = cpu_ns();
+        for _ in 0..packets {
+            now += 1_000;
+            kind = rig.one("w0", &data, now);
+        }
+        per.push((cpu_ns() - t0) as f64 / packets as f64);
+    }
+    (median(per), kind)
+}
+
+fn main() {
+    let args = Args::parse();
+    println!(
+        "flow-path: one established TCP connection through a NAT gateway ({} forward rules before the accept), {} packets x {} rounds, CPU ns/packet (median)",
+        args.rules, args.packets, args.rounds
+    );
+    println!();
+    println!("| frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |");
+    println!("|---|---|---|---|---|---|");
+    for size in [64usize, 1500] {
+        let mut slow = Rig::new(args.rules, false);
+        let mut fast = Rig::new(args.rules, true);
+        for r in [&mut slow, &mut fast] {
+            // Handshake: SYN, SYN-ACK, ACK (the ACK offloads it in `fast`).
+            let _ = r.one("w0", &frame(true, tcp_flags::SYN, 64), 1_000_000_000);
+            let _ = r.one(
+                "w1",
+                &frame(false, tcp_flags::SYN | tcp_flags::ACK, 64),
+                1_100_000_000,
+            );
+            let _ = r.one("w0", &frame(true, tcp_flags::ACK, 64), 1_200_000_000);
+        }
+        let (s, sk) = measure(&mut slow, size, args.packets, args.rounds);
+        let (f, fk) = measure(&mut fast, size, args.packets, args.rounds);
+        assert_eq!(sk, Some(SendKind::Forward), "the slow case went through the chains");
+        assert_eq!(fk, Some(SendKind::Flow), "the fast case took the flowtable");
+        println!(
+            "| {size} B | {s:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
+            1e3 / s,
+            1e3 / f,
+            s / f
+        );
+    }
+}
