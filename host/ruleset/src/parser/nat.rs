@@ -219,7 +219,8 @@ impl Parser<'_> {
         let with_addr = matches!(stmt.kind, NatKind::Snat | NatKind::Dnat);
         // Split into the address part and the port part (with its offset).
         let (addr_text, port): (&str, Option<(usize, &str)>) =
-            if let Some(p) = text.strip_prefix(':') {
+            if let Some(p) = text.strip_prefix(':').filter(|p| !p.starts_with(':')) {
+                // `:PORT` (`::1` is an IPv6 address).
                 ("", Some((1, p)))
             } else if !with_addr {
                 // `redirect to 8080` (nft takes the port without `:` here).
