@@ -1177,7 +1177,8 @@ impl Expr {
 
 impl Rule {
     /// The elements of the anonymous sets and maps written in the rule (`ip saddr { a, b }`,
-    /// `vmap { k : v }`, `meta mark set KEY map { k : v }`), in statement order: the order in
+    /// `vmap { k : v }`, `meta mark set KEY map { k : v }`, `ct mark set KEY map { k : v }`),
+    /// in statement order: the order in
     /// which the kernel creates them (each takes a handle before the rule's own) and in which
     /// the compiler meets them, so the `nth` anonymous set of a rule names the same one on
     /// both sides.
@@ -1192,6 +1193,14 @@ impl Rule {
                 ..
             }
             | Stmt::MetaSet {
+                value:
+                    Expr::Map {
+                        map: SetRef::Anonymous(elems),
+                        ..
+                    },
+                ..
+            }
+            | Stmt::CtSet {
                 value:
                     Expr::Map {
                         map: SetRef::Anonymous(elems),

@@ -80,7 +80,20 @@ fn normalize(mut r: Ruleset) -> Ruleset {
                                 norm_elems(e);
                             }
                         }
-                        Stmt::MetaSet { span, .. } => *span = Span::default(),
+                        Stmt::MetaSet { span, value, .. } | Stmt::CtSet { span, value, .. } => {
+                            *span = Span::default();
+                            if let wasp_ruleset::model::Expr::Map {
+                                map: SetRef::Anonymous(e),
+                                ..
+                            } = value
+                            {
+                                norm_elems(e);
+                            }
+                        }
+                        Stmt::CtCount { span, .. } | Stmt::FlowAdd { span, .. } => {
+                            *span = Span::default();
+                        }
+                        Stmt::Nat(n) => n.span = Span::default(),
                         _ => {}
                     }
                 }

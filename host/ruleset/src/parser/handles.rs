@@ -131,6 +131,14 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
                         ..
                     },
                 ..
+            }
+            | Stmt::CtSet {
+                value:
+                    Expr::Map {
+                        map: SetRef::Anonymous(_),
+                        ..
+                    },
+                ..
             } => true,
             _ => false,
         })
