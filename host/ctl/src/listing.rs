@@ -15,16 +15,25 @@
 //!   the unknown name.
 //!
 //! JSON follows the libnftables-json schema (`man libnftables-json`): `{"nftables": [
-//! {"metainfo": ...}, {"table": ...}, {"counter": ...}, {"set"|"map": ...}, {"chain": ...},
-//! {"rule": ...} ]}`, objects table by table in that order, as nft 1.0.6 orders them.
+//! {"metainfo": ...}, {"table": ...}, {"counter": ...}, {"set"|"map": ...},
+//! {"flowtable": ...}, {"chain": ...}, {"rule": ...} ]}`, objects table by table in that
+//! order, as nft 1.0.6 orders them. Conntrack and NAT in rules as `nft -j list ruleset`
+//! prints them (checked, nft 1.0.6): `{"ct": {"key": "state"}}` (a bitmask compared without
+//! an operator is `"op": "in"` with one name or a list of names), `{"mangle": {"key": {"ct":
+//! ...}, "value": ...}}`, `{"ct count": {"val": N, "inv": true}}`, `{"snat": {"family",
+//! "addr", "port", "flags"}}` (a range as `{"range": [lo, hi]}`, a prefix as `{"prefix":
+//! ...}`, one flag as a string, several as a list; `{"masquerade": null}` without any), and
+//! `{"flow": {"op": "add", "flowtable": "@ft"}}`; a flowtable as `{"flowtable": {"family",
+//! "name", "table", "handle", "hook", "prio", "dev"}}` (`dev` a string for one device, a list
+//! for several; from nft 1.0.6's `json.c`: the local kernel has no flowtables).
 //! `-s` turns rule and element counters into `"counter": null` (counter objects keep their
 //! values, as nft does); `-t` leaves out `"elem"`. wasp's own objects use keys nft does not
 //! have: `{"plugin": {"name", "args", "fallback"}}` in rules.
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, KeyPart, Match, RelOp, Rhs, Rule, Ruleset, SetDecl,
-    SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Match, NatStmt, RelOp, Rhs,
+    Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -253,6 +262,11 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                 objs.push(set_json(t, s, f));
             }
         }
+        if all {
+            for ft in &t.flowtables {
+                objs.push(flowtable_json(t, ft));
+            }
+        }
         if all || matches!(req.what, ListWhat::Chains | ListWhat::Chain) {
             for c in t.chains.iter().filter(|c| all || sel.chain(c)) {
                 objs.push(chain_json(t, c));
@@ -274,6 +288,18 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
     }
     pieces.push("]}\n".to_string());
     pieces
+}
+
+/// A flowtable as nft 1.0.6's `flowtable_print_json`.
+fn flowtable_json(t: &Table, ft: &FlowtableDecl) -> Json {
+    let mut o = json!({"family": t.family.name(), "name": ft.name, "table": t.name,
+        "handle": ft.handle, "hook": ft.hook.name(), "prio": ft.priority});
+    match ft.devices.as_slice() {
+        [] => {}
+        [one] => o["dev"] = json!(one),
+        many => o["dev"] = json!(many),
+    }
+    json!({ "flowtable": o })
 }
 
 fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
@@ -439,6 +465,21 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             "key": expr_json(&Expr::Meta(*key)),
             "value": expr_json(value),
         }}),
+        Stmt::CtSet { key, value, .. } => json!({"mangle": {
+            "key": expr_json(&Expr::Ct(*key)),
+            "value": expr_json(value),
+        }}),
+        Stmt::CtCount { over, count, .. } => {
+            if *over {
+                json!({"ct count": {"val": count, "inv": true}})
+            } else {
+                json!({"ct count": {"val": count}})
+            }
+        }
+        Stmt::Nat(n) => nat_json(n),
+        Stmt::FlowAdd { flowtable, .. } => {
+            json!({"flow": {"op": "add", "flowtable": format!("@{flowtable}")}})
+        }
         #[allow(unreachable_patterns)]
         other => {
             // Statements added to the model later: their nft text, under a wasp key.
@@ -453,6 +494,76 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
     }
 }
 
+/// A NAT statement as nft 1.0.6's `nat_stmt_json` (`{"snat": {...}}`, `{"masquerade": null}`).
+fn nat_json(n: &NatStmt) -> Json {
+    let mut o = serde_json::Map::new();
+    if let Some(f) = n.family {
+        o.insert("family".into(), json!(f.name()));
+    }
+    if let Some((lo, hi)) = n.addr {
+        let addr = if !n.addr_range {
+            json!(lo.to_string())
+        } else {
+            match prefix_len(lo, hi) {
+                Some(len) => json!({"prefix": {"addr": lo.to_string(), "len": len}}),
+                None => json!({"range": [lo.to_string(), hi.to_string()]}),
+            }
+        };
+        o.insert("addr".into(), addr);
+    }
+    if let Some((lo, hi)) = n.ports {
+        let port = if n.port_range {
+            json!({"range": [lo, hi]})
+        } else {
+            json!(lo)
+        };
+        o.insert("port".into(), port);
+    }
+    let flags: Vec<&str> = [
+        (n.flags.random, "random"),
+        (n.flags.fully_random, "fully-random"),
+        (n.flags.persistent, "persistent"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    match flags.as_slice() {
+        [] => {}
+        [one] => {
+            o.insert("flags".into(), json!(one));
+        }
+        many => {
+            o.insert("flags".into(), json!(many));
+        }
+    }
+    let body = if o.is_empty() {
+        Json::Null
+    } else {
+        Json::Object(o)
+    };
+    json!({ n.kind.name(): body })
+}
+
+/// The prefix length when `lo..=hi` is one prefix (nft lists such a range as a prefix).
+fn prefix_len(lo: std::net::IpAddr, hi: std::net::IpAddr) -> Option<u32> {
+    let (lo, hi, bits) = match (lo, hi) {
+        (std::net::IpAddr::V4(a), std::net::IpAddr::V4(b)) => {
+            (u128::from(u32::from(a)), u128::from(u32::from(b)), 32)
+        }
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V6(b)) => (u128::from(a), u128::from(b), 128),
+        _ => return None,
+    };
+    (0..=bits).find(|&n| {
+        let host = bits - n;
+        let span = if host >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << host) - 1
+        };
+        lo & span == 0 && hi == lo | span
+    })
+}
+
 fn verdict_json(v: &Verdict) -> Json {
     match v {
         Verdict::Accept => json!({ "accept": null }),
@@ -465,7 +576,13 @@ fn verdict_json(v: &Verdict) -> Json {
 }
 
 fn match_json(m: &Match) -> Json {
-    let flag_test = m.op == RelOp::Implicit && m.left.dtype() == DataType::TcpFlag;
+    // A bitmask compared without an operator is a flag test (`in`); a set lookup is `==`.
+    let flag_test = m.op == RelOp::Implicit
+        && matches!(m.right, Rhs::Key(_))
+        && matches!(
+            m.left.dtype(),
+            DataType::TcpFlag | DataType::CtState | DataType::CtStatus
+        );
     let op = match m.op {
         RelOp::Implicit if flag_test => "in",
         RelOp::Implicit | RelOp::Eq => "==",
@@ -491,6 +608,22 @@ fn match_json(m: &Match) -> Json {
                     json!(names)
                 }
             }
+            // `ct state established,related`: the names of the bits, one or a list; no bit
+            // is the number 0 (as `nft -j`).
+            [KeyPart::Value(v)] if matches!(v.dtype, DataType::CtState | DataType::CtStatus) => {
+                let bits = wasp_ruleset::datatypes::to_uint(v);
+                if bits == 0 {
+                    json!(0)
+                } else {
+                    let text = wasp_ruleset::datatypes::print_value(v);
+                    let names: Vec<&str> = text.split(',').collect();
+                    if names.len() == 1 {
+                        json!(names[0])
+                    } else {
+                        json!(names)
+                    }
+                }
+            }
             _ => key_json(parts),
         },
         Rhs::Key(parts) => key_json(parts),
@@ -504,7 +637,9 @@ fn set_ref_json(r: &SetRef) -> Json {
         SetRef::Named(n) => json!(format!("@{n}")),
         SetRef::Anonymous(elems) => {
             let f = ListFlags::default();
-            json!({ "set": elems.iter().map(|e| elem_json(e, &f)).collect::<Vec<_>>() })
+            // In the order nft lists them (sorted by key).
+            let sorted = wasp_ruleset::listed_elements(elems, false);
+            json!({ "set": sorted.iter().map(|e| elem_json(e, &f)).collect::<Vec<_>>() })
         }
     }
 }
@@ -533,6 +668,11 @@ fn value_json(v: &Value) -> Json {
                 Ok(x) => json!(x),
                 Err(_) => json!(n.to_string()),
             }
+        }
+        // An interface name is a plain string in JSON (`"eth0"`, not `"\"eth0\""`).
+        DataType::Ifname => {
+            let text = wasp_ruleset::datatypes::print_value(v);
+            json!(text.trim_matches('"'))
         }
         _ => json!(wasp_ruleset::datatypes::print_value(v)),
     }

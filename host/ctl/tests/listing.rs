@@ -173,3 +173,57 @@ fn get_element_matches_nft() {
     // Keys that do not parse for the set's type: the parser's error.
     assert!(get("netdev", "filt", "ports", "{ 10.0.0.1 }").starts_with("<command>:1:"));
 }
+
+/// Conntrack and NAT statements in JSON: tests/data/conntrack.nft loaded into nft 1.0.6
+/// (kernel 6.18) and listed with `nft -j list ruleset` (expected/conntrack.json).
+#[test]
+fn json_conntrack_and_nat_match_nft() {
+    let text = std::fs::read_to_string(data().join("conntrack.nft")).unwrap();
+    let rs = wasp_ruleset::parse_str(&text, "conntrack.nft").unwrap();
+    let flags = ListFlags {
+        json: true,
+        ..ListFlags::default()
+    };
+    let out = render(&rs, &parse_list_words(&["ruleset"], flags).unwrap())
+        .unwrap()
+        .concat();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let nft: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data().join("expected/conntrack.json")).unwrap(),
+    )
+    .unwrap();
+    let got = &v["nftables"].as_array().unwrap()[1..];
+    let want = &nft["nftables"].as_array().unwrap()[1..];
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g, w);
+    }
+}
+
+/// A flowtable and `flow add` in JSON, as nft 1.0.6's `json.c` prints them (the local kernel
+/// has no flowtables, so this is not compared with a listing of its own).
+#[test]
+fn json_flowtable() {
+    let text = "table inet t {\n\tflowtable ft {\n\t\thook ingress priority 0; devices = { eth0, eth1 };\n\t}\n\tflowtable f1 {\n\t\thook ingress priority 10; devices = { eth2 };\n\t}\n\tchain c {\n\t\ttype filter hook forward priority 0;\n\t\tflow add @ft\n\t}\n}\n";
+    let rs = wasp_ruleset::parse_str(text, "f.nft").unwrap();
+    let flags = ListFlags {
+        json: true,
+        ..ListFlags::default()
+    };
+    let out = render(&rs, &parse_list_words(&["ruleset"], flags).unwrap())
+        .unwrap()
+        .concat();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let objs = v["nftables"].as_array().unwrap();
+    assert_eq!(
+        objs[2],
+        serde_json::json!({"flowtable": {"family": "inet", "name": "ft", "table": "t",
+            "handle": 2, "hook": "ingress", "prio": 0, "dev": ["eth0", "eth1"]}})
+    );
+    assert_eq!(objs[3]["flowtable"]["dev"], "eth2");
+    assert!(objs[4].get("chain").is_some());
+    assert_eq!(
+        objs[5]["rule"]["expr"][0],
+        serde_json::json!({"flow": {"op": "add", "flowtable": "@ft"}})
+    );
+}

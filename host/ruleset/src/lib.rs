@@ -144,6 +144,13 @@ pub fn print_element(e: &model::SetElem, opts: &PrintOptions) -> String {
     print::options::element(e, opts)
 }
 
+/// Set elements in the order nft lists them (sorted by key as `nft list` sorts them;
+/// a concatenation with ranges in insertion order), ranges that are prefixes as prefixes.
+/// `interval`: the set has the `interval` flag.
+pub fn listed_elements(elems: &[model::SetElem], interval: bool) -> Vec<model::SetElem> {
+    print::sorted_elements(elems, interval)
+}
+
 /// An expression as nft lists it (`ip saddr`, `tcp dport . ip daddr`).
 pub fn print_expr(e: &model::Expr) -> String {
     print::expr(e)

@@ -226,7 +226,7 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
 /// Elements in the order nft lists them, with interval parts in their listed form: sorted by
 /// key, except in a concatenated set with ranges (the kernel's pipapo), which nft lists in
 /// insertion order (checked with `nft list ruleset`, nft 1.0.6 + kernel 6.18).
-fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
+pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
     let pipapo = elems.first().is_some_and(|e| e.key.len() > 1)
         && (interval
             || elems
