@@ -189,8 +189,10 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
                 | DataType::InetProto
                 | DataType::InetService
                 | DataType::TcpFlag
-                | DataType::Mark => 5,
-                DataType::Ipv4Addr => 2,
+                | DataType::Mark
+                | DataType::CtDir => 5,
+                // ct_state / ct_status: 2 a line (checked with nft 1.0.6).
+                DataType::Ipv4Addr | DataType::CtState | DataType::CtStatus => 2,
                 _ => 1,
             },
             _ => 1,

@@ -128,6 +128,20 @@ impl Parser<'_> {
         // snat/dnat need a target (`to` may be left out); masquerade/redirect may have one
         // after `to`.
         let has_target = with_addr || to;
+        if has_target && let Some(Tok::Word(w)) = self.peek_tok()? {
+            // `dnat to ip saddr map { ... }`, `dnat to numgen inc mod 2 map { ... }`: an
+            // expression as the target.
+            if self.at_expr()? || super::unsupported::statement(&w) {
+                let span = self.peek_span()?;
+                return Err(self.st.error(
+                    span,
+                    super::unsupported::message_with(
+                        &format!("{} to EXPRESSION", kind.name()),
+                        "a NAT target computed from the packet",
+                    ),
+                ));
+            }
+        }
         if has_target {
             let target = self.nat_target()?;
             let Some(target) = target else {

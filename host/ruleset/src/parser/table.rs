@@ -64,6 +64,9 @@ pub(crate) fn dtype_from_name(w: &str) -> Option<DataType> {
         "nf_proto" => DataType::NfProto,
         "boolean" => DataType::Boolean,
         "verdict" => DataType::Verdict,
+        "ct_state" => DataType::CtState,
+        "ct_dir" => DataType::CtDir,
+        "ct_status" => DataType::CtStatus,
         _ => return None,
     })
 }
