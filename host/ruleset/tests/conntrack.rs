@@ -204,7 +204,53 @@ const REFUSED: &[(&str, u32, u32)] = &[
         4,
         14,
     ),
+    // nft -c -f: "conflicting protocols specified: ip vs. ip6. You must specify ip or ip6
+    // family in nat statement" (the rule's `ip saddr` fixes the family)
+    (
+        "table inet t {\n\tchain c {\n\t\ttype nat hook prerouting priority dstnat;\n\t\tip saddr 1.1.1.1 dnat ip6 to ::1\n\t}\n}\n",
+        4,
+        20,
+    ),
+    // nft -c -f: "syntax error, unexpected persistent, expecting newline or semicolon"
+    // (masquerade and redirect take one group of flags)
+    (
+        "table inet t {\n\tchain c {\n\t\ttype nat hook postrouting priority srcnat;\n\t\tmasquerade random persistent\n\t}\n}\n",
+        4,
+        21,
+    ),
+    // nft -c -f: "Basetype of type conntrack direction is not bitmask"
+    (
+        "table inet t {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\tct direction original,reply\n\t}\n}\n",
+        4,
+        16,
+    ),
+    // nft -c -f: "Missing `device' in this chain definition"
+    (
+        "table inet t {\n\tchain c {\n\t\ttype nat hook ingress priority 0;\n\t}\n}\n",
+        3,
+        3,
+    ),
+    // nft -c -f: "Could not process rule: Operation not supported" (nat at ingress)
+    (
+        "table inet t {\n\tchain c {\n\t\ttype nat hook ingress device \"lo\" priority 0;\n\t}\n}\n",
+        2,
+        8,
+    ),
 ];
+
+/// In an inet table the rule's network protocol stands for `ip`/`ip6` (nft lists it).
+#[test]
+fn nat_family_from_the_rule() {
+    let text = "table inet t {\n\tchain c {\n\t\ttype nat hook prerouting priority dstnat;\n\t\tmeta nfproto ipv6 dnat to ::2\n\t\tip saddr 1.1.1.1 tcp dport 1 dnat to 1.1.1.1:80 random persistent\n\t\tmeta l4proto { tcp, udp } dnat ip to 1.1.1.1:80\n\t}\n}\n";
+    let listed = print_ruleset(&parse_str(text, "f.nft").unwrap(), false);
+    for line in [
+        "\t\tmeta nfproto ipv6 dnat ip6 to ::2\n",
+        "\t\tip saddr 1.1.1.1 tcp dport 1 dnat ip to 1.1.1.1:80 persistent\n",
+        "\t\tmeta l4proto { tcp, udp } dnat ip to 1.1.1.1:80\n",
+    ] {
+        assert!(listed.contains(line), "{line:?} not in\n{listed}");
+    }
+}
 
 #[test]
 fn refused_where_nft_refuses() {

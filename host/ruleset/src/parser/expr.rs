@@ -19,6 +19,8 @@ pub(crate) struct RuleCtx {
     pub l3: Option<&'static str>,
     /// Transport protocol named by a `tcp`/`udp`/`icmp`/`icmpv6` field.
     pub l4: Option<&'static str>,
+    /// `meta nfproto ipv4|ipv6` matched: the rule's network protocol.
+    pub nfproto: Option<Family>,
     /// A match fixed the transport protocol (`meta l4proto tcp`, `ip protocol udp`,
     /// `ip6 nexthdr tcp`): a NAT statement may then map ports, as after a `tcp` field.
     pub l4_match: bool,
@@ -31,6 +33,7 @@ impl RuleCtx {
             vlan_depth: 0,
             l3: None,
             l4: None,
+            nfproto: None,
             l4_match: false,
         }
     }
@@ -39,6 +42,16 @@ impl RuleCtx {
     /// header): by a `tcp`/`udp`/`icmp`/`icmpv6` field or a protocol match (not by `th`).
     pub fn transport(&self) -> bool {
         self.l4.is_some() || self.l4_match
+    }
+
+    /// The network protocol the rule has fixed (an `ip`/`ip6` field, `icmp`, `meta nfproto`):
+    /// what a NAT statement in an inet table translates when `ip`/`ip6` is not written.
+    pub fn network(&self) -> Option<Family> {
+        match self.l3 {
+            Some("ip") => Some(Family::Ip),
+            Some("ip6") => Some(Family::Ip6),
+            _ => self.nfproto,
+        }
     }
 }
 

@@ -154,7 +154,23 @@ impl Parser<'_> {
                 });
             };
             end = target.pieces.last().map_or(end, |p| p.span);
-            self.nat_parts(ctx, &mut stmt, &target, start, written_family)?;
+            // In an inet table the rule's network protocol (`ip saddr ...`, `meta nfproto
+            // ipv4`) stands for a missing `ip`/`ip6`; a written one must agree with it.
+            let context = ctx.network().filter(|_| ctx.family == Family::Inet);
+            if let (Some((w, _)), Some(c)) = (written_family, context)
+                && w != c
+            {
+                return Err(self.st.error(
+                    Span { len: 4, ..start },
+                    format!(
+                        "conflicting protocols specified: {} vs. {}. You must specify ip or ip6 family in nat statement",
+                        c.name(),
+                        w.name()
+                    ),
+                ));
+            }
+            let family = written_family.or(context.map(|c| (c, start)));
+            self.nat_parts(ctx, &mut stmt, &target, start, family)?;
         } else if let Some((_, fspan)) = written_family {
             let _ = fspan;
         }
@@ -179,6 +195,14 @@ impl Parser<'_> {
                 }
             }
             stmt.flags = flags;
+            if !with_addr {
+                // masquerade and redirect take one group of flags (nft: syntax error).
+                if let Some(Tok::Word(w)) = self.peek_tok()?
+                    && FLAG_WORDS.contains(&w.as_str())
+                {
+                    return self.expected("a newline or `;`");
+                }
+            }
         }
         stmt.span = start.through(end);
         Ok(Stmt::Nat(stmt))

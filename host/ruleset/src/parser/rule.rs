@@ -438,7 +438,17 @@ impl Parser<'_> {
             }
             Rhs::Key(vec![KeyPart::Value(v)])
         } else {
-            let (part, _) = self.key_part(dtype)?;
+            let (part, pspan) = self.key_part(dtype)?;
+            if matches!(left, Expr::Ct(_)) && self.at_punct(",")? {
+                // nft: "Basetype of type conntrack direction is not bitmask" at the value.
+                return Err(self.st.error(
+                    pspan,
+                    format!(
+                        "Basetype of type {} is not bitmask: use a set `{{ a, b }}`",
+                        dtype.name()
+                    ),
+                ));
+            }
             Rhs::Key(vec![part])
         };
         // `meta l4proto tcp`, `ip protocol udp`, `ip6 nexthdr tcp` fix the transport protocol
@@ -448,9 +458,20 @@ impl Parser<'_> {
             Expr::Meta(MetaKey::L4proto)
                 | Expr::Payload(PayloadField::IpProtocol | PayloadField::Ip6Nexthdr)
         ) && matches!(op, RelOp::Implicit | RelOp::Eq)
-            && matches!(&right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(_)]))
+            && matches!(&right, Rhs::Set(_) | Rhs::Key(_))
         {
+            // nft 1.0.6 also takes a set (`meta l4proto { tcp, udp }`), not `!=`.
             ctx.l4_match = true;
+        }
+        if let (Expr::Meta(MetaKey::Nfproto), RelOp::Implicit | RelOp::Eq, Rhs::Key(p)) =
+            (&left, op, &right)
+            && let [KeyPart::Value(v)] = p.as_slice()
+        {
+            ctx.nfproto = match v.bytes.as_slice() {
+                [2] => Some(Family::Ip),
+                [10] => Some(Family::Ip6),
+                _ => None,
+            };
         }
         if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
             (&left, op)

@@ -558,7 +558,10 @@ impl Parser<'_> {
         }
         self.expect_word("priority")?;
         let priority = self.priority(family, hook)?;
-        if family == Family::Netdev && devices.is_empty() {
+        // nft 1.0.6 asks for a device for netdev chains and for inet ingress chains.
+        if (family == Family::Netdev || (family == Family::Inet && hook == Hook::Ingress))
+            && devices.is_empty()
+        {
             return Err(self
                 .st
                 .error(span, "Missing `device' in this chain definition"));
