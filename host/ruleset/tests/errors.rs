@@ -245,15 +245,17 @@ fn declaration_errors() {
             "Missing `device' in this chain definition",
         ),
         (
+            // nft 1.0.6 points at `priority` (3:40-51).
             "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device eth0 priority raw;\n\t}\n}\n",
             3,
-            49,
+            40,
             "invalid priority expression value in this context",
         ),
         (
+            // nft 1.0.6 points at `priority` (3:26-40).
             "table inet t {\n\tchain c {\n\t\ttype filter hook input priority dstnat;\n\t}\n}\n",
             3,
-            35,
+            26,
             "invalid priority expression value in this context",
         ),
         (

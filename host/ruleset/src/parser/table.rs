@@ -366,7 +366,7 @@ impl Parser<'_> {
                             .st
                             .error(pspan.through(vspan), "invalid priority expression value."));
                     }
-                    ft.priority = self.priority(Family::Netdev, Hook::Ingress)?;
+                    ft.priority = self.priority(Family::Netdev, Hook::Ingress, pspan)?;
                     hooked = true;
                 }
                 Some(Tok::Word(w)) if w == "devices" => {
@@ -556,8 +556,8 @@ impl Parser<'_> {
                 break;
             }
         }
-        self.expect_word("priority")?;
-        let priority = self.priority(family, hook)?;
+        let kw = self.expect_word("priority")?;
+        let priority = self.priority(family, hook, kw)?;
         // nft 1.0.6 asks for a device for netdev chains and for inet ingress chains.
         if (family == Family::Netdev || (family == Family::Inet && hook == Hook::Ingress))
             && devices.is_empty()
@@ -585,7 +585,9 @@ impl Parser<'_> {
         }
     }
 
-    fn priority(&mut self, family: Family, hook: Hook) -> PResult<i32> {
+    /// `NUMBER`, `NAME` or `NAME +|- NUMBER` after the `priority` keyword at `kw` (where nft
+    /// points when a named priority is not allowed at the hook).
+    fn priority(&mut self, family: Family, hook: Hook, kw: Span) -> PResult<i32> {
         let span = self.peek_span()?;
         let Some(Tok::Word(w)) = self.peek_tok()? else {
             return self.expected("a priority (a number or a name such as `filter`)");
@@ -638,8 +640,10 @@ impl Parser<'_> {
             value = base.wrapping_add(off);
         }
         if !std_prio_ok(base, family, hook) {
+            // nft 1.0.6 points from `priority` to the end of the value.
+            let at = Span { len, ..span };
             return Err(self.st.error(
-                Span { len, ..span },
+                kw.through(at),
                 "invalid priority expression value in this context.",
             ));
         }
