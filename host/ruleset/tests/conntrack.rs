@@ -334,8 +334,13 @@ fn nat_reached_later_is_refused_at_the_jump() {
     let e = parse_str(text, "j.nft").unwrap_err().to_string();
     assert!(e.starts_with("j.nft:7:3: error: `snat`"), "{e}");
     // Not reached from any base chain: accepted (nft -f accepts it too).
-    let text = "table ip t {\n\tchain r {\n\t\tsnat to 1.1.1.1\n\t}\n}\n";
+    let text = "table ip t {\n\tchain r {\n\t\tsnat to 1.1.1.1\n\t}\n\tchain c {\n\t\ttype filter hook forward priority 0;\n\t}\n}\n";
     let rs = parse_str(text, "j.nft").unwrap();
+    // A later batch that jumps there from the forward chain is refused at its rule.
+    let e = apply_batch(&rs, "add rule ip t c ip saddr 1.1.1.1 jump r\n", "b.nft")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("b.nft:1:17: error: `snat`"), "{e}");
     assert!(matches!(
         &rs.tables[0].chains[0].rules[0].stmts[0],
         Stmt::Nat(n) if n.kind == NatKind::Snat && n.family.is_none()

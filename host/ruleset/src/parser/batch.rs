@@ -32,6 +32,12 @@ pub(crate) fn apply(base: &Ruleset, bytes: &[u8], path: &Path) -> Result<Ruleset
     st.tables.clone_from(&base.tables);
     st.next_handle = base.tables.iter().map(|t| last_handle(t) + 1).collect();
     st.table_handle = base.tables.iter().map(|t| t.handle).max().unwrap_or(0);
+    st.hook_bound = base
+        .tables
+        .iter()
+        .filter(|t| super::handles::table_has_hook_bound(t))
+        .map(|t| (t.family, t.name.clone()))
+        .collect();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
     Ok(Ruleset {

@@ -298,10 +298,16 @@ impl Parser<'_> {
             }
         }
         // Whether the kernel's hook checks can fail: only with NAT or `flow add` statements.
-        let hook_checks = table_has_hook_bound(&self.st.tables[ti])
-            || chains
-                .iter()
-                .any(|d| d.rules.iter().any(|r| r.stmts.iter().any(hook_bound)));
+        // (Known per table in `State::hook_bound`, so that a long batch of `add rule`
+        // commands does not scan the table for each.)
+        let key = (self.st.tables[ti].family, self.st.tables[ti].name.clone());
+        if chains
+            .iter()
+            .any(|d| d.rules.iter().any(|r| r.stmts.iter().any(hook_bound)))
+        {
+            self.st.hook_bound.insert(key.clone());
+        }
+        let hook_checks = self.st.hook_bound.contains(&key);
         // 3. Rules, chain by chain.
         for decl in chains {
             let ci = self.st.tables[ti]
@@ -446,7 +452,8 @@ fn leads_on(s: &Stmt) -> bool {
     )
 }
 
-fn table_has_hook_bound(t: &Table) -> bool {
+/// Whether a table holds a NAT or `flow add` statement.
+pub(crate) fn table_has_hook_bound(t: &Table) -> bool {
     t.chains
         .iter()
         .any(|c| c.rules.iter().any(|r| r.stmts.iter().any(hook_bound)))

@@ -58,6 +58,9 @@ pub(crate) struct State {
     pub expansions: usize,
     /// Each named set's kernel back-end as the transaction has built it (acceptance checks).
     pub shadows: HashMap<setcheck::ShadowKey, setcheck::Shadow>,
+    /// Tables (family, name) that hold a NAT or `flow add` statement: only their rules need
+    /// the kernel's hook validation (an entry of a deleted table only costs a check).
+    pub hook_bound: std::collections::HashSet<(crate::model::Family, String)>,
 }
 
 impl State {
@@ -71,6 +74,7 @@ impl State {
             table_handle: 0,
             expansions: 0,
             shadows: HashMap::new(),
+            hook_bound: std::collections::HashSet::new(),
         }
     }
 
