@@ -747,6 +747,24 @@ fn match_text(m: &Match) -> String {
     {
         return format!("{} {}", expr(&m.left), tcp_flags_text(v.bytes[0], ","));
     }
+    // ct state / ct status compared with `==` or `!=`: several bits as `a | b` (and `==`
+    // left out for them), one bit as `== a` (as nft 1.0.6 lists them).
+    if matches!(m.op, RelOp::Eq | RelOp::Ne)
+        && !matches!(m.left, Expr::Binop { .. })
+        && let Rhs::Key(parts) = &m.right
+        && let [KeyPart::Value(v)] = parts.as_slice()
+        && matches!(v.dtype, DataType::CtState | DataType::CtStatus)
+    {
+        let text = print_value(v);
+        let several = text.contains(',');
+        let text = text.replace(',', " | ");
+        let op = match (m.op, several) {
+            (RelOp::Ne, _) => "!= ",
+            (_, true) => "",
+            _ => "== ",
+        };
+        return format!("{} {op}{text}", expr(&m.left));
+    }
     let op = match (m.op, m.left.dtype()) {
         // For a bitmask type an implicit operator is a flag test, so `==` is written out.
         (RelOp::Eq, DataType::TcpFlag) if matches!(m.right, Rhs::Key(_)) => "== ",

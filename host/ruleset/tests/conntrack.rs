@@ -307,6 +307,18 @@ fn messages_are_nfts() {
     assert!(e.contains("conflicting protocols specified: ip vs. ip6. You must specify ip or ip6 family in nat statement"), "{e}");
 }
 
+/// `==` with several bits lists as `a | b` without the `==`, as nft 1.0.6 lists it (which then
+/// reads back as a flag test, in nft as in wasp: so it is not in `tests/cases`).
+#[test]
+fn ct_status_eq_several_bits_lists_as_nft() {
+    let text = "table inet t {\n\tchain c {\n\t\tct status == dnat,snat\n\t\tct state == established\n\t}\n}\n";
+    let listed = print_ruleset(&parse_str(text, "s.nft").unwrap(), false);
+    assert!(
+        listed.contains("\t\tct status snat | dnat\n\t\tct state == established\n"),
+        "{listed}"
+    );
+}
+
 /// A NAT target computed by an expression is nft syntax wasp does not read yet.
 #[test]
 fn nat_to_an_expression_is_not_supported_yet() {

@@ -473,6 +473,30 @@ impl Parser<'_> {
                 _ => None,
             };
         }
+        // `ct state & (established | related) != 0` is nft's flag test, listed as
+        // `ct state established,related`: the model holds it as one.
+        if let (
+            Expr::Binop {
+                expr: inner,
+                op: BinOp::And,
+                value: mask,
+            },
+            RelOp::Ne,
+            Rhs::Key(parts),
+        ) = (&left, op, &right)
+            && matches!(mask.dtype, DataType::CtState | DataType::CtStatus)
+            && matches!(**inner, Expr::Ct(_))
+            && let [KeyPart::Value(v)] = parts.as_slice()
+            && v.bytes.iter().all(|b| *b == 0)
+        {
+            let (inner, mask) = ((**inner).clone(), mask.clone());
+            return Ok(Stmt::Match(Match {
+                left: inner,
+                op: RelOp::Implicit,
+                right: Rhs::Key(vec![KeyPart::Value(mask)]),
+                span: start,
+            }));
+        }
         if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
             (&left, op)
         {
