@@ -579,6 +579,7 @@ fn match_json(m: &Match) -> Json {
     // A bitmask compared without an operator is a flag test (`in`); a set lookup is `==`.
     let flag_test = m.op == RelOp::Implicit
         && matches!(m.right, Rhs::Key(_))
+        && !matches!(m.left, Expr::Concat(_))
         && matches!(
             m.left.dtype(),
             DataType::TcpFlag | DataType::CtState | DataType::CtStatus
@@ -626,6 +627,18 @@ fn match_json(m: &Match) -> Json {
             }
             _ => key_json(parts),
         },
+        // `ct status == snat,dnat`: several bits compared as a whole are `{"|": [names]}`.
+        Rhs::Key(parts)
+            if matches!(parts.as_slice(), [KeyPart::Value(v)]
+                if matches!(v.dtype, DataType::CtState | DataType::CtStatus)
+                    && wasp_ruleset::datatypes::print_value(v).contains(',')) =>
+        {
+            let text = match parts.as_slice() {
+                [KeyPart::Value(v)] => wasp_ruleset::datatypes::print_value(v),
+                _ => String::new(),
+            };
+            json!({ "|": text.split(',').collect::<Vec<_>>() })
+        }
         Rhs::Key(parts) => key_json(parts),
         Rhs::Set(r) => set_ref_json(r),
     };

@@ -355,7 +355,9 @@ impl Parser<'_> {
         let right = if self.eat_punct("{")? {
             let mut elems = self.elements(&types, None, None)?;
             self.check_anonymous(&types, &elems, false)?;
+            // (Not a concatenation: nft keeps `a . b { x . y }` a set, checked with nft -a.)
             let single = elems.len() == 1
+                && types.len() == 1
                 && elems[0].timeout_ms.is_none()
                 && elems[0].comment.is_none()
                 && !elems[0].counter;
