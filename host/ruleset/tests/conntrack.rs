@@ -431,6 +431,21 @@ fn flowtables_print_and_read_back() {
     assert_eq!(less.tables[0].flowtables.len(), 2);
 }
 
+/// The ruleset of nftables' tests/shell flowtable case (devices that need not exist, `and`
+/// for `&`): read, and listed as nft lists it.
+#[test]
+fn nftables_flowtable_example() {
+    let text = "table inet filter {\n\tflowtable ftable {\n\t\thook ingress priority 0; devices = { eno1, eno0, x };\n\t}\n\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy drop;\n\n\t\tip protocol { tcp, udp } ct mark and 1 == 1 counter flow add @ftable\n\t\tip6 nexthdr { tcp, udp } ct mark and 2 == 2 counter flow add @ftable\n\t\tct mark and 30 == 30 ct state established,related log prefix \"nftables accept: \" level info accept\n\t}\n}\n";
+    let listed = print_ruleset(&parse_str(text, "x.nft").unwrap(), false);
+    for line in [
+        "\t\tdevices = { eno1, eno0, x }\n",
+        "\t\tip protocol { tcp, udp } ct mark & 0x00000001 == 0x00000001 counter packets 0 bytes 0 flow add @ftable\n",
+        "\t\tct mark & 0x0000001e == 0x0000001e ct state established,related log prefix \"nftables accept: \" level info accept\n",
+    ] {
+        assert!(listed.contains(line), "{line:?} not in\n{listed}");
+    }
+}
+
 #[test]
 fn flowtable_refusals() {
     let cases: &[(&str, &str)] = &[

@@ -290,10 +290,14 @@ impl Parser<'_> {
         let mut ops = 0;
         loop {
             let op_span = self.peek_span()?;
+            // nft also reads `and`, `or`, `xor` (`ct mark and 1 == 1`) and lists the symbol.
             let op = match self.peek_tok()? {
                 Some(Tok::Punct("&")) => BinOp::And,
                 Some(Tok::Punct("|")) => BinOp::Or,
                 Some(Tok::Punct("^")) => BinOp::Xor,
+                Some(Tok::Word(w)) if w == "and" => BinOp::And,
+                Some(Tok::Word(w)) if w == "or" => BinOp::Or,
+                Some(Tok::Word(w)) if w == "xor" => BinOp::Xor,
                 _ => break,
             };
             // Each operation wraps the expression once more (`Expr::Binop`).

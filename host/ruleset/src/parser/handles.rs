@@ -539,7 +539,7 @@ fn stmt_violation(s: &Stmt, b: &BaseChain, base: &str, chain: &str) -> Option<St
     let via = if base == chain {
         format!("chain `{base}`")
     } else {
-        format!("chain `{chain}`, reached from base chain `{base}`")
+        format!("chain `{chain}`, reached from base chain `{base}`,")
     };
     let ty = match b.chain_type {
         ChainType::Filter => "filter",
