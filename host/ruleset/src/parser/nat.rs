@@ -169,10 +169,18 @@ impl Parser<'_> {
                     ),
                 ));
             }
+            if written_family.is_some()
+                && target.text.starts_with(':')
+                && !target.text.starts_with("::")
+            {
+                // `snat ip to :80` is a syntax error in nft (`ip` needs an address).
+                return Err(self.st.error(
+                    target.span(0, 1),
+                    "expected an address after `ip`/`ip6 to` (nft: syntax error, unexpected colon)",
+                ));
+            }
             let family = written_family.or(context.map(|c| (c, start)));
             self.nat_parts(ctx, &mut stmt, &target, start, family)?;
-        } else if let Some((_, fspan)) = written_family {
-            let _ = fspan;
         }
         // Flags: each group replaces the one before (nft assigns, it does not add).
         while let Some(Tok::Word(w)) = self.peek_tok()? {
@@ -324,16 +332,6 @@ impl Parser<'_> {
             stmt.addr = Some((lo, hi));
             stmt.addr_range = range;
             stmt.family = (ctx.family == Family::Inet).then_some(family);
-        } else if stmt.kind == NatKind::Snat || stmt.kind == NatKind::Dnat {
-            // `snat ip to :80` is a syntax error in nft (the family needs an address).
-            if let Some((_, fspan)) = written {
-                let _ = fspan;
-                let s = target.span(0, 1);
-                return Err(self.st.error(
-                    s,
-                    "expected an address after `ip`/`ip6 to` (nft: syntax error, unexpected colon)",
-                ));
-            }
         }
         if let Some((at, ptext)) = port {
             let pspan = target.span(at, text.len());

@@ -333,7 +333,6 @@ impl Parser<'_> {
                 }
                 Some(Tok::Word(w)) if w == "hook" => {
                     self.advance();
-                    let hspan = self.peek_span()?;
                     let Some(Tok::Word(h)) = self.peek_tok()? else {
                         return self.expected("`ingress`");
                     };
@@ -349,7 +348,6 @@ impl Parser<'_> {
                         }
                         _ => return Err(self.st.error(nspan, format!("invalid hook {h}"))),
                     }
-                    let _ = hspan;
                     self.advance();
                     let pspan = self.peek_span()?;
                     if !self.at_word("priority")? {
