@@ -358,6 +358,18 @@ fn nat_reached_later_is_refused_at_the_jump() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("b.nft:1:17: error: `snat`"), "{e}");
+    // So is a jump added to a verdict map the forward chain looks up (nft -f: "Could not
+    // process rule: Operation not supported" at `add`).
+    let rs = apply_batch(
+        &rs,
+        "add map ip t m { type ipv4_addr : verdict; }\nadd rule ip t c ip daddr vmap @m\n",
+        "b.nft",
+    )
+    .unwrap();
+    let e = apply_batch(&rs, "add element ip t m { 1.1.1.1 : jump r }\n", "b.nft")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("b.nft:1:1: error: `snat`"), "{e}");
     assert!(matches!(
         &rs.tables[0].chains[0].rules[0].stmts[0],
         Stmt::Nat(n) if n.kind == NatKind::Snat && n.family.is_none()

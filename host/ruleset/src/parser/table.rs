@@ -97,7 +97,7 @@ impl Parser<'_> {
             }
             "add" | "create" => {
                 self.advance();
-                self.add_command(w == "create")
+                self.add_command(w == "create", span)
             }
             "insert" => {
                 self.advance();
@@ -881,7 +881,8 @@ impl Parser<'_> {
     }
 
     /// `add table|chain|rule|set|map|element ...`
-    fn add_command(&mut self, create: bool) -> PResult<()> {
+    /// `cmd`: the `add`/`create` word (where nft points for the kernel's refusals).
+    fn add_command(&mut self, create: bool, cmd: Span) -> PResult<()> {
         let span = self.peek_span()?;
         let Some(Tok::Word(w)) = self.peek_tok()? else {
             return self.expected("`table`, `chain`, `rule`, `set`, `map` or `element`");
@@ -958,7 +959,25 @@ impl Parser<'_> {
                 self.expect_punct("{")?;
                 let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
                 self.check_elem_counters(&set, &elems)?;
-                self.insert_elements(ti, si, elems, create)
+                let jumps = elems.iter().any(|e| {
+                    matches!(
+                        e.data,
+                        Some(crate::model::ElemData::Verdict(
+                            crate::model::Verdict::Jump(_) | crate::model::Verdict::Goto(_)
+                        ))
+                    )
+                });
+                self.insert_elements(ti, si, elems, create)?;
+                // A jump added to a verdict map is validated as a jump in a rule (the kernel
+                // refuses the element command: nft points at `add`).
+                let t = &self.st.tables[ti];
+                if jumps
+                    && self.st.hook_bound.contains(&(t.family, t.name.clone()))
+                    && let Some(msg) = super::handles::hook_violation(t)
+                {
+                    return Err(self.st.error(cmd, msg));
+                }
+                Ok(())
             }
             _ => Err(self.st.error(
                 span,
