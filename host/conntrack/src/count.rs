@@ -29,8 +29,9 @@ impl Conntrack {
         let list = sites.entry(site).or_default();
         list.retain(|&c| {
             self.with_entry(c, |e, live| {
-                (!live || now_ns < e.deadline)
-                    && !(e.tuple[0].proto == crate::proto::TCP && e.tcp.closed())
+                let gone = live && e.expired(now_ns);
+                let closed = e.tuple[0].proto == crate::proto::TCP && e.tcp.closed();
+                !gone && !closed
             }) == Some(true)
         });
         if id != 0 && !list.contains(&id) && self.with_entry(id, |_, _| ()).is_some() {

@@ -24,11 +24,20 @@
 //! so every by-id call is one lock and no search. See `perf/RESULTS.md` ("Conntrack") for the
 //! bytes per flow and the costs.
 //!
-//! What differs from the kernel is listed in the crate's README-like section of each module:
-//! no TCP window tracking (see [`TcpState`] and the `tcp` module), no helpers or expectations,
-//! no per-protocol trackers for SCTP, DCCP and GRE (they use the generic tracker, ports 0),
-//! checksums are not verified (`nf_conntrack_checksum=0`), and NAT's "same source, same
-//! mapping" lookup (`find_appropriate_src`) is not done.
+//! Fragments: reassembly is out of scope, and the kernel's conntrack without defragmentation
+//! gives a non-first fragment no connection at all (`ipv4_get_l4proto` / `ipv6_get_l4proto`
+//! return -1 for a fragment offset other than 0, nf_conntrack_in counts it `invalid`): so does
+//! [`Conntrack::track`] (`ct state invalid`, [`NoTuple::Fragment`]). A first fragment carries
+//! its transport header and is tracked as a whole packet would be.
+//!
+//! What differs from the kernel: no TCP window tracking (see the `tcp` module: as
+//! `nf_conntrack_tcp_be_liberal=1`, and RST sequence checks are not made); no helpers or
+//! expectations (`EXPECTED` is never set); SCTP, DCCP and GRE use the generic tracker (ports
+//! 0, 600 s); checksums are not verified (as `nf_conntrack_checksum=0`); NAT's "same source,
+//! same mapping" lookup (`find_appropriate_src`) is not done and its hashes and random port
+//! offsets are not the kernel's (same ranges and search, other numbers); the table limit counts
+//! unconfirmed entries as the kernel does, but early drop looks at 8 slots of the new tuple's
+//! shard rather than 8 hash buckets; `ct count` lists are checked whole on every add.
 #![forbid(unsafe_code)]
 
 mod count;

@@ -24,6 +24,8 @@ const EVICTION_RANGE: usize = 8;
 /// An unconfirmed entry older than this (caller's clock) was forgotten by its caller: the gc
 /// reclaims it (the kernel frees it with its packet, which cannot be forgotten).
 const PENDING_MAX_AGE_NS: u64 = 10 * NS;
+/// The timeout the gc keeps giving an offloaded connection (`NF_CT_DAY`).
+const OFFLOAD_DAY_NS: u64 = 86_400 * NS;
 /// UDP: replies after this long make a stream (`stream_ts`, 2 s).
 const UDP_STREAM_DELAY_NS: u64 = 2 * NS;
 
@@ -114,28 +116,42 @@ const FREE: u8 = 0;
 const PENDING: u8 = 1;
 const LIVE: u8 = 2;
 
-/// One connection.
+/// One connection. `repr(C)` with the fields every packet touches first: with the slot's
+/// header they fill the slot's first cache line.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
 pub(crate) struct Entry {
-    /// Original and reply tuples.
-    pub tuple: [Key; 2],
     /// Unconfirmed: the timeout in ns; confirmed: the deadline in ns.
     pub deadline: u64,
-    /// When the entry was created.
+    /// When the entry was created (UDP replies after `born` + 2 s make a stream: the kernel's
+    /// `stream_ts`, set by the only unconfirmed packet).
     pub born: u64,
-    /// UDP: replies after this make a stream.
-    pub stream_ts: u64,
-    pub status: u32,
-    pub mark: u32,
     pub packets: [u64; 2],
     pub bytes: [u64; 2],
+    pub status: u32,
+    pub mark: u32,
     pub tcp: Tcp,
+    /// Original and reply tuples.
+    pub tuple: [Key; 2],
 }
 
+impl Entry {
+    /// Whether a confirmed entry is past its deadline. An offloaded flow never is: its packets
+    /// bypass conntrack, and the kernel's gc keeps pushing its timeout (`nf_ct_offload_timeout`).
+    #[inline]
+    pub fn expired(&self, now: u64) -> bool {
+        now >= self.deadline && self.status & status::OFFLOAD == 0
+    }
+}
+
+/// A slab slot: generation, kind and protocol, then the entry; 192 bytes, cache-line aligned so
+/// that a UDP packet reads one line and a TCP packet two.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
 pub(crate) struct Slot {
     generation: u32,
     kind: u8,
+    proto: u8,
     pub entry: Entry,
 }
 
@@ -435,7 +451,7 @@ impl Conntrack {
         };
         let slot = &g.slots[loc.slot as usize];
         let e = &slot.entry;
-        if now >= e.deadline || e.tuple[usize::from(loc.dir)].dst != outer.dst {
+        if e.expired(now) || e.tuple[usize::from(loc.dir)].dst != outer.dst {
             return CtInfo::INVALID;
         }
         CtInfo {
@@ -475,8 +491,9 @@ impl Conntrack {
         let to = &self.cfg.timeouts;
         let slot = &mut g.slots[loc.slot as usize];
         let id = encode(shard, loc.slot as usize, slot.generation);
+        let slot_proto = slot.proto;
         let e = &mut slot.entry;
-        if now >= e.deadline {
+        if e.expired(now) {
             return Found::Remove(id);
         }
         let dir = if loc.dir == 0 {
@@ -489,7 +506,7 @@ impl Conntrack {
         } else {
             ct_state::NEW
         };
-        let (timeout_s, kill) = match l4_packet(e, dir, pkt, now, to, true) {
+        let (timeout_s, kill) = match l4_packet(e, slot_proto, dir, pkt, now, to) {
             L4::Invalid => return Found::Info(CtInfo::INVALID),
             L4::Reopen => return Found::Remove(id),
             L4::Accept => (None, false),
@@ -530,7 +547,6 @@ impl Conntrack {
         let mut e = Entry {
             tuple: [key, reply],
             born: now,
-            stream_ts: now.saturating_add(UDP_STREAM_DELAY_NS),
             ..Entry::default()
         };
         match key.proto {
@@ -545,7 +561,14 @@ impl Conntrack {
             proto::ICMPV6 if !matches!(key.dport >> 8, 128 | 139) => return CtInfo::INVALID,
             _ => {}
         }
-        let timeout = match l4_packet(&mut e, Dir::Original, pkt, now, &self.cfg.timeouts, false) {
+        let timeout = match l4_packet(
+            &mut e,
+            key.proto,
+            Dir::Original,
+            pkt,
+            now,
+            &self.cfg.timeouts,
+        ) {
             L4::Refresh(t, false) => t,
             // A first packet the tracker refuses (or that would kill its own entry).
             _ => return CtInfo::INVALID,
@@ -574,6 +597,7 @@ impl Conntrack {
         };
         let sl = &mut g.slots[slot];
         sl.kind = PENDING;
+        sl.proto = key.proto;
         sl.entry = e;
         CtInfo {
             state: ct_state::NEW,
@@ -609,7 +633,7 @@ impl Conntrack {
                     continue;
                 }
                 let e = &sl.entry;
-                if now >= e.deadline || e.status & (status::ASSURED | status::DYING) == 0 {
+                if e.expired(now) || e.status & (status::ASSURED | status::DYING) == 0 {
                     victims.push(encode(s, at, sl.generation));
                 }
             }
@@ -617,7 +641,7 @@ impl Conntrack {
         let mut dropped = 0;
         for id in victims {
             if self.remove_where(id, |e| {
-                now >= e.deadline || e.status & (status::ASSURED | status::DYING) == 0
+                e.expired(now) || e.status & (status::ASSURED | status::DYING) == 0
             }) {
                 dropped += 1;
             }
@@ -704,7 +728,7 @@ impl Conntrack {
                         encode(usize::from(other.shard), other.slot as usize, s.generation);
                     let nat_done = status::SRC_NAT_DONE | status::DST_NAT_DONE;
                     if e.status & status::DYING == 0
-                        && now < e.deadline
+                        && !e.expired(now)
                         && (e.status & nat_done == 0 || e.tuple == loser.tuple)
                     {
                         // The packet's direction in the winner.
@@ -791,7 +815,7 @@ impl Conntrack {
     /// Whether `id` names a connection that is in the table and not expired at `now_ns`, or an
     /// unconfirmed one.
     pub fn is_alive(&self, id: u64, now_ns: u64) -> bool {
-        self.with_entry(id, |e, live| !live || now_ns < e.deadline) == Some(true)
+        self.with_entry(id, |e, live| !live || !e.expired(now_ns)) == Some(true)
     }
 
     /// Set the connection's mark (`ct mark set`, nft_ct_set_eval). False if `id` is gone.
@@ -881,7 +905,9 @@ impl Conntrack {
 
     /// One bounded garbage-collection pass (`gc_worker`): look at up to `max_slots` slots from
     /// where the last pass stopped, remove confirmed entries expired at `now_ns` and free
-    /// unconfirmed entries older than 10 s (forgotten by their caller). Returns how many were
+    /// unconfirmed entries older than 10 s (forgotten by their caller), and give offloaded
+    /// entries with less than half a day left a day again (`nf_ct_offload_timeout`; an offloaded
+    /// entry never expires while OFFLOAD is set). Returns how many were
     /// removed. Calling it with `max_slots` of at least the table's slot count covers the whole
     /// table.
     pub fn gc(&self, now_ns: u64, max_slots: usize) -> usize {
@@ -894,12 +920,19 @@ impl Conntrack {
             let mut dead = Vec::new();
             let next;
             {
-                let g = self.shards[s].lock();
+                let mut g = self.shards[s].lock();
                 let end = g.slots.len().min(start + left);
-                for (i, sl) in g.slots.iter().enumerate().take(end).skip(start) {
-                    let e = &sl.entry;
+                for (i, sl) in g.slots.iter_mut().enumerate().take(end).skip(start) {
+                    let e = &mut sl.entry;
+                    if sl.kind == LIVE && e.status & status::OFFLOAD != 0 {
+                        // nf_ct_offload_timeout: below half a day left, a day again.
+                        if e.deadline.saturating_sub(now_ns) < OFFLOAD_DAY_NS / 2 {
+                            e.deadline = now_ns.saturating_add(OFFLOAD_DAY_NS);
+                        }
+                        continue;
+                    }
                     let gone = match sl.kind {
-                        LIVE => now_ns >= e.deadline,
+                        LIVE => e.expired(now_ns),
                         PENDING => now_ns.saturating_sub(e.born) > PENDING_MAX_AGE_NS,
                         _ => false,
                     };
@@ -917,7 +950,7 @@ impl Conntrack {
             }
             self.gc_cursor.store(next, Ordering::Relaxed);
             for id in dead {
-                let ok = self.remove_where(id, |e| now_ns >= e.deadline)
+                let ok = self.remove_where(id, |e| e.expired(now_ns))
                     || self.with_entry(id, |e, live| {
                         !live && now_ns.saturating_sub(e.born) > PENDING_MAX_AGE_NS
                     }) == Some(true)
@@ -940,7 +973,7 @@ impl Conntrack {
         for (s, m) in self.shards.iter().enumerate() {
             let g = m.lock();
             for (i, sl) in g.slots.iter().enumerate() {
-                if sl.kind == LIVE && now_ns < sl.entry.deadline {
+                if sl.kind == LIVE && !sl.entry.expired(now_ns) {
                     out.push(EntryInfo::new(
                         encode(s, i, sl.generation),
                         &sl.entry,
@@ -960,7 +993,7 @@ impl Conntrack {
             Some((loc, g)) => {
                 let sl = &g.slots[loc.slot as usize];
                 encode(usize::from(loc.shard), loc.slot as usize, sl.generation) != except
-                    && now < sl.entry.deadline
+                    && !sl.entry.expired(now)
             }
             None => false,
         }
@@ -1049,9 +1082,9 @@ enum L4 {
 
 /// The per-protocol `packet` handlers (`nf_conntrack_tcp_packet`, `nf_conntrack_udp_packet`,
 /// `nf_conntrack_icmp_packet`, generic).
-fn l4_packet(e: &mut Entry, dir: Dir, pkt: &Pkt, now: u64, to: &Timeouts, confirmed: bool) -> L4 {
+fn l4_packet(e: &mut Entry, proto: u8, dir: Dir, pkt: &Pkt, now: u64, to: &Timeouts) -> L4 {
     let seen_reply = e.status & status::SEEN_REPLY != 0;
-    match e.tuple[0].proto {
+    match proto {
         proto::TCP => {
             let assured = e.status & status::ASSURED != 0;
             let (v, set_assured, kill) = e.tcp.packet(dir, &pkt.seg, seen_reply, assured, to);
@@ -1066,12 +1099,9 @@ fn l4_packet(e: &mut Entry, dir: Dir, pkt: &Pkt, now: u64, to: &Timeouts, confir
             }
         }
         proto::UDP | proto::UDPLITE => {
-            if !confirmed {
-                e.stream_ts = now.saturating_add(UDP_STREAM_DELAY_NS);
-            }
             if seen_reply {
-                let udplite = e.tuple[0].proto == proto::UDPLITE;
-                if udplite || now > e.stream_ts {
+                let udplite = proto == proto::UDPLITE;
+                if udplite || now > e.born.saturating_add(UDP_STREAM_DELAY_NS) {
                     if e.status & status::ASSURED == 0 {
                         e.status |= status::ASSURED;
                     }

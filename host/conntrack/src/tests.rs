@@ -194,6 +194,13 @@ fn left(ct: &Conntrack, id: u64, now: u64) -> u64 {
     ct.get(id, now).unwrap().timeout_ns / S
 }
 
+#[test]
+fn slot_layout() {
+    // The hot fields fill the first cache line; the whole slot is three.
+    assert_eq!(std::mem::size_of::<crate::table::Slot>(), 192);
+    assert_eq!(std::mem::align_of::<crate::table::Slot>(), 64);
+}
+
 // --- TCP -----------------------------------------------------------------------------------
 
 #[test]
@@ -702,6 +709,22 @@ fn mark_kill_and_flow_teardown_c19() {
     assert!(!ct.is_alive(id, 6 * S));
     assert!(ct.is_empty());
     assert!(!ct.set_mark(id, 1));
+}
+
+#[test]
+fn offloaded_flows_do_not_expire() {
+    let ct = table();
+    let n = track(&ct, &udp("10.0.0.1", 1, "10.0.0.2", 2), 0);
+    ct.confirm(n.id, 0).unwrap();
+    ct.set_offload(n.id, true);
+    // Past its 30 s: still there, and the gc gives it a day.
+    assert!(ct.is_alive(n.id, 100 * S));
+    assert_eq!(ct.gc(100 * S, usize::MAX), 0);
+    assert_eq!(left(&ct, n.id, 100 * S), 86_400);
+    // Given back idle: the UDP stream timeout from then on.
+    ct.flow_teardown(n.id, Teardown::Idle, 200 * S);
+    assert_eq!(left(&ct, n.id, 200 * S), 120);
+    assert_eq!(ct.gc(321 * S, usize::MAX), 1);
 }
 
 #[test]
