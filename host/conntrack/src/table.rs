@@ -340,6 +340,9 @@ impl Conntrack {
     /// Track a packet: find its connection and update it, or create an unconfirmed one. See
     /// [`CtInfo`] for the result; `frame` is the Ethernet frame, `meta` its
     /// [`wasp_wire::parse`] result, `zone` the conntrack zone, `now_ns` the caller's clock.
+    /// Call it once per packet (the kernel tracks a packet once, at its first conntrack hook,
+    /// and later hooks read the attached result): a second call would count the packet twice
+    /// and, for a packet of a new connection, create a second unconfirmed entry.
     ///
     /// As the kernel's `nf_conntrack_in` at prerouting with defragmentation off: non-IP
     /// packets, non-first fragments, truncated transport headers, invalid TCP flag
