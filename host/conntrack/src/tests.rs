@@ -981,6 +981,57 @@ fn icmp_echo_id_and_error_translation() {
     assert!(checksums_ok(&f));
 }
 
+#[test]
+fn icmpv6_error_translation_through_snat66() {
+    let ct = table();
+    let (c, out, s) = ("2001:db8:1::10", "2001:db8:ff::1", "2001:db8:2::2");
+    let first = frame(c, s, 17, &udp_hdr(5000, 443, b"quic"));
+    let i = track(&ct, &first, 0);
+    let r = NatRange {
+        addr: Some((ip(out), ip(out))),
+        ports: Some((40000, 40000)),
+        ..NatRange::default()
+    };
+    ct.nat_setup(i.id, Manip::Src, &r).unwrap();
+    ct.confirm(i.id, 0).unwrap();
+    // A router answers "packet too big" to the NAT address, quoting the translated datagram.
+    let quoted = ip_packet(ip(out), ip(s), 17, &udp_hdr(40000, 443, b"quic"), false);
+    let ptb = frame("2001:db8:9::1", out, 58, &icmp_hdr(2, 0, 0, 1280, &quoted));
+    let t = track(&ct, &ptb, S);
+    assert_eq!(
+        (t.state, t.dir, t.id),
+        (ct_state::RELATED, Dir::Reply, i.id)
+    );
+    let mut f = ptb.clone();
+    ct.nat_rewrite(t.id, t.dir)
+        .unwrap()
+        .apply(&mut f, &parse(&ptb))
+        .unwrap();
+    let want = ip_packet(ip(c), ip(s), 17, &udp_hdr(5000, 443, b"quic"), false);
+    assert_eq!(
+        f,
+        frame("2001:db8:9::1", c, 58, &icmp_hdr(2, 0, 0, 1280, &want))
+    );
+    assert!(checksums_ok(&f));
+    // An echo through the same NAT: the ICMPv6 checksum covers the addresses.
+    let req = frame(c, s, 58, &icmp_hdr(128, 0, 9, 1, b"x"));
+    let e = track(&ct, &req, S);
+    ct.nat_setup(e.id, Manip::Src, &snat_to(out)).unwrap();
+    let mut f = req.clone();
+    ct.nat_rewrite(e.id, Dir::Original)
+        .unwrap()
+        .apply(&mut f, &parse(&req))
+        .unwrap();
+    assert!(checksums_ok(&f));
+    assert_eq!(
+        &f[14 + 8..14 + 24],
+        &"2001:db8:ff::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets()
+    );
+}
+
 // --- property test -------------------------------------------------------------------------
 
 mod prop {
