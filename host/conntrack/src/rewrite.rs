@@ -11,7 +11,7 @@ use crate::table::ip_end;
 use crate::tuple::proto;
 
 /// What NAT writes into a packet of a connection in one direction (from
-/// [`crate::Conntrack::nat_rewrite`]). Copyable; 60 bytes.
+/// [`crate::Conntrack::nat_rewrite`]). Copyable; 44 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NatRewrite {
     /// New source address and port (the source manip of this direction). For ICMP the port is

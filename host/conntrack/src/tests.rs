@@ -199,6 +199,7 @@ fn slot_layout() {
     // The hot fields fill the first cache line; the whole slot is three.
     assert_eq!(std::mem::size_of::<crate::table::Slot>(), 192);
     assert_eq!(std::mem::align_of::<crate::table::Slot>(), 64);
+    assert_eq!(std::mem::size_of::<NatRewrite>(), 44);
 }
 
 // --- TCP -----------------------------------------------------------------------------------
@@ -1063,6 +1064,49 @@ mod prop {
             1 => (0u64..200).prop_map(Op::Gc),
             1 => any::<u8>().prop_map(Op::Kill),
         ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        /// Damaged frames (valid ones with random bytes overwritten, cut at random) never make
+        /// tracking or rewriting panic.
+        #[test]
+        fn damaged_frames_never_panic(
+            kind in 0u8..6,
+            edits in proptest::collection::vec((0usize..120, any::<u8>()), 0..12),
+            cut in 0usize..140,
+        ) {
+            let quoted = ip_packet(ip("203.0.113.1"), ip("198.51.100.7"), 6, &tcp_hdr(1, 2, SYN, 1, 0, &[]), false);
+            let base = match kind {
+                0 => tcp("10.0.0.1", 1, "198.51.100.7", 2, SYN, 1, 0),
+                1 => udp("10.0.0.1", 1, "198.51.100.7", 2),
+                2 => frame("192.0.2.9", "203.0.113.1", 1, &icmp_hdr(3, 3, 0, 0, &quoted)),
+                3 => frame("2001:db8::1", "2001:db8::2", 58, &icmp_hdr(1, 0, 0, 0, &quoted)),
+                4 => frame("2001:db8::1", "2001:db8::2", 6, &tcp_hdr(1, 2, ACK, 1, 0, b"x")),
+                _ => frame("10.0.0.1", "198.51.100.7", 1, &icmp_hdr(8, 0, 5, 1, b"")),
+            };
+            let ct = table();
+            // A NATed connection for the undamaged frame, so rewrites have something to do.
+            let i = track(&ct, &base, 0);
+            if i.pending {
+                let _ = ct.nat_setup(i.id, Manip::Src, &snat_to(if kind == 3 || kind == 4 { "2001:db8::ff" } else { "203.0.113.1" }));
+                let _ = ct.confirm(i.id, 0);
+            }
+            let rw = ct.nat_rewrite(i.id, Dir::Original);
+            let mut f = base.clone();
+            for (at, b) in edits {
+                if let Some(x) = f.get_mut(at) {
+                    *x = b;
+                }
+            }
+            f.truncate(cut.max(1));
+            let m = parse(&f);
+            let t = ct.track(&f, &m, 0, S);
+            if let Some(rw) = rw.or_else(|| ct.nat_rewrite(t.id, t.dir)) {
+                let _ = rw.apply(&mut f, &m);
+            }
+            prop_assert!(ct.check_consistency().is_ok());
+        }
     }
 
     proptest! {
