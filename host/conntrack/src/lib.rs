@@ -33,9 +33,10 @@
 //! What differs from the kernel: no TCP window tracking (see the `tcp` module: as
 //! `nf_conntrack_tcp_be_liberal=1`, and RST sequence checks are not made); no helpers or
 //! expectations (`EXPECTED` is never set); SCTP, DCCP and GRE use the generic tracker (ports
-//! 0, 600 s); checksums are not verified (as `nf_conntrack_checksum=0`); NAT's "same source,
-//! same mapping" lookup (`find_appropriate_src`) is not done and its hashes and random port
-//! offsets are not the kernel's (same ranges and search, other numbers); the table limit counts
+//! 0, 600 s); checksums are not verified (as `nf_conntrack_checksum=0`); NAT's hashes and
+//! random port offsets are not the kernel's (same ranges and search, other numbers), and its
+//! "same source, same mapping" index (`nf_nat_bysource`) holds confirmed connections only (the
+//! kernel adds a connection at binding time); the table limit counts
 //! unconfirmed entries as the kernel does, but early drop looks at 8 slots of the new tuple's
 //! shard rather than 8 hash buckets; `ct count` lists are checked whole on every add.
 #![forbid(unsafe_code)]

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use crate::rewrite::NatRewrite;
-use crate::table::{Conntrack, fmix};
+use crate::table::{Conntrack, fmix, src_key};
 use crate::tuple::{FAMILY_V4, Key, addr_bytes, bytes_addr, has_ports, is_icmp};
 use crate::{Dir, status};
 
@@ -53,7 +53,9 @@ impl Conntrack {
     /// Bind `manip` NAT for the unconfirmed connection `id` within `range`
     /// (`nf_nat_setup_info`). The new tuple is chosen by `get_unique_tuple` so that the reply
     /// tuple is used by no connection in the table: for source NAT the original source is kept
-    /// if it is in range and free; the address is picked in the range by a hash of the source
+    /// if it is in range and free, else the mapping a confirmed connection from the same
+    /// source already has is reused if it is in range and free (`find_appropriate_src`); the
+    /// address is picked in the range by a hash of the source
     /// (and destination, unless `persistent`) address; then the port: kept if in range and free
     /// (a range of one port is taken as is), else searched in the range from a random offset,
     /// 128 tries then halving rounds (NF_NAT_MAX_ATTEMPTS). Without a port range, destination
@@ -135,14 +137,18 @@ impl Conntrack {
 
     fn unique_tuple(&self, orig: &Key, r: &Range, manip: Manip, id: u64, now: u64) -> Key {
         let random_all = r.random;
-        // 1) Source NAT: the original tuple if it is in range and unused.
-        if manip == Manip::Src
-            && !random_all
-            && r.addr_in(&orig.src)
-            && (r.ports.is_none() || l4_in_range(orig, manip, r.ports))
-            && !self.used(orig, id, now)
-        {
-            return *orig;
+        // 1) Source NAT: the original tuple if it is in range and unused; else the mapping an
+        //    earlier connection from the same source got, if it is in range and unused.
+        if manip == Manip::Src && !random_all {
+            if r.addr_in(&orig.src) && (r.ports.is_none() || l4_in_range(orig, manip, r.ports)) {
+                if !self.used(orig, id, now) {
+                    return *orig;
+                }
+            } else if let Some(t) = self.appropriate_src(orig, r, now)
+                && !self.used(&t, id, now)
+            {
+                return t;
+            }
         }
         // 2) The address.
         let mut t = *orig;
@@ -164,6 +170,29 @@ impl Conntrack {
         }
         self.unique_port(&mut t, r, manip, id, now);
         t
+    }
+
+    /// `find_appropriate_src`: a confirmed connection from the same original source (address,
+    /// port, protocol, zone) that was source-NATed: its translated source with `orig`'s
+    /// destination, if the translated address is in the range.
+    fn appropriate_src(&self, orig: &Key, r: &Range, now: u64) -> Option<Key> {
+        let ids = self.bysource.lock().get(&src_key(orig)).cloned()?;
+        ids.into_iter().find_map(|id| {
+            self.with_entry(id, |e, live| {
+                let same = e.tuple[0].src == orig.src && e.tuple[0].sport == orig.sport;
+                if !live || e.expired(now) || !same {
+                    return None;
+                }
+                let mut t = *orig;
+                t.src = e.tuple[1].dst;
+                t.sport = e.tuple[1].dport;
+                if is_icmp(t.proto) {
+                    t.sport = e.tuple[1].sport;
+                }
+                r.addr_in(&t.src).then_some(t)
+            })
+            .flatten()
+        })
     }
 
     /// `nf_nat_used_tuple`: is the reply tuple of `t` (original orientation) taken?

@@ -221,6 +221,16 @@ pub struct Conntrack {
     rng: AtomicU64,
     gc_cursor: AtomicUsize,
     pub(crate) counts: Counts,
+    /// Source-NATed connections by their original source (`nf_nat_bysource`), for
+    /// `find_appropriate_src`. Taken after shard locks, never before one.
+    pub(crate) bysource: Mutex<HashMap<SrcKey, Vec<u64>, Hb>>,
+}
+
+/// The original source of a connection: address, port (ICMP id), protocol, zone, family.
+pub(crate) type SrcKey = ([u8; 16], u16, u8, u16, u8);
+
+pub(crate) fn src_key(k: &Key) -> SrcKey {
+    (k.src, k.sport, k.proto, k.zone, k.family)
 }
 
 /// Decode an id: (shard, slot, generation).
@@ -275,6 +285,7 @@ impl Conntrack {
             rng: AtomicU64::new(cfg.seed),
             gc_cursor: AtomicUsize::new(0),
             counts: Counts::default(),
+            bysource: Mutex::new(HashMap::with_hasher(Hb(fmix(!cfg.seed)))),
         }
     }
 
@@ -690,6 +701,13 @@ impl Conntrack {
         s.kind = LIVE;
         s.entry.status |= status::CONFIRMED;
         s.entry.deadline = now_ns.saturating_add(s.entry.deadline);
+        if s.entry.status & status::SRC_NAT_DONE != 0 {
+            self.bysource
+                .lock()
+                .entry(src_key(&orig))
+                .or_default()
+                .push(id);
+        }
         ga.index.insert(
             orig,
             Loc {
@@ -790,10 +808,21 @@ impl Conntrack {
             _ => return false,
         }
         let [orig, reply] = ga.slots[slot].entry.tuple;
+        let snat = ga.slots[slot].entry.status & status::SRC_NAT_DONE != 0;
         ga.index.remove(&orig);
         let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
         gbr.index.remove(&reply);
         free(&mut ga, slot);
+        if snat {
+            let mut by = self.bysource.lock();
+            let k = src_key(&orig);
+            if let Some(v) = by.get_mut(&k) {
+                v.retain(|&x| x != id);
+                if v.is_empty() {
+                    by.remove(&k);
+                }
+            }
+        }
         self.count.fetch_sub(1, Ordering::AcqRel);
         true
     }
@@ -1048,6 +1077,32 @@ impl Conntrack {
         }
         if live + pending != self.len() {
             return Err(format!("count {} != {live} + {pending}", self.len()));
+        }
+        let by = self.bysource.lock();
+        let mut snat = 0;
+        for (k, ids) in by.iter() {
+            for &id in ids {
+                let (a, slot, generation) = decode(id);
+                match guards[a].slots.get(slot) {
+                    Some(sl)
+                        if sl.generation == generation
+                            && sl.kind == LIVE
+                            && sl.entry.status & status::SRC_NAT_DONE != 0
+                            && src_key(&sl.entry.tuple[0]) == *k => {}
+                    _ => return Err(format!("stale bysource entry {id:#x}")),
+                }
+                snat += 1;
+            }
+        }
+        let want = guards
+            .iter()
+            .flat_map(|g| g.slots.iter())
+            .filter(|sl| sl.kind == LIVE && sl.entry.status & status::SRC_NAT_DONE != 0)
+            .count();
+        if snat != want {
+            return Err(format!(
+                "bysource holds {snat} of {want} source-NATed entries"
+            ));
         }
         Ok(live)
     }

@@ -788,6 +788,32 @@ fn snat_two_hosts_to_one_address_get_unique_tuples() {
 }
 
 #[test]
+fn snat_same_source_keeps_its_mapping() {
+    // find_appropriate_src: a source already mapped keeps its mapping for new destinations.
+    let ct = table();
+    let out = "203.0.113.1";
+    let bind = |src: &str, dst: &str| {
+        let i = track(&ct, &udp(src, 5000, dst, 53), 0);
+        ct.nat_setup(i.id, Manip::Src, &snat_to(out)).unwrap();
+        ct.confirm(i.id, 0).unwrap();
+        ct.get(i.id, 0).unwrap().reply.dport
+    };
+    assert_eq!(bind("10.0.0.9", "198.51.100.1"), 5000);
+    let p = bind("10.0.0.1", "198.51.100.1");
+    assert_ne!(p, 5000);
+    // To another destination 5000 is free, but the source keeps port p.
+    assert_eq!(bind("10.0.0.1", "198.51.100.2"), p);
+    // Once its connections are gone, the mapping is forgotten: the original port again.
+    for e in ct.entries(0) {
+        if e.orig.src == ip("10.0.0.1") {
+            ct.kill(e.id);
+        }
+    }
+    assert_eq!(bind("10.0.0.1", "198.51.100.3"), 5000);
+    assert!(ct.bysource.lock().len() <= 2);
+}
+
+#[test]
 fn snat_port_range_and_low_ports() {
     let ct = table();
     let r = NatRange {
