@@ -202,7 +202,8 @@ pub enum FastPath {
         /// The flow.
         id: FlowId,
         /// The flow's offload block forwards it (its counters counted the packet, the software
-        /// counters did not): the model of a packet the NIC forwarded.
+        /// counters did not): the model of a packet the NIC forwarded. The caller still writes
+        /// and sends the frame (the model forwards in software).
         by_block: bool,
         /// The rewrite.
         edit: FlowEdit,
@@ -271,6 +272,9 @@ pub struct FlowInfo {
     pub idle_ns: u64,
     /// Counters (software + blocks), shown when the flowtable has the `counter` flag.
     pub counters: Option<FlowCounters>,
+    /// The part of `counters` that the flow's blocks reported (`nf_flow_offload_stats`), shown
+    /// with the `counter` flag.
+    pub block_counters: Option<FlowCounters>,
     /// Where it is forwarded.
     pub offload: OffloadState,
     /// Names of every block that holds it (forwarding it or not).
@@ -334,19 +338,22 @@ impl Flow {
         }
     }
 
-    /// Software counters plus every block's stats, and the last time anything moved a packet.
-    fn merged(&self, now_ns: u64) -> (FlowCounters, u64) {
+    /// Software counters plus every block's stats, the blocks' part alone, and the last time
+    /// anything moved a packet.
+    fn merged(&self, now_ns: u64) -> (FlowCounters, FlowCounters, u64) {
         let mut c = self.software();
+        let mut blocks = FlowCounters::default();
         let mut last = self.last_seen_ns.load(Ordering::Relaxed);
         if self.flags() & F_BOUND != 0 {
             for b in self.bindings.read().iter() {
                 if let Some(s) = b.block.stats(self.id, &self.keys, now_ns) {
                     c.add(s.packets, s.bytes);
+                    blocks.add(s.packets, s.bytes);
                     last = last.max(s.last_used_ns);
                 }
             }
         }
-        (c, last)
+        (c, blocks, last)
     }
 
     fn view(&self) -> FlowView<'_> {
@@ -734,7 +741,7 @@ impl Flowtable {
                 continue;
             }
             let last = if f.flags() & F_BOUND != 0 {
-                self.blocks.read(|_| f.merged(now_ns).1)
+                self.blocks.read(|_| f.merged(now_ns).2)
             } else {
                 f.last_seen_ns.load(Ordering::Relaxed)
             };
@@ -754,7 +761,7 @@ impl Flowtable {
             flows
                 .iter()
                 .map(|f| {
-                    let (c, last) = f.merged(now_ns);
+                    let (c, bc, last) = f.merged(now_ns);
                     let (offload, blocks) = {
                         let b = f.bindings.read();
                         let names = b.iter().map(|b| b.block.name().to_string()).collect();
@@ -783,6 +790,7 @@ impl Flowtable {
                         age_ns: now_ns.saturating_sub(f.created_ns),
                         idle_ns: now_ns.saturating_sub(last),
                         counters: self.cfg.counter.then_some(c),
+                        block_counters: self.cfg.counter.then_some(bc),
                         offload,
                         blocks,
                     }

@@ -616,7 +616,9 @@ fn hw_model_capacity_and_latency() {
         }
     );
     assert_eq!(fl[0].counters.unwrap().packets, [3, 0]);
+    assert_eq!(fl[0].block_counters.unwrap().packets, [2, 0]);
     assert_eq!(fl[2].counters.unwrap().packets, [1, 0]);
+    assert_eq!(fl[2].block_counters.unwrap().packets, [0, 0]);
     // Unregistering sends its flows back to software with their counts.
     assert_eq!(ft.unregister_block("nic0", 1400), Ok(2));
     assert!(hw.is_empty());
