@@ -945,3 +945,36 @@ fn unhandled_packets_miss() {
     tagged.extend(&good[12..]);
     assert!(is_miss(&ft, &tagged, 0, 1));
 }
+
+/// The caller marks a connection dying: the flow goes with reason Dying and its counters, its
+/// block forgets it; a flush removes the rest.
+#[test]
+fn teardown_dying_and_flush() {
+    let ft = table();
+    let hw = Arc::new(HwModel::new("hw", 8, 0));
+    ft.register_block(hw.clone()).unwrap();
+    assert_eq!(
+        ft.register_block(hw.clone()),
+        Err(BlockError::Exists("hw".into()))
+    );
+    let a = snat_flow(TCP, false, 61000);
+    let mut b = snat_flow(TCP, false, 61001);
+    b.keys[0].src_port = 40001;
+    let ka = a.keys[0];
+    let ida = ft.add(a, 0).unwrap();
+    ft.add(b, 0).unwrap();
+    assert_eq!(hw.len(), 2);
+    assert!(forward(&ft, &Pkt::new(&ka).build(), 0, 1).2);
+    let t = ft.teardown(ida, TeardownReason::Dying, 2).unwrap();
+    assert_eq!(
+        (t.reason, t.counters.packets),
+        (TeardownReason::Dying, [1, 0])
+    );
+    assert_eq!(hw.len(), 1);
+    assert!(is_miss(&ft, &Pkt::new(&ka).build(), 0, 3));
+    let rest = ft.flush(4);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].reason, TeardownReason::Flush);
+    assert!(ft.is_empty() && hw.is_empty());
+    assert_eq!(ft.stats().removed, 2);
+}
