@@ -74,7 +74,7 @@ fn route(out_dev: u16, nat: NatEdit) -> Route {
 fn spec(t: u32, i: u32, nat: bool) -> FlowSpec {
     let client = v4(0x0a00_0000 | (t << 20) | i);
     let server = v4(0xc000_0201);
-    let gw = v4(0xc633_0001 | (t << 8) | (i / 60000));
+    let gw = v4(0xc633_0000 + (t << 8) + 1 + i / 60000);
     let port = 1024 + (i % 60000) as u16;
     let orig = FlowKey {
         src: client,
