@@ -925,6 +925,26 @@ impl Ctx<'_> {
                     ops.push(Op::Fwd(id), fence);
                     break;
                 }
+                Stmt::CtSet {
+                    key: CtKey::Mark,
+                    value: Expr::Map { key, map, .. },
+                    span,
+                } => {
+                    let mut loads = Vec::new();
+                    let mut deps = Vec::new();
+                    self.expr(key, *span, &mut loads, &mut deps)?;
+                    self.deps(t.family, &deps, &mut ops);
+                    ops.note_link_reads(&loads);
+                    let set = self.set_ref(ti, t, named, map, &loads, false, *span)?;
+                    ops.push(
+                        Op::SetMarkMap {
+                            keys: loads.into(),
+                            set,
+                            ct: true,
+                        },
+                        fence,
+                    );
+                }
                 Stmt::CtSet { key, value, span } => {
                     let mut loads = Vec::new();
                     let mut deps = Vec::new();
@@ -994,6 +1014,7 @@ impl Ctx<'_> {
                         Op::SetMarkMap {
                             keys: loads.into(),
                             set,
+                            ct: false,
                         },
                         fence,
                     );

@@ -315,7 +315,7 @@ pub(crate) fn op_one(
                 None => OpRes::Break,
             }
         }
-        Op::SetMarkMap { keys, set } => {
+        Op::SetMarkMap { keys, set, ct } => {
             let mut buf = [0u8; KEY_MAX];
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
@@ -324,7 +324,13 @@ pub(crate) fn op_one(
             match s.lookup(&buf[..n], fx.now) {
                 Some(&e) => {
                     fx.count_elem(e, s.counter_site, idx);
-                    st.mark = e.value;
+                    if !*ct {
+                        st.mark = e.value;
+                    } else if st.ct_id != 0 {
+                        // nft_ct_set_eval: a packet without a connection is left alone.
+                        st.ct_mark = e.value;
+                        st.ct_mark_set = true;
+                    }
                     OpRes::Pass
                 }
                 None => OpRes::Break,

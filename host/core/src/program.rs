@@ -53,7 +53,12 @@ pub(crate) enum Op {
     SetMark(Box<Load>),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
     /// the rule.
-    SetMarkMap { keys: Box<[Load]>, set: u32 },
+    /// With `ct`, `ct mark set KEY map ...` (the connection's mark).
+    SetMarkMap {
+        keys: Box<[Load]>,
+        set: u32,
+        ct: bool,
+    },
     /// `meta nftrace set`.
     SetNftrace(Box<Load>),
     /// `dup to`: index into [`Program::out_targets`].
