@@ -70,7 +70,9 @@ fn ruleset(rules: usize, offload: bool) -> String {
     if offload {
         s.push_str("  ct state established flow add @ft\n");
     }
-    s.push_str("  ct state established,related accept\n  ct state new iifname \"w0\" accept\n }\n}\n");
+    s.push_str(
+        "  ct state established,related accept\n  ct state new iifname \"w0\" accept\n }\n}\n",
+    );
     s
 }
 
@@ -100,8 +102,8 @@ struct Rig {
 
 impl Rig {
     fn new(rules: usize, offload: bool) -> Rig {
-        let rs = wasp_ruleset::parse_str(&ruleset(rules, offload), "flow-path.nft")
-            .expect("ruleset");
+        let rs =
+            wasp_ruleset::parse_str(&ruleset(rules, offload), "flow-path.nft").expect("ruleset");
         let mut engine = Engine::compile(&rs).expect("compile");
         let nf = Netfilter::new(
             Arc::new(Conntrack::new(Config::default())),
@@ -176,7 +178,9 @@ fn main() {
         args.rules, args.packets, args.rounds
     );
     println!();
-    println!("| frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |");
+    println!(
+        "| frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |"
+    );
     println!("|---|---|---|---|---|---|");
     for size in [64usize, 1500] {
         let mut slow = Rig::new(args.rules, false);
@@ -193,7 +197,11 @@ fn main() {
         }
         let (s, sk) = measure(&mut slow, size, args.packets, args.rounds);
         let (f, fk) = measure(&mut fast, size, args.packets, args.rounds);
-        assert_eq!(sk, Some(SendKind::Forward), "the slow case went through the chains");
+        assert_eq!(
+            sk,
+            Some(SendKind::Forward),
+            "the slow case went through the chains"
+        );
         assert_eq!(fk, Some(SendKind::Flow), "the fast case took the flowtable");
         println!(
             "| {size} B | {s:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
