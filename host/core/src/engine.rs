@@ -10,7 +10,7 @@ use crate::compile::compile;
 use crate::conn::{ConnCount, ConnFx, CtMeta, FlowtableSpec, NatSpec};
 use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
-use crate::ext::{CounterSource, CounterUse, ExtEdit, ExtKind, ExtSite, Extensions};
+use crate::ext::{CounterSource, CounterUse, DupPoint, ExtEdit, ExtKind, ExtSite, Extensions};
 use crate::pipeline::{Scratch, View, run_base};
 use crate::program::{ChainId, Program};
 
@@ -281,6 +281,8 @@ pub struct Engine {
     conn_count: Option<std::sync::Arc<dyn ConnCount>>,
     /// What the last call's rules asked of connections, by packet index.
     conn_fx: Vec<(usize, ConnFx)>,
+    /// Where `dup` statements ran in the last call, among its edits.
+    dups: Vec<DupPoint>,
 }
 
 /// An installed [`Extensions`] (not `Debug` itself).
@@ -388,6 +390,7 @@ impl Engine {
             ext_scratch: Vec::new(),
             conn_count: None,
             conn_fx: Vec::new(),
+            dups: Vec::new(),
         })
     }
 
@@ -439,6 +442,16 @@ impl Engine {
     /// send. The caller's frames are never written.
     pub fn edits(&self) -> &[(usize, ExtEdit)] {
         &self.edits
+    }
+
+    /// Where the `dup` statements of the last call (as in [`Engine::edits`]) ran, in the
+    /// order they ran: per `dup` run on a packet while plugins were installed, the packet,
+    /// the target and how many entries of [`Engine::edits`] had been made then. The copy a
+    /// `dup` sends is the packet as it was when the statement ran (nft_dup_netdev_eval clones
+    /// the skb there): the frame as received with only those of its edits
+    /// ([`crate::DupCopies`]). Empty when no `dup` ran.
+    pub fn dup_points(&self) -> &[DupPoint] {
+        &self.dups
     }
 
     /// [`Engine::ingress`] with `ext` as the plugins for this call instead of the installed
@@ -605,6 +618,7 @@ impl Engine {
     ) -> Outcome {
         let now = self.since_epoch(now_ns);
         self.edits.clear();
+        self.dups.clear();
         if let Some(e) = self.ext.0.as_deref_mut() {
             e.advance(now_ns);
         }
@@ -628,6 +642,7 @@ impl Engine {
                 ext: self.ext.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
                 sites: &self.prog.ext_sites,
                 edits: &mut self.edits,
+                dups: &mut self.dups,
                 scratch: &mut self.ext_scratch,
                 first: 0,
                 counter_uses: &self.prog.counter_uses,
@@ -720,9 +735,11 @@ impl Engine {
             ext_scratch,
             conn_count,
             conn_fx,
+            dups,
         } = self;
         edits.clear();
         conn_fx.clear();
+        dups.clear();
         let mut ext: Option<&mut dyn Extensions> = match given {
             Some(e) => Some(e),
             None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
@@ -786,6 +803,7 @@ impl Engine {
                     ext: ext.as_deref_mut().map(|e| e as &mut dyn Extensions),
                     sites: &prog.ext_sites,
                     edits,
+                    dups,
                     scratch: ext_scratch,
                     first: start,
                     counter_uses: &prog.counter_uses,

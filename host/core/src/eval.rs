@@ -4,10 +4,11 @@
 
 use wasp_ruleset::model::Policy;
 
-use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet, TraceEvent, TraceSink};
+use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
 use crate::ext::{
-    CounterUse, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback,
+    CounterUse, DupPoint, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions,
+    Fallback,
 };
 use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
@@ -55,6 +56,9 @@ pub(crate) struct ExtFx<'a> {
     pub sites: &'a [ExtSite],
     /// Edits of the call, by packet index in the caller's input.
     pub edits: &'a mut Vec<(usize, ExtEdit)>,
+    /// Where `dup` statements ran among `edits` (recorded only with plugins installed: without
+    /// them nothing edits).
+    pub dups: &'a mut Vec<DupPoint>,
     /// Edits as the extension returns them (by index in its call).
     pub scratch: &'a mut Vec<(usize, ExtEdit)>,
     /// Index in the caller's input of the vector's packet 0 (edits are reported by it).
@@ -366,6 +370,14 @@ pub(crate) fn op_one(
         }
         Op::Dup(t) => {
             st.dup |= 1 << *t;
+            if fx.ext.ext.is_some() {
+                // The copy is the packet as it is now: its edits so far.
+                fx.ext.dups.push(DupPoint {
+                    packet: fx.ext.first + idx,
+                    target: OutId(*t),
+                    edits: fx.ext.edits.len(),
+                });
+            }
             OpRes::Pass
         }
         Op::CtSetMark(load) => {

@@ -17,7 +17,7 @@
 
 use wasp_wire::PacketMeta;
 
-use crate::engine::{MAX_VECTOR, Packet, nfproto};
+use crate::engine::{MAX_VECTOR, OutId, Packet, nfproto};
 use crate::expr::{PktState, skb_len_ingress};
 
 /// How a use site uses its plugin.
@@ -293,6 +293,107 @@ pub fn edited_frames<'f>(
             mine.peek().is_some().then(|| apply_edits(f, mine))
         })
         .collect()
+}
+
+/// Where a `dup` statement ran on a packet, among the edits of the call ([`crate::Engine::dup_points`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DupPoint {
+    /// Index of the packet in the call's input (as in [`crate::Engine::edits`]).
+    pub packet: usize,
+    /// The statement's output target.
+    pub target: OutId,
+    /// How many entries of [`crate::Engine::edits`] (all packets') had been made when the
+    /// statement ran: the packet's edits among them are the ones its copy carries.
+    pub edits: usize,
+}
+
+/// A `dup` statement's copy of a packet that the walk edited after the statement ran: the
+/// frame as received with only the edits made before it (see [`DupCopies`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DupCopy {
+    /// Index of the packet in the call's input.
+    pub packet: usize,
+    /// The `dup`'s output target.
+    pub target: OutId,
+    /// The frame the copy is, Ethernet header first.
+    pub frame: Vec<u8>,
+}
+
+/// The copies that `dup` statements took of packets a later plugin statement edited, made
+/// from one ingress call's frames, [`crate::Engine::edits`] and [`crate::Engine::dup_points`]
+/// (taken before anything else runs the engine again). The kernel's nft_dup_netdev_eval
+/// clones the skb when the statement runs, so its copy has the packet's edits made before
+/// it and none after; a `dup` that no later edit followed sends the frame the walk ended
+/// with, which needs no copy here. One copy per packet and target, from the first `dup` to
+/// that target ([`crate::Outcome::dup`] has one bit per target).
+///
+/// Empty, with nothing allocated, when the call made no edit or ran no `dup`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DupCopies {
+    /// Ordered by packet, then as the statements ran.
+    copies: Vec<DupCopy>,
+}
+
+impl DupCopies {
+    /// The copies of the call whose input frames are `frames` (in call order), with the
+    /// engine's `edits` and `dups` of that call.
+    pub fn new<'f>(
+        frames: impl IntoIterator<Item = &'f [u8]>,
+        edits: &[(usize, ExtEdit)],
+        dups: &[DupPoint],
+    ) -> Self {
+        let mut copies = Vec::new();
+        if edits.is_empty() || dups.is_empty() {
+            return DupCopies { copies };
+        }
+        let frames: Vec<&[u8]> = frames.into_iter().collect();
+        // Per packet: 1 + the position of its last edit (0: none), and the targets copied.
+        let mut last = vec![0usize; frames.len()];
+        for (n, (p, _)) in edits.iter().enumerate() {
+            if let Some(l) = last.get_mut(*p) {
+                *l = n + 1;
+            }
+        }
+        let mut seen = vec![0u64; frames.len()];
+        for d in dups {
+            let (Some(f), Some(s)) = (frames.get(d.packet), seen.get_mut(d.packet)) else {
+                continue;
+            };
+            let bit = 1u64 << (d.target.0 % 64);
+            if *s & bit != 0 {
+                continue;
+            }
+            *s |= bit;
+            if last[d.packet] <= d.edits {
+                // No edit after it: the copy is the frame the walk ended with.
+                continue;
+            }
+            let mine = edits[..d.edits.min(edits.len())]
+                .iter()
+                .filter(|(p, _)| *p == d.packet)
+                .map(|(_, e)| e);
+            copies.push(DupCopy {
+                packet: d.packet,
+                target: d.target,
+                frame: apply_edits(f, mine),
+            });
+        }
+        copies.sort_by_key(|c| c.packet);
+        DupCopies { copies }
+    }
+
+    /// `true` when there is no copy.
+    pub fn is_empty(&self) -> bool {
+        self.copies.is_empty()
+    }
+
+    /// The copies of packet `packet` (index in the call's input); empty for a packet whose
+    /// `dup`s send the frame its walk ended with.
+    pub fn of(&self, packet: usize) -> &[DupCopy] {
+        let lo = self.copies.partition_point(|c| c.packet < packet);
+        let hi = self.copies.partition_point(|c| c.packet <= packet);
+        &self.copies[lo..hi]
+    }
 }
 
 /// The packets of one vector that plugin statements edited, as the rest of the walk sees them:

@@ -49,6 +49,6 @@ pub use engine::{
     NamedCounter, OutId, OutTarget, Outcome, Packet, SetElemCounter, TraceEvent, TraceSink,
 };
 pub use ext::{
-    COUNTER_PLUGIN, CounterSource, CounterUse, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict,
-    Extensions, Fallback, apply_edits, edited_frames,
+    COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
+    ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };

@@ -387,6 +387,12 @@ impl Run<'_> {
         // the egress hooks, before they are written).
         let mut edited =
             wasp_core::edited_frames(packets.iter().map(|p| p.frame), self.engine.edits());
+        // `dup` copies taken before a later edit: the packet as it was at the `dup`.
+        let dups = wasp_core::DupCopies::new(
+            packets.iter().map(|p| p.frame),
+            self.engine.edits(),
+            self.engine.dup_points(),
+        );
         let events = match self.trace {
             Some(_) => self.collector.take_by_packet(packets.len()),
             None => Vec::new(),
@@ -448,6 +454,7 @@ impl Run<'_> {
                         ext,
                         dev,
                         f.data,
+                        dups.of(i),
                         outcome,
                         f.ts_ns,
                         &mut self.sends,

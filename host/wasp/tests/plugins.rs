@@ -190,6 +190,35 @@ fn statement_edits_are_written_to_the_output_capture() {
     assert_eq!(out[1].1, frames[1].1);
 }
 
+/// `dup` sends the packet as it was when the statement ran (the kernel clones the skb in
+/// nft_dup_netdev_eval): a plugin's edit after a `dup` is not in its copy, one before is; the
+/// packet itself leaves with the edit.
+#[test]
+fn a_dup_copies_the_packet_as_it_was_at_the_dup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let probe = wasp_guests::test_guest("probe");
+    let rules = format!(
+        "table netdev t {{\n\tplugin probe {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tudp dport 53 dup to \"before\" probe edit counter dup to \"after\"\n\t}}\n}}\n",
+        probe.display()
+    );
+    let frames = vec![packet(T0, 5)];
+    let report = replay(tmp.path(), &rules, &frames, &[]).unwrap();
+    assert_eq!(report.summary.accepted, 1);
+    let out = tmp.path().join("out");
+    // The probe's `edit` sets byte 0 to 0xaa.
+    let mut edited = frames[0].1.clone();
+    edited[0] = 0xaa;
+    let frame = |name: &str| -> Vec<Vec<u8>> {
+        read_frames(&out.join(name))
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    };
+    assert_eq!(frame("tx-before.pcap"), [frames[0].1.clone()]);
+    assert_eq!(frame("tx-after.pcap"), [edited.clone()]);
+    assert_eq!(frame("accepted.pcap"), [edited]);
+}
+
 #[test]
 fn plugin_errors_name_the_declaration_or_the_use() {
     let tmp = tempfile::tempdir().unwrap();

@@ -135,8 +135,16 @@ impl Rig {
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);
         self.sends.clear();
-        self.fw
-            .after_ingress(&mut self.engine, None, dev, f, &o[0], now, &mut self.sends);
+        self.fw.after_ingress(
+            &mut self.engine,
+            None,
+            dev,
+            f,
+            &[],
+            &o[0],
+            now,
+            &mut self.sends,
+        );
         let s = self.sends.first()?;
         let n = s.body.len(f);
         s.body.write(f, &mut self.buf[..n]);

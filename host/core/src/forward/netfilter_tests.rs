@@ -180,9 +180,16 @@ impl Rig {
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);
         let mut sends = Vec::new();
-        let fate =
-            self.fw
-                .after_ingress(&mut self.engine, None, dev, frame, &o[0], now, &mut sends);
+        let fate = self.fw.after_ingress(
+            &mut self.engine,
+            None,
+            dev,
+            frame,
+            &[],
+            &o[0],
+            now,
+            &mut sends,
+        );
         let sent = sends
             .iter()
             .map(|s| (s.dev.to_string(), s.kind, s.frame(frame).into_owned()))

@@ -4,8 +4,10 @@
 //! live port would send.
 //!
 //! For one packet the ingress hook decided ([`Forwarder::after_ingress`]):
-//! 1. every `dup` target gets a copy of the frame as received (nft_dup_netdev_eval clones the
-//!    skb when the statement runs), whatever the verdict;
+//! 1. every `dup` target gets a copy of the packet as it was when the statement ran
+//!    (nft_dup_netdev_eval clones the skb there), whatever the verdict: the frame the walk
+//!    ended with, or, when a plugin statement edited the packet after the `dup`, the copy
+//!    [`crate::DupCopies`] made without those edits;
 //! 2. a dropped packet ends there ([`Fate::Dropped`]);
 //! 3. a packet a `fwd` stole leaves on its target (as it is for `fwd to "dev"`, rewritten by
 //!    [`Gateway::fwd_neigh`] for `fwd ip|ip6 to ADDR device "dev"`);
@@ -34,7 +36,7 @@ use wasp_ruleset::model::Hook;
 use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use crate::engine::{Engine, FinalVerdict, OutTarget, Outcome, Packet};
-use crate::ext::Extensions;
+use crate::ext::{DupCopy, Extensions};
 
 /// The kernel's NF_RECURSION_LIMIT (nf_dup_netdev.c): `fwd`/`dup` transmits nested deeper than
 /// this are dropped.
@@ -294,9 +296,12 @@ impl Forwarder {
     }
 
     /// What becomes of `frame`, which came in on `in_dev` and got `outcome` from the ingress
-    /// hook of `engine` (see the module's documentation), at `now_ns`. The frames to send are
-    /// appended to `sends` in the order they leave; `ext` are the plugins of the egress hooks
-    /// (the engine's installed ones when `None`).
+    /// hook of `engine` (see the module's documentation), at `now_ns`. `frame` is the packet
+    /// as the hook's walk left it (with plugin statements' edits, [`crate::edited_frames`]);
+    /// `dups` are the packet's `dup` copies that differ from it
+    /// ([`crate::DupCopies::of`]; empty when no edit came after a `dup`). The frames to send
+    /// are appended to `sends` in the order they leave; `ext` are the plugins of the egress
+    /// hooks (the engine's installed ones when `None`).
     #[allow(clippy::too_many_arguments)]
     pub fn after_ingress(
         &mut self,
@@ -304,6 +309,7 @@ impl Forwarder {
         mut ext: Option<&mut dyn Extensions>,
         in_dev: &str,
         frame: &[u8],
+        dups: &[DupCopy],
         outcome: &Outcome,
         now_ns: u64,
         sends: &mut Vec<Send>,
@@ -312,13 +318,18 @@ impl Forwarder {
             let Some(t) = engine.out_target(id).cloned() else {
                 continue;
             };
+            // The packet as it was at the `dup`: a copy made without the edits after it.
+            let body = match dups.iter().find(|c| c.target == id) {
+                Some(c) => Body::Owned(c.frame.clone()),
+                None => Body::whole(frame),
+            };
             // A lost copy is counted; the packet goes on.
             let _ = self.transmit(
                 engine,
                 re(&mut ext),
                 t.dev,
                 frame,
-                Body::whole(frame),
+                body,
                 SendKind::Dup,
                 outcome.mark,
                 1,

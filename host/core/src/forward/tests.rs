@@ -461,7 +461,7 @@ table netdev t {
         let mut o = [Outcome::unseen(0)];
         e.ingress("veth0", &[p], 0, &mut o, None);
         let mut sends = Vec::new();
-        let fate = fw.after_ingress(e, None, "veth0", f, &o[0], 0, &mut sends);
+        let fate = fw.after_ingress(e, None, "veth0", f, &[], &o[0], 0, &mut sends);
         (fate, sends)
     }
 
@@ -641,7 +641,7 @@ mod kernel_facts {
             let mut o = [Outcome::unseen(0)];
             e.ingress("y0", &[p], 0, &mut o, None);
             let mut sends = Vec::new();
-            fw.after_ingress(&mut e, None, "y0", &f, &o[0], 0, &mut sends);
+            fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut sends);
         }
         let seen = |e: &Engine, d: &str| e.chain_stats(Hook::Egress, d)[0].packets;
         assert_eq!(seen(&e, "y1"), 2);
@@ -683,7 +683,7 @@ mod kernel_facts {
         e.ingress("y0", &[p], 0, &mut o, None);
         assert_eq!(o[0].mark, 7);
         let mut sends = Vec::new();
-        let fate = fw.after_ingress(&mut e, None, "y0", &f, &o[0], 0, &mut sends);
+        let fate = fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut sends);
         assert_eq!(fate, Fate::Sent);
         assert_eq!(sends.len(), 1);
         let st = e.chain_stats(Hook::Egress, "y1");

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasp_core::forward::{Fate, Forwarder, Send};
-use wasp_core::{Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
+use wasp_core::{DupCopies, Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
 use wasp_plugin::Runtime;
 
 use super::events::{Event, EventBus};
@@ -332,10 +332,18 @@ fn process(
         WorkerStats::add(&stats.malformed, malformed);
         // The frames as plugin statements edited them (made before the way out runs the
         // egress hooks, which make edits of their own).
-        let edited = if engine.edits().is_empty() {
-            Vec::new()
+        // `dup` copies taken before a later edit: the packet as it was at the `dup`.
+        let (edited, dups) = if engine.edits().is_empty() {
+            (Vec::new(), DupCopies::default())
         } else {
-            wasp_core::edited_frames(packets.iter().map(|p| p.frame), engine.edits())
+            (
+                wasp_core::edited_frames(packets.iter().map(|p| p.frame), engine.edits()),
+                DupCopies::new(
+                    packets.iter().map(|p| p.frame),
+                    engine.edits(),
+                    engine.dup_points(),
+                ),
+            )
         };
         let (mut accepted, mut local, mut verdict_drops, mut sent) = (0u64, 0u64, 0u64, 0u64);
         for (k, pkt) in packets.iter().enumerate() {
@@ -348,7 +356,7 @@ fn process(
                 .and_then(Option::as_deref)
                 .unwrap_or(pkt.frame);
             let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
-            match forwarder.after_ingress(engine, ext, dev, frame, &o, now, sends) {
+            match forwarder.after_ingress(engine, ext, dev, frame, dups.of(k), &o, now, sends) {
                 Fate::Local => local += 1,
                 Fate::Sent | Fate::Replied => {}
                 Fate::Dropped => verdict_drops += 1,

@@ -97,17 +97,19 @@ impl Extensions for Script {
     fn advance(&mut self, _now_ns: u64) {}
 }
 
-/// What a run gave: outcomes, the edits as `Engine::edits` reports them, the trace per packet.
+/// What a run gave: outcomes, the edits as `Engine::edits` reports them, the trace per
+/// packet, the `dup` copies taken before later edits.
 struct Ran {
     out: Vec<Outcome>,
     edits: Vec<(usize, ExtEdit)>,
     trace: Vec<Vec<TraceEvent>>,
+    dups: DupCopies,
 }
 
 /// Run `frames` on ingress of eth0 through the engine of `rules` (table `netdev t`, plugin
 /// `s` declared, base chain with `policy`) with `script` installed: through the vector
 /// pipeline (vectors of 64), and packet by packet through the reference walk with and without
-/// the memo; the three must agree on outcomes, edits and traces. Returns the pipeline's run
+/// the memo; the three must agree on outcomes, edits, traces and `dup` copies. Returns the pipeline's run
 /// and the script the pipeline called.
 fn run_three(
     policy: Policy,
@@ -131,6 +133,7 @@ fn run_three_on(build: &dyn Fn() -> Engine, script: &Script, frames: &[Vec<u8>])
     let mut out = outcomes(pk.len());
     ev.ingress("eth0", &pk, 0, &mut out, None);
     let edits = ev.edits().to_vec();
+    let dups = DupCopies::new(frames.iter().map(Vec::as_slice), &edits, ev.dup_points());
     let per = |p: usize, evs: &[TraceEvent]| -> Vec<TraceEvent> {
         evs.iter()
             .filter(|e| match e {
@@ -161,12 +164,28 @@ fn run_three_on(build: &dyn Fn() -> Engine, script: &Script, frames: &[Vec<u8>])
             assert_eq!(o, out[i], "packet {i}, memo {memo}");
             assert_eq!(r1.0, trace[i], "trace of packet {i}, memo {memo}");
             edits1.extend(e1.edits().iter().map(|(_, e)| (i, e.clone())));
+            // The walk numbers the packet `i % MAX_VECTOR`.
+            let at = i % MAX_VECTOR;
+            let frame_at = std::iter::repeat_n(frames[i].as_slice(), at + 1);
+            let d1 = DupCopies::new(frame_at, e1.edits(), e1.dup_points());
+            let strip = |c: &[DupCopy]| -> Vec<(OutId, Vec<u8>)> {
+                c.iter().map(|c| (c.target, c.frame.clone())).collect()
+            };
+            assert_eq!(strip(d1.of(at)), strip(dups.of(i)), "dups of packet {i}");
         }
         let mut by_packet = edits.clone();
         by_packet.sort_by_key(|e| e.0);
         assert_eq!(edits1, by_packet, "memo {memo}");
     }
-    (Ran { out, edits, trace }, sv)
+    (
+        Ran {
+            out,
+            edits,
+            trace,
+            dups,
+        },
+        sv,
+    )
 }
 
 /// `udp dport set 99` as a plugin: overwrite the UDP destination port of the packets it gets
@@ -556,4 +575,122 @@ fn a_later_base_chain_sees_the_edited_packet() {
             })
         )
     );
+}
+
+fn dup(dev: &str) -> Stmt {
+    Stmt::Dup {
+        dev: dev.into(),
+        span: Span::default(),
+    }
+}
+
+/// `dup` copies the packet as it is when the statement runs (nft_dup_netdev_eval clones the
+/// skb there): a plugin statement's edit after a `dup` is not in that copy, an edit before it
+/// is. Rule `dup to "z" udp dport 53 s dport99 dup to "x" s ttl5 dup to "y"`: `z` gets the
+/// frame as received, `x` the new port only, `y` the new port and TTL, and the packet itself
+/// (accepted, delivered to the host side) both. A packet that fails the match sends the frame
+/// as received to `z` only, with no copy made.
+#[test]
+fn a_dup_sends_the_packet_as_it_was_at_the_dup() {
+    let rules = vec![vec![
+        dup("z"),
+        eq(pf(PayloadField::UdpDport), port(53)),
+        plugin_use("s", "dport99", false),
+        dup("x"),
+        plugin_use("s", "ttl5", false),
+        dup("y"),
+    ]];
+    let script = Script::new(vec![Site::Stmt(set_dport_99), Site::Stmt(ttl_5)]);
+    let frames = vec![
+        ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000, 53)),
+        ipv4(17, [10, 0, 0, 2], [1; 4], 0, &udp(1001, 54)),
+        ipv4(17, [10, 0, 0, 3], [1; 4], 0, &udp(1002, 53)),
+    ];
+    let (ran, _) = run_three(Policy::Accept, rules.clone(), &script, &frames);
+    let edited = edited_frames(frames.iter().map(Vec::as_slice), &ran.edits);
+    let with = |f: &[u8], port99: bool, ttl5: bool| {
+        let mut f = f.to_vec();
+        if port99 {
+            f[36..38].copy_from_slice(&[0, 99]);
+        }
+        if ttl5 {
+            f[22] = 5;
+        }
+        f
+    };
+    // Packets 0 and 2: copies for `z` (nothing yet) and `x` (the port); `y` has every edit,
+    // the frame the walk ended with: no copy.
+    for i in [0, 2] {
+        let got: Vec<(OutId, Vec<u8>)> = ran
+            .dups
+            .of(i)
+            .iter()
+            .map(|c| (c.target, c.frame.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (OutId(0), frames[i].clone()),
+                (OutId(1), with(&frames[i], true, false))
+            ]
+        );
+    }
+    assert!(ran.dups.of(1).is_empty());
+    // The way out: each target's frame, then the packet delivered with both edits.
+    let mut e = engine(&["s"], Policy::Accept, rules);
+    let names: Vec<String> = e.out_targets().iter().map(|t| t.dev.to_string()).collect();
+    assert_eq!(names, ["z", "x", "y"]);
+    let mut fw = crate::forward::Forwarder::new(None);
+    for (i, f) in frames.iter().enumerate() {
+        let last = edited[i].as_deref().unwrap_or(f);
+        let mut sends = Vec::new();
+        let fate = fw.after_ingress(
+            &mut e,
+            None,
+            "eth0",
+            last,
+            ran.dups.of(i),
+            &ran.out[i],
+            0,
+            &mut sends,
+        );
+        assert_eq!(fate, crate::forward::Fate::Local);
+        let sent: Vec<(String, Vec<u8>)> = sends
+            .iter()
+            .map(|s| (s.dev.to_string(), s.frame(last).into_owned()))
+            .collect();
+        if i == 1 {
+            // Port 54: only the `dup` before the match ran.
+            assert_eq!(sent, [("z".to_string(), frames[i].clone())]);
+            assert_eq!(last, f.as_slice());
+            continue;
+        }
+        assert_eq!(
+            sent,
+            [
+                ("z".to_string(), frames[i].clone()),
+                ("x".to_string(), with(&frames[i], true, false)),
+                ("y".to_string(), with(&frames[i], true, true)),
+            ],
+            "packet {i}"
+        );
+        assert_eq!(last, with(f, true, true));
+    }
+}
+
+/// Without an edit after a `dup`, no copy is made (nothing allocated): a `dup` after the only
+/// edit, and a `dup` with no plugin at all.
+#[test]
+fn no_dup_copy_without_a_later_edit() {
+    let rules = vec![vec![plugin_use("s", "dport99", false), dup("x")]];
+    let script = Script::new(vec![Site::Stmt(set_dport_99)]);
+    let frames = vec![ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000, 53))];
+    let (ran, _) = run_three(Policy::Accept, rules, &script, &frames);
+    assert_eq!(ran.edits.len(), 1);
+    assert!(ran.dups.is_empty());
+    let mut e = engine(&[], Policy::Accept, vec![vec![dup("x")]]);
+    let mut out = outcomes(1);
+    e.ingress("eth0", &[pkt(&frames[0])], 0, &mut out, None);
+    assert_eq!(out[0].dup, 1);
+    assert!(e.dup_points().is_empty());
 }
