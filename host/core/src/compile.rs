@@ -918,7 +918,7 @@ impl Ctx<'_> {
                     });
                     self.prog.ext_spans.push(u.span);
                     self.prog.counter_uses.push(None);
-                    ops.push(Op::Ext(id), fence);
+                    ops.push(Op::Ext(id), MergeKind::Barrier);
                 }
                 Stmt::Fwd { dev, via, span } => {
                     let id = self.out_target(dev, *via, *span)?;

@@ -27,6 +27,9 @@
 //!   higher-offset member is a protocol field (`ether type`, `vlan type`, `ip protocol`,
 //!   `ip6 nexthdr`, flagged `EXPR_F_PROTOCOL`), whose place it then takes (so that `ether type ip
 //!   ether saddr X` does not test addresses before the type).
+//! - A plugin use (wasp's own statement, which nft never sees) ends every run, a lone match's
+//!   too ([`MergeKind::Barrier`]): no match moves across it, so the plugin gets the rule's
+//!   packets as written and the matches after it read what it left (its edits).
 //!
 //! Checked with `nft --debug=netlink` (nftables 1.0.6) for every case in the tests below.
 
@@ -39,8 +42,12 @@ pub(crate) enum MergeKind {
     /// A payload match against one value: may merge.
     Candidate(Cand),
     /// A statement that is not an expression (counter, log, `meta set`, verdict, verdict map):
-    /// ends a run of candidates.
+    /// ends a run of candidates (but for nft 1.0.6's lone candidate, see the module).
     Fence,
+    /// A plugin use: ends every run, a lone candidate's too. nft never sees a plugin, so no
+    /// match moves across one: the plugin gets the packets of the rule as written, and the
+    /// matches after it read the packet as it left it.
+    Barrier,
     /// Any other match (meta keys, sets, ranges, prefixes, bitwise): neither.
     Other,
 }
@@ -176,6 +183,12 @@ pub(crate) fn reduce(ops: Vec<Op>, kinds: &[MergeKind]) -> Vec<Op> {
                     sa.clear();
                 }
             }
+            MergeKind::Barrier => {
+                if sa.len() >= 2 {
+                    do_merge(&mut sa, &mut cands, &mut gone);
+                }
+                sa.clear();
+            }
             MergeKind::Other => {}
         }
     }
@@ -219,7 +232,7 @@ mod tests {
             .iter()
             .map(|k| match k {
                 MergeKind::Candidate(c) => c.op(),
-                MergeKind::Fence => Op::Log(0),
+                MergeKind::Fence | MergeKind::Barrier => Op::Log(0),
                 MergeKind::Other => Op::Verdict(crate::program::VerdictC::Continue),
             })
             .collect();
@@ -347,6 +360,41 @@ mod tests {
             got,
             ["Transport+0/4 == 0x10002", "F", "F", "Transport+4/2 == 0x3"]
         );
+    }
+
+    #[test]
+    fn no_match_crosses_a_plugin() {
+        // udp sport 1 PLUGIN udp dport 2: two matches, in their places.
+        let got = run(&[
+            C(c(Th, 0, 2, 1, false)),
+            MergeKind::Barrier,
+            C(c(Th, 2, 2, 2, false)),
+            F,
+        ]);
+        assert_eq!(
+            got,
+            ["Transport+0/2 == 0x1", "F", "Transport+2/2 == 0x2", "F"]
+        );
+        // udp sport 1 counter PLUGIN udp dport 2, udp sport 1 PLUGIN counter udp dport 2.
+        for order in [[F, MergeKind::Barrier], [MergeKind::Barrier, F]] {
+            let got = run(&[
+                C(c(Th, 0, 2, 1, false)),
+                order[0],
+                order[1],
+                C(c(Th, 2, 2, 2, false)),
+            ]);
+            assert_eq!(
+                got,
+                ["Transport+0/2 == 0x1", "F", "F", "Transport+2/2 == 0x2"]
+            );
+        }
+        // Matches on one side of it still merge: udp sport 1 udp dport 2 PLUGIN.
+        let got = run(&[
+            C(c(Th, 0, 2, 1, false)),
+            C(c(Th, 2, 2, 2, false)),
+            MergeKind::Barrier,
+        ]);
+        assert_eq!(got, ["Transport+0/4 == 0x10002", "F"]);
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //! - the merged match sits where the lower-offset member was, unless the higher-offset one is a
 //!   protocol field (`ether type`, `vlan type`, `ip protocol`, `ip6 nexthdr`): then where that was;
 //! - counters, logs, `meta set`, verdicts and verdict maps end a run, except that nft 1.0.6 keeps
-//!   a run of one candidate across them.
+//!   a run of one candidate across them;
+//! - a plugin use (wasp's, which nft never sees) ends every run, a lone candidate's too: no
+//!   match moves across it.
 //!
 //! Not reproduced: when a merged match moves across such a statement away from its
 //! dependency, nft lists the dependency explicitly (`meta l4proto udp counter udp sport 1 udp
@@ -48,6 +50,9 @@ enum Kind {
     Cand(Cand),
     /// A statement that is not an expression: ends a run.
     Fence(usize),
+    /// A plugin use: ends every run, a lone candidate's too (nft never sees a plugin; no
+    /// match moves across one).
+    Barrier(usize),
     /// Any other match.
     Other(usize),
 }
@@ -174,6 +179,7 @@ fn members(stmts: &[Stmt]) -> Vec<Kind> {
                     None => Kind::Other(i),
                 });
             }
+            Stmt::Plugin(_) => out.push(Kind::Barrier(i)),
             _ => out.push(Kind::Fence(i)),
         }
     }
@@ -261,6 +267,12 @@ pub(super) fn listing_order(stmts: &mut Vec<Stmt>) {
                 do_merge(&mut sa, &mut cands, &mut groups, &mut gone);
                 sa.clear();
             }
+            Kind::Barrier(_) => {
+                if sa.len() >= 2 {
+                    do_merge(&mut sa, &mut cands, &mut groups, &mut gone);
+                }
+                sa.clear();
+            }
             _ => {}
         }
     }
@@ -283,7 +295,7 @@ pub(super) fn listing_order(stmts: &mut Vec<Stmt>) {
                 g.sort_by_key(|c| c.off);
                 order.extend(g.iter().filter_map(|c| c.stmt));
             }
-            Kind::Fence(s) | Kind::Other(s) => order.push(s),
+            Kind::Fence(s) | Kind::Barrier(s) | Kind::Other(s) => order.push(s),
         }
     }
     let mut old: Vec<Option<Stmt>> = std::mem::take(stmts).into_iter().map(Some).collect();
@@ -296,6 +308,19 @@ mod tests {
     fn listed(rules: &str) -> Vec<String> {
         let text = format!(
             "table netdev t {{\nchain c {{\ntype filter hook ingress device \"eth0\" priority 0;\n{rules}\n}}\n}}\n"
+        );
+        let rs = crate::parse_str(&text, "t.nft").unwrap_or_else(|e| panic!("{e}"));
+        rs.tables[0].chains[0]
+            .rules
+            .iter()
+            .map(crate::print::rule_text)
+            .collect()
+    }
+
+    /// [`listed`] in a table that declares plugin `p`.
+    fn listed_with_plugin(rules: &str) -> Vec<String> {
+        let text = format!(
+            "table netdev t {{\nplugin p {{ path \"p.wasm\"; }}\nchain c {{\ntype filter hook ingress device \"eth0\" priority 0;\n{rules}\n}}\n}}\n"
         );
         let rs = crate::parse_str(&text, "t.nft").unwrap_or_else(|e| panic!("{e}"));
         rs.tables[0].chains[0]
@@ -352,6 +377,15 @@ mod tests {
         assert_eq!(
             listed("udp sport 1 udp length 5 counter udp dport 2 accept"),
             ["udp sport 1 udp length 5 counter packets 0 bytes 0 udp dport 2 accept"]
+        );
+        // A plugin use is no nft statement: nothing crosses it.
+        assert_eq!(
+            listed_with_plugin("udp sport 1 p x counter udp dport 2 accept"),
+            ["udp sport 1 p x counter packets 0 bytes 0 udp dport 2 accept"]
+        );
+        assert_eq!(
+            listed_with_plugin("udp dport 2 p x counter udp sport 1 accept"),
+            ["udp dport 2 p x counter packets 0 bytes 0 udp sport 1 accept"]
         );
         // Network fields stop at 4 bytes: ip saddr . ip daddr stay two loads, in written order.
         assert_eq!(

@@ -694,3 +694,69 @@ fn no_dup_copy_without_a_later_edit() {
     assert_eq!(out[0].dup, 1);
     assert!(e.dup_points().is_empty());
 }
+
+/// Leave the packet as it is (and let the script record it).
+fn pass(_: &ExtPacket<'_>) -> (ExtVerdict, Vec<ExtEdit>) {
+    (ExtVerdict::Continue, Vec::new())
+}
+
+/// Engine of the parsed rule `rule` in a netdev chain on eth0 that declares plugin `s`, with
+/// `s` as site 0 and the rule's `counter` (site 1) recording what they get.
+fn parsed(rule: &str, s: fn(&ExtPacket<'_>) -> (ExtVerdict, Vec<ExtEdit>)) -> (Engine, Script) {
+    let text = format!(
+        "table netdev t {{\n\tplugin s {{ path \"s.wasm\"; }}\n\tchain c {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+    );
+    let rs = wasp_ruleset::parse_str(&text, "t.nft").expect("parses");
+    let mut e = Engine::compile(&rs).expect("compiles");
+    let script = Script::new(vec![Site::Stmt(s), Site::Stmt(pass)]);
+    e.set_ext(Box::new(script.clone()), &script.kinds());
+    (e, script)
+}
+
+/// A plugin statement is a fence that no match crosses: nft 1.0.6 keeps a lone payload match
+/// in its merge run across its own statements (`udp sport 1 counter udp dport 2` loads both
+/// ports in one compare in front of the counter, `nft --debug=netlink`), but a plugin is not
+/// an nft statement: it sees and edits the packets of the rule as written. Rule `udp sport
+/// 1000 s x counter udp dport D meta mark set 7`: `s` gets every packet from port 1000,
+/// whatever its destination port, and the match after it reads the port `s` wrote.
+#[test]
+fn no_match_moves_in_front_of_a_plugin_statement() {
+    let frames = [
+        ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000, 53)),
+        ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000, 54)),
+        ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1001, 53)),
+    ];
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let marks = |e: &mut Engine| {
+        let mut out = outcomes(pk.len());
+        e.ingress("eth0", &pk, 0, &mut out, None);
+        let one: Vec<u32> = (0..pk.len())
+            .map(|i| e.walk_hook("eth0", &pk[i], i, 0, None, false).mark)
+            .collect();
+        let marks: Vec<u32> = out.iter().map(|o| o.mark).collect();
+        assert_eq!(marks, one);
+        marks
+    };
+    // What a site was handed: by the pipeline, then by the walk.
+    let twice = |f: &[Vec<u8>]| [f, f].concat();
+    // `s` only looks: packets 0 and 1 reach it and the counter after it (packet 1 then fails
+    // the port match).
+    let (mut e, script) = parsed(
+        "udp sport 1000 s x counter udp dport 53 meta mark set 7",
+        pass,
+    );
+    assert_eq!(marks(&mut e), [7, 0, 0]);
+    assert_eq!(script.frames_seen(0), twice(&frames[..2]));
+    assert_eq!(script.frames_seen(1), twice(&frames[..2]));
+    // `s` sets the port to 99: the match after it sees 99 on packets 0 and 1.
+    let (mut e, script) = parsed(
+        "udp sport 1000 s x counter udp dport 99 meta mark set 7",
+        set_dport_99,
+    );
+    assert_eq!(marks(&mut e), [7, 7, 0]);
+    assert_eq!(script.frames_seen(0), twice(&frames[..2]));
+    // Native statements keep nft 1.0.6's merge: the counter counts packet 0 only.
+    let (mut e, script) = parsed("udp sport 1000 counter udp dport 53 meta mark set 7", pass);
+    assert_eq!(marks(&mut e), [7, 0, 0]);
+    assert_eq!(script.frames_seen(0), twice(&frames[..1]));
+}
