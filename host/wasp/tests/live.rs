@@ -1030,13 +1030,13 @@ fn server_reaches_client(s: &str) -> bool {
     .success()
 }
 
-#[test]
-fn nat_gateway_translates_as_the_kernel_does() {
-    if !is_root() {
-        eprintln!("skipped: needs root (network namespaces)");
-        return;
-    }
-    let tag = format!("wn{}", std::process::id() % 100_000);
+/// The NAT topology: client 10.1.0.2 behind the router 10.1.0.1 (namespace `w`, where wasp
+/// or the kernel routes); the server 10.2.0.2 knows only its own subnet, so its answers reach
+/// the client only through source NAT. The server answers TCP port 80 with the peer it saw
+/// (then closes), TCP port 81 by reading until the client closes, and UDP port 53 with the
+/// peer it saw. Returns the topology and the namespaces (client, router, server).
+fn nat_topology(prefix: &str) -> (Topo, String, String, String) {
+    let tag = format!("{prefix}{}", std::process::id() % 100_000);
     let mut t = topology(&tag);
     let (c, w, s) = (t.ns[0].clone(), t.ns[1].clone(), t.ns[2].clone());
     // Client 10.1.0.2 behind the router 10.1.0.1; the server 10.2.0.2 knows only its own
@@ -1064,6 +1064,17 @@ def tcp():
         c, a = s.accept()
         c.send(("%s:%d" % a).encode())
         c.close()
+def sink():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.2.0.2", 81))
+    s.listen(16)
+    while True:
+        c, a = s.accept()
+        def drain(c):
+            while c.recv(65536): pass
+            c.close()
+        threading.Thread(target=drain, args=(c,), daemon=True).start()
 def udp():
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.bind(("10.2.0.2", 53))
@@ -1071,6 +1082,7 @@ def udp():
         d, a = u.recvfrom(100)
         u.sendto(("%s:%d" % a).encode(), a)
 threading.Thread(target=udp, daemon=True).start()
+threading.Thread(target=sink, daemon=True).start()
 tcp()
 "#,
         )
@@ -1078,6 +1090,16 @@ tcp()
         .expect("server");
     t.children.push(server);
     std::thread::sleep(Duration::from_millis(300));
+    (t, c, w, s)
+}
+
+#[test]
+fn nat_gateway_translates_as_the_kernel_does() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let (mut t, c, w, s) = nat_topology("wn");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("nat.nft");
     std::fs::write(&file, NAT_RULESET).unwrap();
@@ -1180,5 +1202,172 @@ tcp()
         (csum_errors(&s), csum_errors(&c)),
         (0, 0),
         "checksum errors after NAT"
+    );
+}
+
+/// The NAT gateway with a flowtable: established TCP connections are offloaded.
+const FLOW_RULESET: &str = r#"table ip nat {
+    chain post {
+        type nat hook postrouting priority srcnat; policy accept;
+        oifname "w1" masquerade
+    }
+}
+table ip filter {
+    flowtable ft {
+        hook ingress priority 0; devices = { w0, w1 }; counter;
+    }
+    chain forward {
+        type filter hook forward priority filter; policy drop;
+        ct state established ip protocol tcp flow add @ft
+        ct state established,related accept
+        ct state new iifname "w0" accept
+    }
+}
+"#;
+
+#[test]
+fn flowtable_offloads_established_connections_and_gives_them_back_on_close() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let (mut t, c, w, s) = nat_topology("wf");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("flow.nft");
+    std::fs::write(&file, FLOW_RULESET).unwrap();
+    let gw = dir.path().join("gateway.conf");
+    std::fs::write(
+        &gw,
+        "address w0 10.1.0.1/24\naddress w1 10.2.0.1/24\nneighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0\nneighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("wasp.sock");
+    // A "hardware" table of one flow: the first connection goes there, the second stays in
+    // software.
+    let daemon = Command::new("ip")
+        .args(["netns", "exec", &w, wasp(), "run"])
+        .arg(&file)
+        .arg("--gateway")
+        .arg(&gw)
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--workers", "2", "--hw-offload", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wasp run");
+    t.children.push(daemon);
+    let start = Instant::now();
+    while !sock.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no control socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let monitor = Command::new("ip")
+        .args(["netns", "exec", &w, wasp(), "ctl", "--socket"])
+        .arg(&sock)
+        .arg("monitor")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("monitor");
+    t.children.push(monitor);
+    std::thread::sleep(Duration::from_millis(300));
+    // Two connections to the sink, open together: 50 writes each, then a pause for the
+    // listings, then close.
+    let client = Command::new("ip")
+        .args(["netns", "exec", &c, "python3", "-c"])
+        .arg(
+            r#"
+import socket, time, sys
+ss = []
+for port in (42001, 42002):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.1.0.2", port))
+    s.settimeout(3)
+    s.connect(("10.2.0.2", 81))
+    ss.append(s)
+for i in range(50):
+    for s in ss:
+        s.send(b"z" * 100)
+    time.sleep(0.01)
+print("sent", flush=True)
+time.sleep(3)
+for s in ss:
+    s.close()
+time.sleep(1)
+"#,
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("client");
+    let mut client = client;
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let out = client.stdout.take().unwrap();
+        let mut r = std::io::BufReader::new(out);
+        r.read_line(&mut line).unwrap();
+    }
+    assert_eq!(line.trim(), "sent");
+    std::thread::sleep(Duration::from_millis(300));
+    let (okk, flows, err) = ctl(&w, &sock, &["list", "flowtable", "ip", "filter", "ft"]);
+    assert!(okk, "{err}");
+    assert!(flows.starts_with("flowtable ft (2 flows)"), "{flows}");
+    let lines: Vec<&str> = flows.lines().skip(1).collect();
+    let hw: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.ends_with("offloaded hw"))
+        .collect();
+    let sw: Vec<&&str> = lines.iter().filter(|l| l.ends_with("software")).collect();
+    assert_eq!((hw.len(), sw.len()), (1, 1), "capacity 1: {flows}");
+    for l in &lines {
+        assert!(l.contains("tcp 10.1.0.2:4200"), "{l}");
+        assert!(
+            l.contains("> 10.2.0.2:81 reply 10.2.0.2:81 > 10.2.0.1:4200"),
+            "{l}"
+        );
+    }
+    // The data went through the flows, both ways (software and "hardware" counters).
+    for l in &lines {
+        let p: Vec<u64> = l
+            .split(" packets ")
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+            .map(|x| x.split('/').map(|n| n.parse().unwrap()).collect())
+            .unwrap();
+        assert!(p[0] >= 40 && p[1] >= 20, "packets both ways: {l}");
+    }
+    let (_, ct, _) = ctl(&w, &sock, &["list", "conntrack"]);
+    assert_eq!(ct.matches("[OFFLOAD]").count(), 2, "{ct}");
+    // Closing: the FINs leave the fast path, the flows are torn down, the connections go
+    // back to conntrack closing (not ESTABLISHED), and monitor saw adds and deletes.
+    let status = client.wait().unwrap();
+    assert!(status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, flows, _) = ctl(&w, &sock, &["list", "flowtable", "ft"]);
+    assert!(flows.starts_with("flowtable ft (0 flows)"), "{flows}");
+    let (_, ct, _) = ctl(&w, &sock, &["list", "conntrack"]);
+    assert!(
+        !ct.contains("[OFFLOAD]") && !ct.contains("ESTABLISHED"),
+        "{ct}"
+    );
+    assert!(ct.contains("TIME_WAIT") || ct.contains("CLOSE"), "{ct}");
+    let mut m = t.children.pop().unwrap();
+    let _ = m.kill();
+    let out = m.wait_with_output().unwrap();
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(events.matches("flow add ft tcp").count(), 2, "{events}");
+    assert_eq!(
+        events.matches("flow del (fin) ft tcp").count(),
+        2,
+        "{events}"
+    );
+    assert_eq!(
+        (csum_errors(&s), csum_errors(&c)),
+        (0, 0),
+        "checksum errors through the fast path"
     );
 }

@@ -153,6 +153,16 @@ impl Netfilter {
         &self.0.flowtables
     }
 
+    /// Register offload block `b` on every flowtable that does not have a block of its name
+    /// yet (the kernel's flow block callbacks: it is told of the flows added from now on).
+    pub fn register_block(&self, b: &Arc<dyn wasp_flowtable::OffloadBlock>) {
+        for ft in &self.0.flowtables {
+            if !ft.blocks().iter().any(|n| n == b.name()) {
+                let _ = ft.register_block(b.clone());
+            }
+        }
+    }
+
     /// The `ct count` lists, for [`Engine::set_conn_count`].
     pub fn conn_count(&self) -> Arc<dyn ConnCount> {
         Arc::new(CtCounts(self.0.conntrack.clone()))

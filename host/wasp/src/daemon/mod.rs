@@ -83,6 +83,24 @@ pub struct RunArgs {
     /// without it accepted packets stay with the local stack unless `fwd`/`dup` send them.
     #[arg(long, value_name = "FILE")]
     pub gateway: Option<PathBuf>,
+    /// Give every flowtable a software model of a NIC's flow offload table as an offload
+    /// block (`wasp_flowtable::HwModel`): at most CAPACITY flows, each forwarded (and counted)
+    /// by the model from LATENCY_US µs after it is added; flows beyond the capacity stay in
+    /// software. `wasp ctl list flowtable NAME` shows where each flow is.
+    #[arg(long, value_name = "CAPACITY[:LATENCY_US]", value_parser = parse_hw_offload)]
+    pub hw_offload: Option<(usize, u64)>,
+}
+
+/// `CAPACITY[:LATENCY_US]` of `--hw-offload`.
+fn parse_hw_offload(s: &str) -> Result<(usize, u64), String> {
+    let (c, l) = s.split_once(':').unwrap_or((s, "0"));
+    let cap = c
+        .parse::<usize>()
+        .map_err(|_| format!("expected a number of flows, found `{c}`"))?;
+    let lat = l
+        .parse::<u64>()
+        .map_err(|_| format!("expected a latency in µs, found `{l}`"))?;
+    Ok((cap, lat))
 }
 
 /// The devices to open: the ruleset's netdev ingress base chains' devices, the `fwd`/`dup`
@@ -234,6 +252,13 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         clock,
         host_cfg,
     )?;
+    if let Some((capacity, latency_us)) = args.hw_offload {
+        daemon.set_offload_block(Arc::new(wasp_flowtable::HwModel::new(
+            "hw",
+            capacity,
+            latency_us.saturating_mul(1000),
+        )));
+    }
     let daemon = Arc::new(daemon);
     let server = wasp_ctl::server::Server::start(
         wasp_ctl::server::ServerConfig::new(&args.socket),
