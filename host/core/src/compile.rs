@@ -552,6 +552,23 @@ impl Ctx<'_> {
     /// frames: `ether saddr X ip saddr Y` reads the rebuilt frame's EtherType at offset 12, which
     /// is 0x8100 there, so it never matches a tagged frame, while `ip saddr Y` alone does (nft
     /// 1.0.6 `--debug=netlink`: `[ payload load 8b @ link header + 6 ]` with the 0x0800 in it).
+    /// Loads of a statement's value expression (one per concatenated field), with the
+    /// dependency checks it needs put in front.
+    fn value_loads(
+        &self,
+        family: Family,
+        e: &Expr,
+        span: Span,
+        ops: &mut RuleOps,
+    ) -> Result<Vec<Load>, Error> {
+        let mut loads = Vec::new();
+        let mut deps = Vec::new();
+        self.expr(e, span, &mut loads, &mut deps)?;
+        self.deps(family, &deps, ops);
+        ops.note_link_reads(&loads);
+        Ok(loads)
+    }
+
     fn deps(&self, family: Family, deps: &[Dep], ops: &mut RuleOps) {
         for &d in deps {
             let meta = dep_field_load(d, family);
@@ -846,11 +863,7 @@ impl Ctx<'_> {
                     break;
                 }
                 Stmt::VerdictMap { key, map, span } => {
-                    let mut loads = Vec::new();
-                    let mut deps = Vec::new();
-                    self.expr(key, *span, &mut loads, &mut deps)?;
-                    self.deps(t.family, &deps, &mut ops);
-                    ops.note_link_reads(&loads);
+                    let loads = self.value_loads(t.family, key, *span, &mut ops)?;
                     let set = self.set_ref(ti, t, named, map, &loads, true, *span)?;
                     ops.push(
                         Op::Vmap {
@@ -925,37 +938,6 @@ impl Ctx<'_> {
                     ops.push(Op::Fwd(id), fence);
                     break;
                 }
-                Stmt::CtSet {
-                    key: CtKey::Mark,
-                    value: Expr::Map { key, map, .. },
-                    span,
-                } => {
-                    let mut loads = Vec::new();
-                    let mut deps = Vec::new();
-                    self.expr(key, *span, &mut loads, &mut deps)?;
-                    self.deps(t.family, &deps, &mut ops);
-                    ops.note_link_reads(&loads);
-                    let set = self.set_ref(ti, t, named, map, &loads, false, *span)?;
-                    ops.push(
-                        Op::SetMarkMap {
-                            keys: loads.into(),
-                            set,
-                            ct: true,
-                        },
-                        fence,
-                    );
-                }
-                Stmt::CtSet { key, value, span } => {
-                    let mut loads = Vec::new();
-                    let mut deps = Vec::new();
-                    self.expr(value, *span, &mut loads, &mut deps)?;
-                    self.deps(t.family, &deps, &mut ops);
-                    ops.note_link_reads(&loads);
-                    if loads.len() != 1 || *key != CtKey::Mark {
-                        return Err(self.err(*span, "only ct mark can be set"));
-                    }
-                    ops.push(Op::CtSetMark(Box::new(loads[0])), fence);
-                }
                 Stmt::CtCount { over, count, .. } => {
                     let site = self.prog.ct_counts;
                     self.prog.ct_counts += 1;
@@ -1003,28 +985,26 @@ impl Ctx<'_> {
                     key: MetaKey::Mark,
                     value: Expr::Map { key, map, .. },
                     span,
+                }
+                | Stmt::CtSet {
+                    key: CtKey::Mark,
+                    value: Expr::Map { key, map, .. },
+                    span,
                 } => {
-                    let mut loads = Vec::new();
-                    let mut deps = Vec::new();
-                    self.expr(key, *span, &mut loads, &mut deps)?;
-                    self.deps(t.family, &deps, &mut ops);
-                    ops.note_link_reads(&loads);
+                    // `meta mark set` / `ct mark set` from a map: a miss ends the rule.
+                    let loads = self.value_loads(t.family, key, *span, &mut ops)?;
                     let set = self.set_ref(ti, t, named, map, &loads, false, *span)?;
                     ops.push(
                         Op::SetMarkMap {
                             keys: loads.into(),
                             set,
-                            ct: false,
+                            ct: matches!(s, Stmt::CtSet { .. }),
                         },
                         fence,
                     );
                 }
                 Stmt::MetaSet { key, value, span } => {
-                    let mut loads = Vec::new();
-                    let mut deps = Vec::new();
-                    self.expr(value, *span, &mut loads, &mut deps)?;
-                    self.deps(t.family, &deps, &mut ops);
-                    ops.note_link_reads(&loads);
+                    let loads = self.value_loads(t.family, value, *span, &mut ops)?;
                     if loads.len() != 1 {
                         return Err(self.err(*span, "meta set needs a single value"));
                     }
@@ -1038,6 +1018,13 @@ impl Ctx<'_> {
                             );
                         }
                     }
+                }
+                Stmt::CtSet { key, value, span } => {
+                    let loads = self.value_loads(t.family, value, *span, &mut ops)?;
+                    if loads.len() != 1 || *key != CtKey::Mark {
+                        return Err(self.err(*span, "only ct mark can be set"));
+                    }
+                    ops.push(Op::CtSetMark(Box::new(loads[0])), fence);
                 }
             }
         }
