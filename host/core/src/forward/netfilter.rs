@@ -362,7 +362,7 @@ pub(crate) fn ip_path<'a>(
     nf: &Netfilter,
     g: &mut Gateway,
     engine: &mut Engine,
-    mut ext: Option<&mut dyn Extensions>,
+    ext: Option<&mut dyn Extensions>,
     in_dev: &str,
     input: DevId,
     frame: &'a [u8],
@@ -408,37 +408,27 @@ pub(crate) fn ip_path<'a>(
         return IpFate::Dropped { conntrack: true };
     }
     let nat_chains = !engine.nat_specs().is_empty();
-    let pending_for = |info: &CtInfo, done: u32| {
-        info.pending
-            && ct
-                .get(info.id, now_ns)
-                .is_some_and(|e| e.status & done == 0)
-    };
-    let discard = |info: &CtInfo| {
-        if info.pending {
-            ct.discard(info.id);
-        }
+    let mut walk = Walk {
+        engine,
+        ext,
+        ct,
+        info,
+        in_dev,
+        mark,
+        now_ns,
     };
     // 3. Prerouting.
-    let mut mark = mark;
-    let p = Packet {
+    let Some(fx) = walk.run(
+        Hook::Prerouting,
         frame,
         meta,
-        iifname: in_dev,
-        mark,
-        oifname: "",
-        ct: ct_meta(
-            &info,
-            pending_for(&info, wasp_conntrack::status::DST_NAT_DONE),
-        ),
-    };
-    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Prerouting, p, now_ns) else {
-        discard(&info);
+        "",
+        Some(wasp_conntrack::status::DST_NAT_DONE),
+    ) else {
         return IpFate::Dropped { conntrack: false };
     };
-    mark = o.mark;
     apply_fx(
-        engine,
+        walk.engine,
         fx,
         ct,
         g,
@@ -456,32 +446,36 @@ pub(crate) fn ip_path<'a>(
     {
         let mut v = frame.to_vec();
         if rw.apply(&mut v, &meta).is_err() {
-            discard(&info);
+            walk.discard();
             return IpFate::Dropped { conntrack: false };
         }
         cur = Cow::Owned(v);
     }
     // 4. The route.
-    let (out, routed) = match g.route(input, &cur, now_ns) {
+    let (out, mut routed) = match g.route(input, &cur, now_ns) {
         super::Action::Local => {
             // 5. Input.
             let m = wasp_wire::parse(&cur);
-            let p = Packet {
-                frame: &cur,
-                meta: m,
-                iifname: in_dev,
-                mark,
-                oifname: "",
-                ct: ct_meta(
-                    &info,
-                    pending_for(&info, wasp_conntrack::status::SRC_NAT_DONE),
-                ),
-            };
-            let Some((_, fx)) = hook(engine, re(&mut ext), Hook::Input, p, now_ns) else {
-                discard(&info);
+            let Some(fx) = walk.run(
+                Hook::Input,
+                &cur,
+                m,
+                "",
+                Some(wasp_conntrack::status::SRC_NAT_DONE),
+            ) else {
                 return IpFate::Dropped { conntrack: false };
             };
-            apply_fx(engine, fx, ct, g, &info, Manip::Src, None, None, nat_chains);
+            apply_fx(
+                walk.engine,
+                fx,
+                ct,
+                g,
+                &info,
+                Manip::Src,
+                None,
+                None,
+                nat_chains,
+            );
             if info.pending && ct.confirm(info.id, now_ns).is_err() {
                 return IpFate::Dropped { conntrack: true };
             }
@@ -492,47 +486,29 @@ pub(crate) fn ip_path<'a>(
         _ => {
             // Answered (time exceeded, unreachable), dropped, or waiting for a neighbour:
             // the packet goes no further, and its new connection with it.
-            discard(&info);
+            walk.discard();
             return IpFate::Route(cur);
         }
     };
     let out_name: Arc<str> = Arc::from(g.name(out));
-    let mut routed = routed;
     // 5. Forward.
     let m = wasp_wire::parse(&routed);
-    let p = Packet {
-        frame: &routed,
-        meta: m,
-        iifname: in_dev,
-        mark,
-        oifname: &out_name,
-        ct: ct_meta(&info, false),
-    };
-    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Forward, p, now_ns) else {
-        discard(&info);
+    let Some(fx) = walk.run(Hook::Forward, &routed, m, &out_name, None) else {
         return IpFate::Dropped { conntrack: false };
     };
-    mark = o.mark;
-    let flow_add = apply_fx(engine, fx, ct, g, &info, Manip::Src, None, None, false);
+    let flow_add = apply_fx(walk.engine, fx, ct, g, &info, Manip::Src, None, None, false);
     // 6. Postrouting.
-    let p = Packet {
-        frame: &routed,
-        meta: m,
-        iifname: in_dev,
-        mark,
-        oifname: &out_name,
-        ct: ct_meta(
-            &info,
-            pending_for(&info, wasp_conntrack::status::SRC_NAT_DONE),
-        ),
-    };
-    let Some((o, fx)) = hook(engine, re(&mut ext), Hook::Postrouting, p, now_ns) else {
-        discard(&info);
+    let Some(fx) = walk.run(
+        Hook::Postrouting,
+        &routed,
+        m,
+        &out_name,
+        Some(wasp_conntrack::status::SRC_NAT_DONE),
+    ) else {
         return IpFate::Dropped { conntrack: false };
     };
-    mark = o.mark;
     apply_fx(
-        engine,
+        walk.engine,
         fx,
         ct,
         g,
@@ -548,13 +524,14 @@ pub(crate) fn ip_path<'a>(
         && (rw.src.is_some() || rw.icmp_id.is_some())
         && rw.apply(&mut routed, &m).is_err()
     {
-        discard(&info);
+        walk.discard();
         return IpFate::Dropped { conntrack: false };
     }
     // 7. Confirm.
     if info.pending && ct.confirm(info.id, now_ns).is_err() {
         return IpFate::Dropped { conntrack: true };
     }
+    let mark = walk.mark;
     // `flow add` of an established connection (nft_flow_offload_eval): confirmed, TCP in
     // ESTABLISHED without FIN/RST, not offloaded yet.
     if let Some(ft) = flow_add
@@ -573,6 +550,67 @@ pub(crate) fn ip_path<'a>(
         body: super::path::Body::Owned(routed),
         mark,
         offloaded: false,
+    }
+}
+
+/// One packet's walk through the IP hooks: runs a hook, keeps the packet's mark, and discards
+/// the packet's new connection when a hook drops it.
+struct Walk<'x, 'e> {
+    engine: &'x mut Engine,
+    ext: Option<&'e mut dyn Extensions>,
+    ct: &'x Conntrack,
+    info: CtInfo,
+    in_dev: &'x str,
+    mark: u32,
+    now_ns: u64,
+}
+
+impl Walk<'_, '_> {
+    /// Run IP hook `h` on `frame` (`meta` its parse), leaving on `oif` (empty before the
+    /// route). With `nat_done`, the hook's nat chains run when the connection is new and
+    /// lacks that status bit (its binding for the hook's manip type). What the rules asked of
+    /// the connection; `None` when the hook dropped the packet (its new connection is
+    /// discarded).
+    fn run(
+        &mut self,
+        h: Hook,
+        frame: &[u8],
+        meta: wasp_wire::PacketMeta,
+        oif: &str,
+        nat_done: Option<u32>,
+    ) -> Option<ConnFx> {
+        let pending = nat_done.is_some_and(|done| {
+            self.info.pending
+                && self
+                    .ct
+                    .get(self.info.id, self.now_ns)
+                    .is_some_and(|e| e.status & done == 0)
+        });
+        let p = Packet {
+            frame,
+            meta,
+            iifname: self.in_dev,
+            mark: self.mark,
+            oifname: oif,
+            ct: ct_meta(&self.info, pending),
+        };
+        match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
+            Some((o, fx)) => {
+                self.mark = o.mark;
+                Some(fx)
+            }
+            None => {
+                self.discard();
+                None
+            }
+        }
+    }
+
+    /// Forget the packet's connection if this packet made it (it was not confirmed).
+    fn discard(&self) {
+        if self.info.pending {
+            self.ct.discard(self.info.id);
+        }
     }
 }
 
