@@ -299,9 +299,9 @@ fn refuses_a_missing_device_with_its_name() {
     drop(t);
 }
 
-/// Start `wasp run` with `rules` in the wasp namespace of `t`; returns the socket path once
-/// the daemon answers.
-fn start_daemon(t: &mut Topo, dir: &Path, rules: &str, workers: &str) -> PathBuf {
+/// Start `wasp run` with `rules` and `args` in the wasp namespace of `t`; returns the socket
+/// path once the daemon answers.
+fn start_daemon(t: &mut Topo, dir: &Path, rules: &str, args: &[&str]) -> PathBuf {
     let file = dir.join("rules.nft");
     std::fs::write(&file, rules).expect("write ruleset");
     let sock = dir.join("wasp.sock");
@@ -310,7 +310,7 @@ fn start_daemon(t: &mut Topo, dir: &Path, rules: &str, workers: &str) -> PathBuf
         .arg(&file)
         .arg("--socket")
         .arg(&sock)
-        .args(["--workers", workers])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -349,7 +349,7 @@ fn hot_swap_under_live_traffic_loses_nothing_and_counts_on() {
     }
 }
 "#;
-    let sock = start_daemon(&mut t, dir.path(), rules, "2");
+    let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "2"]);
     const N: u32 = 3000;
     // The server counts datagrams until 1.5 s pass without one.
     let count_file = dir.path().join("count");
@@ -1093,6 +1093,21 @@ tcp()
     (t, c, w, s)
 }
 
+/// [`start_daemon`] as the NAT topology's router: the gateway file with both subnets and the
+/// end hosts as neighbours, 2 workers, and `args`.
+fn start_gateway(t: &mut Topo, dir: &Path, rules: &str, args: &[&str]) -> PathBuf {
+    let gw = dir.join("gateway.conf");
+    std::fs::write(
+        &gw,
+        "address w0 10.1.0.1/24\naddress w1 10.2.0.1/24\nneighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0\nneighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1\n",
+    )
+    .unwrap();
+    let gw = gw.display().to_string();
+    let mut all = vec!["--gateway", gw.as_str(), "--workers", "2"];
+    all.extend_from_slice(args);
+    start_daemon(t, dir, rules, &all)
+}
+
 #[test]
 fn nat_gateway_translates_as_the_kernel_does() {
     if !is_root() {
@@ -1158,34 +1173,7 @@ fn nat_gateway_translates_as_the_kernel_does() {
     );
 
     // wasp as the router, same ruleset.
-    let gw = dir.path().join("gateway.conf");
-    std::fs::write(
-        &gw,
-        "address w0 10.1.0.1/24\naddress w1 10.2.0.1/24\nneighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0\nneighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1\n",
-    )
-    .unwrap();
-    let sock = dir.path().join("wasp.sock");
-    let daemon = Command::new("ip")
-        .args(["netns", "exec", &w, wasp(), "run"])
-        .arg(&file)
-        .arg("--gateway")
-        .arg(&gw)
-        .arg("--socket")
-        .arg(&sock)
-        .args(["--workers", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wasp run");
-    t.children.push(daemon);
-    let start = Instant::now();
-    while !sock.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no control socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let sock = start_gateway(&mut t, dir.path(), NAT_RULESET, &[]);
     let wasp_saw = nat_probes(&c, 41000);
     assert_eq!(wasp_saw, kernel, "wasp's NAT against the kernel's");
     assert!(
@@ -1233,38 +1221,9 @@ fn flowtable_offloads_established_connections_and_gives_them_back_on_close() {
     }
     let (mut t, c, w, s) = nat_topology("wf");
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("flow.nft");
-    std::fs::write(&file, FLOW_RULESET).unwrap();
-    let gw = dir.path().join("gateway.conf");
-    std::fs::write(
-        &gw,
-        "address w0 10.1.0.1/24\naddress w1 10.2.0.1/24\nneighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0\nneighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1\n",
-    )
-    .unwrap();
-    let sock = dir.path().join("wasp.sock");
     // A "hardware" table of one flow: the first connection goes there, the second stays in
     // software.
-    let daemon = Command::new("ip")
-        .args(["netns", "exec", &w, wasp(), "run"])
-        .arg(&file)
-        .arg("--gateway")
-        .arg(&gw)
-        .arg("--socket")
-        .arg(&sock)
-        .args(["--workers", "2", "--hw-offload", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wasp run");
-    t.children.push(daemon);
-    let start = Instant::now();
-    while !sock.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no control socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let sock = start_gateway(&mut t, dir.path(), FLOW_RULESET, &["--hw-offload", "1"]);
     let monitor = Command::new("ip")
         .args(["netns", "exec", &w, wasp(), "ctl", "--socket"])
         .arg(&sock)
