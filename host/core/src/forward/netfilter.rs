@@ -579,20 +579,24 @@ impl Walk<'_, '_> {
         oif: &str,
         nat_done: Option<u32>,
     ) -> Option<ConnFx> {
-        let pending = nat_done.is_some_and(|done| {
-            self.info.pending
-                && self
-                    .ct
-                    .get(self.info.id, self.now_ns)
-                    .is_some_and(|e| e.status & done == 0)
-        });
+        // What the earlier hooks changed (a NAT binding's status bits, `ct mark set`) is
+        // what this one reads, as the kernel's rules read the live entry.
+        let mut info = self.info;
+        if let Some(e) = (info.id != 0)
+            .then(|| self.ct.get(info.id, self.now_ns))
+            .flatten()
+        {
+            info.status = e.status;
+            info.mark = e.mark;
+        }
+        let pending = nat_done.is_some_and(|done| info.pending && info.status & done == 0);
         let p = Packet {
             frame,
             meta,
             iifname: self.in_dev,
             mark: self.mark,
             oifname: oif,
-            ct: ct_meta(&self.info, pending),
+            ct: ct_meta(&info, pending),
         };
         match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
             Some((o, fx)) => {

@@ -465,3 +465,42 @@ table inet filter {
     assert_eq!(fate, Fate::Sent);
     assert_eq!(r.ct().len(), 1, "only the valid connection is tracked");
 }
+
+#[test]
+fn ct_direction_and_status_read_the_connection() {
+    // Replies of a destination-NATed connection are `ct direction reply` with `ct status dnat`:
+    // this forward chain drops exactly those, so the handshake's SYN passes and its SYN-ACK
+    // does not; the first packet is `original`, and only `ct state new` reads as new.
+    let rules = r#"
+table ip nat {
+    chain pre {
+        type nat hook prerouting priority dstnat; policy accept;
+        tcp dport 8080 dnat to 10.2.0.2:80
+    }
+}
+table ip filter {
+    chain forward {
+        type filter hook forward priority filter; policy accept;
+        ct direction reply ct status dnat drop
+        ct direction original ct state new ct status & dnat == 0 drop
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, sent) = r.send("w0", &c2s(SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(
+        read(&sent[0].2).2,
+        Ipv4Addr::from(S),
+        "translated to the server"
+    );
+    // Without NAT the server would answer the client itself; here it answers the router's
+    // address on the client side (not masqueraded: the reply goes to 10.1.0.2 directly).
+    let reply = tcp(SERVER, W1, S, C, 80, 40000, SYN | ACK, 64, b"");
+    let (fate, sent) = r.send("w1", &reply, 1.1);
+    assert_eq!((fate, sent.len()), (Fate::Dropped, 0));
+    // A new connection to a port without NAT: original, new, no dnat status: dropped by the
+    // second rule.
+    let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 22, SYN, 64, b""), 1.2);
+    assert_eq!(fate, Fate::Dropped);
+}
