@@ -163,6 +163,7 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
                 && let Some(note) = crate::hooks::replay_note_when(
                     &ruleset,
                     opts.gateway.is_some() || crate::hooks::forwards(&ruleset),
+                    opts.gateway.is_some(),
                 )
             {
                 writeln!(stderr, "note: {note}").map_err(io)?;

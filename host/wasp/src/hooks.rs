@@ -10,7 +10,7 @@ use wasp_ruleset::model::{Family, Hook, Stmt};
 /// The base chains of `ruleset` that `wasp replay` does not run, as `FAMILY TABLE CHAIN
 /// (hook HOOK)`, in declaration order.
 pub fn chains_not_run(ruleset: &Ruleset) -> Vec<String> {
-    chains_not_run_when(ruleset, false)
+    chains_not_run_when(ruleset, false, false)
 }
 
 /// `true` when `ruleset` has `fwd` or `dup` statements (a replay then forwards, and netdev
@@ -26,8 +26,10 @@ pub fn forwards(ruleset: &Ruleset) -> bool {
 }
 
 /// [`chains_not_run`]; with `forwarding` (a gateway file, or `fwd`/`dup` statements), netdev
-/// egress chains run on the frames sent and are not listed.
-pub fn chains_not_run_when(ruleset: &Ruleset, forwarding: bool) -> Vec<String> {
+/// egress chains run on the frames sent and are not listed; with `gateway` (a gateway file),
+/// the ip, ip6 and inet chains of the prerouting, input, forward and postrouting hooks run on
+/// the packets the gateway routes (the IP path) and are not listed either.
+pub fn chains_not_run_when(ruleset: &Ruleset, forwarding: bool, gateway: bool) -> Vec<String> {
     let mut out = Vec::new();
     for t in &ruleset.tables {
         for c in &t.chains {
@@ -37,6 +39,15 @@ pub fn chains_not_run_when(ruleset: &Ruleset, forwarding: bool) -> Vec<String> {
                 continue;
             }
             if forwarding && base.hook == Hook::Egress && t.family == Family::Netdev {
+                continue;
+            }
+            if gateway
+                && matches!(t.family, Family::Ip | Family::Ip6 | Family::Inet)
+                && matches!(
+                    base.hook,
+                    Hook::Prerouting | Hook::Input | Hook::Forward | Hook::Postrouting
+                )
+            {
                 continue;
             }
             out.push(format!(
@@ -53,12 +64,13 @@ pub fn chains_not_run_when(ruleset: &Ruleset, forwarding: bool) -> Vec<String> {
 
 /// The note `wasp replay` prints when `ruleset` has base chains it does not run, or `None`.
 pub fn replay_note(ruleset: &Ruleset) -> Option<String> {
-    replay_note_when(ruleset, false)
+    replay_note_when(ruleset, false, false)
 }
 
-/// [`replay_note`] for a replay that forwards or not (see [`chains_not_run_when`]).
-pub fn replay_note_when(ruleset: &Ruleset, forwarding: bool) -> Option<String> {
-    let skipped = chains_not_run_when(ruleset, forwarding);
+/// [`replay_note`] for a replay that forwards or not, with a gateway or not (see
+/// [`chains_not_run_when`]).
+pub fn replay_note_when(ruleset: &Ruleset, forwarding: bool, gateway: bool) -> Option<String> {
+    let skipped = chains_not_run_when(ruleset, forwarding, gateway);
     if skipped.is_empty() {
         return None;
     }
@@ -100,6 +112,11 @@ mod tests {
         assert_eq!(replay_note(&only_ingress), None);
         // Forwarding: the egress chain runs on the frames sent.
         assert!(!forwards(&r));
-        assert_eq!(chains_not_run_when(&r, true), ["inet f input (hook input)"]);
+        assert_eq!(
+            chains_not_run_when(&r, true, false),
+            ["inet f input (hook input)"]
+        );
+        // With a gateway the IP hooks' chains run on the packets it routes.
+        assert!(chains_not_run_when(&r, true, true).is_empty());
     }
 }

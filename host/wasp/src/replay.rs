@@ -715,6 +715,28 @@ pub fn replay(
         run.summary.inputs.push(s);
     }
     progress.finish();
+    if let Some(nf) = run.fwd.as_ref().and_then(Forwarder::netfilter) {
+        // What conntrack and the flowtables hold at the end of the captures.
+        let ct = nf.conntrack();
+        let s = ct.stats();
+        notes.push(format!(
+            "conntrack: {} connections at the end ({} new, {} invalid, {} dropped when full)",
+            ct.len(),
+            s.new,
+            s.invalid,
+            s.drop
+        ));
+        for ft in nf.flowtables() {
+            let st = ft.stats();
+            notes.push(format!(
+                "flowtable {}: {} flows at the end, {} added, {} removed",
+                ft.config().name,
+                st.flows,
+                st.added,
+                st.removed
+            ));
+        }
+    }
     if let Some(p) = run.plugins.as_mut() {
         notes.extend(p.unapplied(run.index));
         // Events of the swaps made after the last packet.

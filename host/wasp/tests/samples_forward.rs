@@ -172,6 +172,24 @@ fn router_sample_routes_answers_and_filters() {
             0x0800 => {
                 assert_eq!(f[22], 63);
                 assert_eq!(checksum::checksum(&f[14..34]), 0);
+                // Masqueraded to wan0's address (router.nft's `ip nat` table). The
+                // capture's frames carry no transport checksum (0): UDP's stays 0 (none), and
+                // TCP's is updated incrementally (RFC 1624), so the sum over the new pseudo
+                // header and segment is what it was over the old ones.
+                assert_eq!(&f[26..30], &[192, 0, 2, 1], "frame {i}: source NAT");
+                let sum = |g: &[u8]| {
+                    let l4 = &g[34..];
+                    let mut pseudo = g[26..34].to_vec();
+                    pseudo.extend_from_slice(&[0, g[23]]);
+                    pseudo.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+                    pseudo.extend_from_slice(l4);
+                    checksum::checksum(&pseudo)
+                };
+                let (_, orig) = frames.iter().find(|(t, _)| t == ts).unwrap();
+                match f[23] {
+                    17 => assert_eq!(&f[40..42], &[0, 0], "frame {i}: no UDP checksum"),
+                    _ => assert_eq!(sum(f), sum(orig), "frame {i}: TCP checksum updated"),
+                }
             }
             _ => assert_eq!(f[21], 63),
         }

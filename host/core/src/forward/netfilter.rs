@@ -330,7 +330,7 @@ pub(crate) fn ct_meta(ct: &CtInfo, nat_pending: bool) -> CtMeta {
 }
 
 /// What became of a packet on the IP path.
-pub(crate) enum IpFate<'a> {
+pub(crate) enum IpFate {
     /// Send on `dev` (device id of the gateway) the frame `body`.
     Send {
         /// Output device.
@@ -349,10 +349,11 @@ pub(crate) enum IpFate<'a> {
         /// Conntrack refused it (table full, or a clash on confirm).
         conntrack: bool,
     },
-    /// Not for the IP path (not IPv4/IPv6): the caller routes it as before. Also for a
-    /// packet the gateway answers, drops or cannot send yet: `frame` is the packet as the
-    /// hooks left it (destination NAT applied), to be routed by the caller as before.
-    Route(Cow<'a, [u8]>),
+    /// Not for the IP path (not IPv4/IPv6): the caller routes it as before.
+    NotIp,
+    /// The gateway answered it, dropped it or cannot send it yet (time exceeded,
+    /// unreachable, no neighbour, ARP/ND answers): what it decided.
+    Routed(super::path::Routed),
 }
 
 /// Run the IP path for `frame` from `in_dev` (`input` its gateway id), after an ingress
@@ -368,11 +369,11 @@ pub(crate) fn ip_path<'a>(
     frame: &'a [u8],
     mark: u32,
     now_ns: u64,
-) -> IpFate<'a> {
+) -> IpFate {
     nf.maybe_gc(now_ns);
     let meta = wasp_wire::parse(frame);
     if !matches!(meta.protocol, 0x0800 | 0x86dd) {
-        return IpFate::Route(Cow::Borrowed(frame));
+        return IpFate::NotIp;
     }
     // 1. The flowtables of this device.
     for (i, ft) in nf.0.flowtables.iter().enumerate() {
@@ -483,11 +484,11 @@ pub(crate) fn ip_path<'a>(
         }
         super::Action::Forward { dev, rewrite } => (dev, rewrite.to_frame(&cur)),
         super::Action::Transmit { dev, frame } => (dev, frame.to_vec()),
-        _ => {
+        other => {
             // Answered (time exceeded, unreachable), dropped, or waiting for a neighbour:
             // the packet goes no further, and its new connection with it.
             walk.discard();
-            return IpFate::Route(cur);
+            return IpFate::Routed(other.into());
         }
     };
     let out_name: Arc<str> = Arc::from(g.name(out));

@@ -177,6 +177,59 @@ impl Body {
     }
 }
 
+/// What the gateway decided for a packet, its frame out of the gateway's buffer.
+#[derive(Debug)]
+pub(crate) enum Routed {
+    /// For the host side.
+    Local,
+    /// Dropped (counted by the gateway).
+    Drop(DropReason),
+    /// Send `body` on `dev`; for [`SendKind::Unreachable`], the packet was lost for
+    /// `unreachable`.
+    Send {
+        dev: DevId,
+        body: Body,
+        kind: SendKind,
+        unreachable: DropReason,
+    },
+}
+
+impl From<Action<'_>> for Routed {
+    fn from(a: Action<'_>) -> Routed {
+        let send = |dev, body, kind| Routed::Send {
+            dev,
+            body,
+            kind,
+            unreachable: DropReason::NoRoute,
+        };
+        match a {
+            Action::Local => Routed::Local,
+            Action::Drop(r) => Routed::Drop(r),
+            Action::Forward { dev, rewrite } => send(
+                dev,
+                Body::Input {
+                    len: rewrite.len,
+                    rewrite: Some(rewrite),
+                },
+                SendKind::Forward,
+            ),
+            Action::Transmit { dev, frame } => {
+                send(dev, Body::Owned(frame.to_vec()), SendKind::Forward)
+            }
+            Action::Reply { dev, frame } => send(dev, Body::Owned(frame.to_vec()), SendKind::Reply),
+            Action::Resolve { dev, frame } => {
+                send(dev, Body::Owned(frame.to_vec()), SendKind::Solicit)
+            }
+            Action::Unreachable { dev, frame, reason } => Routed::Send {
+                dev,
+                body: Body::Owned(frame.to_vec()),
+                kind: SendKind::Unreachable,
+                unreachable: reason,
+            },
+        }
+    }
+}
+
 /// Why a packet was lost on the way out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Loss {
@@ -364,7 +417,7 @@ impl Forwarder {
         let Some(input) = g.device(in_dev) else {
             return self.lose(Loss::Gateway(DropReason::UnknownDevice));
         };
-        let mut routed = Cow::Borrowed(frame);
+        let mut pre_routed = None;
         if let Some(nf) = self.nf.take() {
             let fate = super::netfilter::ip_path(
                 &nf,
@@ -379,7 +432,8 @@ impl Forwarder {
             );
             self.nf = Some(nf);
             match fate {
-                IpFate::Route(f) => routed = f,
+                IpFate::NotIp => {}
+                IpFate::Routed(r) => pre_routed = Some(r),
                 IpFate::Local => {
                     self.stats.local += 1;
                     return Fate::Local;
@@ -407,39 +461,25 @@ impl Forwarder {
                 }
             }
         }
-        let Some(g) = self.gateway.as_mut() else {
-            return Fate::Local;
+        let routed = match pre_routed {
+            Some(r) => r,
+            None => match self.gateway.as_mut() {
+                Some(g) => Routed::from(g.route_in_place(input, frame, now_ns)),
+                None => return Fate::Local,
+            },
         };
-        let in_place = matches!(routed, Cow::Borrowed(_));
-        let mut unreachable = DropReason::NoRoute;
-        let action = if in_place {
-            g.route_in_place(input, frame, now_ns)
-        } else {
-            g.route(input, &routed, now_ns)
-        };
-        let (dev, out, kind) = match action {
-            Action::Local => {
+        let (dev, out, kind, unreachable) = match routed {
+            Routed::Local => {
                 self.stats.local += 1;
                 return Fate::Local;
             }
-            Action::Drop(r) => return self.lose(Loss::Gateway(r)),
-            Action::Forward { dev, rewrite } => (
+            Routed::Drop(r) => return self.lose(Loss::Gateway(r)),
+            Routed::Send {
                 dev,
-                Body::Input {
-                    len: rewrite.len,
-                    rewrite: Some(rewrite),
-                },
-                SendKind::Forward,
-            ),
-            Action::Transmit { dev, frame } => {
-                (dev, Body::Owned(frame.to_vec()), SendKind::Forward)
-            }
-            Action::Reply { dev, frame } => (dev, Body::Owned(frame.to_vec()), SendKind::Reply),
-            Action::Resolve { dev, frame } => (dev, Body::Owned(frame.to_vec()), SendKind::Solicit),
-            Action::Unreachable { dev, frame, reason } => {
-                unreachable = reason;
-                (dev, Body::Owned(frame.to_vec()), SendKind::Unreachable)
-            }
+                body,
+                kind,
+                unreachable,
+            } => (dev, body, kind, unreachable),
         };
         let name = self.name(dev);
         let mark = if matches!(
