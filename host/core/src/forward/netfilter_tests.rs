@@ -379,6 +379,11 @@ fn ttl_one_leaves_the_fast_path_and_gets_time_exceeded() {
     assert_eq!(sent[0].1, SendKind::Reply);
     let icmp = &sent[0].2;
     assert_eq!((icmp[23], icmp[34]), (1, 11), "ICMP time exceeded");
+    assert_eq!(
+        r.fw.gateway().unwrap().stats().time_exceeded,
+        1,
+        "routed once, answered once"
+    );
     assert_eq!(r.nf.flowtables()[0].flows(2_000_000_000).len(), 1);
     let (_, sent) = r.send("w0", &c2s(ACK, 64, b""), 2.1);
     assert_eq!(sent[0].1, SendKind::Flow);
