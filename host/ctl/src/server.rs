@@ -272,10 +272,21 @@ fn bind(path: &Path) -> Result<UnixListener, ServerError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err(e)),
     }
-    let listener = UnixListener::bind(path).map_err(io_err)?;
-    // Root only, before the first accept (the listen queue of the instants before holds
-    // connections that pass the folder's and the umask's permissions only).
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    // Bound under a temporary name, made root-only, then renamed into place: the socket is
+    // never reachable at `path` with wider permissions (nor seen there before it is 0600).
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(io_err)?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_err(e));
+    }
     Ok(listener)
 }
 
