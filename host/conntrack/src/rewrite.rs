@@ -40,32 +40,12 @@ pub enum RewriteError {
 
 /// RFC 1624 eqn. 3: the checksum `check` after `old` became `new` (both of even length).
 fn csum_adjust(check: u16, old: &[u8], new: &[u8]) -> u16 {
-    let mut sum = u32::from(!check);
-    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
-        let ow = u16::from_be_bytes([o[0], *o.get(1).unwrap_or(&0)]);
-        let nw = u16::from_be_bytes([n[0], *n.get(1).unwrap_or(&0)]);
-        sum += u32::from(!ow) + u32::from(nw);
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    wasp_wire::checksum::adjust(check, old, new)
 }
 
 /// The Internet checksum of `data` plus `initial` (a folded-or-not partial sum).
 pub(crate) fn checksum(data: &[u8], initial: u32) -> u16 {
-    let mut sum = u64::from(initial);
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u64::from(u16::from_be_bytes([*last, 0]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    !wasp_wire::checksum::sum(u64::from(initial), data)
 }
 
 fn get16(f: &[u8], at: usize) -> Option<u16> {

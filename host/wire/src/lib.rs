@@ -15,6 +15,7 @@
 
 pub mod arp;
 mod bytes;
+pub mod checksum;
 pub mod ethernet;
 pub mod geneve;
 pub mod icmp;

@@ -280,7 +280,10 @@ mod tests {
         let msg = &out[54..];
         assert_eq!(&msg[..2], &[3, 0]);
         // The checksum verifies: the sum over pseudo-header and message is 0xffff.
-        let s = checksum::sum(checksum::pseudo_v6(&gw, &src, msg.len() as u32, 58), msg);
+        let s = checksum::sum(
+            u64::from(checksum::pseudo_v6(&gw, &src, msg.len() as u32, 58)),
+            msg,
+        );
         assert_eq!(s, 0xffff);
         assert_eq!(&msg[8..], &ip[..]);
         // Cut at 1280 bytes.

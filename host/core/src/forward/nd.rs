@@ -49,7 +49,11 @@ pub fn read(frame: &[u8]) -> Option<Solicitation> {
     }
     let src = v6(&ip[8..24]);
     let dst = v6(&ip[24..40]);
-    if checksum::sum(checksum::pseudo_v6(&src, &dst, plen as u32, 58), msg) != 0xffff {
+    if checksum::sum(
+        u64::from(checksum::pseudo_v6(&src, &dst, plen as u32, 58)),
+        msg,
+    ) != 0xffff
+    {
         return None;
     }
     let target = v6(&msg[8..24]);
@@ -141,7 +145,11 @@ pub fn read_advert(frame: &[u8]) -> Option<Advertisement> {
     }
     let src = v6(&ip[8..24]);
     let dst = v6(&ip[24..40]);
-    if checksum::sum(checksum::pseudo_v6(&src, &dst, plen as u32, 58), msg) != 0xffff {
+    if checksum::sum(
+        u64::from(checksum::pseudo_v6(&src, &dst, plen as u32, 58)),
+        msg,
+    ) != 0xffff
+    {
         return None;
     }
     let target = v6(&msg[8..24]);
@@ -250,7 +258,7 @@ pub(crate) mod tests {
         assert_eq!(msg[4], 0xe0, "router, solicited, override");
         assert_eq!(v6(&msg[8..24]), gw);
         assert_eq!(&msg[24..32], &[2, 1, 2, 0, 0, 0, 1, 1]);
-        let s = checksum::sum(checksum::pseudo_v6(&gw, &host, 32, 58), msg);
+        let s = checksum::sum(u64::from(checksum::pseudo_v6(&gw, &host, 32, 58)), msg);
         assert_eq!(s, 0xffff, "ICMPv6 checksum verifies");
     }
 
