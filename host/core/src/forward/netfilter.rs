@@ -85,9 +85,10 @@ impl std::fmt::Debug for Netfilter {
 
 impl Netfilter {
     /// Conntrack and the flowtables of `specs` (an engine's [`Engine::flowtables`]): a
-    /// flowtable of `keep` with the same table index and name is kept with its flows (a
-    /// ruleset reload keeps the flows of the flowtables it still declares), others are made
-    /// with [`FlowtableConfig`]'s defaults.
+    /// flowtable of `keep` with the same name is kept with its flows (a ruleset reload keeps
+    /// the flows of the flowtables it still declares; flowtables are named without their table
+    /// here, so two tables' flowtables of one name share one), others are made with
+    /// [`FlowtableConfig`]'s defaults.
     ///
     /// `events`, when given, receives a line per flow added to or removed from a new
     /// flowtable (`flow add ft tcp 10.1.0.2:40000 > 10.2.0.2:80 ...`, for `wasp ctl monitor`).
@@ -100,16 +101,13 @@ impl Netfilter {
         let flowtables = specs
             .iter()
             .map(|s| {
-                let old = keep.and_then(|k| {
-                    k.0.flowtables
-                        .iter()
-                        .find(|f| f.config().name == flowtable_name(s))
-                });
+                let old =
+                    keep.and_then(|k| k.0.flowtables.iter().find(|f| f.config().name == s.name));
                 match old {
                     Some(f) => f.clone(),
                     None => {
                         let ft = Flowtable::new(FlowtableConfig {
-                            name: flowtable_name(s),
+                            name: s.name.clone(),
                             counter: s.counter,
                             ..FlowtableConfig::default()
                         });
@@ -209,13 +207,6 @@ impl Netfilter {
             self.gc(now_ns);
         }
     }
-}
-
-/// A flowtable's name in listings: `TABLE_INDEX/NAME` would be unambiguous, but nft names a
-/// flowtable by table and name; the table index is not part of it here (two tables declaring
-/// the same flowtable name share the listing name).
-fn flowtable_name(s: &FlowtableSpec) -> String {
-    s.name.clone()
 }
 
 /// A flow event as `wasp ctl monitor` prints it: `flow add ft tcp 10.1.0.2:40000 >
