@@ -88,11 +88,8 @@ fn set_transactions_accepted_and_refused_as_nft() {
 /// the transaction commits, such as `dnat` in a postrouting chain or a NAT statement reached
 /// through a `jump` from a chain whose hook it cannot run at) and through `wasp check`. Both
 /// accept, or both refuse at the same line and column. Files are named `accept-*` or
-/// `refuse-*` for what the kernel does, and the test checks the kernel still does it.
-///
-/// Until the engine runs conntrack and NAT, `wasp check` compiles these rulesets to "... is
-/// not supported yet": a file the kernel accepts and wasp refuses only with that message is
-/// counted as parsed (the parser accepted it; the message comes from the compiler).
+/// `refuse-*` for what the kernel does, and the test checks the kernel still does it. `wasp
+/// check` compiles them too, so the engine must run every ruleset the kernel accepts.
 #[test]
 fn conntrack_and_nat_accepted_and_refused_as_the_kernel() {
     if let Some(why) = skip_reason() {
@@ -111,7 +108,7 @@ fn conntrack_and_nat_accepted_and_refused_as_the_kernel() {
     assert!(files.len() >= 30, "{files:?}");
     let ns = Netns::create().expect("netns");
     let mut diffs = Vec::new();
-    let (mut refused, mut accepted, mut pending) = (0, 0, 0);
+    let (mut refused, mut accepted) = (0, 0);
     for f in &files {
         let flushed = ns
             .command("nft")
@@ -140,11 +137,6 @@ fn conntrack_and_nat_accepted_and_refused_as_the_kernel() {
         }
         match (k.status.success(), w.status.code()) {
             (true, Some(0)) => accepted += 1,
-            (true, Some(1))
-                if wt.contains("not supported yet") && !wt.contains("nftables syntax") =>
-            {
-                pending += 1;
-            }
             (false, Some(1)) => {
                 refused += 1;
                 let (kp, wp) = (place(&kt, f), place(&wt, f));
@@ -159,7 +151,7 @@ fn conntrack_and_nat_accepted_and_refused_as_the_kernel() {
         }
     }
     eprintln!(
-        "acceptance (conntrack): {} files, {accepted} accepted and {refused} refused by both, {pending} parsed by wasp and waiting for the engine",
+        "acceptance (conntrack): {} files, {accepted} accepted and {refused} refused by both",
         files.len()
     );
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
