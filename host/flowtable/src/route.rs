@@ -216,6 +216,17 @@ impl EncapTemplate {
         self.bytes.is_empty()
     }
 
+    /// `inner` (an Ethernet frame) inside the template's outer headers, lengths and checksums
+    /// set as the fast path sets them: the slow path's encapsulation, so that a flow's packets
+    /// leave with the same outer header before and after it is offloaded.
+    pub fn encapsulate(&self, inner: &[u8]) -> Vec<u8> {
+        let t = self.bytes.len();
+        let mut out = vec![0; t + inner.len()];
+        out[t..].copy_from_slice(inner);
+        self.write(&mut out, inner.len());
+        out
+    }
+
     /// Write the template into `out[..self.len()]` for an inner frame of `inner_len` bytes that
     /// is already in `out[self.len()..]`: lengths and checksums fixed.
     pub(crate) fn write(&self, out: &mut [u8], inner_len: usize) {

@@ -10,7 +10,13 @@
 //! route 10.0.3.0/24 dev veth1                    # directly connected
 //! route default via 10.0.1.254 dev veth0         # 0.0.0.0/0 (::/0 with an IPv6 next hop)
 //! neighbour 10.0.1.2 lladdr 02:00:00:00:02:02 dev veth0   # `neigh` also
+//! tunnel gnv0 geneve id 11 remote 192.0.2.2 local 192.0.2.1 dev trunk0   # [local ADDR]
 //! ```
+//!
+//! A `tunnel` line makes a Geneve tunnel device (as `ip link add gnv0 type geneve id 11 remote
+//! 192.0.2.2`; see [`super::tunnel`]) whose outer packets use `dev`; give it addresses, routes
+//! and neighbours as any device. Unless a `device` line gives them, its MAC is 02:67:6e and
+//! the VNI's three bytes, its MTU the underlay's minus 50 (IPv4 remote) or 70 (IPv6).
 //!
 //! Devices named by any line exist; their MAC is given by a `device` line, set later
 //! ([`super::Gateway::set_mac`], e.g. from the port a daemon opened), or learned from the
@@ -350,11 +356,94 @@ impl Gateway {
                     let dev = g.device_or_add(name.text);
                     g.neigh.declare(dev, addr, mac);
                 }
+                "tunnel" => {
+                    let name = cx.word(&ws, 1, "a device name")?;
+                    cx.dev_name(&name)?;
+                    if g.device(name.text).is_some() {
+                        return Err(cx.at(
+                            &name,
+                            format!(
+                                "device {} exists already: a `tunnel` line makes its device (iproute2: File exists)",
+                                name.text
+                            ),
+                        ));
+                    }
+                    cx.keyword(&ws, 2, "geneve")?;
+                    let mut i = 3;
+                    let (mut vni, mut remote, mut local, mut under) = (None, None, None, None);
+                    while let Some(w) = ws.get(i) {
+                        let v = cx.word(&ws, i + 1, "a value")?;
+                        match w.text {
+                            "id" | "vni" => {
+                                vni = Some(
+                                    v.text
+                                        .parse::<u32>()
+                                        .ok()
+                                        .filter(|&n| n <= 0xff_ffff)
+                                        .ok_or_else(|| {
+                                            cx.at(
+                                                &v,
+                                                format!(
+                                                    "expected a VNI (0-16777215), found \"{}\"",
+                                                    v.text
+                                                ),
+                                            )
+                                        })?,
+                                );
+                            }
+                            "remote" => remote = Some(cx.addr(&v)?),
+                            "local" => local = Some((cx.addr(&v)?, v)),
+                            "dev" => {
+                                cx.dev_name(&v)?;
+                                under = Some(v);
+                            }
+                            _ => {
+                                return Err(cx.expected(&ws, i, "`id`, `remote`, `local` or `dev`"));
+                            }
+                        }
+                        i += 2;
+                    }
+                    let eol = Word {
+                        text: "",
+                        col: cx.eol,
+                    };
+                    let vni = vni.ok_or_else(|| cx.at(&eol, "expected `id VNI`"))?;
+                    let remote = remote.ok_or_else(|| cx.at(&eol, "expected `remote ADDRESS`"))?;
+                    let under = under.ok_or_else(|| cx.at(&eol, "expected `dev UNDERLAY`"))?;
+                    if under.text == name.text {
+                        return Err(cx.at(&under, "a tunnel cannot run over itself"));
+                    }
+                    if let Some((l, lw)) = &local
+                        && l.is_ipv4() != remote.is_ipv4()
+                    {
+                        return Err(cx.at(
+                            lw,
+                            format!("local {l} is not of the family of remote {remote}"),
+                        ));
+                    }
+                    let underlay = g.device_or_add(under.text);
+                    if g.devices[usize::from(underlay.0)].tunnel.is_some() {
+                        return Err(cx.at(
+                            &under,
+                            format!(
+                                "{} is a tunnel: tunnels over tunnels are not supported",
+                                under.text
+                            ),
+                        ));
+                    }
+                    let dev = g.device_or_add(name.text);
+                    g.devices[usize::from(dev.0)].tunnel = Some(super::Tunnel {
+                        vni,
+                        remote,
+                        local: local.map(|l| l.0),
+                        underlay,
+                    });
+                }
                 _ => {
                     return Err(cx.at(
                         first,
                         format!(
-                            "expected `device`, `address`, `route` or `neighbour`, found \"{}\"",
+                            "expected `device`, `address`, `route`, `neighbour` or `tunnel`, found \"{}\"",
                             first.text
                         ),
                     ));
@@ -383,6 +472,23 @@ impl Gateway {
             }
             g.routes.add(p.route);
         }
+        // A tunnel's MTU: its underlay's minus the encapsulation, unless the file gives one;
+        // its MAC, unless given: 02:67:6e (locally administered, "gn") and the VNI.
+        for i in 0..g.devices.len() {
+            if g.devices[i].mac.is_none()
+                && let Some(t) = &g.devices[i].tunnel
+            {
+                let v = t.vni.to_be_bytes();
+                g.devices[i].mac = Some([0x02, 0x67, 0x6e, v[1], v[2], v[3]]);
+            }
+            if g.devices[i].mtu.is_none()
+                && let Some(t) = &g.devices[i].tunnel
+                && let Some(m) = g.devices[usize::from(t.underlay.0)].mtu
+            {
+                g.devices[i].mtu =
+                    Some(m.saturating_sub(super::tunnel::overhead(t.remote.is_ipv6())));
+            }
+        }
         Ok(g)
     }
 
@@ -397,6 +503,7 @@ impl Gateway {
             up: true,
             addrs: Vec::new(),
             mtu: None,
+            tunnel: None,
         });
         DevId((self.devices.len() - 1) as u16)
     }

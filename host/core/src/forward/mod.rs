@@ -57,6 +57,9 @@ pub mod netfilter;
 mod netfilter_tests;
 pub mod path;
 mod routes;
+pub mod tunnel;
+#[cfg(test)]
+mod tunnel_tests;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -67,6 +70,7 @@ pub use neigh::{Neighbour, NeighbourTable};
 pub use netfilter::Netfilter;
 pub use path::{Fate, ForwardStats, Forwarder, Loss, Send, SendKind};
 pub use routes::{Route, RouteTable};
+pub use tunnel::Tunnel;
 
 /// A device of the gateway: index into [`Gateway::devices`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,6 +93,8 @@ pub struct Device {
     /// Its MTU (`device veth0 mtu 1500`, [`Gateway::set_mtu`]): an IP packet longer than
     /// this is not forwarded out of it. `None`: no limit.
     pub mtu: Option<u32>,
+    /// A Geneve tunnel device's parameters (`tunnel` line; [`tunnel`]); `None` for a port.
+    pub tunnel: Option<Tunnel>,
 }
 
 /// Why the gateway dropped a packet.

@@ -22,6 +22,13 @@
 //!
 //! The netdev egress hook and the send follow as for any frame ([`super::Forwarder`]).
 //!
+//! **Tunnels** ([`super::tunnel`]): a Geneve packet for a tunnel device of the gateway goes
+//! the whole way above as the UDP packet it is, to local delivery; then its inner frame takes
+//! the path again from the tunnel device. A flow that arrives through a tunnel is offloaded
+//! with a key on the underlay device and the VNI (the fast path decapsulates it: the outer
+//! headers never reach a chain again), and one that leaves through a tunnel with the tunnel's
+//! outer header cached (the fast path encapsulates it as the slow path would).
+//!
 //! Conntrack and the flowtables are shared by every worker ([`Netfilter`] holds them): NAT
 //! changes the reply tuple, so a reply may land on another worker than its request. Their
 //! expiry runs from the packet path: at most once per [`GC_INTERVAL_NS`] of the packets'
@@ -335,6 +342,13 @@ pub(crate) enum IpFate {
     },
     /// Delivered to the host side.
     Local,
+    /// Delivered to tunnel device `dev`, whose inner Ethernet frame is `inner`.
+    Decap {
+        /// The tunnel device.
+        dev: DevId,
+        /// The inner frame.
+        inner: Vec<u8>,
+    },
     /// Dropped by a chain (or conntrack: `table_full`).
     Dropped {
         /// Conntrack refused it (table full, or a clash on confirm).
@@ -348,9 +362,68 @@ pub(crate) enum IpFate {
 }
 
 /// Run the IP path for `frame` from `in_dev` (`input` its gateway id), after an ingress
-/// hook that accepted it with `mark`. See the module documentation.
+/// hook that accepted it with `mark`. See the module documentation. A Geneve packet for one of
+/// the gateway's tunnel devices ([`super::tunnel`]) is delivered locally, then its inner frame
+/// takes the IP path again from the tunnel device (once: a tunnel inside a tunnel is delivered
+/// locally); what that gives is made of the inner frame ([`super::path::Body::Owned`]).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn ip_path<'a>(
+pub(crate) fn ip_path(
+    nf: &Netfilter,
+    g: &mut Gateway,
+    engine: &mut Engine,
+    mut ext: Option<&mut dyn Extensions>,
+    in_dev: &str,
+    input: DevId,
+    frame: &[u8],
+    mark: u32,
+    now_ns: u64,
+) -> IpFate {
+    let fate = ip_path_once(
+        nf,
+        g,
+        engine,
+        re(&mut ext),
+        in_dev,
+        input,
+        frame,
+        mark,
+        now_ns,
+    );
+    let IpFate::Decap { dev, inner } = fate else {
+        return fate;
+    };
+    let name = g.name(dev).to_string();
+    match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns) {
+        IpFate::Send {
+            dev,
+            body,
+            mark,
+            offloaded,
+        } => IpFate::Send {
+            dev,
+            body: super::path::Body::Owned(body.bytes(&inner).into_owned()),
+            mark,
+            offloaded,
+        },
+        IpFate::Routed(super::path::Routed::Send {
+            dev,
+            body,
+            kind,
+            unreachable,
+        }) => IpFate::Routed(super::path::Routed::Send {
+            dev,
+            body: super::path::Body::Owned(body.bytes(&inner).into_owned()),
+            kind,
+            unreachable,
+        }),
+        IpFate::Decap { .. } => IpFate::Local,
+        other => other,
+    }
+}
+
+/// [`ip_path`] for one frame, without following a tunnel.
+#[allow(clippy::too_many_arguments)]
+fn ip_path_once<'a>(
     nf: &Netfilter,
     g: &mut Gateway,
     engine: &mut Engine,
@@ -470,6 +543,13 @@ pub(crate) fn ip_path<'a>(
             );
             if info.pending && ct.confirm(info.id, now_ns).is_err() {
                 return IpFate::Dropped { conntrack: true };
+            }
+            // A tunnel's packet: its inner frame enters from the tunnel device.
+            if let Some((dev, at)) = g.tunnel_rx(input, &cur) {
+                return IpFate::Decap {
+                    dev,
+                    inner: cur[at..].to_vec(),
+                };
             }
             return IpFate::Local;
         }
@@ -744,14 +824,23 @@ fn offload(
     if h0.dev != reply_in || h1.dev != orig_in {
         return;
     }
-    let key = |t: &wasp_conntrack::Tuple, iif: DevId| FlowKey {
-        src: t.src,
-        dst: t.dst,
-        src_port: t.sport,
-        dst_port: t.dport,
-        l4proto: t.proto,
-        iif: iif.0,
-        tun_id: None,
+    // A direction that arrives on a tunnel device is keyed on its underlay with the VNI and
+    // decapsulated; one that leaves on a tunnel device is encapsulated with the tunnel's outer
+    // header (the same the slow path builds: `tunnel::tunnel_tx`). Tunnel to tunnel stays slow.
+    let key = |t: &wasp_conntrack::Tuple, iif: DevId| {
+        let (iif, tun_id) = match g.tunnel(iif) {
+            Some(tun) => (tun.underlay, Some(tun.vni)),
+            None => (iif, None),
+        };
+        FlowKey {
+            src: t.src,
+            dst: t.dst,
+            src_port: t.sport,
+            dst_port: t.dport,
+            l4proto: t.proto,
+            iif: iif.0,
+            tun_id,
+        }
     };
     // A packet of one direction leaves as the inverse of the other direction's tuple.
     let nat = |t: &wasp_conntrack::Tuple, other: &wasp_conntrack::Tuple| NatEdit {
@@ -760,19 +849,49 @@ fn offload(
         src_port: (t.sport != other.dport).then_some(other.dport),
         dst_port: (t.dport != other.sport).then_some(other.sport),
     };
-    let route = |h: &super::Hop, nat: NatEdit| Route {
-        out_dev: h.dev.0,
-        smac: h.smac,
-        dmac: h.dmac,
-        mtu: h.mtu.unwrap_or(1500),
-        dec_ttl: true,
-        nat,
-        tunnel: TunnelWork::None,
+    let route = |h: &super::Hop, k: &FlowKey, other: &wasp_conntrack::Tuple, nat: NatEdit| {
+        let mut r = Route {
+            out_dev: h.dev.0,
+            smac: h.smac,
+            dmac: h.dmac,
+            mtu: h.mtu.unwrap_or(1500),
+            dec_ttl: true,
+            nat,
+            tunnel: if k.tun_id.is_some() {
+                TunnelWork::Decap
+            } else {
+                TunnelWork::None
+            },
+        };
+        if let Some(tun) = g.tunnel(h.dev) {
+            if k.tun_id.is_some() {
+                return None;
+            }
+            let sport = super::tunnel::flow_src_port(
+                other.dst,
+                other.src,
+                other.proto,
+                other.dport,
+                other.sport,
+            );
+            let (under, tpl) = g.tunnel_template(h.dev, sport).ok()?;
+            r.out_dev = under.0;
+            r.mtu = g.devices()[usize::from(tun.underlay.0)].mtu.unwrap_or(1500);
+            r.tunnel = TunnelWork::Encap(tpl);
+        }
+        Some(r)
+    };
+    let keys = [key(&o, orig_in), key(&r, reply_in)];
+    let (Some(r0), Some(r1)) = (
+        route(&h0, &keys[0], &r, nat(&o, &r)),
+        route(&h1, &keys[1], &o, nat(&r, &o)),
+    ) else {
+        return;
     };
     let spec = FlowSpec {
         ct_id: info.id,
-        keys: [key(&o, orig_in), key(&r, reply_in)],
-        routes: [route(&h0, nat(&o, &r)), route(&h1, nat(&r, &o))],
+        keys,
+        routes: [r0, r1],
     };
     if ct.set_offload(info.id, true) && table.add(spec, now_ns).is_err() {
         ct.set_offload(info.id, false);

@@ -27,11 +27,11 @@ const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
 const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const FIN: u8 = 0x01;
+pub(super) const SYN: u8 = 0x02;
+pub(super) const ACK: u8 = 0x10;
+pub(super) const FIN: u8 = 0x01;
 const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
+pub(super) const PSH: u8 = 0x08;
 
 const NAT_RULES: &str = r#"
 table ip nat {
@@ -60,7 +60,7 @@ table ip filter {
 /// A TCP segment in a frame: from `src:sport` to `dst:dport`, with `flags` and `payload`,
 /// checksums right, Ethernet from `smac` to `dmac`.
 #[allow(clippy::too_many_arguments)]
-fn tcp(
+pub(super) fn tcp(
     smac: [u8; 6],
     dmac: [u8; 6],
     src: [u8; 4],
@@ -108,7 +108,7 @@ fn tcp(
 }
 
 /// The TCP/UDP checksum of segment `t` from scratch.
-fn l4_sum(src: &[u8], dst: &[u8], proto: u8, t: &[u8]) -> u16 {
+pub(super) fn l4_sum(src: &[u8], dst: &[u8], proto: u8, t: &[u8]) -> u16 {
     let mut pseudo = Vec::new();
     pseudo.extend_from_slice(src);
     pseudo.extend_from_slice(dst);
@@ -124,7 +124,7 @@ fn l4_sum(src: &[u8], dst: &[u8], proto: u8, t: &[u8]) -> u16 {
 
 /// Addresses, ports and checksum verdicts of a sent IPv4 TCP frame:
 /// (src, sport, dst, dport, ttl, ip checksum ok, tcp checksum ok).
-fn read(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16, u8, bool, bool) {
+pub(super) fn read(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16, u8, bool, bool) {
     let ip = &f[14..34];
     let t = &f[34..];
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
@@ -143,26 +143,31 @@ fn read(f: &[u8]) -> (Ipv4Addr, u16, Ipv4Addr, u16, u8, bool, bool) {
     )
 }
 
-struct Rig {
-    engine: Engine,
-    fw: Forwarder,
-    nf: Netfilter,
+pub(super) struct Rig {
+    pub(super) engine: Engine,
+    pub(super) fw: Forwarder,
+    pub(super) nf: Netfilter,
 }
 
 fn rig(rules: &str) -> Rig {
+    rig_with(GW, rules)
+}
+
+/// A rig with gateway file `gw` and ruleset `rules`.
+pub(super) fn rig_with(gw: &str, rules: &str) -> Rig {
     let rs = wasp_ruleset::parse_str(rules, "nf.nft").unwrap();
     let mut engine = Engine::compile(&rs).unwrap();
     let ct = Arc::new(Conntrack::new(Config::default()));
     let nf = Netfilter::new(ct, engine.flowtables(), None, None);
     engine.set_conn_count(nf.conn_count());
-    let mut fw = Forwarder::new(Some(Gateway::parse(GW, "gw.conf").unwrap()));
+    let mut fw = Forwarder::new(Some(Gateway::parse(gw, "gw.conf").unwrap()));
     fw.set_netfilter(Some(nf.clone()));
     Rig { engine, fw, nf }
 }
 
 impl Rig {
     /// `frame` in on `dev` at `now` (s): its fate and the frames sent (device, kind, bytes).
-    fn send(
+    pub(super) fn send(
         &mut self,
         dev: &str,
         frame: &[u8],

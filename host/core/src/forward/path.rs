@@ -434,7 +434,7 @@ impl Forwarder {
             match fate {
                 IpFate::NotIp => {}
                 IpFate::Routed(r) => pre_routed = Some(r),
-                IpFate::Local => {
+                IpFate::Local | IpFate::Decap { .. } => {
                     self.stats.local += 1;
                     return Fate::Local;
                 }
@@ -677,6 +677,36 @@ impl Forwarder {
             ) {
                 Fate::Lost(l) => Err(l),
                 _ => Ok(()),
+            };
+        }
+        // A tunnel device's frame leaves its underlay device encapsulated (its egress hook
+        // next).
+        if let Some(g) = self.gateway.as_ref()
+            && let Some(id) = g.device(&dev)
+            && g.tunnel(id).is_some()
+        {
+            let out = g.tunnel_tx(id, &body.bytes(input));
+            return match out {
+                Ok((under, frame)) => {
+                    let name = self.name(under);
+                    self.transmit(
+                        engine,
+                        ext,
+                        name,
+                        input,
+                        Body::Owned(frame),
+                        kind,
+                        o.mark,
+                        depth,
+                        now_ns,
+                        sends,
+                    )
+                }
+                Err(r) => {
+                    let l = Loss::Gateway(r);
+                    self.lose(l);
+                    Err(l)
+                }
             };
         }
         *self.stats.sent.entry(kind).or_default() += 1;

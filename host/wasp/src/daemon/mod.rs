@@ -104,13 +104,15 @@ fn parse_hw_offload(s: &str) -> Result<(usize, u64), String> {
 }
 
 /// The devices to open: the ruleset's netdev ingress base chains' devices, the `fwd`/`dup`
-/// targets, the gateway's devices, then `extra`, each once.
+/// targets, the gateway's devices but its tunnels (their frames use their underlay's port), then
+/// `extra`, each once.
 pub fn devices(engine: &Engine, gateway: Option<&Gateway>, extra: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let gw = gateway
         .map(|g| {
             g.devices()
                 .iter()
+                .filter(|d| d.tunnel.is_none())
                 .map(|d| d.name.clone())
                 .collect::<Vec<_>>()
         })
