@@ -1330,3 +1330,240 @@ time.sleep(1)
         "checksum errors through the fast path"
     );
 }
+
+const TUNNEL_RULESET: &str = r#"table inet filter {
+	flowtable ft {
+		hook ingress priority 0; devices = { w0, w1 }; counter;
+	}
+	chain forward {
+		type filter hook forward priority filter; policy drop;
+		ct state established meta l4proto tcp flow add @ft
+		ct state established,related accept
+		iifname "gnv0" oifname "w1" ct state new accept
+	}
+}
+"#;
+
+/// The remote end of a Geneve tunnel (this kernel has no geneve driver: `CONFIG_GENEVE` is
+/// off): a small VTEP on a TAP device and a UDP socket, which takes only Geneve version 0 with
+/// an Ethernet payload and VNI 11 from 192.0.2.1 and counts anything else. Through it, a TCP
+/// connection from the overlay to the LAN is decapsulated and encapsulated by wasp, offloaded
+/// with the tunnel cached both ways, and torn down by its FINs.
+#[test]
+fn geneve_tunnel_is_decapsulated_encapsulated_and_offloaded_with_the_tunnel_cached() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("gt{}", std::process::id() % 100_000);
+    let mut t = topology(&tag);
+    let (c, w, s) = (t.ns[0].clone(), t.ns[1].clone(), t.ns[2].clone());
+    // The remote VTEP 192.0.2.2 (namespace c) with the overlay host 10.20.0.2 on its tunnel
+    // device; wasp is the VTEP 192.0.2.1 on w0 and routes the overlay to the LAN 10.30.0.0/24
+    // on w1, where the server 10.30.0.2 is.
+    for (n, d, old, new, mac) in [
+        (&c, "c0", "10.9.0.1/24", "192.0.2.2/24", "02:00:00:00:0a:02"),
+        (&s, "s0", "10.9.0.2/24", "10.30.0.2/24", "02:00:00:00:0b:02"),
+    ] {
+        ok(&["ip", "-n", n, "addr", "del", old, "dev", d]);
+        ok(&["ip", "-n", n, "link", "set", d, "address", mac]);
+        ok(&["ip", "-n", n, "addr", "add", new, "dev", d]);
+    }
+    let bad = tempfile::NamedTempFile::new().expect("tempfile");
+    let vtep = Command::new("ip")
+        .args(["netns", "exec", &c, "python3", "-c"])
+        .arg(
+            r#"
+import fcntl, os, select, socket, struct, sys
+fd = os.open("/dev/net/tun", os.O_RDWR)
+fcntl.ioctl(fd, 0x400454ca, struct.pack("16sH", b"gnv0", 0x0002 | 0x1000))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("192.0.2.2", 6081))
+print("up", flush=True)
+bad = 0
+while True:
+    r, _, _ = select.select([fd, u], [], [])
+    if fd in r:
+        f = os.read(fd, 65536)
+        u.sendto(struct.pack("!BBHI", 0, 0, 0x6558, 11 << 8) + f, ("192.0.2.1", 6081))
+    if u in r:
+        d, a = u.recvfrom(65536)
+        ok = len(d) >= 8 and d[0] >> 6 == 0 and d[2:4] == b"\x65\x58" and d[4:7] == b"\x00\x00\x0b"
+        if not ok or a[0] != "192.0.2.1":
+            bad += 1
+            open(sys.argv[1], "w").write(str(bad))
+            continue
+        os.write(fd, d[8 + (d[0] & 0x3f) * 4:])
+"#,
+        )
+        .arg(bad.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("vtep");
+    let mut vtep = vtep;
+    {
+        use std::io::BufRead;
+        let mut l = String::new();
+        std::io::BufReader::new(vtep.stdout.take().unwrap())
+            .read_line(&mut l)
+            .unwrap();
+        assert_eq!(l.trim(), "up", "the VTEP started");
+    }
+    t.children.push(vtep);
+    ok(&[
+        "ip",
+        "-n",
+        &c,
+        "link",
+        "set",
+        "gnv0",
+        "address",
+        "02:00:00:00:0c:02",
+        "mtu",
+        "1450",
+        "up",
+    ]);
+    ok(&["ip", "-n", &c, "addr", "add", "10.20.0.2/24", "dev", "gnv0"]);
+    ok(&[
+        "ip",
+        "-n",
+        &c,
+        "route",
+        "add",
+        "10.30.0.0/24",
+        "via",
+        "10.20.0.1",
+    ]);
+    ok(&[
+        "ip",
+        "-n",
+        &s,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.30.0.1",
+    ]);
+    let server = Command::new("ip")
+        .args(["netns", "exec", &s, "python3", "-c"])
+        .arg(
+            r#"
+import socket, threading
+def sink(c):
+    n = 0
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        n += len(d)
+    c.send(str(n).encode())
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.30.0.2", 81))
+s.listen(16)
+while True:
+    c, a = s.accept()
+    c.send(("%s:%d\n" % a).encode())
+    threading.Thread(target=sink, args=(c,), daemon=True).start()
+"#,
+        )
+        .spawn()
+        .expect("server");
+    t.children.push(server);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = dir.path().join("gateway.conf");
+    std::fs::write(
+        &gw,
+        "address w0 192.0.2.1/24\nneighbour 192.0.2.2 lladdr 02:00:00:00:0a:02 dev w0\n\
+         tunnel gnv0 geneve id 11 remote 192.0.2.2 dev w0\naddress gnv0 10.20.0.1/24\n\
+         neighbour 10.20.0.2 lladdr 02:00:00:00:0c:02 dev gnv0\n\
+         address w1 10.30.0.1/24\nneighbour 10.30.0.2 lladdr 02:00:00:00:0b:02 dev w1\n",
+    )
+    .unwrap();
+    let gw = gw.display().to_string();
+    let sock = start_daemon(
+        &mut t,
+        dir.path(),
+        TUNNEL_RULESET,
+        &["--gateway", &gw, "--workers", "2"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // The remote host connects through its tunnel (it resolves 10.20.0.1 by ARP through the
+    // tunnel: wasp answers on gnv0), writes 60 times, reads what the server counted.
+    let client = Command::new("ip")
+        .args(["netns", "exec", &c, "python3", "-c"])
+        .arg(
+            r#"
+import socket, time
+s = socket.socket()
+s.settimeout(5)
+s.connect(("10.30.0.2", 81))
+print(s.recv(100).decode().strip(), flush=True)
+for i in range(60):
+    s.send(b"g" * 200)
+    time.sleep(0.01)
+print("sent", flush=True)
+time.sleep(2)
+s.shutdown(socket.SHUT_WR)
+print(s.recv(100).decode(), flush=True)
+s.close()
+time.sleep(1)
+"#,
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("client");
+    let mut client = client;
+    let out = client.stdout.take().unwrap();
+    let mut r = std::io::BufReader::new(out);
+    let mut line = |what: &str| {
+        use std::io::BufRead;
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert!(!l.is_empty(), "the client stopped before {what}");
+        l.trim().to_string()
+    };
+    let peer = line("the server's greeting");
+    assert!(
+        peer.starts_with("10.20.0.2:"),
+        "the server sees the overlay address: {peer}"
+    );
+    assert_eq!(line("sending"), "sent");
+    std::thread::sleep(Duration::from_millis(300));
+    let (okk, flows, err) = ctl(&w, &sock, &["list", "flowtable", "ft"]);
+    assert!(okk, "{err}");
+    assert!(flows.starts_with("flowtable ft (1 flows)"), "{flows}");
+    let l = flows.lines().nth(1).unwrap();
+    let port = &peer["10.20.0.2:".len()..];
+    assert!(
+        l.contains(&format!(
+            "tcp 10.20.0.2:{port} > 10.30.0.2:81 vni 11 reply 10.30.0.2:81 > 10.20.0.2:{port} "
+        )),
+        "{l}"
+    );
+    let p: Vec<u64> = l
+        .split(" packets ")
+        .nth(1)
+        .and_then(|x| x.split_whitespace().next())
+        .map(|x| x.split('/').map(|n| n.parse().unwrap()).collect())
+        .unwrap();
+    assert!(
+        p[0] >= 50 && p[1] >= 20,
+        "both ways through the fast path: {l}"
+    );
+    assert_eq!(line("the count"), "12000", "every byte arrived once");
+    assert!(client.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, flows, _) = ctl(&w, &sock, &["list", "flowtable", "ft"]);
+    assert!(
+        flows.starts_with("flowtable ft (0 flows)"),
+        "torn down by FIN: {flows}"
+    );
+    assert_eq!(
+        (csum_errors(&s), csum_errors(&c)),
+        (0, 0),
+        "checksum errors through the tunnel"
+    );
+    let bad = std::fs::read_to_string(bad.path()).unwrap_or_default();
+    assert_eq!(bad, "", "frames the VTEP could not decapsulate");
+}

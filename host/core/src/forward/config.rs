@@ -398,7 +398,11 @@ impl Gateway {
                                 under = Some(v);
                             }
                             _ => {
-                                return Err(cx.expected(&ws, i, "`id`, `remote`, `local` or `dev`"));
+                                return Err(cx.expected(
+                                    &ws,
+                                    i,
+                                    "`id`, `remote`, `local` or `dev`",
+                                ));
                             }
                         }
                         i += 2;

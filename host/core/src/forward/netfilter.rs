@@ -217,7 +217,8 @@ impl Netfilter {
 }
 
 /// A flow event as `wasp ctl monitor` prints it: `flow add ft tcp 10.1.0.2:40000 >
-/// 10.2.0.2:80 reply 10.2.0.2:80 > 10.2.0.1:40000`, `flow del ft (fin) ...`.
+/// 10.2.0.2:80 reply 10.2.0.2:80 > 10.2.0.1:40000`, `flow del ft (fin) ...`; a direction that
+/// arrives through a Geneve tunnel says so after its destination (`> 10.30.0.2:22 vni 11`).
 pub fn event_text(e: &wasp_flowtable::FlowEvent) -> String {
     let key = |k: &FlowKey| {
         let proto = match k.l4proto {
@@ -229,7 +230,12 @@ pub fn event_text(e: &wasp_flowtable::FlowEvent) -> String {
             std::net::IpAddr::V6(_) => format!("[{a}]:{p}"),
             std::net::IpAddr::V4(_) => format!("{a}:{p}"),
         };
-        (proto, ep(k.src, k.src_port), ep(k.dst, k.dst_port))
+        let dst = ep(k.dst, k.dst_port);
+        let dst = match k.tun_id {
+            Some(vni) => format!("{dst} vni {vni}"),
+            None => dst,
+        };
+        (proto, ep(k.src, k.src_port), dst)
     };
     let (proto, s0, d0) = key(&e.keys[0]);
     let (_, s1, d1) = key(&e.keys[1]);
@@ -393,7 +399,12 @@ pub(crate) fn ip_path(
         return fate;
     };
     let name = g.name(dev).to_string();
-    match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns) {
+    let fate = match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns) {
+        // ARP inside the tunnel: answered (and learned) on the tunnel device.
+        IpFate::NotIp => IpFate::Routed(g.route(dev, &inner, now_ns).into()),
+        other => other,
+    };
+    match fate {
         IpFate::Send {
             dev,
             body,
