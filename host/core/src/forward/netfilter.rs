@@ -35,6 +35,12 @@
 //! clock, the first worker past the deadline collects idle flows (giving their connections
 //! back) and expired connections.
 //!
+//! Order at ingress: wasp looks flows up after every netdev ingress chain of the device has
+//! run; the kernel runs the flowtable's hook at its priority among them. The two agree when
+//! the device's netdev ingress chains have lower priorities than the flowtable (as in
+//! `samples/geneve-gateway/flowtable`); a netdev chain above the flowtable's priority sees an
+//! offloaded flow's packets in wasp and not in the kernel.
+//!
 //! Not done: the output hook (wasp originates no packets but its replies, which skip the
 //! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
 //! kernel without defragmentation), a packet waiting for a neighbour (the gateway drops it
