@@ -13,6 +13,12 @@
 //! 1500-byte frames. Prints CPU ns per packet (thread CPU time; median of the rounds), packets
 //! per second of CPU, and the ratio slow / fast (issue 6's target: at least 3).
 //!
+//! A second table does the same through a Geneve tunnel device (the Geneve gateway sample's
+//! set-up, no NAT): packets that arrive encapsulated from the tunnel's peer (slow: the outer
+//! packet's conntrack and input chain, then the inner packet's whole path; fast: the flow's
+//! decapsulation) and the answers that leave encapsulated (slow: the chains then the tunnel
+//! device's encapsulation; fast: the flow's cached outer header).
+//!
 //! Usage: `cargo run --release -p wasp-perf --bin flow-path [-- --packets N --rounds R]`.
 
 use std::fmt::Write as _;
@@ -102,8 +108,11 @@ struct Rig {
 
 impl Rig {
     fn new(rules: usize, offload: bool) -> Rig {
-        let rs =
-            wasp_ruleset::parse_str(&ruleset(rules, offload), "flow-path.nft").expect("ruleset");
+        Rig::with(GW, &ruleset(rules, offload))
+    }
+
+    fn with(gw: &str, rules: &str) -> Rig {
+        let rs = wasp_ruleset::parse_str(rules, "flow-path.nft").expect("ruleset");
         let mut engine = Engine::compile(&rs).expect("compile");
         let nf = Netfilter::new(
             Arc::new(Conntrack::new(Config::default())),
@@ -112,7 +121,7 @@ impl Rig {
             None,
         );
         engine.set_conn_count(nf.conn_count());
-        let mut fw = Forwarder::new(Some(Gateway::parse(GW, "gw.conf").expect("gateway")));
+        let mut fw = Forwarder::new(Some(Gateway::parse(gw, "gw.conf").expect("gateway")));
         fw.set_netfilter(Some(nf));
         Rig {
             engine,
@@ -165,6 +174,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// `rounds`), and the kind of send the last one got.
 fn measure(rig: &mut Rig, size: usize, packets: usize, rounds: usize) -> (f64, Option<SendKind>) {
     let data = frame(true, tcp_flags::ACK | tcp_flags::PSH, size);
+    measure_frame(rig, "w0", &data, packets, rounds)
+}
+
+/// CPU ns per packet of `packets` copies of `data` in on `dev` (median of `rounds`), and the
+/// kind of send the last one got.
+fn measure_frame(
+    rig: &mut Rig,
+    dev: &str,
+    data: &[u8],
+    packets: usize,
+    rounds: usize,
+) -> (f64, Option<SendKind>) {
     let mut kind = None;
     let mut per = Vec::with_capacity(rounds);
     let mut now = 2_000_000_000u64;
@@ -172,7 +193,7 @@ fn measure(rig: &mut Rig, size: usize, packets: usize, rounds: usize) -> (f64, O
         let t0 = cpu_ns();
         for _ in 0..packets {
             now += 1_000;
-            kind = rig.one("w0", &data, now);
+            kind = rig.one(dev, data, now);
         }
         per.push((cpu_ns() - t0) as f64 / packets as f64);
     }
@@ -217,5 +238,145 @@ fn main() {
             1e3 / f,
             s / f
         );
+    }
+    tunnel(&args);
+}
+
+/// The remote VTEP 192.0.2.2 on trunk0 with 10.20.0.2 behind the tunnel gnv0 (VNI 11); the
+/// server 10.30.0.2 on lan0.
+const TUNNEL_GW: &str = "\
+device trunk0 mac 02:00:00:00:00:0a mtu 9000
+address trunk0 192.0.2.1/24
+neighbour 192.0.2.2 lladdr 02:00:00:00:0a:02 dev trunk0
+tunnel gnv0 geneve id 11 remote 192.0.2.2 dev trunk0
+device gnv0 mac 02:00:00:00:00:0c
+address gnv0 10.20.0.1/24
+neighbour 10.20.0.2 lladdr 02:00:00:00:0c:02 dev gnv0
+device lan0 mac 02:00:00:00:00:0b mtu 9000
+address lan0 10.30.0.1/24
+neighbour 10.30.0.2 lladdr 02:00:00:00:0b:02 dev lan0
+";
+
+/// The tunnel gateway's ruleset: an input chain for the tunnel's packets, a forward chain of
+/// `rules` non-matching rules, then the established accept; with `offload`, `flow add @ft`.
+fn tunnel_ruleset(rules: usize, offload: bool) -> String {
+    let mut s = String::from(
+        "table inet filter {\n flowtable ft {\n  hook ingress priority 0; devices = { trunk0, lan0 };\n }\n chain input {\n  type filter hook input priority filter; policy drop;\n  ct state established,related accept\n  iifname \"trunk0\" udp dport 6081 accept\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
+    );
+    for i in 0..rules {
+        let _ = writeln!(
+            s,
+            "  ip saddr 192.0.2.{} tcp dport {} drop",
+            i % 250 + 1,
+            1000 + i
+        );
+    }
+    if offload {
+        s.push_str("  ct state established flow add @ft\n");
+    }
+    s.push_str(
+        "  ct state established,related accept\n  iifname \"gnv0\" ct state new accept\n }\n}\n",
+    );
+    s
+}
+
+/// A TCP frame of `size` bytes (inner) between the overlay host and the server: from the
+/// overlay host, inside Geneve VNI 11 from its VTEP; else from the server, plain.
+fn tunnel_frame(from_remote: bool, flags: u8, size: usize) -> Vec<u8> {
+    let (smac, dmac, src, dst, sport, dport) = if from_remote {
+        (
+            [2, 0, 0, 0, 0x0c, 2],
+            [2, 0, 0, 0, 0, 0x0c],
+            [10, 20, 0, 2],
+            [10, 30, 0, 2],
+            40000,
+            22,
+        )
+    } else {
+        (
+            [2, 0, 0, 0, 0x0b, 2],
+            [2, 0, 0, 0, 0, 0x0b],
+            [10, 30, 0, 2],
+            [10, 20, 0, 2],
+            22,
+            40000,
+        )
+    };
+    let mut p = PacketSpec::new(
+        Net::v4(Ipv4Addr::from(src), Ipv4Addr::from(dst)),
+        Some(Transport::tcp(sport, dport, flags)),
+    );
+    p.src_mac = smac;
+    p.dst_mac = dmac;
+    p.payload = vec![0x61; size.saturating_sub(54)];
+    let inner = p.build();
+    if !from_remote {
+        return inner;
+    }
+    let mut o = PacketSpec::new(
+        Net::v4(Ipv4Addr::new(192, 0, 2, 2), Ipv4Addr::new(192, 0, 2, 1)),
+        Some(Transport::Udp {
+            sport: 50000,
+            dport: 6081,
+        }),
+    );
+    o.src_mac = [2, 0, 0, 0, 0x0a, 2];
+    o.dst_mac = [2, 0, 0, 0, 0, 0x0a];
+    o.payload = [0, 0, 0x65, 0x58, 0, 0, 11, 0].to_vec();
+    o.payload.extend_from_slice(&inner);
+    o.build()
+}
+
+fn tunnel(args: &Args) {
+    println!();
+    println!(
+        "flow-path through a Geneve tunnel device (VNI 11, {} forward rules before the accept), CPU ns/packet (median)",
+        args.rules
+    );
+    println!();
+    println!(
+        "| packet | inner frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (what, from_remote, dev) in [
+        ("in from the tunnel (decap)", true, "trunk0"),
+        ("out to the tunnel (encap)", false, "lan0"),
+    ] {
+        for size in [64usize, 1500] {
+            let mut slow = Rig::with(TUNNEL_GW, &tunnel_ruleset(args.rules, false));
+            let mut fast = Rig::with(TUNNEL_GW, &tunnel_ruleset(args.rules, true));
+            for r in [&mut slow, &mut fast] {
+                let _ = r.one(
+                    "trunk0",
+                    &tunnel_frame(true, tcp_flags::SYN, 64),
+                    1_000_000_000,
+                );
+                let _ = r.one(
+                    "lan0",
+                    &tunnel_frame(false, tcp_flags::SYN | tcp_flags::ACK, 64),
+                    1_100_000_000,
+                );
+                let _ = r.one(
+                    "trunk0",
+                    &tunnel_frame(true, tcp_flags::ACK, 64),
+                    1_200_000_000,
+                );
+            }
+            let data = tunnel_frame(from_remote, tcp_flags::ACK | tcp_flags::PSH, size);
+            let (s, sk) = measure_frame(&mut slow, dev, &data, args.packets, args.rounds);
+            let (f, fk) = measure_frame(&mut fast, dev, &data, args.packets, args.rounds);
+            assert_eq!(
+                sk,
+                Some(SendKind::Forward),
+                "the slow case went through the chains"
+            );
+            assert_eq!(fk, Some(SendKind::Flow), "the fast case took the flowtable");
+            println!(
+                "| {what} | {size} B | {s:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
+                1e3 / s,
+                1e3 / f,
+                s / f
+            );
+        }
     }
 }
