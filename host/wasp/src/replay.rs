@@ -857,6 +857,7 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
         gateway: gateway.map(|p| p.display().to_string()),
         local: st.local,
         forwarded: st.sent(SendKind::Forward),
+        offloaded: st.sent(SendKind::Flow),
         fwd: st.sent(SendKind::Fwd),
         dup: st.sent(SendKind::Dup),
         replied: st.sent(SendKind::Reply),

@@ -67,6 +67,8 @@ pub struct ForwardSummary {
     pub local: u64,
     /// Packets the gateway routed and sent.
     pub forwarded: u64,
+    /// Packets a flowtable's fast path sent (no chain saw them).
+    pub offloaded: u64,
     /// Packets `fwd` statements sent.
     pub fwd: u64,
     /// Copies `dup` statements sent.
@@ -385,6 +387,13 @@ impl Summary {
                 f.nd_replies,
                 f.time_exceeded
             );
+            if f.offloaded > 0 {
+                let _ = writeln!(
+                    s,
+                    "  flowtable fast path {} (no chain saw them)",
+                    f.offloaded
+                );
+            }
             if f.unreachable > 0 {
                 let _ = writeln!(s, "  unreachable sent {}", f.unreachable);
             }
