@@ -142,6 +142,11 @@ pub struct Frame<'a> {
     pub offset: u64,
     /// Resolution of this frame's timestamp in the file.
     pub resolution: TsResolution,
+    /// The device the frame was captured on: the `if_name` option of its pcapng interface
+    /// (pcapng spec, Interface Description Block option 2, as `dumpcap -i trunk0 -i lan0`
+    /// writes it), borrowed from the file. `None` in a classic pcap, for a simple packet
+    /// block's interface without a name, and for an empty name.
+    pub interface: Option<&'a str>,
 }
 
 /// A capture file held in memory.
@@ -194,7 +199,9 @@ impl Capture {
 
 /// One pcapng interface: what its packets need to be read.
 #[derive(Debug, Clone, Copy)]
-struct Interface {
+struct Interface<'a> {
+    /// `if_name`, when the block has a non-empty one.
+    name: Option<&'a str>,
     linktype: u32,
     /// `if_tsresol`: bit 7 clear = 10^-n seconds, set = 2^-n seconds.
     tsresol: u8,
@@ -204,14 +211,14 @@ struct Interface {
     snaplen: u32,
 }
 
-enum Reader {
+enum Reader<'a> {
     Pcap {
         parser: PcapParser,
         resolution: TsResolution,
     },
     PcapNg {
         parser: PcapNgParser,
-        interfaces: Vec<Interface>,
+        interfaces: Vec<Interface<'a>>,
     },
 }
 
@@ -221,7 +228,7 @@ pub struct Frames<'a> {
     path: &'a Path,
     bytes: &'a [u8],
     pos: usize,
-    reader: Reader,
+    reader: Reader<'a>,
     format: Format,
     done: bool,
 }
@@ -344,7 +351,7 @@ impl<'a> Frames<'a> {
     }
 
     /// Refuse a pcapng interface whose link type is not Ethernet (the block at `offset` uses it).
-    fn ethernet(&self, iface: Interface, offset: u64) -> Result<(), CaptureError> {
+    fn ethernet(&self, iface: Interface<'_>, offset: u64) -> Result<(), CaptureError> {
         if iface.linktype == LINKTYPE_ETHERNET {
             return Ok(());
         }
@@ -420,6 +427,7 @@ impl<'a> Frames<'a> {
                     orig_len: raw.orig_len,
                     offset,
                     resolution,
+                    interface: None,
                 }))
             }
             Err(PcapError::IncompleteBuffer) => {
@@ -480,6 +488,7 @@ impl<'a> Frames<'a> {
                 Block::InterfaceDescription(idb) => {
                     let linktype = u32::from(idb.linktype);
                     let mut iface = Interface {
+                        name: None,
                         linktype,
                         tsresol: 6,
                         tsoffset_s: 0,
@@ -490,6 +499,13 @@ impl<'a> Frames<'a> {
                         match opt {
                             O::IfTsResol(r) => iface.tsresol = *r,
                             O::IfTsOffset(s) => iface.tsoffset_s = *s,
+                            // pcap-file borrows the name from the block (an owned name would
+                            // be a change in that crate); NUL padding some writers leave is
+                            // not part of it.
+                            O::IfName(Cow::Borrowed(n)) => {
+                                let n = n.trim_end_matches('\0');
+                                iface.name = (!n.is_empty()).then_some(n);
+                            }
                             _ => {}
                         }
                     }
@@ -524,6 +540,7 @@ impl<'a> Frames<'a> {
                         } else {
                             TsResolution::Nano
                         },
+                        interface: iface.name,
                     }));
                 }
                 Block::SimplePacket(spb) => {
@@ -555,6 +572,7 @@ impl<'a> Frames<'a> {
                         orig_len: spb.original_len,
                         offset,
                         resolution: TsResolution::Micro,
+                        interface: iface.name,
                     }));
                 }
                 Block::Packet(pb) => {
@@ -583,6 +601,7 @@ impl<'a> Frames<'a> {
                         } else {
                             TsResolution::Nano
                         },
+                        interface: iface.name,
                     }));
                 }
                 // Name resolution, statistics, journal and unknown blocks carry no packets.
@@ -745,6 +764,88 @@ pub fn pcap_bytes(frames: &[(u64, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// One frame for [`pcapng_bytes`] / [`write_pcapng`]: (index into the interface list,
+/// capture timestamp in nanoseconds since the Unix epoch, the Ethernet frame).
+pub type PcapNgFrame<'a> = (u32, u64, &'a [u8]);
+
+/// Build a pcapng file in memory as `dumpcap -i A -i B` records one: a section header, one
+/// Interface Description Block per entry of `interfaces` (Ethernet, snap length
+/// [`MAX_RECORD_BYTES`], `if_tsresol` 9 so timestamps keep nanoseconds, and an `if_name`
+/// option holding the name; an empty name gets no `if_name` option), then one Enhanced Packet
+/// Block per frame, in the order given, naming its interface by index (original length = the
+/// frame's length). Little-endian.
+///
+/// # Errors
+/// A message when a frame names an interface index not in `interfaces`, or a frame is longer
+/// than [`MAX_RECORD_BYTES`].
+pub fn pcapng_bytes(interfaces: &[&str], frames: &[PcapNgFrame<'_>]) -> Result<Vec<u8>, String> {
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
+    for (i, &(iface, _, data)) in frames.iter().enumerate() {
+        if iface as usize >= interfaces.len() {
+            return Err(format!(
+                "frame {i} names interface {iface} but {} interfaces are given",
+                interfaces.len()
+            ));
+        }
+        if data.len() > MAX_RECORD_BYTES as usize {
+            return Err(format!(
+                "frame {i} holds {} bytes (more than {MAX_RECORD_BYTES})",
+                data.len()
+            ));
+        }
+    }
+    let err = |e: PcapError| e.to_string();
+    let mut w = PcapNgWriter::with_endianness(Vec::new(), Endianness::Little).map_err(err)?;
+    for name in interfaces {
+        let mut options = vec![InterfaceDescriptionOption::IfTsResol(9)];
+        if !name.is_empty() {
+            options.insert(0, InterfaceDescriptionOption::IfName(Cow::Borrowed(name)));
+        }
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: MAX_RECORD_BYTES,
+            options,
+        })
+        .map_err(err)?;
+    }
+    for &(iface, ts_ns, data) in frames {
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: Duration::from_nanos(ts_ns),
+            original_len: data.len() as u32,
+            data: Cow::Borrowed(data),
+            options: Vec::new(),
+        })
+        .map_err(err)?;
+    }
+    Ok(w.into_inner())
+}
+
+/// Write the pcapng file [`pcapng_bytes`] builds to `path` (created or truncated): a
+/// multi-interface capture whose packets `wasp replay` enters on the devices their interfaces
+/// name (see [`crate::replay`]). Used by tests to generate sample captures, e.g.
+/// `write_pcapng(path, &["trunk0", "lan0"], &[(0, ts, &geneve_frame), (1, ts + 1000, &reply)])`.
+///
+/// # Errors
+/// [`CaptureError::Io`] when the file cannot be written, or (with the path and the message of
+/// [`pcapng_bytes`]) when a frame names an interface not in `interfaces`.
+pub fn write_pcapng(
+    path: &Path,
+    interfaces: &[&str],
+    frames: &[PcapNgFrame<'_>],
+) -> Result<(), CaptureError> {
+    let io = |message: String| CaptureError::Io {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes = pcapng_bytes(interfaces, frames).map_err(io)?;
+    std::fs::write(path, bytes).map_err(|e| io(e.to_string()))
+}
+
 /// "packet names interface N but ..." for a pcapng packet whose interface has no
 /// Interface Description Block before it.
 fn unknown_interface(id: u32, described: usize) -> String {
@@ -904,5 +1005,140 @@ mod tests {
             unknown_interface(5, 2),
             "packet names interface 5 but only interfaces 0 to 1 are described"
         );
+    }
+
+    /// (interface name, timestamp ns, bytes) of each frame read, and the fault.
+    fn named_frames(bytes: Vec<u8>) -> (Vec<(Option<String>, u64, Vec<u8>)>, Option<CaptureError>) {
+        let cap = Capture::from_bytes(Path::new("t.pcapng"), bytes);
+        let mut ok = Vec::new();
+        let mut err = None;
+        match cap.frames() {
+            Err(e) => err = Some(e),
+            Ok(frames) => {
+                for f in frames {
+                    match f {
+                        Ok(f) => {
+                            ok.push((f.interface.map(str::to_string), f.ts_ns, f.data.to_vec()))
+                        }
+                        Err(e) => err = Some(e),
+                    }
+                }
+            }
+        }
+        (ok, err)
+    }
+
+    fn position(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len()).position(|w| w == needle).unwrap()
+    }
+
+    #[test]
+    fn pcapng_interface_names_per_packet() {
+        let a = [1u8; 60];
+        let b = [2u8; 61];
+        let c = [3u8; 62];
+        let bytes = pcapng_bytes(
+            &["trunk0", "lan0", ""],
+            &[
+                (0, 1_700_000_000_000_000_001, &a),
+                (1, 1_700_000_000_000_000_502, &b),
+                (2, 1_700_000_000_000_001_003, &c),
+                (0, 1_700_000_000_000_002_004, &a),
+            ],
+        )
+        .unwrap();
+        let (ok, err) = named_frames(bytes);
+        assert_eq!(err, None);
+        assert_eq!(
+            ok,
+            vec![
+                (
+                    Some("trunk0".to_string()),
+                    1_700_000_000_000_000_001,
+                    a.to_vec()
+                ),
+                (
+                    Some("lan0".to_string()),
+                    1_700_000_000_000_000_502,
+                    b.to_vec()
+                ),
+                (None, 1_700_000_000_000_001_003, c.to_vec()),
+                (
+                    Some("trunk0".to_string()),
+                    1_700_000_000_000_002_004,
+                    a.to_vec()
+                ),
+            ]
+        );
+        let cap = Capture::from_bytes(Path::new("t"), pcapng_bytes(&["x"], &[(0, 5, &a)]).unwrap());
+        let f = cap.frames().unwrap().next().unwrap().unwrap();
+        assert_eq!((f.resolution, f.orig_len), (TsResolution::Nano, 60));
+    }
+
+    #[test]
+    fn pcapng_writer_refuses_an_undescribed_interface() {
+        let a = [1u8; 60];
+        assert_eq!(
+            pcapng_bytes(&["lan0"], &[(1, 0, &a)]),
+            Err("frame 0 names interface 1 but 1 interfaces are given".to_string())
+        );
+        let dir = std::env::temp_dir().join(format!("wasp-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("two.pcapng");
+        write_pcapng(&path, &["lan0", "wan0"], &[(1, 7_000, &a)]).unwrap();
+        let (ok, err) = named_frames(std::fs::read(&path).unwrap());
+        assert_eq!(err, None);
+        assert_eq!(ok, vec![(Some("wan0".to_string()), 7_000, a.to_vec())]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn classic_pcap_frames_have_no_interface() {
+        let a = [1u8; 20];
+        let cap = Capture::from_bytes(Path::new("t.pcap"), pcap_bytes(&[(0, &a)]));
+        let f = cap.frames().unwrap().next().unwrap().unwrap();
+        assert_eq!(f.interface, None);
+    }
+
+    #[test]
+    fn corrupt_interface_name_options_are_faults_not_panics() {
+        let a = [1u8; 60];
+        let good = pcapng_bytes(&["lan0"], &[(0, 0, &a)]).unwrap();
+        let at = position(&good, b"lan0");
+        // The interface block follows the section header block (its length at bytes 4..8).
+        let idb = u64::from(u32::from_le_bytes([good[4], good[5], good[6], good[7]]));
+        // Not UTF-8.
+        let mut bad = good.clone();
+        bad[at] = 0xff;
+        let (ok, err) = named_frames(bad);
+        assert!(ok.is_empty());
+        assert!(
+            matches!(err, Some(CaptureError::Corrupt { offset, .. }) if offset == idb),
+            "{err:?}"
+        );
+        // An option length running past the block.
+        let mut bad = good.clone();
+        bad[at - 2] = 0xf0;
+        let (ok, err) = named_frames(bad);
+        assert!(ok.is_empty());
+        assert!(
+            matches!(err, Some(CaptureError::Corrupt { offset, .. }) if offset == idb),
+            "{err:?}"
+        );
+        // Trailing NULs are padding; a name of NULs only is no name; an unknown option code
+        // is skipped.
+        let mut nul = good.clone();
+        nul[at + 3] = 0;
+        let (ok, _) = named_frames(nul);
+        assert_eq!(ok[0].0.as_deref(), Some("lan"));
+        let mut nul = good.clone();
+        nul[at..at + 4].fill(0);
+        let (ok, _) = named_frames(nul);
+        assert_eq!(ok[0].0, None);
+        let mut unknown = good;
+        unknown[at - 4] = 0x55;
+        let (ok, err) = named_frames(unknown);
+        assert_eq!(err, None);
+        assert_eq!(ok[0].0, None);
     }
 }
