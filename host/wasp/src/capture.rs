@@ -1007,8 +1007,11 @@ mod tests {
         );
     }
 
-    /// (interface name, timestamp ns, bytes) of each frame read, and the fault.
-    fn named_frames(bytes: Vec<u8>) -> (Vec<(Option<String>, u64, Vec<u8>)>, Option<CaptureError>) {
+    /// (interface name, timestamp ns, bytes) of each frame read.
+    type Named = Vec<(Option<String>, u64, Vec<u8>)>;
+
+    /// The frames read with their interface names, and the fault.
+    fn named_frames(bytes: Vec<u8>) -> (Named, Option<CaptureError>) {
         let cap = Capture::from_bytes(Path::new("t.pcapng"), bytes);
         let mut ok = Vec::new();
         let mut err = None;

@@ -202,6 +202,22 @@ impl Names {
             .find_map(|(_, devs, _)| devs.first().map(String::as_str))
     }
 
+    /// Every device a netdev ingress base chain is attached to, sorted, each once.
+    pub fn ingress_devices(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .tables
+            .iter()
+            .filter(|t| t.family == Family::Netdev)
+            .flat_map(|t| t.chains.iter())
+            .filter_map(|c| c.base.as_ref())
+            .filter(|(hook, _, _)| *hook == Hook::Ingress)
+            .flat_map(|(_, devs, _)| devs.iter().map(String::as_str))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The netdev ingress base chains attached to `dev`, in the order the hook runs them: by
     /// priority, then in declaration order (the kernel's `nf_register_net_hook` puts a new hook
     /// after those of equal priority).

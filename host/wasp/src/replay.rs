@@ -151,7 +151,7 @@ pub struct Report {
     pub listing: String,
 }
 
-/// The netdev ingress base chains of the input device, in hook order, for the summary.
+/// The netdev ingress base chains of one input device, in hook order, for the summary.
 struct ChainCounts {
     chains: Vec<BaseChainRef>,
     counts: Vec<ChainSummary>,
@@ -269,12 +269,19 @@ impl Outputs {
         Ok(())
     }
 
-    fn verdict(&mut self, index: u64, outcome: &Outcome, names: &Names) -> Result<(), Error> {
+    fn verdict(
+        &mut self,
+        index: u64,
+        outcome: &Outcome,
+        names: &Names,
+        iif: Option<&str>,
+    ) -> Result<(), Error> {
         if let Some((path, w)) = &mut self.verdicts {
-            w.write(index, outcome, names).map_err(|e| Error::Output {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+            w.write_on(index, outcome, names, iif)
+                .map_err(|e| Error::Output {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -314,10 +321,14 @@ impl Outputs {
 struct Run<'o> {
     engine: Engine,
     names: Names,
-    dev: String,
+    /// The devices packets entered on: the default input device first, then each device a
+    /// pcapng interface name chose, in the order of their first packet.
+    devs: Vec<String>,
+    /// The devices wasp knows (the gateway file's and those of netdev ingress base chains),
+    /// sorted: a pcapng interface name among them overrides the default device.
+    known: Vec<String>,
     trace: Option<&'o mut dyn Write>,
     outputs: Outputs,
-    chains: ChainCounts,
     summary: Summary,
     index: u64,
     collector: Collector,
@@ -334,12 +345,39 @@ struct Run<'o> {
 }
 
 impl Run<'_> {
-    /// Classify one vector of frames from one input and record every result.
-    fn vector(&mut self, frames: &[Frame<'_>], input: &mut InputSummary) -> Result<(), Error> {
+    /// The index in `devs` of the device a frame enters on: its pcapng interface's name when
+    /// wasp knows that device, the default input device (index 0) otherwise. Allocates only
+    /// at the first packet of a device.
+    fn device_of(&mut self, interface: Option<&str>) -> usize {
+        let Some(name) = interface else { return 0 };
+        if let Some(i) = self.devs.iter().position(|d| d == name) {
+            return i;
+        }
+        if self
+            .known
+            .binary_search_by(|k| k.as_str().cmp(name))
+            .is_ok()
+        {
+            self.devs.push(name.to_string());
+            return self.devs.len() - 1;
+        }
+        0
+    }
+
+    /// Classify one vector of frames from one input, all entering on device `devs[dev_ix]`,
+    /// and record every result.
+    fn vector(
+        &mut self,
+        frames: &[Frame<'_>],
+        dev_ix: usize,
+        input: &mut InputSummary,
+    ) -> Result<(), Error> {
         if frames.is_empty() {
             return Ok(());
         }
-        let dev = self.dev.as_str();
+        let dev = self.devs[dev_ix].as_str();
+        // Verdict lines name the device only when it is not the default one.
+        let iif = (dev_ix != 0).then_some(dev);
         let packets: Vec<Packet<'_>> = frames
             .iter()
             .map(|f| Packet {
@@ -477,7 +515,8 @@ impl Run<'_> {
                     }
                 }
             }
-            self.outputs.verdict(self.index, outcome, &self.names)?;
+            self.outputs
+                .verdict(self.index, outcome, &self.names, iif)?;
             if let Some(t) = self.trace.as_mut() {
                 let text = format_packet_trace(
                     self.index,
@@ -509,11 +548,20 @@ impl Run<'_> {
         };
         input.format = Some(frames.format());
         let mut batch: Vec<Frame<'_>> = Vec::with_capacity(MAX_VECTOR);
+        // The device of the frames in `batch` (a vector enters on one device).
+        let mut batch_dev = 0;
         let mut fault = None;
         let mut done_bytes = 0;
         loop {
             match frames.next() {
                 Some(Ok(f)) => {
+                    // A vector enters on one device: cut it where the device changes.
+                    let dev = self.device_of(f.interface);
+                    if dev != batch_dev && !batch.is_empty() {
+                        self.vector(&batch, batch_dev, input)?;
+                        batch.clear();
+                    }
+                    batch_dev = dev;
                     // With plugins, a vector spans at most TIME_STEP_NS of capture time, so
                     // that their timers fire (before each vector) close to when they fall due.
                     if self.plugins.is_some()
@@ -521,7 +569,7 @@ impl Run<'_> {
                             .first()
                             .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
                     {
-                        self.vector(&batch, input)?;
+                        self.vector(&batch, batch_dev, input)?;
                         batch.clear();
                     }
                     batch.push(f);
@@ -533,7 +581,7 @@ impl Run<'_> {
                         .and_then(ReplayPlugins::next_swap)
                         .is_some_and(|n| n <= at);
                     if batch.len() == MAX_VECTOR || swap {
-                        self.vector(&batch, input)?;
+                        self.vector(&batch, batch_dev, input)?;
                         batch.clear();
                         if let Some(p) = self.plugins.as_mut() {
                             p.apply_swaps(self.index);
@@ -549,7 +597,7 @@ impl Run<'_> {
                 None => break,
             }
         }
-        self.vector(&batch, input)?;
+        self.vector(&batch, batch_dev, input)?;
         progress.advance(cap.len_bytes().saturating_sub(done_bytes));
         Ok(fault)
     }
@@ -618,6 +666,10 @@ pub fn replay(
         nf
     });
     // The devices that get a tx pcap: the gateway's and the fwd/dup targets.
+    let tx_gateway_devices: Vec<String> = gateway
+        .iter()
+        .flat_map(|g| g.devices().iter().map(|d| d.name.clone()))
+        .collect();
     let mut tx_devices: Vec<String> = gateway
         .iter()
         .flat_map(|g| g.devices().iter().map(|d| d.name.clone()))
@@ -630,8 +682,7 @@ pub fn replay(
             "forwarding: netdev egress chains run on the frames sent (tx-DEV.pcap); accepted.pcap holds what is delivered to the host side".to_string(),
         );
     }
-    let chains = ChainCounts::new(&names, &dev);
-    if chains.chains.is_empty() {
+    if names.ingress_chains(&dev).is_empty() {
         notes.push(format!(
             "no netdev ingress base chain on device \"{dev}\": every packet is accepted unseen"
         ));
@@ -671,11 +722,21 @@ pub fn replay(
     );
     let mut run = Run {
         engine,
+        known: {
+            let mut k: Vec<String> = names
+                .ingress_devices()
+                .into_iter()
+                .map(str::to_string)
+                .chain(tx_gateway_devices)
+                .collect();
+            k.sort();
+            k.dedup();
+            k
+        },
         names,
-        dev,
+        devs: vec![dev],
         trace: if opts.trace { trace_out } else { None },
         outputs: Outputs::open(opts)?,
-        chains,
         summary,
         index: 0,
         collector: Collector::default(),
@@ -766,9 +827,21 @@ pub fn replay(
             })
             .collect();
     }
-    run.chains.fill(&run.engine, &run.dev);
     summary = run.summary;
-    summary.chains = run.chains.counts;
+    // The ingress chains of the default device, then those of every other device packets
+    // entered on (in the order of their first packet), each row naming its device.
+    for (i, dev) in run.devs.iter().enumerate() {
+        let mut chains = ChainCounts::new(&run.names, dev);
+        chains.fill(&run.engine, dev);
+        summary
+            .chains
+            .extend(chains.counts.into_iter().map(|mut c| {
+                if i != 0 {
+                    c.dev = Some(dev.clone());
+                }
+                c
+            }));
+    }
     summary.decided_by = run
         .decisions
         .iter()

@@ -12,7 +12,8 @@ use crate::capture::Format;
 pub struct Summary {
     /// The ruleset file.
     pub ruleset: String,
-    /// The device every packet entered on (`meta iifname`).
+    /// The default input device (`meta iifname`): every packet entered there except those of
+    /// a pcapng interface named after another device wasp knows (see [`crate::replay`]).
     pub in_dev: String,
     /// Packets read from all inputs.
     pub packets: u64,
@@ -24,7 +25,8 @@ pub struct Summary {
     pub malformed: u64,
     /// Packets that no base chain saw (accepted).
     pub unseen: u64,
-    /// The netdev ingress base chains of `in_dev`, in hook order.
+    /// The netdev ingress base chains of `in_dev`, in hook order, then those of each other
+    /// device packets entered on (pcapng interface names), in the order of its first packet.
     pub chains: Vec<ChainSummary>,
     /// Which rule (or policy) gave how many packets their final verdict, in ruleset order.
     pub decided_by: Vec<RuleSummary>,
@@ -210,6 +212,10 @@ pub struct ChainSummary {
     pub accepted: u64,
     /// Packets dropped in this base chain or a chain it jumped to.
     pub dropped: u64,
+    /// The device of the hook, when it is not the default input device (`in_dev`): the
+    /// chains of every other device that packets of a multi-interface pcapng entered on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
 }
 
 /// What happened to an input.
@@ -261,7 +267,10 @@ impl Summary {
             self.packets, self.accepted, self.dropped, self.malformed, self.unseen
         );
         let _ = writeln!(s);
-        let name_of = |c: &ChainSummary| format!("{} {} {}", c.family, c.table, c.chain);
+        let name_of = |c: &ChainSummary| match &c.dev {
+            None => format!("{} {} {}", c.family, c.table, c.chain),
+            Some(d) => format!("{} {} {} on \"{d}\"", c.family, c.table, c.chain),
+        };
         let w = self
             .chains
             .iter()
@@ -484,6 +493,7 @@ mod tests {
                 packets: 5,
                 accepted: 3,
                 dropped: 2,
+                dev: None,
             }],
             decided_by: vec![
                 RuleSummary {

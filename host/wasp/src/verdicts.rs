@@ -1,6 +1,8 @@
 //! The `--verdicts` file: one line per input packet,
 //! `<index> <accept|drop> <table> <chain> <rule handle|policy>`, index counting from 1 across
-//! all inputs in order; `<index> accept - - -` for a packet that no base chain saw.
+//! all inputs in order; `<index> accept - - -` for a packet that no base chain saw. A packet
+//! that entered on another device than the default input device (a multi-interface pcapng,
+//! see [`crate::replay`]) gets ` iif "DEV"` at the end of its line.
 
 use std::io::{self, Write};
 
@@ -47,8 +49,31 @@ impl<W: Write> VerdictWriter<W> {
     /// # Errors
     /// The writer's I/O error.
     pub fn write(&mut self, index: u64, outcome: &Outcome, names: &Names) -> io::Result<()> {
+        self.write_on(index, outcome, names, None)
+    }
+
+    /// Write the line of packet `index` (counted from 1) that entered on device `iif`: the
+    /// line gets ` iif "DEV"` at its end when `iif` is given (a packet of a multi-interface
+    /// pcapng that entered on another device than the default input device).
+    ///
+    /// # Errors
+    /// The writer's I/O error.
+    pub fn write_on(
+        &mut self,
+        index: u64,
+        outcome: &Outcome,
+        names: &Names,
+        iif: Option<&str>,
+    ) -> io::Result<()> {
         self.lines += 1;
-        writeln!(self.out, "{}", verdict_line(index, outcome, names))
+        match iif {
+            None => writeln!(self.out, "{}", verdict_line(index, outcome, names)),
+            Some(dev) => writeln!(
+                self.out,
+                "{} iif \"{dev}\"",
+                verdict_line(index, outcome, names)
+            ),
+        }
     }
 
     /// Lines written so far.
