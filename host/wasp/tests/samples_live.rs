@@ -144,6 +144,26 @@ fn geneve_gateway_live() {
 }
 
 #[test]
+fn geneve_flowtable_live() {
+    let Some((code, out)) = live("geneve-gateway/flowtable") else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    for check in [
+        "ok the server sees the overlay address (no NAT)",
+        "ok every byte arrived once (20000)",
+        "ok the flow came in through the tunnel (vni 11)",
+        "ok both directions through the fast path",
+        "ok flow add then flow del (fin) on the monitor",
+        "ok no flow after the close",
+        "ok the peer VTEP decapsulated every frame wasp sent",
+    ] {
+        line(&out, check);
+    }
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
+#[test]
 fn idle_gateway_live() {
     let Some((code, out)) = live("idle-gateway") else {
         return;
