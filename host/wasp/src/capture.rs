@@ -827,7 +827,7 @@ pub fn pcapng_bytes(interfaces: &[&str], frames: &[PcapNgFrame<'_>]) -> Result<V
 
 /// Write the pcapng file [`pcapng_bytes`] builds to `path` (created or truncated): a
 /// multi-interface capture whose packets `wasp replay` enters on the devices their interfaces
-/// name (see [`crate::replay`]). Used by tests to generate sample captures, e.g.
+/// name (see [`crate::replay`](mod@crate::replay)). Used by tests to generate sample captures, e.g.
 /// `write_pcapng(path, &["trunk0", "lan0"], &[(0, ts, &geneve_frame), (1, ts + 1000, &reply)])`.
 ///
 /// # Errors

@@ -2,9 +2,23 @@
 //!
 //! Each input's frames are read in file order and go to the engine in vectors of up to
 //! [`MAX_VECTOR`] packets: every frame is parsed once with [`wasp_wire::parse`] and the vector
-//! enters [`Engine::ingress`] on the input device, at the capture time of the vector's first
+//! enters [`Engine::ingress`] on its device, at the capture time of the vector's first
 //! packet (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector
-//! never spans two inputs. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
+//! never spans two inputs, nor two devices.
+//!
+//! Devices: every packet enters on the input device ([`ReplayOptions::in_dev`], `--in-dev`,
+//! `in-dev` in `sample.toml`; by default the device of the first netdev ingress base chain),
+//! except a packet of a pcapng interface whose `if_name` ([`Frame::interface`]) is a device
+//! wasp knows, a device of the gateway file or of a netdev ingress base chain: it enters on
+//! that device (its `meta iifname`, the base chains it runs, where the gateway routes it from),
+//! as it did where the capture was taken (`dumpcap -i trunk0 -i lan0`). An interface without a
+//! name, or named after a device wasp does not know, and a classic pcap, enter on the input
+//! device. The vector is cut where the device changes. A packet that entered on another device
+//! than the input device has ` iif "DEV"` at the end of its `--verdicts` line (its trace lines
+//! name the device of every packet, `iif "DEV"`), and the summary's chain rows list the
+//! ingress chains of the input device, then those of every other device packets entered on,
+//! in the order of its first packet, each naming it; with a single device the output is as
+//! before. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
 //!
 //! Plugins ([`crate::plugins`]) run on the same clock: before each vector the runtime's clock

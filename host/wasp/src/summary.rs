@@ -13,7 +13,7 @@ pub struct Summary {
     /// The ruleset file.
     pub ruleset: String,
     /// The default input device (`meta iifname`): every packet entered there except those of
-    /// a pcapng interface named after another device wasp knows (see [`crate::replay`]).
+    /// a pcapng interface named after another device wasp knows (see [`crate::replay`](mod@crate::replay)).
     pub in_dev: String,
     /// Packets read from all inputs.
     pub packets: u64,

@@ -2,7 +2,7 @@
 //! `<index> <accept|drop> <table> <chain> <rule handle|policy>`, index counting from 1 across
 //! all inputs in order; `<index> accept - - -` for a packet that no base chain saw. A packet
 //! that entered on another device than the default input device (a multi-interface pcapng,
-//! see [`crate::replay`]) gets ` iif "DEV"` at the end of its line.
+//! see [`crate::replay`](mod@crate::replay)) gets ` iif "DEV"` at the end of its line.
 
 use std::io::{self, Write};
 
