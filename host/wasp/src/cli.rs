@@ -59,7 +59,9 @@ pub struct ReplayArgs {
     /// A capture (pcap or pcapng, Ethernet); repeat for several, read in order.
     #[arg(long = "in", value_name = "CAPTURE", requires = "ruleset")]
     pub inputs: Vec<PathBuf>,
-    /// Device the packets enter on (default: the first ingress base chain's device).
+    /// Device the packets enter on (default: the first ingress base chain's device); a pcapng
+    /// packet whose interface is named after a device of the ruleset or gateway file enters
+    /// there instead.
     #[arg(long)]
     pub in_dev: Option<String>,
     /// Directory for accepted.pcap and dropped.pcap (default: out/, or the sample's out dir).

@@ -110,7 +110,8 @@ pub struct ReplayOptions {
     pub ruleset: PathBuf,
     /// Captures in order.
     pub inputs: Vec<Input>,
-    /// Input device; `None`: the device of the first netdev ingress base chain.
+    /// Input device; `None`: the device of the first netdev ingress base chain. The default
+    /// only for pcapng packets whose interface names a device wasp knows (see the module doc).
     pub in_dev: Option<String>,
     /// Directory for `accepted.pcap` and `dropped.pcap` (created when missing); `None` writes
     /// no captures.

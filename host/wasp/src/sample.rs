@@ -93,7 +93,8 @@ pub struct Sample {
     pub description: Option<String>,
     /// The ruleset file.
     pub ruleset: PathBuf,
-    /// Input device, when declared.
+    /// Input device, when declared (the default: a pcapng's interface names override it per
+    /// packet, see [`crate::replay`](mod@crate::replay)).
     pub in_dev: Option<String>,
     /// Output directory (default `DIR/out`).
     pub out: PathBuf,
