@@ -242,6 +242,31 @@ impl Names {
         out.sort_by_key(|b| b.priority);
         out
     }
+
+    /// The base chains of ip, ip6 and inet tables on IP hook `hook` (prerouting, input,
+    /// forward, postrouting), in the order the hook runs them: by priority, then in declaration
+    /// order.
+    pub fn ip_hook_chains(&self, hook: Hook) -> Vec<BaseChainRef> {
+        let mut out = Vec::new();
+        for (ti, t) in self.tables.iter().enumerate() {
+            if !matches!(t.family, Family::Ip | Family::Ip6 | Family::Inet) {
+                continue;
+            }
+            for (ci, c) in t.chains.iter().enumerate() {
+                if let Some((h, _, prio)) = &c.base
+                    && *h == hook
+                {
+                    out.push(BaseChainRef {
+                        table: ti as u32,
+                        chain: ci as u32,
+                        priority: *prio,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|b| b.priority);
+        out
+    }
 }
 
 #[cfg(test)]

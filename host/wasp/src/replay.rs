@@ -174,7 +174,10 @@ struct ChainCounts {
 
 impl ChainCounts {
     fn new(names: &Names, dev: &str) -> Self {
-        let chains = names.ingress_chains(dev);
+        ChainCounts::of(names, names.ingress_chains(dev))
+    }
+
+    fn of(names: &Names, chains: Vec<BaseChainRef>) -> Self {
         let counts = chains
             .iter()
             .map(|b| ChainSummary {
@@ -191,8 +194,8 @@ impl ChainCounts {
     /// Fill in the counts from the engine's own per-base-chain statistics: every packet whose
     /// walk entered a chain, and how that walk ended (an accept moves on to the next base
     /// chain of the hook, a drop ends the walk).
-    fn fill(&mut self, engine: &Engine, dev: &str) {
-        for s in engine.chain_stats(Hook::Ingress, dev) {
+    fn fill(&mut self, engine: &Engine, hook: Hook, dev: &str) {
+        for s in engine.chain_stats(hook, dev) {
             if let Some(pos) = self
                 .chains
                 .iter()
@@ -847,7 +850,7 @@ pub fn replay(
     // entered on (in the order of their first packet), each row naming its device.
     for (i, dev) in run.devs.iter().enumerate() {
         let mut chains = ChainCounts::new(&run.names, dev);
-        chains.fill(&run.engine, dev);
+        chains.fill(&run.engine, Hook::Ingress, dev);
         summary
             .chains
             .extend(chains.counts.into_iter().map(|mut c| {
@@ -856,6 +859,19 @@ pub fn replay(
                 }
                 c
             }));
+    }
+    // With a gateway that runs the IP path, the chains of the IP hooks, in hook order.
+    if run.fwd.as_ref().and_then(Forwarder::netfilter).is_some() {
+        for hook in [
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Postrouting,
+        ] {
+            let mut chains = ChainCounts::of(&run.names, run.names.ip_hook_chains(hook));
+            chains.fill(&run.engine, hook, "");
+            summary.chains.extend(chains.counts);
+        }
     }
     summary.decided_by = run
         .decisions
