@@ -65,7 +65,12 @@ pub enum TunnelWork {
     /// The packets arrive Geneve-encapsulated carrying Ethernet (the key has `tun_id`): the
     /// outer Ethernet + IP + UDP + Geneve (with its options, as long as each packet says) are
     /// stripped, and the inner frame is forwarded (its Ethernet header gets the route's MACs).
-    Decap,
+    Decap {
+        /// The outer (source, destination) addresses the packets must carry: the tunnel's
+        /// remote and local ends. A packet from elsewhere is not the flow's
+        /// ([`crate::FastPath::Miss`]: the slow path judges it). `None`: any.
+        outer: Option<(IpAddr, IpAddr)>,
+    },
     /// Prepend this outer header to the forwarded frame (after its own MAC rewrite, NAT and
     /// TTL decrement); the outer IP length and checksum and the UDP length (and checksum, over
     /// IPv6) are set per packet.
@@ -291,7 +296,7 @@ impl DirPlan {
                 "NAT address of another family than the key",
             ));
         }
-        if key.tun_id.is_some() != matches!(route.tunnel, TunnelWork::Decap) {
+        if key.tun_id.is_some() != matches!(route.tunnel, TunnelWork::Decap { .. }) {
             return Err(AddError::Invalid(
                 "a key with tun_id needs TunnelWork::Decap, and Decap needs a key with tun_id",
             ));

@@ -10,7 +10,7 @@ use wasp_wire::meta::PacketMeta;
 
 use crate::block::{BlockList, BlockLock, BlockSlot, FlowView, OffloadBlock};
 use crate::edit::FlowEdit;
-use crate::key::{Dir, FlowKey, FxBuild, Parsed, geneve_inner, parse_at};
+use crate::key::{Dir, FlowKey, FxBuild, Parsed, geneve_inner, outer_ends, parse_at};
 use crate::route::{DirPlan, Route, TunnelWork};
 
 /// The kernel's default flow timeout (`nf_flowtable_tcp_timeout` and `nf_flowtable_udp_timeout`,
@@ -680,6 +680,11 @@ impl Flowtable {
             return slow(SlowReason::Ttl);
         }
         let plan = &flow.plans[dir.index()];
+        if let TunnelWork::Decap { outer: Some(ends) } = &plan.route.tunnel
+            && outer_ends(frame, meta) != Some(*ends)
+        {
+            return FastPath::Miss;
+        }
         let out_l3 = match &plan.route.tunnel {
             TunnelWork::Encap(t) => t.len() - 14 + 14 + p.l3_len,
             _ => p.l3_len,

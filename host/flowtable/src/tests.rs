@@ -766,7 +766,7 @@ fn geneve_decap_and_encap_byte_exact() {
     (k1.src, k1.dst, k1.src_port, k1.dst_port, k1.iif, k1.tun_id) =
         (k0.dst, k0.src, k0.dst_port, k0.src_port, 2, None);
     let mut r0 = route(2, MAC_GW_OUT, MAC_B);
-    r0.tunnel = TunnelWork::Decap;
+    r0.tunnel = TunnelWork::Decap { outer: None };
     let mut r1 = route(1, MAC_GW_IN, MAC_A);
     r1.tunnel = TunnelWork::Encap(EncapTemplate::from_bytes(&f[..inner]).unwrap());
     r1.dec_ttl = false;

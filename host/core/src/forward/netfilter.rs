@@ -866,7 +866,11 @@ fn offload(
         src_port: (t.sport != other.dport).then_some(other.dport),
         dst_port: (t.dport != other.sport).then_some(other.sport),
     };
-    let route = |h: &super::Hop, k: &FlowKey, other: &wasp_conntrack::Tuple, nat: NatEdit| {
+    let route = |h: &super::Hop,
+                 k: &FlowKey,
+                 in_dev: DevId,
+                 other: &wasp_conntrack::Tuple,
+                 nat: NatEdit| {
         let mut r = Route {
             out_dev: h.dev.0,
             smac: h.smac,
@@ -875,7 +879,9 @@ fn offload(
             dec_ttl: true,
             nat,
             tunnel: if k.tun_id.is_some() {
-                TunnelWork::Decap
+                TunnelWork::Decap {
+                    outer: g.tunnel_ends(in_dev),
+                }
             } else {
                 TunnelWork::None
             },
@@ -900,8 +906,8 @@ fn offload(
     };
     let keys = [key(&o, orig_in), key(&r, reply_in)];
     let (Some(r0), Some(r1)) = (
-        route(&h0, &keys[0], &r, nat(&o, &r)),
-        route(&h1, &keys[1], &o, nat(&r, &o)),
+        route(&h0, &keys[0], orig_in, &r, nat(&o, &r)),
+        route(&h1, &keys[1], reply_in, &o, nat(&r, &o)),
     ) else {
         return;
     };

@@ -106,6 +106,13 @@ impl Gateway {
         self.devices.get(usize::from(dev.0))?.tunnel.as_ref()
     }
 
+    /// (remote, local) of tunnel device `dev`: the outer source and destination of what it
+    /// receives.
+    pub fn tunnel_ends(&self, dev: DevId) -> Option<(IpAddr, IpAddr)> {
+        let t = self.tunnel(dev)?;
+        Some((t.remote, self.tunnel_local(t)?))
+    }
+
     /// The local endpoint of tunnel `t`.
     fn tunnel_local(&self, t: &Tunnel) -> Option<IpAddr> {
         t.local

@@ -209,6 +209,27 @@ fn a_tunnel_device_decapsulates_encapsulates_and_its_flows_are_offloaded_with_th
     want[6..12].copy_from_slice(&LAN);
     // The hand-made frame has TTL 63 with its own checksum: equal to the fast path's.
     assert_eq!(f, &want);
+    // The same inner packet in Geneve with VNI 11 from another peer is not the flow's: not
+    // forwarded by the fast path, and only delivered locally by the slow one (no tunnel of
+    // the gateway has that remote).
+    let spoof = geneve(
+        11,
+        [192, 0, 2, 3],
+        &[],
+        &tcp(
+            REMOTE_MAC,
+            GNV,
+            REMOTE,
+            HOST,
+            40000,
+            22,
+            ACK | PSH,
+            64,
+            b"ssh",
+        ),
+    );
+    let (fate, sent) = r.send("trunk0", &spoof, 1.35);
+    assert_eq!((fate, sent.len()), (Fate::Local, 0));
     // Data from the host: the fast path adds the cached outer header, the slow path's.
     let (_, sent) = r.send("lan0", &host(ACK | PSH, b"banner"), 1.4);
     let (dev, kind, fast) = &sent[0];
@@ -284,4 +305,99 @@ fn tunnel_lines_give_their_mtu_and_refuse_bad_words_at_their_column() {
         err("device gnv0\ntunnel gnv0 geneve id 5 remote 192.0.2.2 dev t0")
             .contains("gw.conf:2:8:")
     );
+}
+
+/// The tunnel over an IPv6 underlay: the peer 2001:db8::2.
+const GW6: &str = "\
+device trunk0 mac 02:00:00:00:00:0a mtu 1500
+address trunk0 2001:db8::1/64
+neighbour 2001:db8::2 lladdr 02:00:00:00:0a:02 dev trunk0
+tunnel gnv0 geneve id 11 remote 2001:db8::2 dev trunk0
+device gnv0 mac 02:00:00:00:00:0c
+address gnv0 10.20.0.1/24
+neighbour 10.20.0.2 lladdr 02:00:00:00:0c:02 dev gnv0
+address lan0 10.30.0.1/24
+device lan0 mac 02:00:00:00:00:0b mtu 1500
+neighbour 10.30.0.2 lladdr 02:00:00:00:0b:02 dev lan0
+";
+
+/// `inner` in Geneve VNI 11 over IPv6 from 2001:db8::2 to 2001:db8::1, UDP checksum right.
+fn geneve6(inner: &[u8]) -> Vec<u8> {
+    let src: std::net::Ipv6Addr = "2001:db8::2".parse().unwrap();
+    let dst: std::net::Ipv6Addr = "2001:db8::1".parse().unwrap();
+    let mut u = 50000u16.to_be_bytes().to_vec();
+    u.extend_from_slice(&GENEVE_PORT.to_be_bytes());
+    u.extend_from_slice(&((16 + inner.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0, 0, 0, 0x65, 0x58, 0, 0, 11, 0]);
+    u.extend_from_slice(inner);
+    let c = wasp_wire::checksum::pseudo_v6(&src, &dst, u.len() as u32, 17);
+    let c = !checksum::sum(u64::from(c), &u);
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut f = TRUNK.to_vec();
+    f.extend_from_slice(&VTEP);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(u.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[17, 64]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(&u);
+    f
+}
+
+#[test]
+fn a_tunnel_over_ipv6_sets_its_udp_checksum_and_mtu_and_offloads_the_same() {
+    let g = Gateway::parse(GW6, "gw.conf").unwrap();
+    let gnv = g.device("gnv0").unwrap();
+    assert_eq!(g.devices()[usize::from(gnv.0)].mtu, Some(1430), "1500 - 70");
+    let mut r = rig_with(GW6, RULES);
+    let rem = |flags, payload: &[u8]| {
+        geneve6(&tcp(
+            REMOTE_MAC, GNV, REMOTE, HOST, 40000, 22, flags, 64, payload,
+        ))
+    };
+    let (fate, sent) = r.send("trunk0", &rem(SYN, b""), 1.0);
+    assert_eq!((fate, sent[0].0.as_str()), (Fate::Sent, "lan0"));
+    let mut outs = Vec::new();
+    for (i, (flags, t)) in [(SYN | ACK, 1.1), (ACK | PSH, 1.3)].into_iter().enumerate() {
+        let (_, sent) = r.send("lan0", &host(flags, b"x"), t);
+        let (dev, kind, f) = &sent[0];
+        let want = if i == 0 {
+            SendKind::Forward
+        } else {
+            SendKind::Flow
+        };
+        assert_eq!((dev.as_str(), *kind), ("trunk0", want));
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!(
+            usize::from(u16::from_be_bytes([f[18], f[19]])),
+            f.len() - 54
+        );
+        assert_eq!((f[20], f[21]), (17, 64));
+        let src: std::net::Ipv6Addr = <[u8; 16]>::try_from(&f[22..38]).unwrap().into();
+        let dst: std::net::Ipv6Addr = <[u8; 16]>::try_from(&f[38..54]).unwrap().into();
+        assert_eq!(
+            (src.to_string(), dst.to_string()),
+            ("2001:db8::1".into(), "2001:db8::2".into())
+        );
+        // The UDP checksum over the pseudo header and the whole datagram is right.
+        let pseudo = wasp_wire::checksum::pseudo_v6(&src, &dst, (f.len() - 54) as u32, 17);
+        assert_eq!(
+            checksum::sum(u64::from(pseudo), &f[54..]),
+            0xffff,
+            "frame {i}"
+        );
+        assert_eq!(&f[62..70], &[0, 0, 0x65, 0x58, 0, 0, 11, 0]);
+        outs.push(f.clone());
+        if i == 0 {
+            let (fate, _) = r.send("trunk0", &rem(ACK, b""), 1.2);
+            assert_eq!(fate, Fate::Sent);
+            assert_eq!(r.nf.flowtables()[0].flows(1_250_000_000).len(), 1);
+        }
+    }
+    // The cached header is the slow path's (the UDP length and checksum follow the packet).
+    for i in (0..70).filter(|i| !matches!(i, 18 | 19 | 58..=61)) {
+        assert_eq!(outs[0][i], outs[1][i], "outer byte {i}");
+    }
+    let (_, sent) = r.send("trunk0", &rem(ACK | PSH, b"y"), 1.4);
+    assert_eq!((sent[0].0.as_str(), sent[0].1), ("lan0", SendKind::Flow));
 }
