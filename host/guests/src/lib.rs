@@ -14,7 +14,8 @@ use std::path::PathBuf;
 /// The directory that holds every guest workspace's output, one subdirectory per label.
 const OUT: &str = env!("WASP_GUESTS_OUT");
 
-/// The directory of the bundled plugins: `counter.wasm`, `geneve.wasm`, `idletimer.wasm`
+/// The directory of the bundled plugins: `counter.wasm`, `geneve.wasm`, `idletimer.wasm`,
+/// and the flowtable offload block `offload_table.wasm` (`wasp run --offload-plugin`)
 /// (the plugin directory where the ruleset's bare plugin names are looked up).
 pub fn plugin_dir() -> PathBuf {
     PathBuf::from(OUT).join("plugins")
@@ -127,6 +128,14 @@ mod tests {
                 "{imports:?}"
             );
         }
+        // The offload block (world `wasp-offload-block`): lean too; it calls no host function.
+        let table = std::fs::read(plugin("offload_table")).unwrap();
+        assert_eq!(&table[..8], b"\0asm\x0d\x00\x01\x00");
+        let imports = component_imports(&table).unwrap();
+        assert!(
+            imports.iter().all(|n| n.starts_with("wasp:plugin/")),
+            "offload_table imports {imports:?}"
+        );
         let idletimer = std::fs::read(plugin("idletimer")).unwrap();
         assert!(
             component_imports(&idletimer)

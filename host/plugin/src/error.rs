@@ -66,6 +66,16 @@ pub enum PluginError {
         /// The plugin's message.
         msg: String,
     },
+    /// The component is not a usable flowtable offload block ([`crate::PluginBlock::load`]): it
+    /// does not export `wasp:plugin/offload-block@0.1.0`, imports what the host does not offer,
+    /// or its `configure` refused the arguments or failed.
+    #[error("{}: not a usable offload block: {msg}", path.display())]
+    Offload {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
     /// A call into the plugin failed (a control call: list, reset, swap's state export).
     #[error("plugin {plugin}: {reason}: {msg}")]
     Call {

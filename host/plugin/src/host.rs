@@ -554,7 +554,7 @@ pub(crate) fn arm_deadline(store: &mut Store<StoreState>, ticks: u64) {
 
 /// The epoch deadline of a call passed (see [`arm_deadline`]): go on one more tick while the
 /// thread's CPU time since then is under the budget, else interrupt.
-fn deadline_reached(
+pub(crate) fn deadline_reached(
     mut ctx: wasmtime::StoreContextMut<'_, StoreState>,
 ) -> wasmtime::Result<wasmtime::UpdateDeadline> {
     let d = ctx.data_mut();

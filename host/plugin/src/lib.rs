@@ -10,6 +10,8 @@
 //!   (the WIT layout), an epoch deadline per call, results checked; a trap, a deadline or
 //!   memory limit hit, or a malformed result gives every packet of the call the use site's
 //!   fallback, is counted and reported as an event, and the instance is re-created.
+//! - [`PluginBlock`]: a component of the world `wasp-offload-block` as a flowtable offload
+//!   block (`wasp_flowtable::OffloadBlock`): one instance for every worker, behind a mutex.
 //! - Hot swap: [`Runtime::swap`] between vectors, or [`SwapHandle::request`] from another
 //!   thread (applied at the next vector boundary).
 //!
@@ -24,6 +26,7 @@ mod area;
 mod bindings;
 mod error;
 mod host;
+mod offload;
 mod pack;
 mod runtime;
 mod timers;
@@ -32,6 +35,7 @@ mod wasi;
 
 pub use error::{FailureReason, PluginError};
 pub use host::{HostConfig, Plugin, PluginHost, PluginInfo};
+pub use offload::{PluginBlock, PluginBlockCounts};
 pub use runtime::{
     Backoff, FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle,
     SwapOutcome,

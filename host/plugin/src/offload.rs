@@ -1,0 +1,553 @@
+//! [`PluginBlock`]: a component of the world `wasp-offload-block` (`wit/plugin.wit`) as a
+//! flowtable offload block ([`wasp_flowtable::OffloadBlock`]), the "let a plugin be another
+//! callback" of the kernel's flow block callbacks (`FLOW_CLS_REPLACE` / `DESTROY` / `STATS`).
+//!
+//! One instance serves every worker, behind a `parking_lot::Mutex` (offload calls come from any
+//! worker, under the read side of the flowtable's block-list lock). Each call has the packet
+//! path's epoch deadline ([`crate::HostConfig::deadline_ticks`]) and the instance memory limit;
+//! instantiation and `configure` have the setup deadline. A trap, a deadline, the memory limit
+//! or a malformed answer refuses that add (`OffloadError::Unsupported("plugin trapped: ...")`),
+//! is counted ([`PluginBlock::counts`]) and logged (`tracing` warn), and the instance is dropped:
+//! the next call re-creates it (and configures it again with the same arguments). Nothing here
+//! panics on what a guest does.
+//!
+//! Flows the block forwards get a [`BlockSlot`] that the host keeps (by flow id): the fast path
+//! counts in it, and `stats` answers from it without calling the guest; flows it observes are
+//! asked of the guest (`flow-stats`).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Store, Trap};
+use wasp_flowtable::{
+    BlockSlot, BlockStats, FlowId, FlowKey, FlowView, OffloadBlock, OffloadError, Route, TunnelWork,
+};
+
+use crate::bindings::StoreState;
+use crate::error::{FailureReason, PluginError};
+use crate::host::{PluginHost, arm_deadline, deadline_reached};
+
+mod world {
+    wasmtime::component::bindgen!({
+        world: "wasp-offload-block",
+        path: "../../wit",
+        with: {
+            "wasp:plugin/host": crate::bindings::wasp::plugin::host,
+            "wasp:plugin/types": crate::bindings::wasp::plugin::types,
+        },
+    });
+}
+
+use world::exports::wasp::plugin::offload_block::{
+    OffloadAccept, OffloadFlow, OffloadKey, OffloadRefusal, OffloadRoute, OffloadStats, TunnelKind,
+};
+use world::{WaspOffloadBlock, WaspOffloadBlockIndices};
+
+/// The interface a component must export to be an offload block.
+pub const OFFLOAD_BLOCK: &str = "wasp:plugin/offload-block@0.1.0";
+
+/// Longest setup latency a `forward` answer may give (60 s, in ns): a larger one is a malformed
+/// answer (no NIC takes a minute to program a flow; the flow's idle timeout is 30 s).
+pub const MAX_LATENCY_NS: u64 = 60_000_000_000;
+
+/// What a [`PluginBlock`] has done since it was loaded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PluginBlockCounts {
+    /// Flows the guest took to forward.
+    pub forwarded: u64,
+    /// Flows the guest took to observe.
+    pub observed: u64,
+    /// Adds the guest refused with `full`.
+    pub full: u64,
+    /// Adds the guest refused with `unsupported`.
+    pub unsupported: u64,
+    /// Calls interrupted at their deadline.
+    pub deadline: u64,
+    /// Calls that hit the memory limit.
+    pub memory: u64,
+    /// Other traps.
+    pub trap: u64,
+    /// Malformed answers (a value that does not lift, a latency over [`MAX_LATENCY_NS`]).
+    pub malformed: u64,
+    /// Instances re-created after a failure.
+    pub recreated: u64,
+    /// Calls refused because no instance could be made (instantiation or `configure` failed).
+    pub unavailable: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    forwarded: AtomicU64,
+    observed: AtomicU64,
+    full: AtomicU64,
+    unsupported: AtomicU64,
+    deadline: AtomicU64,
+    memory: AtomicU64,
+    trap: AtomicU64,
+    malformed: AtomicU64,
+    recreated: AtomicU64,
+    unavailable: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A live instance.
+struct Live {
+    store: Store<StoreState>,
+    bindings: WaspOffloadBlock,
+}
+
+/// The instance, or none after a failure (re-created by the next call).
+struct Slot {
+    live: Option<Live>,
+    /// An instance existed and failed: the next one made counts as a re-creation.
+    failed: bool,
+}
+
+/// A Wasm plugin as a flowtable offload block (see the module docs). Made with
+/// [`PluginBlock::load`]; register it with `Flowtable::register_block` (as an
+/// `Arc<dyn OffloadBlock>`).
+pub struct PluginBlock {
+    name: String,
+    path: PathBuf,
+    args: String,
+    host: PluginHost,
+    pre: InstancePre<StoreState>,
+    indices: WaspOffloadBlockIndices,
+    instance: Mutex<Slot>,
+    /// Slots of the flows the guest forwards, by flow id.
+    slots: Mutex<HashMap<FlowId, Arc<BlockSlot>>>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for PluginBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginBlock")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("args", &self.args)
+            .finish()
+    }
+}
+
+/// Why a call failed: `reason` `None` when no instance could be made.
+struct Failure {
+    reason: Option<FailureReason>,
+    msg: String,
+}
+
+impl PluginBlock {
+    /// Load the component at `path` as offload block `name` (shown in flowtable listings), and
+    /// configure one instance with `args` (the block's own syntax, e.g.
+    /// `capacity 2 latency-us 100` for `offload-table`).
+    ///
+    /// Errors name the file and what is wrong: [`PluginError::Read`], [`PluginError::Compile`],
+    /// [`PluginError::Offload`] (no `wasp:plugin/offload-block@0.1.0` export, an import the
+    /// host does not offer, `configure` refusing `args` or failing), [`PluginError::World`]
+    /// (the export's functions do not have the contract's types).
+    pub fn load(
+        host: &PluginHost,
+        path: impl AsRef<Path>,
+        name: &str,
+        args: &str,
+    ) -> Result<PluginBlock, PluginError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| PluginError::Read {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        })?;
+        Self::load_bytes(host, path, &bytes, name, args)
+    }
+
+    /// As [`PluginBlock::load`], from the component's bytes; `path` is only used in messages.
+    pub fn load_bytes(
+        host: &PluginHost,
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+        name: &str,
+        args: &str,
+    ) -> Result<PluginBlock, PluginError> {
+        let path = path.as_ref().to_path_buf();
+        let engine = &host.inner.engine;
+        let component = Component::new(engine, bytes).map_err(|e| PluginError::Compile {
+            path: path.clone(),
+            msg: format!("{e:#}"),
+        })?;
+        let offload = |msg: String| PluginError::Offload {
+            path: path.clone(),
+            msg,
+        };
+        if component.get_export_index(None, OFFLOAD_BLOCK).is_none() {
+            return Err(offload(format!(
+                "exports no {OFFLOAD_BLOCK} (build it for the world wasp:plugin/wasp-offload-block; \
+                 a packet plugin goes in the ruleset instead)"
+            )));
+        }
+        let ty = component.component_type();
+        for (import, _) in ty.imports(engine) {
+            let ours = import.starts_with("wasp:plugin/") && import.ends_with("@0.1.0");
+            if !ours && !import.starts_with("wasi:") {
+                return Err(offload(format!(
+                    "imports {import}, which the host does not offer"
+                )));
+            }
+        }
+        let world = |e: wasmtime::Error| PluginError::World {
+            path: path.clone(),
+            msg: format!("{e:#}"),
+        };
+        let mut linker: Linker<StoreState> = Linker::new(engine);
+        WaspOffloadBlock::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(world)?;
+        // WASI imports (a guest built with std) trap when called: a lean block has none.
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(world)?;
+        let pre = linker.instantiate_pre(&component).map_err(world)?;
+        let indices = WaspOffloadBlockIndices::new(&pre).map_err(world)?;
+        let block = PluginBlock {
+            name: name.to_string(),
+            path: path.clone(),
+            args: args.to_string(),
+            host: host.clone(),
+            pre,
+            indices,
+            instance: Mutex::new(Slot {
+                live: None,
+                failed: false,
+            }),
+            slots: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        };
+        let live = block.instantiate().map_err(offload)?;
+        block.instance.lock().live = Some(live);
+        Ok(block)
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The arguments given to `configure`.
+    pub fn args(&self) -> &str {
+        &self.args
+    }
+
+    /// Flows forwarded by the block now (slots the host holds for it).
+    pub fn forwarding(&self) -> usize {
+        self.slots.lock().len()
+    }
+
+    /// What the block has done since it was loaded.
+    pub fn counts(&self) -> PluginBlockCounts {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PluginBlockCounts {
+            forwarded: l(&c.forwarded),
+            observed: l(&c.observed),
+            full: l(&c.full),
+            unsupported: l(&c.unsupported),
+            deadline: l(&c.deadline),
+            memory: l(&c.memory),
+            trap: l(&c.trap),
+            malformed: l(&c.malformed),
+            recreated: l(&c.recreated),
+            unavailable: l(&c.unavailable),
+        }
+    }
+
+    /// A new instance, configured with the block's arguments. Errors: what failed, as text.
+    fn instantiate(&self) -> Result<Live, String> {
+        let cfg = &self.host.inner.config;
+        let mut store = Store::new(
+            &self.host.inner.engine,
+            StoreState::new(self.name.as_str().into(), cfg.max_memory, None),
+        );
+        store.limiter(|s| &mut s.limit);
+        store.data_mut().tick = cfg.tick;
+        store.epoch_deadline_callback(deadline_reached);
+        arm_deadline(&mut store, cfg.setup_ticks.max(1));
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        let bindings = self
+            .indices
+            .load(&mut store, &instance)
+            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        arm_deadline(&mut store, cfg.setup_ticks.max(1));
+        let r = bindings
+            .wasp_plugin_offload_block()
+            .call_configure(&mut store, &self.args);
+        drain(&mut store);
+        match r {
+            Ok(Ok(())) => Ok(Live { store, bindings }),
+            Ok(Err(msg)) => Err(format!("configure {:?} refused: {msg}", self.args)),
+            Err(e) => Err(format!("configure {:?} failed: {e:#}", self.args)),
+        }
+    }
+
+    /// Run `f` on the instance (made first if there is none) with the packet path's deadline
+    /// and the host clocks at `now_ns`. On a failure the instance is dropped, the failure
+    /// counted and logged.
+    fn call<R>(
+        &self,
+        what: &str,
+        now_ns: u64,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+        check: impl FnOnce(&R) -> Result<(), String>,
+    ) -> Result<R, Failure> {
+        let mut slot = self.instance.lock();
+        if slot.live.is_none() {
+            match self.instantiate() {
+                Ok(live) => {
+                    if std::mem::take(&mut slot.failed) {
+                        bump(&self.counters.recreated);
+                    }
+                    slot.live = Some(live);
+                }
+                Err(msg) => {
+                    bump(&self.counters.unavailable);
+                    tracing::warn!(block = %self.name, path = %self.path.display(), "offload plugin unavailable: {msg}");
+                    return Err(Failure { reason: None, msg });
+                }
+            }
+        }
+        let Some(live) = slot.live.as_mut() else {
+            return Err(Failure {
+                reason: None,
+                msg: "no instance".into(),
+            });
+        };
+        let ticks = self.host.inner.config.deadline_ticks.max(1);
+        {
+            let d = live.store.data_mut();
+            d.now_mono = now_ns;
+            d.now_boot = now_ns;
+            d.limit.hit = false;
+        }
+        arm_deadline(&mut live.store, ticks);
+        let r = f(live);
+        drain(&mut live.store);
+        let failure = match r {
+            Ok(v) => match check(&v) {
+                Ok(()) => return Ok(v),
+                Err(msg) => (FailureReason::Malformed, msg),
+            },
+            Err(e) => {
+                let reason = if std::mem::take(&mut live.store.data_mut().limit.hit) {
+                    FailureReason::MemoryLimit
+                } else {
+                    match e.downcast_ref::<Trap>() {
+                        Some(Trap::Interrupt) => FailureReason::Deadline,
+                        Some(_) => FailureReason::Trap,
+                        None => FailureReason::Malformed,
+                    }
+                };
+                let msg = match e.downcast_ref::<Trap>() {
+                    Some(Trap::Interrupt) => format!(
+                        "interrupted after {ticks} epoch ticks and as long again of CPU time"
+                    ),
+                    Some(t) => t.to_string(),
+                    None => format!("{e:#}"),
+                };
+                (reason, msg)
+            }
+        };
+        let (reason, msg) = failure;
+        slot.live = None;
+        slot.failed = true;
+        let c = &self.counters;
+        bump(match reason {
+            FailureReason::Deadline => &c.deadline,
+            FailureReason::MemoryLimit => &c.memory,
+            FailureReason::Trap => &c.trap,
+            FailureReason::Malformed => &c.malformed,
+        });
+        tracing::warn!(
+            block = %self.name,
+            path = %self.path.display(),
+            call = what,
+            reason = %reason,
+            "offload plugin failed, instance dropped: {msg}"
+        );
+        Err(Failure {
+            reason: Some(reason),
+            msg,
+        })
+    }
+}
+
+/// Log what the guest emitted during a call; drop its timer requests (an offload block has no
+/// timers).
+fn drain(store: &mut Store<StoreState>) {
+    let d = store.data_mut();
+    d.ops.clear();
+    for e in d.events.drain(..) {
+        tracing::info!(plugin = %d.plugin, "{e}");
+    }
+}
+
+fn addr(a: IpAddr) -> Vec<u8> {
+    match a {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+fn key(k: &FlowKey) -> OffloadKey {
+    OffloadKey {
+        src: addr(k.src),
+        dst: addr(k.dst),
+        src_port: k.src_port,
+        dst_port: k.dst_port,
+        l4proto: k.l4proto,
+        iif: k.iif,
+        tun_id: k.tun_id,
+    }
+}
+
+fn route(r: &Route) -> OffloadRoute {
+    OffloadRoute {
+        out_dev: r.out_dev,
+        mtu: r.mtu,
+        nat: !r.nat.is_none(),
+        dec_ttl: r.dec_ttl,
+        tunnel: match r.tunnel {
+            TunnelWork::None => TunnelKind::None,
+            TunnelWork::Decap => TunnelKind::Decap,
+            TunnelWork::Encap(_) => TunnelKind::Encap,
+        },
+    }
+}
+
+impl OffloadBlock for PluginBlock {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `flow-add`. Forwarding: a slot active at `now_ns` + the guest's latency, kept by the
+    /// host. A failed call refuses the flow with `Unsupported("plugin trapped: ...")` (or
+    /// "plugin hit its deadline", "... memory limit", "... malformed answer").
+    fn add(
+        &self,
+        flow: &FlowView<'_>,
+        now_ns: u64,
+    ) -> Result<Option<Arc<BlockSlot>>, OffloadError> {
+        let arg = OffloadFlow {
+            id: flow.id.0,
+            ct_id: flow.ct_id,
+            original: key(&flow.keys[0]),
+            reply: key(&flow.keys[1]),
+            original_route: route(flow.routes[0]),
+            reply_route: route(flow.routes[1]),
+        };
+        let r = self.call(
+            "flow-add",
+            now_ns,
+            |live| {
+                live.bindings.wasp_plugin_offload_block().call_flow_add(
+                    &mut live.store,
+                    &arg,
+                    now_ns,
+                )
+            },
+            |r| match r {
+                Ok(OffloadAccept::Forward(lat)) if *lat > MAX_LATENCY_NS => Err(format!(
+                    "setup latency of {lat} ns (at most {MAX_LATENCY_NS})"
+                )),
+                _ => Ok(()),
+            },
+        );
+        let c = &self.counters;
+        match r {
+            Ok(Ok(OffloadAccept::Forward(lat))) => {
+                bump(&c.forwarded);
+                let slot = Arc::new(BlockSlot::new(now_ns.saturating_add(lat)));
+                self.slots.lock().insert(flow.id, Arc::clone(&slot));
+                Ok(Some(slot))
+            }
+            Ok(Ok(OffloadAccept::Observe)) => {
+                bump(&c.observed);
+                Ok(None)
+            }
+            Ok(Err(OffloadRefusal::Full)) => {
+                bump(&c.full);
+                Err(OffloadError::Full)
+            }
+            Ok(Err(OffloadRefusal::Unsupported(msg))) => {
+                bump(&c.unsupported);
+                Err(OffloadError::Unsupported(msg))
+            }
+            Err(f) => Err(OffloadError::Unsupported(match f.reason {
+                Some(FailureReason::Deadline) => format!("plugin hit its deadline: {}", f.msg),
+                Some(FailureReason::MemoryLimit) => {
+                    format!("plugin hit its memory limit: {}", f.msg)
+                }
+                Some(FailureReason::Trap) => format!("plugin trapped: {}", f.msg),
+                Some(FailureReason::Malformed) => {
+                    format!("plugin gave a malformed answer: {}", f.msg)
+                }
+                None => format!("plugin unavailable: {}", f.msg),
+            })),
+        }
+    }
+
+    /// Drops the host's slot and calls `flow-del` (a failure is counted and logged only).
+    fn del(&self, id: FlowId, _keys: &[FlowKey; 2]) {
+        self.slots.lock().remove(&id);
+        let _ = self.call(
+            "flow-del",
+            0,
+            |live| {
+                live.bindings
+                    .wasp_plugin_offload_block()
+                    .call_flow_del(&mut live.store, id.0)
+            },
+            |_| Ok(()),
+        );
+    }
+
+    /// From the host's slot for a forwarded flow; `flow-stats` for an observed one (a failure
+    /// or a `last-used-ns` after `now_ns` gives `None`, counted).
+    fn stats(&self, id: FlowId, _keys: &[FlowKey; 2], now_ns: u64) -> Option<BlockStats> {
+        if let Some(slot) = self.slots.lock().get(&id) {
+            return Some(slot.stats());
+        }
+        let r = self.call(
+            "flow-stats",
+            now_ns,
+            |live| {
+                live.bindings.wasp_plugin_offload_block().call_flow_stats(
+                    &mut live.store,
+                    id.0,
+                    now_ns,
+                )
+            },
+            |s: &Option<OffloadStats>| match s {
+                Some(s) if s.last_used_ns > now_ns => Err(format!(
+                    "last-used-ns {} after now-ns {now_ns}",
+                    s.last_used_ns
+                )),
+                _ => Ok(()),
+            },
+        );
+        let s = r.ok()??;
+        Some(BlockStats {
+            packets: [s.original_packets, s.reply_packets],
+            bytes: [s.original_bytes, s.reply_bytes],
+            last_used_ns: s.last_used_ns,
+        })
+    }
+}
