@@ -89,6 +89,51 @@ pub struct RunArgs {
     /// software. `wasp ctl list flowtable NAME` shows where each flow is.
     #[arg(long, value_name = "CAPACITY[:LATENCY_US]", value_parser = parse_hw_offload)]
     pub hw_offload: Option<(usize, u64)>,
+    /// Give every flowtable the offload block in the WebAssembly component PATH (world
+    /// `wasp:plugin/wasp-offload-block`, e.g. the bundled `offload_table.wasm`), configured
+    /// with ARGS (the block's own syntax, e.g. `capacity 1000 latency-us 50`); repeat for
+    /// several. The block is named after the file (`offload_table`; `offload_table-2` for a
+    /// second one from a file of the same name) and listed as such by `wasp ctl list
+    /// flowtable`. Its calls have the packet path's plugin deadline (`--plugin-deadline`); a
+    /// call that fails leaves the flow in software and the instance is re-created. A file that
+    /// is not an offload block, or ARGS it refuses, stop the daemon at start with a message.
+    #[arg(long = "offload-plugin", value_name = "PATH[:ARGS]", value_parser = parse_offload_plugin)]
+    pub offload_plugins: Vec<(PathBuf, String)>,
+}
+
+/// `PATH[:ARGS]` of `--offload-plugin` (split at the first `:`).
+fn parse_offload_plugin(s: &str) -> Result<(PathBuf, String), String> {
+    let (p, a) = s.split_once(':').unwrap_or((s, ""));
+    if p.is_empty() {
+        return Err("expected the path of an offload block component".into());
+    }
+    Ok((PathBuf::from(p), a.to_string()))
+}
+
+/// The names of the offload plugin blocks: each file's stem, with `-N` for the N-th (N >= 2)
+/// of the same stem.
+fn offload_plugin_names(plugins: &[(PathBuf, String)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (path, _) in plugins {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into());
+        let same = out
+            .iter()
+            .filter(|n| {
+                **n == stem
+                    || n.strip_prefix(&format!("{stem}-"))
+                        .is_some_and(|r| r.parse::<u32>().is_ok())
+            })
+            .count();
+        out.push(if same == 0 {
+            stem
+        } else {
+            format!("{stem}-{}", same + 1)
+        });
+    }
+    out
 }
 
 /// `CAPACITY[:LATENCY_US]` of `--hw-offload`.
@@ -261,6 +306,16 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             latency_us.saturating_mul(1000),
         )));
     }
+    for ((path, block_args), name) in args
+        .offload_plugins
+        .iter()
+        .zip(offload_plugin_names(&args.offload_plugins))
+    {
+        let b = wasp_plugin::PluginBlock::load(daemon.host(), path, &name, block_args)
+            .map_err(|e| Error::Plugin(e.to_string()))?;
+        tracing::info!(block = %name, path = %path.display(), args = %block_args, "offload plugin loaded");
+        daemon.set_offload_block(Arc::new(b));
+    }
     let daemon = Arc::new(daemon);
     let server = wasp_ctl::server::Server::start(
         wasp_ctl::server::ServerConfig::new(&args.socket),
@@ -373,4 +428,62 @@ pub fn final_stats(
         }
     }
     s
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+
+    #[test]
+    fn offload_plugin_flag() {
+        assert_eq!(
+            parse_offload_plugin("/p/offload_table.wasm:capacity 2 latency-us 100"),
+            Ok((
+                PathBuf::from("/p/offload_table.wasm"),
+                "capacity 2 latency-us 100".to_string()
+            ))
+        );
+        assert_eq!(
+            parse_offload_plugin("t.wasm"),
+            Ok((PathBuf::from("t.wasm"), String::new()))
+        );
+        assert_eq!(
+            parse_offload_plugin(":capacity 2"),
+            Err("expected the path of an offload block component".to_string())
+        );
+        let p = |s: &str| (PathBuf::from(s), String::new());
+        assert_eq!(
+            offload_plugin_names(&[p("/a/t.wasm"), p("/b/t.wasm"), p("u.wasm"), p("t.wasm")]),
+            ["t", "t-2", "u", "t-3"]
+        );
+    }
+
+    /// The flag through clap, repeated, next to `--hw-offload`.
+    #[test]
+    fn offload_plugin_flag_parses_repeated() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "wasp",
+            "rules.nft",
+            "--hw-offload",
+            "4:10",
+            "--offload-plugin",
+            "a.wasm:capacity 2",
+            "--offload-plugin",
+            "b.wasm",
+        ])
+        .expect("parse");
+        assert_eq!(cli.run.hw_offload, Some((4, 10)));
+        assert_eq!(
+            cli.run.offload_plugins,
+            [
+                (PathBuf::from("a.wasm"), "capacity 2".to_string()),
+                (PathBuf::from("b.wasm"), String::new())
+            ]
+        );
+    }
 }

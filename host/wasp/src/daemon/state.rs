@@ -59,9 +59,9 @@ pub struct Daemon {
     /// The connection table: one for the daemon's life, whatever the ruleset (as the
     /// kernel's, which a ruleset reload leaves alone).
     pub conntrack: Arc<Conntrack>,
-    /// The offload block every flowtable gets (`wasp run --hw-offload`), also those of later
-    /// rulesets.
-    offload: Mutex<Option<Arc<dyn wasp_flowtable::OffloadBlock>>>,
+    /// The offload blocks every flowtable gets (`wasp run --hw-offload`, `--offload-plugin`),
+    /// also those of later rulesets, in the order given.
+    offload: Mutex<Vec<Arc<dyn wasp_flowtable::OffloadBlock>>>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -171,7 +171,7 @@ impl Daemon {
             clock,
             ruleset_path,
             conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
-            offload: Mutex::new(None),
+            offload: Mutex::new(Vec::new()),
         };
         let bundles = {
             let mut cur = d.lock();
@@ -239,14 +239,15 @@ impl Daemon {
             })
             .take(self.workers.len())
             .collect::<Result<Vec<_>, Error>>()?;
-        if let (Some(n), Some(b)) = (
-            &nf,
-            self.offload
+        if let Some(n) = &nf {
+            for b in self
+                .offload
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .as_ref(),
-        ) {
-            n.register_block(b);
+                .iter()
+            {
+                n.register_block(b);
+            }
         }
         Ok((bundles, nf))
     }
@@ -369,13 +370,18 @@ impl Daemon {
         .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))
     }
 
-    /// Give every flowtable, now and in later rulesets, offload block `b`.
+    /// Give every flowtable, now and in later rulesets, offload block `b` too (after the
+    /// blocks given before; a block whose name a flowtable already has is not registered on it
+    /// again).
     pub fn set_offload_block(&self, b: Arc<dyn wasp_flowtable::OffloadBlock>) {
         let cur = self.lock();
         if let Some(nf) = &cur.netfilter {
             nf.register_block(&b);
         }
-        *self.offload.lock().unwrap_or_else(|p| p.into_inner()) = Some(b);
+        self.offload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(b);
     }
 
     /// The conntrack and flowtables the workers share now (none when the ruleset does not take
