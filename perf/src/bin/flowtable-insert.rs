@@ -4,7 +4,9 @@
 //! run, with one block registered (the `HwModel`, which takes every flow); and the fast path's
 //! cost per packet for a hit (frame parse + lookup + counters + writing the edited frame into a
 //! send buffer) with a plain forward edit (MACs, TTL) and with a NAT edit (source address and
-//! port), 64- and 1500-byte frames.
+//! port), 64- and 1500-byte frames. Then insertion with 1 thread by offload block: none, the
+//! `HwModel`, and the bundled `offload_table` plugin through `wasp_plugin::PluginBlock` (one
+//! Wasm call per flow add, under the block's mutex), all taking every flow.
 //!
 //! Insertion: each run makes a fresh table per variant (variants interleaved within a run),
 //! each thread adds `--flows` distinct flows prepared beforehand; ops/s is total flows over the
@@ -23,9 +25,10 @@ use std::time::Instant;
 
 use clap::Parser;
 use wasp_flowtable::{
-    BlockLock, FastPath, FlowKey, FlowSpec, Flowtable, FlowtableConfig, HwModel, NatEdit, Route,
-    TunnelWork, UDP,
+    BlockLock, FastPath, FlowKey, FlowSpec, Flowtable, FlowtableConfig, HwModel, NatEdit,
+    OffloadBlock, Route, TunnelWork, UDP,
 };
+use wasp_plugin::{HostConfig, PluginBlock, PluginHost};
 
 #[derive(Parser)]
 #[command(about = "flowtable insertion rate (mutex vs rwlock block list) and fast-path cost")]
@@ -152,6 +155,64 @@ fn insert_run(lock: BlockLock, threads: usize, flows: usize) -> (f64, f64) {
     (n / wall, cpu as f64 / n)
 }
 
+/// Which block a by-block insertion run registers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    None,
+    Hw,
+    Plugin,
+}
+
+/// One insertion run with 1 thread and block `kind` (a fresh table and a fresh block: the
+/// plugin is loaded and configured before the clock starts). Returns (ops/s, CPU ns per op).
+fn block_run(kind: BlockKind, host: &PluginHost, flows: usize) -> (f64, f64) {
+    let ft = Flowtable::new(FlowtableConfig {
+        max_flows: usize::MAX,
+        ..FlowtableConfig::default()
+    });
+    let plugin = match kind {
+        BlockKind::None => None,
+        BlockKind::Hw => {
+            ft.register_block(Arc::new(HwModel::new("hw", usize::MAX, 0)))
+                .expect("register");
+            None
+        }
+        BlockKind::Plugin => {
+            let path = wasp_guests::plugin("offload_table");
+            let b = PluginBlock::load(
+                host,
+                &path,
+                "offload_table",
+                &format!("capacity {flows} latency-us 0"),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let b = Arc::new(b);
+            ft.register_block(b.clone()).expect("register");
+            Some(b)
+        }
+    };
+    let specs: Vec<FlowSpec> = (0..flows as u32).map(|i| spec(0, i, true)).collect();
+    let cpu0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    for s in specs {
+        ft.add(s, 0).expect("add");
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_ns() - cpu0;
+    assert_eq!(ft.len(), flows);
+    if let Some(b) = plugin {
+        // Every flow went to the plugin: no refusal, no failure.
+        let c = b.counts();
+        assert_eq!(
+            (b.forwarding(), c.full, c.trap, c.deadline, c.malformed),
+            (flows, 0, 0, 0, 0),
+            "{}",
+            b.name()
+        );
+    }
+    (flows as f64 / wall, cpu as f64 / flows as f64)
+}
+
 /// A UDP frame of `len` bytes (at least 42) of flow `spec`'s original direction.
 fn frame(spec: &FlowSpec, len: usize) -> Vec<u8> {
     let k = &spec.keys[0];
@@ -240,6 +301,45 @@ fn main() {
         println!(
             "| {:?} | {threads} | {:.0} | {:.0} |",
             lock,
+            median(&mut rate[v]),
+            median(&mut cpu[v])
+        );
+    }
+    println!();
+
+    // --- insertion by block, 1 thread ------------------------------------------------------
+    // The plugin's table holds every flow: 256 MiB of linear memory (the daemon's default
+    // limit, 64 MiB, holds about 200 000 flows of this plugin).
+    let host = PluginHost::new(HostConfig {
+        max_memory: 256 << 20,
+        ..HostConfig::default()
+    })
+    .expect("plugin host");
+    let kinds = [
+        (BlockKind::None, "none"),
+        (BlockKind::Hw, "HwModel (built in)"),
+        (BlockKind::Plugin, "offload_table plugin (PluginBlock)"),
+    ];
+    let mut rate = vec![Vec::new(); kinds.len()];
+    let mut cpu = vec![Vec::new(); kinds.len()];
+    for run in 0..runs {
+        for k in 0..kinds.len() {
+            let v = (k + run) % kinds.len();
+            let (r, c) = block_run(kinds[v].0, &host, a.flows);
+            rate[v].push(r);
+            cpu[v].push(c);
+        }
+    }
+    println!(
+        "Flow insertion by offload block, 1 thread, {} flows, rwlock block list, the block takes every flow, median of {runs} runs",
+        a.flows
+    );
+    println!();
+    println!("| offload block | flows/s | CPU ns per flow |");
+    println!("|---|---:|---:|");
+    for (v, (_, name)) in kinds.iter().enumerate() {
+        println!(
+            "| {name} | {:.0} | {:.0} |",
             median(&mut rate[v]),
             median(&mut cpu[v])
         );
