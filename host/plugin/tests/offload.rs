@@ -306,3 +306,39 @@ fn through_flowtable() {
     assert_eq!(fl[0].offload, OffloadState::Software);
     assert_eq!(fl[0].counters.unwrap().packets, [3, 1]);
 }
+
+/// Two threads add flows through one flowtable at once (offload calls come from any worker):
+/// the plugin block, capacity 60, takes exactly 60 of the 100 flows and refuses the rest as
+/// full; every flow is in the table, in the block or in software.
+#[test]
+fn concurrent_adds_from_two_threads() {
+    let ft = Arc::new(Flowtable::new(FlowtableConfig::default()));
+    let b = Arc::new(load("capacity 60 latency-us 100"));
+    ft.register_block(b.clone()).unwrap();
+    let threads: Vec<_> = (0..2u16)
+        .map(|t| {
+            let ft = Arc::clone(&ft);
+            std::thread::spawn(move || {
+                for i in 0..50u16 {
+                    ft.add(spec(10_000 + t * 100 + i, 53), 1_000).expect("add");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    assert_eq!(ft.len(), 100);
+    let c = b.counts();
+    assert_eq!((c.forwarded, c.full, b.forwarding()), (60, 40, 60));
+    let fl = ft.flows(200_000);
+    let offloaded = fl
+        .iter()
+        .filter(|f| matches!(f.offload, OffloadState::Offloaded { .. }))
+        .count();
+    let software = fl
+        .iter()
+        .filter(|f| f.offload == OffloadState::Software)
+        .count();
+    assert_eq!((offloaded, software), (60, 40));
+}
