@@ -8,8 +8,9 @@
 //! instantiation and `configure` have the setup deadline. A trap, a deadline, the memory limit
 //! or a malformed answer refuses that add (`OffloadError::Unsupported("plugin trapped: ...")`),
 //! is counted ([`PluginBlock::counts`]) and logged (`tracing` warn), and the instance is dropped:
-//! the next call re-creates it (and configures it again with the same arguments). Nothing here
-//! panics on what a guest does.
+//! the next call re-creates it, configures it again with the same arguments and offers it the
+//! flows the block held (so that its table agrees with the host's slots, which the flowtable
+//! keeps bound). Nothing here panics on what a guest does.
 //!
 //! Flows the block forwards get a [`BlockSlot`] that the host keeps (by flow id): the fast path
 //! counts in it, and `stats` answers from it without calling the guest; flows it observes are
@@ -78,6 +79,10 @@ pub struct PluginBlockCounts {
     pub recreated: u64,
     /// Calls refused because no instance could be made (instantiation or `configure` failed).
     pub unavailable: u64,
+    /// Flows offered again to a re-created instance and taken.
+    pub reoffered: u64,
+    /// Flows offered again to a re-created instance and refused (their slots stay).
+    pub reoffer_refused: u64,
 }
 
 #[derive(Default)]
@@ -92,6 +97,8 @@ struct Counters {
     malformed: AtomicU64,
     recreated: AtomicU64,
     unavailable: AtomicU64,
+    reoffered: AtomicU64,
+    reoffer_refused: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -102,6 +109,13 @@ fn bump(c: &AtomicU64) {
 struct Live {
     store: Store<StoreState>,
     bindings: WaspOffloadBlock,
+}
+
+/// A flow the guest took: what it was offered (for a re-created instance), and the slot the
+/// host counts in when the guest forwards it.
+struct Held {
+    flow: OffloadFlow,
+    slot: Option<Arc<BlockSlot>>,
 }
 
 /// The instance, or none after a failure (re-created by the next call).
@@ -122,8 +136,8 @@ pub struct PluginBlock {
     pre: InstancePre<StoreState>,
     indices: WaspOffloadBlockIndices,
     instance: Mutex<Slot>,
-    /// Slots of the flows the guest forwards, by flow id.
-    slots: Mutex<HashMap<FlowId, Arc<BlockSlot>>>,
+    /// The flows the guest took, by flow id (locked after `instance` when both are held).
+    held: Mutex<HashMap<FlowId, Held>>,
     counters: Counters,
 }
 
@@ -226,7 +240,7 @@ impl PluginBlock {
                 live: None,
                 failed: false,
             }),
-            slots: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         };
         let live = block.instantiate().map_err(offload)?;
@@ -246,7 +260,16 @@ impl PluginBlock {
 
     /// Flows forwarded by the block now (slots the host holds for it).
     pub fn forwarding(&self) -> usize {
-        self.slots.lock().len()
+        self.held
+            .lock()
+            .values()
+            .filter(|h| h.slot.is_some())
+            .count()
+    }
+
+    /// Flows the block holds now (forwarded or observed).
+    pub fn held(&self) -> usize {
+        self.held.lock().len()
     }
 
     /// What the block has done since it was loaded.
@@ -264,6 +287,8 @@ impl PluginBlock {
             malformed: l(&c.malformed),
             recreated: l(&c.recreated),
             unavailable: l(&c.unavailable),
+            reoffered: l(&c.reoffered),
+            reoffer_refused: l(&c.reoffer_refused),
         }
     }
 
@@ -298,32 +323,87 @@ impl PluginBlock {
         }
     }
 
-    /// Run `f` on the instance (made first if there is none) with the packet path's deadline
-    /// and the host clocks at `now_ns`. On a failure the instance is dropped, the failure
-    /// counted and logged.
+    /// Make sure `slot` has an instance: made (and configured) when there is none; after a
+    /// failure, the flows the block holds are offered to the new one again (`flow-add`, in
+    /// flow id order, at `now_ns`), so that its table agrees with the host's slots. A refusal
+    /// during the replay is counted and logged (the host keeps the flow's slot: the flowtable
+    /// still has it bound); a failure drops the instance again and fails this call.
+    fn ensure(&self, slot: &mut Slot, now_ns: u64) -> Result<(), Failure> {
+        if slot.live.is_some() {
+            return Ok(());
+        }
+        let live = self.instantiate().map_err(|msg| {
+            bump(&self.counters.unavailable);
+            tracing::warn!(block = %self.name, path = %self.path.display(), "offload plugin unavailable: {msg}");
+            Failure { reason: None, msg }
+        })?;
+        slot.live = Some(live);
+        if !std::mem::take(&mut slot.failed) {
+            return Ok(());
+        }
+        bump(&self.counters.recreated);
+        let mut flows: Vec<OffloadFlow> =
+            self.held.lock().values().map(|h| h.flow.clone()).collect();
+        flows.sort_by_key(|f| f.id);
+        for flow in flows {
+            let r = self.invoke(
+                slot,
+                "flow-add (re-offer)",
+                now_ns,
+                |live| {
+                    live.bindings.wasp_plugin_offload_block().call_flow_add(
+                        &mut live.store,
+                        &flow,
+                        now_ns,
+                    )
+                },
+                |_| Ok(()),
+            );
+            match r {
+                Ok(Ok(_)) => bump(&self.counters.reoffered),
+                Ok(Err(refusal)) => {
+                    bump(&self.counters.reoffer_refused);
+                    tracing::warn!(
+                        block = %self.name,
+                        flow = flow.id,
+                        "offload plugin refused a flow it held before its re-creation: {refusal:?}"
+                    );
+                }
+                Err(f) => {
+                    return Err(Failure {
+                        reason: f.reason,
+                        msg: format!("re-offering flow {}: {}", flow.id, f.msg),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`PluginBlock::ensure`], then [`PluginBlock::invoke`].
     fn call<R>(
         &self,
+        slot: &mut Slot,
         what: &str,
         now_ns: u64,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
         check: impl FnOnce(&R) -> Result<(), String>,
     ) -> Result<R, Failure> {
-        let mut slot = self.instance.lock();
-        if slot.live.is_none() {
-            match self.instantiate() {
-                Ok(live) => {
-                    if std::mem::take(&mut slot.failed) {
-                        bump(&self.counters.recreated);
-                    }
-                    slot.live = Some(live);
-                }
-                Err(msg) => {
-                    bump(&self.counters.unavailable);
-                    tracing::warn!(block = %self.name, path = %self.path.display(), "offload plugin unavailable: {msg}");
-                    return Err(Failure { reason: None, msg });
-                }
-            }
-        }
+        self.ensure(slot, now_ns)?;
+        self.invoke(slot, what, now_ns, f, check)
+    }
+
+    /// Run `f` on the instance with the packet path's deadline and the host clocks at
+    /// `now_ns`, then `check` its answer. On a failure the instance is dropped (the next call
+    /// re-creates it), the failure counted and logged.
+    fn invoke<R>(
+        &self,
+        slot: &mut Slot,
+        what: &str,
+        now_ns: u64,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+        check: impl FnOnce(&R) -> Result<(), String>,
+    ) -> Result<R, Failure> {
         let Some(live) = slot.live.as_mut() else {
             return Err(Failure {
                 reason: None,
@@ -340,7 +420,7 @@ impl PluginBlock {
         arm_deadline(&mut live.store, ticks);
         let r = f(live);
         drain(&mut live.store);
-        let failure = match r {
+        let (reason, msg) = match r {
             Ok(v) => match check(&v) {
                 Ok(()) => return Ok(v),
                 Err(msg) => (FailureReason::Malformed, msg),
@@ -365,7 +445,6 @@ impl PluginBlock {
                 (reason, msg)
             }
         };
-        let (reason, msg) = failure;
         slot.live = None;
         slot.failed = true;
         let c = &self.counters;
@@ -453,7 +532,9 @@ impl OffloadBlock for PluginBlock {
             original_route: route(flow.routes[0]),
             reply_route: route(flow.routes[1]),
         };
+        let mut inst = self.instance.lock();
         let r = self.call(
+            &mut inst,
             "flow-add",
             now_ns,
             |live| {
@@ -475,11 +556,20 @@ impl OffloadBlock for PluginBlock {
             Ok(Ok(OffloadAccept::Forward(lat))) => {
                 bump(&c.forwarded);
                 let slot = Arc::new(BlockSlot::new(now_ns.saturating_add(lat)));
-                self.slots.lock().insert(flow.id, Arc::clone(&slot));
+                let held = Held {
+                    flow: arg,
+                    slot: Some(Arc::clone(&slot)),
+                };
+                self.held.lock().insert(flow.id, held);
                 Ok(Some(slot))
             }
             Ok(Ok(OffloadAccept::Observe)) => {
                 bump(&c.observed);
+                let held = Held {
+                    flow: arg,
+                    slot: None,
+                };
+                self.held.lock().insert(flow.id, held);
                 Ok(None)
             }
             Ok(Err(OffloadRefusal::Full)) => {
@@ -504,10 +594,15 @@ impl OffloadBlock for PluginBlock {
         }
     }
 
-    /// Drops the host's slot and calls `flow-del` (a failure is counted and logged only).
+    /// Drops the host's slot and calls `flow-del` for a flow the guest took (a failure is
+    /// counted and logged only).
     fn del(&self, id: FlowId, _keys: &[FlowKey; 2]) {
-        self.slots.lock().remove(&id);
+        let mut inst = self.instance.lock();
+        if self.held.lock().remove(&id).is_none() {
+            return;
+        }
         let _ = self.call(
+            &mut inst,
             "flow-del",
             0,
             |live| {
@@ -520,12 +615,19 @@ impl OffloadBlock for PluginBlock {
     }
 
     /// From the host's slot for a forwarded flow; `flow-stats` for an observed one (a failure
-    /// or a `last-used-ns` after `now_ns` gives `None`, counted).
+    /// or a `last-used-ns` after `now_ns` gives `None`, counted); `None` for a flow the guest
+    /// did not take.
     fn stats(&self, id: FlowId, _keys: &[FlowKey; 2], now_ns: u64) -> Option<BlockStats> {
-        if let Some(slot) = self.slots.lock().get(&id) {
-            return Some(slot.stats());
+        match self.held.lock().get(&id) {
+            None => return None,
+            Some(Held {
+                slot: Some(slot), ..
+            }) => return Some(slot.stats()),
+            Some(_) => {}
         }
+        let mut inst = self.instance.lock();
         let r = self.call(
+            &mut inst,
             "flow-stats",
             now_ns,
             |live| {

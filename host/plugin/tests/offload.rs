@@ -145,9 +145,9 @@ fn stats_from_slot_and_guest() {
     assert_eq!(o.counts().observed, 1);
 }
 
-/// A guest that loops in `flow-add` hits its deadline: the add is refused, counted, and the
-/// next add runs on a fresh instance (configured again: capacity 2 still holds); the same for
-/// a trap.
+/// A guest that loops in `flow-add` hits its deadline: the add is refused and counted, and the
+/// next add runs on a fresh instance, configured again and offered the flows the old one held
+/// (so capacity 2 still counts them); the same for a trap.
 #[test]
 fn looping_and_trapping_guest() {
     let b = load("capacity 2 latency-us 100 loop-on-port 7 trap-on-port 8");
@@ -161,10 +161,11 @@ fn looping_and_trapping_guest() {
         "{msg}"
     );
     let c = b.counts();
-    assert_eq!((c.deadline, c.recreated), (1, 0));
-    // A fresh instance: its table is empty, so two more fit.
+    assert_eq!((c.deadline, c.recreated, c.reoffered), (1, 0, 0));
+    // A fresh instance, offered flow 1 again: one more fits.
     assert_eq!(add(&b, 3, &spec(1002, 53), 6), Ok(true));
-    assert_eq!(b.counts().recreated, 1);
+    let c = b.counts();
+    assert_eq!((c.recreated, c.reoffered), (1, 1));
     let e = add(&b, 4, &spec(1003, 8), 7).unwrap_err();
     let OffloadError::Unsupported(msg) = e else {
         panic!("expected Unsupported, got {e:?}");
@@ -173,13 +174,23 @@ fn looping_and_trapping_guest() {
         msg.starts_with("plugin trapped: ") && msg.contains("unreachable"),
         "{msg}"
     );
-    assert_eq!(add(&b, 5, &spec(1004, 53), 8), Ok(true));
-    assert_eq!(add(&b, 6, &spec(1005, 53), 8), Ok(true));
-    assert_eq!(add(&b, 7, &spec(1006, 53), 8), Err(OffloadError::Full));
+    // Re-created again with flows 1 and 3: full.
+    assert_eq!(add(&b, 5, &spec(1004, 53), 8), Err(OffloadError::Full));
+    b.del(FlowId(1), &spec(1000, 53).keys);
+    assert_eq!(add(&b, 6, &spec(1005, 53), 9), Ok(true));
+    assert_eq!((b.forwarding(), b.held()), (2, 2));
     let c = b.counts();
     assert_eq!(
-        (c.deadline, c.trap, c.recreated, c.forwarded, c.full),
-        (1, 1, 2, 4, 1)
+        (
+            c.deadline,
+            c.trap,
+            c.recreated,
+            c.reoffered,
+            c.reoffer_refused,
+            c.forwarded,
+            c.full
+        ),
+        (1, 1, 2, 3, 0, 3, 1)
     );
 }
 
