@@ -505,7 +505,7 @@ fn route(r: &Route) -> OffloadRoute {
         dec_ttl: r.dec_ttl,
         tunnel: match r.tunnel {
             TunnelWork::None => TunnelKind::None,
-            TunnelWork::Decap => TunnelKind::Decap,
+            TunnelWork::Decap { .. } => TunnelKind::Decap,
             TunnelWork::Encap(_) => TunnelKind::Encap,
         },
     }

@@ -88,7 +88,7 @@ fn capacity_and_tunnel_refusal() {
     assert_eq!(add(&b, 2, &spec(1001, 53), 5), Ok(true));
     assert_eq!(add(&b, 3, &spec(1002, 53), 5), Err(OffloadError::Full));
     let mut tun = spec(1003, 53);
-    tun.routes[0].tunnel = TunnelWork::Decap;
+    tun.routes[0].tunnel = TunnelWork::Decap { outer: None };
     tun.keys[0].tun_id = Some(77);
     assert_eq!(
         add(&b, 4, &tun, 5),
