@@ -1215,15 +1215,32 @@ table ip filter {
 
 #[test]
 fn flowtable_offloads_established_connections_and_gives_them_back_on_close() {
+    // A "hardware" table of one flow: the first connection goes there, the second stays in
+    // software.
+    flowtable_live("wf", &["--hw-offload", "1"], "hw");
+}
+
+#[test]
+fn an_offload_plugin_takes_flows_up_to_its_capacity_as_the_hardware_model_does() {
+    // The bundled offload_table plugin as the flowtable's offload block, one flow of room.
+    flowtable_live(
+        "wp",
+        &["--offload-plugin", "offload_table:capacity 1 latency-us 0"],
+        "offload_table",
+    );
+}
+
+/// Two connections through the NAT gateway's flowtable with `args` giving it one offload
+/// block named `block` of capacity 1: one flow offloaded there, one in software, data both
+/// ways through the fast path, FIN tears both down.
+fn flowtable_live(prefix: &str, args: &[&str], block: &str) {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");
         return;
     }
-    let (mut t, c, w, s) = nat_topology("wf");
+    let (mut t, c, w, s) = nat_topology(prefix);
     let dir = tempfile::tempdir().expect("tempdir");
-    // A "hardware" table of one flow: the first connection goes there, the second stays in
-    // software.
-    let sock = start_gateway(&mut t, dir.path(), FLOW_RULESET, &["--hw-offload", "1"]);
+    let sock = start_gateway(&mut t, dir.path(), FLOW_RULESET, args);
     let monitor = Command::new("ip")
         .args(["netns", "exec", &w, wasp(), "ctl", "--socket"])
         .arg(&sock)
@@ -1278,7 +1295,7 @@ time.sleep(1)
     let lines: Vec<&str> = flows.lines().skip(1).collect();
     let hw: Vec<&&str> = lines
         .iter()
-        .filter(|l| l.ends_with("offloaded hw"))
+        .filter(|l| l.ends_with(&format!("offloaded {block}")))
         .collect();
     let sw: Vec<&&str> = lines.iter().filter(|l| l.ends_with("software")).collect();
     assert_eq!((hw.len(), sw.len()), (1, 1), "capacity 1: {flows}");

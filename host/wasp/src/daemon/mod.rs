@@ -90,7 +90,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "CAPACITY[:LATENCY_US]", value_parser = parse_hw_offload)]
     pub hw_offload: Option<(usize, u64)>,
     /// Give every flowtable the offload block in the WebAssembly component PATH (world
-    /// `wasp:plugin/wasp-offload-block`, e.g. the bundled `offload_table.wasm`), configured
+    /// `wasp:plugin/wasp-offload-block`; a bare name such as `offload_table` is a bundled
+    /// plugin, as in a ruleset's `plugin NAME`), configured
     /// with ARGS (the block's own syntax, e.g. `capacity 1000 latency-us 50`); repeat for
     /// several. The block is named after the file (`offload_table`; `offload_table-2` for a
     /// second one from a file of the same name) and listed as such by `wasp ctl list
@@ -311,6 +312,13 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         .iter()
         .zip(offload_plugin_names(&args.offload_plugins))
     {
+        // A bare name (no `/`, no `.wasm`) is a bundled plugin, as in a ruleset's `plugin NAME`.
+        let text = path.to_string_lossy();
+        let path = &if crate::plugins::is_file_path(&text) {
+            path.clone()
+        } else {
+            wasp_guests::plugin_dir().join(format!("{text}.wasm"))
+        };
         let b = wasp_plugin::PluginBlock::load(daemon.host(), path, &name, block_args)
             .map_err(|e| Error::Plugin(e.to_string()))?;
         tracing::info!(block = %name, path = %path.display(), args = %block_args, "offload plugin loaded");
