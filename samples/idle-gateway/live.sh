@@ -27,51 +27,17 @@
 # Like xt_IDLETIMER, a label's timer starts when its rule is loaded: a label that never sees a
 # packet expires once after its timeout (here the hotel, 15 s after wasp starts, if the run
 # lasts that long; the script shows such events but does not count them).
-set -euo pipefail
 workers=${WORKERS:-2}
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-WASP=${WASP:-${CARGO_TARGET_DIR:-$root/target}/release/wasp}
-if [ ! -x "$WASP" ]; then
-	echo "building $WASP" >&2
-	(cd "$root" && cargo build -q --release -p wasp)
-fi
-if [ "$(id -u)" != 0 ]; then
-	echo "live.sh needs root (network namespaces, veth pairs, AF_PACKET)" >&2
-	exit 2
-fi
-
 tag="wid$$"
 C="${tag}c" W="${tag}w" S="${tag}s"
-tmp=$(mktemp -d "/tmp/wasp-idle-live.XXXXXX")
-sock="$tmp/wasp.sock"
-wasp_pid=""
-pids=()
-
-cleanup() {
-	local rc=$?
-	set +e
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	if [ -n "$wasp_pid" ] && kill -0 "$wasp_pid" 2>/dev/null; then
-		kill -TERM "$wasp_pid" 2>/dev/null
-		for _ in $(seq 50); do kill -0 "$wasp_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$wasp_pid" 2>/dev/null
-	fi
-	wait 2>/dev/null
-	for n in "$C" "$W" "$S"; do ip netns del "$n" 2>/dev/null; done
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+namespaces=("$C" "$W" "$S")
+# WASP, the root check, $tmp, $sock, $wasp_pid, pids, the cleanup on exit, the namespaces.
+# shellcheck source=../live-common.sh
+. "$here/../live-common.sh" idle
 
 # --- topology ---------------------------------------------------------------------------
-for n in "$C" "$W" "$S"; do
-	ip netns add "$n"
-	ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-	ip -n "$n" link set lo up
-done
 ip -n "$C" link add c0 type veth peer name sub0 netns "$W"
 ip -n "$S" link add s0 type veth peer name up0 netns "$W"
 for a in 10.1.0.11/16 10.1.0.12/16 10.1.0.13/16 10.1.1.5/16 10.1.2.7/16 10.9.0.9/16; do

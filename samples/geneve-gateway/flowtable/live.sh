@@ -19,50 +19,16 @@
 #
 # WASP=path/to/wasp picks the binary (default: target/release/wasp, or under $CARGO_TARGET_DIR;
 # built when missing).
-set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-WASP=${WASP:-${CARGO_TARGET_DIR:-$root/target}/release/wasp}
-if [ ! -x "$WASP" ]; then
-	echo "building $WASP" >&2
-	(cd "$root" && cargo build -q --release -p wasp)
-fi
-if [ "$(id -u)" != 0 ]; then
-	echo "live.sh needs root (network namespaces, veth pairs, a TAP device, AF_PACKET)" >&2
-	exit 2
-fi
-
 tag="wgf$$"
 P="${tag}p" W="${tag}w" S="${tag}s"
-tmp=$(mktemp -d "/tmp/wasp-geneve-flowtable-live.XXXXXX")
-sock="$tmp/wasp.sock"
-wasp_pid=""
-pids=()
-
-cleanup() {
-	local rc=$?
-	set +e
-	if [ -n "$wasp_pid" ] && kill -0 "$wasp_pid" 2>/dev/null; then
-		kill -TERM "$wasp_pid" 2>/dev/null
-		for _ in $(seq 50); do kill -0 "$wasp_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$wasp_pid" 2>/dev/null
-	fi
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for n in "$P" "$W" "$S"; do ip netns del "$n" 2>/dev/null; done
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+namespaces=("$P" "$W" "$S")
+# WASP, the root check, $tmp, $sock, $wasp_pid, pids, the cleanup on exit, the namespaces.
+# shellcheck source=../../live-common.sh
+. "$here/../../live-common.sh" geneve-flowtable
 
 # --- topology ---------------------------------------------------------------------------
-for n in "$P" "$W" "$S"; do
-	ip netns add "$n"
-	ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-	ip -n "$n" link set lo up
-done
 ip -n "$P" link add p0 type veth peer name trunk0 netns "$W"
 ip -n "$S" link add s0 type veth peer name lan0 netns "$W"
 ip -n "$P" link set p0 address 02:00:00:00:0a:02 up
