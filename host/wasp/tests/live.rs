@@ -1041,14 +1041,11 @@ fn nat_topology(prefix: &str) -> (Topo, String, String, String) {
     let (c, w, s) = (t.ns[0].clone(), t.ns[1].clone(), t.ns[2].clone());
     // Client 10.1.0.2 behind the router 10.1.0.1; the server 10.2.0.2 knows only its own
     // subnet, so its answers reach the client only through source NAT.
-    for (n, d, old, new, mac) in [
-        (&c, "c0", "10.9.0.1/24", "10.1.0.2/24", "02:00:00:00:01:02"),
-        (&s, "s0", "10.9.0.2/24", "10.2.0.2/24", "02:00:00:00:02:02"),
-    ] {
-        ok(&["ip", "-n", n, "addr", "del", old, "dev", d]);
-        ok(&["ip", "-n", n, "link", "set", d, "address", mac]);
-        ok(&["ip", "-n", n, "addr", "add", new, "dev", d]);
-    }
+    readdress(
+        &t,
+        ("10.1.0.2/24", "02:00:00:00:01:02"),
+        ("10.2.0.2/24", "02:00:00:00:02:02"),
+    );
     ok(&["ip", "-n", &c, "route", "add", "default", "via", "10.1.0.1"]);
     let server = Command::new("ip")
         .args(["netns", "exec", &s, "python3", "-c"])
@@ -1091,6 +1088,19 @@ tcp()
     t.children.push(server);
     std::thread::sleep(Duration::from_millis(300));
     (t, c, w, s)
+}
+
+/// Give the client's c0 and the server's s0 of [`topology`] new addresses and MACs:
+/// `client` and `server` as (address/prefix, MAC).
+fn readdress(t: &Topo, client: (&str, &str), server: (&str, &str)) {
+    for (n, d, old, (new, mac)) in [
+        (&t.ns[0], "c0", "10.9.0.1/24", client),
+        (&t.ns[2], "s0", "10.9.0.2/24", server),
+    ] {
+        ok(&["ip", "-n", n, "addr", "del", old, "dev", d]);
+        ok(&["ip", "-n", n, "link", "set", d, "address", mac]);
+        ok(&["ip", "-n", n, "addr", "add", new, "dev", d]);
+    }
 }
 
 /// [`start_daemon`] as the NAT topology's router: the gateway file with both subnets and the
@@ -1378,14 +1388,11 @@ fn geneve_tunnel_is_decapsulated_encapsulated_and_offloaded_with_the_tunnel_cach
     // The remote VTEP 192.0.2.2 (namespace c) with the overlay host 10.20.0.2 on its tunnel
     // device; wasp is the VTEP 192.0.2.1 on w0 and routes the overlay to the LAN 10.30.0.0/24
     // on w1, where the server 10.30.0.2 is.
-    for (n, d, old, new, mac) in [
-        (&c, "c0", "10.9.0.1/24", "192.0.2.2/24", "02:00:00:00:0a:02"),
-        (&s, "s0", "10.9.0.2/24", "10.30.0.2/24", "02:00:00:00:0b:02"),
-    ] {
-        ok(&["ip", "-n", n, "addr", "del", old, "dev", d]);
-        ok(&["ip", "-n", n, "link", "set", d, "address", mac]);
-        ok(&["ip", "-n", n, "addr", "add", new, "dev", d]);
-    }
+    readdress(
+        &t,
+        ("192.0.2.2/24", "02:00:00:00:0a:02"),
+        ("10.30.0.2/24", "02:00:00:00:0b:02"),
+    );
     let bad = tempfile::NamedTempFile::new().expect("tempfile");
     let vtep = Command::new("ip")
         .args(["netns", "exec", &c, "python3", "-c"])

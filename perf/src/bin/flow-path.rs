@@ -59,12 +59,9 @@ const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
 const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
-/// The gateway's ruleset: port forwarding and masquerade, a forward chain of `rules`
-/// non-matching rules, then the established accept; with `offload`, `flow add @ft` too.
-fn ruleset(rules: usize, offload: bool) -> String {
-    let mut s = String::from(
-        "table ip nat {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n  iifname \"w0\" tcp dport 8080 dnat to 10.2.0.2:80\n }\n chain post {\n  type nat hook postrouting priority srcnat; policy accept;\n  oifname \"w1\" masquerade\n }\n}\ntable ip filter {\n flowtable ft {\n  hook ingress priority 0; devices = { w0, w1 };\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
-    );
+/// `rules` forward rules that do not match (other sources, other ports), then, with
+/// `offload`, `ct state established flow add @ft`.
+fn forward_rules(s: &mut String, rules: usize, offload: bool) {
     for i in 0..rules {
         let _ = writeln!(
             s,
@@ -76,6 +73,15 @@ fn ruleset(rules: usize, offload: bool) -> String {
     if offload {
         s.push_str("  ct state established flow add @ft\n");
     }
+}
+
+/// The gateway's ruleset: port forwarding and masquerade, a forward chain of `rules`
+/// non-matching rules, then the established accept; with `offload`, `flow add @ft` too.
+fn ruleset(rules: usize, offload: bool) -> String {
+    let mut s = String::from(
+        "table ip nat {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n  iifname \"w0\" tcp dport 8080 dnat to 10.2.0.2:80\n }\n chain post {\n  type nat hook postrouting priority srcnat; policy accept;\n  oifname \"w1\" masquerade\n }\n}\ntable ip filter {\n flowtable ft {\n  hook ingress priority 0; devices = { w0, w1 };\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
+    );
+    forward_rules(&mut s, rules, offload);
     s.push_str(
         "  ct state established,related accept\n  ct state new iifname \"w0\" accept\n }\n}\n",
     );
@@ -83,17 +89,39 @@ fn ruleset(rules: usize, offload: bool) -> String {
 }
 
 fn frame(from_client: bool, flags: u8, size: usize) -> Vec<u8> {
-    let (smac, dmac, src, dst, sport, dport) = if from_client {
-        (CLIENT, W0, [10, 1, 0, 2], [10, 1, 0, 1], 40000, 8080)
+    if from_client {
+        tcp_frame(
+            (CLIENT, W0),
+            ([10, 1, 0, 2], [10, 1, 0, 1]),
+            (40000, 8080),
+            flags,
+            size,
+        )
     } else {
-        (SERVER, W1, [10, 2, 0, 2], [10, 2, 0, 1], 80, 40000)
-    };
+        tcp_frame(
+            (SERVER, W1),
+            ([10, 2, 0, 2], [10, 2, 0, 1]),
+            (80, 40000),
+            flags,
+            size,
+        )
+    }
+}
+
+/// A TCP frame of `size` bytes: MACs (source, destination), addresses, ports, `flags`.
+fn tcp_frame(
+    macs: ([u8; 6], [u8; 6]),
+    addrs: ([u8; 4], [u8; 4]),
+    ports: (u16, u16),
+    flags: u8,
+    size: usize,
+) -> Vec<u8> {
     let mut p = PacketSpec::new(
-        Net::v4(Ipv4Addr::from(src), Ipv4Addr::from(dst)),
-        Some(Transport::tcp(sport, dport, flags)),
+        Net::v4(Ipv4Addr::from(addrs.0), Ipv4Addr::from(addrs.1)),
+        Some(Transport::tcp(ports.0, ports.1, flags)),
     );
-    p.src_mac = smac;
-    p.dst_mac = dmac;
+    p.src_mac = macs.0;
+    p.dst_mac = macs.1;
     // Ethernet 14 + IPv4 20 + TCP 20 + payload = size.
     p.payload = vec![0x61; size.saturating_sub(54)];
     p.build()
@@ -263,17 +291,7 @@ fn tunnel_ruleset(rules: usize, offload: bool) -> String {
     let mut s = String::from(
         "table inet filter {\n flowtable ft {\n  hook ingress priority 0; devices = { trunk0, lan0 };\n }\n chain input {\n  type filter hook input priority filter; policy drop;\n  ct state established,related accept\n  iifname \"trunk0\" udp dport 6081 accept\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
     );
-    for i in 0..rules {
-        let _ = writeln!(
-            s,
-            "  ip saddr 192.0.2.{} tcp dport {} drop",
-            i % 250 + 1,
-            1000 + i
-        );
-    }
-    if offload {
-        s.push_str("  ct state established flow add @ft\n");
-    }
+    forward_rules(&mut s, rules, offload);
     s.push_str(
         "  ct state established,related accept\n  iifname \"gnv0\" ct state new accept\n }\n}\n",
     );
@@ -283,33 +301,25 @@ fn tunnel_ruleset(rules: usize, offload: bool) -> String {
 /// A TCP frame of `size` bytes (inner) between the overlay host and the server: from the
 /// overlay host, inside Geneve VNI 11 from its VTEP; else from the server, plain.
 fn tunnel_frame(from_remote: bool, flags: u8, size: usize) -> Vec<u8> {
-    let (smac, dmac, src, dst, sport, dport) = if from_remote {
-        (
-            [2, 0, 0, 0, 0x0c, 2],
-            [2, 0, 0, 0, 0, 0x0c],
-            [10, 20, 0, 2],
-            [10, 30, 0, 2],
-            40000,
-            22,
+    let inner = if from_remote {
+        let macs = ([2, 0, 0, 0, 0x0c, 2], [2, 0, 0, 0, 0, 0x0c]);
+        tcp_frame(
+            macs,
+            ([10, 20, 0, 2], [10, 30, 0, 2]),
+            (40000, 22),
+            flags,
+            size,
         )
     } else {
-        (
-            [2, 0, 0, 0, 0x0b, 2],
-            [2, 0, 0, 0, 0, 0x0b],
-            [10, 30, 0, 2],
-            [10, 20, 0, 2],
-            22,
-            40000,
+        let macs = ([2, 0, 0, 0, 0x0b, 2], [2, 0, 0, 0, 0, 0x0b]);
+        tcp_frame(
+            macs,
+            ([10, 30, 0, 2], [10, 20, 0, 2]),
+            (22, 40000),
+            flags,
+            size,
         )
     };
-    let mut p = PacketSpec::new(
-        Net::v4(Ipv4Addr::from(src), Ipv4Addr::from(dst)),
-        Some(Transport::tcp(sport, dport, flags)),
-    );
-    p.src_mac = smac;
-    p.dst_mac = dmac;
-    p.payload = vec![0x61; size.saturating_sub(54)];
-    let inner = p.build();
     if !from_remote {
         return inner;
     }
