@@ -21,10 +21,15 @@
 //! A tunnel device's MTU, when the file gives none, is its underlay device's minus the
 //! encapsulation (50 bytes over IPv4, 70 over IPv6), as the driver sets it.
 //!
+//! A flow through a tunnel is offloaded with the tunnel ([`super::netfilter`]): keyed on the
+//! underlay with the VNI and the tunnel's two ends (a packet from another peer is not the
+//! flow's), or encapsulated with the header [`Gateway::tunnel_template`] builds, the same the
+//! slow path sends.
+//!
 //! The netdev egress chains of the tunnel device see the inner frame, then the underlay's the
 //! encapsulated one. Not done: a tunnel device's netdev ingress chains do not run on the
-//! frames it receives (the underlay's saw them encapsulated), the outer packet sent does not pass the output and
-//! postrouting hooks, external (`collect_md`) mode, VXLAN.
+//! frames it receives (the underlay's saw them encapsulated), the outer packet sent does not
+//! pass the output and postrouting hooks, external (`collect_md`) mode, VXLAN.
 
 use std::net::IpAddr;
 
