@@ -700,6 +700,9 @@ pub fn replay(
             "forwarding: netdev egress chains run on the frames sent (tx-DEV.pcap); accepted.pcap holds what is delivered to the host side".to_string(),
         );
     }
+    if netfilter.is_some() {
+        notes.extend(names.flowtable_order_notes(engine.flowtables()));
+    }
     if names.ingress_chains(&dev).is_empty() {
         notes.push(format!(
             "no netdev ingress base chain on device \"{dev}\": every packet is accepted unseen"

@@ -39,7 +39,8 @@
 //! run; the kernel runs the flowtable's hook at its priority among them. The two agree when
 //! the device's netdev ingress chains have lower priorities than the flowtable (as in
 //! `samples/geneve-gateway/flowtable`); a netdev chain above the flowtable's priority sees an
-//! offloaded flow's packets in wasp and not in the kernel.
+//! offloaded flow's packets in wasp and not in the kernel; `wasp replay` and `wasp run` say so
+//! for each such chain.
 //!
 //! Not done: the output hook (wasp originates no packets but its replies, which skip the
 //! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
