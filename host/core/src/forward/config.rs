@@ -371,8 +371,14 @@ impl Gateway {
                     cx.keyword(&ws, 2, "geneve")?;
                     let mut i = 3;
                     let (mut vni, mut remote, mut local, mut under) = (None, None, None, None);
+                    let mut seen: Vec<&str> = Vec::new();
                     while let Some(w) = ws.get(i) {
                         let v = cx.word(&ws, i + 1, "a value")?;
+                        let key = if w.text == "vni" { "id" } else { w.text };
+                        if seen.contains(&key) {
+                            return Err(cx.at(w, format!("`{}` is given twice", w.text)));
+                        }
+                        seen.push(key);
                         match w.text {
                             "id" | "vni" => {
                                 vni = Some(
@@ -391,7 +397,16 @@ impl Gateway {
                                         })?,
                                 );
                             }
-                            "remote" => remote = Some(cx.addr(&v)?),
+                            "remote" => {
+                                let a = cx.addr(&v)?;
+                                if a.is_unspecified()
+                                    || a.is_multicast()
+                                    || a == IpAddr::from([255, 255, 255, 255])
+                                {
+                                    return Err(cx.at(&v, format!("remote {a} is not a unicast address (a point-to-point tunnel needs one peer)")));
+                                }
+                                remote = Some(a);
+                            }
                             "local" => local = Some((cx.addr(&v)?, v)),
                             "dev" => {
                                 cx.dev_name(&v)?;
@@ -423,6 +438,21 @@ impl Gateway {
                         return Err(cx.at(
                             lw,
                             format!("local {l} is not of the family of remote {remote}"),
+                        ));
+                    }
+                    if let Some(other) = g.devices.iter().find(|d| {
+                        d.tunnel.as_ref().is_some_and(|t| {
+                            t.vni == vni
+                                && t.remote == remote
+                                && g.device(under.text) == Some(t.underlay)
+                        })
+                    }) {
+                        return Err(cx.at(
+                            &name,
+                            format!(
+                                "{} has VNI {vni} to {remote} over {} already (the kernel: a geneve device with the specified VNI already exists)",
+                                other.name, under.text
+                            ),
                         ));
                     }
                     let underlay = g.device_or_add(under.text);

@@ -195,9 +195,18 @@ impl Gateway {
     }
 
     /// `inner`, sent on tunnel device `dev`, as it leaves the underlay device: (that device,
-    /// the encapsulated frame). Errors as [`Gateway::tunnel_template`].
+    /// the encapsulated frame). Errors as [`Gateway::tunnel_template`], and
+    /// [`DropReason::TooBig`] when the outer packet would not fit the underlay's MTU (a tunnel
+    /// MTU set above the underlay's minus the encapsulation; the kernel would fragment the
+    /// outer packet, wasp does not fragment).
     pub fn tunnel_tx(&self, dev: DevId, inner: &[u8]) -> Result<(DevId, Vec<u8>), DropReason> {
         let (under, tpl) = self.tunnel_template(dev, src_port(inner))?;
+        let outer_l3 = tpl.len() - 14 + inner.len();
+        if let Some(mtu) = self.devices.get(usize::from(under.0)).and_then(|d| d.mtu)
+            && outer_l3 > mtu as usize
+        {
+            return Err(DropReason::TooBig);
+        }
         Ok((under, tpl.encapsulate(inner)))
     }
 }

@@ -305,6 +305,60 @@ fn tunnel_lines_give_their_mtu_and_refuse_bad_words_at_their_column() {
         err("device gnv0\ntunnel gnv0 geneve id 5 remote 192.0.2.2 dev t0")
             .contains("gw.conf:2:8:")
     );
+    assert!(
+        err("tunnel gnv0 geneve id 5 id 6 remote 192.0.2.2 dev t0")
+            .contains("gw.conf:1:25: error: `id` is given twice")
+    );
+    for bad in ["224.0.0.1", "0.0.0.0", "::", "255.255.255.255"] {
+        assert!(
+            err(&format!("tunnel gnv0 geneve id 5 remote {bad} dev t0"))
+                .contains("is not a unicast address"),
+            "{bad}"
+        );
+    }
+    assert!(
+        err("tunnel gnv0 geneve id 5 remote 192.0.2.2 dev t0\ntunnel gnv1 geneve id 5 remote 192.0.2.2 dev t0")
+            .contains("gw.conf:2:8: error: gnv0 has VNI 5 to 192.0.2.2 over t0 already")
+    );
+    // Another VNI, or another peer, is another tunnel.
+    assert!(
+        Gateway::parse(
+            "tunnel gnv0 geneve id 5 remote 192.0.2.2 dev t0\ntunnel gnv1 geneve id 6 remote 192.0.2.2 dev t0\ntunnel gnv2 geneve id 5 remote 192.0.2.3 dev t0",
+            "gw.conf"
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn a_tunnel_mtu_above_what_the_underlay_carries_drops_the_packet_as_too_big() {
+    // gnv0's MTU given as 1500 on a 1500-byte underlay: 1450 bytes of IP packet fit, more
+    // would make an outer packet over 1500.
+    let gw = GW.replace(
+        "device gnv0 mac 02:00:00:00:00:0c",
+        "device gnv0 mac 02:00:00:00:00:0c mtu 1500",
+    );
+    let g = Gateway::parse(&gw, "gw.conf").unwrap();
+    let gnv = g.device("gnv0").unwrap();
+    let frame = |ip_len: usize| {
+        tcp(
+            GNV,
+            REMOTE_MAC,
+            HOST,
+            REMOTE,
+            22,
+            40000,
+            ACK,
+            64,
+            &vec![0; ip_len - 40],
+        )
+    };
+    let (under, f) = g.tunnel_tx(gnv, &frame(1450)).unwrap();
+    assert_eq!((under, f.len() - 14), (g.device("trunk0").unwrap(), 1500));
+    assert_eq!(
+        g.tunnel_tx(gnv, &frame(1451)).unwrap_err(),
+        super::DropReason::TooBig
+    );
 }
 
 /// The tunnel over an IPv6 underlay: the peer 2001:db8::2.

@@ -320,7 +320,14 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         let path = &if crate::plugins::is_file_path(&text) {
             path.clone()
         } else {
-            wasp_guests::plugin_dir().join(format!("{text}.wasm"))
+            let p = wasp_guests::plugin_dir().join(format!("{text}.wasm"));
+            if !p.exists() {
+                return Err(Error::Plugin(format!(
+                    "--offload-plugin {text}: no bundled plugin of that name (in {}); give a path to a .wasm file",
+                    wasp_guests::plugin_dir().display()
+                )));
+            }
+            p
         };
         let b = wasp_plugin::PluginBlock::load(daemon.host(), path, &name, block_args)
             .map_err(|e| Error::Plugin(e.to_string()))?;
