@@ -360,6 +360,9 @@ struct Run<'o> {
     fwd: Option<Forwarder>,
     /// Frames to send of the current packet.
     sends: Vec<Send>,
+    /// The latest capture time seen (ns), and notes of inputs that start before it.
+    clock_ns: u64,
+    clock_notes: Vec<String>,
 }
 
 impl Run<'_> {
@@ -573,6 +576,19 @@ impl Run<'_> {
         loop {
             match frames.next() {
                 Some(Ok(f)) => {
+                    if input.packets == 0
+                        && batch.is_empty()
+                        && f.ts_ns < self.clock_ns
+                        && self.fwd.as_ref().and_then(Forwarder::netfilter).is_some()
+                    {
+                        // The packet clock drives conntrack's and the flowtables' timeouts.
+                        self.clock_notes.push(format!(
+                            "{} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
+                            cap.path().display(),
+                            (self.clock_ns - f.ts_ns) as f64 / 1e9
+                        ));
+                    }
+                    self.clock_ns = self.clock_ns.max(f.ts_ns);
                     // A vector enters on one device: cut it where the device changes.
                     let dev = self.device_of(f.interface);
                     if dev != batch_dev && !batch.is_empty() {
@@ -770,6 +786,8 @@ pub fn replay(
             f
         }),
         sends: Vec::new(),
+        clock_ns: 0,
+        clock_notes: Vec::new(),
     };
     let mut fault = None;
     for (input, here) in opts.inputs.iter().zip(present) {
@@ -797,6 +815,7 @@ pub fn replay(
         run.summary.inputs.push(s);
     }
     progress.finish();
+    notes.append(&mut run.clock_notes);
     if let Some(nf) = run.fwd.as_ref().and_then(Forwarder::netfilter) {
         // What conntrack and the flowtables hold at the end of the captures.
         let ct = nf.conntrack();

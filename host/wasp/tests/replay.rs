@@ -265,6 +265,72 @@ fn several_inputs_count_on_and_pcapng_is_read() {
 }
 
 #[test]
+fn an_input_that_starts_before_the_previous_one_ended_gets_a_note() {
+    // With conntrack (a gateway and an IP hook), whose timeouts run on the packets' clock.
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = write(tmp.path(), "gw.conf", b"address lan0 10.0.0.254/24\n");
+    let rules = write(
+        tmp.path(),
+        "r.nft",
+        b"table inet f {\n\tchain forward {\n\t\ttype filter hook forward priority 0;\n\t}\n}\n",
+    );
+    let frames = two_chains_frames();
+    let pcap = |r: std::ops::Range<usize>| {
+        let refs: Vec<(u64, &[u8])> = frames[r].iter().map(|(t, f)| (*t, f.as_slice())).collect();
+        wasp::capture::pcap_bytes(&refs)
+    };
+    // b.pcap's first packet is 2 µs before a.pcap's last; c.pcap follows on.
+    let late = write(tmp.path(), "a.pcap", &pcap(3..6));
+    let early = write(tmp.path(), "b.pcap", &pcap(3..4));
+    let after = write(tmp.path(), "c.pcap", &pcap(5..6));
+    let args = |ins: &[&str]| {
+        let mut a = vec![
+            "replay",
+            "--ruleset",
+            &rules,
+            "--gateway",
+            &gw,
+            "--in-dev",
+            "lan0",
+        ];
+        for i in ins {
+            a.extend_from_slice(&["--in", i]);
+        }
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |ins: &[&str]| {
+        let a = args(ins);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = wasp(tmp.path(), &refs);
+        assert!(out.status.success());
+        text(&out).1
+    };
+    let stderr = run(&[&late, &early]);
+    assert!(
+        stderr.contains(&format!(
+            "{early} starts 0.000 s before the previous input's last packet: the packet clock goes back"
+        )),
+        "{stderr}"
+    );
+    let stderr = run(&[&late, &after]);
+    assert!(!stderr.contains("goes back"), "{stderr}");
+    // Without conntrack the clock going back changes nothing: no note.
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            two_chains_ruleset().to_str().unwrap(),
+            "--in",
+            &late,
+            "--in",
+            &early,
+        ],
+    );
+    assert!(!text(&out).1.contains("goes back"));
+}
+
+#[test]
 fn trace_reads_like_nft_monitor_trace() {
     let tmp = tempfile::tempdir().unwrap();
     let frames = two_chains_frames();
