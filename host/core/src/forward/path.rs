@@ -682,6 +682,7 @@ impl Forwarder {
         // A tunnel device's frame leaves its underlay device encapsulated (its egress hook
         // next).
         if let Some(g) = self.gateway.as_ref()
+            && g.has_tunnels()
             && let Some(id) = g.device(&dev)
             && g.tunnel(id).is_some()
         {

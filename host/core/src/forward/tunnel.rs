@@ -106,6 +106,12 @@ fn hash_port(parts: &[&[u8]]) -> u16 {
 }
 
 impl Gateway {
+    /// `true` when the gateway has a tunnel device (the send path looks its device up by name
+    /// only then).
+    pub fn has_tunnels(&self) -> bool {
+        self.devices.iter().any(|d| d.tunnel.is_some())
+    }
+
     /// The tunnel device `dev` is, if it is one.
     pub fn tunnel(&self, dev: DevId) -> Option<&Tunnel> {
         self.devices.get(usize::from(dev.0))?.tunnel.as_ref()
