@@ -226,19 +226,3 @@ pub(crate) fn geneve_inner(meta: &PacketMeta) -> Option<(usize, u32)> {
     }
     Some((usize::from(t.inner_offset?), t.vni))
 }
-
-/// The outer (source, destination) addresses of `frame` (`meta` its parse), IPv4 or IPv6.
-pub(crate) fn outer_ends(frame: &[u8], meta: &PacketMeta) -> Option<(IpAddr, IpAddr)> {
-    let ip = frame.get(usize::from(meta.net_offset)..)?;
-    match meta.protocol {
-        ETH_IPV4 if ip.len() >= 20 => Some((
-            IpAddr::from(<[u8; 4]>::try_from(&ip[12..16]).ok()?),
-            IpAddr::from(<[u8; 4]>::try_from(&ip[16..20]).ok()?),
-        )),
-        ETH_IPV6 if ip.len() >= 40 => Some((
-            IpAddr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?),
-            IpAddr::from(<[u8; 16]>::try_from(&ip[24..40]).ok()?),
-        )),
-        _ => None,
-    }
-}

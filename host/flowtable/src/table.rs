@@ -10,7 +10,7 @@ use wasp_wire::meta::PacketMeta;
 
 use crate::block::{BlockList, BlockLock, BlockSlot, FlowView, OffloadBlock};
 use crate::edit::FlowEdit;
-use crate::key::{Dir, FlowKey, FxBuild, Parsed, geneve_inner, outer_ends, parse_at};
+use crate::key::{Dir, FlowKey, FxBuild, Parsed, geneve_inner, parse_at};
 use crate::route::{DirPlan, Route, TunnelWork};
 
 /// The kernel's default flow timeout (`nf_flowtable_tcp_timeout` and `nf_flowtable_udp_timeout`,
@@ -681,7 +681,7 @@ impl Flowtable {
         }
         let plan = &flow.plans[dir.index()];
         if let TunnelWork::Decap { outer: Some(ends) } = &plan.route.tunnel
-            && outer_ends(frame, meta) != Some(*ends)
+            && meta.ip_addrs(frame) != Some(*ends)
         {
             return FastPath::Miss;
         }

@@ -163,6 +163,33 @@ pub struct PacketMeta {
     pub malformed: Option<Malformed>,
 }
 
+impl PacketMeta {
+    /// The (source, destination) addresses of the network header at `net_offset` of `frame`
+    /// (the frame this meta was parsed from): IPv4 or IPv6 by `l3`; `None` for another header
+    /// or one cut short before its addresses.
+    pub fn ip_addrs(&self, frame: &[u8]) -> Option<(std::net::IpAddr, std::net::IpAddr)> {
+        let ip = frame.get(usize::from(self.net_offset)..)?;
+        let pair = |s: std::ops::Range<usize>, d: std::ops::Range<usize>| -> Option<_> {
+            let (s, d) = (ip.get(s)?, ip.get(d)?);
+            Some(match s.len() {
+                4 => (
+                    <[u8; 4]>::try_from(s).ok()?.into(),
+                    <[u8; 4]>::try_from(d).ok()?.into(),
+                ),
+                _ => (
+                    <[u8; 16]>::try_from(s).ok()?.into(),
+                    <[u8; 16]>::try_from(d).ok()?.into(),
+                ),
+            })
+        };
+        match self.l3 {
+            L3Kind::Ipv4 => pair(12..16, 16..20),
+            L3Kind::Ipv6 => pair(8..24, 24..40),
+            _ => None,
+        }
+    }
+}
+
 /// Bit in [`PacketMeta::ip6_exthdrs`] for an IPv6 extension header type: hop-by-hop (0),
 /// routing (43), fragment (44), destination options (60), mobility (135), AH (51), ESP (50).
 /// Returns `None` for a protocol number that is not an extension header.
@@ -526,6 +553,25 @@ mod tests {
             offset,
             fragoff,
         })
+    }
+
+    #[test]
+    fn ip_addrs_reads_the_network_header_s_addresses() {
+        use std::net::IpAddr;
+        let v4 = eth(&[], IPV4, &samples::ipv4(UDP, &[0; 8]));
+        let m = crate::parse(&v4);
+        let want4: (IpAddr, IpAddr) = (samples::SRC_V4.into(), samples::DST_V4.into());
+        assert_eq!(m.ip_addrs(&v4), Some(want4));
+        // Behind an 802.1Q tag (net_offset 18).
+        let tagged = eth(&[(VLAN, 7)], IPV4, &samples::ipv4(UDP, &[0; 8]));
+        assert_eq!(crate::parse(&tagged).ip_addrs(&tagged), Some(want4));
+        let v6 = eth(&[], IPV6, &samples::ipv6(UDP, &[0; 8]));
+        let want6: (IpAddr, IpAddr) = (samples::SRC_V6.into(), samples::DST_V6.into());
+        assert_eq!(crate::parse(&v6).ip_addrs(&v6), Some(want6));
+        // Cut before the destination address, or not IP: none.
+        assert_eq!(m.ip_addrs(&v4[..14 + 19]), None);
+        let arp = sample("eth-arp");
+        assert_eq!(crate::parse(&arp).ip_addrs(&arp), None);
     }
 
     #[test]

@@ -140,18 +140,7 @@ impl Gateway {
             return None;
         }
         let inner = usize::from(t.inner_offset?);
-        let ip = frame.get(usize::from(meta.net_offset)..)?;
-        let (src, dst): (IpAddr, IpAddr) = match meta.protocol {
-            0x0800 if ip.len() >= 20 => (
-                <[u8; 4]>::try_from(&ip[12..16]).ok()?.into(),
-                <[u8; 4]>::try_from(&ip[16..20]).ok()?.into(),
-            ),
-            0x86dd if ip.len() >= 40 => (
-                <[u8; 16]>::try_from(&ip[8..24]).ok()?.into(),
-                <[u8; 16]>::try_from(&ip[24..40]).ok()?.into(),
-            ),
-            _ => return None,
-        };
+        let (src, dst) = meta.ip_addrs(frame)?;
         if frame.len() < inner + 14 {
             return None;
         }
