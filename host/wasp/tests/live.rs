@@ -1394,32 +1394,12 @@ fn geneve_tunnel_is_decapsulated_encapsulated_and_offloaded_with_the_tunnel_cach
         ("10.30.0.2/24", "02:00:00:00:0b:02"),
     );
     let bad = tempfile::NamedTempFile::new().expect("tempfile");
+    // The peer's VTEP: samples/geneve-gateway/flowtable/vtep.py (shared with its live.sh).
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../samples/geneve-gateway/flowtable/vtep.py");
     let vtep = Command::new("ip")
-        .args(["netns", "exec", &c, "python3", "-c"])
-        .arg(
-            r#"
-import fcntl, os, select, socket, struct, sys
-fd = os.open("/dev/net/tun", os.O_RDWR)
-fcntl.ioctl(fd, 0x400454ca, struct.pack("16sH", b"gnv0", 0x0002 | 0x1000))
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("192.0.2.2", 6081))
-print("up", flush=True)
-bad = 0
-while True:
-    r, _, _ = select.select([fd, u], [], [])
-    if fd in r:
-        f = os.read(fd, 65536)
-        u.sendto(struct.pack("!BBHI", 0, 0, 0x6558, 11 << 8) + f, ("192.0.2.1", 6081))
-    if u in r:
-        d, a = u.recvfrom(65536)
-        ok = len(d) >= 8 and d[0] >> 6 == 0 and d[2:4] == b"\x65\x58" and d[4:7] == b"\x00\x00\x0b"
-        if not ok or a[0] != "192.0.2.1":
-            bad += 1
-            open(sys.argv[1], "w").write(str(bad))
-            continue
-        os.write(fd, d[8 + (d[0] & 0x3f) * 4:])
-"#,
-        )
+        .args(["netns", "exec", &c, "python3"])
+        .arg(&script)
         .arg(bad.path())
         .stdout(Stdio::piped())
         .spawn()

@@ -9,8 +9,8 @@
 #   gnv0 (TAP) + vtep.py <-> p0 <-veth-> trunk0 [wasp run] lan0 <-veth-> s0 (sink.py)
 #   10.20.0.2            192.0.2.2       192.0.2.1      10.30.0.1          10.30.0.2
 #
-# The peer's tunnel end is a small VTEP in Python (this kernel may have no geneve driver): it
-# puts the TAP's frames into Geneve VNI 11 to 192.0.2.1 and takes back only Geneve version 0,
+# The peer's tunnel end is a small VTEP in Python, vtep.py (this kernel may have no geneve
+# driver): it puts the TAP's frames into Geneve VNI 11 to 192.0.2.1 and takes back only Geneve version 0,
 # VNI 11, Ethernet inside, from 192.0.2.1 (anything else is counted as bad). The client sends
 # 100 writes of 200 bytes; the server counts what arrived. The script prints the flow listing
 # (`wasp ctl list flowtable ft`) while the session is open, the monitor's flow events, the
@@ -45,27 +45,7 @@ for d in "$P p0" "$S s0"; do
 done
 
 # --- the peer's VTEP and the server ----------------------------------------------------------
-cat >"$tmp/vtep.py" <<'EOF'
-import fcntl, os, select, socket, struct, sys
-fd = os.open("/dev/net/tun", os.O_RDWR)
-fcntl.ioctl(fd, 0x400454CA, struct.pack("16sH", b"gnv0", 0x0002 | 0x1000))  # TUNSETIFF: TAP, no PI
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("192.0.2.2", 6081))
-print("up", flush=True)
-bad = 0
-while True:
-    r, _, _ = select.select([fd, u], [], [])
-    if fd in r:
-        u.sendto(struct.pack("!BBHI", 0, 0, 0x6558, 11 << 8) + os.read(fd, 65536), ("192.0.2.1", 6081))
-    if u in r:
-        d, a = u.recvfrom(65536)
-        if len(d) < 8 or d[0] >> 6 or d[2:4] != b"\x65\x58" or d[4:7] != b"\0\0\x0b" or a[0] != "192.0.2.1":
-            bad += 1
-            open(sys.argv[1], "w").write(str(bad))
-            continue
-        os.write(fd, d[8 + (d[0] & 0x3F) * 4:])
-EOF
-ip netns exec "$P" python3 "$tmp/vtep.py" "$tmp/bad" >"$tmp/vtep.out" &
+ip netns exec "$P" python3 "$here/vtep.py" "$tmp/bad" >"$tmp/vtep.out" &
 pids+=($!)
 for _ in $(seq 50); do grep -q up "$tmp/vtep.out" 2>/dev/null && break; sleep 0.1; done
 ip -n "$P" link set gnv0 address 02:00:00:00:0c:02 mtu 1450 up
