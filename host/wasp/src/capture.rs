@@ -867,7 +867,16 @@ mod tests {
     type Read = Vec<(u64, Vec<u8>, u64)>;
 
     fn frames_of(bytes: Vec<u8>) -> (Read, Option<CaptureError>) {
-        let cap = Capture::from_bytes(Path::new("t.pcap"), bytes);
+        read_all(bytes, "t.pcap", |f| (f.ts_ns, f.data.to_vec(), f.offset))
+    }
+
+    /// Every frame of `bytes` (a capture named `name`) as `each` makes it, and the fault.
+    fn read_all<T>(
+        bytes: Vec<u8>,
+        name: &str,
+        each: impl Fn(Frame<'_>) -> T,
+    ) -> (Vec<T>, Option<CaptureError>) {
+        let cap = Capture::from_bytes(Path::new(name), bytes);
         let mut ok = Vec::new();
         let mut err = None;
         match cap.frames() {
@@ -875,7 +884,7 @@ mod tests {
             Ok(frames) => {
                 for f in frames {
                     match f {
-                        Ok(f) => ok.push((f.ts_ns, f.data.to_vec(), f.offset)),
+                        Ok(f) => ok.push(each(f)),
                         Err(e) => err = Some(e),
                     }
                 }
@@ -1012,23 +1021,9 @@ mod tests {
 
     /// The frames read with their interface names, and the fault.
     fn named_frames(bytes: Vec<u8>) -> (Named, Option<CaptureError>) {
-        let cap = Capture::from_bytes(Path::new("t.pcapng"), bytes);
-        let mut ok = Vec::new();
-        let mut err = None;
-        match cap.frames() {
-            Err(e) => err = Some(e),
-            Ok(frames) => {
-                for f in frames {
-                    match f {
-                        Ok(f) => {
-                            ok.push((f.interface.map(str::to_string), f.ts_ns, f.data.to_vec()))
-                        }
-                        Err(e) => err = Some(e),
-                    }
-                }
-            }
-        }
-        (ok, err)
+        read_all(bytes, "t.pcapng", |f| {
+            (f.interface.map(str::to_string), f.ts_ns, f.data.to_vec())
+        })
     }
 
     fn position(hay: &[u8], needle: &[u8]) -> usize {
