@@ -14,6 +14,7 @@ pub mod error;
 pub mod generate;
 pub mod kernel;
 pub mod netns;
+pub mod nft_suite;
 pub mod run;
 pub mod socket;
 pub mod summary;
