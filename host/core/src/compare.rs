@@ -157,7 +157,7 @@ impl<T: Word> TestW<T> {
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
             Src::CtMark => u128::from(st.ct_mark),
-            Src::Link | Src::Net | Src::Transport | Src::Const => 0,
+            Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) | Src::Const => 0,
         };
         T::from_u128(v) >> u32::from(self.shift)
     }
@@ -184,6 +184,9 @@ impl<T: Word> TestW<T> {
                 Some(l4) if l4.fragoff == 0 || self.frag_ok => self.read_at(p.frame, l4.offset),
                 _ => None,
             },
+            Src::Ip6Ext(t) => crate::expr::ip6_ext_base(p, t)
+                .and_then(|b| u16::try_from(b).ok())
+                .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
             _ => Some(self.meta(p, st)),
         };
@@ -230,6 +233,10 @@ impl<T: Word> TestW<T> {
         cache: &mut ReadCache,
     ) -> u64 {
         let pass = |raw: Option<T>| raw.is_some_and(|r| self.check(r));
+        if let Src::Ip6Ext(_) = self.src {
+            // Found by a walk of the header chain: no offset in the view, no cache.
+            return filter(live, |i| self.one(&pkts[i], &st[i]));
+        }
         if self.read_id != 0 {
             // Read the packets the cache does not have yet, then test the cached values.
             let readable = match self.src {
@@ -354,7 +361,7 @@ impl Test {
     /// Lower `load` compared by `cmp`.
     pub fn new(load: &Load, cmp: &Cmp) -> Test {
         let raw_bytes = match load.src {
-            Src::Link | Src::Net | Src::Transport => usize::from(load.len),
+            Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) => usize::from(load.len),
             Src::Protocol => 2,
             Src::Len | Src::Mark | Src::CtState | Src::CtStatus | Src::CtMark => 4,
             Src::Iifname | Src::Oifname => 16,

@@ -210,13 +210,7 @@ impl RuleOps {
 /// Whether a payload field is its header's protocol field (nft's `EXPR_F_PROTOCOL`: the
 /// template at `desc->protocol_key`).
 fn is_protocol_field(f: PayloadField) -> bool {
-    matches!(
-        f,
-        PayloadField::EtherType
-            | PayloadField::VlanType { .. }
-            | PayloadField::IpProtocol
-            | PayloadField::Ip6Nexthdr
-    )
+    f.is_protocol_key()
 }
 
 /// `load & m`, composed into the load's mask and xor.
@@ -571,12 +565,18 @@ impl Ctx<'_> {
 
     fn deps(&self, family: Family, deps: &[Dep], ops: &mut RuleOps) {
         for &d in deps {
+            // An ip or ip6 table's hooks see packets of its family only: nft 1.0.6 puts no
+            // network dependency there (`icmpv6 type 1` in an ip table is `meta l4proto 58`
+            // alone, and matches an IPv4 packet whose protocol is 58).
+            if matches!(family, Family::Ip | Family::Ip6) && matches!(d, Dep::Ipv4 | Dep::Ipv6) {
+                continue;
+            }
             let meta = dep_field_load(d, family);
             let (load, v) = match (d, ops.link) {
                 (Dep::Ipv4 | Dep::Ipv6, LinkCtx::Ether | LinkCtx::Vlan(_)) => {
                     let f = match ops.link {
-                        LinkCtx::Vlan(depth) => PayloadField::VlanType { depth },
-                        _ => PayloadField::EtherType,
+                        LinkCtx::Vlan(depth) => PayloadField::VLAN_TYPE.at_depth(depth),
+                        _ => PayloadField::ETHER_TYPE,
                     };
                     let v = if d == Dep::Ipv4 { 0x0800 } else { 0x86dd };
                     (payload_load(payload_field(f).0), v)
@@ -730,18 +730,7 @@ impl Ctx<'_> {
             }
             Rhs::Key(parts) if parts.len() > 1 => {
                 // A concatenated key: a one-element set, as nft does.
-                let elem = SetElem {
-                    key: parts.clone(),
-                    data: None,
-                    timeout_ms: None,
-                    expires_ms: None,
-                    counter: false,
-                    packets: 0,
-                    bytes: 0,
-                    comment: None,
-                    span: m.span,
-                    counter_span: None,
-                };
+                let elem = SetElem::new(parts.clone(), m.span);
                 let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
                 let set = self.build_set(ti, t, &widths, &[elem], false, SetOwner::Inline)?;
                 ops.push(

@@ -41,6 +41,10 @@ pub(crate) enum Src {
     Nftrace,
     /// `exthdr X exists`: 1 when the IPv6 extension header with this bit is present.
     Exthdr(u16),
+    /// From the start of the IPv6 extension header with this next-header number
+    /// (`wasp_wire::meta::ip6_exthdr_offset`, the kernel's `ipv6_find_hdr`); fails when the
+    /// packet is not IPv6 or has no such header.
+    Ip6Ext(u8),
     /// A constant (the value is the load's `xor`, `mask` is 0).
     Const,
     /// `ct state` (4 bytes; `invalid` without a connection).
@@ -232,6 +236,12 @@ impl Load {
                     usize::from(self.need),
                 )?
             }
+            Src::Ip6Ext(t) => read_be(
+                p.frame,
+                ip6_ext_base(p, t)? + usize::from(self.off),
+                usize::from(self.len),
+                usize::from(self.need),
+            )?,
             Src::Protocol => u128::from(p.meta.protocol),
             Src::L4proto => p.meta.l4.map_or(0, |l| u128::from(l.proto)),
             Src::Nfproto => u128::from(st.nfproto),
@@ -250,6 +260,16 @@ impl Load {
         };
         Some(((raw >> self.shift) & self.mask) ^ self.xor)
     }
+}
+
+/// Frame offset of the IPv6 extension header of type `t` in `p` (see [`Src::Ip6Ext`]).
+#[inline]
+pub(crate) fn ip6_ext_base(p: &Packet<'_>, t: u8) -> Option<usize> {
+    if p.meta.l3 != wasp_wire::meta::L3Kind::Ipv6 {
+        return None;
+    }
+    let net = usize::from(p.meta.net_offset);
+    Some(net + wasp_wire::meta::ip6_exthdr_offset(p.frame.get(net..)?, t)?)
 }
 
 /// All-ones mask of `bytes` bytes.

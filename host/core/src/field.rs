@@ -6,22 +6,17 @@
 //! masks 0xfc; `icmp type` has both `meta protocol ip` and `meta l4proto 1` in front; `th dport`
 //! has no dependency at all (it only needs a transport header).
 
-use wasp_ruleset::model::{DataType, Family, Ip6ExtHdr, MetaKey, PayloadField};
+use wasp_ruleset::model::{
+    DataType, Dependency, Family, Ip6ExtHdr, MetaKey, PayloadBase, PayloadField,
+};
 
 use crate::expr::{Load, Src, mask_bits};
 
-/// An implicit dependency (a match that must hold before the field is read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dep {
-    /// The packet is IPv4: `meta protocol ip` (netdev) or `meta nfproto ipv4` (inet).
-    Ipv4,
-    /// The packet is IPv6.
-    Ipv6,
-    /// `meta l4proto N`.
-    L4(u8),
-    /// `ether type 8021q` for the first tag, `vlan type 8021q` of tag `d - 1` for tag `d`.
-    Vlan(u8),
-}
+/// An implicit dependency (a match that must hold before the field is read): the ruleset's
+/// [`Dependency`]. `Ipv4`/`Ipv6` are `meta protocol ip` (netdev) or `meta nfproto ipv4`
+/// (inet); `L4Proto(n)` is `meta l4proto n`; `Vlan(d)` is `ether type 8021q` for the first
+/// tag, `vlan type 8021q` of tag `d - 1` for tag `d`; `Arp` is `meta protocol arp`.
+pub(crate) type Dep = Dependency;
 
 /// A payload field's position: source, bit offset and bit length.
 #[derive(Debug, Clone, Copy)]
@@ -31,85 +26,24 @@ pub(crate) struct FieldPos {
     pub len_bits: u32,
 }
 
-/// Position and dependencies of a payload field.
+/// Position and dependencies of a payload field, from the protocol tables of
+/// [`wasp_ruleset::proto`].
 pub(crate) fn payload_field(f: PayloadField) -> (FieldPos, &'static [Dep]) {
-    use PayloadField as P;
-    let vlan = |d: u8, bit: u32, len: u32| {
-        (
-            FieldPos {
-                src: Src::Link,
-                off_bits: (14 + 4 * u32::from(d)) * 8 + bit,
-                len_bits: len,
-            },
-            d,
-        )
+    let d = f.desc();
+    let src = match d.base {
+        PayloadBase::Link => Src::Link,
+        PayloadBase::Network => Src::Net,
+        PayloadBase::Transport => Src::Transport,
+        PayloadBase::Ip6Ext(n) => Src::Ip6Ext(n),
     };
-    let pos = |src, off_bits, len_bits| FieldPos {
-        src,
-        off_bits,
-        len_bits,
-    };
-    const V4: &[Dep] = &[Dep::Ipv4];
-    const V6: &[Dep] = &[Dep::Ipv6];
-    const TCP: &[Dep] = &[Dep::L4(6)];
-    const UDP: &[Dep] = &[Dep::L4(17)];
-    const ICMP: &[Dep] = &[Dep::Ipv4, Dep::L4(1)];
-    const ICMP6: &[Dep] = &[Dep::Ipv6, Dep::L4(58)];
-    const VLAN: [&[Dep]; 4] = [
-        &[Dep::Vlan(0)],
-        &[Dep::Vlan(1)],
-        &[Dep::Vlan(2)],
-        &[Dep::Vlan(3)],
-    ];
-    let vdep = |d: u8| VLAN[usize::from(d.min(3))];
-    match f {
-        P::EtherDaddr => (pos(Src::Link, 0, 48), &[]),
-        P::EtherSaddr => (pos(Src::Link, 48, 48), &[]),
-        P::EtherType => (pos(Src::Link, 96, 16), &[]),
-        P::VlanPcp { depth } => {
-            let (p, d) = vlan(depth, 0, 3);
-            (p, vdep(d))
-        }
-        P::VlanCfi { depth } => {
-            let (p, d) = vlan(depth, 3, 1);
-            (p, vdep(d))
-        }
-        P::VlanId { depth } => {
-            let (p, d) = vlan(depth, 4, 12);
-            (p, vdep(d))
-        }
-        P::VlanType { depth } => {
-            let (p, d) = vlan(depth, 16, 16);
-            (p, vdep(d))
-        }
-        P::IpVersion => (pos(Src::Net, 0, 4), V4),
-        P::IpHdrLength => (pos(Src::Net, 4, 4), V4),
-        P::IpDscp => (pos(Src::Net, 8, 6), V4),
-        P::IpLength => (pos(Src::Net, 16, 16), V4),
-        P::IpId => (pos(Src::Net, 32, 16), V4),
-        P::IpTtl => (pos(Src::Net, 64, 8), V4),
-        P::IpProtocol => (pos(Src::Net, 72, 8), V4),
-        P::IpSaddr => (pos(Src::Net, 96, 32), V4),
-        P::IpDaddr => (pos(Src::Net, 128, 32), V4),
-        P::Ip6Flowlabel => (pos(Src::Net, 12, 20), V6),
-        P::Ip6Length => (pos(Src::Net, 32, 16), V6),
-        P::Ip6Nexthdr => (pos(Src::Net, 48, 8), V6),
-        P::Ip6Hoplimit => (pos(Src::Net, 56, 8), V6),
-        P::Ip6Saddr => (pos(Src::Net, 64, 128), V6),
-        P::Ip6Daddr => (pos(Src::Net, 192, 128), V6),
-        P::TcpSport => (pos(Src::Transport, 0, 16), TCP),
-        P::TcpDport => (pos(Src::Transport, 16, 16), TCP),
-        P::TcpFlags => (pos(Src::Transport, 104, 8), TCP),
-        P::UdpSport => (pos(Src::Transport, 0, 16), UDP),
-        P::UdpDport => (pos(Src::Transport, 16, 16), UDP),
-        P::UdpLength => (pos(Src::Transport, 32, 16), UDP),
-        P::IcmpType => (pos(Src::Transport, 0, 8), ICMP),
-        P::IcmpCode => (pos(Src::Transport, 8, 8), ICMP),
-        P::Icmpv6Type => (pos(Src::Transport, 0, 8), ICMP6),
-        P::Icmpv6Code => (pos(Src::Transport, 8, 8), ICMP6),
-        P::ThSport => (pos(Src::Transport, 0, 16), &[]),
-        P::ThDport => (pos(Src::Transport, 16, 16), &[]),
-    }
+    (
+        FieldPos {
+            src,
+            off_bits: u32::from(d.offset_bits),
+            len_bits: u32::from(d.len_bits),
+        },
+        d.deps,
+    )
 }
 
 /// The load of a payload field: the byte-aligned bytes that cover it (as nft loads them), then a
@@ -158,27 +92,10 @@ pub(crate) fn exthdr_bit(h: Ip6ExtHdr) -> u16 {
     wasp_wire::meta::exthdr_bit(n).unwrap_or(0)
 }
 
-/// Width in bytes of a value of data type `t` in a set key.
+/// Width in bytes of a value of data type `t` in a set key (its width rounded up to bytes,
+/// at least 1).
 pub(crate) fn dtype_width(t: DataType) -> u8 {
-    match t {
-        DataType::Integer(bits) => u32::from(bits).div_ceil(8).clamp(1, 16) as u8,
-        DataType::Ipv4Addr => 4,
-        DataType::Ipv6Addr => 16,
-        DataType::EtherAddr => 6,
-        DataType::EtherType => 2,
-        DataType::InetProto => 1,
-        DataType::InetService => 2,
-        DataType::Mark => 4,
-        DataType::Ifname => 16,
-        DataType::TcpFlag => 1,
-        DataType::IcmpType | DataType::IcmpCode => 1,
-        DataType::Icmpv6Type | DataType::Icmpv6Code => 1,
-        DataType::Dscp => 1,
-        DataType::NfProto => 1,
-        DataType::Boolean => 1,
-        DataType::Verdict | DataType::CtState | DataType::CtStatus => 4,
-        DataType::CtDir => 1,
-    }
+    t.width_bytes().clamp(1, 16) as u8
 }
 
 /// The load and comparison value of a dependency in `family`: `(load, expected value)`.
@@ -189,15 +106,26 @@ pub(crate) fn dep_check(d: Dep, family: Family) -> (Load, u128) {
         Dep::Ipv6 if inet => (Load::meta(Src::Nfproto, 1), 10),
         Dep::Ipv4 => (Load::meta(Src::Protocol, 2), 0x0800),
         Dep::Ipv6 => (Load::meta(Src::Protocol, 2), 0x86dd),
-        Dep::L4(p) => (Load::meta(Src::L4proto, 1), u128::from(p)),
+        Dep::Arp => (Load::meta(Src::Protocol, 2), 0x0806),
+        Dep::L4Proto(p) => (Load::meta(Src::L4proto, 1), u128::from(p)),
+        Dep::IcmpType(t) => (
+            payload_load(FieldPos {
+                src: Src::Transport,
+                off_bits: 0,
+                len_bits: 8,
+            }),
+            u128::from(t),
+        ),
         Dep::Vlan(0) => (
-            payload_load(payload_field(PayloadField::EtherType).0),
+            payload_load(payload_field(PayloadField::ETHER_TYPE).0),
             0x8100,
         ),
         Dep::Vlan(d) => (
-            payload_load(payload_field(PayloadField::VlanType { depth: d - 1 }).0),
+            payload_load(payload_field(PayloadField::VLAN_TYPE.at_depth(d - 1)).0),
             0x8100,
         ),
+        // Not produced by the protocol tables (`th` has no dependency in nft 1.0.6).
+        Dep::None | Dep::L4Ports => (Load::meta(Src::Const, 1), 0),
     }
 }
 
@@ -211,40 +139,44 @@ pub(crate) fn dep_field_load(d: Dep, family: Family) -> Load {
 mod tests {
     use super::*;
 
+    fn pf(proto: &str, field: &str) -> PayloadField {
+        PayloadField::named(proto, field).expect("a field of the protocol tables")
+    }
+
     #[test]
     fn loads_match_nft_bytecode() {
         // vlan id: payload load 2b @ link header + 14, & 0x0fff
-        let l = payload_load(payload_field(PayloadField::VlanId { depth: 0 }).0);
+        let l = payload_load(payload_field(pf("vlan", "id")).0);
         assert_eq!(
             (l.src, l.off, l.len, l.shift, l.mask),
             (Src::Link, 14, 2, 0, 0xfff)
         );
         // second tag: + 18
-        let l = payload_load(payload_field(PayloadField::VlanId { depth: 1 }).0);
+        let l = payload_load(payload_field(pf("vlan", "id").at_depth(1)).0);
         assert_eq!((l.off, l.len), (18, 2));
         // vlan pcp: 1b @ link + 14, & 0xe0 (here: >> 5, & 7)
-        let l = payload_load(payload_field(PayloadField::VlanPcp { depth: 0 }).0);
+        let l = payload_load(payload_field(pf("vlan", "pcp")).0);
         assert_eq!((l.off, l.len, l.shift, l.mask), (14, 1, 5, 7));
         // ip dscp: 1b @ network + 1, & 0xfc
-        let l = payload_load(payload_field(PayloadField::IpDscp).0);
+        let l = payload_load(payload_field(pf("ip", "dscp")).0);
         assert_eq!(
             (l.src, l.off, l.len, l.shift, l.mask),
             (Src::Net, 1, 1, 2, 0x3f)
         );
         // ip6 flowlabel: 3b @ network + 1, & 0x0fffff
-        let l = payload_load(payload_field(PayloadField::Ip6Flowlabel).0);
+        let l = payload_load(payload_field(pf("ip6", "flowlabel")).0);
         assert_eq!(
             (l.off, l.len, l.shift, l.mask, l.width),
             (1, 3, 0, 0xfffff, 3)
         );
         // tcp flags: 1b @ transport + 13
-        let l = payload_load(payload_field(PayloadField::TcpFlags).0);
+        let l = payload_load(payload_field(pf("tcp", "flags")).0);
         assert_eq!((l.src, l.off, l.len), (Src::Transport, 13, 1));
         // ip6 saddr: 16b @ network + 8
-        let l = payload_load(payload_field(PayloadField::Ip6Saddr).0);
+        let l = payload_load(payload_field(pf("ip6", "saddr")).0);
         assert_eq!((l.off, l.len, l.mask), (8, 16, u128::MAX));
         // ip hdrlength: low nibble of byte 0
-        let l = payload_load(payload_field(PayloadField::IpHdrLength).0);
+        let l = payload_load(payload_field(pf("ip", "hdrlength")).0);
         assert_eq!((l.off, l.len, l.shift, l.mask), (0, 1, 0, 0xf));
     }
 }

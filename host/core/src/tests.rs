@@ -412,6 +412,7 @@ fn mt(op: RelOp, left: Expr, v: Value) -> Stmt {
         op,
         right: Rhs::Key(vec![KeyPart::Value(v)]),
         span: Span::default(),
+        implied: false,
     })
 }
 fn eq(left: Expr, v: Value) -> Stmt {
@@ -423,6 +424,7 @@ fn mpart(op: RelOp, left: Expr, parts: Vec<KeyPart>) -> Stmt {
         op,
         right: Rhs::Key(parts),
         span: Span::default(),
+        implied: false,
     })
 }
 fn in_set(op: RelOp, left: Expr, s: SetRef) -> Stmt {
@@ -431,6 +433,7 @@ fn in_set(op: RelOp, left: Expr, s: SetRef) -> Stmt {
         op,
         right: Rhs::Set(s),
         span: Span::default(),
+        implied: false,
     })
 }
 fn elem(key: Vec<KeyPart>, data: Option<ElemData>) -> SetElem {

@@ -420,7 +420,13 @@ fn rule_json(t: &Table, c: &Chain, r: &Rule, f: &ListFlags) -> Json {
     if let Some(com) = &r.comment {
         o["comment"] = json!(com);
     }
-    o["expr"] = Json::Array(r.stmts.iter().map(|s| stmt_json(s, f)).collect());
+    o["expr"] = Json::Array(
+        r.stmts
+            .iter()
+            .filter(|s| !matches!(s, Stmt::Match(m) if m.implied))
+            .map(|s| stmt_json(s, f))
+            .collect(),
+    );
     json!({ "rule": o })
 }
 

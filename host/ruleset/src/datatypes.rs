@@ -224,13 +224,72 @@ pub fn bit_names(table: &[(&str, u32)], bits: u32, sep: &str) -> String {
     parts.join(sep)
 }
 
+/// `ecn` symbols (`nft describe ip ecn`).
+const ECN: &[(&str, u8)] = &[("not-ect", 0), ("ect1", 1), ("ect0", 2), ("ce", 3)];
+
+/// `dccp_pkttype` symbols (`nft describe dccp type`).
+const DCCP_PKTTYPES: &[(&str, u8)] = &[
+    ("request", 0),
+    ("response", 1),
+    ("data", 2),
+    ("ack", 3),
+    ("dataack", 4),
+    ("closereq", 5),
+    ("close", 6),
+    ("reset", 7),
+    ("sync", 8),
+    ("syncack", 9),
+];
+
+/// `igmp_type` symbols (`nft describe igmp type`).
+const IGMP_TYPES: &[(&str, u8)] = &[
+    ("membership-query", 0x11),
+    ("membership-report-v1", 0x12),
+    ("membership-report-v2", 0x16),
+    ("membership-report-v3", 0x22),
+    ("leave-group", 0x17),
+];
+
+/// `mh_type` symbols (`nft describe mh type`, RFC 6275 and RFC 5568).
+const MH_TYPES: &[(&str, u8)] = &[
+    ("binding-refresh-request", 0),
+    ("home-test-init", 1),
+    ("careof-test-init", 2),
+    ("home-test", 3),
+    ("careof-test", 4),
+    ("binding-update", 5),
+    ("binding-acknowledgement", 6),
+    ("binding-error", 7),
+    ("fast-binding-update", 8),
+    ("fast-binding-acknowledgement", 9),
+    ("fast-binding-advertisement", 10),
+    ("experimental-mobility-header", 11),
+    ("home-agent-switch-message", 12),
+];
+
+/// `arp_op` symbols (`nft describe arp operation`).
+const ARP_OPS: &[(&str, u16)] = &[
+    ("request", 1),
+    ("reply", 2),
+    ("rrequest", 3),
+    ("rreply", 4),
+    ("inrequest", 8),
+    ("inreply", 9),
+    ("nak", 10),
+];
+
 /// `nf_proto` symbols.
 const NFPROTO: &[(&str, u8)] = &[("ipv4", 2), ("ipv6", 10)];
 
 /// What a value of `dtype` looks like, for "expected ..." messages.
 pub fn expected(dtype: DataType) -> &'static str {
     match dtype {
-        DataType::Integer(_) => "a number",
+        DataType::Integer(_) | DataType::Hex(_) => "a number",
+        DataType::Ecn => "an ecn name (not-ect, ect1, ect0, ce) or number",
+        DataType::DccpPkttype => "a dccp packet type name or number",
+        DataType::IgmpType => "an igmp type name or number",
+        DataType::MhType => "a mobility header type name or number",
+        DataType::ArpOp => "an arp operation name or number",
         DataType::Ipv4Addr => "an IPv4 address",
         DataType::Ipv6Addr => "an IPv6 address",
         DataType::EtherAddr => "a MAC address",
@@ -324,7 +383,17 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
         }
     };
     match dtype {
-        DataType::Integer(_) | DataType::Mark => match parse_uint(text) {
+        DataType::Ecn => symbolic(ECN),
+        DataType::DccpPkttype => symbolic(DCCP_PKTTYPES),
+        DataType::IgmpType => symbolic(IGMP_TYPES),
+        DataType::MhType => symbolic(MH_TYPES),
+        DataType::ArpOp => match lookup(ARP_OPS, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => parse_uint(text)
+                .ok_or_else(bad)
+                .and_then(|n| from_uint(dtype, n)),
+        },
+        DataType::Integer(_) | DataType::Hex(_) | DataType::Mark => match parse_uint(text) {
             Some(n) => from_uint(dtype, n),
             None => Err(bad()),
         },
@@ -458,6 +527,15 @@ pub fn print_value(v: &Value) -> String {
     };
     match v.dtype {
         DataType::Integer(_) | DataType::InetService => n.to_string(),
+        DataType::Hex(_) => format!("0x{n:x}"),
+        DataType::Ecn => num8(ECN),
+        DataType::DccpPkttype => num8(DCCP_PKTTYPES),
+        DataType::IgmpType => num8(IGMP_TYPES),
+        DataType::MhType => num8(MH_TYPES),
+        DataType::ArpOp => match name_of(ARP_OPS, n as u16) {
+            Some(s) => s.to_string(),
+            None => n.to_string(),
+        },
         DataType::Mark => format!("0x{n:08x}"),
         DataType::Ipv4Addr => {
             Ipv4Addr::new(v.bytes[0], v.bytes[1], v.bytes[2], v.bytes[3]).to_string()
@@ -498,6 +576,31 @@ pub fn print_value(v: &Value) -> String {
         DataType::NfProto => num8(NFPROTO),
         DataType::Boolean => if n != 0 { "exists" } else { "missing" }.to_string(),
         DataType::Verdict => n.to_string(),
+    }
+}
+
+/// An end of a range as nft lists it: a symbolic type as its number, in the form its values
+/// without a name take (`meta l4proto 33-45`, not `dccp-idrp`: nft could not read the
+/// latter back; `ether type 0x0800-0x0806`, `ip dscp 0x08-0x10`).
+pub fn print_range_end(v: &Value) -> String {
+    let n = to_uint(v);
+    match v.dtype {
+        DataType::EtherType => format!("0x{n:04x}"),
+        DataType::Dscp => format!("0x{n:02x}"),
+        DataType::TcpFlag | DataType::CtState | DataType::CtStatus => format!("0x{n:x}"),
+        DataType::InetProto
+        | DataType::IcmpType
+        | DataType::IcmpCode
+        | DataType::Icmpv6Type
+        | DataType::Icmpv6Code
+        | DataType::NfProto
+        | DataType::CtDir
+        | DataType::Ecn
+        | DataType::DccpPkttype
+        | DataType::IgmpType
+        | DataType::MhType
+        | DataType::ArpOp => n.to_string(),
+        _ => print_value(v),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod lexer;
 pub mod model;
 mod parser;
 mod print;
+pub mod proto;
 mod services;
 
 pub use error::Error;

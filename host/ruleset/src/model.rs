@@ -511,6 +511,10 @@ pub struct Match {
     pub right: Rhs,
     /// Where the match is.
     pub span: Span,
+    /// Written, but not listed: it is the implicit dependency of the field right after it
+    /// (`meta l4proto tcp tcp dport 22` lists as `tcp dport 22`, as nft 1.0.6 lists it). It
+    /// still runs.
+    pub implied: bool,
 }
 
 /// Relational operators.
@@ -622,6 +626,19 @@ pub enum DataType {
     /// `ct_status` (a bitmask of IPS_* bits: expected 1, seen-reply 2, assured 4, confirmed 8,
     /// snat 16, dnat 32, dying 512; 32 bits)
     CtStatus,
+    /// An integer of the given width in bits that nft 1.0.6 prints in hexadecimal (`comp
+    /// flags`).
+    Hex(u8),
+    /// `ecn` (`not-ect` 0, `ect1` 1, `ect0` 2, `ce` 3; 2 bits)
+    Ecn,
+    /// `dccp_pkttype` (`request` 0 ... `syncack` 9; 4 bits)
+    DccpPkttype,
+    /// `igmp_type` (`membership-query` 0x11, ...; 8 bits)
+    IgmpType,
+    /// `mh_type` (mobility header types, `binding-refresh-request` 0 ...; 8 bits)
+    MhType,
+    /// `arp_op` (`request` 1, `reply` 2, ...; 16 bits)
+    ArpOp,
 }
 
 /// Expressions that produce a value from the packet (or combine such values).
@@ -672,89 +689,17 @@ pub enum BinOp {
     Xor,
 }
 
-/// A header field nftables knows by name. See [`PayloadField::desc`] for where it sits.
+/// A header field nftables knows by name: a row of a protocol's table in [`crate::proto`]
+/// (see [`PayloadField::desc`] for where it sits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PayloadField {
-    /// `ether daddr`
-    EtherDaddr,
-    /// `ether saddr`
-    EtherSaddr,
-    /// `ether type`
-    EtherType,
-    /// `vlan id` of the tag at `depth` (0 = outermost), in the order the rule names vlan headers.
-    VlanId {
-        /// Tag position, 0 = outermost.
-        depth: u8,
-    },
-    /// `vlan pcp`
-    VlanPcp {
-        /// Tag position, 0 = outermost.
-        depth: u8,
-    },
-    /// `vlan cfi` / `vlan dei`
-    VlanCfi {
-        /// Tag position, 0 = outermost.
-        depth: u8,
-    },
-    /// `vlan type`: the EtherType after the tag.
-    VlanType {
-        /// Tag position, 0 = outermost.
-        depth: u8,
-    },
-    /// `ip saddr`
-    IpSaddr,
-    /// `ip daddr`
-    IpDaddr,
-    /// `ip protocol`
-    IpProtocol,
-    /// `ip ttl`
-    IpTtl,
-    /// `ip length`
-    IpLength,
-    /// `ip dscp`
-    IpDscp,
-    /// `ip version`
-    IpVersion,
-    /// `ip ihl`
-    IpHdrLength,
-    /// `ip id`
-    IpId,
-    /// `ip6 saddr`
-    Ip6Saddr,
-    /// `ip6 daddr`
-    Ip6Daddr,
-    /// `ip6 nexthdr`
-    Ip6Nexthdr,
-    /// `ip6 hoplimit`
-    Ip6Hoplimit,
-    /// `ip6 length` (payload length)
-    Ip6Length,
-    /// `ip6 flowlabel`
-    Ip6Flowlabel,
-    /// `tcp sport`
-    TcpSport,
-    /// `tcp dport`
-    TcpDport,
-    /// `tcp flags`
-    TcpFlags,
-    /// `udp sport`
-    UdpSport,
-    /// `udp dport`
-    UdpDport,
-    /// `udp length`
-    UdpLength,
-    /// `icmp type`
-    IcmpType,
-    /// `icmp code`
-    IcmpCode,
-    /// `icmpv6 type`
-    Icmpv6Type,
-    /// `icmpv6 code`
-    Icmpv6Code,
-    /// `th sport` (any transport header with ports)
-    ThSport,
-    /// `th dport`
-    ThDport,
+pub struct PayloadField {
+    /// The protocol (`ip`, `tcp`, ...).
+    pub proto: crate::proto::Proto,
+    /// Index of the field in the protocol's table ([`crate::proto::ProtoDesc::fields`]).
+    pub field: u8,
+    /// Tag position for `vlan` fields (0 = outermost), in the order the rule names vlan
+    /// headers; 0 for every other protocol.
+    pub depth: u8,
 }
 
 /// Which header a payload offset counts from, as the kernel's `nft_payload_bases`.
@@ -766,6 +711,10 @@ pub enum PayloadBase {
     Network,
     /// The transport header (see `wasp_wire::PacketMeta::l4`).
     Transport,
+    /// The IPv6 extension header with this next-header number, found by walking the header
+    /// chain as the kernel's `ipv6_find_hdr` does (nft's `exthdr load ipv6`); a packet without
+    /// it has no such field (the rule does not match, negated or not).
+    Ip6Ext(u8),
 }
 
 /// The implicit protocol dependency nft adds in front of a payload match
@@ -784,6 +733,11 @@ pub enum Dependency {
     L4Ports,
     /// The EtherType (or the previous vlan's type) must announce a VLAN tag at this depth.
     Vlan(u8),
+    /// `meta protocol arp` (netdev, bridge): the frame is ARP.
+    Arp,
+    /// `icmp type N` / `icmpv6 type N` (the first byte of the transport header): a field that
+    /// exists in one message type only (`icmp mtu`).
+    IcmpType(u8),
 }
 
 /// Where a payload field lives: base, bit offset and bit length, data type and dependency.
@@ -797,8 +751,9 @@ pub struct FieldDesc {
     pub len_bits: u16,
     /// Data type of the field's value.
     pub dtype: DataType,
-    /// Implicit dependency nft adds.
-    pub dependency: Dependency,
+    /// Implicit dependencies nft adds, outermost first (`icmp type`: IPv4, then `meta
+    /// l4proto 1`).
+    pub deps: &'static [Dependency],
 }
 
 /// `meta` keys.
@@ -962,6 +917,25 @@ pub struct SetElem {
     pub counter_span: Option<Span>,
 }
 
+impl SetElem {
+    /// An element with key `key` written at `span`, and nothing else (no data, timeout,
+    /// counter or comment).
+    pub fn new(key: Vec<KeyPart>, span: Span) -> SetElem {
+        SetElem {
+            key,
+            data: None,
+            timeout_ms: None,
+            expires_ms: None,
+            counter: false,
+            packets: 0,
+            bytes: 0,
+            comment: None,
+            span,
+            counter_span: None,
+        }
+    }
+}
+
 /// Data of a map element.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ElemData {
@@ -976,7 +950,11 @@ impl DataType {
     /// 128 for `ifname`), as nft's datatype table (`nft describe`) gives it.
     pub fn width_bits(self) -> u16 {
         match self {
-            DataType::Integer(bits) => u16::from(bits.max(1)),
+            DataType::Integer(bits) | DataType::Hex(bits) => u16::from(bits.max(1)),
+            DataType::Ecn => 2,
+            DataType::DccpPkttype => 4,
+            DataType::IgmpType | DataType::MhType => 8,
+            DataType::ArpOp => 16,
             DataType::Ipv4Addr | DataType::Mark => 32,
             DataType::Ipv6Addr | DataType::Ifname => 128,
             DataType::EtherAddr => 48,
@@ -1003,7 +981,12 @@ impl DataType {
     /// nft's name of the type (`nft describe`), as used in `type ipv4_addr . inet_service`.
     pub fn name(self) -> &'static str {
         match self {
-            DataType::Integer(_) => "integer",
+            DataType::Integer(_) | DataType::Hex(_) => "integer",
+            DataType::Ecn => "ecn",
+            DataType::DccpPkttype => "dccp_pkttype",
+            DataType::IgmpType => "igmp_type",
+            DataType::MhType => "mh_type",
+            DataType::ArpOp => "arp_op",
             DataType::Ipv4Addr => "ipv4_addr",
             DataType::Ipv6Addr => "ipv6_addr",
             DataType::EtherAddr => "ether_addr",
@@ -1032,90 +1015,6 @@ impl DataType {
     /// as `nft list ruleset` does, and concatenations holding one as a little-endian key.)
     pub fn host_order(self) -> bool {
         matches!(self, DataType::Mark | DataType::Ifname)
-    }
-}
-
-impl PayloadField {
-    /// Where the field lives, as nft 1.0.6 encodes it (checked with `nft --debug=netlink`):
-    /// base, bit offset, bit length, data type and the dependency nft adds in the netdev
-    /// family.
-    ///
-    /// Notes from the kernel bytecode:
-    /// - `th sport/dport` get no dependency in nft 1.0.6 (only the transport header load,
-    ///   which fails when the packet has no transport header).
-    /// - `icmpv6 ...` gets `meta protocol ip6` and `meta l4proto 58`; `icmp ...` gets
-    ///   `meta protocol ip` and `meta l4proto 1`; `tcp`/`udp` only `meta l4proto`.
-    /// - vlan fields at `depth` d sit 4*d bytes further; the dependency of depth 0 is
-    ///   `ether type 8021q` unless the rule already matched `ether type`.
-    pub fn desc(self) -> FieldDesc {
-        use DataType as T;
-        use PayloadBase::{Link, Network, Transport};
-        let f = |base, offset_bits: u16, len_bits: u16, dtype, dependency| FieldDesc {
-            base,
-            offset_bits,
-            len_bits,
-            dtype,
-            dependency,
-        };
-        let vlan = |depth: u8| 8 * (14 + 4 * u16::from(depth));
-        match self {
-            PayloadField::EtherDaddr => f(Link, 0, 48, T::EtherAddr, Dependency::None),
-            PayloadField::EtherSaddr => f(Link, 48, 48, T::EtherAddr, Dependency::None),
-            PayloadField::EtherType => f(Link, 96, 16, T::EtherType, Dependency::None),
-            PayloadField::VlanPcp { depth } => {
-                f(Link, vlan(depth), 3, T::Integer(3), Dependency::Vlan(depth))
-            }
-            PayloadField::VlanCfi { depth } => f(
-                Link,
-                vlan(depth) + 3,
-                1,
-                T::Integer(1),
-                Dependency::Vlan(depth),
-            ),
-            PayloadField::VlanId { depth } => f(
-                Link,
-                vlan(depth) + 4,
-                12,
-                T::Integer(12),
-                Dependency::Vlan(depth),
-            ),
-            PayloadField::VlanType { depth } => f(
-                Link,
-                vlan(depth) + 16,
-                16,
-                T::EtherType,
-                Dependency::Vlan(depth),
-            ),
-            PayloadField::IpVersion => f(Network, 0, 4, T::Integer(4), Dependency::Ipv4),
-            PayloadField::IpHdrLength => f(Network, 4, 4, T::Integer(4), Dependency::Ipv4),
-            PayloadField::IpDscp => f(Network, 8, 6, T::Dscp, Dependency::Ipv4),
-            PayloadField::IpLength => f(Network, 16, 16, T::Integer(16), Dependency::Ipv4),
-            PayloadField::IpId => f(Network, 32, 16, T::Integer(16), Dependency::Ipv4),
-            PayloadField::IpTtl => f(Network, 64, 8, T::Integer(8), Dependency::Ipv4),
-            PayloadField::IpProtocol => f(Network, 72, 8, T::InetProto, Dependency::Ipv4),
-            PayloadField::IpSaddr => f(Network, 96, 32, T::Ipv4Addr, Dependency::Ipv4),
-            PayloadField::IpDaddr => f(Network, 128, 32, T::Ipv4Addr, Dependency::Ipv4),
-            PayloadField::Ip6Flowlabel => f(Network, 12, 20, T::Integer(20), Dependency::Ipv6),
-            PayloadField::Ip6Length => f(Network, 32, 16, T::Integer(16), Dependency::Ipv6),
-            PayloadField::Ip6Nexthdr => f(Network, 48, 8, T::InetProto, Dependency::Ipv6),
-            PayloadField::Ip6Hoplimit => f(Network, 56, 8, T::Integer(8), Dependency::Ipv6),
-            PayloadField::Ip6Saddr => f(Network, 64, 128, T::Ipv6Addr, Dependency::Ipv6),
-            PayloadField::Ip6Daddr => f(Network, 192, 128, T::Ipv6Addr, Dependency::Ipv6),
-            PayloadField::TcpSport => f(Transport, 0, 16, T::InetService, Dependency::L4Proto(6)),
-            PayloadField::TcpDport => f(Transport, 16, 16, T::InetService, Dependency::L4Proto(6)),
-            PayloadField::TcpFlags => f(Transport, 104, 8, T::TcpFlag, Dependency::L4Proto(6)),
-            PayloadField::UdpSport => f(Transport, 0, 16, T::InetService, Dependency::L4Proto(17)),
-            PayloadField::UdpDport => f(Transport, 16, 16, T::InetService, Dependency::L4Proto(17)),
-            PayloadField::UdpLength => {
-                f(Transport, 32, 16, T::Integer(16), Dependency::L4Proto(17))
-            }
-            PayloadField::IcmpType => f(Transport, 0, 8, T::IcmpType, Dependency::L4Proto(1)),
-            PayloadField::IcmpCode => f(Transport, 8, 8, T::IcmpCode, Dependency::L4Proto(1)),
-            PayloadField::Icmpv6Type => f(Transport, 0, 8, T::Icmpv6Type, Dependency::L4Proto(58)),
-            PayloadField::Icmpv6Code => f(Transport, 8, 8, T::Icmpv6Code, Dependency::L4Proto(58)),
-            PayloadField::ThSport => f(Transport, 0, 16, T::InetService, Dependency::None),
-            PayloadField::ThDport => f(Transport, 16, 16, T::InetService, Dependency::None),
-        }
     }
 }
 

@@ -21,11 +21,11 @@ pub(crate) mod options;
 use std::cmp::Ordering;
 use std::fmt::Write;
 
-use crate::datatypes::{print_value, tcp_flags_text, time_text};
+use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
 use crate::model::{
     BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
-    MetaKey, NatStmt, PayloadField, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef,
-    Stmt, Table, Value, Verdict,
+    MetaKey, NatStmt, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
+    Value, Verdict,
 };
 use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
@@ -250,9 +250,12 @@ pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem>
 /// A range that covers a prefix is listed as the prefix, a one-value range as the value, a
 /// full-length prefix as the value.
 pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
-    let prefix_type = matches!(low(p).dtype, DataType::Ipv4Addr | DataType::Ipv6Addr);
+    let prefix_type = matches!(
+        low(p).dtype,
+        DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::Mark
+    );
     if !prefix_type {
-        // Only address types have a prefix form (nft's DTYPE_F_PREFIX): others list ranges.
+        // Only addresses and marks have a prefix form (nft's DTYPE_F_PREFIX): others list ranges.
         return match p {
             KeyPart::Prefix(v, n) => {
                 let bits = u32::from(v.dtype.width_bits());
@@ -397,7 +400,7 @@ pub(crate) fn key_text(parts: &[KeyPart]) -> String {
         .iter()
         .map(|p| match normalize_part(p) {
             KeyPart::Value(v) => print_value(&v),
-            KeyPart::Range(a, b) => format!("{}-{}", print_value(&a), print_value(&b)),
+            KeyPart::Range(a, b) => format!("{}-{}", print_range_end(&a), print_range_end(&b)),
             KeyPart::Prefix(v, n) => format!("{}/{}", print_value(&v), n),
         })
         .collect::<Vec<_>>()
@@ -467,7 +470,12 @@ fn chain(out: &mut String, family: Family, c: &Chain, handles: bool) {
 
 /// One rule as nft lists it (without the handle).
 pub fn rule_text(r: &Rule) -> String {
-    let mut parts: Vec<String> = r.stmts.iter().map(stmt).collect();
+    let mut parts: Vec<String> = r
+        .stmts
+        .iter()
+        .filter(|s| !matches!(s, Stmt::Match(m) if m.implied))
+        .map(stmt)
+        .collect();
     if let Some(c) = &r.comment {
         parts.push(format!("comment \"{c}\""));
     }
@@ -567,46 +575,6 @@ fn meta_name(k: MetaKey) -> &'static str {
     }
 }
 
-fn payload_name(p: PayloadField) -> &'static str {
-    use PayloadField as P;
-    match p {
-        P::EtherDaddr => "ether daddr",
-        P::EtherSaddr => "ether saddr",
-        P::EtherType => "ether type",
-        P::VlanId { .. } => "vlan id",
-        P::VlanPcp { .. } => "vlan pcp",
-        P::VlanCfi { .. } => "vlan dei",
-        P::VlanType { .. } => "vlan type",
-        P::IpSaddr => "ip saddr",
-        P::IpDaddr => "ip daddr",
-        P::IpProtocol => "ip protocol",
-        P::IpTtl => "ip ttl",
-        P::IpLength => "ip length",
-        P::IpDscp => "ip dscp",
-        P::IpVersion => "ip version",
-        P::IpHdrLength => "ip hdrlength",
-        P::IpId => "ip id",
-        P::Ip6Saddr => "ip6 saddr",
-        P::Ip6Daddr => "ip6 daddr",
-        P::Ip6Nexthdr => "ip6 nexthdr",
-        P::Ip6Hoplimit => "ip6 hoplimit",
-        P::Ip6Length => "ip6 length",
-        P::Ip6Flowlabel => "ip6 flowlabel",
-        P::TcpSport => "tcp sport",
-        P::TcpDport => "tcp dport",
-        P::TcpFlags => "tcp flags",
-        P::UdpSport => "udp sport",
-        P::UdpDport => "udp dport",
-        P::UdpLength => "udp length",
-        P::IcmpType => "icmp type",
-        P::IcmpCode => "icmp code",
-        P::Icmpv6Type => "icmpv6 type",
-        P::Icmpv6Code => "icmpv6 code",
-        P::ThSport => "th sport",
-        P::ThDport => "th dport",
-    }
-}
-
 fn exthdr_name(h: Ip6ExtHdr) -> &'static str {
     match h {
         Ip6ExtHdr::HopByHop => "hbh",
@@ -670,7 +638,7 @@ fn nat_text(n: &NatStmt) -> String {
 /// An expression as nft lists it.
 pub fn expr(e: &Expr) -> String {
     match e {
-        Expr::Payload(p) => payload_name(*p).to_string(),
+        Expr::Payload(p) => p.name(),
         Expr::Meta(k @ (MetaKey::Iifname | MetaKey::Oifname)) => meta_name(*k).to_string(),
         Expr::Meta(k) => format!("meta {}", meta_name(*k)),
         Expr::Ct(k) => format!("ct {}", k.name()),
@@ -706,10 +674,19 @@ fn op_text(op: RelOp) -> &'static str {
 
 fn match_text(m: &Match) -> String {
     let right = match &m.right {
-        Rhs::Key(parts) => key_text(parts),
+        // A range compared directly is the kernel's `range` expression: nft lists it as a
+        // range even when it covers a prefix (`ip daddr 10.0.0.0-10.255.255.255`).
+        Rhs::Key(parts) => match parts.as_slice() {
+            [KeyPart::Range(a, b)] if a.bytes != b.bytes => {
+                format!("{}-{}", print_range_end(a), print_range_end(b))
+            }
+            _ => key_text(parts),
+        },
         Rhs::Set(r) => set_ref(r),
     };
-    // `tcp flags & mask == value` is listed as `tcp flags value / mask`.
+    // `tcp flags & mask == value` is listed as `tcp flags value / mask` (the value with
+    // commas), `tcp flags & mask != 0` as the flag test `tcp flags mask`; with a one-flag mask
+    // and the same flag as the value, as written (`tcp flags & syn == syn`), as nft 1.0.6 does.
     if let Expr::Binop {
         expr: inner,
         op: BinOp::And,
@@ -717,15 +694,23 @@ fn match_text(m: &Match) -> String {
     } = &m.left
         && mask.dtype == DataType::TcpFlag
         && matches!(m.op, RelOp::Eq | RelOp::Ne | RelOp::Implicit)
-        && matches!(&m.right, Rhs::Key(p) if !matches!(p.as_slice(), [KeyPart::Value(v)] if v.bytes == [0] && m.op == RelOp::Eq))
+        && let Rhs::Key(p) = &m.right
+        && let [KeyPart::Value(v)] = p.as_slice()
     {
-        return format!(
-            "{} {}{} / {}",
-            expr(inner),
-            op_text(m.op),
-            right,
-            tcp_flags_text(mask.bytes[0], ",")
-        );
+        let (v, mask) = (v.bytes[0], mask.bytes[0]);
+        if v == 0 && m.op == RelOp::Ne {
+            return format!("{} {}", expr(inner), tcp_flags_text(mask, ","));
+        }
+        let one_flag = mask.count_ones() == 1 && v == mask;
+        if v != 0 && !one_flag {
+            return format!(
+                "{} {}{} / {}",
+                expr(inner),
+                op_text(m.op),
+                tcp_flags_text(v, ","),
+                tcp_flags_text(mask, ",")
+            );
+        }
     }
     // `tcp flags & mask == 0` is listed as `tcp flags ! mask`.
     if let Expr::Binop {

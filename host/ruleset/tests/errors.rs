@@ -56,7 +56,7 @@ fn rule_errors() {
         (
             "tcp dprt 22 accept",
             5,
-            "expected a `tcp` field: `sport`, `dport` or `flags`",
+            "expected a `tcp` field: `sport`, `dport`, `sequence`, `ackseq`, `doff`, `reserved`, `flags`, `window`, `checksum` or `urgptr`, found `dprt`",
         ),
         ("vlan id 4096 accept", 9, "exceeds valid range 0-4095"),
         ("ip dscp 64 accept", 9, "exceeds valid range 0-63"),
@@ -188,9 +188,9 @@ fn rule_errors() {
             "`tcp option` is nftables syntax",
         ),
         (
-            "ip frag-off & 0x1fff != 0 drop",
+            "ip option rr exists drop",
             1,
-            "`ip frag-off` is nftables syntax",
+            "`ip option` is nftables syntax",
         ),
         (
             "meta pkttype broadcast drop",
@@ -215,7 +215,7 @@ fn rule_errors() {
         (
             "ip dprt 1.1.1.1",
             4,
-            "expected an `ip` field: `saddr`, `daddr`",
+            "expected an `ip` field: `version`, `hdrlength`, `dscp`, `ecn`, `length`, `id`, `frag-off`, `ttl`, `protocol`, `checksum`, `saddr` or `daddr`",
         ),
         ("tcp dport { 22 . 80 } accept", 16, "the end of the key"),
     ];

@@ -498,35 +498,63 @@ fn options_complete(h: geneve::Header<'_>) -> bool {
 /// The bits of [`PacketMeta::ip6_exthdrs`] for the IPv6 header at the start of `ip6`: one walk
 /// that gives, for every type at once, what `ipv6_find_hdr(target = type, flags = NULL)` gives.
 fn exthdr_mask(ip6: &[u8]) -> u16 {
+    let mut mask = 0;
+    walk_exthdrs(ip6, |next, _| {
+        mask |= exthdr_bit(next).unwrap_or(0);
+        false
+    });
+    mask
+}
+
+/// Offset in `ip6` (an IPv6 header and what follows it) of the extension header of type
+/// `target`, where the kernel's `ipv6_find_hdr(target)` finds it (nft's `exthdr load ipv6`):
+/// `None` when the chain does not hold it, or ends (truncated, a non-first fragment) before it.
+pub fn ip6_exthdr_offset(ip6: &[u8], target: u8) -> Option<usize> {
+    let mut found = None;
+    walk_exthdrs(ip6, |next, start| {
+        if next == target {
+            found = Some(start);
+        }
+        found.is_some()
+    });
+    found
+}
+
+/// Walks the extension header chain of the IPv6 header at the start of `ip6` as
+/// `ipv6_find_hdr` does, calling `visit(type, offset)` for each header it would find (the last
+/// one, ESP or mobility or a non-first fragment, ends the walk); `visit` returns `true` to stop.
+fn walk_exthdrs(ip6: &[u8], mut visit: impl FnMut(u8, usize) -> bool) {
     use ipv4::protocol::{FRAGMENT, NONE, ROUTING};
     let Some(&first) = ip6.get(ipv6::field::NEXT_HEADER) else {
-        return 0;
+        return;
     };
-    let mut mask = 0;
     let mut next = first;
     let mut start = ipv6::HEADER_LEN;
     loop {
-        let bit = exthdr_bit(next).unwrap_or(0);
         if !ipv6_ext::is_kernel_ext_hdr(next) || next == NONE {
             // Found only when it is the target itself (ESP, mobility); the walk ends here.
-            return mask | bit;
+            visit(next, start);
+            return;
         }
         let (Some(&hp_next), Some(&hp_len)) = (ip6.get(start), ip6.get(start + 1)) else {
-            return mask;
+            return;
         };
         if next == ROUTING && ip6.get(start + 3).is_none() {
-            return mask;
+            return;
         }
         if next == FRAGMENT {
             let Some(word) = get_be16(ip6, start + ipv6_ext::field::FRAG_OFFSET) else {
-                return mask;
+                return;
             };
             if word & !0x7 != 0 {
                 // A non-first fragment: found if it is the target, nothing after it is.
-                return mask | bit;
+                visit(next, start);
+                return;
             }
         }
-        mask |= bit;
+        if visit(next, start) {
+            return;
+        }
         start += ipv6_ext::header_len(next, hp_len);
         next = hp_next;
     }

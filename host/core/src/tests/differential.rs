@@ -12,19 +12,19 @@ impl TraceSink for Rec {
 }
 
 fn match_pool(k: u8) -> Stmt {
-    let d = || pf(PayloadField::TcpDport);
+    let d = || pf(PayloadField::named("tcp", "dport").unwrap());
     match k % 12 {
         0 => eq(d(), port(22)),
         1 => mt(RelOp::Ne, d(), port(80)),
         2 => mpart(RelOp::Eq, d(), vec![KeyPart::Range(port(20), port(100))]),
         3 => mt(
             RelOp::Implicit,
-            pf(PayloadField::TcpFlags),
+            pf(PayloadField::named("tcp", "flags").unwrap()),
             byte(DataType::TcpFlag, SYN),
         ),
         4 => mpart(
             RelOp::Eq,
-            pf(PayloadField::IpSaddr),
+            pf(PayloadField::named("ip", "saddr").unwrap()),
             vec![KeyPart::Prefix(v4([10, 0, 0, 0]), 8)],
         ),
         5 => eq(
@@ -33,14 +33,14 @@ fn match_pool(k: u8) -> Stmt {
         ),
         6 => in_set(
             RelOp::Eq,
-            pf(PayloadField::ThDport),
+            pf(PayloadField::named("th", "dport").unwrap()),
             SetRef::Anonymous(vec![
                 elem(vec![kv(port(53))], None),
                 elem(vec![kv(port(443))], None),
             ]),
         ),
         7 => eq(
-            pf(PayloadField::VlanId { depth: 0 }),
+            pf(PayloadField::named("vlan", "id").unwrap().at_depth(0)),
             val(DataType::Integer(12), &[0, 10]),
         ),
         8 => eq(
@@ -51,7 +51,7 @@ fn match_pool(k: u8) -> Stmt {
         // (pipapo, the older element first where two overlap).
         10 => in_set(
             RelOp::Eq,
-            pf(PayloadField::ThDport),
+            pf(PayloadField::named("th", "dport").unwrap()),
             SetRef::Anonymous(vec![
                 elem(vec![KeyPart::Range(port(20), port(30))], None),
                 elem(vec![KeyPart::Range(port(50), port(80))], None),
@@ -60,7 +60,10 @@ fn match_pool(k: u8) -> Stmt {
         ),
         11 => in_set(
             RelOp::Ne,
-            Expr::Concat(vec![pf(PayloadField::IpSaddr), pf(PayloadField::ThDport)]),
+            Expr::Concat(vec![
+                pf(PayloadField::named("ip", "saddr").unwrap()),
+                pf(PayloadField::named("th", "dport").unwrap()),
+            ]),
             SetRef::Anonymous(vec![
                 elem(
                     vec![
@@ -79,7 +82,7 @@ fn match_pool(k: u8) -> Stmt {
                 elem(vec![kv(v4([192, 168, 1, 1])), kv(port(53))], None),
             ]),
         ),
-        _ => eq(pf(PayloadField::UdpDport), port(53)),
+        _ => eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
     }
 }
 

@@ -113,7 +113,7 @@ fn one_call_per_vector_and_site_over_the_packets_still_in_the_rule() {
         &["m"],
         Policy::Drop,
         vec![vec![
-            eq(pf(PayloadField::TcpDport), port(22)),
+            eq(pf(PayloadField::named("tcp", "dport").unwrap()), port(22)),
             set_mark(7),
             plugin_use("m", "x", false),
             accept(),

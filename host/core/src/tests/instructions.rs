@@ -13,7 +13,7 @@ fn ip_saddr_exact_prefix_and_negation() {
         ipv4(6, [11, 1, 2, 3], [192, 168, 0, 1], 0, &tcp(1, 22, SYN)),
         ipv6(6, 3, &tcp(1, 22, SYN)),
     ];
-    let l = || pf(PayloadField::IpSaddr);
+    let l = || pf(PayloadField::named("ip", "saddr").unwrap());
     assert_eq!(
         accepts(vec![eq(l(), v4([10, 1, 2, 3]))], &frames),
         [true, false, false]
@@ -40,7 +40,7 @@ fn prefix_needs_only_the_bytes_it_covers() {
     let mut f = t22();
     f.truncate(14 + 13);
     let frames = vec![f];
-    let l = || pf(PayloadField::IpSaddr);
+    let l = || pf(PayloadField::named("ip", "saddr").unwrap());
     let pre = vec![mpart(
         RelOp::Eq,
         l(),
@@ -62,7 +62,7 @@ fn ports_ranges_and_ordering() {
         ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], 0, &tcp(1, 8080, 0)),
         ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], 0, &udp(1, 22)),
     ];
-    let d = || pf(PayloadField::TcpDport);
+    let d = || pf(PayloadField::named("tcp", "dport").unwrap());
     assert_eq!(
         accepts(vec![eq(d(), port(22))], &frames),
         [true, false, false]
@@ -93,7 +93,13 @@ fn ports_ranges_and_ordering() {
     assert_eq!(accepts(out, &frames), [false, true, false]);
     // th dport has no l4proto dependency: the UDP frame's port 22 matches too.
     assert_eq!(
-        accepts(vec![eq(pf(PayloadField::ThDport), port(22))], &frames),
+        accepts(
+            vec![eq(
+                pf(PayloadField::named("th", "dport").unwrap()),
+                port(22)
+            )],
+            &frames
+        ),
         [true, false, true]
     );
 }
@@ -112,16 +118,28 @@ fn transport_reads_on_fragments_and_short_frames() {
     short[14 + 2] = 0;
     let frames = vec![frag, first, short];
     assert_eq!(
-        accepts(vec![eq(pf(PayloadField::TcpDport), port(22))], &frames),
+        accepts(
+            vec![eq(
+                pf(PayloadField::named("tcp", "dport").unwrap()),
+                port(22)
+            )],
+            &frames
+        ),
         [true, true, false]
     );
     assert_eq!(
-        accepts(vec![eq(pf(PayloadField::ThDport), port(22))], &frames),
+        accepts(
+            vec![eq(
+                pf(PayloadField::named("th", "dport").unwrap()),
+                port(22)
+            )],
+            &frames
+        ),
         [true, true, false]
     );
     let syn = mt(
         RelOp::Implicit,
-        pf(PayloadField::TcpFlags),
+        pf(PayloadField::named("tcp", "flags").unwrap()),
         byte(DataType::TcpFlag, SYN),
     );
     assert_eq!(accepts(vec![syn], &frames), [true, true, false]);
@@ -140,7 +158,7 @@ fn tcp_flags_implicit_and_masked() {
         ipv4(6, [1; 4], [2; 4], 0, &tcp(1, 2, SYN | ACK)),
         ipv4(6, [1; 4], [2; 4], 0, &tcp(1, 2, ACK)),
     ];
-    let fl = || pf(PayloadField::TcpFlags);
+    let fl = || pf(PayloadField::named("tcp", "flags").unwrap());
     // `tcp flags syn`: (flags & syn) != 0
     let imp = vec![mt(RelOp::Implicit, fl(), byte(DataType::TcpFlag, SYN))];
     assert_eq!(accepts(imp, &frames), [true, true, false]);
@@ -168,7 +186,7 @@ fn vlan_fields_and_dependencies() {
     let ad100 = tag(&base, 0x88a8, 100);
     let qinq = tag(&tag(&base, 0x8100, 200), 0x88a8, 100);
     let frames = vec![base.clone(), q100, ad100, qinq];
-    let id = |d| pf(PayloadField::VlanId { depth: d });
+    let id = |d| pf(PayloadField::named("vlan", "id").unwrap().at_depth(d));
     let vid = |v: u16| val(DataType::Integer(12), &v.to_be_bytes());
     // `vlan id 100` depends on `ether type 8021q`.
     assert_eq!(
@@ -178,7 +196,7 @@ fn vlan_fields_and_dependencies() {
     // With an explicit `ether type 8021ad`, no implicit 8021q dependency.
     let ad = vec![
         eq(
-            pf(PayloadField::EtherType),
+            pf(PayloadField::named("ether", "type").unwrap()),
             val(DataType::EtherType, &[0x88, 0xa8]),
         ),
         eq(id(0), vid(100)),
@@ -187,11 +205,11 @@ fn vlan_fields_and_dependencies() {
     // Second tag: `... vlan type 8021q vlan id 200` reads at link + 18.
     let inner = vec![
         eq(
-            pf(PayloadField::EtherType),
+            pf(PayloadField::named("ether", "type").unwrap()),
             val(DataType::EtherType, &[0x88, 0xa8]),
         ),
         eq(
-            pf(PayloadField::VlanType { depth: 0 }),
+            pf(PayloadField::named("vlan", "type").unwrap().at_depth(0)),
             val(DataType::EtherType, &[0x81, 0x00]),
         ),
         eq(id(1), vid(200)),
@@ -199,12 +217,15 @@ fn vlan_fields_and_dependencies() {
     assert_eq!(accepts(inner, &frames), [false, false, false, true]);
     // vlan pcp 3
     let pcp = vec![eq(
-        pf(PayloadField::VlanPcp { depth: 0 }),
+        pf(PayloadField::named("vlan", "pcp").unwrap().at_depth(0)),
         byte(DataType::Integer(3), 3),
     )];
     assert_eq!(accepts(pcp, &frames), [false, true, false, false]);
     // With the tag popped, `ip saddr` still reads at network header 18 and `meta protocol` is ip.
-    let ip = vec![eq(pf(PayloadField::IpSaddr), v4([1; 4]))];
+    let ip = vec![eq(
+        pf(PayloadField::named("ip", "saddr").unwrap()),
+        v4([1; 4]),
+    )];
     assert_eq!(accepts(ip, &frames), [true, true, true, false]);
 }
 
@@ -252,7 +273,7 @@ fn ip6_icmp_and_exthdr() {
     let cases: Vec<(Vec<Stmt>, [bool; 3])> = vec![
         (
             vec![eq(
-                pf(PayloadField::Ip6Saddr),
+                pf(PayloadField::named("ip6", "saddr").unwrap()),
                 val(DataType::Ipv6Addr, &saddr),
             )],
             [true, true, false],
@@ -273,18 +294,21 @@ fn ip6_icmp_and_exthdr() {
         ),
         (
             vec![eq(
-                pf(PayloadField::Icmpv6Type),
+                pf(PayloadField::named("icmpv6", "type").unwrap()),
                 byte(DataType::Icmpv6Type, 128),
             )],
             [false, true, false],
         ),
         (
-            vec![eq(pf(PayloadField::IcmpType), byte(DataType::IcmpType, 8))],
+            vec![eq(
+                pf(PayloadField::named("icmp", "type").unwrap()),
+                byte(DataType::IcmpType, 8),
+            )],
             [false, false, true],
         ),
         (
             vec![eq(
-                pf(PayloadField::Ip6Flowlabel),
+                pf(PayloadField::named("ip6", "flowlabel").unwrap()),
                 val(DataType::Integer(20), &[0, 0, 5]),
             )],
             [true, true, false],
@@ -325,7 +349,7 @@ fn sets_exact_ranges_concat_named_and_negated() {
         ipv4(6, [10, 0, 0, 3], [2; 4], 0, &tcp(1, 443, 0)),
         ipv4(6, [10, 0, 0, 4], [2; 4], 0, &tcp(1, 5000, 0)),
     ];
-    let d = || pf(PayloadField::TcpDport);
+    let d = || pf(PayloadField::named("tcp", "dport").unwrap());
     let anon = SetRef::Anonymous(vec![
         elem(vec![kv(port(22))], None),
         elem(vec![kv(port(80))], None),
@@ -347,7 +371,7 @@ fn sets_exact_ranges_concat_named_and_negated() {
         [true, false, true, false]
     );
     // ip saddr . tcp dport { 10.1.2.3 . 22, 10.0.0.0/24 . 5000 }
-    let cat = Expr::Concat(vec![pf(PayloadField::IpSaddr), d()]);
+    let cat = Expr::Concat(vec![pf(PayloadField::named("ip", "saddr").unwrap()), d()]);
     let cset = SetRef::Anonymous(vec![
         elem(vec![kv(v4([10, 1, 2, 3])), kv(port(22))], None),
         elem(
@@ -410,7 +434,7 @@ fn verdict_map_and_mark() {
         ipv4(6, [1; 4], [2; 4], 0, &tcp(1, 24, 0)),
     ];
     let vmap = Stmt::VerdictMap {
-        key: pf(PayloadField::TcpDport),
+        key: pf(PayloadField::named("tcp", "dport").unwrap()),
         map: SetRef::Anonymous(vec![
             elem(vec![kv(port(22))], Some(ElemData::Verdict(Verdict::Accept))),
             elem(vec![kv(port(23))], Some(ElemData::Verdict(Verdict::Drop))),
@@ -450,14 +474,25 @@ fn non_first_ipv6_fragment_reads_the_ipv6_header() {
     let l4 = m.l4.expect("validated");
     assert_eq!((l4.proto, l4.offset, l4.fragoff), (6, 14, 800));
     let frames = vec![later, first];
-    let dport = |p| vec![eq(pf(PayloadField::TcpDport), port(p))];
+    let dport = |p| {
+        vec![eq(
+            pf(PayloadField::named("tcp", "dport").unwrap()),
+            port(p),
+        )]
+    };
     assert_eq!(accepts(dport(5), &frames), [true, false]);
     assert_eq!(accepts(dport(22), &frames), [false, true]);
     // tcp sport reads bytes 0..2 of the IPv6 header: 0x6000.
-    let sport = vec![eq(pf(PayloadField::TcpSport), port(0x6000))];
+    let sport = vec![eq(
+        pf(PayloadField::named("tcp", "sport").unwrap()),
+        port(0x6000),
+    )];
     assert_eq!(accepts(sport, &frames), [true, false]);
     // tcp flags reads byte 13 (source address byte 5, 0 here): `tcp flags == 0`.
-    let flags0 = vec![eq(pf(PayloadField::TcpFlags), byte(DataType::TcpFlag, 0))];
+    let flags0 = vec![eq(
+        pf(PayloadField::named("tcp", "flags").unwrap()),
+        byte(DataType::TcpFlag, 0),
+    )];
     assert_eq!(accepts(flags0, &frames), [true, false]);
 }
 
@@ -471,8 +506,16 @@ fn u4(sport: u16, dport: u16, frag: u16) -> Vec<u8> {
 #[test]
 fn merged_neq_ports_match_when_either_differs() {
     let rule = vec![
-        mt(RelOp::Ne, pf(PayloadField::UdpDport), port(31337)),
-        mt(RelOp::Ne, pf(PayloadField::UdpSport), port(12345)),
+        mt(
+            RelOp::Ne,
+            pf(PayloadField::named("udp", "dport").unwrap()),
+            port(31337),
+        ),
+        mt(
+            RelOp::Ne,
+            pf(PayloadField::named("udp", "sport").unwrap()),
+            port(12345),
+        ),
     ];
     let frames = vec![
         u4(12345, 31338, 0),
@@ -483,8 +526,15 @@ fn merged_neq_ports_match_when_either_differs() {
     assert_eq!(accepts(rule, &frames), [true, true, false, true]);
     // `==` and `!=` do not merge: both must hold.
     let mixed = vec![
-        mt(RelOp::Ne, pf(PayloadField::UdpSport), port(12345)),
-        eq(pf(PayloadField::UdpDport), port(31338)),
+        mt(
+            RelOp::Ne,
+            pf(PayloadField::named("udp", "sport").unwrap()),
+            port(12345),
+        ),
+        eq(
+            pf(PayloadField::named("udp", "dport").unwrap()),
+            port(31338),
+        ),
     ];
     assert_eq!(accepts(mixed, &frames), [false, false, false, false]);
 }
@@ -495,16 +545,16 @@ fn merged_neq_ports_match_when_either_differs() {
 #[test]
 fn merged_loads_take_the_kernels_path_on_fragments() {
     let frames = vec![u4(5000, 53, 0), u4(5000, 53, 1)];
-    let dport = || eq(pf(PayloadField::UdpDport), port(53));
-    let len8 = || eq(pf(PayloadField::UdpLength), port(8));
-    let sport = || eq(pf(PayloadField::UdpSport), port(5000));
+    let dport = || eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53));
+    let len8 = || eq(pf(PayloadField::named("udp", "length").unwrap()), port(8));
+    let sport = || eq(pf(PayloadField::named("udp", "sport").unwrap()), port(5000));
     assert_eq!(accepts(vec![dport()], &frames), [true, true]);
     assert_eq!(accepts(vec![dport(), len8()], &frames), [true, false]);
     assert_eq!(accepts(vec![sport(), dport()], &frames), [true, true]);
     // A range is not merged: two fast 2-byte loads, both read the fragment.
     let range = mpart(
         RelOp::Eq,
-        pf(PayloadField::UdpLength),
+        pf(PayloadField::named("udp", "length").unwrap()),
         vec![KeyPart::Range(port(8), port(8))],
     );
     assert_eq!(accepts(vec![dport(), range], &frames), [true, true]);
@@ -517,9 +567,9 @@ fn merged_loads_take_the_kernels_path_on_fragments() {
 #[test]
 fn lone_match_merges_across_a_counter() {
     let rule = vec![
-        eq(pf(PayloadField::UdpSport), port(1)),
+        eq(pf(PayloadField::named("udp", "sport").unwrap()), port(1)),
         counter(),
-        eq(pf(PayloadField::UdpDport), port(2)),
+        eq(pf(PayloadField::named("udp", "dport").unwrap()), port(2)),
         accept(),
     ];
     let mut e = one(Policy::Drop, vec![rule]);
@@ -544,11 +594,11 @@ fn network_dependency_follows_the_link_layer_context() {
     let frames = vec![base.clone(), q5];
     let mac = || {
         eq(
-            pf(PayloadField::EtherSaddr),
+            pf(PayloadField::named("ether", "saddr").unwrap()),
             val(DataType::EtherAddr, &MAC_S),
         )
     };
-    let saddr = || eq(pf(PayloadField::IpSaddr), v4([1; 4]));
+    let saddr = || eq(pf(PayloadField::named("ip", "saddr").unwrap()), v4([1; 4]));
     assert_eq!(accepts(vec![saddr()], &frames), [true, true]);
     assert_eq!(accepts(vec![mac(), saddr()], &frames), [true, false]);
     // The context outlives a counter (nft 1.0.6 even merges the two across it).
@@ -565,7 +615,7 @@ fn network_dependency_follows_the_link_layer_context() {
         [true, true]
     );
     let vid5 = eq(
-        pf(PayloadField::VlanId { depth: 0 }),
+        pf(PayloadField::named("vlan", "id").unwrap().at_depth(0)),
         val(DataType::Integer(12), &5u16.to_be_bytes()),
     );
     assert_eq!(accepts(vec![vid5, saddr()], &frames), [false, true]);

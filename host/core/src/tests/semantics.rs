@@ -19,7 +19,7 @@ fn f80() -> Vec<u8> {
     ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 80, SYN))
 }
 fn dport(p: u16) -> Stmt {
-    eq(pf(PayloadField::TcpDport), port(p))
+    eq(pf(PayloadField::named("tcp", "dport").unwrap()), port(p))
 }
 
 /// base c (policy drop): [2] jump sub, [3] dport 80 accept ; sub: [5] dport 22 return,
@@ -297,7 +297,10 @@ fn inet_ingress_sees_only_valid_ip() {
             "c",
             Some((0, Policy::Drop)),
             vec![rule(vec![
-                eq(pf(PayloadField::IpSaddr), v4([10, 0, 0, 1])),
+                eq(
+                    pf(PayloadField::named("ip", "saddr").unwrap()),
+                    v4([10, 0, 0, 1]),
+                ),
                 accept(),
             ])],
         )],

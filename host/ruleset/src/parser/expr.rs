@@ -6,6 +6,7 @@ use crate::lexer::Tok;
 use crate::model::{
     BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value,
 };
+use crate::proto::Proto;
 
 /// What a rule has said so far that types later expressions (nft's protocol context).
 #[derive(Debug, Clone, Copy)]
@@ -19,6 +20,8 @@ pub(crate) struct RuleCtx {
     pub l3: Option<&'static str>,
     /// Transport protocol named by a `tcp`/`udp`/`icmp`/`icmpv6` field.
     pub l4: Option<&'static str>,
+    /// `ether type` matched a value that is no vlan tag: a vlan field conflicts.
+    pub no_vlan: bool,
     /// `meta nfproto ipv4|ipv6` matched: the rule's network protocol.
     pub nfproto: Option<Family>,
     /// A match fixed the transport protocol (`meta l4proto tcp`, `ip protocol udp`,
@@ -31,7 +34,13 @@ impl RuleCtx {
         RuleCtx {
             family,
             vlan_depth: 0,
-            l3: None,
+            no_vlan: false,
+            // An ip or ip6 table's packets are of its family: the other's fields conflict.
+            l3: match family {
+                Family::Ip => Some("ip"),
+                Family::Ip6 => Some("ip6"),
+                _ => None,
+            },
             l4: None,
             nfproto: None,
             l4_match: false,
@@ -92,7 +101,11 @@ impl Parser<'_> {
     /// `true` when the next token starts an expression.
     pub(super) fn at_expr(&mut self) -> PResult<bool> {
         Ok(match self.peek_tok()? {
-            Some(Tok::Word(w)) => HEADERS.contains(&w.as_str()) || BARE_META.contains(&w.as_str()),
+            Some(Tok::Word(w)) => {
+                HEADERS.contains(&w.as_str())
+                    || BARE_META.contains(&w.as_str())
+                    || Proto::by_name(&w).is_some()
+            }
             _ => false,
         })
     }
@@ -108,7 +121,7 @@ impl Parser<'_> {
             let key = meta_key(&head).unwrap_or(MetaKey::Mark);
             return Ok((Expr::Meta(key), span));
         }
-        if !HEADERS.contains(&head.as_str()) {
+        if !HEADERS.contains(&head.as_str()) && Proto::by_name(&head).is_none() {
             if unsupported::statement(&head) {
                 return Err(self.st.error(span, unsupported::message(&head)));
             }
@@ -121,74 +134,57 @@ impl Parser<'_> {
             _ => String::new(),
         };
         let whole = span.through(fspan);
-        let d = ctx.vlan_depth;
-        use PayloadField as P;
-        let (payload, l3, l4): (
-            Option<PayloadField>,
-            Option<&'static str>,
-            Option<&'static str>,
-        ) = match (head.as_str(), field.as_str()) {
-            ("ether", "saddr") => (Some(P::EtherSaddr), None, None),
-            ("ether", "daddr") => (Some(P::EtherDaddr), None, None),
-            ("ether", "type") => (Some(P::EtherType), None, None),
-            ("vlan", "id") => (Some(P::VlanId { depth: d }), None, None),
-            ("vlan", "pcp") => (Some(P::VlanPcp { depth: d }), None, None),
-            ("vlan", "cfi" | "dei") => (Some(P::VlanCfi { depth: d }), None, None),
-            ("vlan", "type") => (Some(P::VlanType { depth: d }), None, None),
-            ("ip", "saddr") => (Some(P::IpSaddr), Some("ip"), None),
-            ("ip", "daddr") => (Some(P::IpDaddr), Some("ip"), None),
-            ("ip", "protocol") => (Some(P::IpProtocol), Some("ip"), None),
-            ("ip", "ttl") => (Some(P::IpTtl), Some("ip"), None),
-            ("ip", "length") => (Some(P::IpLength), Some("ip"), None),
-            ("ip", "dscp") => (Some(P::IpDscp), Some("ip"), None),
-            ("ip", "version") => (Some(P::IpVersion), Some("ip"), None),
-            ("ip", "hdrlength") => (Some(P::IpHdrLength), Some("ip"), None),
-            ("ip", "id") => (Some(P::IpId), Some("ip"), None),
-            ("ip6", "saddr") => (Some(P::Ip6Saddr), Some("ip6"), None),
-            ("ip6", "daddr") => (Some(P::Ip6Daddr), Some("ip6"), None),
-            ("ip6", "nexthdr") => (Some(P::Ip6Nexthdr), Some("ip6"), None),
-            ("ip6", "hoplimit") => (Some(P::Ip6Hoplimit), Some("ip6"), None),
-            ("ip6", "length") => (Some(P::Ip6Length), Some("ip6"), None),
-            ("ip6", "flowlabel") => (Some(P::Ip6Flowlabel), Some("ip6"), None),
-            ("tcp", "sport") => (Some(P::TcpSport), None, Some("tcp")),
-            ("tcp", "dport") => (Some(P::TcpDport), None, Some("tcp")),
-            ("tcp", "flags") => (Some(P::TcpFlags), None, Some("tcp")),
-            ("udp", "sport") => (Some(P::UdpSport), None, Some("udp")),
-            ("udp", "dport") => (Some(P::UdpDport), None, Some("udp")),
-            ("udp", "length") => (Some(P::UdpLength), None, Some("udp")),
-            ("icmp", "type") => (Some(P::IcmpType), Some("ip"), Some("icmp")),
-            ("icmp", "code") => (Some(P::IcmpCode), Some("ip"), Some("icmp")),
-            ("icmpv6", "type") => (Some(P::Icmpv6Type), Some("ip6"), Some("icmpv6")),
-            ("icmpv6", "code") => (Some(P::Icmpv6Code), Some("ip6"), Some("icmpv6")),
-            ("th", "sport") => (Some(P::ThSport), None, None),
-            ("th", "dport") => (Some(P::ThDport), None, None),
-            _ => (None, None, None),
-        };
-        if let Some(p) = payload {
-            self.advance();
-            if let Some(l3) = l3 {
-                if let Some(prev) = ctx.l3
-                    && prev != l3
-                {
-                    return Err(self.st.error(
-                        whole,
-                        format!("conflicting protocols specified: {prev} vs. {l3}"),
-                    ));
+        if let Some(proto) = Proto::by_name(&head) {
+            let desc = proto.desc();
+            // Two-word field names (`arp saddr ip`) take the next word too.
+            let mut name = field.clone();
+            let mut end = fspan;
+            if desc
+                .fields
+                .iter()
+                .any(|r| r.name.starts_with(&format!("{field} ")))
+            {
+                self.advance();
+                end = self.peek_span()?;
+                match self.peek_tok()? {
+                    Some(Tok::Word(w)) => name = format!("{field} {w}"),
+                    _ => {
+                        let forms: Vec<&str> = desc
+                            .fields
+                            .iter()
+                            .filter_map(|r| r.name.strip_prefix(&format!("{field} ")))
+                            .collect();
+                        return self.expected(&format!("`{}`", forms.join("` or `")));
+                    }
                 }
-                ctx.l3 = Some(l3);
             }
-            if let Some(l4) = l4 {
-                if let Some(prev) = ctx.l4
-                    && prev != l4
-                {
-                    return Err(self.st.error(
-                        whole,
-                        format!("conflicting protocols specified: {prev} vs. {l4}"),
-                    ));
+            if let Some(p) = PayloadField::named(&head, &name) {
+                self.advance();
+                let whole = span.through(end);
+                let p = p.at_depth(if proto == Proto::Vlan {
+                    ctx.vlan_depth
+                } else {
+                    0
+                });
+                if proto == Proto::Vlan && ctx.no_vlan {
+                    return Err(self
+                        .st
+                        .error(whole, "conflicting protocols specified: ether vs. vlan"));
                 }
-                ctx.l4 = Some(l4);
+                for (now, slot) in [(desc.l3, &mut ctx.l3), (desc.l4, &mut ctx.l4)] {
+                    let Some(now) = now else { continue };
+                    if let Some(prev) = *slot
+                        && prev != now
+                    {
+                        return Err(self.st.error(
+                            whole,
+                            format!("conflicting protocols specified: {prev} vs. {now}"),
+                        ));
+                    }
+                    *slot = Some(now);
+                }
+                return Ok((Expr::Payload(p), whole));
             }
-            return Ok((Expr::Payload(p), whole));
         }
         match head.as_str() {
             "ct" => {
@@ -264,17 +260,15 @@ impl Parser<'_> {
                 .st
                 .error(whole, unsupported::message(&format!("{head} {field}")))),
             _ => {
-                let fields = match head.as_str() {
-                    "ether" => "`saddr`, `daddr` or `type`",
-                    "vlan" => "`id`, `pcp`, `cfi` or `type`",
-                    "ip" => "`saddr`, `daddr`, `protocol`, `ttl`, `length`, `dscp`, `version`, `hdrlength` or `id`",
-                    "ip6" => "`saddr`, `daddr`, `nexthdr`, `hoplimit`, `length` or `flowlabel`",
-                    "tcp" => "`sport`, `dport` or `flags`",
-                    "udp" => "`sport`, `dport` or `length`",
-                    "icmp" | "icmpv6" => "`type` or `code`",
-                    _ => "`sport` or `dport`",
+                let names: Vec<String> = Proto::by_name(&head)
+                    .map(|p| p.desc().fields.iter().map(|r| format!("`{}`", r.name)).collect())
+                    .unwrap_or_default();
+                let fields = match names.split_last() {
+                    Some((last, [])) => last.clone(),
+                    Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                    None => "a field name".to_string(),
                 };
-                let article = if head.starts_with(['e', 'i']) {
+                let article = if head.starts_with(['a', 'e', 'i', 'o', 'u']) {
                     "an"
                 } else {
                     "a"

@@ -82,13 +82,7 @@ fn mergeable(s: &Stmt) -> Option<(PayloadBase, u16, u16, bool)> {
 
 /// nft's `EXPR_F_PROTOCOL`: the field is its header's protocol field.
 fn is_protocol(p: PayloadField) -> bool {
-    matches!(
-        p,
-        PayloadField::EtherType
-            | PayloadField::VlanType { .. }
-            | PayloadField::IpProtocol
-            | PayloadField::Ip6Nexthdr
-    )
+    p.is_protocol_key()
 }
 
 /// Link-layer protocol context of the rule so far (see wasp-core's dependency choice).
@@ -131,7 +125,12 @@ fn members(stmts: &[Stmt]) -> Vec<Kind> {
                 }
                 if let Expr::Payload(p) = left {
                     let d = p.desc();
-                    match d.dependency {
+                    // A network header's own dependency (not a transport header's: nft
+                    // puts `meta l4proto` there, no payload match).
+                    let own = d.deps.first().filter(|dep| {
+                        matches!(dep, Dependency::Vlan(_)) || d.base == PayloadBase::Network
+                    });
+                    match own.copied().unwrap_or(Dependency::None) {
                         Dependency::Vlan(depth) => {
                             let off = type_field_off(depth);
                             if !types.contains(&off) {
@@ -156,7 +155,7 @@ fn members(stmts: &[Stmt]) -> Vec<Kind> {
                     }
                     if d.base == PayloadBase::Link {
                         let off = d.offset_bits / 8;
-                        if matches!(p, PayloadField::EtherType | PayloadField::VlanType { .. }) {
+                        if p.is_link_type() {
                             types.push(off);
                         }
                         link = match (off.checked_sub(14), link) {
@@ -191,6 +190,7 @@ fn base_rank(b: PayloadBase) -> u8 {
         PayloadBase::Link => 0,
         PayloadBase::Network => 1,
         PayloadBase::Transport => 2,
+        PayloadBase::Ip6Ext(_) => 3,
     }
 }
 

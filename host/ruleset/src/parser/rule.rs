@@ -10,6 +10,7 @@ use crate::model::{
     BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule,
     SetRef, Span, Stmt, Verdict,
 };
+use crate::proto::Proto;
 
 /// Longest `log prefix` the kernel takes, in bytes (NF_LOG_PREFIXLEN 128 with the NUL).
 const LOG_PREFIX_MAX: usize = 127;
@@ -145,6 +146,12 @@ impl Parser<'_> {
                             break;
                         }
                     }
+                    if level.as_deref() == Some("audit") && prefix.is_some() {
+                        // nft 1.0.6: an audit log takes no prefix, group or other option.
+                        return Err(self
+                            .st
+                            .error(sspan, "log level audit doesn't support any further options"));
+                    }
                     stmts.push(Stmt::Log { prefix, level });
                 }
                 "ct" => {
@@ -200,6 +207,8 @@ impl Parser<'_> {
                 }
             }
         }
+        self.icmp_type_dependencies(&mut stmts)?;
+        drop_implied_dependencies(&mut stmts, family);
         explicit_vlan_dependency(&mut stmts);
         super::merge::listing_order(&mut stmts);
         Ok(Rule {
@@ -350,13 +359,22 @@ impl Parser<'_> {
             self.advance();
         }
         let rspan = self.peek_span()?;
+        if op == RelOp::Implicit && matches!(left, Expr::Binop { .. }) && self.at_punct("!")? {
+            return Err(self
+                .st
+                .error(start, "cannot combine negation with binary expression"));
+        }
         let dtype = left.dtype();
         let (mut left, mut op) = (left, op);
         let right = if self.eat_punct("{")? {
-            let mut elems = self.elements(&types, None, None)?;
+            let elems = self.elements(&types, None, None)?;
             self.check_anonymous(&types, &elems, false)?;
+            let written = elems.len();
+            let mut elems = super::setcheck::merge_anonymous_intervals(elems);
             // (Not a concatenation: nft keeps `a . b { x . y }` a set, checked with nft -a.)
-            let single = elems.len() == 1
+            // A set merged down to one interval stays a set.
+            let single = written == 1
+                && elems.len() == 1
                 && types.len() == 1
                 && elems[0].timeout_ms.is_none()
                 && elems[0].comment.is_none()
@@ -403,6 +421,7 @@ impl Parser<'_> {
                     op: RelOp::Eq,
                     right: Rhs::Key(vec![KeyPart::Value(zero)]),
                     span: start,
+                    implied: false,
                 }));
             }
             let (mut v, _) = self.const_or(dtype)?;
@@ -458,12 +477,15 @@ impl Parser<'_> {
         if matches!(
             left,
             Expr::Meta(MetaKey::L4proto)
-                | Expr::Payload(PayloadField::IpProtocol | PayloadField::Ip6Nexthdr)
+                | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR)
         ) && matches!(op, RelOp::Implicit | RelOp::Eq)
             && matches!(&right, Rhs::Set(_) | Rhs::Key(_))
         {
             // nft 1.0.6 also takes a set (`meta l4proto { tcp, udp }`), not `!=`.
             ctx.l4_match = true;
+        }
+        if matches!(op, RelOp::Implicit | RelOp::Eq) {
+            protocol_context(ctx, &left, &right);
         }
         if let (Expr::Meta(MetaKey::Nfproto), RelOp::Implicit | RelOp::Eq, Rhs::Key(p)) =
             (&left, op, &right)
@@ -497,6 +519,7 @@ impl Parser<'_> {
                 op: RelOp::Implicit,
                 right: Rhs::Key(vec![KeyPart::Value(mask)]),
                 span: start,
+                implied: false,
             }));
         }
         if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
@@ -506,19 +529,109 @@ impl Parser<'_> {
                 .st
                 .error(rspan, "use `exists` or `missing` without an operator"));
         }
-        if let (Expr::Payload(PayloadField::VlanType { depth }), Rhs::Key(parts)) = (&left, &right)
+        if let (Expr::Payload(f), Rhs::Key(parts)) = (&left, &right)
+            && f.at_depth(0) == PayloadField::VLAN_TYPE
             && let [KeyPart::Value(v)] = parts.as_slice()
             && is_vlan_type(v)
             && matches!(op, RelOp::Implicit | RelOp::Eq)
         {
-            ctx.vlan_depth = depth + 1;
+            ctx.vlan_depth = f.depth + 1;
         }
+        let (left, right) = fold_xor(left, op, right);
         Ok(Stmt::Match(Match {
             left,
             op,
             right,
             span: start,
+            implied: false,
         }))
+    }
+
+    /// nft 1.0.6's ICMP type dependencies ([`crate::proto::FieldRow::types`]): a field that
+    /// exists in several message types (`icmp id`) gets an explicit `icmp type { echo-reply,
+    /// echo-request }` in front of it, which the listing shows; one that exists in one type
+    /// (`icmp mtu`) a hidden one, and an explicit `icmp type 3` in front of it is that
+    /// dependency (the listing drops it). A type matched before that the field does not exist
+    /// in is refused ("incompatible icmp match: rule has 8, need 3").
+    fn icmp_type_dependencies(&self, stmts: &mut Vec<Stmt>) -> PResult<()> {
+        let mut i = 0;
+        while i < stmts.len() {
+            let Stmt::Match(m) = &stmts[i] else {
+                i += 1;
+                continue;
+            };
+            let Expr::Payload(field) = m.left else {
+                i += 1;
+                continue;
+            };
+            let types = field.row().types;
+            let name = field.proto.desc().name;
+            let Some(type_field) = PayloadField::named(name, "type") else {
+                i += 1;
+                continue;
+            };
+            if types.is_empty() {
+                i += 1;
+                continue;
+            }
+            let span = m.span;
+            let earlier = stmts[..i].iter().position(|s| {
+                matches!(s, Stmt::Match(e) if e.left == Expr::Payload(type_field)
+                    && matches!(e.op, RelOp::Implicit | RelOp::Eq))
+            });
+            match earlier {
+                Some(j) => {
+                    let Stmt::Match(e) = &stmts[j] else { break };
+                    if let Rhs::Key(parts) = &e.right
+                        && let [KeyPart::Value(v)] = parts.as_slice()
+                    {
+                        let has = crate::datatypes::to_uint(v);
+                        if !types.iter().any(|&t| u128::from(t) == has) {
+                            return Err(self.st.error(
+                                span,
+                                format!(
+                                    "incompatible {name} match: rule has {has}, need {}",
+                                    types[0]
+                                ),
+                            ));
+                        }
+                        if types.len() == 1
+                            && let Stmt::Match(e) = &mut stmts[j]
+                        {
+                            e.implied = true;
+                        }
+                    }
+                }
+                None if types.len() > 1 => {
+                    let dtype = type_field.row().dtype;
+                    let elems = types
+                        .iter()
+                        .map(|&t| {
+                            let v = crate::model::Value {
+                                dtype,
+                                bytes: vec![t],
+                                wildcard: false,
+                            };
+                            crate::model::SetElem::new(vec![KeyPart::Value(v)], span)
+                        })
+                        .collect();
+                    stmts.insert(
+                        i,
+                        Stmt::Match(Match {
+                            left: Expr::Payload(type_field),
+                            op: RelOp::Implicit,
+                            right: Rhs::Set(SetRef::Anonymous(elems)),
+                            span,
+                            implied: false,
+                        }),
+                    );
+                    i += 1;
+                }
+                None => {}
+            }
+            i += 1;
+        }
+        Ok(())
     }
 
     /// The source text a span covers (for messages).
@@ -537,6 +650,179 @@ impl Parser<'_> {
     }
 }
 
+/// nft's protocol context after a match on a field that names the next header (`ether type`,
+/// `vlan type`, `meta protocol`, `ip protocol`, `ip6 nexthdr`, `meta l4proto`), with `==` or a
+/// set (whose highest value counts, as nft 1.0.6 walks the sorted elements): a later header
+/// field of another protocol at that layer conflicts (`ether type ip ip6 saddr ::1`: "ip vs.
+/// ip6"; `ip protocol { tcp, udp } tcp dport 1`: "udp vs. tcp"; `ether type ip vlan id 1`:
+/// "ether vs. vlan").
+fn protocol_context(ctx: &mut RuleCtx, left: &Expr, right: &Rhs) {
+    let value = |v: &crate::model::Value| crate::datatypes::to_uint(v);
+    let highest = match right {
+        Rhs::Key(parts) => match parts.as_slice() {
+            [KeyPart::Value(v)] => Some(value(v)),
+            _ => None,
+        },
+        Rhs::Set(SetRef::Anonymous(elems)) => elems
+            .iter()
+            .filter_map(|e| match e.key.as_slice() {
+                [KeyPart::Value(v)] => Some(value(v)),
+                _ => None,
+            })
+            .max(),
+        Rhs::Set(SetRef::Named(_)) => None,
+    };
+    let Some(n) = highest else { return };
+    let l3_of = |n: u128| match n {
+        0x0800 => Some("ip"),
+        0x86dd => Some("ip6"),
+        0x0806 => Some("arp"),
+        _ => None,
+    };
+    match left {
+        Expr::Payload(f) if f.is_link_type() => {
+            if f.proto == Proto::Ether && !is_vlan_type_number(n) {
+                ctx.no_vlan = true;
+            }
+            if ctx.l3.is_none() {
+                ctx.l3 = l3_of(n);
+            }
+        }
+        Expr::Meta(MetaKey::Protocol) if ctx.l3.is_none() => ctx.l3 = l3_of(n),
+        Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR)
+        | Expr::Meta(MetaKey::L4proto)
+            if ctx.l4.is_none() =>
+        {
+            ctx.l4 = crate::proto::PROTOCOLS
+                .iter()
+                .find(|d| {
+                    d.l4.is_some() && d.deps.contains(&crate::model::Dependency::L4Proto(n as u8))
+                })
+                .and_then(|d| d.l4);
+        }
+        _ => {}
+    }
+}
+
+/// `x ^ a == b` is `x == a ^ b` (and `!=` likewise): nft folds the xor into the constant, and
+/// the kernel holds (and lists) only the comparison (`ct mark xor 0x23 == 0x11` lists as `ct
+/// mark 0x00000032`).
+fn fold_xor(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
+    if let (
+        Expr::Binop {
+            expr,
+            op: BinOp::Xor,
+            value,
+        },
+        RelOp::Implicit | RelOp::Eq | RelOp::Ne,
+        Rhs::Key(parts),
+    ) = (&left, op, &right)
+        && let [KeyPart::Value(b)] = parts.as_slice()
+        && b.bytes.len() == value.bytes.len()
+    {
+        let mut v = b.clone();
+        for (x, y) in v.bytes.iter_mut().zip(&value.bytes) {
+            *x ^= y;
+        }
+        return ((**expr).clone(), Rhs::Key(vec![KeyPart::Value(v)]));
+    }
+    (left, right)
+}
+
+/// nft 1.0.6 lists a match that is the implicit dependency of the field right after it as if
+/// it had not been written (the kernel holds the same bytecode either way): `meta l4proto tcp
+/// tcp dport 22` lists as `tcp dport 22` (and `meta l4proto udp th dport 22` as `udp dport
+/// 22`), `meta nfproto ipv4 ip saddr 1.2.3.4` and `ether type ip ip saddr 1.2.3.4` as `ip
+/// saddr 1.2.3.4`, `ether type vlan vlan id 2` as `vlan id 2`; in an ip or ip6 table also
+/// `ip protocol tcp tcp dport 22` and `meta protocol ip udp dport 67`. Only `==` of one
+/// value, and only when the field follows at once (checked against nft 1.0.6's listings).
+fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
+    use crate::model::Dependency as D;
+    let mut i = 0;
+    while i + 1 < stmts.len() {
+        let (Stmt::Match(dep), Stmt::Match(next)) = (&stmts[i], &stmts[i + 1]) else {
+            i += 1;
+            continue;
+        };
+        let value = match (&dep.op, &dep.right) {
+            (RelOp::Implicit | RelOp::Eq, Rhs::Key(parts)) => match parts.as_slice() {
+                [KeyPart::Value(v)] => crate::datatypes::to_uint(v),
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            },
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let Expr::Payload(field) = next.left else {
+            i += 1;
+            continue;
+        };
+        let deps = field.desc().deps;
+        let l3 = match value {
+            0x0800 | 2 => Some(D::Ipv4),
+            0x86dd | 10 => Some(D::Ipv6),
+            _ => None,
+        };
+        let ip_table = matches!(family, Family::Ip | Family::Ip6);
+        let implied = match &dep.left {
+            Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) if !ip_table => {
+                false
+            }
+            Expr::Meta(MetaKey::L4proto)
+            | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) => {
+                let n = value as u8;
+                if field.proto == Proto::Th {
+                    // The transport protocol is known: `th` lists as that protocol's field.
+                    let name = field.row().name;
+                    let same = crate::proto::PROTOCOLS
+                        .iter()
+                        .find(|d| d.l4.is_some() && d.deps.contains(&D::L4Proto(n)))
+                        .and_then(|d| PayloadField::named(d.name, name));
+                    if let (Some(f), Stmt::Match(m)) = (same, &mut stmts[i + 1]) {
+                        m.left = Expr::Payload(f);
+                        true
+                    } else {
+                        false
+                    }
+                } else {
+                    deps.contains(&D::L4Proto(n))
+                }
+            }
+            Expr::Meta(MetaKey::Protocol) if ip_table => {
+                l3.is_some()
+                    && matches!(
+                        field.desc().base,
+                        crate::model::PayloadBase::Network | crate::model::PayloadBase::Transport
+                    )
+            }
+            Expr::Meta(MetaKey::Nfproto | MetaKey::Protocol) => {
+                l3.is_some_and(|d| deps.first() == Some(&d))
+            }
+            Expr::Payload(PayloadField::ETHER_TYPE) => {
+                (l3.is_some_and(|d| deps.first() == Some(&d)) && value > 0xff)
+                    || (value == 0x8100
+                        && field.proto == Proto::Vlan
+                        && field.depth == 0
+                        && !field.is_link_type())
+            }
+            _ => false,
+        };
+        if implied && let Stmt::Match(m) = &mut stmts[i] {
+            m.implied = true;
+        }
+        i += 1;
+    }
+}
+
+/// `8021q` or `8021ad`.
+fn is_vlan_type_number(n: u128) -> bool {
+    n == 0x8100 || n == 0x88a8
+}
+
 /// nft 1.0.6 lists the implicit `ether type 8021q` in front of a rule's first vlan field when
 /// that field is a `vlan type` comparison (`vlan type ip` is listed as
 /// `ether type 8021q vlan type ip`), so the model holds it as an explicit match.
@@ -545,13 +831,8 @@ fn explicit_vlan_dependency(stmts: &mut Vec<Stmt>) {
     for (i, s) in stmts.iter().enumerate() {
         if let Stmt::Match(m) = s {
             match m.left {
-                Expr::Payload(PayloadField::EtherType) => return,
-                Expr::Payload(
-                    PayloadField::VlanId { .. }
-                    | PayloadField::VlanPcp { .. }
-                    | PayloadField::VlanCfi { .. }
-                    | PayloadField::VlanType { .. },
-                ) => {
+                Expr::Payload(PayloadField::ETHER_TYPE) => return,
+                Expr::Payload(f) if f.proto == Proto::Vlan => {
                     first_vlan = Some(i);
                     break;
                 }
@@ -562,12 +843,12 @@ fn explicit_vlan_dependency(stmts: &mut Vec<Stmt>) {
     let Some(i) = first_vlan else { return };
     let Stmt::Match(m) = &stmts[i] else { return };
     let single = matches!(&m.right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(_)]));
-    if matches!(m.left, Expr::Payload(PayloadField::VlanType { depth: 0 }))
+    if matches!(m.left, Expr::Payload(PayloadField::VLAN_TYPE))
         && matches!(m.op, RelOp::Implicit | RelOp::Eq)
         && single
     {
         let dep = Match {
-            left: Expr::Payload(PayloadField::EtherType),
+            left: Expr::Payload(PayloadField::ETHER_TYPE),
             op: RelOp::Implicit,
             right: Rhs::Key(vec![KeyPart::Value(crate::model::Value {
                 dtype: DataType::EtherType,
@@ -575,6 +856,7 @@ fn explicit_vlan_dependency(stmts: &mut Vec<Stmt>) {
                 wildcard: false,
             })]),
             span: m.span,
+            implied: false,
         };
         stmts.insert(i, Stmt::Match(dep));
     }

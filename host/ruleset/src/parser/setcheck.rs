@@ -377,3 +377,77 @@ impl Parser<'_> {
         self.st.tables[ti].sets[si].elements.clear();
     }
 }
+
+/// The elements of an anonymous interval set of one field as the kernel holds them: nft
+/// merges overlapping and adjacent intervals before it sends the set (`{ 1, 2-5, 7 }` is
+/// `{ 1-5, 7 }`; checked with nft 1.0.6). Sets of single values, maps, concatenations and
+/// elements with a counter, timeout or comment are left as written.
+pub(super) fn merge_anonymous_intervals(elems: Vec<SetElem>) -> Vec<SetElem> {
+    let plain = |e: &SetElem| {
+        e.key.len() == 1
+            && e.data.is_none()
+            && !e.counter
+            && e.timeout_ms.is_none()
+            && e.comment.is_none()
+            && !matches!(&e.key[0], KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) if v.wildcard)
+    };
+    let interval = elems
+        .iter()
+        .any(|e| e.key.iter().any(|p| !matches!(p, KeyPart::Value(_))));
+    if !interval || !elems.iter().all(plain) {
+        return elems;
+    }
+    let bounds = |p: &KeyPart| -> (u128, u128) {
+        use crate::datatypes::to_uint;
+        match p {
+            KeyPart::Value(v) => (to_uint(v), to_uint(v)),
+            KeyPart::Range(a, b) => (to_uint(a), to_uint(b)),
+            KeyPart::Prefix(v, n) => {
+                let bits = u32::from(v.dtype.width_bits());
+                let host = bits.saturating_sub(u32::from(*n));
+                let mask = if host >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << host) - 1
+                };
+                (to_uint(v), to_uint(v) | mask)
+            }
+        }
+    };
+    let mut spans: Vec<(u128, u128, usize)> = elems
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let (lo, hi) = bounds(&e.key[0]);
+            (lo, hi, i)
+        })
+        .collect();
+    spans.sort();
+    let mut merged: Vec<(u128, u128, usize)> = Vec::new();
+    for (lo, hi, i) in spans {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi, i)),
+        }
+    }
+    let dtype = match &elems[0].key[0] {
+        KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => v.dtype,
+    };
+    merged
+        .into_iter()
+        .map(|(lo, hi, i)| {
+            let mut e = elems[i].clone();
+            let value = |n| {
+                crate::datatypes::from_uint(dtype, n).unwrap_or_else(|_| match &elems[i].key[0] {
+                    KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => v.clone(),
+                })
+            };
+            e.key = vec![if lo == hi {
+                KeyPart::Value(value(lo))
+            } else {
+                KeyPart::Range(value(lo), value(hi))
+            }];
+            e
+        })
+        .collect()
+}

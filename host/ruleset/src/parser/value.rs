@@ -239,18 +239,7 @@ impl Parser<'_> {
                 ));
             }
         }
-        let mut elem = SetElem {
-            key: parts,
-            data: None,
-            timeout_ms: None,
-            expires_ms: None,
-            counter: false,
-            packets: 0,
-            bytes: 0,
-            comment: None,
-            span,
-            counter_span: None,
-        };
+        let mut elem = SetElem::new(parts, span);
         loop {
             if self.eat_word("timeout")? {
                 elem.timeout_ms = Some(self.time()?);

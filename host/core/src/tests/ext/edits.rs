@@ -219,15 +219,21 @@ fn a_later_match_sees_the_bytes_a_statement_set() {
     let rules = vec![
         // handle 2: `udp dport 53 s x udp dport 99 meta mark set 7`
         vec![
-            eq(pf(PayloadField::UdpDport), port(53)),
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
             plugin_use("s", "x", false),
-            eq(pf(PayloadField::UdpDport), port(99)),
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(99)),
             set_mark(7),
         ],
         // handle 3: the old port no longer matches.
-        vec![eq(pf(PayloadField::UdpDport), port(53)), drop_()],
+        vec![
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
+            drop_(),
+        ],
         // handle 4: the new one does.
-        vec![eq(pf(PayloadField::UdpDport), port(99)), accept()],
+        vec![
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(99)),
+            accept(),
+        ],
     ];
     let script = Script::new(vec![Site::Stmt(set_dport_99)]);
     let frames = vec![
@@ -311,7 +317,7 @@ fn push_8021ad(_: &ExtPacket<'_>) -> (ExtVerdict, Vec<ExtEdit>) {
 fn two_inserts_compose() {
     let ether_8021ad = || {
         eq(
-            pf(PayloadField::EtherType),
+            pf(PayloadField::named("ether", "type").unwrap()),
             val(DataType::EtherType, &[0x88, 0xa8]),
         )
     };
@@ -410,7 +416,10 @@ fn a_set_after_a_remove_uses_the_shortened_frame() {
         vec![plugin_use("s", "ttl", false)],
         // handle 4: `ip ttl 5 accept`.
         vec![
-            eq(pf(PayloadField::IpTtl), byte(DataType::Integer(8), 5)),
+            eq(
+                pf(PayloadField::named("ip", "ttl").unwrap()),
+                byte(DataType::Integer(8), 5),
+            ),
             accept(),
         ],
     ];
@@ -467,9 +476,15 @@ fn edits_of_one_packet_leave_the_others_alone() {
     let rules = vec![
         vec![plugin_use("s", "x", false), plugin_use("s", "see", false)],
         // handle 3
-        vec![eq(pf(PayloadField::UdpDport), port(99)), accept()],
+        vec![
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(99)),
+            accept(),
+        ],
         // handle 4
-        vec![eq(pf(PayloadField::UdpDport), port(53)), drop_()],
+        vec![
+            eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
+            drop_(),
+        ],
     ];
     let frames: Vec<Vec<u8>> = (0..70u16)
         .map(|i| ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1000 + i, 53)))
@@ -530,7 +545,7 @@ fn a_later_base_chain_sees_the_edited_packet() {
                 "d",
                 Some((10, Policy::Accept)),
                 vec![rule(vec![
-                    eq(pf(PayloadField::UdpDport), port(53)),
+                    eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
                     drop_(),
                 ])],
             )],
@@ -594,7 +609,7 @@ fn dup(dev: &str) -> Stmt {
 fn a_dup_sends_the_packet_as_it_was_at_the_dup() {
     let rules = vec![vec![
         dup("z"),
-        eq(pf(PayloadField::UdpDport), port(53)),
+        eq(pf(PayloadField::named("udp", "dport").unwrap()), port(53)),
         plugin_use("s", "dport99", false),
         dup("x"),
         plugin_use("s", "ttl5", false),
