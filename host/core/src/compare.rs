@@ -157,6 +157,14 @@ impl<T: Word> TestW<T> {
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
             Src::CtMark => u128::from(st.ct_mark),
+            Src::Priority
+            | Src::Cpu
+            | Src::Random
+            | Src::Pkttype
+            | Src::Time
+            | Src::Day
+            | Src::Hour
+            | Src::Never => crate::expr::meta_value(self.src, p, st).unwrap_or(0),
             Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) | Src::Const => 0,
         };
         T::from_u128(v) >> u32::from(self.shift)
@@ -188,6 +196,7 @@ impl<T: Word> TestW<T> {
                 .and_then(|b| u16::try_from(b).ok())
                 .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
+            Src::Never => None,
             _ => Some(self.meta(p, st)),
         };
         raw.is_some_and(|r| self.check(r))
@@ -290,6 +299,7 @@ impl<T: Word> TestW<T> {
             s if s.needs_conn() => filter(live, |i| {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
+            Src::Never => 0,
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
     }
@@ -363,7 +373,17 @@ impl Test {
         let raw_bytes = match load.src {
             Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) => usize::from(load.len),
             Src::Protocol => 2,
-            Src::Len | Src::Mark | Src::CtState | Src::CtStatus | Src::CtMark => 4,
+            Src::Len
+            | Src::Mark
+            | Src::CtState
+            | Src::CtStatus
+            | Src::CtMark
+            | Src::Priority
+            | Src::Cpu
+            | Src::Random
+            | Src::Hour => 4,
+            Src::Time => 8,
+            Src::Pkttype | Src::Day | Src::Never => 1,
             Src::Iifname | Src::Oifname => 16,
             Src::L4proto
             | Src::Nfproto

@@ -483,7 +483,12 @@ impl Ctx<'_> {
             }
             Expr::Meta(k) => {
                 let (src, w) = meta_src(*k);
-                loads.push(Load::meta(src, w));
+                let mut l = Load::meta(src, w);
+                if let Some(c) = crate::field::meta_const(*k) {
+                    l.mask = 0;
+                    l.xor = c;
+                }
+                loads.push(l);
             }
             Expr::Ct(k) => {
                 let (src, w) = match k {
@@ -1001,10 +1006,12 @@ impl Ctx<'_> {
                     match key {
                         MetaKey::Mark => ops.push(Op::SetMark(Box::new(l)), fence),
                         MetaKey::Nftrace => ops.push(Op::SetNftrace(Box::new(l)), fence),
+                        MetaKey::Priority => ops.push(Op::SetPriority(Box::new(l)), fence),
                         _ => {
-                            return Err(
-                                self.err(*span, "only meta mark and meta nftrace can be set")
-                            );
+                            return Err(self.err(
+                                *span,
+                                "only meta mark, meta priority and meta nftrace can be set",
+                            ));
                         }
                     }
                 }

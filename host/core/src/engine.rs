@@ -283,6 +283,32 @@ pub struct Engine {
     conn_fx: Vec<(usize, ConnFx)>,
     /// Where `dup` statements ran in the last call, among its edits.
     dups: Vec<DupPoint>,
+    /// What `meta cpu`, `meta time|day|hour` and `meta random` read.
+    env: MetaEnv,
+}
+
+/// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
+#[derive(Debug, Clone, Copy, Default)]
+struct MetaEnv {
+    /// Unix time in ns at `now_ns` 0 (0: `now_ns` is Unix time, as a replay's capture clock).
+    wall_epoch_ns: u64,
+    /// `meta cpu`: the worker's number.
+    cpu: u32,
+    /// State of `meta random`'s generator (splitmix64).
+    random: u64,
+}
+
+impl MetaEnv {
+    /// The per-packet fields of `st` at `now_ns`.
+    fn fill(&mut self, st: &mut PktState, now_ns: u64) {
+        st.wall_ns = self.wall_epoch_ns.wrapping_add(now_ns);
+        st.cpu = self.cpu;
+        self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        st.random = (z ^ (z >> 31)) as u32;
+    }
 }
 
 /// An installed [`Extensions`] (not `Debug` itself).
@@ -382,6 +408,7 @@ impl Engine {
             prog,
             hooks,
             epoch: None,
+            env: MetaEnv::default(),
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
@@ -633,6 +660,7 @@ impl Engine {
             return Outcome::unseen(packet.mark);
         };
         let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
+        self.env.fill(&mut st, now_ns);
         let mut fx = Effects {
             trace,
             oif: "",
@@ -736,6 +764,7 @@ impl Engine {
             conn_count,
             conn_fx,
             dups,
+            env,
         } = self;
         edits.clear();
         conn_fx.clear();
@@ -787,6 +816,7 @@ impl Engine {
                     oif
                 };
                 state[i] = packet_state(hook, iif.1, oif, p);
+                env.fill(&mut state[i], now_ns);
                 res[i] = (FinalVerdict::Accept, None);
                 if hook == Hook::Ingress && p.meta.untag_drop {
                     // Freed before the hook (see `discarded_before_hook`).
@@ -1001,6 +1031,18 @@ impl Engine {
     /// `nft_set_elem_expired`. Without a call, the epoch is the `now_ns` of the first packet.
     pub fn set_epoch(&mut self, epoch_ns: u64) {
         self.epoch = Some(epoch_ns);
+    }
+
+    /// The wall clock of the packet path: Unix time in ns at `now_ns` 0, for `meta time`,
+    /// `meta day` and `meta hour` (default 0: the `now_ns` the hooks are given is Unix time,
+    /// as a replay's capture timestamps are).
+    pub fn set_wall_clock_epoch(&mut self, unix_ns_at_zero: u64) {
+        self.env.wall_epoch_ns = unix_ns_at_zero;
+    }
+
+    /// What `meta cpu` reads: the number of the worker that runs this engine (default 0).
+    pub fn set_cpu(&mut self, cpu: u32) {
+        self.env.cpu = cpu;
     }
 
     /// `now_ns` as ns after the epoch (fixing the epoch at the first call).
@@ -1230,6 +1272,11 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         ct_mark_set: false,
         nat: 0,
         flow: 0,
+        // Filled by `MetaEnv::fill`.
+        priority: 0,
+        cpu: 0,
+        random: 0,
+        wall_ns: 0,
     }
 }
 

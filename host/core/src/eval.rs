@@ -355,6 +355,13 @@ pub(crate) fn op_one(
             }
             None => OpRes::Break,
         },
+        Op::SetPriority(load) => match load.eval(p, st) {
+            Some(v) => {
+                st.priority = v as u32;
+                OpRes::Pass
+            }
+            None => OpRes::Break,
+        },
         Op::SetNftrace(load) => match load.eval(p, st) {
             Some(v) => {
                 st.nftrace = v & 1 != 0;

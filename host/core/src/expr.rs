@@ -55,6 +55,25 @@ pub(crate) enum Src {
     CtStatus,
     /// `ct mark` (4 bytes; fails without a connection).
     CtMark,
+    /// `meta priority` (4 bytes).
+    Priority,
+    /// `meta cpu` (4 bytes).
+    Cpu,
+    /// `meta random` (4 bytes).
+    Random,
+    /// `meta pkttype` (1 byte): from the destination address, broadcast 1, multicast 2, else
+    /// host 0 (the kernel's `eth_type_trans` with wasp's ports taking every unicast frame as
+    /// their own).
+    Pkttype,
+    /// `meta time` (8 bytes, Unix time in ns).
+    Time,
+    /// `meta day` (1 byte, Sunday 0, UTC).
+    Day,
+    /// `meta hour` (4 bytes, seconds since midnight UTC).
+    Hour,
+    /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
+    /// rule stops, negated or not (the kernel's NFT_BREAK).
+    Never,
 }
 
 impl Src {
@@ -125,6 +144,14 @@ pub(crate) struct PktState {
     pub nat: u16,
     /// `flow add` ran: 1 + the flowtable's index; 0 when none.
     pub flow: u16,
+    /// `meta priority` (0 until `meta priority set`).
+    pub priority: u32,
+    /// `meta cpu`.
+    pub cpu: u32,
+    /// `meta random`.
+    pub random: u32,
+    /// The wall clock, Unix time in ns (`meta time`, `day`, `hour`).
+    pub wall_ns: u64,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).
@@ -253,6 +280,14 @@ impl Load {
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::Const => 0,
             Src::CtState => u128::from(st.ct_state),
+            Src::Priority
+            | Src::Cpu
+            | Src::Random
+            | Src::Pkttype
+            | Src::Time
+            | Src::Day
+            | Src::Hour
+            | Src::Never => meta_value(self.src, p, st)?,
             _ if st.ct_id == 0 => return None,
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
@@ -260,6 +295,29 @@ impl Load {
         };
         Some(((raw >> self.shift) & self.mask) ^ self.xor)
     }
+}
+
+/// The value of a meta source that is neither in the packet's headers nor in its conntrack
+/// state: `None` for [`Src::Never`].
+#[inline]
+pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128> {
+    const DAY_S: u64 = 86_400;
+    let secs = st.wall_ns / 1_000_000_000;
+    Some(match src {
+        Src::Priority => u128::from(st.priority),
+        Src::Cpu => u128::from(st.cpu),
+        Src::Random => u128::from(st.random),
+        Src::Pkttype => match p.frame.get(..6) {
+            Some([0xff, 0xff, 0xff, 0xff, 0xff, 0xff]) => 1,
+            Some([first, ..]) if first & 1 != 0 => 2,
+            _ => 0,
+        },
+        Src::Time => u128::from(st.wall_ns),
+        // 1970-01-01 was a Thursday (4).
+        Src::Day => u128::from((secs / DAY_S + 4) % 7),
+        Src::Hour => u128::from(secs % DAY_S),
+        _ => return None,
+    })
 }
 
 /// Frame offset of the IPv6 extension header of type `t` in `p` (see [`Src::Ip6Ext`]).

@@ -77,6 +77,29 @@ pub(crate) fn meta_src(k: MetaKey) -> (Src, u8) {
         MetaKey::Len => (Src::Len, 4),
         MetaKey::Mark => (Src::Mark, 4),
         MetaKey::Nftrace => (Src::Nftrace, 1),
+        MetaKey::Priority => (Src::Priority, 4),
+        MetaKey::Iif => (Src::Iifname, 16),
+        MetaKey::Oif => (Src::Oifname, 16),
+        // Constants (see `meta_const`); the load is replaced.
+        MetaKey::Iiftype | MetaKey::Oiftype => (Src::Const, 2),
+        MetaKey::Iifgroup | MetaKey::Oifgroup => (Src::Const, 4),
+        MetaKey::Skuid | MetaKey::Skgid | MetaKey::Cgroup | MetaKey::Rtclassid => (Src::Never, 4),
+        MetaKey::Cpu => (Src::Cpu, 4),
+        MetaKey::Pkttype => (Src::Pkttype, 1),
+        MetaKey::Random => (Src::Random, 4),
+        MetaKey::Time => (Src::Time, 8),
+        MetaKey::Day => (Src::Day, 1),
+        MetaKey::Hour => (Src::Hour, 4),
+    }
+}
+
+/// The constant a meta key reads on wasp's devices, for the keys that have one: `iiftype` and
+/// `oiftype` are `ether` (ARPHRD_ETHER 1), `iifgroup` and `oifgroup` 0.
+pub(crate) fn meta_const(k: MetaKey) -> Option<u128> {
+    match k {
+        MetaKey::Iiftype | MetaKey::Oiftype => Some(1),
+        MetaKey::Iifgroup | MetaKey::Oifgroup => Some(0),
+        _ => None,
     }
 }
 

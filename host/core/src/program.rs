@@ -51,6 +51,8 @@ pub(crate) enum Op {
     Ext(u32),
     /// `meta mark set`.
     SetMark(Box<Load>),
+    /// `meta priority set` (skb->priority, which `meta priority` then reads).
+    SetPriority(Box<Load>),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
     /// the rule.
     /// With `ct`, `ct mark set KEY map ...` (the connection's mark).

@@ -278,6 +278,40 @@ const ARP_OPS: &[(&str, u16)] = &[
     ("nak", 10),
 ];
 
+/// `iface_type` symbols (`nft describe meta iiftype`; ARPHRD_* of if_arp.h).
+const IFACE_TYPES: &[(&str, u16)] = &[
+    ("ether", 1),
+    ("ppp", 512),
+    ("ipip", 768),
+    ("ipip6", 769),
+    ("loopback", 772),
+    ("sit", 776),
+    ("ipgre", 778),
+];
+
+/// `pkt_type` symbols (PACKET_HOST, PACKET_BROADCAST, PACKET_MULTICAST, PACKET_OTHERHOST).
+const PKT_TYPES: &[(&str, u8)] = &[
+    ("host", 0),
+    ("unicast", 0),
+    ("broadcast", 1),
+    ("multicast", 2),
+    ("other", 3),
+];
+
+/// `day` names, Sunday first (the kernel's `tm_wday`).
+const DAYS: &[&str] = &[
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
+/// Seconds in a day.
+const DAY_S: u64 = 86_400;
+
 /// `nf_proto` symbols.
 const NFPROTO: &[(&str, u8)] = &[("ipv4", 2), ("ipv6", 10)];
 
@@ -290,6 +324,19 @@ pub fn expected(dtype: DataType) -> &'static str {
         DataType::IgmpType => "an igmp type name or number",
         DataType::MhType => "a mobility header type name or number",
         DataType::ArpOp => "an arp operation name or number",
+        DataType::IfaceIndex => "an interface name",
+        DataType::IfaceType => {
+            "an interface type (ether, ppp, ipip, ipip6, loopback, sit, ipgre) or number"
+        }
+        DataType::Devgroup => "a device group name or number",
+        DataType::TcHandle => "a tc handle (`root`, `none`, MAJOR:MINOR in hex, or a number)",
+        DataType::Uid => "a user name or uid",
+        DataType::Gid => "a group name or gid",
+        DataType::PktType => "a packet type (host, unicast, broadcast, multicast, other)",
+        DataType::Day => "a day of the week (\"Sunday\" ... \"Saturday\", or 0 to 6)",
+        DataType::Hour => "an hour of the day (\"HH:MM\" or \"HH:MM:SS\")",
+        DataType::Time => "a date and time (\"YYYY-MM-DD HH:MM:SS\") or seconds since 1970",
+        DataType::Realm => "a realm name or number",
         DataType::Ipv4Addr => "an IPv4 address",
         DataType::Ipv6Addr => "an IPv6 address",
         DataType::EtherAddr => "a MAC address",
@@ -370,6 +417,9 @@ fn name_of<T: Copy + PartialEq>(table: &[(&'static str, T)], v: T) -> Option<&'s
 /// A message such as "expected a port number or service name, found `htps`".
 pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, String> {
     let bad = || format!("expected {}, found `{text}`", expected(dtype));
+    if let Some(v) = parse_meta_value(dtype, text) {
+        return v;
+    }
     if quoted && dtype != DataType::Ifname {
         return Err(format!("expected {}, found \"{text}\"", expected(dtype)));
     }
@@ -502,7 +552,179 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             _ => Err(bad()),
         },
         DataType::Verdict => Err(bad()),
+        // Read by `parse_meta_value` above.
+        DataType::IfaceIndex
+        | DataType::IfaceType
+        | DataType::Devgroup
+        | DataType::TcHandle
+        | DataType::Uid
+        | DataType::Gid
+        | DataType::PktType
+        | DataType::Day
+        | DataType::Hour
+        | DataType::Time
+        | DataType::Realm => Err(bad()),
     }
+}
+
+/// The values of the meta keys' types (a word or a string alike, as nft reads them);
+/// `None` for the other types.
+fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>> {
+    use crate::system_names::Names;
+    let bad = || Err(format!("expected {}, found `{text}`", expected(dtype)));
+    let num_or = |names: Option<Names>| -> Result<Value, String> {
+        match parse_uint(text) {
+            Some(n) => from_uint(dtype, n),
+            None => match names.and_then(|w| crate::system_names::lookup(w, text)) {
+                Some(n) => from_uint(dtype, u128::from(n)),
+                None => bad(),
+            },
+        }
+    };
+    Some(match dtype {
+        DataType::IfaceIndex => {
+            if text.is_empty() || text.len() >= 16 {
+                return Some(Err(format!(
+                    "expected an interface name of at most 15 characters, found \"{text}\""
+                )));
+            }
+            let mut bytes = text.as_bytes().to_vec();
+            bytes.resize(16, 0);
+            Ok(Value {
+                dtype,
+                bytes,
+                wildcard: false,
+            })
+        }
+        DataType::IfaceType => match lookup(IFACE_TYPES, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => num_or(None),
+        },
+        DataType::PktType => match lookup(PKT_TYPES, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => num_or(None),
+        },
+        DataType::Uid => num_or(Some(Names::Users)),
+        DataType::Gid => num_or(Some(Names::Groups)),
+        DataType::Devgroup => num_or(Some(Names::Devgroups)),
+        DataType::Realm => num_or(Some(Names::Realms)),
+        DataType::TcHandle => match text {
+            "root" => from_uint(dtype, 0xffff_ffff),
+            "none" => from_uint(dtype, 0),
+            _ => match text.split_once(':') {
+                Some((maj, min)) => {
+                    let hex = |t: &str| {
+                        if t.is_empty() {
+                            Some(0)
+                        } else {
+                            u32::from_str_radix(t, 16).ok().filter(|n| *n <= 0xffff)
+                        }
+                    };
+                    match (hex(maj), hex(min)) {
+                        (Some(a), Some(b)) => from_uint(dtype, u128::from(a << 16 | b)),
+                        _ => bad(),
+                    }
+                }
+                None => num_or(None),
+            },
+        },
+        DataType::Day => match DAYS.iter().position(|d| d.eq_ignore_ascii_case(text)) {
+            Some(n) => from_uint(dtype, n as u128),
+            None => match parse_uint(text) {
+                Some(n) if n < 7 => from_uint(dtype, n),
+                Some(_) => Err("Day must be in range 0-6".to_string()),
+                None => bad(),
+            },
+        },
+        DataType::Hour => match parse_hour(text) {
+            Some(s) => from_uint(dtype, u128::from(s % DAY_S)),
+            None => bad(),
+        },
+        DataType::Time => match parse_uint(text) {
+            Some(secs) => from_uint(dtype, secs.saturating_mul(1_000_000_000)),
+            None => match parse_date_time(text) {
+                Some(secs) => from_uint(dtype, u128::from(secs) * 1_000_000_000),
+                None => bad(),
+            },
+        },
+        _ => return None,
+    })
+}
+
+/// `HH:MM` or `HH:MM:SS` (hours 0-23, seconds up to 60) as seconds since midnight.
+fn parse_hour(text: &str) -> Option<u64> {
+    let f: Vec<&str> = text.split(':').collect();
+    let num = |t: &str| (!t.is_empty() && t.len() <= 2).then(|| t.parse::<u64>().ok())?;
+    let (h, m, s) = match f.as_slice() {
+        [h, m] => (num(h)?, num(m)?, 0),
+        [h, m, s] => (num(h)?, num(m)?, num(s)?),
+        _ => return None,
+    };
+    (h < 24 && m < 60 && s <= 60).then_some(h * 3600 + m * 60 + s)
+}
+
+/// `YYYY-MM-DD HH:MM[:SS]` (UTC) as seconds since 1970.
+fn parse_date_time(text: &str) -> Option<u64> {
+    let (date, time) = text.split_once(' ').unwrap_or((text, "00:00"));
+    let d: Vec<&str> = date.split('-').collect();
+    let [y, mo, da] = d.as_slice() else {
+        return None;
+    };
+    let (y, mo, da): (i64, u32, u32) = (y.parse().ok()?, mo.parse().ok()?, da.parse().ok()?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || y < 1970 {
+        return None;
+    }
+    let days = days_from_civil(y, mo, da);
+    let secs = parse_hour(time)?;
+    u64::try_from(days).ok().map(|d| d * DAY_S + secs)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (the well-known civil-from-days
+/// inverse: eras of 400 years).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01: (year, month, day).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `"HH:MM"`, or `"HH:MM:SS"` when the seconds are not 0, as nft lists an hour.
+fn hour_text(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if s == 0 {
+        format!("\"{h:02}:{m:02}\"")
+    } else {
+        format!("\"{h:02}:{m:02}:{s:02}\"")
+    }
+}
+
+/// `"YYYY-MM-DD HH:MM:SS"` (UTC) of ns since 1970, as nft lists a time.
+fn date_time_text(ns: u128) -> String {
+    let secs = (ns / 1_000_000_000) as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(DAY_S as i64));
+    let t = secs.rem_euclid(DAY_S as i64);
+    format!(
+        "\"{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}\"",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
 }
 
 /// IPv6 text as glibc's inet_ntop writes it (what nft prints): RFC 5952 compression, and the
@@ -526,8 +748,46 @@ pub fn print_value(v: &Value) -> String {
         None => n.to_string(),
     };
     match v.dtype {
-        DataType::Integer(_) | DataType::InetService => n.to_string(),
+        DataType::Integer(_) | DataType::InetService | DataType::Uid | DataType::Gid => {
+            n.to_string()
+        }
         DataType::Hex(_) => format!("0x{n:x}"),
+        DataType::IfaceIndex => {
+            let end = v
+                .bytes
+                .iter()
+                .position(|b| *b == 0)
+                .unwrap_or(v.bytes.len());
+            format!("\"{}\"", String::from_utf8_lossy(&v.bytes[..end]))
+        }
+        DataType::IfaceType => match name_of(IFACE_TYPES, n as u16) {
+            Some(s) => s.to_string(),
+            None => n.to_string(),
+        },
+        DataType::PktType => num8(PKT_TYPES),
+        DataType::Devgroup | DataType::Realm => {
+            use crate::system_names::{Names, name_of};
+            let which = if v.dtype == DataType::Devgroup {
+                Names::Devgroups
+            } else {
+                Names::Realms
+            };
+            match name_of(which, n as u32) {
+                Some(s) => format!("\"{s}\""),
+                None => n.to_string(),
+            }
+        }
+        DataType::TcHandle => match n {
+            0xffff_ffff => "root".to_string(),
+            0 => "none".to_string(),
+            _ => format!("{:x}:{:x}", n >> 16, n & 0xffff),
+        },
+        DataType::Day => match DAYS.get(n as usize) {
+            Some(d) => format!("\"{d}\""),
+            None => n.to_string(),
+        },
+        DataType::Hour => hour_text(n as u64),
+        DataType::Time => date_time_text(n),
         DataType::Ecn => num8(ECN),
         DataType::DccpPkttype => num8(DCCP_PKTTYPES),
         DataType::IgmpType => num8(IGMP_TYPES),
@@ -599,7 +859,11 @@ pub fn print_range_end(v: &Value) -> String {
         | DataType::DccpPkttype
         | DataType::IgmpType
         | DataType::MhType
-        | DataType::ArpOp => n.to_string(),
+        | DataType::ArpOp
+        | DataType::IfaceType
+        | DataType::PktType
+        | DataType::Devgroup
+        | DataType::Realm => n.to_string(),
         _ => print_value(v),
     }
 }

@@ -10,11 +10,13 @@
 pub mod datatypes;
 pub mod error;
 pub mod lexer;
+pub mod meta_keys;
 pub mod model;
 mod parser;
 mod print;
 pub mod proto;
 mod services;
+pub mod system_names;
 
 pub use error::Error;
 pub use model::Ruleset;

@@ -639,6 +639,30 @@ pub enum DataType {
     MhType,
     /// `arp_op` (`request` 1, `reply` 2, ...; 16 bits)
     ArpOp,
+    /// `iface_index` (`iif`, `oif`): a device, written and listed by name (`"lo"`); wasp
+    /// keeps the name (16 NUL-padded bytes) and compares names, where the kernel compares the
+    /// index it looked the name up to at load.
+    IfaceIndex,
+    /// `iface_type` (ARPHRD_*: `ether` 1, `ppp` 512, `loopback` 772, ...; 16 bits)
+    IfaceType,
+    /// `devgroup` (device group, named in `/etc/iproute2/group`; 32 bits)
+    Devgroup,
+    /// `tc_handle` (`major:minor` in hex, `root`, `none`; 32 bits)
+    TcHandle,
+    /// `uid` (a user, named in `/etc/passwd`; 32 bits)
+    Uid,
+    /// `gid` (a group, named in `/etc/group`; 32 bits)
+    Gid,
+    /// `pkt_type` (`host` 0, `broadcast` 1, `multicast` 2, `other` 3; 8 bits)
+    PktType,
+    /// `day` (`"Sunday"` 0 ... `"Saturday"` 6; 8 bits)
+    Day,
+    /// `hour` (seconds since midnight, written `"17:00"` or `"17:00:01"`; 32 bits)
+    Hour,
+    /// `time` (ns since the Unix epoch, written `"2019-06-21 17:00:00"`; 64 bits)
+    Time,
+    /// `realm` (a route realm, named in `/etc/iproute2/rt_realms`; 32 bits)
+    Realm,
 }
 
 /// Expressions that produce a value from the packet (or combine such values).
@@ -775,6 +799,40 @@ pub enum MetaKey {
     Mark,
     /// `meta nftrace`
     Nftrace,
+    /// `meta priority` (skb->priority, a tc handle `major:minor`)
+    Priority,
+    /// `iif` (the input device, compared by name in wasp; see [`crate::meta_keys`])
+    Iif,
+    /// `oif` (the output device)
+    Oif,
+    /// `meta iiftype` (the input device's ARPHRD type)
+    Iiftype,
+    /// `meta oiftype`
+    Oiftype,
+    /// `iifgroup` (the input device's group)
+    Iifgroup,
+    /// `oifgroup`
+    Oifgroup,
+    /// `meta skuid` (the local socket's user: never matches in wasp)
+    Skuid,
+    /// `meta skgid`
+    Skgid,
+    /// `meta cgroup` (the local socket's cgroup: never matches in wasp)
+    Cgroup,
+    /// `meta cpu` (the CPU processing the packet: the worker's number in wasp)
+    Cpu,
+    /// `meta pkttype` (host, broadcast, multicast, other)
+    Pkttype,
+    /// `meta random` (a 32-bit pseudo-random number per packet)
+    Random,
+    /// `meta time` (ns since the Unix epoch)
+    Time,
+    /// `meta day` (day of the week, Sunday 0)
+    Day,
+    /// `meta hour` (seconds since midnight)
+    Hour,
+    /// `meta rtclassid` (the route's realm: never matches in wasp, which has no realms)
+    Rtclassid,
 }
 
 /// `ct` keys (the kernel's NFT_CT_*).
@@ -954,7 +1012,16 @@ impl DataType {
             DataType::Ecn => 2,
             DataType::DccpPkttype => 4,
             DataType::IgmpType | DataType::MhType => 8,
-            DataType::ArpOp => 16,
+            DataType::ArpOp | DataType::IfaceType => 16,
+            DataType::IfaceIndex => 128,
+            DataType::Devgroup
+            | DataType::TcHandle
+            | DataType::Uid
+            | DataType::Gid
+            | DataType::Hour
+            | DataType::Realm => 32,
+            DataType::PktType | DataType::Day => 8,
+            DataType::Time => 64,
             DataType::Ipv4Addr | DataType::Mark => 32,
             DataType::Ipv6Addr | DataType::Ifname => 128,
             DataType::EtherAddr => 48,
@@ -987,6 +1054,17 @@ impl DataType {
             DataType::IgmpType => "igmp_type",
             DataType::MhType => "mh_type",
             DataType::ArpOp => "arp_op",
+            DataType::IfaceIndex => "iface_index",
+            DataType::IfaceType => "iface_type",
+            DataType::Devgroup => "devgroup",
+            DataType::TcHandle => "tc_handle",
+            DataType::Uid => "uid",
+            DataType::Gid => "gid",
+            DataType::PktType => "pkt_type",
+            DataType::Day => "day",
+            DataType::Hour => "hour",
+            DataType::Time => "time",
+            DataType::Realm => "realm",
             DataType::Ipv4Addr => "ipv4_addr",
             DataType::Ipv6Addr => "ipv6_addr",
             DataType::EtherAddr => "ether_addr",
@@ -1014,24 +1092,28 @@ impl DataType {
     /// model still stores them big-endian. (The printer sorts single `mark` values by number,
     /// as `nft list ruleset` does, and concatenations holding one as a little-endian key.)
     pub fn host_order(self) -> bool {
-        matches!(self, DataType::Mark | DataType::Ifname)
+        matches!(
+            self,
+            DataType::Mark
+                | DataType::Ifname
+                | DataType::IfaceIndex
+                | DataType::Devgroup
+                | DataType::TcHandle
+                | DataType::Uid
+                | DataType::Gid
+                | DataType::Hour
+                | DataType::Time
+                | DataType::Realm
+                | DataType::IfaceType
+        )
     }
 }
 
 impl MetaKey {
-    /// Data type of the key's value, as nft's meta template table: `iifname`/`oifname` are
-    /// `ifname` (16 bytes), `l4proto` `inet_proto`, `nfproto` `nf_proto`, `protocol`
-    /// `ether_type`, `len` a 32-bit integer, `mark` `mark`, `nftrace` a 1-bit integer.
+    /// Data type of the key's value, as nft's meta template table (see
+    /// [`crate::meta_keys::META_KEYS`]).
     pub fn dtype(self) -> DataType {
-        match self {
-            MetaKey::Iifname | MetaKey::Oifname => DataType::Ifname,
-            MetaKey::L4proto => DataType::InetProto,
-            MetaKey::Nfproto => DataType::NfProto,
-            MetaKey::Protocol => DataType::EtherType,
-            MetaKey::Len => DataType::Integer(32),
-            MetaKey::Mark => DataType::Mark,
-            MetaKey::Nftrace => DataType::Integer(1),
-        }
+        crate::meta_keys::row(self).dtype
     }
 }
 

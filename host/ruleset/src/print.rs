@@ -24,8 +24,8 @@ use std::fmt::Write;
 use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
 use crate::model::{
     BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
-    MetaKey, NatStmt, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
-    Value, Verdict,
+    NatStmt, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
+    Verdict,
 };
 use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
@@ -526,7 +526,7 @@ fn stmt(s: &Stmt) -> String {
                 Expr::Const(v) => print_value(v),
                 e => expr(e),
             };
-            format!("meta {} set {v}", meta_name(*key))
+            format!("{} set {v}", crate::meta_keys::listed(*key))
         }
         Stmt::CtSet { key, value, .. } => {
             let v = match value {
@@ -559,19 +559,6 @@ fn set_ref(r: &SetRef) -> String {
             let items: Vec<String> = sorted.iter().map(element).collect();
             format!("{{ {} }}", items.join(", "))
         }
-    }
-}
-
-fn meta_name(k: MetaKey) -> &'static str {
-    match k {
-        MetaKey::Iifname => "iifname",
-        MetaKey::Oifname => "oifname",
-        MetaKey::L4proto => "l4proto",
-        MetaKey::Nfproto => "nfproto",
-        MetaKey::Protocol => "protocol",
-        MetaKey::Len => "length",
-        MetaKey::Mark => "mark",
-        MetaKey::Nftrace => "nftrace",
     }
 }
 
@@ -639,8 +626,7 @@ fn nat_text(n: &NatStmt) -> String {
 pub fn expr(e: &Expr) -> String {
     match e {
         Expr::Payload(p) => p.name(),
-        Expr::Meta(k @ (MetaKey::Iifname | MetaKey::Oifname)) => meta_name(*k).to_string(),
-        Expr::Meta(k) => format!("meta {}", meta_name(*k)),
+        Expr::Meta(k) => crate::meta_keys::listed(*k),
         Expr::Ct(k) => format!("ct {}", k.name()),
         Expr::ExthdrExists(h) => format!("exthdr {}", exthdr_name(*h)),
         Expr::Concat(parts) => parts.iter().map(expr).collect::<Vec<_>>().join(" . "),

@@ -169,7 +169,11 @@ fn rule_errors() {
             1,
             "`ct` needs connection tracking, which the kernel has for ip, ip6 and inet tables only",
         ),
-        ("iif \"lo\" accept", 1, "`iif` is nftables syntax"),
+        (
+            "meta ibrname \"br0\" accept",
+            1,
+            "`meta ibrname` is nftables syntax",
+        ),
         (
             "limit rate 10/second accept",
             1,
@@ -193,10 +197,16 @@ fn rule_errors() {
             "`ip option` is nftables syntax",
         ),
         (
-            "meta pkttype broadcast drop",
-            1,
-            "`meta pkttype` is nftables syntax",
+            "meta pkttype broadcastttt drop",
+            14,
+            "expected a packet type (host, unicast, broadcast, multicast, other), found `broadcastttt`",
         ),
+        (
+            "meta hour \"24:00\" drop",
+            11,
+            "expected an hour of the day",
+        ),
+        ("meta day 7 drop", 10, "Day must be in range 0-6"),
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
         ("quota 10 mbytes drop", 1, "`quota` is nftables syntax"),
         ("ip ttl set 1", 1, "`ip ttl set` is nftables syntax"),

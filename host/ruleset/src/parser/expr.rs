@@ -95,16 +95,16 @@ const CT_KEYS_UNSUPPORTED: &[&str] = &[
 ];
 
 /// Meta keys nft accepts without `meta` (its `meta_key_unqualified`, of those wasp knows).
-pub(crate) const BARE_META: &[&str] = &["iifname", "oifname", "mark", "nftrace"];
+pub(crate) fn is_bare_meta(w: &str) -> bool {
+    crate::meta_keys::bare(w).is_some()
+}
 
 impl Parser<'_> {
     /// `true` when the next token starts an expression.
     pub(super) fn at_expr(&mut self) -> PResult<bool> {
         Ok(match self.peek_tok()? {
             Some(Tok::Word(w)) => {
-                HEADERS.contains(&w.as_str())
-                    || BARE_META.contains(&w.as_str())
-                    || Proto::by_name(&w).is_some()
+                HEADERS.contains(&w.as_str()) || is_bare_meta(&w) || Proto::by_name(&w).is_some()
             }
             _ => false,
         })
@@ -116,9 +116,8 @@ impl Parser<'_> {
         let Some(Tok::Word(head)) = self.peek_tok()? else {
             return self.expected("an expression such as `ip saddr` or `tcp dport`");
         };
-        if BARE_META.contains(&head.as_str()) {
+        if let Some(key) = crate::meta_keys::bare(&head) {
             self.advance();
-            let key = meta_key(&head).unwrap_or(MetaKey::Mark);
             return Ok((Expr::Meta(key), span));
         }
         if !HEADERS.contains(&head.as_str()) && Proto::by_name(&head).is_none() {
@@ -212,19 +211,22 @@ impl Parser<'_> {
                 Some(k) => {
                     self.advance();
                     if k == MetaKey::Nfproto && ctx.family != Family::Inet {
-                        return Err(self.st.error(
-                            whole,
-                            "meta nfproto is only useful in the inet family",
-                        ));
+                        return Err(self
+                            .st
+                            .error(whole, "meta nfproto is only useful in the inet family"));
                     }
                     Ok((Expr::Meta(k), whole))
                 }
-                None if unsupported::meta_key(&field) => {
-                    Err(self.st.error(whole, unsupported::message(&format!("meta {field}"))))
+                None if unsupported::meta_key(&field) => Err(self
+                    .st
+                    .error(whole, unsupported::message(&format!("meta {field}")))),
+                None => {
+                    let names: Vec<String> = crate::meta_keys::META_KEYS
+                        .iter()
+                        .map(|r| format!("`{}`", r.name))
+                        .collect();
+                    self.expected(&format!("a meta key ({})", names.join(", ")))
                 }
-                None => self.expected(
-                    "a meta key (`iifname`, `oifname`, `l4proto`, `nfproto`, `protocol`, `length`, `mark`, `nftrace`)",
-                ),
             },
             "exthdr" => {
                 let h = match field.as_str() {
@@ -261,7 +263,13 @@ impl Parser<'_> {
                 .error(whole, unsupported::message(&format!("{head} {field}")))),
             _ => {
                 let names: Vec<String> = Proto::by_name(&head)
-                    .map(|p| p.desc().fields.iter().map(|r| format!("`{}`", r.name)).collect())
+                    .map(|p| {
+                        p.desc()
+                            .fields
+                            .iter()
+                            .map(|r| format!("`{}`", r.name))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let fields = match names.split_last() {
                     Some((last, [])) => last.clone(),
@@ -337,6 +345,30 @@ impl Parser<'_> {
         Ok((v, span))
     }
 
+    /// A constant followed by bitwise operations on constants (`0xfffe xor 0x16`,
+    /// `0x16 and 0x16`): nft folds them into one value (`0x0000ffe8`).
+    pub(super) fn const_fold(&mut self, dtype: DataType) -> PResult<(Value, Span)> {
+        let (mut v, mut span) = self.const_or(dtype)?;
+        loop {
+            let op: fn(u8, u8) -> u8 = match self.peek_tok()? {
+                Some(Tok::Punct("&")) => |a, b| a & b,
+                Some(Tok::Punct("|")) => |a, b| a | b,
+                Some(Tok::Punct("^")) => |a, b| a ^ b,
+                Some(Tok::Word(w)) if w == "and" => |a, b| a & b,
+                Some(Tok::Word(w)) if w == "or" => |a, b| a | b,
+                Some(Tok::Word(w)) if w == "xor" => |a, b| a ^ b,
+                _ => break,
+            };
+            self.advance();
+            let (w, s) = self.const_or(dtype)?;
+            for (a, b) in v.bytes.iter_mut().zip(&w.bytes) {
+                *a = op(*a, *b);
+            }
+            span = span.through(s);
+        }
+        Ok((v, span))
+    }
+
     /// A concatenation of fields: `ip saddr . tcp dport`.
     pub(super) fn concat_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
         let (first, mut span) = self.binop_expr(ctx)?;
@@ -372,15 +404,5 @@ pub(super) fn ct_family(p: &Parser<'_>, family: Family, at: Span) -> PResult<()>
 
 /// `meta KEY` names.
 pub(crate) fn meta_key(w: &str) -> Option<MetaKey> {
-    Some(match w {
-        "iifname" => MetaKey::Iifname,
-        "oifname" => MetaKey::Oifname,
-        "l4proto" => MetaKey::L4proto,
-        "nfproto" => MetaKey::Nfproto,
-        "protocol" => MetaKey::Protocol,
-        "length" => MetaKey::Len,
-        "mark" => MetaKey::Mark,
-        "nftrace" => MetaKey::Nftrace,
-        _ => return None,
-    })
+    crate::meta_keys::by_name(w)
 }

@@ -4,7 +4,7 @@
 //! The extension adds one table item and one statement; both start with words nft does not
 //! use there (`plugin`, and a name the table declared), so every nft ruleset reads as before.
 
-use super::expr::{BARE_META, HEADERS};
+use super::expr::{HEADERS, is_bare_meta};
 use super::{PResult, Parser};
 use crate::error::Error;
 use crate::lexer::Tok;
@@ -24,7 +24,7 @@ fn reserved(name: &str) -> bool {
         || name == "fallback"
         || name == "plugin"
         || HEADERS.contains(&name)
-        || BARE_META.contains(&name)
+        || is_bare_meta(name)
 }
 
 /// Edit distance of two short names (for "did you mean").

@@ -253,10 +253,11 @@ impl Parser<'_> {
         if self.at_word("set")? {
             let dtype = match &left {
                 Expr::Meta(key) => {
-                    if !matches!(key, MetaKey::Mark | MetaKey::Nftrace) {
-                        return Err(self
-                            .st
-                            .error(lspan, "only `meta mark` and `meta nftrace` can be set"));
+                    if !matches!(key, MetaKey::Mark | MetaKey::Nftrace | MetaKey::Priority) {
+                        return Err(self.st.error(
+                            lspan,
+                            "only `meta mark`, `meta priority` and `meta nftrace` can be set",
+                        ));
                     }
                     key.dtype()
                 }
@@ -290,7 +291,7 @@ impl Parser<'_> {
                     v
                 }
             } else {
-                Expr::Const(self.const_or(dtype)?.0)
+                Expr::Const(self.const_fold(dtype)?.0)
             };
             let span = Span {
                 len: if vspan.line == start.line {
@@ -538,6 +539,27 @@ impl Parser<'_> {
             ctx.vlan_depth = f.depth + 1;
         }
         let (left, right) = fold_xor(left, op, right);
+        // `meta hour "21:00"-"02:00"` wraps around midnight: nft 1.0.6 makes it
+        // `!= "02:00"-"21:00"` (and `!=` of a wrapping range `==`).
+        let (op, right) = match right {
+            Rhs::Key(parts) if matches!(op, RelOp::Implicit | RelOp::Eq | RelOp::Ne) => match parts
+                .as_slice()
+            {
+                [KeyPart::Range(lo, hi)] if lo.dtype == DataType::Hour && lo.bytes > hi.bytes => {
+                    let flipped = if op == RelOp::Ne {
+                        RelOp::Implicit
+                    } else {
+                        RelOp::Ne
+                    };
+                    (
+                        flipped,
+                        Rhs::Key(vec![KeyPart::Range(hi.clone(), lo.clone())]),
+                    )
+                }
+                _ => (op, Rhs::Key(parts)),
+            },
+            r => (op, r),
+        };
         Ok(Stmt::Match(Match {
             left,
             op,

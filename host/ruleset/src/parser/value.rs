@@ -93,7 +93,9 @@ impl Parser<'_> {
     }
 
     fn range(&mut self, lo: Value, hi: Value, span: Span) -> PResult<(KeyPart, Span)> {
-        if lo.bytes > hi.bytes {
+        // An hour range may wrap around midnight (`"21:00"-"02:00"`): the match takes it as
+        // the complement of the range between (see `Parser::match_or_set`).
+        if lo.bytes > hi.bytes && lo.dtype != DataType::Hour {
             return Err(self.st.error(span, "Range has zero or negative size"));
         }
         Ok((KeyPart::Range(lo, hi), span))
