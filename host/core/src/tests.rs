@@ -595,5 +595,6 @@ mod differential;
 mod ext;
 mod fwd;
 mod instructions;
+mod keys;
 mod semantics;
 mod sets;

@@ -209,6 +209,8 @@ impl Daemon {
                 let r = if i == 0 { ruleset } else { &zeroed };
                 let mut engine = Engine::compile(r)?;
                 engine.set_epoch(now);
+                engine.set_wall_clock_epoch(self.clock.wall_epoch_ns());
+                engine.set_cpu(i as u32);
                 if engine.uses_ip_path() {
                     let events = self.events.clone();
                     let n = nf.get_or_insert_with(|| {

@@ -27,14 +27,25 @@ pub const POLL_TIMEOUT: Duration = Duration::from_millis(10);
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     start: Instant,
+    /// Unix time in ns when the clock read 0 (for `meta time`, `meta day`, `meta hour`).
+    wall_at_start_ns: u64,
 }
 
 impl Clock {
     /// A clock reading 0 now.
     pub fn new() -> Self {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         Clock {
             start: Instant::now(),
+            wall_at_start_ns: wall,
         }
+    }
+
+    /// Unix time in ns when the clock read 0 ([`wasp_core::Engine::set_wall_clock_epoch`]).
+    pub fn wall_epoch_ns(&self) -> u64 {
+        self.wall_at_start_ns
     }
 
     /// Nanoseconds since [`Clock::new`].

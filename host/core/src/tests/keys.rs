@@ -1,0 +1,148 @@
+//! Meta keys and protocol fields from the tables of `wasp_ruleset::meta_keys` and
+//! `wasp_ruleset::proto`, compiled from nft text and run on frames: what each key reads on
+//! wasp's paths.
+
+use super::*;
+
+/// Verdicts of `frames` (received on `eth0` at `now_ns`) under one netdev ingress rule
+/// `RULE accept` in a chain with policy drop; `true` for accept.
+fn text_accepts(rule: &str, frames: &[Vec<u8>], now_ns: u64) -> Vec<bool> {
+    let text = format!(
+        "table netdev t {{\n chain c {{\n  type filter hook ingress device \"eth0\" priority 0; policy drop;\n  {rule} accept\n }}\n}}\n"
+    );
+    let rs = wasp_ruleset::parse_str(&text, "keys.nft").expect("parses");
+    let mut e = Engine::compile(&rs).expect("compiles");
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let mut out = vec![
+        Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark: 0,
+            fwd: None,
+            dup: 0,
+        };
+        pk.len()
+    ];
+    e.ingress("eth0", &pk, now_ns, &mut out, None);
+    out.iter()
+        .map(|o| o.verdict == FinalVerdict::Accept)
+        .collect()
+}
+
+fn with_dst_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+    f[..6].copy_from_slice(&mac);
+    f
+}
+
+#[test]
+fn pkttype_reads_the_destination_address() {
+    let f = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let frames = [
+        with_dst_mac(f.clone(), [0xff; 6]),
+        with_dst_mac(f.clone(), [0x01, 0, 0x5e, 0, 0, 1]),
+        with_dst_mac(f, [0x02, 0, 0, 0, 0, 1]),
+    ];
+    assert_eq!(
+        text_accepts("meta pkttype broadcast", &frames, 0),
+        [true, false, false]
+    );
+    assert_eq!(
+        text_accepts("meta pkttype multicast", &frames, 0),
+        [false, true, false]
+    );
+    assert_eq!(
+        text_accepts("meta pkttype host", &frames, 0),
+        [false, false, true]
+    );
+}
+
+#[test]
+fn socket_keys_never_match_negated_or_not() {
+    let f = vec![ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1, 22, SYN))];
+    for rule in [
+        "meta skuid 0",
+        "meta skuid != 0",
+        "meta skgid != 1",
+        "meta cgroup != 5",
+        "meta rtclassid != 3",
+    ] {
+        assert_eq!(text_accepts(rule, &f, 0), [false], "{rule}");
+    }
+}
+
+#[test]
+fn device_keys_read_wasp_s_ports() {
+    let f = vec![ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1, 22, SYN))];
+    assert_eq!(text_accepts("iif \"eth0\"", &f, 0), [true]);
+    assert_eq!(text_accepts("iif \"eth1\"", &f, 0), [false]);
+    assert_eq!(text_accepts("meta iiftype ether", &f, 0), [true]);
+    assert_eq!(text_accepts("iifgroup \"default\"", &f, 0), [true]);
+    assert_eq!(text_accepts("iifgroup 1", &f, 0), [false]);
+    assert_eq!(text_accepts("meta priority none", &f, 0), [true]);
+    assert_eq!(text_accepts("meta cpu 0", &f, 0), [true]);
+}
+
+#[test]
+fn clock_keys_read_the_packet_time_in_utc() {
+    let f = vec![ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1, 22, SYN))];
+    // 2019-06-21 17:00:00 UTC, a Friday.
+    let t = 1_561_136_400u64 * 1_000_000_000;
+    assert_eq!(text_accepts("meta time \"2019-06-21 17:00:00\"", &f, t), [true]);
+    assert_eq!(text_accepts("meta day \"Friday\"", &f, t), [true]);
+    assert_eq!(text_accepts("meta day \"Saturday\"", &f, t), [false]);
+    assert_eq!(text_accepts("meta hour \"16:00\"-\"18:00\"", &f, t), [true]);
+    // Wrapping around midnight: 21:00 to 02:00 does not hold 17:00.
+    assert_eq!(text_accepts("meta hour \"21:00\"-\"02:00\"", &f, t), [false]);
+}
+
+#[test]
+fn new_transport_headers_read_their_fields() {
+    // ESP (50): spi at 0, sequence at 4.
+    let mut esp = vec![0, 0, 0, 100, 0, 0, 0, 7];
+    esp.extend([0; 8]);
+    let f = vec![ipv4(50, [10, 0, 0, 1], [10, 0, 0, 2], 0, &esp)];
+    assert_eq!(text_accepts("esp spi 100", &f, 0), [true]);
+    assert_eq!(text_accepts("esp sequence 7", &f, 0), [true]);
+    assert_eq!(text_accepts("ah spi 100", &f, 0), [false]);
+    // DCCP (33): type in bits 3..7 of byte 8.
+    let mut dccp = vec![0u8; 16];
+    dccp[8] = 4 << 1; // dataack
+    let f = vec![ipv4(33, [10, 0, 0, 1], [10, 0, 0, 2], 0, &dccp)];
+    assert_eq!(text_accepts("dccp type dataack", &f, 0), [true]);
+    assert_eq!(text_accepts("dccp type ack", &f, 0), [false]);
+}
+
+#[test]
+fn ipv6_extension_header_fields_are_found_in_the_chain() {
+    // A fragment header (44) with offset 22 (in 8-byte units), then UDP.
+    let mut frag = vec![17, 0];
+    frag.extend((22u16 << 3).to_be_bytes());
+    frag.extend([0, 0, 0, 9]);
+    frag.extend(udp(1, 2));
+    let f = vec![ipv6(44, 1, &frag), ipv6(17, 1, &udp(1, 2))];
+    assert_eq!(text_accepts("frag frag-off 22", &f, 0), [true, false]);
+    assert_eq!(text_accepts("frag id 9", &f, 0), [true, false]);
+    // No fragment header: no match, negated or not.
+    assert_eq!(text_accepts("frag id != 1", &f, 0), [true, false]);
+}
+
+#[test]
+fn icmpv6_in_an_ip_table_has_no_network_dependency() {
+    // The kernel's bytecode for `icmpv6 type 1` in an ip table is `meta l4proto 58` alone.
+    let icmp6 = [1u8, 0, 0, 0, 0, 0, 0, 0];
+    let text = "table ip t {\n chain c {\n  type filter hook prerouting priority 0; policy drop;\n  icmpv6 type destination-unreachable accept\n }\n}\n";
+    let rs = wasp_ruleset::parse_str(text, "k.nft").expect("parses");
+    let e = Engine::compile(&rs).expect("compiles");
+    let f = ipv4(58, [10, 0, 0, 1], [10, 0, 0, 2], 0, &icmp6);
+    let p = pkt(&f);
+    let mut e = e;
+    let mut out = [Outcome {
+        verdict: FinalVerdict::Accept,
+        decision: None,
+        mark: 0,
+        fwd: None,
+        dup: 0,
+    }];
+    e.ip_hook(wasp_ruleset::model::Hook::Prerouting, &[p], 0, &mut out, None);
+    assert_eq!(out[0].verdict, FinalVerdict::Accept);
+}
