@@ -165,7 +165,18 @@ impl<T: Word> TestW<T> {
             | Src::Day
             | Src::Hour
             | Src::Never => crate::expr::meta_value(self.src, p, st).unwrap_or(0),
-            Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) | Src::Const => 0,
+            Src::Opt {
+                sctp,
+                kind,
+                present: true,
+            } => u128::from(crate::expr::opt_base(p, sctp, kind).is_some()),
+            Src::Link
+            | Src::Net
+            | Src::Transport
+            | Src::Ip6Ext(_)
+            | Src::Inner
+            | Src::Opt { .. }
+            | Src::Const => 0,
         };
         T::from_u128(v) >> u32::from(self.shift)
     }
@@ -194,6 +205,17 @@ impl<T: Word> TestW<T> {
             },
             Src::Ip6Ext(t) => crate::expr::ip6_ext_base(p, t)
                 .and_then(|b| u16::try_from(b).ok())
+                .and_then(|b| self.read_at(p.frame, b)),
+            Src::Inner => crate::expr::inner_base(p)
+                .and_then(|b| u16::try_from(b).ok())
+                .and_then(|b| self.read_at(p.frame, b)),
+            Src::Opt {
+                sctp,
+                kind,
+                present: false,
+            } => crate::expr::opt_base(p, sctp, kind)
+                .filter(|(b, end)| b + usize::from(self.off) + usize::from(self.len) <= *end)
+                .and_then(|(b, _)| u16::try_from(b).ok())
                 .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
             Src::Never => None,
@@ -242,7 +264,7 @@ impl<T: Word> TestW<T> {
         cache: &mut ReadCache,
     ) -> u64 {
         let pass = |raw: Option<T>| raw.is_some_and(|r| self.check(r));
-        if let Src::Ip6Ext(_) = self.src {
+        if let Src::Ip6Ext(_) | Src::Inner | Src::Opt { .. } = self.src {
             // Found by a walk of the header chain: no offset in the view, no cache.
             return filter(live, |i| self.one(&pkts[i], &st[i]));
         }
@@ -371,7 +393,12 @@ impl Test {
     /// Lower `load` compared by `cmp`.
     pub fn new(load: &Load, cmp: &Cmp) -> Test {
         let raw_bytes = match load.src {
-            Src::Link | Src::Net | Src::Transport | Src::Ip6Ext(_) => usize::from(load.len),
+            Src::Link
+            | Src::Net
+            | Src::Transport
+            | Src::Ip6Ext(_)
+            | Src::Inner
+            | Src::Opt { .. } => usize::from(load.len),
             Src::Protocol => 2,
             Src::Len
             | Src::Mark

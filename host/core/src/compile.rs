@@ -18,6 +18,7 @@ use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
 use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::{ElemC, ElemIn, SetC};
+use wasp_ruleset::model::{OptHeader, OptSel};
 
 /// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
 /// reached through 16 jumps/gotos makes the load fail with EMLINK ("Too many links").
@@ -502,6 +503,36 @@ impl Ctx<'_> {
             Expr::ExthdrExists(h) => {
                 deps.push(Dep::Ipv6);
                 loads.push(Load::meta(Src::Exthdr(exthdr_bit(*h)), 1));
+            }
+            Expr::Raw {
+                base,
+                offset_bits,
+                len_bits,
+            } => loads.push(crate::field::raw_load(*base, *offset_bits, *len_bits)),
+            Expr::Opt(o) => {
+                let sctp = o.hdr == OptHeader::SctpChunk;
+                let kind = o.kind;
+                let (off_bits, len_bits, _) = o.position();
+                loads.push(if o.sel == OptSel::Exists {
+                    Load::meta(
+                        Src::Opt {
+                            sctp,
+                            kind,
+                            present: true,
+                        },
+                        1,
+                    )
+                } else {
+                    payload_load(crate::field::FieldPos {
+                        src: Src::Opt {
+                            sctp,
+                            kind,
+                            present: false,
+                        },
+                        off_bits: u32::from(off_bits),
+                        len_bits: u32::from(len_bits),
+                    })
+                });
             }
             Expr::Concat(parts) => {
                 for p in parts {

@@ -45,6 +45,9 @@ pub(crate) enum Src {
     /// (`wasp_wire::meta::ip6_exthdr_offset`, the kernel's `ipv6_find_hdr`); fails when the
     /// packet is not IPv6 or has no such header.
     Ip6Ext(u8),
+    /// From the inner header: after the TCP header (its data offset) or the UDP header, the
+    /// kernel's NFT_PAYLOAD_INNER_HEADER; fails for other packets.
+    Inner,
     /// A constant (the value is the load's `xor`, `mask` is 0).
     Const,
     /// `ct state` (4 bytes; `invalid` without a connection).
@@ -71,6 +74,17 @@ pub(crate) enum Src {
     Day,
     /// `meta hour` (4 bytes, seconds since midnight UTC).
     Hour,
+    /// A TCP option (`sctp: false`) or SCTP chunk of type `kind`: reads from its start, fails
+    /// when the packet has none ([`opt_base`]); with `present`, 1 or 0 and never fails (the
+    /// kernel's `nft_exthdr_tcp_eval` / `nft_exthdr_sctp_eval` with NFT_EXTHDR_F_PRESENT).
+    Opt {
+        /// SCTP chunks rather than TCP options.
+        sctp: bool,
+        /// Option kind or chunk type.
+        kind: u8,
+        /// Presence only.
+        present: bool,
+    },
     /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
     /// rule stops, negated or not (the kernel's NFT_BREAK).
     Never,
@@ -269,6 +283,12 @@ impl Load {
                 usize::from(self.len),
                 usize::from(self.need),
             )?,
+            Src::Inner => read_be(
+                p.frame,
+                inner_base(p)? + usize::from(self.off),
+                usize::from(self.len),
+                usize::from(self.need),
+            )?,
             Src::Protocol => u128::from(p.meta.protocol),
             Src::L4proto => p.meta.l4.map_or(0, |l| u128::from(l.proto)),
             Src::Nfproto => u128::from(st.nfproto),
@@ -288,6 +308,24 @@ impl Load {
             | Src::Day
             | Src::Hour
             | Src::Never => meta_value(self.src, p, st)?,
+            Src::Opt {
+                sctp,
+                kind,
+                present: true,
+            } => u128::from(opt_base(p, sctp, kind).is_some()),
+            Src::Opt { sctp, kind, .. } => {
+                let (base, end) = opt_base(p, sctp, kind)?;
+                let start = base + usize::from(self.off);
+                if start + usize::from(self.len) > end {
+                    return None;
+                }
+                read_be(
+                    p.frame,
+                    start,
+                    usize::from(self.len),
+                    usize::from(self.need),
+                )?
+            }
             _ if st.ct_id == 0 => return None,
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
@@ -318,6 +356,66 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
         Src::Hour => u128::from(secs % DAY_S),
         _ => return None,
     })
+}
+
+/// Frame offset of the inner header (see [`Src::Inner`]).
+#[inline]
+pub(crate) fn inner_base(p: &Packet<'_>) -> Option<usize> {
+    let l4 = p.meta.l4?;
+    if l4.fragoff != 0 {
+        return None;
+    }
+    let th = usize::from(l4.offset);
+    match l4.proto {
+        6 => Some(th + usize::from(*p.frame.get(th + 12)? >> 4) * 4),
+        17 => Some(th + 8),
+        _ => None,
+    }
+}
+
+/// Frame offset of the first TCP option of kind `kind` (or, with `sctp`, SCTP chunk of type
+/// `kind`) in `p`, and the end of the bytes a field of it may be read from (the TCP header's
+/// end, the chunk's end): `None` when the packet is not of that protocol, is a non-first
+/// fragment, or has no such option. The walk is the kernel's: TCP options from byte 20 to the
+/// header length, EOL and NOP one byte long, a length under 2 ending the walk; SCTP chunks
+/// from byte 12, each padded to 4 bytes, a zero length ending the walk.
+pub(crate) fn opt_base(p: &Packet<'_>, sctp: bool, kind: u8) -> Option<(usize, usize)> {
+    let l4 = p.meta.l4?;
+    let proto = if sctp { 132 } else { 6 };
+    if l4.proto != proto || l4.fragoff != 0 {
+        return None;
+    }
+    let th = usize::from(l4.offset);
+    let f = p.frame;
+    if sctp {
+        let mut off = th + 12;
+        while off + 4 <= f.len() {
+            let len = usize::from(u16::from_be_bytes([f[off + 2], f[off + 3]]));
+            if len == 0 {
+                return None;
+            }
+            if f[off] == kind {
+                return Some((off, (off + len).min(f.len())));
+            }
+            off += len.div_ceil(4) * 4;
+        }
+        return None;
+    }
+    let doff = usize::from(*f.get(th + 12)? >> 4) * 4;
+    let end = (th + doff).min(f.len());
+    let mut i = th + 20;
+    while i + 1 < end {
+        let k = f[i];
+        if k == kind {
+            return Some((i, end));
+        }
+        let len = if k <= 1 { 1 } else { usize::from(f[i + 1]) };
+        if len < 1 || (k > 1 && len < 2) {
+            return None;
+        }
+        i += len;
+    }
+    None
 }
 
 /// Frame offset of the IPv6 extension header of type `t` in `p` (see [`Src::Ip6Ext`]).

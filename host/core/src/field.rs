@@ -35,6 +35,7 @@ pub(crate) fn payload_field(f: PayloadField) -> (FieldPos, &'static [Dep]) {
         PayloadBase::Network => Src::Net,
         PayloadBase::Transport => Src::Transport,
         PayloadBase::Ip6Ext(n) => Src::Ip6Ext(n),
+        PayloadBase::Inner => Src::Inner,
     };
     (
         FieldPos {
@@ -44,6 +45,22 @@ pub(crate) fn payload_field(f: PayloadField) -> (FieldPos, &'static [Dep]) {
         },
         d.deps,
     )
+}
+
+/// The load of a raw payload expression `@BASE,OFFSET,LENGTH`.
+pub(crate) fn raw_load(base: PayloadBase, off_bits: u16, len_bits: u16) -> Load {
+    let src = match base {
+        PayloadBase::Link => Src::Link,
+        PayloadBase::Network => Src::Net,
+        PayloadBase::Transport => Src::Transport,
+        PayloadBase::Ip6Ext(n) => Src::Ip6Ext(n),
+        PayloadBase::Inner => Src::Inner,
+    };
+    payload_load(FieldPos {
+        src,
+        off_bits: u32::from(off_bits),
+        len_bits: u32::from(len_bits),
+    })
 }
 
 /// The load of a payload field: the byte-aligned bytes that cover it (as nft loads them), then a

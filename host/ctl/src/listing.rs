@@ -32,8 +32,8 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Match, NatStmt, RelOp, Rhs,
-    Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Match, NatStmt, OptSel, RelOp,
+    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -700,10 +700,43 @@ fn value_json(v: &Value) -> Json {
 /// An expression in libnftables-json form.
 pub fn expr_json(e: &Expr) -> Json {
     match e {
-        Expr::Payload(_) => {
+        Expr::Payload(p) => {
             let text = wasp_ruleset::print_expr(e);
             let (proto, field) = text.split_once(' ').unwrap_or((&text, ""));
-            json!({"payload": {"protocol": proto, "field": field}})
+            // IPv6 extension header fields are nft's `exthdr` expression.
+            if let wasp_ruleset::model::PayloadBase::Ip6Ext(_) = p.desc().base {
+                json!({"exthdr": {"name": proto, "field": field}})
+            } else {
+                json!({"payload": {"protocol": proto, "field": field}})
+            }
+        }
+        Expr::Raw {
+            offset_bits,
+            len_bits,
+            ..
+        } => {
+            let text = wasp_ruleset::print_expr(e);
+            let base = text.trim_start_matches('@').split(',').next().unwrap_or("");
+            json!({"payload": {"base": base, "offset": offset_bits, "len": len_bits}})
+        }
+        Expr::Opt(o) => {
+            let key = o.hdr.keyword();
+            match (o.sel, o.desc()) {
+                (
+                    OptSel::Raw {
+                        offset_bits,
+                        len_bits,
+                    },
+                    _,
+                ) => json!({ key: {
+                    "base": o.kind, "offset": offset_bits, "len": len_bits}}),
+                (OptSel::Field(i), Some(d)) => {
+                    let field = d.fields.get(usize::from(i)).map_or("", |r| r.name);
+                    json!({ key: {"name": d.name, "field": field}})
+                }
+                (_, Some(d)) => json!({ key: {"name": d.name}}),
+                (_, None) => json!({ key: {"name": o.kind.to_string()}}),
+            }
         }
         Expr::Meta(_) => {
             let text = wasp_ruleset::print_expr(e);

@@ -12,6 +12,7 @@ pub mod error;
 pub mod lexer;
 pub mod meta_keys;
 pub mod model;
+pub mod options;
 mod parser;
 mod print;
 pub mod proto;

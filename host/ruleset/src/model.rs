@@ -676,6 +676,19 @@ pub enum Expr {
     Ct(CtKey),
     /// `exthdr NAME exists`: presence of an IPv6 extension header.
     ExthdrExists(Ip6ExtHdr),
+    /// A raw payload expression `@ll|nh|th|ih,OFFSET,LENGTH` (offset and length in bits from
+    /// the base; values in hexadecimal).
+    Raw {
+        /// The header the offset counts from.
+        base: PayloadBase,
+        /// Offset in bits.
+        offset_bits: u16,
+        /// Length in bits (1 to 128).
+        len_bits: u16,
+    },
+    /// A TCP option or SCTP chunk field, or its presence (`tcp option maxseg size`, `sctp
+    /// chunk data exists`; see [`crate::options`]).
+    Opt(OptField),
     /// `a . b . c`
     Concat(Vec<Expr>),
     /// `expr & mask`, `expr | bits`, `expr ^ bits`.
@@ -726,6 +739,45 @@ pub struct PayloadField {
     pub depth: u8,
 }
 
+/// Which type-length-value list an [`OptField`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OptHeader {
+    /// TCP options (`tcp option`).
+    TcpOption,
+    /// SCTP chunks (`sctp chunk`).
+    SctpChunk,
+}
+
+/// What an [`OptField`] reads of its option or chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OptSel {
+    /// Whether it is there (`exists` / `missing`).
+    Exists,
+    /// A field: index into the option's row in [`crate::options`].
+    Field(u8),
+    /// Raw bits (`tcp option @KIND,OFFSET,LENGTH`), offset and length in bits.
+    Raw {
+        /// Offset in bits from the start of the option.
+        offset_bits: u16,
+        /// Length in bits.
+        len_bits: u16,
+    },
+}
+
+/// A TCP option or SCTP chunk, and what of it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OptField {
+    /// Which list.
+    pub hdr: OptHeader,
+    /// The option kind or chunk type.
+    pub kind: u8,
+    /// Index of its row in the list's table when it has a name (`sack1` and `sack` share a
+    /// kind), `None` for an unnamed type.
+    pub desc: Option<u8>,
+    /// What is read.
+    pub sel: OptSel,
+}
+
 /// Which header a payload offset counts from, as the kernel's `nft_payload_bases`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PayloadBase {
@@ -739,6 +791,9 @@ pub enum PayloadBase {
     /// chain as the kernel's `ipv6_find_hdr` does (nft's `exthdr load ipv6`); a packet without
     /// it has no such field (the rule does not match, negated or not).
     Ip6Ext(u8),
+    /// The inner header: after the transport header (`@ih`; the kernel's
+    /// NFT_PAYLOAD_INNER_HEADER, for TCP and UDP only).
+    Inner,
 }
 
 /// The implicit protocol dependency nft adds in front of a payload match
@@ -1140,6 +1195,8 @@ impl Expr {
             Expr::Meta(k) => k.dtype(),
             Expr::Ct(k) => k.dtype(),
             Expr::ExthdrExists(_) => DataType::Boolean,
+            Expr::Opt(o) => o.position().2,
+            Expr::Raw { len_bits, .. } => DataType::Hex((*len_bits).clamp(1, 128) as u8),
             Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
             Expr::Binop { expr, .. } => expr.dtype(),
             Expr::Const(v) => v.dtype,

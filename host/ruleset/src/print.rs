@@ -24,8 +24,8 @@ use std::fmt::Write;
 use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
 use crate::model::{
     BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
-    NatStmt, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
-    Verdict,
+    NatStmt, PayloadBase, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
+    Value, Verdict,
 };
 use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
@@ -562,6 +562,16 @@ fn set_ref(r: &SetRef) -> String {
     }
 }
 
+/// The raw payload base's name: `ll`, `nh`, `th`, `ih`.
+fn raw_base_name(b: PayloadBase) -> &'static str {
+    match b {
+        PayloadBase::Link => "ll",
+        PayloadBase::Network | PayloadBase::Ip6Ext(_) => "nh",
+        PayloadBase::Transport => "th",
+        PayloadBase::Inner => "ih",
+    }
+}
+
 fn exthdr_name(h: Ip6ExtHdr) -> &'static str {
     match h {
         Ip6ExtHdr::HopByHop => "hbh",
@@ -629,6 +639,12 @@ pub fn expr(e: &Expr) -> String {
         Expr::Meta(k) => crate::meta_keys::listed(*k),
         Expr::Ct(k) => format!("ct {}", k.name()),
         Expr::ExthdrExists(h) => format!("exthdr {}", exthdr_name(*h)),
+        Expr::Opt(o) => o.text(),
+        Expr::Raw {
+            base,
+            offset_bits,
+            len_bits,
+        } => format!("@{},{offset_bits},{len_bits}", raw_base_name(*base)),
         Expr::Concat(parts) => parts.iter().map(expr).collect::<Vec<_>>().join(" . "),
         Expr::Binop {
             expr: inner,
@@ -658,7 +674,54 @@ fn op_text(op: RelOp) -> &'static str {
     }
 }
 
+/// An unaligned raw payload match as nft 1.0.6 lists it: the bytes that hold the field,
+/// masked (`@nh,1,2 2` is `@nh,0,8 & 0x60 == 0x40`).
+fn raw_unaligned_text(m: &Match) -> Option<String> {
+    let Expr::Raw {
+        base,
+        offset_bits,
+        len_bits,
+    } = m.left
+    else {
+        return None;
+    };
+    if offset_bits % 8 == 0 && len_bits % 8 == 0 {
+        return None;
+    }
+    let Rhs::Key(parts) = &m.right else {
+        return None;
+    };
+    let [KeyPart::Value(v)] = parts.as_slice() else {
+        return None;
+    };
+    let first = offset_bits / 8 * 8;
+    let end = (offset_bits + len_bits).div_ceil(8) * 8;
+    let width = end - first;
+    if width > 128 {
+        return None;
+    }
+    let shift = u32::from(end - offset_bits - len_bits);
+    let ones = if len_bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << len_bits) - 1
+    };
+    let mask = ones << shift;
+    let value = crate::datatypes::to_uint(v) << shift;
+    let op = match m.op {
+        RelOp::Ne => "!=",
+        _ => "==",
+    };
+    Some(format!(
+        "@{},{first},{width} & 0x{mask:x} {op} 0x{value:x}",
+        raw_base_name(base)
+    ))
+}
+
 fn match_text(m: &Match) -> String {
+    if let Some(t) = raw_unaligned_text(m) {
+        return t;
+    }
     let right = match &m.right {
         // A range compared directly is the kernel's `range` expression: nft lists it as a
         // range even when it covers a prefix (`ip daddr 10.0.0.0-10.255.255.255`).

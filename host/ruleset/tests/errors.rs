@@ -181,16 +181,22 @@ fn rule_errors() {
         ),
         ("tcp dport 22 reject", 14, "`reject` is nftables syntax"),
         (
-            "@nh,0,8 0x45 accept",
-            1,
-            "`@nh,OFFSET,LENGTH` (a raw payload expression) is nftables syntax",
+            "@nh,0,0 0x45 accept",
+            7,
+            "expected a raw payload length of 1 to 128 bits",
         ),
-        ("@th,16,16 22 drop", 1, "`@th,OFFSET,LENGTH` (a raw payload"),
+        ("@th,16,1 2 drop", 10, "value 2 exceeds valid range 0-1"),
         (
             "tcp option mss exists drop",
-            1,
-            "`tcp option` is nftables syntax",
+            12,
+            "expected a tcp option (`maxseg`, `window`",
         ),
+        (
+            "tcp option sack window 1 drop",
+            17,
+            "expected `exists` or `missing`, found `window`",
+        ),
+        ("sctp chunk foo exists drop", 12, "expected an sctp chunk"),
         (
             "ip option rr exists drop",
             1,

@@ -87,12 +87,18 @@ fn clock_keys_read_the_packet_time_in_utc() {
     let f = vec![ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1, 22, SYN))];
     // 2019-06-21 17:00:00 UTC, a Friday.
     let t = 1_561_136_400u64 * 1_000_000_000;
-    assert_eq!(text_accepts("meta time \"2019-06-21 17:00:00\"", &f, t), [true]);
+    assert_eq!(
+        text_accepts("meta time \"2019-06-21 17:00:00\"", &f, t),
+        [true]
+    );
     assert_eq!(text_accepts("meta day \"Friday\"", &f, t), [true]);
     assert_eq!(text_accepts("meta day \"Saturday\"", &f, t), [false]);
     assert_eq!(text_accepts("meta hour \"16:00\"-\"18:00\"", &f, t), [true]);
     // Wrapping around midnight: 21:00 to 02:00 does not hold 17:00.
-    assert_eq!(text_accepts("meta hour \"21:00\"-\"02:00\"", &f, t), [false]);
+    assert_eq!(
+        text_accepts("meta hour \"21:00\"-\"02:00\"", &f, t),
+        [false]
+    );
 }
 
 #[test]
@@ -143,6 +149,79 @@ fn icmpv6_in_an_ip_table_has_no_network_dependency() {
         fwd: None,
         dup: 0,
     }];
-    e.ip_hook(wasp_ruleset::model::Hook::Prerouting, &[p], 0, &mut out, None);
+    e.ip_hook(
+        wasp_ruleset::model::Hook::Prerouting,
+        &[p],
+        0,
+        &mut out,
+        None,
+    );
     assert_eq!(out[0].verdict, FinalVerdict::Accept);
+}
+
+#[test]
+fn tcp_options_are_found_by_walking_the_header() {
+    // TCP header with doff 8: NOP, NOP, MSS 1460 (kind 2, len 4), window scale 7 (3, 3), EOL.
+    let mut t = tcp(1000, 22, SYN);
+    t[12] = 8 << 4;
+    t.extend([1, 1, 2, 4, 0x05, 0xb4, 3, 3, 7, 0, 0, 0]);
+    let u = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let f = vec![ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &t), u];
+    assert_eq!(
+        text_accepts("tcp option maxseg size 1460", &f, 0),
+        [true, false]
+    );
+    assert_eq!(
+        text_accepts("tcp option window count 7", &f, 0),
+        [true, false]
+    );
+    assert_eq!(
+        text_accepts("tcp option maxseg size 1400", &f, 0),
+        [false, false]
+    );
+    // Presence never fails: a UDP packet has no tcp option at all.
+    assert_eq!(
+        text_accepts("tcp option timestamp missing", &f, 0),
+        [true, true]
+    );
+    assert_eq!(
+        text_accepts("tcp option window exists", &f, 0),
+        [true, false]
+    );
+    assert_eq!(
+        text_accepts("tcp option @2,16,16 1460", &f, 0),
+        [true, false]
+    );
+}
+
+#[test]
+fn sctp_chunks_are_found_by_walking_the_packet() {
+    // Common header (12 bytes), a DATA chunk of 20 bytes (stream 1337), then INIT (flags 23).
+    let mut s = vec![0u8; 12];
+    let mut data = vec![0u8, 0, 0, 20, 0, 0, 0, 1];
+    data.extend(1337u16.to_be_bytes());
+    data.extend([0; 10]);
+    s.extend(&data);
+    s.extend([1, 23, 0, 20]);
+    s.extend([0; 16]);
+    let f = vec![ipv4(132, [10, 0, 0, 1], [10, 0, 0, 2], 0, &s)];
+    assert_eq!(text_accepts("sctp chunk data stream 1337", &f, 0), [true]);
+    assert_eq!(text_accepts("sctp chunk init flags 23", &f, 0), [true]);
+    assert_eq!(text_accepts("sctp chunk sack exists", &f, 0), [false]);
+    assert_eq!(text_accepts("sctp chunk sack missing", &f, 0), [true]);
+}
+
+#[test]
+fn raw_payload_reads_from_its_base() {
+    let mut u = udp(1000, 53);
+    u.extend([0x14, 0, 0, 0]);
+    let f = vec![ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &u)];
+    // The IPv4 header's TTL byte, the UDP destination port, the first payload word.
+    assert_eq!(text_accepts("@nh,64,8 64", &f, 0), [true]);
+    assert_eq!(text_accepts("@th,16,16 53", &f, 0), [true]);
+    assert_eq!(text_accepts("@ih,0,32 0x14000000", &f, 0), [true]);
+    assert_eq!(text_accepts("@ih,0,32 0x14000001", &f, 0), [false]);
+    // Unaligned: bit 3 of the first payload byte (0x14 = 0b0001_0100).
+    assert_eq!(text_accepts("@ih,3,1 1", &f, 0), [true]);
+    assert_eq!(text_accepts("@ih,4,1 1", &f, 0), [false]);
 }

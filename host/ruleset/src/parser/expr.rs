@@ -6,6 +6,7 @@ use crate::lexer::Tok;
 use crate::model::{
     BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value,
 };
+use crate::model::{OptField, OptHeader, OptSel, PayloadBase};
 use crate::proto::Proto;
 
 /// What a rule has said so far that types later expressions (nft's protocol context).
@@ -103,6 +104,7 @@ impl Parser<'_> {
     /// `true` when the next token starts an expression.
     pub(super) fn at_expr(&mut self) -> PResult<bool> {
         Ok(match self.peek_tok()? {
+            Some(Tok::SetRef(b)) => super::unsupported::RAW_BASES.contains(&b.as_str()),
             Some(Tok::Word(w)) => {
                 HEADERS.contains(&w.as_str()) || is_bare_meta(&w) || Proto::by_name(&w).is_some()
             }
@@ -110,9 +112,36 @@ impl Parser<'_> {
         })
     }
 
-    /// One field: `ip saddr`, `meta mark`, `iifname`, `exthdr rt`, ...
+    /// One field: `ip saddr`, `meta mark`, `iifname`, `exthdr rt`, `@nh,8,8`, ...
     pub(super) fn primary_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
         let span = self.peek_span()?;
+        if let Some(Tok::SetRef(b)) = self.peek_tok()? {
+            let base = match b.as_str() {
+                "ll" => PayloadBase::Link,
+                "nh" => PayloadBase::Network,
+                "th" => PayloadBase::Transport,
+                "ih" => PayloadBase::Inner,
+                _ => return self.expected("an expression such as `ip saddr` or `tcp dport`"),
+            };
+            self.advance();
+            self.expect_punct(",")?;
+            let off = self.number_u64()?;
+            self.expect_punct(",")?;
+            let lspan = self.peek_span()?;
+            let len = self.number_u64()?;
+            if !(1..=128).contains(&len) || off > 0xffff {
+                return Err(self.st.error(
+                    lspan,
+                    "expected a raw payload length of 1 to 128 bits (`@BASE,OFFSET,LENGTH`)",
+                ));
+            }
+            let raw = Expr::Raw {
+                base,
+                offset_bits: off as u16,
+                len_bits: len as u16,
+            };
+            return Ok((raw, span.through(lspan)));
+        }
         let Some(Tok::Word(head)) = self.peek_tok()? else {
             return self.expected("an expression such as `ip saddr` or `tcp dport`");
         };
@@ -133,6 +162,15 @@ impl Parser<'_> {
             _ => String::new(),
         };
         let whole = span.through(fspan);
+        let opt = match (head.as_str(), field.as_str()) {
+            ("tcp", "option") => Some(OptHeader::TcpOption),
+            ("sctp", "chunk") => Some(OptHeader::SctpChunk),
+            _ => None,
+        };
+        if let Some(hdr) = opt {
+            self.advance();
+            return self.opt_field(hdr, span, ctx);
+        }
         if let Some(proto) = Proto::by_name(&head) {
             let desc = proto.desc();
             // Two-word field names (`arp saddr ip`) take the next word too.
@@ -283,6 +321,106 @@ impl Parser<'_> {
                 };
                 self.expected(&format!("{article} `{head}` field: {fields}"))
             }
+        }
+    }
+
+    /// After `tcp option` / `sctp chunk`: the option (a name, a number, or for TCP the raw
+    /// `@KIND,OFFSET,LENGTH`) and the field, or nothing (then `exists`/`missing` follows).
+    fn opt_field(
+        &mut self,
+        hdr: OptHeader,
+        start: Span,
+        ctx: &mut RuleCtx,
+    ) -> PResult<(Expr, Span)> {
+        let what = match hdr {
+            OptHeader::TcpOption => {
+                "a tcp option (`maxseg`, `window`, `sack-perm`, `sack`, `timestamp`, ... or a number)"
+            }
+            OptHeader::SctpChunk => {
+                "an sctp chunk (`data`, `init`, `init-ack`, `sack`, `shutdown`, ...)"
+            }
+        };
+        let kspan = self.peek_span()?;
+        let kind_of = |p: &Self, text: &str, at: Span| -> PResult<u8> {
+            match crate::datatypes::parse_uint(text) {
+                Some(n) if n <= 255 => Ok(n as u8),
+                Some(n) => Err(p.st.error(
+                    at,
+                    format!("value {n} exceeds valid range 0-255 of the option type"),
+                )),
+                None => Err(p.st.error(at, format!("expected {what}, found `{text}`"))),
+            }
+        };
+        let l4 = match hdr {
+            OptHeader::TcpOption => "tcp",
+            OptHeader::SctpChunk => "sctp",
+        };
+        if let Some(prev) = ctx.l4
+            && prev != l4
+        {
+            return Err(self.st.error(
+                start,
+                format!("conflicting protocols specified: {prev} vs. {l4}"),
+            ));
+        }
+        ctx.l4 = Some(l4);
+        match self.peek_tok()? {
+            Some(Tok::SetRef(k)) if hdr == OptHeader::TcpOption => {
+                let kind = kind_of(self, &k, kspan)?;
+                self.advance();
+                self.expect_punct(",")?;
+                let off = self.number_u64()?;
+                self.expect_punct(",")?;
+                let lspan = self.peek_span()?;
+                let len = self.number_u64()?;
+                if len == 0 || len > 128 || off > 320 {
+                    return Err(self.st.error(
+                        lspan,
+                        "expected an offset and a length in bits (the length 1 to 128)",
+                    ));
+                }
+                let f = OptField {
+                    hdr,
+                    kind,
+                    desc: None,
+                    sel: OptSel::Raw {
+                        offset_bits: off as u16,
+                        len_bits: len as u16,
+                    },
+                };
+                Ok((Expr::Opt(f), start.through(lspan)))
+            }
+            Some(Tok::Word(w)) => {
+                self.advance();
+                let (kind, desc) = match hdr.by_name(&w) {
+                    Some(i) => (hdr.table()[i].kind, Some(i as u8)),
+                    None => {
+                        let k = kind_of(self, &w, kspan)?;
+                        let d = hdr.table().iter().position(|d| d.kind == k);
+                        (k, d.map(|i| i as u8))
+                    }
+                };
+                let mut end = kspan;
+                let mut sel = OptSel::Exists;
+                if let (Some(d), Some(Tok::Word(fw))) = (desc, self.peek_tok()?)
+                    && let Some(i) = hdr.table()[usize::from(d)]
+                        .fields
+                        .iter()
+                        .position(|r| r.name == fw)
+                {
+                    end = self.peek_span()?;
+                    self.advance();
+                    sel = OptSel::Field(i as u8);
+                }
+                let f = OptField {
+                    hdr,
+                    kind,
+                    desc,
+                    sel,
+                };
+                Ok((Expr::Opt(f), start.through(end)))
+            }
+            _ => self.expected(what),
         }
     }
 

@@ -191,6 +191,7 @@ fn base_rank(b: PayloadBase) -> u8 {
         PayloadBase::Network => 1,
         PayloadBase::Transport => 2,
         PayloadBase::Ip6Ext(_) => 3,
+        PayloadBase::Inner => 4,
     }
 }
 

@@ -40,13 +40,9 @@ impl Parser<'_> {
                 }
                 Some(Tok::Word(w)) => w.clone(),
                 Some(Tok::SetRef(base)) if unsupported::RAW_BASES.contains(&base.as_str()) => {
-                    return Err(self.st.error(
-                        sspan,
-                        unsupported::message_with(
-                            &format!("@{base},OFFSET,LENGTH"),
-                            "a raw payload expression",
-                        ),
-                    ));
+                    let stmt = self.match_or_set(&mut ctx, sspan)?;
+                    stmts.push(stmt);
+                    continue;
                 }
                 _ => return self.expected("a verdict, `counter`, `log` or a match"),
             };
@@ -539,6 +535,7 @@ impl Parser<'_> {
             ctx.vlan_depth = f.depth + 1;
         }
         let (left, right) = fold_xor(left, op, right);
+        let (left, right) = resolve_raw(left, right, ctx.family);
         // `meta hour "21:00"-"02:00"` wraps around midnight: nft 1.0.6 makes it
         // `!= "02:00"-"21:00"` (and `!=` of a wrapping range `==`).
         let (op, right) = match right {
@@ -838,6 +835,76 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
         }
         i += 1;
     }
+}
+
+/// A raw payload expression that is a named field lists as that field (nft 1.0.6's
+/// `payload_expr_complete`): `@th,16,16` as `th dport`, and in an ip or ip6 table a field of
+/// the network header (`@nh,72,8` as `ip protocol`), its values retyped (`@nh,96,32
+/// 0x01020304` lists as `ip saddr 1.2.3.4`). Concatenations too, part by part.
+fn resolve_raw(left: Expr, right: Rhs, family: Family) -> (Expr, Rhs) {
+    let named = |e: &Expr| -> Option<PayloadField> {
+        let Expr::Raw {
+            base,
+            offset_bits,
+            len_bits,
+        } = *e
+        else {
+            return None;
+        };
+        let proto = match (base, family) {
+            (crate::model::PayloadBase::Transport, _) => Proto::Th,
+            (crate::model::PayloadBase::Network, Family::Ip) => Proto::Ip,
+            (crate::model::PayloadBase::Network, Family::Ip6) => Proto::Ip6,
+            _ => return None,
+        };
+        let d = proto.desc();
+        let i = d
+            .fields
+            .iter()
+            .position(|r| r.offset_bits == offset_bits && r.len_bits == len_bits)?;
+        Some(PayloadField {
+            proto,
+            field: i as u8,
+            depth: 0,
+        })
+    };
+    let parts: Vec<&Expr> = match &left {
+        Expr::Concat(p) => p.iter().collect(),
+        e => vec![e],
+    };
+    let fields: Vec<Option<PayloadField>> = parts.iter().map(|e| named(e)).collect();
+    if fields.iter().all(Option::is_none) {
+        return (left, right);
+    }
+    let retype = |key: &mut Vec<KeyPart>| {
+        for (p, f) in key.iter_mut().zip(&fields) {
+            let Some(f) = f else { continue };
+            let t = f.row().dtype;
+            match p {
+                KeyPart::Value(v) | KeyPart::Prefix(v, _) => v.dtype = t,
+                KeyPart::Range(a, b) => {
+                    a.dtype = t;
+                    b.dtype = t;
+                }
+            }
+        }
+    };
+    let mut right = right;
+    match &mut right {
+        Rhs::Key(k) => retype(k),
+        Rhs::Set(SetRef::Anonymous(elems)) => elems.iter_mut().for_each(|e| retype(&mut e.key)),
+        Rhs::Set(SetRef::Named(_)) => {}
+    }
+    let left = match left {
+        Expr::Concat(p) => Expr::Concat(
+            p.into_iter()
+                .zip(&fields)
+                .map(|(e, f)| f.map_or(e, Expr::Payload))
+                .collect(),
+        ),
+        e => fields[0].map_or(e, Expr::Payload),
+    };
+    (left, right)
 }
 
 /// `8021q` or `8021ad`.

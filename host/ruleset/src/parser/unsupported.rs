@@ -36,9 +36,7 @@ fn fields(head: &str) -> &'static [&'static str] {
     match head {
         "ip" => &["option"],
         "ip6" => &["priority"],
-        "tcp" => &["option"],
         "icmpv6" => &["packet-too-big", "taddr", "daddr"],
-        "sctp" => &["chunk"],
         "dccp" => &["option"],
         "vlan" => &[],
         "ether" => &[],
