@@ -64,6 +64,7 @@ fn engine(c: &mut Criterion) {
             mark: 0,
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
+            ct_detail: None,
         })
         .collect();
     let mut out = [Outcome {

@@ -170,6 +170,7 @@ impl<T: Word> TestW<T> {
                 kind,
                 present: true,
             } => u128::from(crate::expr::opt_base(p, sctp, kind).is_some()),
+            Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st).unwrap_or(0),
             Src::Link
             | Src::Net
             | Src::Transport
@@ -219,6 +220,8 @@ impl<T: Word> TestW<T> {
                 .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
             Src::Never => None,
+            Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st)
+                .map(|v| T::from_u128(v) >> u32::from(self.shift)),
             _ => Some(self.meta(p, st)),
         };
         raw.is_some_and(|r| self.check(r))
@@ -322,6 +325,7 @@ impl<T: Word> TestW<T> {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
             Src::Never => 0,
+            Src::CtDetail(_) => filter(live, |i| self.one(&pkts[i], &st[i])),
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
     }
@@ -410,6 +414,7 @@ impl Test {
             | Src::Random
             | Src::Hour => 4,
             Src::Time => 8,
+            Src::CtDetail(k) => wasp_ruleset::model::Expr::Ct(k).dtype().width_bytes(),
             Src::Pkttype | Src::Day | Src::Never => 1,
             Src::Iifname | Src::Oifname => 16,
             Src::L4proto
@@ -685,7 +690,7 @@ mod tests {
                 l4: th.map(|(o, f)| L4Info { proto: 6, offset: o, fragoff: f * 8 }),
                 ..PacketMeta::default()
             };
-            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE };
+            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE, ct_detail: None };
             let st = PktState { mark, skb_len: frame.len() as u32, nfproto: 2, iif: crate::expr::ifname_value("eth0"), ..PktState::default() };
             let width = match src { Src::Link | Src::Net | Src::Transport => len, Src::Iifname => 16, Src::Len | Src::Mark => 4, Src::Protocol => 2, _ => 1 };
             let mut load = Load::meta(src, width);

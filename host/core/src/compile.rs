@@ -497,6 +497,7 @@ impl Ctx<'_> {
                     CtKey::Direction => (Src::CtDir, 1),
                     CtKey::Status => (Src::CtStatus, 4),
                     CtKey::Mark => (Src::CtMark, 4),
+                    k => (Src::CtDetail(*k), k.dtype().width_bytes() as u8),
                 };
                 loads.push(Load::meta(src, w));
             }

@@ -67,6 +67,42 @@ impl Default for CtMeta {
     }
 }
 
+/// One direction's tuple of a connection, as `ct original|reply saddr|daddr|proto-src|
+/// proto-dst` read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtTuple {
+    /// Source address: 4 bytes of an IPv4 address, or 16 of an IPv6 one, left-aligned.
+    pub src: [u8; 16],
+    /// Destination address, the same way.
+    pub dst: [u8; 16],
+    /// Source port (the ICMP id), network order when read.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+}
+
+/// What `ct` keys beyond state, direction, status and mark read (the kernel's
+/// `nft_ct_get_eval` of a live entry): the tuples, the timeout left, the accounting, the zone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtDetail {
+    /// `ct l3proto`: 2 (IPv4) or 10 (IPv6).
+    pub l3proto: u8,
+    /// `ct protocol`: the IP protocol.
+    pub protocol: u8,
+    /// The original tuple.
+    pub orig: CtTuple,
+    /// The reply tuple (after NAT).
+    pub reply: CtTuple,
+    /// `ct expiration`: ms left before the entry times out.
+    pub expires_ms: u32,
+    /// `ct packets` per direction (original, reply).
+    pub packets: [u64; 2],
+    /// `ct bytes` per direction.
+    pub bytes: [u64; 2],
+    /// `ct zone`.
+    pub zone: u16,
+}
+
 /// A NAT statement as compiled: what the connection's binding is to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NatSpec {

@@ -35,6 +35,9 @@ pub struct Packet<'a> {
     /// The packet's connection ([`CtMeta::NONE`] when it is not tracked: netdev hooks, or no
     /// conntrack).
     pub ct: CtMeta,
+    /// The connection's tuples and accounting, for the `ct` keys that read them (`None`:
+    /// those keys end the rule, as for a packet without a connection).
+    pub ct_detail: Option<&'a crate::conn::CtDetail>,
 }
 
 /// Final verdict of a packet on a hook.

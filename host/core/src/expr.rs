@@ -85,6 +85,9 @@ pub(crate) enum Src {
         /// Presence only.
         present: bool,
     },
+    /// A `ct` key read from the connection's detail (`Packet::ct_detail`): the tuples,
+    /// expiration, accounting, zone; fails without a connection.
+    CtDetail(wasp_ruleset::model::CtKey),
     /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
     /// rule stops, negated or not (the kernel's NFT_BREAK).
     Never,
@@ -313,6 +316,7 @@ impl Load {
                 kind,
                 present: true,
             } => u128::from(opt_base(p, sctp, kind).is_some()),
+            Src::CtDetail(k) => ct_detail_value(k, p, st)?,
             Src::Opt { sctp, kind, .. } => {
                 let (base, end) = opt_base(p, sctp, kind)?;
                 let start = base + usize::from(self.off);
@@ -355,6 +359,56 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
         Src::Day => u128::from((secs / DAY_S + 4) % 7),
         Src::Hour => u128::from(secs % DAY_S),
         _ => return None,
+    })
+}
+
+/// The value of a [`Src::CtDetail`] key: `None` without a connection, and for `ct helper`
+/// (wasp's connections have no helper: the kernel's NFT_BREAK).
+pub(crate) fn ct_detail_value(
+    k: wasp_ruleset::model::CtKey,
+    p: &Packet<'_>,
+    st: &PktState,
+) -> Option<u128> {
+    use wasp_ruleset::model::{CtDirection as D, CtKey as K, Family};
+    if st.ct_id == 0 {
+        return None;
+    }
+    let d = p.ct_detail?;
+    let idx = |dir: Option<D>| dir.map(|x| x as usize);
+    let sum = |v: [u64; 2], dir: Option<D>| match idx(dir) {
+        Some(i) => v[i],
+        None => v[0].saturating_add(v[1]),
+    };
+    let tuple = |dir: D| {
+        if dir == D::Original {
+            &d.orig
+        } else {
+            &d.reply
+        }
+    };
+    let addr = |a: &[u8; 16], fam: Family| {
+        let n = if fam == Family::Ip6 { 16 } else { 4 };
+        a[..n]
+            .iter()
+            .fold(0u128, |acc, b| acc << 8 | u128::from(*b))
+    };
+    Some(match k {
+        K::Expiration => u128::from(d.expires_ms),
+        K::L3proto => u128::from(d.l3proto),
+        K::Protocol => u128::from(d.protocol),
+        K::Id => u128::from(st.ct_id as u32),
+        K::Zone(_) => u128::from(d.zone),
+        K::Bytes(dir) => u128::from(sum(d.bytes, dir)),
+        K::Packets(dir) => u128::from(sum(d.packets, dir)),
+        K::Avgpkt(dir) => {
+            let (b, n) = (sum(d.bytes, dir), sum(d.packets, dir));
+            u128::from(b.checked_div(n).unwrap_or(0))
+        }
+        K::Saddr(dir, fam) => addr(&tuple(dir).src, fam),
+        K::Daddr(dir, fam) => addr(&tuple(dir).dst, fam),
+        K::ProtoSrc(dir) => u128::from(tuple(dir).sport),
+        K::ProtoDst(dir) => u128::from(tuple(dir).dport),
+        K::Helper | K::State | K::Direction | K::Status | K::Mark => return None,
     })
 }
 
@@ -544,6 +598,7 @@ mod tests {
             mark: 0,
             oifname: "",
             ct: crate::CtMeta::NONE,
+            ct_detail: None,
         };
         let st = PktState::default();
         let ld = |off: u16, len: u8| Load {

@@ -448,6 +448,7 @@ impl Edited {
             mark: orig.mark,
             oifname: "",
             ct: crate::CtMeta::NONE,
+            ct_detail: None,
         }
     }
 

@@ -43,7 +43,7 @@ mod tests;
 
 pub use anon_counters::AnonSetElemCounter;
 pub use compile::MAX_JUMP_LEVEL;
-pub use conn::{ConnCount, ConnFx, CtMeta, FlowtableSpec, NatSpec};
+pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec};
 pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,
     NamedCounter, OutId, OutTarget, Outcome, Packet, SetElemCounter, TraceEvent, TraceSink,

@@ -372,6 +372,7 @@ fn pkt(f: &[u8]) -> Packet<'_> {
         mark: 0,
         oifname: "",
         ct: crate::CtMeta::NONE,
+        ct_detail: None,
     }
 }
 

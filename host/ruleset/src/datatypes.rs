@@ -335,6 +335,7 @@ pub fn expected(dtype: DataType) -> &'static str {
         DataType::PktType => "a packet type (host, unicast, broadcast, multicast, other)",
         DataType::Day => "a day of the week (\"Sunday\" ... \"Saturday\", or 0 to 6)",
         DataType::Hour => "an hour of the day (\"HH:MM\" or \"HH:MM:SS\")",
+        DataType::TimeRel(_) => "a time such as `30s` or `1h2m`",
         DataType::Time => "a date and time (\"YYYY-MM-DD HH:MM:SS\") or seconds since 1970",
         DataType::Realm => "a realm name or number",
         DataType::Ipv4Addr => "an IPv4 address",
@@ -447,6 +448,11 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             Some(n) => from_uint(dtype, n),
             None => Err(bad()),
         },
+        // A hexadecimal number is an address too (inet_aton's form: `ip saddr & 0xffff0000`).
+        DataType::Ipv4Addr if text.starts_with("0x") => match parse_uint(text) {
+            Some(n) => from_uint(dtype, n),
+            None => Err(bad()),
+        },
         DataType::Ipv4Addr => text
             .parse::<Ipv4Addr>()
             .map(|a| Value {
@@ -490,6 +496,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
         DataType::InetProto => {
             let alias = match text {
                 "icmpv6" => Some(58),
+                "comp" => Some(108),
                 _ => None,
             };
             match alias.or_else(|| lookup(PROTOCOLS, text)) {
@@ -563,6 +570,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
         | DataType::Day
         | DataType::Hour
         | DataType::Time
+        | DataType::TimeRel(_)
         | DataType::Realm => Err(bad()),
     }
 }
@@ -640,6 +648,7 @@ fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>
             Some(s) => from_uint(dtype, u128::from(s % DAY_S)),
             None => bad(),
         },
+        DataType::TimeRel(_) => parse_time_ms(text).and_then(|ms| from_uint(dtype, u128::from(ms))),
         DataType::Time => match parse_uint(text) {
             Some(secs) => from_uint(dtype, secs.saturating_mul(1_000_000_000)),
             None => match parse_date_time(text) {
@@ -787,6 +796,7 @@ pub fn print_value(v: &Value) -> String {
             None => n.to_string(),
         },
         DataType::Hour => hour_text(n as u64),
+        DataType::TimeRel(_) => time_text(n as u64),
         DataType::Time => date_time_text(n),
         DataType::Ecn => num8(ECN),
         DataType::DccpPkttype => num8(DCCP_PKTTYPES),
@@ -864,6 +874,7 @@ pub fn print_range_end(v: &Value) -> String {
         | DataType::PktType
         | DataType::Devgroup
         | DataType::Realm => n.to_string(),
+        DataType::TimeRel(_) => format!("{}s", n / 1000),
         _ => print_value(v),
     }
 }

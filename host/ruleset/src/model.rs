@@ -659,8 +659,12 @@ pub enum DataType {
     Day,
     /// `hour` (seconds since midnight, written `"17:00"` or `"17:00:01"`; 32 bits)
     Hour,
-    /// `time` (ns since the Unix epoch, written `"2019-06-21 17:00:00"`; 64 bits)
+    /// `meta time`'s type (ns since the Unix epoch, written `"2019-06-21 17:00:00"`; 64
+    /// bits). nft 1.0.6 names it `time` too; wasp lists it as `date` in a set type.
     Time,
+    /// `time`, a relative time in ms (`30s`, `1h2m`; `ct expiration` 32 bits, a set of `type
+    /// time` 64 bits).
+    TimeRel(u8),
     /// `realm` (a route realm, named in `/etc/iproute2/rt_realms`; 32 bits)
     Realm,
 }
@@ -901,16 +905,98 @@ pub enum CtKey {
     Status,
     /// `ct mark` (`mark`).
     Mark,
+    /// `ct expiration`: the time left before the entry times out (`time`, ms, 32 bits).
+    Expiration,
+    /// `ct helper`: the helper's name (wasp has no helpers: never matches).
+    Helper,
+    /// `ct l3proto` (`nf_proto`).
+    L3proto,
+    /// `ct protocol` (`inet_proto`; also written `ct original protocol`).
+    Protocol,
+    /// `ct id` (32 bits).
+    Id,
+    /// `ct [original|reply] zone` (16 bits).
+    Zone(Option<CtDirection>),
+    /// `ct [original|reply] bytes` (64 bits; both directions without one).
+    Bytes(Option<CtDirection>),
+    /// `ct [original|reply] packets`.
+    Packets(Option<CtDirection>),
+    /// `ct [original|reply] avgpkt`: bytes / packets.
+    Avgpkt(Option<CtDirection>),
+    /// `ct original|reply ip|ip6 saddr`.
+    Saddr(CtDirection, Family),
+    /// `ct original|reply ip|ip6 daddr`.
+    Daddr(CtDirection, Family),
+    /// `ct original|reply proto-src` (`inet_service`).
+    ProtoSrc(CtDirection),
+    /// `ct original|reply proto-dst`.
+    ProtoDst(CtDirection),
+}
+
+/// The direction a directional `ct` key reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtDirection {
+    /// `original`.
+    Original,
+    /// `reply`.
+    Reply,
+}
+
+impl CtDirection {
+    /// `original` or `reply`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CtDirection::Original => "original",
+            CtDirection::Reply => "reply",
+        }
+    }
 }
 
 impl CtKey {
-    /// The key's keyword (`state`, `direction`, `status`, `mark`).
-    pub fn name(self) -> &'static str {
+    /// The key's word (`state`, `saddr`, `proto-src`).
+    pub fn word(self) -> &'static str {
         match self {
             CtKey::State => "state",
             CtKey::Direction => "direction",
             CtKey::Status => "status",
             CtKey::Mark => "mark",
+            CtKey::Expiration => "expiration",
+            CtKey::Helper => "helper",
+            CtKey::L3proto => "l3proto",
+            CtKey::Protocol => "protocol",
+            CtKey::Id => "id",
+            CtKey::Zone(_) => "zone",
+            CtKey::Bytes(_) => "bytes",
+            CtKey::Packets(_) => "packets",
+            CtKey::Avgpkt(_) => "avgpkt",
+            CtKey::Saddr(..) => "saddr",
+            CtKey::Daddr(..) => "daddr",
+            CtKey::ProtoSrc(_) => "proto-src",
+            CtKey::ProtoDst(_) => "proto-dst",
+        }
+    }
+
+    /// The direction the key reads, if it names one.
+    pub fn dir(self) -> Option<CtDirection> {
+        match self {
+            CtKey::Zone(d) | CtKey::Bytes(d) | CtKey::Packets(d) | CtKey::Avgpkt(d) => d,
+            CtKey::Saddr(d, _) | CtKey::Daddr(d, _) | CtKey::ProtoSrc(d) | CtKey::ProtoDst(d) => {
+                Some(d)
+            }
+            _ => None,
+        }
+    }
+
+    /// The key as nft lists it after `ct`: `state`, `original ip saddr`, `reply zone`.
+    pub fn name(self) -> String {
+        let fam = match self {
+            CtKey::Saddr(_, f) | CtKey::Daddr(_, f) => Some(f.name()),
+            _ => None,
+        };
+        match (self.dir(), fam) {
+            (Some(d), Some(f)) => format!("{} {f} {}", d.name(), self.word()),
+            (Some(d), None) => format!("{} {}", d.name(), self.word()),
+            _ => self.word().to_string(),
         }
     }
 
@@ -921,6 +1007,16 @@ impl CtKey {
             CtKey::Direction => DataType::CtDir,
             CtKey::Status => DataType::CtStatus,
             CtKey::Mark => DataType::Mark,
+            CtKey::Expiration => DataType::TimeRel(32),
+            CtKey::Helper => DataType::Ifname,
+            CtKey::L3proto => DataType::NfProto,
+            CtKey::Protocol => DataType::InetProto,
+            CtKey::Id => DataType::Integer(32),
+            CtKey::Zone(_) => DataType::Integer(16),
+            CtKey::Bytes(_) | CtKey::Packets(_) | CtKey::Avgpkt(_) => DataType::Integer(64),
+            CtKey::Saddr(_, Family::Ip6) | CtKey::Daddr(_, Family::Ip6) => DataType::Ipv6Addr,
+            CtKey::Saddr(..) | CtKey::Daddr(..) => DataType::Ipv4Addr,
+            CtKey::ProtoSrc(_) | CtKey::ProtoDst(_) => DataType::InetService,
         }
     }
 }
@@ -990,6 +1086,52 @@ pub struct SetDecl {
     pub comment: Option<String>,
     /// Where the set was declared.
     pub span: Span,
+}
+
+impl DataType {
+    /// The data type a set declaration's `type NAME` names (`ipv4_addr`, `time`).
+    pub fn from_name(name: &str) -> Option<DataType> {
+        use DataType as T;
+        const NAMED: &[DataType] = &[
+            T::Ipv4Addr,
+            T::Ipv6Addr,
+            T::EtherAddr,
+            T::EtherType,
+            T::InetProto,
+            T::InetService,
+            T::Mark,
+            T::Ifname,
+            T::TcpFlag,
+            T::IcmpType,
+            T::IcmpCode,
+            T::Icmpv6Type,
+            T::Icmpv6Code,
+            T::Dscp,
+            T::NfProto,
+            T::Boolean,
+            T::Verdict,
+            T::CtState,
+            T::CtDir,
+            T::CtStatus,
+            T::Ecn,
+            T::DccpPkttype,
+            T::IgmpType,
+            T::MhType,
+            T::ArpOp,
+            T::IfaceIndex,
+            T::IfaceType,
+            T::Devgroup,
+            T::TcHandle,
+            T::Uid,
+            T::Gid,
+            T::PktType,
+            T::Day,
+            T::Hour,
+            T::Realm,
+            T::TimeRel(64),
+        ];
+        NAMED.iter().copied().find(|t| t.name() == name)
+    }
 }
 
 /// Set flags.
@@ -1063,7 +1205,9 @@ impl DataType {
     /// 128 for `ifname`), as nft's datatype table (`nft describe`) gives it.
     pub fn width_bits(self) -> u16 {
         match self {
-            DataType::Integer(bits) | DataType::Hex(bits) => u16::from(bits.max(1)),
+            DataType::Integer(bits) | DataType::Hex(bits) | DataType::TimeRel(bits) => {
+                u16::from(bits.max(1))
+            }
             DataType::Ecn => 2,
             DataType::DccpPkttype => 4,
             DataType::IgmpType | DataType::MhType => 8,
@@ -1118,7 +1262,8 @@ impl DataType {
             DataType::PktType => "pkt_type",
             DataType::Day => "day",
             DataType::Hour => "hour",
-            DataType::Time => "time",
+            DataType::Time => "date",
+            DataType::TimeRel(_) => "time",
             DataType::Realm => "realm",
             DataType::Ipv4Addr => "ipv4_addr",
             DataType::Ipv6Addr => "ipv6_addr",

@@ -159,9 +159,14 @@ fn rule_errors() {
         ),
         // Valid nft that wasp does not read yet: a message of its own, not a syntax error.
         (
-            "ct zone 1 accept",
-            1,
-            "`ct zone` is nftables syntax that wasp does not support yet",
+            "ct event set new accept",
+            4,
+            "`ct event` is nftables syntax that wasp does not support yet",
+        ),
+        (
+            "ct original proto-src 53 accept",
+            13,
+            "`ct original proto-src` needs the protocol first",
         ),
         // nft 1.0.6 + kernel: "Could not process rule: Protocol error" (no conntrack in netdev).
         (

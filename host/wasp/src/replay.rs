@@ -408,6 +408,7 @@ impl Run<'_> {
                 mark: 0,
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
+                ct_detail: None,
             })
             .collect();
         let mut out = vec![

@@ -149,6 +149,7 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             mark: 0,
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
+            ct_detail: None,
         };
         let mut out = [Outcome {
             verdict: FinalVerdict::Accept,

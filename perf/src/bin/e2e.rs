@@ -1047,6 +1047,7 @@ mod tests {
             mark: 0,
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
+            ct_detail: None,
         };
         let mut out = vec![wasp_core::Outcome::unseen(0)];
         e.ingress(RX_DEV, &[pkt], 0, &mut out, None);

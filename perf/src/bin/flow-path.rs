@@ -168,6 +168,7 @@ impl Rig {
             mark: 0,
             oifname: "",
             ct: CtMeta::NONE,
+            ct_detail: None,
         };
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);

@@ -151,6 +151,7 @@ fn run_once(
                     mark: 0,
                     oifname: "",
                     ct: wasp_core::CtMeta::NONE,
+                    ct_detail: None,
                 });
             }
             match mode {

@@ -60,7 +60,7 @@ use wasp_flowtable::{
 use wasp_ruleset::model::{Hook, NatKind};
 
 use super::{DevId, Gateway};
-use crate::conn::{ConnCount, ConnFx, CtMeta, FlowtableSpec};
+use crate::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
 use crate::engine::{Engine, FinalVerdict, Outcome, Packet};
 use crate::ext::Extensions;
 
@@ -337,6 +337,37 @@ pub(crate) fn ct_meta(ct: &CtInfo, nat_pending: bool) -> CtMeta {
         mark: ct.mark,
         id: ct.id,
         nat_pending,
+    }
+}
+
+/// What the `ct` keys beyond state and mark read of a live entry (the kernel's
+/// `nft_ct_get_eval`: tuples, `ct expiration` in ms, accounting, zone).
+pub(crate) fn ct_detail(e: &wasp_conntrack::EntryInfo) -> CtDetail {
+    let tuple = |t: &wasp_conntrack::Tuple| {
+        let bytes = |a: std::net::IpAddr| {
+            let mut b = [0u8; 16];
+            match a {
+                std::net::IpAddr::V4(v) => b[..4].copy_from_slice(&v.octets()),
+                std::net::IpAddr::V6(v) => b.copy_from_slice(&v.octets()),
+            }
+            b
+        };
+        CtTuple {
+            src: bytes(t.src),
+            dst: bytes(t.dst),
+            sport: t.sport,
+            dport: t.dport,
+        }
+    };
+    CtDetail {
+        l3proto: if e.orig.src.is_ipv6() { 10 } else { 2 },
+        protocol: e.orig.proto,
+        orig: tuple(&e.orig),
+        reply: tuple(&e.reply),
+        expires_ms: u32::try_from(e.timeout_ns / 1_000_000).unwrap_or(u32::MAX),
+        packets: e.packets,
+        bytes: e.bytes,
+        zone: e.orig.zone,
     }
 }
 
@@ -672,12 +703,14 @@ impl Walk<'_, '_> {
         // What the earlier hooks changed (a NAT binding's status bits, `ct mark set`) is
         // what this one reads, as the kernel's rules read the live entry.
         let mut info = self.info;
+        let mut detail = None;
         if let Some(e) = (info.id != 0)
             .then(|| self.ct.get(info.id, self.now_ns))
             .flatten()
         {
             info.status = e.status;
             info.mark = e.mark;
+            detail = Some(ct_detail(&e));
         }
         let pending = nat_done.is_some_and(|done| info.pending && info.status & done == 0);
         let p = Packet {
@@ -687,6 +720,7 @@ impl Walk<'_, '_> {
             mark: self.mark,
             oifname: oif,
             ct: ct_meta(&info, pending),
+            ct_detail: detail.as_ref(),
         };
         match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
             Some((o, fx)) => {

@@ -181,6 +181,7 @@ impl Rig {
             mark: 0,
             oifname: "",
             ct: crate::CtMeta::NONE,
+            ct_detail: None,
         };
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);

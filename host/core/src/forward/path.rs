@@ -630,6 +630,7 @@ impl Forwarder {
                 mark,
                 oifname: "",
                 ct: crate::CtMeta::NONE,
+                ct_detail: None,
             };
             let mut out = [Outcome::unseen(mark)];
             match re(&mut ext) {

@@ -457,6 +457,7 @@ table netdev t {
             mark: 0,
             oifname: "",
             ct: crate::CtMeta::NONE,
+            ct_detail: None,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("veth0", &[p], 0, &mut o, None);
@@ -637,6 +638,7 @@ mod kernel_facts {
                 mark: 0,
                 oifname: "",
                 ct: crate::CtMeta::NONE,
+                ct_detail: None,
             };
             let mut o = [Outcome::unseen(0)];
             e.ingress("y0", &[p], 0, &mut o, None);
@@ -678,6 +680,7 @@ mod kernel_facts {
             mark: 0,
             oifname: "",
             ct: crate::CtMeta::NONE,
+            ct_detail: None,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("y0", &[p], 0, &mut o, None);

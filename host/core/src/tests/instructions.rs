@@ -328,6 +328,7 @@ fn ip6_icmp_and_exthdr() {
                     mark: 0,
                     oifname: "",
                     ct: crate::CtMeta::NONE,
+                    ct_detail: None,
                 };
                 e.ingress_one("eth0", &p, 0, 0, None).verdict == FinalVerdict::Accept
             })

@@ -225,3 +225,61 @@ fn raw_payload_reads_from_its_base() {
     assert_eq!(text_accepts("@ih,3,1 1", &f, 0), [true]);
     assert_eq!(text_accepts("@ih,4,1 1", &f, 0), [false]);
 }
+
+#[test]
+fn ct_keys_read_the_connection_detail() {
+    use crate::{CtDetail, CtMeta, CtTuple};
+    let f = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, ACK));
+    let mut reply = CtTuple::default();
+    reply.src[..4].copy_from_slice(&[192, 0, 2, 7]);
+    reply.sport = 22;
+    let detail = CtDetail {
+        l3proto: 2,
+        protocol: 6,
+        reply,
+        expires_ms: 30_000,
+        packets: [3, 2],
+        bytes: [300, 1000],
+        ..CtDetail::default()
+    };
+    let run = |rule: &str, with: bool| -> bool {
+        let text = format!(
+            "table ip t {{\n chain c {{\n  type filter hook prerouting priority 0; policy drop;\n  {rule} accept\n }}\n}}\n"
+        );
+        let rs = wasp_ruleset::parse_str(&text, "ct.nft").expect("parses");
+        let mut e = Engine::compile(&rs).expect("compiles");
+        let mut p = pkt(&f);
+        p.ct = CtMeta {
+            id: 9,
+            ..CtMeta::NONE
+        };
+        p.ct_detail = with.then_some(&detail);
+        let mut out = [Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark: 0,
+            fwd: None,
+            dup: 0,
+        }];
+        e.ip_hook(
+            wasp_ruleset::model::Hook::Prerouting,
+            &[p],
+            0,
+            &mut out,
+            None,
+        );
+        out[0].verdict == FinalVerdict::Accept
+    };
+    assert!(run("ct reply ip saddr 192.0.2.7", true));
+    assert!(!run("ct reply ip saddr 192.0.2.8", true));
+    assert!(run("ct protocol tcp ct reply proto-src 22", true));
+    assert!(run("ct expiration 30s", true));
+    assert!(run("ct bytes 1300", true));
+    assert!(run("ct original packets 3", true));
+    assert!(run("ct reply avgpkt 500", true));
+    assert!(run("ct l3proto ipv4", true));
+    // Without the detail (no live entry) the keys end the rule, negated or not.
+    assert!(!run("ct bytes != 5", false));
+    // No helpers in wasp.
+    assert!(!run("ct helper != \"ftp\"", true));
+}

@@ -21,6 +21,9 @@ pub(crate) struct RuleCtx {
     pub l3: Option<&'static str>,
     /// Transport protocol named by a `tcp`/`udp`/`icmp`/`icmpv6` field.
     pub l4: Option<&'static str>,
+    /// A `ct protocol` (or `ct original protocol`) came before: `ct original proto-src` can
+    /// be read.
+    pub ct_protocol: bool,
     /// `ether type` matched a value that is no vlan tag: a vlan field conflicts.
     pub no_vlan: bool,
     /// `meta nfproto ipv4|ipv6` matched: the rule's network protocol.
@@ -35,6 +38,7 @@ impl RuleCtx {
         RuleCtx {
             family,
             vlan_depth: 0,
+            ct_protocol: false,
             no_vlan: false,
             // An ip or ip6 table's packets are of its family: the other's fields conflict.
             l3: match family {
@@ -72,28 +76,7 @@ pub(crate) const HEADERS: &[&str] = &[
 
 /// `ct` keys of nft 1.0.6 (`ct_key` in its grammar, and the direction-qualified ones after
 /// `ct original|reply`) that wasp does not read.
-const CT_KEYS_UNSUPPORTED: &[&str] = &[
-    "l3proto",
-    "protocol",
-    "zone",
-    "expiration",
-    "helper",
-    "label",
-    "bytes",
-    "packets",
-    "avgpkt",
-    "id",
-    "event",
-    "secmark",
-    "original",
-    "reply",
-    "saddr",
-    "daddr",
-    "proto-src",
-    "proto-dst",
-    "timeout",
-    "expectation",
-];
+const CT_KEYS_UNSUPPORTED: &[&str] = &["label", "event", "secmark", "timeout", "expectation"];
 
 /// Meta keys nft accepts without `meta` (its `meta_key_unqualified`, of those wasp knows).
 pub(crate) fn is_bare_meta(w: &str) -> bool {
@@ -225,23 +208,9 @@ impl Parser<'_> {
         }
         match head.as_str() {
             "ct" => {
-                let key = match field.as_str() {
-                    "state" => CtKey::State,
-                    "direction" => CtKey::Direction,
-                    "status" => CtKey::Status,
-                    "mark" => CtKey::Mark,
-                    f if CT_KEYS_UNSUPPORTED.contains(&f) => {
-                        return Err(self
-                            .st
-                            .error(whole, unsupported::message(&format!("ct {f}"))));
-                    }
-                    _ => {
-                        return self.expected(
-                            "a ct key (`state`, `direction`, `status`, `mark`) or `count`",
-                        );
-                    }
-                };
                 self.advance();
+                let (key, end) = self.ct_key(&field, fspan, ctx)?;
+                let whole = span.through(end);
                 ct_family(self, ctx.family, whole)?;
                 Ok((Expr::Ct(key), whole))
             }
@@ -322,6 +291,113 @@ impl Parser<'_> {
                 self.expected(&format!("{article} `{head}` field: {fields}"))
             }
         }
+    }
+
+    /// The key after `ct` (its first word `first`, already taken, at `at`): `state`,
+    /// `expiration`, `original zone`, `reply ip saddr`, `original proto-dst`, ... Returns the
+    /// key and the span of its last word.
+    fn ct_key(&mut self, first: &str, at: Span, ctx: &mut RuleCtx) -> PResult<(CtKey, Span)> {
+        use crate::model::CtDirection as D;
+        let plain = match first {
+            "state" => Some(CtKey::State),
+            "direction" => Some(CtKey::Direction),
+            "status" => Some(CtKey::Status),
+            "mark" => Some(CtKey::Mark),
+            "expiration" => Some(CtKey::Expiration),
+            "helper" => Some(CtKey::Helper),
+            "l3proto" => Some(CtKey::L3proto),
+            "protocol" => Some(CtKey::Protocol),
+            "id" => Some(CtKey::Id),
+            "zone" => Some(CtKey::Zone(None)),
+            "bytes" => Some(CtKey::Bytes(None)),
+            "packets" => Some(CtKey::Packets(None)),
+            "avgpkt" => Some(CtKey::Avgpkt(None)),
+            _ => None,
+        };
+        if let Some(k) = plain {
+            if k == CtKey::Protocol {
+                ctx.ct_protocol = true;
+            }
+            return Ok((k, at));
+        }
+        let dir = match first {
+            "original" => D::Original,
+            "reply" => D::Reply,
+            f if CT_KEYS_UNSUPPORTED.contains(&f) => {
+                return Err(self.st.error(at, unsupported::message(&format!("ct {f}"))));
+            }
+            _ => {
+                return Err(self.st.error(
+                    at,
+                    format!(
+                        "expected a ct key (`state`, `direction`, `status`, `mark`, `expiration`, `zone`, `bytes`, `packets`, `protocol`, `original ...`, `reply ...`) or `count`, found `{first}`"
+                    ),
+                ));
+            }
+        };
+        let kspan = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("a ct key after `original`/`reply` (`saddr`, `zone`, ...)");
+        };
+        self.advance();
+        let family_of = |p: &Self, fam: Option<Family>, at: Span| -> PResult<Family> {
+            match fam
+                .or(match ctx.family {
+                    Family::Ip | Family::Ip6 => Some(ctx.family),
+                    _ => None,
+                })
+                .or(ctx.network())
+            {
+                Some(f) => Ok(f),
+                None => Err(p.st.error(
+                    at,
+                    "cannot determine ip protocol version, use \"ip saddr\" or \"ip6 saddr\" instead",
+                )),
+            }
+        };
+        let key = match w.as_str() {
+            "zone" => CtKey::Zone(Some(dir)),
+            "bytes" => CtKey::Bytes(Some(dir)),
+            "packets" => CtKey::Packets(Some(dir)),
+            "avgpkt" => CtKey::Avgpkt(Some(dir)),
+            "protocol" => {
+                ctx.ct_protocol = true;
+                CtKey::Protocol
+            }
+            "saddr" => CtKey::Saddr(dir, family_of(self, None, kspan)?),
+            "daddr" => CtKey::Daddr(dir, family_of(self, None, kspan)?),
+            "ip" | "ip6" => {
+                let fam = if w == "ip" { Family::Ip } else { Family::Ip6 };
+                let aspan = self.peek_span()?;
+                let key = match self.peek_tok()? {
+                    Some(Tok::Word(a)) if a == "saddr" => CtKey::Saddr(dir, fam),
+                    Some(Tok::Word(a)) if a == "daddr" => CtKey::Daddr(dir, fam),
+                    _ => return self.expected("`saddr` or `daddr`"),
+                };
+                self.advance();
+                return Ok((key, aspan));
+            }
+            "proto-src" | "proto-dst" => {
+                if !ctx.ct_protocol && ctx.l4.is_none() {
+                    // nft 1.0.6 types the port by the protocol it knows of; without one it
+                    // cannot read the value.
+                    return Err(self.st.error(
+                        kspan,
+                        format!(
+                            "`ct {} {w}` needs the protocol first (`ct protocol tcp` or a `tcp` match)",
+                            dir.name()
+                        ),
+                    ));
+                }
+                if w == "proto-src" {
+                    CtKey::ProtoSrc(dir)
+                } else {
+                    CtKey::ProtoDst(dir)
+                }
+            }
+            _ => return self.expected("a ct key after `original`/`reply` (`saddr`, `zone`, ...)"),
+        };
+        Ok((key, kspan))
     }
 
     /// After `tcp option` / `sctp chunk`: the option (a name, a number, or for TCP the raw

@@ -536,6 +536,7 @@ impl Parser<'_> {
         }
         let (left, right) = fold_xor(left, op, right);
         let (left, right) = resolve_raw(left, right, ctx.family);
+        let (left, right) = mask_as_prefix(left, op, right);
         // `meta hour "21:00"-"02:00"` wraps around midnight: nft 1.0.6 makes it
         // `!= "02:00"-"21:00"` (and `!=` of a wrapping range `==`).
         let (op, right) = match right {
@@ -803,16 +804,19 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
                         .and_then(|d| PayloadField::named(d.name, name));
                     if let (Some(f), Stmt::Match(m)) = (same, &mut stmts[i + 1]) {
                         m.left = Expr::Payload(f);
-                        true
-                    } else {
-                        false
                     }
+                    true
                 } else {
                     deps.contains(&D::L4Proto(n))
                 }
             }
             Expr::Meta(MetaKey::Protocol) if ip_table => {
-                l3.is_some()
+                let own = if family == Family::Ip {
+                    D::Ipv4
+                } else {
+                    D::Ipv6
+                };
+                l3 == Some(own)
                     && matches!(
                         field.desc().base,
                         crate::model::PayloadBase::Network | crate::model::PayloadBase::Transport
@@ -904,6 +908,40 @@ fn resolve_raw(left: Expr, right: Rhs, family: Family) -> (Expr, Rhs) {
         ),
         e => fields[0].map_or(e, Expr::Payload),
     };
+    (left, right)
+}
+
+/// `ip saddr & 255.255.0.0 == 255.255.0.0` is the prefix match `ip saddr 255.255.0.0/16`
+/// (the kernel holds the same bitwise and comparison; nft 1.0.6 lists the prefix), for an
+/// address masked by a prefix mask and a value inside it.
+fn mask_as_prefix(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
+    if let (
+        Expr::Binop {
+            expr,
+            op: BinOp::And,
+            value: mask,
+        },
+        RelOp::Implicit | RelOp::Eq | RelOp::Ne,
+        Rhs::Key(parts),
+    ) = (&left, op, &right)
+        && matches!(mask.dtype, DataType::Ipv4Addr | DataType::Ipv6Addr)
+        && let [KeyPart::Value(v)] = parts.as_slice()
+    {
+        let bits: Vec<bool> = mask
+            .bytes
+            .iter()
+            .flat_map(|b| (0..8).rev().map(move |i| b >> i & 1 == 1))
+            .collect();
+        let len = bits.iter().take_while(|b| **b).count();
+        let contiguous = bits[len..].iter().all(|b| !b);
+        let inside = v.bytes.iter().zip(&mask.bytes).all(|(x, m)| x & !m == 0);
+        if contiguous && inside && len < bits.len() {
+            return (
+                (**expr).clone(),
+                Rhs::Key(vec![KeyPart::Prefix(v.clone(), len as u8)]),
+            );
+        }
+    }
     (left, right)
 }
 

@@ -46,29 +46,7 @@ fn family_from(w: &str) -> Option<Family> {
 
 /// Data type names for `type ...` in a set declaration.
 pub(crate) fn dtype_from_name(w: &str) -> Option<DataType> {
-    Some(match w {
-        "ipv4_addr" => DataType::Ipv4Addr,
-        "ipv6_addr" => DataType::Ipv6Addr,
-        "ether_addr" => DataType::EtherAddr,
-        "ether_type" => DataType::EtherType,
-        "inet_proto" => DataType::InetProto,
-        "inet_service" => DataType::InetService,
-        "mark" => DataType::Mark,
-        "ifname" => DataType::Ifname,
-        "tcp_flag" => DataType::TcpFlag,
-        "icmp_type" => DataType::IcmpType,
-        "icmp_code" => DataType::IcmpCode,
-        "icmpv6_type" => DataType::Icmpv6Type,
-        "icmpv6_code" => DataType::Icmpv6Code,
-        "dscp" => DataType::Dscp,
-        "nf_proto" => DataType::NfProto,
-        "boolean" => DataType::Boolean,
-        "verdict" => DataType::Verdict,
-        "ct_state" => DataType::CtState,
-        "ct_dir" => DataType::CtDir,
-        "ct_status" => DataType::CtStatus,
-        _ => return None,
-    })
+    DataType::from_name(w)
 }
 
 impl Parser<'_> {

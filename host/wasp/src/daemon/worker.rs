@@ -323,6 +323,7 @@ fn process(
                 mark: 0,
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
+                ct_detail: None,
             })
             .collect();
         out.clear();
