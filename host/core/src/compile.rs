@@ -1003,7 +1003,7 @@ impl Ctx<'_> {
                     let id = self.out_target(dev, None, *span)?;
                     ops.push(Op::Dup(id), fence);
                 }
-                Stmt::Log { prefix, .. } => {
+                Stmt::Log(wasp_ruleset::model::LogStmt { prefix, .. }) => {
                     self.prog.logs.push(prefix.clone().unwrap_or_default());
                     ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);
                 }

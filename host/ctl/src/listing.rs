@@ -446,16 +446,31 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
         }
         Stmt::CounterRef { name, .. } => json!({ "counter": name }),
-        Stmt::Log { prefix, level } => {
-            if prefix.is_none() && level.is_none() {
+        Stmt::Log(l) => {
+            if *l == wasp_ruleset::model::LogStmt::default() {
                 json!({ "log": null })
             } else {
                 let mut o = json!({});
-                if let Some(p) = prefix {
+                if let Some(p) = &l.prefix {
                     o["prefix"] = json!(p);
                 }
-                if let Some(l) = level {
-                    o["level"] = json!(l);
+                if let Some(g) = l.group {
+                    o["group"] = json!(g);
+                }
+                if let Some(n) = l.snaplen {
+                    o["snaplen"] = json!(n);
+                }
+                if let Some(q) = l.queue_threshold {
+                    o["queue-threshold"] = json!(q);
+                }
+                if let Some(lv) = &l.level {
+                    o["level"] = json!(lv);
+                }
+                let flags = l.flags.text();
+                if !flags.is_empty() {
+                    let names: Vec<&str> =
+                        flags.split(" flags ").filter(|f| !f.is_empty()).collect();
+                    o["flags"] = json!(names);
                 }
                 json!({ "log": o })
             }

@@ -448,11 +448,16 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             Some(n) => from_uint(dtype, n),
             None => Err(bad()),
         },
-        // A hexadecimal number is an address too (inet_aton's form: `ip saddr & 0xffff0000`).
-        DataType::Ipv4Addr if text.starts_with("0x") => match parse_uint(text) {
-            Some(n) => from_uint(dtype, n),
-            None => Err(bad()),
-        },
+        // A number is an address too (`ip saddr & 0xffff0000`, `... == 1`: nft reads a number
+        // token as the integer the address type is based on).
+        DataType::Ipv4Addr
+            if text.starts_with("0x") || text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            match parse_uint(text) {
+                Some(n) => from_uint(dtype, n),
+                None => Err(bad()),
+            }
+        }
         DataType::Ipv4Addr => text
             .parse::<Ipv4Addr>()
             .map(|a| Value {

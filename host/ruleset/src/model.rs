@@ -360,13 +360,8 @@ pub enum Stmt {
         /// Where the statement is (for an unknown name).
         span: Span,
     },
-    /// `log [prefix "..."] [level ...]`.
-    Log {
-        /// `prefix "..."`.
-        prefix: Option<String>,
-        /// `level emerg|alert|crit|err|warn|notice|info|debug`.
-        level: Option<String>,
-    },
+    /// `log [prefix "..."] [group N ...] [level ...] [flags ...]`.
+    Log(LogStmt),
     /// A use of a plugin declared in the table (a wasp extension).
     Plugin(PluginUse),
     /// `meta KEY set VALUE` (e.g. `meta mark set 0x10`, `meta nftrace set 1`).
@@ -431,6 +426,71 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+}
+
+/// A `log` statement (the kernel's nft_log).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogStmt {
+    /// `prefix "..."`.
+    pub prefix: Option<String>,
+    /// `level emerg|alert|crit|err|notice|info|debug|audit` (`warn`, the default, is `None`).
+    pub level: Option<String>,
+    /// `group N`: to nfnetlink_log group N instead of the kernel log.
+    pub group: Option<u16>,
+    /// `snaplen N` (bytes copied to the group).
+    pub snaplen: Option<u32>,
+    /// `queue-threshold N` (packets batched for the group).
+    pub queue_threshold: Option<u16>,
+    /// `flags ...`.
+    pub flags: LogFlags,
+}
+
+/// `log flags` bits (the kernel's NF_LOG_*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct LogFlags(pub u8);
+
+impl LogFlags {
+    /// `tcp sequence`.
+    pub const TCPSEQ: u8 = 0x01;
+    /// `tcp options`.
+    pub const TCPOPT: u8 = 0x02;
+    /// `ip options`.
+    pub const IPOPT: u8 = 0x04;
+    /// `skuid`.
+    pub const UID: u8 = 0x08;
+    /// `ether`.
+    pub const MACDECODE: u8 = 0x20;
+    /// `all`.
+    pub const ALL: u8 = 0x2f;
+
+    /// As nft lists them: ` flags all`, ` flags tcp sequence,options flags ip options`, or
+    /// nothing.
+    pub fn text(self) -> String {
+        let b = self.0;
+        if b == 0 {
+            return String::new();
+        }
+        if b & Self::ALL == Self::ALL {
+            return " flags all".to_string();
+        }
+        let mut s = String::new();
+        match (b & Self::TCPSEQ != 0, b & Self::TCPOPT != 0) {
+            (true, true) => s.push_str(" flags tcp sequence,options"),
+            (true, false) => s.push_str(" flags tcp sequence"),
+            (false, true) => s.push_str(" flags tcp options"),
+            _ => {}
+        }
+        if b & Self::IPOPT != 0 {
+            s.push_str(" flags ip options");
+        }
+        if b & Self::UID != 0 {
+            s.push_str(" flags skuid");
+        }
+        if b & Self::MACDECODE != 0 {
+            s.push_str(" flags ether");
+        }
+        s
+    }
 }
 
 /// Which translation a [`NatStmt`] does.

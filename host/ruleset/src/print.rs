@@ -511,14 +511,25 @@ fn stmt(s: &Stmt) -> String {
         }
         Stmt::Counter { packets, bytes } => format!("counter packets {packets} bytes {bytes}"),
         Stmt::CounterRef { name, .. } => format!("counter name \"{name}\""),
-        Stmt::Log { prefix, level } => {
+        Stmt::Log(l) => {
+            // nft 1.0.6's order: prefix, group, snaplen, queue-threshold, level, flags.
             let mut s = "log".to_string();
-            if let Some(p) = prefix {
+            if let Some(p) = &l.prefix {
                 let _ = write!(s, " prefix \"{p}\"");
             }
-            if let Some(l) = level {
-                let _ = write!(s, " level {l}");
+            if let Some(g) = l.group {
+                let _ = write!(s, " group {g}");
             }
+            if let Some(n) = l.snaplen {
+                let _ = write!(s, " snaplen {n}");
+            }
+            if let Some(q) = l.queue_threshold {
+                let _ = write!(s, " queue-threshold {q}");
+            }
+            if let Some(lv) = &l.level {
+                let _ = write!(s, " level {lv}");
+            }
+            s.push_str(&l.flags.text());
             s
         }
         Stmt::MetaSet { key, value, .. } => {

@@ -221,7 +221,16 @@ fn rule_errors() {
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
         ("quota 10 mbytes drop", 1, "`quota` is nftables syntax"),
         ("ip ttl set 1", 1, "`ip ttl set` is nftables syntax"),
-        ("log group 1 accept", 5, "`log group` is nftables syntax"),
+        (
+            "log group 1 level info accept",
+            1,
+            "level and group are mutually exclusive",
+        ),
+        (
+            "log flags tcp window accept",
+            15,
+            "expected `sequence` or `options` after `tcp`, found `window`",
+        ),
         (
             "ip saddr 1.1.1.1 notrack",
             18,

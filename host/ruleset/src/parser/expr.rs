@@ -24,6 +24,9 @@ pub(crate) struct RuleCtx {
     /// A `ct protocol` (or `ct original protocol`) came before: `ct original proto-src` can
     /// be read.
     pub ct_protocol: bool,
+    /// Where a `ct original|reply saddr|daddr` without `ip`/`ip6` was written: nft 1.0.6
+    /// takes its family from the table or the value compared, and refuses it as a map key.
+    pub ct_implicit_family: Option<Span>,
     /// `ether type` matched a value that is no vlan tag: a vlan field conflicts.
     pub no_vlan: bool,
     /// `meta nfproto ipv4|ipv6` matched: the rule's network protocol.
@@ -39,6 +42,7 @@ impl RuleCtx {
             family,
             vlan_depth: 0,
             ct_protocol: false,
+            ct_implicit_family: None,
             no_vlan: false,
             // An ip or ip6 table's packets are of its family: the other's fields conflict.
             l3: match family {
@@ -340,6 +344,18 @@ impl Parser<'_> {
             return self.expected("a ct key after `original`/`reply` (`saddr`, `zone`, ...)");
         };
         self.advance();
+        if let Some(net) = ctx.network()
+            && matches!(w.as_str(), "ip" | "ip6")
+            && net.name() != w
+        {
+            return Err(self.st.error(
+                kspan,
+                format!("conflicting protocols specified: {} vs. {w}", net.name()),
+            ));
+        }
+        if matches!(w.as_str(), "saddr" | "daddr") {
+            ctx.ct_implicit_family = Some(kspan);
+        }
         let family_of = |p: &Self, fam: Option<Family>, at: Span| -> PResult<Family> {
             match fam
                 .or(match ctx.family {

@@ -10,6 +10,7 @@ pub(crate) mod batch;
 mod expr;
 mod fwd;
 mod handles;
+mod log;
 mod merge;
 pub(crate) mod nat;
 mod plugin;

@@ -12,14 +12,6 @@ use crate::model::{
 };
 use crate::proto::Proto;
 
-/// Longest `log prefix` the kernel takes, in bytes (NF_LOG_PREFIXLEN 128 with the NUL).
-const LOG_PREFIX_MAX: usize = 127;
-
-/// Log levels nft accepts.
-const LOG_LEVELS: &[&str] = &[
-    "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug", "audit",
-];
-
 impl Parser<'_> {
     /// One rule, up to (not including) its newline, `;` or `}`.
     pub(super) fn rule(&mut self, family: Family) -> PResult<Rule> {
@@ -99,56 +91,7 @@ impl Parser<'_> {
                     stmts.push(Stmt::Counter { packets, bytes });
                 }
                 "log" => {
-                    self.advance();
-                    let (mut prefix, mut level) = (None, None);
-                    loop {
-                        if self.eat_word("prefix")? {
-                            let (p, pspan) = self.string("a quoted log prefix")?;
-                            // The kernel's NF_LOG_PREFIXLEN is 128 bytes with the final NUL:
-                            // nft_log_init answers ERANGE for a longer one.
-                            if p.len() > LOG_PREFIX_MAX {
-                                return Err(self.st.error(
-                                    pspan,
-                                    format!(
-                                        "log prefix is {} bytes long, the kernel takes at most {LOG_PREFIX_MAX} (nft: Numerical result out of range)",
-                                        p.len()
-                                    ),
-                                ));
-                            }
-                            prefix = Some(p);
-                        } else if self.eat_word("level")? {
-                            let lspan = self.peek_span()?;
-                            match self.peek_tok()? {
-                                Some(Tok::Word(l)) if LOG_LEVELS.contains(&l.as_str()) => {
-                                    self.advance();
-                                    // `warn` is the default and nft does not list it.
-                                    level = (l != "warn").then_some(l);
-                                }
-                                _ => {
-                                    let _ = lspan;
-                                    return self.expected(
-                                        "a log level (`emerg`, `alert`, `crit`, `err`, `warn`, `notice`, `info`, `debug`)",
-                                    );
-                                }
-                            }
-                        } else if let Some(Tok::Word(o)) = self.peek_tok()?
-                            && unsupported::LOG_OPTIONS.contains(&o.as_str())
-                        {
-                            let ospan = self.peek_span()?;
-                            return Err(self
-                                .st
-                                .error(ospan, unsupported::message(&format!("log {o}"))));
-                        } else {
-                            break;
-                        }
-                    }
-                    if level.as_deref() == Some("audit") && prefix.is_some() {
-                        // nft 1.0.6: an audit log takes no prefix, group or other option.
-                        return Err(self
-                            .st
-                            .error(sspan, "log level audit doesn't support any further options"));
-                    }
-                    stmts.push(Stmt::Log { prefix, level });
+                    stmts.push(self.log_stmt(sspan)?);
                 }
                 "ct" => {
                     // `ct count ...` is a statement; `ct KEY ...` a match or `ct mark set`.
@@ -280,7 +223,15 @@ impl Parser<'_> {
             self.advance();
             let vspan = self.peek_span()?;
             let value = if self.at_expr()? {
+                ctx.ct_implicit_family = None;
                 let (v, kspan) = self.concat_expr(ctx)?;
+                if self.at_word("map")?
+                    && let Some(at) = ctx.ct_implicit_family
+                {
+                    return Err(self
+                        .st
+                        .error(at, "specify either ip or ip6 for address matching"));
+                }
                 if self.eat_word("map")? {
                     self.data_map(v, kspan, dtype)?
                 } else {

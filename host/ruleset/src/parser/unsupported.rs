@@ -53,9 +53,6 @@ pub(crate) const COMMANDS: &[&str] = &[
     "list", "reset", "rename", "replace", "monitor", "describe", "export", "import",
 ];
 
-/// `log` options of nft that wasp does not read.
-pub(crate) const LOG_OPTIONS: &[&str] = &["group", "snaplen", "queue-threshold", "flags"];
-
 /// Raw payload bases: `@ll,OFFSET,LENGTH`, `@nh,...`, `@th,...`, `@ih,...`.
 pub(crate) const RAW_BASES: &[&str] = &["ll", "nh", "th", "ih"];
 

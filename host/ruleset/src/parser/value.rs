@@ -101,6 +101,52 @@ impl Parser<'_> {
         Ok((KeyPart::Range(lo, hi), span))
     }
 
+    /// `25:accept` in a map is `25 : accept` (nft's scanner ends a number at `:`); a word
+    /// is split at its last `:` when the key's last type writes no `:` of its own.
+    fn split_glued_colon(&mut self, key: &[DataType]) -> PResult<()> {
+        let colon_type = matches!(
+            key.last(),
+            Some(DataType::Ipv6Addr | DataType::EtherAddr | DataType::TcHandle | DataType::Hour)
+        );
+        if colon_type || key.len() != 1 {
+            return Ok(());
+        }
+        let Some(t) = self.peek()?.cloned() else {
+            return Ok(());
+        };
+        let Tok::Word(w) = &t.tok else {
+            return Ok(());
+        };
+        let Some((k, d)) = w.rsplit_once(':') else {
+            return Ok(());
+        };
+        if k.is_empty() || d.is_empty() {
+            return Ok(());
+        }
+        let n = k.chars().count() as u32;
+        let at = |col: u32, len: u32| Span {
+            col: t.span.col + col,
+            len: len.max(1),
+            ..t.span
+        };
+        let (k, d) = (k.to_string(), d.to_string());
+        let dlen = d.chars().count() as u32;
+        self.advance();
+        self.pending.push(crate::lexer::Token {
+            tok: Tok::Word(d),
+            span: at(n + 1, dlen),
+        });
+        self.pending.push(crate::lexer::Token {
+            tok: Tok::Word(":".to_string()),
+            span: at(n, 1),
+        });
+        self.pending.push(crate::lexer::Token {
+            tok: Tok::Word(k),
+            span: at(0, n),
+        });
+        Ok(())
+    }
+
     /// A key: one part per type, separated by `.`.
     pub(super) fn key(&mut self, types: &[DataType]) -> PResult<(Vec<KeyPart>, Span)> {
         let mut parts = Vec::with_capacity(types.len());
@@ -225,6 +271,9 @@ impl Parser<'_> {
         data: Option<DataType>,
         interval: Option<bool>,
     ) -> PResult<SetElem> {
+        if data.is_some() {
+            self.split_glued_colon(key)?;
+        }
         let (parts, span) = self.key(key)?;
         if interval == Some(false) {
             for p in &parts {
