@@ -160,7 +160,7 @@ fn rule_errors() {
         // Valid nft that wasp does not read yet: a message of its own, not a syntax error.
         (
             "ct event set new accept",
-            4,
+            1,
             "`ct event` is nftables syntax that wasp does not support yet",
         ),
         (

@@ -213,7 +213,7 @@ impl Parser<'_> {
         match head.as_str() {
             "ct" => {
                 self.advance();
-                let (key, end) = self.ct_key(&field, fspan, ctx)?;
+                let (key, end) = self.ct_key(&field, span.through(fspan), ctx)?;
                 let whole = span.through(end);
                 ct_family(self, ctx.family, whole)?;
                 Ok((Expr::Ct(key), whole))
@@ -331,8 +331,15 @@ impl Parser<'_> {
                 return Err(self.st.error(at, unsupported::message(&format!("ct {f}"))));
             }
             _ => {
+                // At the key word itself (`at` runs from `ct`).
+                let n = first.chars().count() as u32;
+                let word = Span {
+                    col: (at.col + at.len).saturating_sub(n),
+                    len: n.max(1),
+                    ..at
+                };
                 return Err(self.st.error(
-                    at,
+                    word,
                     format!(
                         "expected a ct key (`state`, `direction`, `status`, `mark`, `expiration`, `zone`, `bytes`, `packets`, `protocol`, `original ...`, `reply ...`) or `count`, found `{first}`"
                     ),
