@@ -355,6 +355,14 @@ pub(crate) fn op_one(
             }
             None => OpRes::Break,
         },
+        Op::PayloadSet(ps) => match ps.edits(p, st) {
+            Some(edits) => {
+                let at = fx.ext.first + idx;
+                fx.ext.edits.extend(edits.into_iter().map(|e| (at, e)));
+                OpRes::Pass
+            }
+            None => OpRes::Break,
+        },
         Op::SetPriority(load) => match load.eval(p, st) {
             Some(v) => {
                 st.priority = v as u32;

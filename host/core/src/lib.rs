@@ -33,6 +33,7 @@ pub mod ext;
 mod field;
 pub mod forward;
 mod merge;
+mod payload_set;
 mod pipeline;
 mod program;
 mod setstore;

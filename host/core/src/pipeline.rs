@@ -446,6 +446,7 @@ fn run_chain(
                     }
                 }
                 _ => {
+                    let before_ops = fx.ext.edits.len();
                     for i in bits(live) {
                         let tmp;
                         let p = if sc.ed.has(i) {
@@ -467,6 +468,10 @@ fn run_chain(
                                 sc.vslot[i] = Some(v);
                             }
                         }
+                    }
+                    if fx.ext.edits.len() != before_ops {
+                        // A payload statement edited packets: later tests read the copies.
+                        take_edits(cx, fx, sc, st, before_ops);
                     }
                     if fx.hits.n != 0 {
                         // The elements found count their packets, in one call.

@@ -53,6 +53,8 @@ pub(crate) enum Op {
     SetMark(Box<Load>),
     /// `meta priority set` (skb->priority, which `meta priority` then reads).
     SetPriority(Box<Load>),
+    /// `FIELD set VALUE`: the payload statement ([`crate::payload_set`]).
+    PayloadSet(Box<crate::payload_set::PayloadSet>),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
     /// the rule.
     /// With `ct`, `ct mark set KEY map ...` (the connection's mark).

@@ -159,3 +159,8 @@ pub fn listed_elements(elems: &[model::SetElem], interval: bool) -> Vec<model::S
 pub fn print_expr(e: &model::Expr) -> String {
     print::expr(e)
 }
+
+/// A statement as nft lists it (`ip dscp set cs1`, `counter packets 0 bytes 0`).
+pub fn print_stmt(s: &model::Stmt) -> String {
+    print::stmt(s)
+}

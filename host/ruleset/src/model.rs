@@ -373,6 +373,17 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+    /// `FIELD set VALUE` (`ip dscp set cs1`, `tcp dport set 8080`, `@ih,58,6 set 0`): the
+    /// kernel's payload statement (nft_payload_set_eval), which writes the field and updates
+    /// the IPv4 header checksum and the TCP/UDP checksum the field is covered by.
+    PayloadSet {
+        /// The field: [`Expr::Payload`] or [`Expr::Raw`].
+        target: Expr,
+        /// The value expression.
+        value: Expr,
+        /// Where the statement is.
+        span: Span,
+    },
     /// `fwd to "dev"` (netdev family): the packet leaves on `dev` and the hook ends for it
     /// (the kernel's nft_fwd_netdev: NF_STOLEN); with `via`, `fwd ip to ADDR device "dev"` /
     /// `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh): the TTL or hop limit is decremented and

@@ -493,7 +493,7 @@ fn verdict(v: &Verdict) -> String {
     }
 }
 
-fn stmt(s: &Stmt) -> String {
+pub(crate) fn stmt(s: &Stmt) -> String {
     match s {
         Stmt::Match(m) => match_text(m),
         Stmt::Verdict(v) => verdict(v),
@@ -532,6 +532,7 @@ fn stmt(s: &Stmt) -> String {
             s.push_str(&l.flags.text());
             s
         }
+        Stmt::PayloadSet { target, value, .. } => format!("{} set {}", expr(target), expr(value)),
         Stmt::MetaSet { key, value, .. } => {
             let v = match value {
                 Expr::Const(v) => print_value(v),

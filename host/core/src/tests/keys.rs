@@ -283,3 +283,51 @@ fn ct_keys_read_the_connection_detail() {
     // No helpers in wasp.
     assert!(!run("ct helper != \"ftp\"", true));
 }
+
+#[test]
+fn payload_statement_writes_the_field_and_its_checksums() {
+    // A TCP packet with correct IPv4 and TCP checksums.
+    let mut f = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, SYN));
+    let ip = 14;
+    let th = ip + 20;
+    let csum = |b: &[u8]| {
+        let mut s: u32 = b
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+            .sum();
+        while s >> 16 != 0 {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    };
+    let tcp_csum = |f: &[u8]| {
+        let seg = &f[th..];
+        let mut pseudo = f[ip + 12..ip + 20].to_vec();
+        pseudo.extend([0, 6]);
+        pseudo.extend((seg.len() as u16).to_be_bytes());
+        pseudo.extend(seg);
+        csum(&pseudo)
+    };
+    f[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+    let c = csum(&f[ip..ip + 20]);
+    f[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+    f[th + 16..th + 18].copy_from_slice(&[0, 0]);
+    let c = tcp_csum(&f);
+    f[th + 16..th + 18].copy_from_slice(&c.to_be_bytes());
+    let text = "table netdev t {\n chain c {\n  type filter hook ingress device \"eth0\" priority 0; policy drop;\n  ip daddr set 192.0.2.9 tcp dport set 8080\n  ip daddr 192.0.2.9 tcp dport 8080 accept\n }\n}\n";
+    let rs = wasp_ruleset::parse_str(text, "set.nft").expect("parses");
+    let mut e = Engine::compile(&rs).expect("compiles");
+    let frames = [f.clone()];
+    let out = run(&mut e, &frames);
+    // The second rule saw the edited packet.
+    assert_eq!(out[0].verdict, FinalVerdict::Accept);
+    let edited = crate::edited_frames([f.as_slice()], e.edits());
+    let g = edited[0].as_ref().expect("the packet was edited");
+    assert_eq!(&g[ip + 16..ip + 20], &[192, 0, 2, 9]);
+    assert_eq!(&g[th + 2..th + 4], &8080u16.to_be_bytes());
+    // Both checksums are what a full computation gives.
+    assert_eq!(csum(&g[ip..ip + 20]), 0);
+    let mut z = g.clone();
+    z[th + 16..th + 18].copy_from_slice(&[0, 0]);
+    assert_eq!(&g[th + 16..th + 18], &tcp_csum(&z).to_be_bytes());
+}

@@ -214,8 +214,9 @@ impl Parser<'_> {
                     }
                     key.dtype()
                 }
+                // `ip ttl set 1`, `@ih,58,6 set 0`: nft's payload statement.
+                Expr::Payload(_) | Expr::Raw { .. } => left.dtype(),
                 _ => {
-                    // `ip ttl set 1` and the like: nft's payload statement.
                     let what = format!("{} set", self.st_text(lspan));
                     return Err(self.st.error(lspan, unsupported::message(&what)));
                 }
@@ -251,9 +252,9 @@ impl Parser<'_> {
             return Ok(match left {
                 Expr::Ct(key) => Stmt::CtSet { key, value, span },
                 Expr::Meta(key) => Stmt::MetaSet { key, value, span },
-                // Only `meta` and `ct` got past the check above.
-                _ => Stmt::MetaSet {
-                    key: MetaKey::Mark,
+                // A payload field or raw payload (only these got past the check above).
+                target => Stmt::PayloadSet {
+                    target,
                     value,
                     span,
                 },
