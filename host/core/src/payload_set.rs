@@ -73,13 +73,13 @@ impl PayloadSet {
                     L3Kind::Ipv4 => (
                         net,
                         Covered::Ipv4Header {
-                            pseudo: off >= 12 && off < 20,
+                            pseudo: (12..20).contains(&off),
                         },
                     ),
                     L3Kind::Ipv6 => (
                         net,
                         Covered::Ipv6Header {
-                            pseudo: off >= 8 && off < 40,
+                            pseudo: (8..40).contains(&off),
                         },
                     ),
                     _ => (net, Covered::None),

@@ -220,7 +220,8 @@ fn rule_errors() {
         ("meta day 7 drop", 10, "Day must be in range 0-6"),
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
         ("quota 10 mbytes drop", 1, "`quota` is nftables syntax"),
-        ("ip ttl set 1", 1, "`ip ttl set` is nftables syntax"),
+        ("ip ttl set 256", 12, "value 256 exceeds valid range 0-255"),
+        ("ip ttl set foo", 12, "expected a number, found `foo`"),
         (
             "log group 1 level info accept",
             1,
