@@ -403,6 +403,22 @@ pub(crate) fn op_one(
                 OpRes::Break
             }
         }
+        Op::Limit(i) => {
+            // nft_limit_pkts_eval / nft_limit_bytes_eval: NFT_BREAK beyond the rate (within
+            // it with `over`).
+            match prog.stateful.limits.get(*i as usize) {
+                Some(b) if b.eval(fx.clock, st.skb_len) => OpRes::Pass,
+                _ => OpRes::Break,
+            }
+        }
+        Op::Quota(i) => {
+            // nft_quota_eval: the packet's bytes are consumed, then NFT_BREAK beyond the quota
+            // (within it with `over`).
+            match prog.stateful.quotas.get(*i as usize) {
+                Some(q) if q.eval(st.skb_len) => OpRes::Pass,
+                _ => OpRes::Break,
+            }
+        }
         Op::Nat(i) => {
             // nft_nat_eval: the connection gets the binding and the chain accepts.
             if st.ct_id == 0 {

@@ -36,6 +36,7 @@ mod merge;
 mod pipeline;
 mod program;
 mod setstore;
+pub mod stateful;
 mod trace;
 
 #[cfg(test)]
@@ -52,3 +53,4 @@ pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
     ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };
+pub use stateful::Stateful;

@@ -7,6 +7,7 @@ use crate::compare::Test;
 use crate::expr::{Cmp, Load};
 use crate::ext::{CounterUse, ExtSite};
 use crate::setstore::SetC;
+use crate::stateful::Stateful;
 
 /// Index of a chain in [`Program::chains`].
 pub(crate) type ChainId = u32;
@@ -67,6 +68,11 @@ pub(crate) enum Op {
     CtSetMark(Box<Load>),
     /// `ct count [over] N`: `site` numbers the statement's connection list.
     CtCount { site: u32, over: bool, count: u32 },
+    /// `limit ...` or `limit name NAME`: index into [`Stateful::limits`]; the rule ends unless
+    /// the bucket says it goes on.
+    Limit(u32),
+    /// `quota ...` or `quota name NAME`: index into [`Stateful::quotas`].
+    Quota(u32),
     /// A NAT statement: index into [`Program::nats`]; ends the rule with accept.
     Nat(u16),
     /// `flow add @NAME`: index into [`Program::flowtables`].
@@ -180,4 +186,6 @@ pub(crate) struct Program {
     pub flowtables: Vec<crate::conn::FlowtableSpec>,
     /// `ct count` statements.
     pub ct_counts: u32,
+    /// The buckets and quotas of `limit` and `quota` (shared by the workers' engines).
+    pub stateful: std::sync::Arc<Stateful>,
 }

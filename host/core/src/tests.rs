@@ -514,6 +514,8 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         sets,
         plugins: Vec::new(),
         counters: Vec::new(),
+        quotas: Vec::new(),
+        limits: Vec::new(),
         flowtables: Vec::new(),
         comment: None,
         span: Span::default(),
@@ -597,3 +599,4 @@ mod fwd;
 mod instructions;
 mod semantics;
 mod sets;
+mod stateful;

@@ -15,7 +15,7 @@
 //!   the unknown name.
 //!
 //! JSON follows the libnftables-json schema (`man libnftables-json`): `{"nftables": [
-//! {"metainfo": ...}, {"table": ...}, {"counter": ...}, {"set"|"map": ...},
+//! {"metainfo": ...}, {"table": ...}, {"counter"|"quota"|"limit": ...}, {"set"|"map": ...},
 //! {"flowtable": ...}, {"chain": ...}, {"rule": ...} ]}`, objects table by table in that
 //! order, as nft 1.0.6 orders them. Conntrack and NAT in rules as `nft -j list ruleset`
 //! prints them (checked, nft 1.0.6): `{"ct": {"key": "state"}}` (a bitmask compared without
@@ -32,8 +32,8 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Match, NatStmt, RelOp, Rhs,
-    Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Limit, Match, NatStmt, RelOp,
+    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -243,14 +243,39 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
         }
         let all = matches!(req.what, ListWhat::Ruleset | ListWhat::Table);
         if all || req.what == ListWhat::Counters {
+            // Counters, quotas and limits in the order the kernel made them (handles).
+            let mut named: Vec<(u64, Json)> = Vec::new();
             for c in &t.counters {
                 let mut o = json!({"family": fam, "name": c.name, "table": t.name,
                     "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
                 if let Some(x) = &c.comment {
                     o["comment"] = json!(x);
                 }
-                objs.push(json!({ "counter": o }));
+                named.push((c.handle, json!({ "counter": o })));
             }
+            if all {
+                for q in &t.quotas {
+                    let mut o = json!({"family": fam, "name": q.name, "table": t.name,
+                        "handle": q.handle, "bytes": q.quota.bytes,
+                        "used": if f.stateless { 0 } else { q.quota.used },
+                        "inv": q.quota.over});
+                    if let Some(x) = &q.comment {
+                        o["comment"] = json!(x);
+                    }
+                    named.push((q.handle, json!({ "quota": o })));
+                }
+                for l in &t.limits {
+                    let mut o = json!({"family": fam, "name": l.name, "table": t.name,
+                        "handle": l.handle});
+                    limit_obj_json(&mut o, &l.limit);
+                    if let Some(x) = &l.comment {
+                        o["comment"] = json!(x);
+                    }
+                    named.push((l.handle, json!({ "limit": o })));
+                }
+            }
+            named.sort_by_key(|(h, _)| *h);
+            objs.extend(named.into_iter().map(|(_, o)| o));
         }
         if all
             || matches!(
@@ -446,6 +471,44 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
         }
         Stmt::CounterRef { name, .. } => json!({ "counter": name }),
+        Stmt::LimitRef { name, .. } => json!({ "limit": name }),
+        Stmt::QuotaRef { name, .. } => json!({ "quota": name }),
+        Stmt::Limit { limit, .. } => {
+            let mut o = json!({});
+            if limit.bytes {
+                let (rate, rate_unit) = bytes_unit(limit.rate);
+                let (burst, burst_unit) = bytes_unit(u64::from(limit.burst));
+                o["rate"] = json!(rate);
+                o["burst"] = json!(burst);
+                o["per"] = json!(per_unit(limit.per_secs));
+                if limit.over {
+                    o["inv"] = json!(true);
+                }
+                o["rate_unit"] = json!(rate_unit);
+                o["burst_unit"] = json!(burst_unit);
+            } else {
+                o["rate"] = json!(limit.rate);
+                o["burst"] = json!(limit.burst);
+                o["per"] = json!(per_unit(limit.per_secs));
+                if limit.over {
+                    o["inv"] = json!(true);
+                }
+            }
+            json!({ "limit": o })
+        }
+        Stmt::Quota { quota, .. } => {
+            let (val, val_unit) = bytes_unit(quota.bytes);
+            let mut o = json!({"val": val, "val_unit": val_unit});
+            if quota.over {
+                o["inv"] = json!(true);
+            }
+            if !f.stateless && quota.used != 0 {
+                let (used, used_unit) = bytes_unit(quota.used);
+                o["used"] = json!(used);
+                o["used_unit"] = json!(used_unit);
+            }
+            json!({ "quota": o })
+        }
         Stmt::Log { prefix, level } => {
             if prefix.is_none() && level.is_none() {
                 json!({ "log": null })
@@ -568,6 +631,56 @@ fn prefix_len(lo: std::net::IpAddr, hi: std::net::IpAddr) -> Option<u32> {
         };
         lo & span == 0 && hi == lo | span
     })
+}
+
+/// A byte count in the largest of `bytes`, `kbytes`, `mbytes` that divides it, as nft's
+/// `get_rate` (`0` is `0 bytes`).
+fn bytes_unit(n: u64) -> (u64, &'static str) {
+    let units = ["bytes", "kbytes", "mbytes"];
+    let (mut v, mut i) = (n, 0);
+    while n != 0 && i + 1 < units.len() && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    (v, units[i])
+}
+
+/// A limit's time unit by its length in seconds.
+fn per_unit(secs: u64) -> &'static str {
+    match secs {
+        1 => "second",
+        60 => "minute",
+        3600 => "hour",
+        86400 => "day",
+        _ => "week",
+    }
+}
+
+/// The fields of a limit object as `nft -j` 1.0.6 lists them: `rate`, `per`, `inv` when
+/// over, then `burst` (packets; always) or `rate_unit` and, unless 0, `burst` and
+/// `burst_unit` (bytes).
+fn limit_obj_json(o: &mut Json, l: &Limit) {
+    if l.bytes {
+        let (rate, rate_unit) = bytes_unit(l.rate);
+        o["rate"] = json!(rate);
+        o["per"] = json!(per_unit(l.per_secs));
+        if l.over {
+            o["inv"] = json!(true);
+        }
+        o["rate_unit"] = json!(rate_unit);
+        if l.burst != 0 {
+            let (burst, burst_unit) = bytes_unit(u64::from(l.burst));
+            o["burst"] = json!(burst);
+            o["burst_unit"] = json!(burst_unit);
+        }
+    } else {
+        o["rate"] = json!(l.rate);
+        o["per"] = json!(per_unit(l.per_secs));
+        if l.over {
+            o["inv"] = json!(true);
+        }
+        o["burst"] = json!(l.burst);
+    }
 }
 
 fn verdict_json(v: &Verdict) -> Json {

@@ -170,10 +170,73 @@ fn rule_errors() {
             "`ct` needs connection tracking, which the kernel has for ip, ip6 and inet tables only",
         ),
         ("iif \"lo\" accept", 1, "`iif` is nftables syntax"),
+        // `limit` and `quota` as nft 1.0.6 and the kernel refuse them.
         (
-            "limit rate 10/second accept",
+            "limit rate 10/fortnight accept",
+            12,
+            "expected a time unit (`second`, `minute`, `hour`, `day`, `week`), found `fortnight`",
+        ),
+        (
+            "limit 5/second",
+            7,
+            "expected `rate` or `name` after `limit`",
+        ),
+        (
+            "limit rate 10/second burst 0 packets",
+            22,
+            "packet limit burst must be > 0",
+        ),
+        (
+            "limit rate 1023/second burst 10 bytes",
+            33,
+            "expected `packets`, found `bytes` (a packet rate has a burst in packets)",
+        ),
+        (
+            "limit rate 512 kbytes/second burst 5 packets",
+            38,
+            "expected `bytes`, `kbytes` or `mbytes`, found `packets`",
+        ),
+        (
+            "limit rate 1 gbytes/second",
+            12,
+            "found `gbytes` (nft: Wrong rate format)",
+        ),
+        (
+            "limit rate 0/second",
             1,
-            "`limit` is nftables syntax",
+            "a limit rate of 0 is refused by the kernel (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "limit rate 10230 mbytes/day",
+            1,
+            "(nft: Could not process rule: Value too large for defined data type)",
+        ),
+        ("limit name", 11, "expected a limit name, found end of line"),
+        ("limit rate x/second", 12, "expected a number, found `x`"),
+        (
+            "quota 10 gbytes drop",
+            7,
+            "expected `bytes`, `kbytes` or `mbytes`, found `gbytes` (nft: Wrong rate format)",
+        ),
+        (
+            "quota over",
+            11,
+            "expected a number of bytes, found end of line",
+        ),
+        (
+            "quota 5 bytes used 5 kbytes",
+            1,
+            "the quota's used bytes (5120) exceed the quota (5 bytes) (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "quota 9223372036854775808 bytes",
+            1,
+            "(nft: Could not process rule: Value too large for defined data type)",
+        ),
+        (
+            "quota 5 bytes accept counter",
+            22,
+            "Statement after terminal statement has no effect",
         ),
         ("tcp dport 22 reject", 14, "`reject` is nftables syntax"),
         (
@@ -198,7 +261,6 @@ fn rule_errors() {
             "`meta pkttype` is nftables syntax",
         ),
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
-        ("quota 10 mbytes drop", 1, "`quota` is nftables syntax"),
         ("ip ttl set 1", 1, "`ip ttl set` is nftables syntax"),
         ("log group 1 accept", 5, "`log group` is nftables syntax"),
         (
@@ -353,8 +415,32 @@ fn declaration_errors() {
         (
             "table inet t {\n\tquota q {\n\t}\n}\n",
             2,
+            10,
+            "expected a quota (`N bytes`) in the object's block",
+        ),
+        (
+            "table ip t {\n\tlimit l { rate 5/second; rate 6/second }\n}\n",
             2,
-            "`quota` (a named object in a table) is nftables syntax that wasp does not support yet",
+            27,
+            "expected `comment` or `}`, found `rate`",
+        ),
+        (
+            "add table ip t\nadd quota ip t q 5 bytes used 6 bytes\n",
+            2,
+            18,
+            "the quota's used bytes (6) exceed the quota (5 bytes)",
+        ),
+        (
+            "add table ip t\nadd limit ip t l rate over 5 mbytes\n",
+            2,
+            36,
+            "expected `/` and a time unit, found end of line",
+        ),
+        (
+            "table ip t {\n\tct helper h {\n\t}\n}\n",
+            2,
+            2,
+            "`ct` (a named object in a table) is nftables syntax that wasp does not support yet",
         ),
         (
             "table ip t {\n\tchain c {\n\t}\n}\nlist ruleset\n",
@@ -542,7 +628,7 @@ fn long_lines_and_control_characters_are_shown_short_and_escaped() {
     assert!(shown.len() < 600, "{} bytes of error", shown.len());
     assert!(
         shown.starts_with(
-            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found `xxxx"
+            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found `xxxx"
         ),
         "{shown}"
     );
@@ -610,7 +696,7 @@ fn an_unclosed_block_points_to_where_it_opened() {
     let shown = err.to_string();
     assert!(
         shown.starts_with(
-            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found end of file"
+            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found end of file"
         ),
         "{shown}"
     );

@@ -13,7 +13,7 @@
 use super::{PResult, Parser};
 use crate::model::{
     BaseChain, Chain, ChainType, CounterObj, DataType, ElemData, Expr, FlowtableDecl, Hook,
-    NatKind, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
+    LimitObj, NatKind, Policy, QuotaObj, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -83,10 +83,29 @@ impl ChainDecl {
 pub(crate) struct Block {
     pub chains: Vec<ChainDecl>,
     pub sets: Vec<SetDecl>,
-    pub counters: Vec<CounterObj>,
+    /// Named counter, quota and limit objects, in the order written.
+    pub objects: Vec<NamedObj>,
     pub flowtables: Vec<FlowtableDecl>,
     pub comment: Option<String>,
     pub refs: Vec<Ref>,
+}
+
+/// A named stateful object of a table block or an `add counter|quota|limit` command.
+#[derive(Debug, Clone)]
+pub(crate) enum NamedObj {
+    Counter(CounterObj),
+    Quota(QuotaObj),
+    Limit(LimitObj),
+}
+
+impl NamedObj {
+    pub fn name(&self) -> &str {
+        match self {
+            NamedObj::Counter(o) => &o.name,
+            NamedObj::Quota(o) => &o.name,
+            NamedObj::Limit(o) => &o.name,
+        }
+    }
 }
 
 /// Chains a rule jumps or goes to (verdicts and verdict-map data).
@@ -146,12 +165,22 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
 }
 
 impl Parser<'_> {
+    /// `true` when table `ti` has an object of `obj`'s kind and name already.
+    pub(super) fn object_exists(&self, ti: usize, obj: &NamedObj) -> bool {
+        let t = &self.st.tables[ti];
+        match obj {
+            NamedObj::Counter(o) => t.counters.iter().any(|c| c.name == o.name),
+            NamedObj::Quota(o) => t.quotas.iter().any(|c| c.name == o.name),
+            NamedObj::Limit(o) => t.limits.iter().any(|c| c.name == o.name),
+        }
+    }
+
     /// Add `block` to table `ti`, numbering new objects, then check its references.
     pub(super) fn apply_block(&mut self, ti: usize, block: Block) -> PResult<()> {
         let Block {
             chains,
             sets,
-            counters,
+            objects,
             flowtables,
             comment,
             refs,
@@ -228,18 +257,29 @@ impl Parser<'_> {
                 }
             }
         }
-        // Named counter objects (nft numbers them after the block's chains). A counter
-        // declared again keeps its handle and counts, as `nft add counter` of an existing one.
-        for mut obj in counters {
-            if self.st.tables[ti]
-                .counters
-                .iter()
-                .any(|c| c.name == obj.name)
-            {
+        // Named objects (nft numbers them after the block's chains, in the order written).
+        // An object declared again keeps its handle and state, as `nft add counter` of an
+        // existing one.
+        for obj in objects {
+            if self.object_exists(ti, &obj) {
                 continue;
             }
-            obj.handle = self.take_handle(ti);
-            self.st.tables[ti].counters.push(obj);
+            let handle = self.take_handle(ti);
+            let t = &mut self.st.tables[ti];
+            match obj {
+                NamedObj::Counter(mut o) => {
+                    o.handle = handle;
+                    t.counters.push(o);
+                }
+                NamedObj::Quota(mut o) => {
+                    o.handle = handle;
+                    t.quotas.push(o);
+                }
+                NamedObj::Limit(mut o) => {
+                    o.handle = handle;
+                    t.limits.push(o);
+                }
+            }
         }
         // 2. Sets.
         for set in sets {

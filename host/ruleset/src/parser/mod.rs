@@ -15,6 +15,7 @@ pub(crate) mod nat;
 mod plugin;
 mod rule;
 mod setcheck;
+mod stateful;
 pub(crate) mod table;
 mod unsupported;
 pub(crate) mod value;

@@ -178,6 +178,12 @@ impl Parser<'_> {
                 "flow" => {
                     stmts.push(self.flow_add(sspan)?);
                 }
+                "limit" => {
+                    stmts.push(self.limit_stmt(sspan)?);
+                }
+                "quota" => {
+                    stmts.push(self.quota_stmt(sspan)?);
+                }
                 "fwd" | "dup" => {
                     let stmt = self.fwd_or_dup(family, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {

@@ -45,9 +45,7 @@ const STATEMENT_WORDS: &[&str] = &[
     "day",
     "hour",
     // Statements.
-    "limit",
     "reject",
-    "quota",
     "notrack",
     "queue",
     "tproxy",
@@ -115,7 +113,7 @@ fn fields(head: &str) -> &'static [&'static str] {
 }
 
 /// Objects a `table` block may declare in nft that wasp does not read.
-pub(crate) const TABLE_ITEMS: &[&str] = &["quota", "limit", "ct", "secmark", "synproxy"];
+pub(crate) const TABLE_ITEMS: &[&str] = &["ct", "secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[

@@ -204,10 +204,18 @@ impl Daemon {
         // each generation as the instances are.
         let timers = SharedTimers::new(self.workers.len().max(1));
         let mut nf: Option<Netfilter> = None;
+        // One bucket per `limit` and one count per `quota` across the workers, as the kernel.
+        let mut stateful = None;
         let bundles = (0..self.workers.len().max(1))
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
                 let mut engine = Engine::compile(r)?;
+                match &stateful {
+                    None => stateful = Some(engine.stateful()),
+                    Some(s) => {
+                        engine.share_stateful(Arc::clone(s));
+                    }
+                }
                 engine.set_epoch(now);
                 if engine.uses_ip_path() {
                     let events = self.events.clone();
