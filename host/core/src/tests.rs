@@ -597,6 +597,7 @@ mod differential;
 mod ext;
 mod fwd;
 mod instructions;
+mod reject;
 mod semantics;
 mod sets;
 mod stateful;

@@ -32,8 +32,9 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Limit, Match, NatStmt, RelOp,
-    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit, Match,
+    NatStmt, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
+    Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -496,6 +497,7 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
             json!({ "limit": o })
         }
+        Stmt::Reject { kind, .. } => reject_json(*kind),
         Stmt::Quota { quota, .. } => {
             let (val, val_unit) = bytes_unit(quota.bytes);
             let mut o = json!({"val": val, "val_unit": val_unit});
@@ -643,6 +645,33 @@ fn bytes_unit(n: u64) -> (u64, &'static str) {
         i += 1;
     }
     (v, units[i])
+}
+
+/// `reject` as `nft -j` 1.0.6 lists it: always with its type, and the code by name where it
+/// has one (`{"reject": {"type": "icmpx", "expr": "port-unreachable"}}`, `{"reject":
+/// {"type": "tcp reset"}}`).
+fn reject_json(kind: RejectKind) -> Json {
+    let code = |dtype: DataType, c: u8| {
+        let text = wasp_ruleset::datatypes::print_value(&Value {
+            dtype,
+            bytes: vec![c],
+            wildcard: false,
+        });
+        text.parse::<u64>().map_or(json!(text), |n| json!(n))
+    };
+    let (ty, expr) = match kind {
+        RejectKind::TcpReset => return json!({"reject": {"type": "tcp reset"}}),
+        RejectKind::Icmp(c) => ("icmp", code(DataType::IcmpCode, c)),
+        RejectKind::Icmpv6(c) => ("icmpv6", code(DataType::Icmpv6Code, c)),
+        RejectKind::Icmpx(c) => (
+            "icmpx",
+            ICMPX_CODES
+                .iter()
+                .find(|(_, n)| *n == c)
+                .map_or(json!(c), |(name, _)| json!(name)),
+        ),
+    };
+    json!({"reject": {"type": ty, "expr": expr}})
 }
 
 /// A limit's time unit by its length in seconds.

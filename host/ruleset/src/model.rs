@@ -471,8 +471,13 @@ pub enum Stmt {
     /// per-family nft_reject_*_eval): the packet is dropped (and the kernel sends the reply;
     /// wasp does not build the reply yet). Terminal.
     Reject {
-        /// What reply: as nft lists it.
+        /// What reply (the family's default already resolved: `reject` in an ip table is
+        /// `Icmp(3)`).
         kind: RejectKind,
+        /// The table is inet, netdev or bridge: nft 1.0.6 lists an icmp or icmpv6 reply there
+        /// in full (`reject with icmp port-unreachable`), where an ip or ip6 table lists its
+        /// default as `reject`. Only the listing depends on it.
+        verbose: bool,
         /// Where the statement is.
         span: Span,
     },

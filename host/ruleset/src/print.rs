@@ -510,7 +510,7 @@ fn stmt(s: &Stmt) -> String {
         Stmt::LimitRef { name, .. } => format!("limit name \"{name}\""),
         Stmt::Quota { quota, .. } => format!("quota {}", quota_text(quota, false)),
         Stmt::QuotaRef { name, .. } => format!("quota name \"{name}\""),
-        Stmt::Reject { kind, .. } => reject_text(*kind),
+        Stmt::Reject { kind, verbose, .. } => reject_text(*kind, *verbose),
         Stmt::Log { prefix, level } => {
             let mut s = "log".to_string();
             if let Some(p) = prefix {
@@ -604,10 +604,16 @@ pub(crate) fn quota_text(q: &Quota, stateless: bool) -> String {
     s
 }
 
-/// A `reject` statement as nft 1.0.6 lists it (`reject_stmt_print`), the defaults already
-/// resolved by the parser: `reject` (the family's default), `reject with tcp reset`, `reject
-/// with icmp|icmpv6|icmpx CODE` with the code named where nft has a name.
-fn reject_text(k: RejectKind) -> String {
+/// A `reject` statement as nft 1.0.6 lists it (`reject_stmt_print`): `reject` for icmpx
+/// port-unreachable, and for the ip (ip6) family's default icmp (icmpv6) port-unreachable
+/// unless `verbose` (inet, netdev, bridge tables); else `reject with tcp reset` or `reject
+/// with icmp|icmpv6|icmpx CODE`, the code named where nft has a name.
+fn reject_text(k: RejectKind, verbose: bool) -> String {
+    match k {
+        RejectKind::Icmpx(1) => return "reject".to_string(),
+        RejectKind::Icmp(3) | RejectKind::Icmpv6(4) if !verbose => return "reject".to_string(),
+        _ => {}
+    }
     let value = |dtype, code| {
         print_value(&Value {
             dtype,

@@ -238,7 +238,39 @@ fn rule_errors() {
             22,
             "Statement after terminal statement has no effect",
         ),
-        ("tcp dport 22 reject", 14, "`reject` is nftables syntax"),
+        // `reject` as nft 1.0.6 and the kernel refuse it.
+        (
+            "tcp dport 22 reject with icmpx 4",
+            14,
+            "the kernel takes icmpx codes 0 to 3 (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "reject with icmp foo",
+            18,
+            "expected an icmp code name or number, found `foo` (nft: Could not parse icmp code)",
+        ),
+        (
+            "meta l4proto udp reject with tcp reset",
+            18,
+            "you cannot use tcp reset with this protocol",
+        ),
+        (
+            "meta protocol ip6 reject with icmp host-unreachable",
+            36,
+            "conflicting protocols specified: ip vs ip6",
+        ),
+        (
+            "reject with",
+            12,
+            "expected `icmp`, `icmpv6`, `icmpx` or `tcp reset` after `with`, found end of line",
+        ),
+        ("reject with tcp", 16, "expected `reset`, found end of line"),
+        ("reject with icmp 200", 1, "missing icmp error type"),
+        (
+            "reject drop",
+            8,
+            "Statement after terminal statement has no effect (`reject` ends the rule)",
+        ),
         (
             "@nh,0,8 0x45 accept",
             1,
@@ -435,6 +467,42 @@ fn declaration_errors() {
             2,
             36,
             "expected `/` and a time unit, found end of line",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t\ttype filter hook output priority 0;\n\t\treject with icmpx 3\n\t}\n}\n",
+            4,
+            21,
+            "abstracted ICMP unreachable not supported (`icmpx` is for inet and netdev tables; an ip table replies with `icmp`)",
+        ),
+        (
+            "table ip6 t {\n\tchain c {\n\t\ttype filter hook output priority 0;\n\t\treject with icmp 3\n\t}\n}\n",
+            4,
+            20,
+            "conflicting protocols specified: ip vs ip6",
+        ),
+        (
+            "table arp t {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\treject\n\t}\n}\n",
+            4,
+            3,
+            "cannot use reject with arp",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t\ttype filter hook postrouting priority 0;\n\t\treject\n\t}\n}\n",
+            4,
+            3,
+            "`reject` runs at the prerouting, input, forward and output hooks (and ingress in inet and netdev tables) only, and chain `c` is at postrouting (nft: Could not process rule: Operation not supported)",
+        ),
+        (
+            "add table ip t\nadd ct helper ip t h { type \"ftp\" protocol tcp; }\n",
+            2,
+            5,
+            "`add ct helper` (a named object) is nftables syntax that wasp does not support yet",
+        ),
+        (
+            "add table ip t\nadd synproxy ip t s mss 1460 wscale 7\n",
+            2,
+            5,
+            "`add synproxy` (a named object) is nftables syntax that wasp does not support yet",
         ),
         (
             "table ip t {\n\tct helper h {\n\t}\n}\n",

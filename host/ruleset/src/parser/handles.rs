@@ -478,10 +478,10 @@ pub(crate) fn keys_compatible(set: &[DataType], expr: &[DataType]) -> bool {
         })
 }
 
-/// A statement the kernel allows in some chains only: a NAT statement (nat chains, by hook)
-/// or `flow add` (forward).
+/// A statement the kernel allows in some chains only: a NAT statement (nat chains, by hook),
+/// `flow add` (forward) or `reject` (not at postrouting or egress).
 fn hook_bound(s: &Stmt) -> bool {
-    matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. })
+    matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. } | Stmt::Reject { .. })
 }
 
 /// A statement that leads to other chains (`jump`, `goto`, a verdict map).
@@ -512,7 +512,8 @@ pub(crate) fn nat_hooks(kind: NatKind) -> &'static [Hook] {
 /// What the kernel's table validation (`nft_table_validate`: every base chain and the
 /// chains it reaches by `jump`, `goto` and verdict maps) refuses: a NAT statement outside a
 /// nat chain or at a hook its kind does not run at, `flow add` outside the forward hook
-/// (`nft_flow_offload_validate`). The message for the first one found, `None` when valid.
+/// (`nft_flow_offload_validate`), `reject` at postrouting or egress (`nft_reject_validate`).
+/// The message for the first one found, `None` when valid.
 pub(crate) fn hook_violation(t: &Table) -> Option<String> {
     for base_chain in &t.chains {
         let Some(b) = &base_chain.base else { continue };
@@ -597,6 +598,18 @@ fn stmt_violation(s: &Stmt, b: &BaseChain, base: &str, chain: &str) -> Option<St
                 "`{}` runs in nat chains at the {} hook only, and {via} is a {ty} chain at {} (nft: Could not process rule: Operation not supported)",
                 n.kind.name(),
                 names.join(" or "),
+                b.hook.name()
+            ))
+        }
+        // nft_reject_validate, nft_reject_inet_validate, nft_reject_netdev_validate.
+        Stmt::Reject { .. }
+            if !matches!(
+                b.hook,
+                Hook::Prerouting | Hook::Input | Hook::Forward | Hook::Output | Hook::Ingress
+            ) =>
+        {
+            Some(format!(
+                "`reject` runs at the prerouting, input, forward and output hooks (and ingress in inet and netdev tables) only, and {via} is at {} (nft: Could not process rule: Operation not supported)",
                 b.hook.name()
             ))
         }

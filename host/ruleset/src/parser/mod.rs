@@ -13,6 +13,7 @@ mod handles;
 mod merge;
 pub(crate) mod nat;
 mod plugin;
+mod reject;
 mod rule;
 mod setcheck;
 mod stateful;

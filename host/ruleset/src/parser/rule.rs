@@ -184,6 +184,12 @@ impl Parser<'_> {
                 "quota" => {
                     stmts.push(self.quota_stmt(sspan)?);
                 }
+                "reject" => {
+                    let stmt = self.reject_stmt(&ctx, &mut stmts, sspan)?;
+                    // nft: reject is terminal (the packet is dropped).
+                    terminal = Some("reject".to_string());
+                    stmts.push(stmt);
+                }
                 "fwd" | "dup" => {
                     let stmt = self.fwd_or_dup(family, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {

@@ -944,6 +944,25 @@ impl Parser<'_> {
                 self.apply_block(ti, block)
             }
             "rule" => self.rule_command(false),
+            "ct" | "synproxy" | "secmark" => {
+                // Named objects of nft that wasp does not read yet.
+                let what = if w == "ct" {
+                    match self.peek_tok()? {
+                        Some(Tok::Word(k))
+                            if matches!(k.as_str(), "helper" | "timeout" | "expectation") =>
+                        {
+                            format!("add ct {k}")
+                        }
+                        _ => return self.expected("`helper`, `timeout` or `expectation`"),
+                    }
+                } else {
+                    format!("add {w}")
+                };
+                Err(self.st.error(
+                    span,
+                    super::unsupported::message_with(&what, "a named object"),
+                ))
+            }
             "counter" | "quota" | "limit" => {
                 let family = self.family()?;
                 let (tname, tspan) = self.name("a table name")?;

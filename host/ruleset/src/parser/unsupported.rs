@@ -45,7 +45,6 @@ const STATEMENT_WORDS: &[&str] = &[
     "day",
     "hour",
     // Statements.
-    "reject",
     "notrack",
     "queue",
     "tproxy",
