@@ -481,6 +481,12 @@ fn declaration_errors() {
             "conflicting protocols specified: ip vs ip6",
         ),
         (
+            "table inet t {\n\tchain c {\n\t\tmeta nfproto ipv6 ip saddr 1.1.1.1 accept\n\t}\n}\n",
+            3,
+            21,
+            "conflicting protocols specified: ip6 vs. ip",
+        ),
+        (
             "table arp t {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\treject\n\t}\n}\n",
             4,
             3,

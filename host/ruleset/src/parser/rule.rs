@@ -220,6 +220,9 @@ impl Parser<'_> {
             }
         }
         self.icmp_type_dependencies(&mut stmts)?;
+        if let Some((span, msg)) = nfproto_conflict(&stmts) {
+            return Err(self.st.error(span, msg));
+        }
         drop_implied_dependencies(&mut stmts, family);
         explicit_vlan_dependency(&mut stmts);
         super::merge::listing_order(&mut stmts);
@@ -828,6 +831,37 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
         }
         i += 1;
     }
+}
+
+/// nft 1.0.6 refuses an `ip` (`ip6`) header field after `meta nfproto ipv6` (`ipv4`) in an
+/// inet table: "conflicting protocols specified: ip6 vs. ip", at the field's match.
+fn nfproto_conflict(stmts: &[Stmt]) -> Option<(Span, String)> {
+    let mut nfproto: Option<&str> = None;
+    for s in stmts {
+        let Stmt::Match(m) = s else { continue };
+        match (&m.left, m.op, &m.right) {
+            (Expr::Meta(MetaKey::Nfproto), RelOp::Implicit | RelOp::Eq, Rhs::Key(parts)) => {
+                if let [KeyPart::Value(v)] = parts.as_slice() {
+                    nfproto = match v.bytes.as_slice() {
+                        [2] => Some("ip"),
+                        [10] => Some("ip6"),
+                        _ => nfproto,
+                    };
+                }
+            }
+            (Expr::Payload(p), _, _) if matches!(p.proto, Proto::Ip | Proto::Ip6) => {
+                let field = if p.proto == Proto::Ip { "ip" } else { "ip6" };
+                if let Some(have) = nfproto.filter(|h| *h != field) {
+                    return Some((
+                        m.span,
+                        format!("conflicting protocols specified: {have} vs. {field}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `8021q` or `8021ad`.
