@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use wasp_ruleset::Error;
 use wasp_ruleset::model::{
-    BinOp, CtKey, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp,
-    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
+    BinOp, CtKey, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, ObjKind, PayloadField,
+    RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
 
 use crate::compare::{ReadKey, Test};
@@ -955,6 +955,62 @@ impl Ctx<'_> {
                         ));
                     };
                     ops.push(if limit { Op::Limit(id) } else { Op::Quota(id) }, fence);
+                }
+                Stmt::ObjectMap {
+                    kind,
+                    key,
+                    map,
+                    span,
+                } => {
+                    // The names become the objects' indices (counters: their use sites).
+                    let SetRef::Anonymous(elems) = map else {
+                        return Err(self.err(*span, "a named map of objects is not supported"));
+                    };
+                    let mut elems = elems.clone();
+                    for e in &mut elems {
+                        let Some(ElemData::Object(name)) = &e.data else {
+                            continue;
+                        };
+                        let objects = match kind {
+                            ObjKind::Counter => &self.objects,
+                            ObjKind::Quota => &self.quota_objects,
+                            ObjKind::Limit => &self.limit_objects,
+                        };
+                        let Some(&id) = objects.get(&(ti, name.clone())) else {
+                            return Err(self.err(
+                                e.span,
+                                format!(
+                                    "unknown {k} `{name}`: table `{} {}` declares no {k} object of that name (nft: Could not process rule: No such file or directory)",
+                                    t.family.name(),
+                                    t.name,
+                                    k = kind.name()
+                                ),
+                            ));
+                        };
+                        e.data = Some(ElemData::Value(Value {
+                            dtype: DataType::Integer(32),
+                            bytes: id.to_be_bytes().to_vec(),
+                            wildcard: false,
+                        }));
+                    }
+                    let loads = self.value_loads(t.family, key, *span, &mut ops)?;
+                    let set = self.set_ref(
+                        ti,
+                        t,
+                        named,
+                        &SetRef::Anonymous(elems),
+                        &loads,
+                        false,
+                        *span,
+                    )?;
+                    ops.push(
+                        Op::ObjectMap {
+                            keys: loads.into(),
+                            set,
+                            kind: *kind,
+                        },
+                        fence,
+                    );
                 }
                 Stmt::Reject { .. } => {
                     // The kernel's reject expressions end the rule with NF_DROP after queueing

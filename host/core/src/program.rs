@@ -1,7 +1,7 @@
 //! The compiled form of a ruleset: flat chains of rules of small operations, chain references
 //! resolved to indices, sets built into their back-ends.
 
-use wasp_ruleset::model::{Family, Hook, Policy, Span};
+use wasp_ruleset::model::{Family, Hook, ObjKind, Policy, Span};
 
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
@@ -73,6 +73,13 @@ pub(crate) enum Op {
     Limit(u32),
     /// `quota ...` or `quota name NAME`: index into [`Stateful::quotas`].
     Quota(u32),
+    /// `counter|quota|limit name KEY map { ... }`: the element's value is the object (a
+    /// counter's use site, a quota's or a limit's index); a miss ends the rule.
+    ObjectMap {
+        keys: Box<[Load]>,
+        set: u32,
+        kind: ObjKind,
+    },
     /// A NAT statement: index into [`Program::nats`]; ends the rule with accept.
     Nat(u16),
     /// `flow add @NAME`: index into [`Program::flowtables`].

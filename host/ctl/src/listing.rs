@@ -410,6 +410,7 @@ fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
         None => val,
         Some(ElemData::Value(v)) => json!([val, value_json(v)]),
         Some(ElemData::Verdict(v)) => json!([val, verdict_json(v)]),
+        Some(ElemData::Object(name)) => json!([val, name]),
     }
 }
 
@@ -473,6 +474,9 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
         }
         Stmt::CounterRef { name, .. } => json!({ "counter": name }),
         Stmt::LimitRef { name, .. } => json!({ "limit": name }),
+        Stmt::ObjectMap { kind, key, map, .. } => {
+            json!({ kind.name(): {"map": {"key": expr_json(key), "data": set_ref_json(map)}} })
+        }
         Stmt::QuotaRef { name, .. } => json!({ "quota": name }),
         Stmt::Limit { limit, .. } => {
             let mut o = json!({});

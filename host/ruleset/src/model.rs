@@ -467,6 +467,19 @@ pub enum Stmt {
         /// Where the statement is (for an unknown name).
         span: Span,
     },
+    /// `counter name KEY map { k : "NAME", ... }`, `quota name ...`, `limit name ...`
+    /// (nft_objref_map): the named object the packet's key maps to counts or judges it; a
+    /// key the map does not hold ends the rule (NFT_BREAK).
+    ObjectMap {
+        /// Which kind of object the map names.
+        kind: ObjKind,
+        /// The key expression.
+        key: Expr,
+        /// The map (its elements' data are [`ElemData::Object`]).
+        map: SetRef,
+        /// Where the statement is.
+        span: Span,
+    },
     /// `reject [with icmp|icmpv6|icmpx TYPE | with tcp reset]` (nft_reject_inet_eval and the
     /// per-family nft_reject_*_eval): the packet is dropped (and the kernel sends the reply;
     /// wasp does not build the reply yet). Terminal.
@@ -568,6 +581,28 @@ pub enum RejectKind {
     Icmpx(u8),
     /// `with tcp reset` (NFT_REJECT_TCP_RST).
     TcpReset,
+}
+
+/// The kinds of named stateful objects a rule can name (NFT_OBJECT_COUNTER, _QUOTA, _LIMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjKind {
+    /// `counter`
+    Counter,
+    /// `quota`
+    Quota,
+    /// `limit`
+    Limit,
+}
+
+impl ObjKind {
+    /// The kind's keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Counter => "counter",
+            ObjKind::Quota => "quota",
+            ObjKind::Limit => "limit",
+        }
+    }
 }
 
 /// `icmpx` codes of `reject with icmpx CODE` (nft's `icmpx_code`, NFT_REJECT_ICMPX_*).
@@ -1088,6 +1123,9 @@ pub enum ElemData {
     Value(Value),
     /// A verdict (verdict maps).
     Verdict(Verdict),
+    /// The name of a stateful object of the table (the data of `counter name KEY map { k :
+    /// "NAME" }` and its `quota` and `limit` twins).
+    Object(String),
 }
 
 impl DataType {
@@ -1233,6 +1271,10 @@ impl Rule {
                 ..
             })
             | Stmt::VerdictMap {
+                map: SetRef::Anonymous(elems),
+                ..
+            }
+            | Stmt::ObjectMap {
                 map: SetRef::Anonymous(elems),
                 ..
             }

@@ -384,6 +384,9 @@ fn element(e: &SetElem) -> String {
         Some(ElemData::Verdict(v)) => {
             let _ = write!(s, " : {}", verdict(v));
         }
+        Some(ElemData::Object(name)) => {
+            let _ = write!(s, " : \"{name}\"");
+        }
         None => {}
     }
     s
@@ -511,6 +514,9 @@ fn stmt(s: &Stmt) -> String {
         Stmt::Quota { quota, .. } => format!("quota {}", quota_text(quota, false)),
         Stmt::QuotaRef { name, .. } => format!("quota name \"{name}\""),
         Stmt::Reject { kind, verbose, .. } => reject_text(*kind, *verbose),
+        Stmt::ObjectMap { kind, key, map, .. } => {
+            format!("{} name {} map {}", kind.name(), expr(key), set_ref(map))
+        }
         Stmt::Log { prefix, level } => {
             let mut s = "log".to_string();
             if let Some(p) = prefix {

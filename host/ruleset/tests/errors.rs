@@ -212,6 +212,16 @@ fn rule_errors() {
             "(nft: Could not process rule: Value too large for defined data type)",
         ),
         ("limit name", 11, "expected a limit name, found end of line"),
+        (
+            "counter name tcp dport accept",
+            24,
+            "expected `map` after `counter name tcp dport`, found `accept`",
+        ),
+        (
+            "limit name tcp dport map @m",
+            26,
+            "`@map` (a named map of objects) is nftables syntax that wasp does not support yet",
+        ),
         ("limit rate x/second", 12, "expected a number, found `x`"),
         (
             "quota 10 gbytes drop",

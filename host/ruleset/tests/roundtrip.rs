@@ -83,7 +83,7 @@ fn normalize(mut r: Ruleset) -> Ruleset {
                                 norm_elems(e);
                             }
                         }
-                        Stmt::VerdictMap { span, map, .. } => {
+                        Stmt::VerdictMap { span, map, .. } | Stmt::ObjectMap { span, map, .. } => {
                             *span = Span::default();
                             if let SetRef::Anonymous(e) = map {
                                 norm_elems(e);

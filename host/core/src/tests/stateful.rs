@@ -183,3 +183,43 @@ fn an_unknown_object_name_is_refused_at_compile() {
         );
     }
 }
+
+#[test]
+fn object_maps_pick_the_object_by_the_packets_key() {
+    let text = "table netdev t {
+  counter c22 { }
+  counter c23 { }
+  quota q { 40 bytes }
+  limit l { rate 1/second burst 1 packets }
+  chain c {
+    type filter hook ingress device \"eth0\" priority 0; policy drop;
+    counter name tcp dport map { 22 : \"c22\", 23 : c23 }
+    tcp dport 22 quota name tcp dport map { 22 : \"q\" } accept
+    tcp dport 23 limit name tcp dport map { 23 : \"l\" } accept
+  }
+}
+";
+    let mut e = engine(text);
+    let mut c = count(&mut e);
+    let mut f = frames(2, 22);
+    f.extend(frames(3, 23));
+    f.extend(frames(1, 24));
+    // Port 22: the quota's 40 bytes let one packet through; port 23: the bucket one; port 24
+    // is in neither map (the counter map ends its rule, the others do not match).
+    assert_eq!(run_at(&mut e, &f, T0), vec![A, D, A, D, D, D]);
+    let named: Vec<(String, u64, u64)> = e
+        .named_counters(&mut c)
+        .into_iter()
+        .map(|n| (n.name, n.packets, n.bytes))
+        .collect();
+    assert_eq!(named, [("c22".into(), 2, 80), ("c23".into(), 3, 120)]);
+    // An unknown name is the kernel's ENOENT, at the element.
+    let rs = wasp_ruleset::parse_str(
+        &chain("    quota name tcp dport map { 22 : \"nope\" }", "drop"),
+        "m.nft",
+    )
+    .unwrap();
+    let err = Engine::compile(&rs).unwrap_err().to_string();
+    assert!(err.contains("m.nft:4:32"), "{err}");
+    assert!(err.contains("unknown quota `nope`"), "{err}");
+}

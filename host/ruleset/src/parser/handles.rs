@@ -142,7 +142,9 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
         .iter()
         .filter(|s| match s {
             Stmt::Match(m) => matches!(m.right, Rhs::Set(SetRef::Anonymous(_))),
-            Stmt::VerdictMap { map, .. } => matches!(map, SetRef::Anonymous(_)),
+            Stmt::VerdictMap { map, .. } | Stmt::ObjectMap { map, .. } => {
+                matches!(map, SetRef::Anonymous(_))
+            }
             Stmt::MetaSet {
                 value:
                     Expr::Map {

@@ -7,8 +7,8 @@ use super::value::is_vlan_type;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{
-    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule,
-    SetRef, Span, Stmt, Verdict,
+    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, ObjKind, PayloadField, RelOp,
+    Rhs, Rule, SetRef, Span, Stmt, Verdict,
 };
 use crate::proto::Proto;
 
@@ -82,6 +82,10 @@ impl Parser<'_> {
                     self.advance();
                     let nspan = self.peek_span()?;
                     if self.eat_word("name")? {
+                        if self.at_expr()? {
+                            stmts.push(self.object_map(ObjKind::Counter, &mut ctx, sspan)?);
+                            continue;
+                        }
                         let (name, rspan) = self.name("a counter name")?;
                         let whole = Span {
                             len: if rspan.line == sspan.line {
@@ -179,10 +183,10 @@ impl Parser<'_> {
                     stmts.push(self.flow_add(sspan)?);
                 }
                 "limit" => {
-                    stmts.push(self.limit_stmt(sspan)?);
+                    stmts.push(self.limit_stmt(&mut ctx, sspan)?);
                 }
                 "quota" => {
-                    stmts.push(self.quota_stmt(sspan)?);
+                    stmts.push(self.quota_stmt(&mut ctx, sspan)?);
                 }
                 "reject" => {
                     let stmt = self.reject_stmt(&ctx, &mut stmts, sspan)?;

@@ -4,9 +4,13 @@
 //! `limit_stmt`, `quota_stmt`, `limit_config`, `quota_config`), with the checks the kernel makes
 //! when it gets them (`nft_limit_init`, `nft_quota_do_init`).
 
-use super::{PResult, Parser};
+use super::expr::RuleCtx;
+use super::{PResult, Parser, unsupported};
 use crate::lexer::Tok;
-use crate::model::{LIMIT_PKT_BURST_DEFAULT, Limit, LimitObj, Quota, QuotaObj, Span, Stmt};
+use crate::model::{
+    DataType, ElemData, LIMIT_PKT_BURST_DEFAULT, Limit, LimitObj, ObjKind, Quota, QuotaObj, SetRef,
+    Span, Stmt,
+};
 
 /// Time units of a limit rate and their length in seconds (nft's `time_unit_parse`).
 const TIME_UNITS: &[(&str, u64)] = &[
@@ -280,10 +284,73 @@ impl Parser<'_> {
         Ok((name, start.through(nspan)))
     }
 
-    /// `limit rate ...` or `limit name NAME` (at `limit`, not consumed; `start` is it).
-    pub(super) fn limit_stmt(&mut self, start: Span) -> PResult<Stmt> {
+    /// After `counter name`, `quota name` or `limit name`: `KEY map { k : "NAME", ... }`
+    /// (nft's objref map; `start` is the statement's keyword). The names are read as nft
+    /// reads them, as strings of at most 15 characters here (they are parsed as `ifname`
+    /// values, then kept as text); whether the objects exist is checked at compile.
+    pub(super) fn object_map(
+        &mut self,
+        kind: ObjKind,
+        ctx: &mut RuleCtx,
+        start: Span,
+    ) -> PResult<Stmt> {
+        let (key, kspan) = self.concat_expr(ctx)?;
+        if !self.eat_word("map")? {
+            return self.expected(&format!(
+                "`map` after `{} name {}`",
+                kind.name(),
+                self.st_text(kspan)
+            ));
+        }
+        let mspan = self.peek_span()?;
+        if !self.eat_punct("{")? {
+            if let Some(Tok::SetRef(_)) = self.peek_tok()? {
+                return Err(self.st.error(
+                    mspan,
+                    unsupported::message_with("@map", "a named map of objects"),
+                ));
+            }
+            return self.expected("`{` after `map`");
+        }
+        let types = key.key_types();
+        let mut elems = self.elements(&types, Some(DataType::Ifname), None)?;
+        self.check_anonymous(&types, &elems, true)?;
+        for e in &mut elems {
+            if let Some(ElemData::Value(v)) = &e.data {
+                let name: String = v
+                    .bytes
+                    .iter()
+                    .take_while(|b| **b != 0)
+                    .map(|b| char::from(*b))
+                    .collect();
+                e.data = Some(ElemData::Object(name));
+            }
+        }
+        let end = self.peek_span()?;
+        let span = if end.line == start.line && end.col > start.col {
+            Span {
+                len: end.col - start.col,
+                ..start
+            }
+        } else {
+            start
+        };
+        Ok(Stmt::ObjectMap {
+            kind,
+            key,
+            map: SetRef::Anonymous(elems),
+            span,
+        })
+    }
+
+    /// `limit rate ...`, `limit name NAME` or `limit name KEY map { ... }` (at `limit`, not
+    /// consumed; `start` is it).
+    pub(super) fn limit_stmt(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
         self.advance();
         if self.eat_word("name")? {
+            if self.at_expr()? {
+                return self.object_map(ObjKind::Limit, ctx, start);
+            }
             let (name, span) = self.object_ref(start, "a limit name")?;
             return Ok(Stmt::LimitRef { name, span });
         }
@@ -298,11 +365,14 @@ impl Parser<'_> {
         Ok(Stmt::Limit { limit, span })
     }
 
-    /// `quota [over|until] N UNIT [used M UNIT]` or `quota name NAME` (at `quota`, not
-    /// consumed; `start` is it).
-    pub(super) fn quota_stmt(&mut self, start: Span) -> PResult<Stmt> {
+    /// `quota [over|until] N UNIT [used M UNIT]`, `quota name NAME` or `quota name KEY map {
+    /// ... }` (at `quota`, not consumed; `start` is it).
+    pub(super) fn quota_stmt(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
         self.advance();
         if self.eat_word("name")? {
+            if self.at_expr()? {
+                return self.object_map(ObjKind::Quota, ctx, start);
+            }
             let (name, span) = self.object_ref(start, "a quota name")?;
             return Ok(Stmt::QuotaRef { name, span });
         }

@@ -304,6 +304,9 @@ pub(crate) fn element(e: &SetElem, o: &PrintOptions) -> String {
         Some(ElemData::Verdict(v)) => {
             let _ = write!(s, " : {}", verdict(v));
         }
+        Some(ElemData::Object(name)) => {
+            let _ = write!(s, " : \"{name}\"");
+        }
         None => {}
     }
     s
