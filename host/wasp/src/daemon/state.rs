@@ -175,7 +175,8 @@ impl Daemon {
         };
         let bundles = {
             let mut cur = d.lock();
-            let (b, nf) = d.bundles(&cur.ruleset, 1, None)?;
+            let shared = cur.engine.stateful();
+            let (b, nf) = d.bundles(&cur.ruleset, 1, None, shared)?;
             cur.netfilter = nf;
             b
         };
@@ -190,11 +191,16 @@ impl Daemon {
     /// ruleset, the others from zero (counts are summed over workers when read); and the
     /// netfilter state the bundles share (flowtables of `prev` that the ruleset still declares
     /// keep their flows).
+    ///
+    /// Every worker's engine uses `stateful` (the control engine's, compiled from `ruleset`)
+    /// for its `limit` buckets and `quota` counts: one state across the workers, as in the
+    /// kernel, that the control side reads for listings.
     fn bundles(
         &self,
         ruleset: &Ruleset,
         generation: u64,
         prev: Option<&Netfilter>,
+        stateful: Arc<wasp_core::Stateful>,
     ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
         let now = self.clock.now_ns();
         let mut zeroed = ruleset.clone();
@@ -204,18 +210,11 @@ impl Daemon {
         // each generation as the instances are.
         let timers = SharedTimers::new(self.workers.len().max(1));
         let mut nf: Option<Netfilter> = None;
-        // One bucket per `limit` and one count per `quota` across the workers, as the kernel.
-        let mut stateful = None;
         let bundles = (0..self.workers.len().max(1))
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
                 let mut engine = Engine::compile(r)?;
-                match &stateful {
-                    None => stateful = Some(engine.stateful()),
-                    Some(s) => {
-                        engine.share_stateful(Arc::clone(s));
-                    }
-                }
+                engine.share_stateful(Arc::clone(&stateful));
                 engine.set_epoch(now);
                 if engine.uses_ip_path() {
                     let events = self.events.clone();
@@ -332,7 +331,8 @@ impl Daemon {
         }
         let engine = Engine::compile(&new)?;
         let generation = cur.generation + 1;
-        let (bundles, netfilter) = self.bundles(&new, generation, cur.netfilter.as_ref())?;
+        let (bundles, netfilter) =
+            self.bundles(&new, generation, cur.netfilter.as_ref(), engine.stateful())?;
         let acks: Vec<_> = self
             .workers
             .iter()
