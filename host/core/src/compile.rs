@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use wasp_ruleset::Error;
 use wasp_ruleset::model::{
-    BinOp, CtKey, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp,
-    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
+    BinOp, CtKey, DataType, ElemData, Expr, Family, KeyPart, Match, MetaKey, ObjKind, PayloadField,
+    RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
 
 use crate::compare::{ReadKey, Test};
@@ -18,6 +18,7 @@ use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
 use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::{ElemC, ElemIn, SetC};
+use crate::stateful::{Bucket, QuotaOwner, QuotaState, Stateful};
 use wasp_ruleset::model::{OptHeader, OptSel};
 
 /// Deepest chain level the kernel accepts below a base chain (`NFT_JUMP_STACK_SIZE`): a chain
@@ -33,6 +34,12 @@ struct Ctx<'r> {
     /// the compiler has met so far (they own the counters of their elements).
     rule_at: (u32, u32, u64),
     anon_nth: u32,
+    /// Buckets and quotas made so far.
+    stateful: Stateful,
+    /// (table, name) -> bucket of each named limit object.
+    limit_objects: HashMap<(usize, String), u32>,
+    /// (table, name) -> quota of each named quota object.
+    quota_objects: HashMap<(usize, String), u32>,
 }
 
 /// Whose set [`Ctx::build_set`] builds, which decides who serves its element counters.
@@ -54,6 +61,9 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         objects: HashMap::new(),
         rule_at: (0, 0, 0),
         anon_nth: 0,
+        stateful: Stateful::default(),
+        limit_objects: HashMap::new(),
+        quota_objects: HashMap::new(),
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
@@ -105,6 +115,20 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
             let id = cx.counter_site(ti, args, use_, o.span);
             cx.objects.insert((ti, o.name.clone()), id);
         }
+        for o in &t.limits {
+            let id = cx.stateful.limits.len() as u32;
+            cx.stateful.limits.push(Bucket::new(&o.limit));
+            cx.limit_objects.insert((ti, o.name.clone()), id);
+        }
+        for o in &t.quotas {
+            let id = cx.stateful.quotas.len() as u32;
+            cx.stateful.quotas.push(QuotaState::new(&o.quota));
+            cx.stateful.quota_owners.push(QuotaOwner::Object {
+                table: ti as u32,
+                name: o.name.clone(),
+            });
+            cx.quota_objects.insert((ti, o.name.clone()), id);
+        }
         let named = cx.named_sets(ti, t)?;
         for (ci, c) in t.chains.iter().enumerate() {
             let mut rules: Vec<RuleC> = Vec::with_capacity(c.rules.len());
@@ -118,6 +142,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     }
     check_graph(rs, &mut cx.prog)?;
     mark_cached_reads(&mut cx.prog);
+    cx.prog.stateful = std::sync::Arc::new(cx.stateful);
     Ok(cx.prog)
 }
 
@@ -881,6 +906,8 @@ impl Ctx<'_> {
         self.anon_nth = 0;
         // Counter statements of the rule so far.
         let mut nth = 0u32;
+        // Quota statements of the rule so far.
+        let mut quota_nth = 0u32;
         for s in &r.stmts {
             match s {
                 Stmt::Match(m) => self.matcher(ti, t, named, m, &mut ops)?,
@@ -929,6 +956,104 @@ impl Ctx<'_> {
                         ));
                     };
                     ops.push(Op::Ext(id), fence);
+                }
+                Stmt::Limit { limit, .. } => {
+                    let id = self.stateful.limits.len() as u32;
+                    self.stateful.limits.push(Bucket::new(limit));
+                    ops.push(Op::Limit(id), fence);
+                }
+                Stmt::Quota { quota, .. } => {
+                    let id = self.stateful.quotas.len() as u32;
+                    self.stateful.quotas.push(QuotaState::new(quota));
+                    self.stateful.quota_owners.push(QuotaOwner::Rule {
+                        table: ti as u32,
+                        chain: ci as u32,
+                        handle: r.handle,
+                        nth: quota_nth,
+                    });
+                    quota_nth += 1;
+                    ops.push(Op::Quota(id), fence);
+                }
+                Stmt::LimitRef { name, span } | Stmt::QuotaRef { name, span } => {
+                    let limit = matches!(s, Stmt::LimitRef { .. });
+                    let (objects, kind) = if limit {
+                        (&self.limit_objects, "limit")
+                    } else {
+                        (&self.quota_objects, "quota")
+                    };
+                    let Some(&id) = objects.get(&(ti, name.clone())) else {
+                        return Err(self.err(
+                            *span,
+                            format!(
+                                "unknown {kind} `{name}`: table `{} {}` declares no {kind} object of that name (nft: Could not process rule: No such file or directory)",
+                                t.family.name(),
+                                t.name
+                            ),
+                        ));
+                    };
+                    ops.push(if limit { Op::Limit(id) } else { Op::Quota(id) }, fence);
+                }
+                Stmt::ObjectMap {
+                    kind,
+                    key,
+                    map,
+                    span,
+                } => {
+                    // The names become the objects' indices (counters: their use sites).
+                    let SetRef::Anonymous(elems) = map else {
+                        return Err(self.err(*span, "a named map of objects is not supported"));
+                    };
+                    let mut elems = elems.clone();
+                    for e in &mut elems {
+                        let Some(ElemData::Object(name)) = &e.data else {
+                            continue;
+                        };
+                        let objects = match kind {
+                            ObjKind::Counter => &self.objects,
+                            ObjKind::Quota => &self.quota_objects,
+                            ObjKind::Limit => &self.limit_objects,
+                        };
+                        let Some(&id) = objects.get(&(ti, name.clone())) else {
+                            return Err(self.err(
+                                e.span,
+                                format!(
+                                    "unknown {k} `{name}`: table `{} {}` declares no {k} object of that name (nft: Could not process rule: No such file or directory)",
+                                    t.family.name(),
+                                    t.name,
+                                    k = kind.name()
+                                ),
+                            ));
+                        };
+                        e.data = Some(ElemData::Value(Value {
+                            dtype: DataType::Integer(32),
+                            bytes: id.to_be_bytes().to_vec(),
+                            wildcard: false,
+                        }));
+                    }
+                    let loads = self.value_loads(t.family, key, *span, &mut ops)?;
+                    let set = self.set_ref(
+                        ti,
+                        t,
+                        named,
+                        &SetRef::Anonymous(elems),
+                        &loads,
+                        false,
+                        *span,
+                    )?;
+                    ops.push(
+                        Op::ObjectMap {
+                            keys: loads.into(),
+                            set,
+                            kind: *kind,
+                        },
+                        fence,
+                    );
+                }
+                Stmt::Reject { .. } => {
+                    // The kernel's reject expressions end the rule with NF_DROP after queueing
+                    // the reply (wasp does not build the reply yet).
+                    ops.push(Op::Verdict(VerdictC::Drop), fence);
+                    break;
                 }
                 Stmt::Plugin(u) => {
                     if !t.plugins.iter().any(|p| p.name == u.name) {

@@ -1028,6 +1028,67 @@ impl Engine {
             .unwrap_or_default()
     }
 
+    /// The buckets of the ruleset's `limit`s and the consumed bytes of its `quota`s (one per
+    /// statement or named object, as the kernel's expressions and objects). Give them to the
+    /// engines of the other workers ([`Engine::share_stateful`]) so that a rate or a quota is
+    /// one across the workers, as in the kernel.
+    pub fn stateful(&self) -> std::sync::Arc<crate::Stateful> {
+        self.prog.stateful.clone()
+    }
+
+    /// Use `shared` (another engine's [`Engine::stateful`], compiled from the same ruleset)
+    /// for this engine's `limit`s and `quota`s. Returns `false`, keeping this engine's own,
+    /// when `shared` does not belong to the same statements and objects.
+    pub fn share_stateful(&mut self, shared: std::sync::Arc<crate::Stateful>) -> bool {
+        if !shared.same_shape(&self.prog.stateful) {
+            return false;
+        }
+        self.prog.stateful = shared;
+        true
+    }
+
+    /// Write the bytes each `quota` statement and quota object consumed into `ruleset` (the
+    /// one this engine was compiled from) as their `used`, as `nft list ruleset` lists them
+    /// after traffic.
+    pub fn store_quotas(&self, ruleset: &mut Ruleset) {
+        let st = &self.prog.stateful;
+        for (q, owner) in st.quotas.iter().zip(&st.quota_owners) {
+            let used = q.consumed();
+            match owner {
+                crate::stateful::QuotaOwner::Rule {
+                    table,
+                    chain,
+                    handle,
+                    nth,
+                } => {
+                    let stmt = ruleset
+                        .tables
+                        .get_mut(*table as usize)
+                        .and_then(|t| t.chains.get_mut(*chain as usize))
+                        .and_then(|c| c.rules.iter_mut().find(|r| r.handle == *handle))
+                        .and_then(|r| {
+                            r.stmts
+                                .iter_mut()
+                                .filter(|s| matches!(s, Stmt::Quota { .. }))
+                                .nth(*nth as usize)
+                        });
+                    if let Some(Stmt::Quota { quota, .. }) = stmt {
+                        quota.used = used;
+                    }
+                }
+                crate::stateful::QuotaOwner::Object { table, name } => {
+                    if let Some(o) = ruleset
+                        .tables
+                        .get_mut(*table as usize)
+                        .and_then(|t| t.quotas.iter_mut().find(|o| &o.name == name))
+                    {
+                        o.quota.used = used;
+                    }
+                }
+            }
+        }
+    }
+
     /// Set the time the ruleset was loaded, on the clock of the `now_ns` the hooks are given
     /// (for a replay, the capture's): a set element with `timeout 30s` (or `expires 30s`, or
     /// in a set with `timeout 30s`) stops matching at `epoch_ns + 30 s`, as the kernel's
@@ -1208,6 +1269,7 @@ impl Engine {
             }
         }
         self.store_anon_set_counters(ruleset, src);
+        self.store_quotas(ruleset);
     }
 
     /// `reset counters` (and `reset counter`/`reset set` for elements): zero every counter

@@ -2,7 +2,7 @@
 //! shared by both evaluators, and the plain per-packet walk used as the reference that the
 //! vector pipeline must agree with.
 
-use wasp_ruleset::model::Policy;
+use wasp_ruleset::model::{ObjKind, Policy};
 
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
@@ -416,6 +416,49 @@ pub(crate) fn op_one(
                 OpRes::Pass
             } else {
                 OpRes::Break
+            }
+        }
+        Op::Limit(i) => {
+            // nft_limit_pkts_eval / nft_limit_bytes_eval: NFT_BREAK beyond the rate (within
+            // it with `over`).
+            match prog.stateful.limits.get(*i as usize) {
+                Some(b) if b.eval(fx.clock, st.skb_len) => OpRes::Pass,
+                _ => OpRes::Break,
+            }
+        }
+        Op::ObjectMap { keys, set, kind } => {
+            // nft_objref_map_eval: the element's object, or NFT_BREAK for a miss.
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
+                return OpRes::Break;
+            };
+            let s = &prog.sets[*set as usize];
+            let Some(&e) = s.lookup(&buf[..n], fx.now) else {
+                return OpRes::Break;
+            };
+            fx.count_elem(e, s.counter_site, idx);
+            match kind {
+                ObjKind::Counter => {
+                    let mut res = [OpRes::Pass];
+                    ext_call(fx, e.value, &[ext_packet(p, st, true)], &[idx], &mut res);
+                    res[0]
+                }
+                ObjKind::Quota => match prog.stateful.quotas.get(e.value as usize) {
+                    Some(q) if q.eval(st.skb_len) => OpRes::Pass,
+                    _ => OpRes::Break,
+                },
+                ObjKind::Limit => match prog.stateful.limits.get(e.value as usize) {
+                    Some(b) if b.eval(fx.clock, st.skb_len) => OpRes::Pass,
+                    _ => OpRes::Break,
+                },
+            }
+        }
+        Op::Quota(i) => {
+            // nft_quota_eval: the packet's bytes are consumed, then NFT_BREAK beyond the quota
+            // (within it with `over`).
+            match prog.stateful.quotas.get(*i as usize) {
+                Some(q) if q.eval(st.skb_len) => OpRes::Pass,
+                _ => OpRes::Break,
             }
         }
         Op::Nat(i) => {

@@ -37,6 +37,7 @@ mod payload_set;
 mod pipeline;
 mod program;
 mod setstore;
+pub mod stateful;
 mod trace;
 
 #[cfg(test)]
@@ -53,3 +54,4 @@ pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
     ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };
+pub use stateful::Stateful;

@@ -1,12 +1,13 @@
 //! The compiled form of a ruleset: flat chains of rules of small operations, chain references
 //! resolved to indices, sets built into their back-ends.
 
-use wasp_ruleset::model::{Family, Hook, Policy, Span};
+use wasp_ruleset::model::{Family, Hook, ObjKind, Policy, Span};
 
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
 use crate::ext::{CounterUse, ExtSite};
 use crate::setstore::SetC;
+use crate::stateful::Stateful;
 
 /// Index of a chain in [`Program::chains`].
 pub(crate) type ChainId = u32;
@@ -71,6 +72,18 @@ pub(crate) enum Op {
     CtSetMark(Box<Load>),
     /// `ct count [over] N`: `site` numbers the statement's connection list.
     CtCount { site: u32, over: bool, count: u32 },
+    /// `limit ...` or `limit name NAME`: index into [`Stateful::limits`]; the rule ends unless
+    /// the bucket says it goes on.
+    Limit(u32),
+    /// `quota ...` or `quota name NAME`: index into [`Stateful::quotas`].
+    Quota(u32),
+    /// `counter|quota|limit name KEY map { ... }`: the element's value is the object (a
+    /// counter's use site, a quota's or a limit's index); a miss ends the rule.
+    ObjectMap {
+        keys: Box<[Load]>,
+        set: u32,
+        kind: ObjKind,
+    },
     /// A NAT statement: index into [`Program::nats`]; ends the rule with accept.
     Nat(u16),
     /// `flow add @NAME`: index into [`Program::flowtables`].
@@ -184,4 +197,6 @@ pub(crate) struct Program {
     pub flowtables: Vec<crate::conn::FlowtableSpec>,
     /// `ct count` statements.
     pub ct_counts: u32,
+    /// The buckets and quotas of `limit` and `quota` (shared by the workers' engines).
+    pub stateful: std::sync::Arc<Stateful>,
 }

@@ -515,6 +515,8 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         sets,
         plugins: Vec::new(),
         counters: Vec::new(),
+        quotas: Vec::new(),
+        limits: Vec::new(),
         flowtables: Vec::new(),
         comment: None,
         span: Span::default(),
@@ -597,5 +599,7 @@ mod ext;
 mod fwd;
 mod instructions;
 mod keys;
+mod reject;
 mod semantics;
 mod sets;
+mod stateful;

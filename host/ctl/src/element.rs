@@ -165,6 +165,8 @@ impl CloneHeader for Table {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            quotas: Vec::new(),
+            limits: Vec::new(),
             flowtables: Vec::new(),
             comment: self.comment.clone(),
             span: self.span,

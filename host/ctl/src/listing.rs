@@ -15,7 +15,7 @@
 //!   the unknown name.
 //!
 //! JSON follows the libnftables-json schema (`man libnftables-json`): `{"nftables": [
-//! {"metainfo": ...}, {"table": ...}, {"counter": ...}, {"set"|"map": ...},
+//! {"metainfo": ...}, {"table": ...}, {"counter"|"quota"|"limit": ...}, {"set"|"map": ...},
 //! {"flowtable": ...}, {"chain": ...}, {"rule": ...} ]}`, objects table by table in that
 //! order, as nft 1.0.6 orders them. Conntrack and NAT in rules as `nft -j list ruleset`
 //! prints them (checked, nft 1.0.6): `{"ct": {"key": "state"}}` (a bitmask compared without
@@ -32,8 +32,9 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, KeyPart, Match, NatStmt, OptSel, RelOp,
-    Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit, Match,
+    NatStmt, OptSel, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
+    Value, Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -243,14 +244,39 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
         }
         let all = matches!(req.what, ListWhat::Ruleset | ListWhat::Table);
         if all || req.what == ListWhat::Counters {
+            // Counters, quotas and limits in the order the kernel made them (handles).
+            let mut named: Vec<(u64, Json)> = Vec::new();
             for c in &t.counters {
                 let mut o = json!({"family": fam, "name": c.name, "table": t.name,
                     "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
                 if let Some(x) = &c.comment {
                     o["comment"] = json!(x);
                 }
-                objs.push(json!({ "counter": o }));
+                named.push((c.handle, json!({ "counter": o })));
             }
+            if all {
+                for q in &t.quotas {
+                    let mut o = json!({"family": fam, "name": q.name, "table": t.name,
+                        "handle": q.handle, "bytes": q.quota.bytes,
+                        "used": if f.stateless { 0 } else { q.quota.used },
+                        "inv": q.quota.over});
+                    if let Some(x) = &q.comment {
+                        o["comment"] = json!(x);
+                    }
+                    named.push((q.handle, json!({ "quota": o })));
+                }
+                for l in &t.limits {
+                    let mut o = json!({"family": fam, "name": l.name, "table": t.name,
+                        "handle": l.handle});
+                    limit_obj_json(&mut o, &l.limit);
+                    if let Some(x) = &l.comment {
+                        o["comment"] = json!(x);
+                    }
+                    named.push((l.handle, json!({ "limit": o })));
+                }
+            }
+            named.sort_by_key(|(h, _)| *h);
+            objs.extend(named.into_iter().map(|(_, o)| o));
         }
         if all
             || matches!(
@@ -384,6 +410,7 @@ fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
         None => val,
         Some(ElemData::Value(v)) => json!([val, value_json(v)]),
         Some(ElemData::Verdict(v)) => json!([val, verdict_json(v)]),
+        Some(ElemData::Object(name)) => json!([val, name]),
     }
 }
 
@@ -446,6 +473,48 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
         }
         Stmt::CounterRef { name, .. } => json!({ "counter": name }),
+        Stmt::LimitRef { name, .. } => json!({ "limit": name }),
+        Stmt::ObjectMap { kind, key, map, .. } => {
+            json!({ kind.name(): {"map": {"key": expr_json(key), "data": set_ref_json(map)}} })
+        }
+        Stmt::QuotaRef { name, .. } => json!({ "quota": name }),
+        Stmt::Limit { limit, .. } => {
+            let mut o = json!({});
+            if limit.bytes {
+                let (rate, rate_unit) = bytes_unit(limit.rate);
+                let (burst, burst_unit) = bytes_unit(u64::from(limit.burst));
+                o["rate"] = json!(rate);
+                o["burst"] = json!(burst);
+                o["per"] = json!(per_unit(limit.per_secs));
+                if limit.over {
+                    o["inv"] = json!(true);
+                }
+                o["rate_unit"] = json!(rate_unit);
+                o["burst_unit"] = json!(burst_unit);
+            } else {
+                o["rate"] = json!(limit.rate);
+                o["burst"] = json!(limit.burst);
+                o["per"] = json!(per_unit(limit.per_secs));
+                if limit.over {
+                    o["inv"] = json!(true);
+                }
+            }
+            json!({ "limit": o })
+        }
+        Stmt::Reject { kind, .. } => reject_json(*kind),
+        Stmt::Quota { quota, .. } => {
+            let (val, val_unit) = bytes_unit(quota.bytes);
+            let mut o = json!({"val": val, "val_unit": val_unit});
+            if quota.over {
+                o["inv"] = json!(true);
+            }
+            if !f.stateless && quota.used != 0 {
+                let (used, used_unit) = bytes_unit(quota.used);
+                o["used"] = json!(used);
+                o["used_unit"] = json!(used_unit);
+            }
+            json!({ "quota": o })
+        }
         Stmt::Log(l) => {
             if *l == wasp_ruleset::model::LogStmt::default() {
                 json!({ "log": null })
@@ -583,6 +652,83 @@ fn prefix_len(lo: std::net::IpAddr, hi: std::net::IpAddr) -> Option<u32> {
         };
         lo & span == 0 && hi == lo | span
     })
+}
+
+/// A byte count in the largest of `bytes`, `kbytes`, `mbytes` that divides it, as nft's
+/// `get_rate` (`0` is `0 bytes`).
+fn bytes_unit(n: u64) -> (u64, &'static str) {
+    let units = ["bytes", "kbytes", "mbytes"];
+    let (mut v, mut i) = (n, 0);
+    while n != 0 && i + 1 < units.len() && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    (v, units[i])
+}
+
+/// `reject` as `nft -j` 1.0.6 lists it: always with its type, and the code by name where it
+/// has one (`{"reject": {"type": "icmpx", "expr": "port-unreachable"}}`, `{"reject":
+/// {"type": "tcp reset"}}`).
+fn reject_json(kind: RejectKind) -> Json {
+    let code = |dtype: DataType, c: u8| {
+        let text = wasp_ruleset::datatypes::print_value(&Value {
+            dtype,
+            bytes: vec![c],
+            wildcard: false,
+        });
+        text.parse::<u64>().map_or(json!(text), |n| json!(n))
+    };
+    let (ty, expr) = match kind {
+        RejectKind::TcpReset => return json!({"reject": {"type": "tcp reset"}}),
+        RejectKind::Icmp(c) => ("icmp", code(DataType::IcmpCode, c)),
+        RejectKind::Icmpv6(c) => ("icmpv6", code(DataType::Icmpv6Code, c)),
+        RejectKind::Icmpx(c) => (
+            "icmpx",
+            ICMPX_CODES
+                .iter()
+                .find(|(_, n)| *n == c)
+                .map_or(json!(c), |(name, _)| json!(name)),
+        ),
+    };
+    json!({"reject": {"type": ty, "expr": expr}})
+}
+
+/// A limit's time unit by its length in seconds.
+fn per_unit(secs: u64) -> &'static str {
+    match secs {
+        1 => "second",
+        60 => "minute",
+        3600 => "hour",
+        86400 => "day",
+        _ => "week",
+    }
+}
+
+/// The fields of a limit object as `nft -j` 1.0.6 lists them: `rate`, `per`, `inv` when
+/// over, then `burst` (packets; always) or `rate_unit` and, unless 0, `burst` and
+/// `burst_unit` (bytes).
+fn limit_obj_json(o: &mut Json, l: &Limit) {
+    if l.bytes {
+        let (rate, rate_unit) = bytes_unit(l.rate);
+        o["rate"] = json!(rate);
+        o["per"] = json!(per_unit(l.per_secs));
+        if l.over {
+            o["inv"] = json!(true);
+        }
+        o["rate_unit"] = json!(rate_unit);
+        if l.burst != 0 {
+            let (burst, burst_unit) = bytes_unit(u64::from(l.burst));
+            o["burst"] = json!(burst);
+            o["burst_unit"] = json!(burst_unit);
+        }
+    } else {
+        o["rate"] = json!(l.rate);
+        o["per"] = json!(per_unit(l.per_secs));
+        if l.over {
+            o["inv"] = json!(true);
+        }
+        o["burst"] = json!(l.burst);
+    }
 }
 
 fn verdict_json(v: &Verdict) -> Json {

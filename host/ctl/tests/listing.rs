@@ -200,6 +200,49 @@ fn json_conntrack_and_nat_match_nft() {
     }
 }
 
+/// `limit`, `quota` and their named objects in JSON: tests/data/stateful.nft as `nft -j list
+/// ruleset` (1.0.6, kernel 6.18) printed it.
+#[test]
+fn json_limits_and_quotas_match_nft() {
+    json_matches_nft("stateful");
+}
+
+/// `reject` in JSON: tests/data/reject.nft as `nft -j list ruleset` (1.0.6, kernel 6.18)
+/// printed it (dependencies nft lists included).
+#[test]
+fn json_reject_matches_nft() {
+    json_matches_nft("reject");
+}
+
+/// tests/data/NAME.nft rendered as JSON is tests/data/expected/NAME.json (the metainfo aside).
+fn json_matches_nft(name: &str) {
+    let text = std::fs::read_to_string(data().join(format!("{name}.nft"))).unwrap();
+    let rs = wasp_ruleset::parse_str(&text, "case.nft").unwrap();
+    let flags = ListFlags {
+        json: true,
+        ..ListFlags::default()
+    };
+    let out = render(&rs, &parse_list_words(&["ruleset"], flags).unwrap())
+        .unwrap()
+        .concat();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let nft: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data().join(format!("expected/{name}.json"))).unwrap(),
+    )
+    .unwrap();
+    let got = &v["nftables"].as_array().unwrap()[1..];
+    let want = &nft["nftables"].as_array().unwrap()[1..];
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let mut g = g.clone();
+        // nft 1.0.6 leaves a netdev base chain's device out of its JSON (see above).
+        if let Some(c) = g.get_mut("chain").and_then(|c| c.as_object_mut()) {
+            c.remove("dev");
+        }
+        assert_eq!(&g, w);
+    }
+}
+
 /// A flowtable and `flow add` in JSON, as nft 1.0.6's `json.c` prints them (the local kernel
 /// has no flowtables, so this is not compared with a listing of its own).
 #[test]

@@ -83,13 +83,20 @@ fn shorten_message(message: &str) -> String {
         let c = chars[i];
         if (c == '`' || c == '"')
             && let Some(end) = chars[i + 1..].iter().position(|&d| d == c)
-            && end > QUOTED_SHOWN
         {
+            // The quoted part whole (its closing quote is no opening one), or cut when long.
             out.push(c);
-            chars[i + 1..i + 1 + QUOTED_SHOWN - 20]
+            let shown = if end > QUOTED_SHOWN {
+                QUOTED_SHOWN - 20
+            } else {
+                end
+            };
+            chars[i + 1..i + 1 + shown]
                 .iter()
                 .for_each(|&d| out.push_str(&visible(d)));
-            out.push_str(&format!("... ({end} characters)"));
+            if end > QUOTED_SHOWN {
+                out.push_str(&format!("... ({end} characters)"));
+            }
             out.push(c);
             i += end + 2;
             continue;

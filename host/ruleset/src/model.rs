@@ -109,6 +109,11 @@ pub struct Table {
     pub plugins: Vec<PluginDecl>,
     /// Named counter objects (`counter NAME { packets N bytes M }`), in declaration order.
     pub counters: Vec<CounterObj>,
+    /// Named quota objects (`quota NAME { [over] N UNIT [used M UNIT] }`), in declaration
+    /// order.
+    pub quotas: Vec<QuotaObj>,
+    /// Named limit objects (`limit NAME { rate ... }`), in declaration order.
+    pub limits: Vec<LimitObj>,
     /// Flowtables (`flowtable NAME { hook ingress priority N; devices = { ... }; }`), in
     /// declaration order.
     pub flowtables: Vec<FlowtableDecl>,
@@ -155,6 +160,76 @@ pub struct CounterObj {
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the object is declared (the `counter` keyword up to the name).
+    pub span: Span,
+}
+
+/// A token bucket: what `limit rate [over] N/UNIT [burst M packets]` and `limit rate [over] N
+/// BYTES/UNIT [burst M BYTES]` say, as the kernel gets it (NFTA_LIMIT_*: rate, unit in
+/// seconds, burst, type, flags; `nft_limit_init`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limit {
+    /// `over` (NFT_LIMIT_F_INV): the statement matches beyond the rate instead of within it.
+    pub over: bool,
+    /// Packets, or bytes (NFT_LIMIT_PKT_BYTES: units already applied, `1 kbytes` is 1024),
+    /// per `per_secs`.
+    pub rate: u64,
+    /// The rate's time unit in seconds: 1 (`second`), 60, 3600, 86400 or 604800 (`week`).
+    pub per_secs: u64,
+    /// `burst`: packets (0 is never stored: nft sends the default 5), or bytes (0 when not
+    /// written). nft keeps the low 32 bits of what is written.
+    pub burst: u32,
+    /// `true` for a byte rate (NFT_LIMIT_PKT_BYTES), `false` for a packet rate (NFT_LIMIT_PKTS).
+    pub bytes: bool,
+}
+
+/// Burst of a packet limit when none is written (nft's and the kernel's
+/// NFT_LIMIT_PKT_BURST_DEFAULT).
+pub const LIMIT_PKT_BURST_DEFAULT: u32 = 5;
+
+/// A byte quota: what `quota [over|until] N UNIT [used M UNIT]` says (NFTA_QUOTA_BYTES,
+/// NFTA_QUOTA_CONSUMED, NFT_QUOTA_F_INV; `nft_quota_do_init`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Quota {
+    /// `over` (NFT_QUOTA_F_INV): the statement matches once the quota is exceeded instead of
+    /// until then. (`until` is the default mode and lists as nothing.)
+    pub over: bool,
+    /// The quota in bytes (units applied: `25 mbytes` is 26214400).
+    pub bytes: u64,
+    /// Bytes consumed so far (`used M UNIT`; after a run, what the packets consumed).
+    pub used: u64,
+}
+
+/// A named quota object: `quota NAME { [over] N UNIT [used M UNIT] }` (the kernel's
+/// `nft_quota` stateful object, NFT_OBJECT_QUOTA), consumed by every rule that says `quota
+/// name NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaObj {
+    /// Name.
+    pub name: String,
+    /// Kernel-style handle, from the table's handle counter.
+    pub handle: u64,
+    /// The quota.
+    pub quota: Quota,
+    /// `comment "..."`.
+    pub comment: Option<String>,
+    /// Where the object is declared (the `quota` keyword up to the name).
+    pub span: Span,
+}
+
+/// A named limit object: `limit NAME { rate [over] N/UNIT [burst M packets] }` (the kernel's
+/// `nft_limit` stateful object, NFT_OBJECT_LIMIT): one bucket shared by every rule that says
+/// `limit name NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitObj {
+    /// Name.
+    pub name: String,
+    /// Kernel-style handle, from the table's handle counter.
+    pub handle: u64,
+    /// The bucket.
+    pub limit: Limit,
+    /// `comment "..."`.
+    pub comment: Option<String>,
+    /// Where the object is declared (the `limit` keyword up to the name).
     pub span: Span,
 }
 
@@ -360,6 +435,65 @@ pub enum Stmt {
         /// Where the statement is (for an unknown name).
         span: Span,
     },
+    /// `limit rate [over] N/UNIT [burst M packets]` or with bytes (nft_limit_pkts_eval,
+    /// nft_limit_bytes_eval): matches while the statement's bucket has tokens for the packet
+    /// (with `over`: while it has not).
+    Limit {
+        /// The bucket.
+        limit: Limit,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `limit name NAME`: the table's named limit object `NAME` (nft_objref).
+    LimitRef {
+        /// The object's name.
+        name: String,
+        /// Where the statement is (for an unknown name).
+        span: Span,
+    },
+    /// `quota [over|until] N UNIT [used M UNIT]` (nft_quota_eval): every packet that reaches
+    /// it consumes its `skb->len`; matches while the consumed bytes are at most the quota
+    /// (with `over`: once they are beyond it).
+    Quota {
+        /// The quota.
+        quota: Quota,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `quota name NAME`: the table's named quota object `NAME` (nft_objref).
+    QuotaRef {
+        /// The object's name.
+        name: String,
+        /// Where the statement is (for an unknown name).
+        span: Span,
+    },
+    /// `counter name KEY map { k : "NAME", ... }`, `quota name ...`, `limit name ...`
+    /// (nft_objref_map): the named object the packet's key maps to counts or judges it; a
+    /// key the map does not hold ends the rule (NFT_BREAK).
+    ObjectMap {
+        /// Which kind of object the map names.
+        kind: ObjKind,
+        /// The key expression.
+        key: Expr,
+        /// The map (its elements' data are [`ElemData::Object`]).
+        map: SetRef,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `reject [with icmp|icmpv6|icmpx TYPE | with tcp reset]` (nft_reject_inet_eval and the
+    /// per-family nft_reject_*_eval): the packet is dropped (and the kernel sends the reply;
+    /// wasp does not build the reply yet). Terminal.
+    Reject {
+        /// What reply (the family's default already resolved: `reject` in an ip table is
+        /// `Icmp(3)`).
+        kind: RejectKind,
+        /// The table is inet, netdev or bridge: nft 1.0.6 lists an icmp or icmpv6 reply there
+        /// in full (`reject with icmp port-unreachable`), where an ip or ip6 table lists its
+        /// default as `reject`. Only the listing depends on it.
+        verbose: bool,
+        /// Where the statement is.
+        span: Span,
+    },
     /// `log [prefix "..."] [group N ...] [level ...] [flags ...]`.
     Log(LogStmt),
     /// A use of a plugin declared in the table (a wasp extension).
@@ -503,6 +637,52 @@ impl LogFlags {
         s
     }
 }
+
+/// The reply of a `reject` statement (NFTA_REJECT_TYPE and NFTA_REJECT_ICMP_CODE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectKind {
+    /// `with icmp CODE` (NFT_REJECT_ICMP_UNREACH): an ICMP destination-unreachable with this
+    /// code (`port-unreachable` is 3).
+    Icmp(u8),
+    /// `with icmpv6 CODE` (NFT_REJECT_ICMP_UNREACH in an ip6 table, or for IPv6 packets):
+    /// an ICMPv6 destination-unreachable with this code (`port-unreachable` is 4).
+    Icmpv6(u8),
+    /// `with icmpx CODE` (NFT_REJECT_ICMPX_UNREACH, inet and netdev): a code that maps to
+    /// each family's own (`port-unreachable` 1, `admin-prohibited` 3, ...).
+    Icmpx(u8),
+    /// `with tcp reset` (NFT_REJECT_TCP_RST).
+    TcpReset,
+}
+
+/// The kinds of named stateful objects a rule can name (NFT_OBJECT_COUNTER, _QUOTA, _LIMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjKind {
+    /// `counter`
+    Counter,
+    /// `quota`
+    Quota,
+    /// `limit`
+    Limit,
+}
+
+impl ObjKind {
+    /// The kind's keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Counter => "counter",
+            ObjKind::Quota => "quota",
+            ObjKind::Limit => "limit",
+        }
+    }
+}
+
+/// `icmpx` codes of `reject with icmpx CODE` (nft's `icmpx_code`, NFT_REJECT_ICMPX_*).
+pub const ICMPX_CODES: &[(&str, u8)] = &[
+    ("no-route", 0),
+    ("port-unreachable", 1),
+    ("host-unreachable", 2),
+    ("admin-prohibited", 3),
+];
 
 /// Which translation a [`NatStmt`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1269,6 +1449,9 @@ pub enum ElemData {
     Value(Value),
     /// A verdict (verdict maps).
     Verdict(Verdict),
+    /// The name of a stateful object of the table (the data of `counter name KEY map { k :
+    /// "NAME" }` and its `quota` and `limit` twins).
+    Object(String),
 }
 
 impl DataType {
@@ -1443,6 +1626,10 @@ impl Rule {
                 ..
             })
             | Stmt::VerdictMap {
+                map: SetRef::Anonymous(elems),
+                ..
+            }
+            | Stmt::ObjectMap {
                 map: SetRef::Anonymous(elems),
                 ..
             }

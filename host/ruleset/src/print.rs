@@ -1,8 +1,9 @@
 //! The model printed as `nft list ruleset` (nft 1.0.6) prints it, byte for byte.
 //!
 //! What nft does that this follows (checked against `nft list ruleset` in a netns):
-//! - tabs for indentation; counter objects, sets, flowtables, then chains (nft's
-//!   `table_print` order); a blank line between objects;
+//! - tabs for indentation; named objects (counters, quotas, limits, in the order the kernel
+//!   numbered them), sets, flowtables, then chains (nft's `table_print` order); a blank line
+//!   between objects;
 //! - set elements sorted by value (nft's `list_expr_sort`; `ifname` sorts by its
 //!   little-endian value, a concatenation with a host-order field such as `ct mark` by the
 //!   whole key as a little-endian number), ranges that are prefixes shown as prefixes,
@@ -23,9 +24,9 @@ use std::fmt::Write;
 
 use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
 use crate::model::{
-    BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Match,
-    NatStmt, PayloadBase, Policy, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
-    Value, Verdict,
+    BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Limit,
+    Match, NatStmt, PayloadBase, Policy, Quota, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl,
+    SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use crate::parser::table::{STD_PRIOS, std_prio_ok};
 
@@ -71,22 +72,16 @@ fn table(out: &mut String, t: &Table, handles: bool) {
             }
         }
     }
-    for c in &t.counters {
+    let o = options::PrintOptions {
+        handles,
+        ..Default::default()
+    };
+    options::objects(out, t, &o, &mut |out: &mut String| {
         if !first {
             out.push('\n');
         }
         first = false;
-        let _ = writeln!(
-            out,
-            "\tcounter {} {{{}",
-            c.name,
-            handle_suffix(handles, c.handle)
-        );
-        if let Some(text) = &c.comment {
-            let _ = writeln!(out, "\t\tcomment \"{text}\"");
-        }
-        let _ = writeln!(out, "\t\tpackets {} bytes {}\n\t}}", c.packets, c.bytes);
-    }
+    });
     for s in &t.sets {
         if !first {
             out.push('\n');
@@ -389,6 +384,9 @@ fn element(e: &SetElem) -> String {
         Some(ElemData::Verdict(v)) => {
             let _ = write!(s, " : {}", verdict(v));
         }
+        Some(ElemData::Object(name)) => {
+            let _ = write!(s, " : \"{name}\"");
+        }
         None => {}
     }
     s
@@ -511,6 +509,14 @@ pub(crate) fn stmt(s: &Stmt) -> String {
         }
         Stmt::Counter { packets, bytes } => format!("counter packets {packets} bytes {bytes}"),
         Stmt::CounterRef { name, .. } => format!("counter name \"{name}\""),
+        Stmt::Limit { limit, .. } => format!("limit {}", limit_text(limit)),
+        Stmt::LimitRef { name, .. } => format!("limit name \"{name}\""),
+        Stmt::Quota { quota, .. } => format!("quota {}", quota_text(quota, false)),
+        Stmt::QuotaRef { name, .. } => format!("quota name \"{name}\""),
+        Stmt::Reject { kind, verbose, .. } => reject_text(*kind, *verbose),
+        Stmt::ObjectMap { kind, key, map, .. } => {
+            format!("{} name {} map {}", kind.name(), expr(key), set_ref(map))
+        }
         Stmt::Log(l) => {
             // nft 1.0.6's order: prefix, group, snaplen, queue-threshold, level, flags.
             let mut s = "log".to_string();
@@ -560,6 +566,87 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             format!("fwd {fam} to {a} device \"{dev}\"")
         }
         Stmt::Dup { dev, .. } => format!("dup to \"{dev}\""),
+    }
+}
+
+/// A byte count in the largest of bytes, kbytes and mbytes that divides it (nft's
+/// `get_rate`): `1024` is `1 kbytes`, `1025` is `1025 bytes`, `0` is `0 bytes`.
+pub(crate) fn bytes_text(n: u64) -> String {
+    let units = ["bytes", "kbytes", "mbytes"];
+    let (mut v, mut i) = (n, 0);
+    while n != 0 && i + 1 < units.len() && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    format!("{v} {}", units[i])
+}
+
+/// A limit after `limit ` (or in a limit object) as nft 1.0.6 lists it (`limit_stmt_print`):
+/// `rate [over ]N/UNIT[ burst M packets]` (a burst of 5 left out) or `rate [over ]N
+/// BYTES/UNIT[ burst M BYTES]` (a burst of 0 left out).
+pub(crate) fn limit_text(l: &Limit) -> String {
+    let unit = match l.per_secs {
+        1 => "second",
+        60 => "minute",
+        3600 => "hour",
+        86400 => "day",
+        _ => "week",
+    };
+    let over = if l.over { "over " } else { "" };
+    if l.bytes {
+        let mut s = format!("rate {over}{}/{unit}", bytes_text(l.rate));
+        if l.burst != 0 {
+            let _ = write!(s, " burst {}", bytes_text(u64::from(l.burst)));
+        }
+        s
+    } else {
+        let mut s = format!("rate {over}{}/{unit}", l.rate);
+        if l.burst != 0 && l.burst != crate::model::LIMIT_PKT_BURST_DEFAULT {
+            let _ = write!(s, " burst {} packets", l.burst);
+        }
+        s
+    }
+}
+
+/// A quota after `quota ` (or in a quota object) as nft 1.0.6 lists it (`quota_stmt_print`):
+/// `[over ]N UNIT[ used M UNIT]`, `used` left out when 0 or `stateless`.
+pub(crate) fn quota_text(q: &Quota, stateless: bool) -> String {
+    let mut s = format!(
+        "{}{}",
+        if q.over { "over " } else { "" },
+        bytes_text(q.bytes)
+    );
+    if !stateless && q.used != 0 {
+        let _ = write!(s, " used {}", bytes_text(q.used));
+    }
+    s
+}
+
+/// A `reject` statement as nft 1.0.6 lists it (`reject_stmt_print`): `reject` for icmpx
+/// port-unreachable, and for the ip (ip6) family's default icmp (icmpv6) port-unreachable
+/// unless `verbose` (inet, netdev, bridge tables); else `reject with tcp reset` or `reject
+/// with icmp|icmpv6|icmpx CODE`, the code named where nft has a name.
+fn reject_text(k: RejectKind, verbose: bool) -> String {
+    match k {
+        RejectKind::Icmpx(1) => return "reject".to_string(),
+        RejectKind::Icmp(3) | RejectKind::Icmpv6(4) if !verbose => return "reject".to_string(),
+        _ => {}
+    }
+    let value = |dtype, code| {
+        print_value(&Value {
+            dtype,
+            bytes: vec![code],
+            wildcard: false,
+        })
+    };
+    match k {
+        RejectKind::TcpReset => "reject with tcp reset".to_string(),
+        RejectKind::Icmp(c) => format!("reject with icmp {}", value(DataType::IcmpCode, c)),
+        RejectKind::Icmpv6(c) => format!("reject with icmpv6 {}", value(DataType::Icmpv6Code, c)),
+        RejectKind::Icmpx(c) => match crate::model::ICMPX_CODES.iter().find(|(_, n)| *n == c) {
+            Some((name, _)) => format!("reject with icmpx {name}"),
+            None => format!("reject with icmpx {c}"),
+        },
     }
 }
 

@@ -179,12 +179,117 @@ fn rule_errors() {
             1,
             "`meta ibrname` is nftables syntax",
         ),
+        // `limit` and `quota` as nft 1.0.6 and the kernel refuse them.
         (
-            "limit rate 10/second accept",
-            1,
-            "`limit` is nftables syntax",
+            "limit rate 10/fortnight accept",
+            12,
+            "expected a time unit (`second`, `minute`, `hour`, `day`, `week`), found `fortnight`",
         ),
-        ("tcp dport 22 reject", 14, "`reject` is nftables syntax"),
+        (
+            "limit 5/second",
+            7,
+            "expected `rate` or `name` after `limit`",
+        ),
+        (
+            "limit rate 10/second burst 0 packets",
+            22,
+            "packet limit burst must be > 0",
+        ),
+        (
+            "limit rate 1023/second burst 10 bytes",
+            33,
+            "expected `packets`, found `bytes` (a packet rate has a burst in packets)",
+        ),
+        (
+            "limit rate 512 kbytes/second burst 5 packets",
+            38,
+            "expected `bytes`, `kbytes` or `mbytes`, found `packets`",
+        ),
+        (
+            "limit rate 1 gbytes/second",
+            12,
+            "found `gbytes` (nft: Wrong rate format)",
+        ),
+        (
+            "limit rate 0/second",
+            1,
+            "a limit rate of 0 is refused by the kernel (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "limit rate 10230 mbytes/day",
+            1,
+            "(nft: Could not process rule: Value too large for defined data type)",
+        ),
+        ("limit name", 11, "expected a limit name, found end of line"),
+        (
+            "counter name tcp dport accept",
+            24,
+            "expected `map` after `counter name tcp dport`, found `accept`",
+        ),
+        (
+            "limit name tcp dport map @m",
+            26,
+            "`@map` (a named map of objects) is nftables syntax that wasp does not support yet",
+        ),
+        ("limit rate x/second", 12, "expected a number, found `x`"),
+        (
+            "quota 10 gbytes drop",
+            7,
+            "expected `bytes`, `kbytes` or `mbytes`, found `gbytes` (nft: Wrong rate format)",
+        ),
+        (
+            "quota over",
+            11,
+            "expected a number of bytes, found end of line",
+        ),
+        (
+            "quota 5 bytes used 5 kbytes",
+            1,
+            "the quota's used bytes (5120) exceed the quota (5 bytes) (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "quota 9223372036854775808 bytes",
+            1,
+            "(nft: Could not process rule: Value too large for defined data type)",
+        ),
+        (
+            "quota 5 bytes accept counter",
+            22,
+            "Statement after terminal statement has no effect",
+        ),
+        // `reject` as nft 1.0.6 and the kernel refuse it.
+        (
+            "tcp dport 22 reject with icmpx 4",
+            14,
+            "the kernel takes icmpx codes 0 to 3 (nft: Could not process rule: Invalid argument)",
+        ),
+        (
+            "reject with icmp foo",
+            18,
+            "expected an icmp code name or number, found `foo` (nft: Could not parse icmp code)",
+        ),
+        (
+            "meta l4proto udp reject with tcp reset",
+            18,
+            "you cannot use tcp reset with this protocol",
+        ),
+        (
+            "meta protocol ip6 reject with icmp host-unreachable",
+            36,
+            "conflicting protocols specified: ip vs ip6",
+        ),
+        (
+            "reject with",
+            12,
+            "expected `icmp`, `icmpv6`, `icmpx` or `tcp reset` after `with`, found end of line",
+        ),
+        ("reject with tcp", 16, "expected `reset`, found end of line"),
+        ("reject with icmp 200", 1, "missing icmp error type"),
+        (
+            "reject drop",
+            8,
+            "Statement after terminal statement has no effect (`reject` ends the rule)",
+        ),
         (
             "@nh,0,0 0x45 accept",
             7,
@@ -219,7 +324,6 @@ fn rule_errors() {
         ),
         ("meta day 7 drop", 10, "Day must be in range 0-6"),
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
-        ("quota 10 mbytes drop", 1, "`quota` is nftables syntax"),
         ("ip ttl set 256", 12, "value 256 exceeds valid range 0-255"),
         ("ip ttl set foo", 12, "expected a number, found `foo`"),
         (
@@ -384,8 +488,74 @@ fn declaration_errors() {
         (
             "table inet t {\n\tquota q {\n\t}\n}\n",
             2,
+            10,
+            "expected a quota (`N bytes`) in the object's block",
+        ),
+        (
+            "table ip t {\n\tlimit l { rate 5/second; rate 6/second }\n}\n",
             2,
-            "`quota` (a named object in a table) is nftables syntax that wasp does not support yet",
+            27,
+            "expected `comment` or `}`, found `rate`",
+        ),
+        (
+            "add table ip t\nadd quota ip t q 5 bytes used 6 bytes\n",
+            2,
+            18,
+            "the quota's used bytes (6) exceed the quota (5 bytes)",
+        ),
+        (
+            "add table ip t\nadd limit ip t l rate over 5 mbytes\n",
+            2,
+            36,
+            "expected `/` and a time unit, found end of line",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t\ttype filter hook output priority 0;\n\t\treject with icmpx 3\n\t}\n}\n",
+            4,
+            21,
+            "abstracted ICMP unreachable not supported (`icmpx` is for inet and netdev tables; an ip table replies with `icmp`)",
+        ),
+        (
+            "table ip6 t {\n\tchain c {\n\t\ttype filter hook output priority 0;\n\t\treject with icmp 3\n\t}\n}\n",
+            4,
+            20,
+            "conflicting protocols specified: ip vs ip6",
+        ),
+        (
+            "table inet t {\n\tchain c {\n\t\tmeta nfproto ipv6 ip saddr 1.1.1.1 accept\n\t}\n}\n",
+            3,
+            21,
+            "conflicting protocols specified: ip6 vs. ip",
+        ),
+        (
+            "table arp t {\n\tchain c {\n\t\ttype filter hook input priority 0;\n\t\treject\n\t}\n}\n",
+            4,
+            3,
+            "cannot use reject with arp",
+        ),
+        (
+            "table ip t {\n\tchain c {\n\t\ttype filter hook postrouting priority 0;\n\t\treject\n\t}\n}\n",
+            4,
+            3,
+            "`reject` runs at the prerouting, input, forward and output hooks (and ingress in inet and netdev tables) only, and chain `c` is at postrouting (nft: Could not process rule: Operation not supported)",
+        ),
+        (
+            "add table ip t\nadd ct helper ip t h { type \"ftp\" protocol tcp; }\n",
+            2,
+            5,
+            "`add ct helper` (a named object) is nftables syntax that wasp does not support yet",
+        ),
+        (
+            "add table ip t\nadd synproxy ip t s mss 1460 wscale 7\n",
+            2,
+            5,
+            "`add synproxy` (a named object) is nftables syntax that wasp does not support yet",
+        ),
+        (
+            "table ip t {\n\tct helper h {\n\t}\n}\n",
+            2,
+            2,
+            "`ct` (a named object in a table) is nftables syntax that wasp does not support yet",
         ),
         (
             "table ip t {\n\tchain c {\n\t}\n}\nlist ruleset\n",
@@ -573,7 +743,7 @@ fn long_lines_and_control_characters_are_shown_short_and_escaped() {
     assert!(shown.len() < 600, "{} bytes of error", shown.len());
     assert!(
         shown.starts_with(
-            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found `xxxx"
+            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found `xxxx"
         ),
         "{shown}"
     );
@@ -641,7 +811,7 @@ fn an_unclosed_block_points_to_where_it_opened() {
     let shown = err.to_string();
     assert!(
         shown.starts_with(
-            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`, found end of file"
+            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found end of file"
         ),
         "{shown}"
     );

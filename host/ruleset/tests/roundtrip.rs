@@ -52,6 +52,15 @@ fn normalize(mut r: Ruleset) -> Ruleset {
         for s in &mut t.sets {
             s.handle = 0;
         }
+        for q in &mut t.quotas {
+            (q.handle, q.span) = (0, Span::default());
+        }
+        for l in &mut t.limits {
+            (l.handle, l.span) = (0, Span::default());
+        }
+        for c in &mut t.counters {
+            (c.handle, c.span) = (0, Span::default());
+        }
         for c in &mut t.chains {
             c.handle = 0;
             for rule in &mut c.rules {
@@ -74,7 +83,7 @@ fn normalize(mut r: Ruleset) -> Ruleset {
                                 norm_elems(e);
                             }
                         }
-                        Stmt::VerdictMap { span, map, .. } => {
+                        Stmt::VerdictMap { span, map, .. } | Stmt::ObjectMap { span, map, .. } => {
                             *span = Span::default();
                             if let SetRef::Anonymous(e) = map {
                                 norm_elems(e);
@@ -90,7 +99,14 @@ fn normalize(mut r: Ruleset) -> Ruleset {
                                 norm_elems(e);
                             }
                         }
-                        Stmt::CtCount { span, .. } | Stmt::FlowAdd { span, .. } => {
+                        Stmt::CtCount { span, .. }
+                        | Stmt::FlowAdd { span, .. }
+                        | Stmt::Limit { span, .. }
+                        | Stmt::LimitRef { span, .. }
+                        | Stmt::Quota { span, .. }
+                        | Stmt::QuotaRef { span, .. }
+                        | Stmt::Reject { span, .. }
+                        | Stmt::CounterRef { span, .. } => {
                             *span = Span::default();
                         }
                         Stmt::Nat(n) => n.span = Span::default(),

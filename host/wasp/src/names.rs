@@ -326,6 +326,8 @@ mod tests {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            quotas: Vec::new(),
+            limits: Vec::new(),
             flowtables: Vec::new(),
             comment: None,
             span: Span::default(),

@@ -7,7 +7,7 @@ use super::{State, parse_source};
 use crate::error::Error;
 use crate::model::{Ruleset, Table};
 
-/// The highest handle given out in table `t` (chains, sets, counter objects, flowtables,
+/// The highest handle given out in table `t` (chains, sets, named objects, flowtables,
 /// rules).
 fn last_handle(t: &Table) -> u64 {
     let chains = t
@@ -15,7 +15,12 @@ fn last_handle(t: &Table) -> u64 {
         .iter()
         .flat_map(|c| std::iter::once(c.handle).chain(c.rules.iter().map(|r| r.handle)));
     let sets = t.sets.iter().map(|s| s.handle);
-    let counters = t.counters.iter().map(|c| c.handle);
+    let counters = t
+        .counters
+        .iter()
+        .map(|c| c.handle)
+        .chain(t.quotas.iter().map(|q| q.handle))
+        .chain(t.limits.iter().map(|l| l.handle));
     let flowtables = t.flowtables.iter().map(|f| f.handle);
     chains
         .chain(sets)

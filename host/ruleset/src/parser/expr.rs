@@ -29,6 +29,10 @@ pub(crate) struct RuleCtx {
     pub ct_implicit_family: Option<Span>,
     /// `ether type` matched a value that is no vlan tag: a vlan field conflicts.
     pub no_vlan: bool,
+    /// A field that lives over one network protocol only (`icmp type`: IPv4) was matched: the
+    /// network protocol a NAT statement translates (no conflict check: nft lets `icmpv6`
+    /// fields stand in an ip table).
+    pub l3_hint: Option<Family>,
     /// `meta nfproto ipv4|ipv6` matched: the rule's network protocol.
     pub nfproto: Option<Family>,
     /// A match fixed the transport protocol (`meta l4proto tcp`, `ip protocol udp`,
@@ -41,6 +45,7 @@ impl RuleCtx {
         RuleCtx {
             family,
             vlan_depth: 0,
+            l3_hint: None,
             ct_protocol: false,
             ct_implicit_family: None,
             no_vlan: false,
@@ -68,7 +73,7 @@ impl RuleCtx {
         match self.l3 {
             Some("ip") => Some(Family::Ip),
             Some("ip6") => Some(Family::Ip6),
-            _ => self.nfproto,
+            _ => self.nfproto.or(self.l3_hint),
         }
     }
 }
@@ -190,6 +195,14 @@ impl Parser<'_> {
                 } else {
                     0
                 });
+                if desc.l3.is_none() {
+                    use crate::model::Dependency as D;
+                    match p.desc().deps.first() {
+                        Some(D::Ipv4) => ctx.l3_hint = Some(Family::Ip),
+                        Some(D::Ipv6) => ctx.l3_hint = Some(Family::Ip6),
+                        _ => {}
+                    }
+                }
                 if proto == Proto::Vlan && ctx.no_vlan {
                     return Err(self
                         .st

@@ -13,7 +13,7 @@
 use super::{PResult, Parser};
 use crate::model::{
     BaseChain, Chain, ChainType, CounterObj, DataType, ElemData, Expr, FlowtableDecl, Hook,
-    NatKind, Policy, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
+    LimitObj, NatKind, Policy, QuotaObj, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
 };
 
 /// A reference a rule makes that is checked once the block is applied.
@@ -83,10 +83,29 @@ impl ChainDecl {
 pub(crate) struct Block {
     pub chains: Vec<ChainDecl>,
     pub sets: Vec<SetDecl>,
-    pub counters: Vec<CounterObj>,
+    /// Named counter, quota and limit objects, in the order written.
+    pub objects: Vec<NamedObj>,
     pub flowtables: Vec<FlowtableDecl>,
     pub comment: Option<String>,
     pub refs: Vec<Ref>,
+}
+
+/// A named stateful object of a table block or an `add counter|quota|limit` command.
+#[derive(Debug, Clone)]
+pub(crate) enum NamedObj {
+    Counter(CounterObj),
+    Quota(QuotaObj),
+    Limit(LimitObj),
+}
+
+impl NamedObj {
+    pub fn name(&self) -> &str {
+        match self {
+            NamedObj::Counter(o) => &o.name,
+            NamedObj::Quota(o) => &o.name,
+            NamedObj::Limit(o) => &o.name,
+        }
+    }
 }
 
 /// Chains a rule jumps or goes to (verdicts and verdict-map data).
@@ -123,7 +142,9 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
         .iter()
         .filter(|s| match s {
             Stmt::Match(m) => matches!(m.right, Rhs::Set(SetRef::Anonymous(_))),
-            Stmt::VerdictMap { map, .. } => matches!(map, SetRef::Anonymous(_)),
+            Stmt::VerdictMap { map, .. } | Stmt::ObjectMap { map, .. } => {
+                matches!(map, SetRef::Anonymous(_))
+            }
             Stmt::MetaSet {
                 value:
                     Expr::Map {
@@ -146,12 +167,22 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
 }
 
 impl Parser<'_> {
+    /// `true` when table `ti` has an object of `obj`'s kind and name already.
+    pub(super) fn object_exists(&self, ti: usize, obj: &NamedObj) -> bool {
+        let t = &self.st.tables[ti];
+        match obj {
+            NamedObj::Counter(o) => t.counters.iter().any(|c| c.name == o.name),
+            NamedObj::Quota(o) => t.quotas.iter().any(|c| c.name == o.name),
+            NamedObj::Limit(o) => t.limits.iter().any(|c| c.name == o.name),
+        }
+    }
+
     /// Add `block` to table `ti`, numbering new objects, then check its references.
     pub(super) fn apply_block(&mut self, ti: usize, block: Block) -> PResult<()> {
         let Block {
             chains,
             sets,
-            counters,
+            objects,
             flowtables,
             comment,
             refs,
@@ -228,18 +259,29 @@ impl Parser<'_> {
                 }
             }
         }
-        // Named counter objects (nft numbers them after the block's chains). A counter
-        // declared again keeps its handle and counts, as `nft add counter` of an existing one.
-        for mut obj in counters {
-            if self.st.tables[ti]
-                .counters
-                .iter()
-                .any(|c| c.name == obj.name)
-            {
+        // Named objects (nft numbers them after the block's chains, in the order written).
+        // An object declared again keeps its handle and state, as `nft add counter` of an
+        // existing one.
+        for obj in objects {
+            if self.object_exists(ti, &obj) {
                 continue;
             }
-            obj.handle = self.take_handle(ti);
-            self.st.tables[ti].counters.push(obj);
+            let handle = self.take_handle(ti);
+            let t = &mut self.st.tables[ti];
+            match obj {
+                NamedObj::Counter(mut o) => {
+                    o.handle = handle;
+                    t.counters.push(o);
+                }
+                NamedObj::Quota(mut o) => {
+                    o.handle = handle;
+                    t.quotas.push(o);
+                }
+                NamedObj::Limit(mut o) => {
+                    o.handle = handle;
+                    t.limits.push(o);
+                }
+            }
         }
         // 2. Sets.
         for set in sets {
@@ -438,10 +480,10 @@ pub(crate) fn keys_compatible(set: &[DataType], expr: &[DataType]) -> bool {
         })
 }
 
-/// A statement the kernel allows in some chains only: a NAT statement (nat chains, by hook)
-/// or `flow add` (forward).
+/// A statement the kernel allows in some chains only: a NAT statement (nat chains, by hook),
+/// `flow add` (forward) or `reject` (not at postrouting or egress).
 fn hook_bound(s: &Stmt) -> bool {
-    matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. })
+    matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. } | Stmt::Reject { .. })
 }
 
 /// A statement that leads to other chains (`jump`, `goto`, a verdict map).
@@ -472,7 +514,8 @@ pub(crate) fn nat_hooks(kind: NatKind) -> &'static [Hook] {
 /// What the kernel's table validation (`nft_table_validate`: every base chain and the
 /// chains it reaches by `jump`, `goto` and verdict maps) refuses: a NAT statement outside a
 /// nat chain or at a hook its kind does not run at, `flow add` outside the forward hook
-/// (`nft_flow_offload_validate`). The message for the first one found, `None` when valid.
+/// (`nft_flow_offload_validate`), `reject` at postrouting or egress (`nft_reject_validate`).
+/// The message for the first one found, `None` when valid.
 pub(crate) fn hook_violation(t: &Table) -> Option<String> {
     for base_chain in &t.chains {
         let Some(b) = &base_chain.base else { continue };
@@ -557,6 +600,18 @@ fn stmt_violation(s: &Stmt, b: &BaseChain, base: &str, chain: &str) -> Option<St
                 "`{}` runs in nat chains at the {} hook only, and {via} is a {ty} chain at {} (nft: Could not process rule: Operation not supported)",
                 n.kind.name(),
                 names.join(" or "),
+                b.hook.name()
+            ))
+        }
+        // nft_reject_validate, nft_reject_inet_validate, nft_reject_netdev_validate.
+        Stmt::Reject { .. }
+            if !matches!(
+                b.hook,
+                Hook::Prerouting | Hook::Input | Hook::Forward | Hook::Output | Hook::Ingress
+            ) =>
+        {
+            Some(format!(
+                "`reject` runs at the prerouting, input, forward and output hooks (and ingress in inet and netdev tables) only, and {via} is at {} (nft: Could not process rule: Operation not supported)",
                 b.hook.name()
             ))
         }

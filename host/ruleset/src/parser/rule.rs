@@ -7,8 +7,8 @@ use super::value::is_vlan_type;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{
-    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, PayloadField, RelOp, Rhs, Rule,
-    SetRef, Span, Stmt, Verdict,
+    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, ObjKind, PayloadField, RelOp,
+    Rhs, Rule, SetRef, Span, Stmt, Verdict,
 };
 use crate::proto::Proto;
 
@@ -70,6 +70,10 @@ impl Parser<'_> {
                     self.advance();
                     let nspan = self.peek_span()?;
                     if self.eat_word("name")? {
+                        if self.at_expr()? {
+                            stmts.push(self.object_map(ObjKind::Counter, &mut ctx, sspan)?);
+                            continue;
+                        }
                         let (name, rspan) = self.name("a counter name")?;
                         let whole = Span {
                             len: if rspan.line == sspan.line {
@@ -117,6 +121,18 @@ impl Parser<'_> {
                 "flow" => {
                     stmts.push(self.flow_add(sspan)?);
                 }
+                "limit" => {
+                    stmts.push(self.limit_stmt(&mut ctx, sspan)?);
+                }
+                "quota" => {
+                    stmts.push(self.quota_stmt(&mut ctx, sspan)?);
+                }
+                "reject" => {
+                    let stmt = self.reject_stmt(&ctx, &mut stmts, sspan)?;
+                    // nft: reject is terminal (the packet is dropped).
+                    terminal = Some("reject".to_string());
+                    stmts.push(stmt);
+                }
                 "fwd" | "dup" => {
                     let stmt = self.fwd_or_dup(family, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {
@@ -147,6 +163,9 @@ impl Parser<'_> {
             }
         }
         self.icmp_type_dependencies(&mut stmts)?;
+        if let Some((span, msg)) = nfproto_conflict(&stmts) {
+            return Err(self.st.error(span, msg));
+        }
         drop_implied_dependencies(&mut stmts, family);
         explicit_vlan_dependency(&mut stmts);
         super::merge::listing_order(&mut stmts);
@@ -895,6 +914,37 @@ fn mask_as_prefix(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
         }
     }
     (left, right)
+}
+
+/// nft 1.0.6 refuses an `ip` (`ip6`) header field after `meta nfproto ipv6` (`ipv4`) in an
+/// inet table: "conflicting protocols specified: ip6 vs. ip", at the field's match.
+fn nfproto_conflict(stmts: &[Stmt]) -> Option<(Span, String)> {
+    let mut nfproto: Option<&str> = None;
+    for s in stmts {
+        let Stmt::Match(m) = s else { continue };
+        match (&m.left, m.op, &m.right) {
+            (Expr::Meta(MetaKey::Nfproto), RelOp::Implicit | RelOp::Eq, Rhs::Key(parts)) => {
+                if let [KeyPart::Value(v)] = parts.as_slice() {
+                    nfproto = match v.bytes.as_slice() {
+                        [2] => Some("ip"),
+                        [10] => Some("ip6"),
+                        _ => nfproto,
+                    };
+                }
+            }
+            (Expr::Payload(p), _, _) if matches!(p.proto, Proto::Ip | Proto::Ip6) => {
+                let field = if p.proto == Proto::Ip { "ip" } else { "ip6" };
+                if let Some(have) = nfproto.filter(|h| *h != field) {
+                    return Some((
+                        m.span,
+                        format!("conflicting protocols specified: {have} vs. {field}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `8021q` or `8021ad`.

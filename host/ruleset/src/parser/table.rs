@@ -1,6 +1,6 @@
 //! Top-level commands, `table` blocks, chains and set declarations.
 
-use super::handles::{Block, ChainDecl};
+use super::handles::{Block, ChainDecl, NamedObj};
 use super::{PResult, Parser};
 use crate::lexer::{Tok, Token};
 use crate::model::{
@@ -140,6 +140,8 @@ impl Parser<'_> {
             sets: Vec::new(),
             plugins: Vec::new(),
             counters: Vec::new(),
+            quotas: Vec::new(),
+            limits: Vec::new(),
             flowtables: Vec::new(),
             comment: None,
             span,
@@ -201,7 +203,17 @@ impl Parser<'_> {
                 Some(Tok::Word(w)) if w == "counter" => {
                     self.advance();
                     let obj = self.counter_obj(item_span)?;
-                    block.counters.push(obj);
+                    block.objects.push(NamedObj::Counter(obj));
+                }
+                Some(Tok::Word(w)) if w == "quota" => {
+                    self.advance();
+                    let obj = self.quota_obj(item_span, false)?;
+                    block.objects.push(NamedObj::Quota(obj));
+                }
+                Some(Tok::Word(w)) if w == "limit" => {
+                    self.advance();
+                    let obj = self.limit_obj(item_span, false)?;
+                    block.objects.push(NamedObj::Limit(obj));
                 }
                 Some(Tok::Word(w)) if w == "flags" => {
                     self.advance();
@@ -220,13 +232,13 @@ impl Parser<'_> {
                 }
                 None => {
                     return self.unclosed(
-                        "`chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`",
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`",
                         open,
                     );
                 }
                 _ => {
                     return self.expected(
-                        "`chain`, `set`, `map`, `flowtable`, `counter`, `plugin`, `comment` or `}`",
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`",
                     );
                 }
             }
@@ -238,12 +250,17 @@ impl Parser<'_> {
     /// `counter NAME { [packets N bytes M] [comment "..."] }` (after `counter`), a named
     /// counter object; `span` is the `counter` keyword.
     fn counter_obj(&mut self, span: Span) -> PResult<CounterObj> {
+        self.counter_obj_body(span, false)
+    }
+
+    /// [`Parser::counter_obj`]; with `inline` (`add counter FAMILY TABLE NAME`) the block may
+    /// be left out.
+    fn counter_obj_body(&mut self, span: Span, inline: bool) -> PResult<CounterObj> {
         let (name, nspan) = self.name("a counter name")?;
         let whole = Span {
             len: span.through(nspan).len,
             ..span
         };
-        let open = self.expect_punct("{")?;
         let mut obj = CounterObj {
             name,
             handle: 0,
@@ -252,6 +269,10 @@ impl Parser<'_> {
             comment: None,
             span: whole,
         };
+        if inline && !self.at_punct("{")? {
+            return Ok(obj);
+        }
+        let open = self.expect_punct("{")?;
         loop {
             self.skip_separators()?;
             match self.peek_tok()? {
@@ -863,7 +884,9 @@ impl Parser<'_> {
     fn add_command(&mut self, create: bool, cmd: Span) -> PResult<()> {
         let span = self.peek_span()?;
         let Some(Tok::Word(w)) = self.peek_tok()? else {
-            return self.expected("`table`, `chain`, `rule`, `set`, `map` or `element`");
+            return self.expected(
+                "`table`, `chain`, `rule`, `set`, `map`, `element`, `counter`, `quota` or `limit`",
+            );
         };
         self.advance();
         match w.as_str() {
@@ -899,6 +922,49 @@ impl Parser<'_> {
                 self.apply_block(ti, block)
             }
             "rule" => self.rule_command(false),
+            "ct" | "synproxy" | "secmark" => {
+                // Named objects of nft that wasp does not read yet.
+                let what = if w == "ct" {
+                    match self.peek_tok()? {
+                        Some(Tok::Word(k))
+                            if matches!(k.as_str(), "helper" | "timeout" | "expectation") =>
+                        {
+                            format!("add ct {k}")
+                        }
+                        _ => return self.expected("`helper`, `timeout` or `expectation`"),
+                    }
+                } else {
+                    format!("add {w}")
+                };
+                Err(self.st.error(
+                    span,
+                    super::unsupported::message_with(&what, "a named object"),
+                ))
+            }
+            "counter" | "quota" | "limit" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let obj = match w.as_str() {
+                    "counter" => NamedObj::Counter(self.counter_obj_body(span, true)?),
+                    "quota" => NamedObj::Quota(self.quota_obj(span, true)?),
+                    _ => NamedObj::Limit(self.limit_obj(span, true)?),
+                };
+                if create && self.object_exists(ti, &obj) {
+                    return Err(self.st.error(
+                        span,
+                        format!(
+                            "{w} `{}` exists already (nft: Could not process rule: File exists)",
+                            obj.name()
+                        ),
+                    ));
+                }
+                let block = Block {
+                    objects: vec![obj],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
             "flowtable" => {
                 let family = self.family()?;
                 let (tname, tspan) = self.name("a table name")?;

@@ -9,8 +9,8 @@ const STATEMENT_WORDS: &[&str] = &[
     "geneve", "inner", "rt0", "rt2", "srh", "dscp", "ecn", "priority",
     // Meta keys nft accepts without `meta` (`meta_key_unqualified`).
     "ibriport", "obriport", "ibrname", "obrname", // Statements.
-    "limit", "reject", "quota", "notrack", "queue", "tproxy", "synproxy", "meter", "set", "update",
-    "add", "delete", "reset", "secmark", "last", "xt",
+    "notrack", "queue", "tproxy", "synproxy", "meter", "set", "update", "add", "delete", "reset",
+    "secmark", "last", "xt",
 ];
 
 /// `meta KEY` keys of nft that wasp does not read.
@@ -46,7 +46,7 @@ fn fields(head: &str) -> &'static [&'static str] {
 }
 
 /// Objects a `table` block may declare in nft that wasp does not read.
-pub(crate) const TABLE_ITEMS: &[&str] = &["quota", "limit", "ct", "secmark", "synproxy"];
+pub(crate) const TABLE_ITEMS: &[&str] = &["ct", "secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[

@@ -14,8 +14,8 @@ use std::fmt::Write;
 use super::{handle_suffix, priority_text, sorted_elements, stmt, verdict};
 use crate::datatypes::{print_value, time_text};
 use crate::model::{
-    Chain, ChainType, CounterObj, DataType, ElemData, Family, FlowtableDecl, Policy, Rule, SetDecl,
-    SetElem, Stmt, Table,
+    Chain, ChainType, CounterObj, DataType, ElemData, Family, FlowtableDecl, LimitObj, Policy,
+    QuotaObj, Rule, SetDecl, SetElem, Stmt, Table,
 };
 
 /// nft's output flags.
@@ -59,10 +59,7 @@ pub(crate) fn table(out: &mut String, t: &Table, o: &PrintOptions) {
             }
         }
     }
-    for c in &t.counters {
-        gap(out);
-        counter(out, c, o);
-    }
+    objects(out, t, o, &mut gap);
     for s in &t.sets {
         gap(out);
         set(out, s, o);
@@ -76,6 +73,61 @@ pub(crate) fn table(out: &mut String, t: &Table, o: &PrintOptions) {
         chain(out, t.family, c, o, true);
     }
     out.push_str("}\n");
+}
+
+/// The table's named counter, quota and limit objects in the order of their handles (nft
+/// 1.0.6 lists a table's objects in the order the kernel made them), `gap` before each.
+pub(crate) fn objects(
+    out: &mut String,
+    t: &Table,
+    o: &PrintOptions,
+    gap: &mut dyn FnMut(&mut String),
+) {
+    let mut all: Vec<(u64, u8, usize)> = Vec::new();
+    all.extend(t.counters.iter().enumerate().map(|(i, c)| (c.handle, 0, i)));
+    all.extend(t.quotas.iter().enumerate().map(|(i, q)| (q.handle, 1, i)));
+    all.extend(t.limits.iter().enumerate().map(|(i, l)| (l.handle, 2, i)));
+    all.sort_unstable();
+    for (_, kind, i) in all {
+        gap(out);
+        match kind {
+            0 => counter(out, &t.counters[i], o),
+            1 => quota(out, &t.quotas[i], o),
+            _ => limit(out, &t.limits[i], o),
+        }
+    }
+}
+
+/// A quota object (one tab in): `quota NAME {\n\t\t[over ]N UNIT[ used M UNIT]\n\t}`.
+pub(crate) fn quota(out: &mut String, q: &QuotaObj, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "\tquota {} {{{}",
+        q.name,
+        handle_suffix(o.handles, q.handle)
+    );
+    if let Some(text) = &q.comment {
+        let _ = writeln!(out, "\t\tcomment \"{text}\"");
+    }
+    let _ = writeln!(
+        out,
+        "\t\t{}\n\t}}",
+        super::quota_text(&q.quota, o.stateless)
+    );
+}
+
+/// A limit object (one tab in): `limit NAME {\n\t\trate ...\n\t}`.
+pub(crate) fn limit(out: &mut String, l: &LimitObj, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "\tlimit {} {{{}",
+        l.name,
+        handle_suffix(o.handles, l.handle)
+    );
+    if let Some(text) = &l.comment {
+        let _ = writeln!(out, "\t\tcomment \"{text}\"");
+    }
+    let _ = writeln!(out, "\t\t{}\n\t}}", super::limit_text(&l.limit));
 }
 
 /// A counter object (one tab in, as inside a table).
@@ -252,6 +304,9 @@ pub(crate) fn element(e: &SetElem, o: &PrintOptions) -> String {
         Some(ElemData::Verdict(v)) => {
             let _ = write!(s, " : {}", verdict(v));
         }
+        Some(ElemData::Object(name)) => {
+            let _ = write!(s, " : \"{name}\"");
+        }
         None => {}
     }
     s
@@ -313,6 +368,7 @@ pub(crate) fn rule(r: &Rule, o: &PrintOptions) -> String {
         .iter()
         .map(|s| match s {
             Stmt::Counter { .. } => "counter".to_string(),
+            Stmt::Quota { quota, .. } => format!("quota {}", super::quota_text(quota, true)),
             other => stmt(other),
         })
         .collect();

@@ -175,7 +175,8 @@ impl Daemon {
         };
         let bundles = {
             let mut cur = d.lock();
-            let (b, nf) = d.bundles(&cur.ruleset, 1, None)?;
+            let shared = cur.engine.stateful();
+            let (b, nf) = d.bundles(&cur.ruleset, 1, None, shared)?;
             cur.netfilter = nf;
             b
         };
@@ -190,11 +191,16 @@ impl Daemon {
     /// ruleset, the others from zero (counts are summed over workers when read); and the
     /// netfilter state the bundles share (flowtables of `prev` that the ruleset still declares
     /// keep their flows).
+    ///
+    /// Every worker's engine uses `stateful` (the control engine's, compiled from `ruleset`)
+    /// for its `limit` buckets and `quota` counts: one state across the workers, as in the
+    /// kernel, that the control side reads for listings.
     fn bundles(
         &self,
         ruleset: &Ruleset,
         generation: u64,
         prev: Option<&Netfilter>,
+        stateful: Arc<wasp_core::Stateful>,
     ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
         let now = self.clock.now_ns();
         let mut zeroed = ruleset.clone();
@@ -208,6 +214,7 @@ impl Daemon {
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
                 let mut engine = Engine::compile(r)?;
+                engine.share_stateful(Arc::clone(&stateful));
                 engine.set_epoch(now);
                 engine.set_wall_clock_epoch(self.clock.wall_epoch_ns());
                 engine.set_cpu(i as u32);
@@ -326,7 +333,8 @@ impl Daemon {
         }
         let engine = Engine::compile(&new)?;
         let generation = cur.generation + 1;
-        let (bundles, netfilter) = self.bundles(&new, generation, cur.netfilter.as_ref())?;
+        let (bundles, netfilter) =
+            self.bundles(&new, generation, cur.netfilter.as_ref(), engine.stateful())?;
         let acks: Vec<_> = self
             .workers
             .iter()

@@ -1,0 +1,225 @@
+//! `limit` and `quota` (nft_limit, nft_quota): token buckets filled by the packets' `now`,
+//! quotas consumed by each packet's `skb->len`, one state per statement or named object, shared
+//! by engines that share it.
+
+use super::*;
+
+const SEC: u64 = 1_000_000_000;
+/// A time well after the engines' epoch.
+const T0: u64 = 1_000 * SEC;
+
+fn engine(text: &str) -> Engine {
+    let rs = wasp_ruleset::parse_str(text, "stateful.nft").expect("parses");
+    Engine::compile(&rs).expect("compiles")
+}
+
+fn chain(rules: &str, policy: &str) -> String {
+    format!(
+        "table netdev t {{\n  chain c {{\n    type filter hook ingress device \"eth0\" priority 0; policy {policy};\n{rules}\n  }}\n}}\n"
+    )
+}
+
+/// `n` TCP packets to port `dport` (40 bytes of `skb->len` each: IPv4 and TCP headers).
+fn frames(n: usize, dport: u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, dport, 0x02)))
+        .collect()
+}
+
+fn run_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<FinalVerdict> {
+    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    let mut out = vec![
+        Outcome {
+            verdict: FinalVerdict::Accept,
+            decision: None,
+            mark: 0,
+            fwd: None,
+            dup: 0,
+        };
+        pk.len()
+    ];
+    e.ingress("eth0", &pk, now_ns, &mut out, None);
+    out.iter().map(|o| o.verdict).collect()
+}
+
+/// The verdicts of `frames` walked one by one (the per-packet reference walk).
+fn walk_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<FinalVerdict> {
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| e.ingress_one("eth0", &pkt(f), i, now_ns, None).verdict)
+        .collect()
+}
+
+use FinalVerdict::{Accept as A, Drop as D};
+
+#[test]
+fn a_limit_passes_its_burst_then_drops_until_the_bucket_refills() {
+    let text = chain("    limit rate 3/second burst 3 packets accept", "drop");
+    let mut e = engine(&text);
+    e.set_epoch(T0);
+    assert_eq!(run_at(&mut e, &frames(5, 22), T0), vec![A, A, A, D, D]);
+    // A packet costs 1/3 s of credit (333333333 ns).
+    assert_eq!(run_at(&mut e, &frames(1, 22), T0 + 333_333_332), vec![D]);
+    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 333_333_333), vec![A, D]);
+    // A minute later the bucket holds its burst again, no more.
+    assert_eq!(
+        walk_at(&mut e, &frames(4, 22), T0 + 60 * SEC),
+        vec![A, A, A, D]
+    );
+}
+
+#[test]
+fn limit_over_matches_the_packets_beyond_the_rate() {
+    let text = chain(
+        "    limit rate over 2/minute burst 2 packets drop",
+        "accept",
+    );
+    let mut e = engine(&text);
+    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, D, D]);
+    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 30 * SEC), vec![A, D]);
+}
+
+#[test]
+fn a_byte_limit_charges_each_packet_its_length() {
+    // 100 bytes/second with a burst of 20 bytes: the bucket holds 1.2 s of credit, a 40-byte
+    // packet costs 0.4 s.
+    let text = chain(
+        "    limit rate 100 bytes/second burst 20 bytes accept",
+        "drop",
+    );
+    let mut e = engine(&text);
+    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
+    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 400_000_000), vec![A, D]);
+}
+
+#[test]
+fn a_quota_matches_until_its_bytes_are_used_then_over_takes_the_rest() {
+    let text = chain(
+        "    quota 100 bytes used 20 bytes accept\n    quota over 50 bytes drop",
+        "accept",
+    );
+    let mut e = engine(&text);
+    // 20 + 40 = 60, 100: within; 140: beyond the first quota, so the second rule sees the
+    // packet (40 bytes, not beyond 50), then 80: beyond.
+    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
+    let mut rs = wasp_ruleset::parse_str(&text, "q.nft").unwrap();
+    e.store_quotas(&mut rs);
+    let listed = wasp_ruleset::print_ruleset(&rs, false);
+    assert!(
+        listed.contains("quota 100 bytes used 180 bytes accept"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("quota over 50 bytes used 80 bytes drop"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn named_objects_are_one_state_for_every_rule_that_names_them() {
+    let text = "table netdev t {
+  limit l { rate 2/second burst 2 packets }
+  quota q { 80 bytes }
+  chain c {
+    type filter hook ingress device \"eth0\" priority 0; policy drop;
+    tcp dport 22 limit name \"l\" accept
+    tcp dport 23 limit name l accept
+    tcp dport 24 quota name q accept
+    tcp dport 25 quota name q accept
+  }
+}
+";
+    let mut e = engine(text);
+    let mut f = frames(1, 22);
+    f.extend(frames(2, 23));
+    assert_eq!(run_at(&mut e, &f, T0), vec![A, A, D]);
+    let mut f = frames(1, 24);
+    f.extend(frames(2, 25));
+    assert_eq!(run_at(&mut e, &f, T0), vec![A, A, D]);
+    // A statement of its own has a bucket of its own.
+    let text = chain(
+        "    tcp dport 22 limit rate 1/second burst 1 packets accept\n    tcp dport 23 limit rate 1/second burst 1 packets accept",
+        "drop",
+    );
+    let mut e = engine(&text);
+    let mut f = frames(2, 22);
+    f.extend(frames(2, 23));
+    assert_eq!(run_at(&mut e, &f, T0), vec![A, D, A, D]);
+}
+
+#[test]
+fn engines_that_share_their_state_count_against_one_bucket_and_one_quota() {
+    let text = chain(
+        "    tcp dport 22 limit rate 4/second burst 4 packets accept\n    tcp dport 23 quota 80 bytes accept",
+        "drop",
+    );
+    let (mut a, mut b) = (engine(&text), engine(&text));
+    assert!(b.share_stateful(a.stateful()));
+    assert_eq!(run_at(&mut a, &frames(3, 22), T0), vec![A, A, A]);
+    assert_eq!(run_at(&mut b, &frames(2, 22), T0), vec![A, D]);
+    assert_eq!(run_at(&mut b, &frames(1, 23), T0), vec![A]);
+    assert_eq!(run_at(&mut a, &frames(2, 23), T0), vec![A, D]);
+    // Another ruleset's state is not taken.
+    let other = engine(&chain("    limit rate 1/second accept", "drop"));
+    assert!(!b.share_stateful(other.stateful()));
+}
+
+#[test]
+fn an_unknown_object_name_is_refused_at_compile() {
+    for (stmt, kind) in [
+        ("limit name \"nope\"", "limit"),
+        ("quota name nope", "quota"),
+    ] {
+        let rs = wasp_ruleset::parse_str(&chain(&format!("    {stmt} accept"), "drop"), "u.nft")
+            .unwrap();
+        let err = Engine::compile(&rs).unwrap_err().to_string();
+        assert!(err.contains("u.nft:4:5"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "unknown {kind} `nope`: table `netdev t` declares no {kind} object of that name"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn object_maps_pick_the_object_by_the_packets_key() {
+    let text = "table netdev t {
+  counter c22 { }
+  counter c23 { }
+  quota q { 40 bytes }
+  limit l { rate 1/second burst 1 packets }
+  chain c {
+    type filter hook ingress device \"eth0\" priority 0; policy drop;
+    counter name tcp dport map { 22 : \"c22\", 23 : c23 }
+    tcp dport 22 quota name tcp dport map { 22 : \"q\" } accept
+    tcp dport 23 limit name tcp dport map { 23 : \"l\" } accept
+  }
+}
+";
+    let mut e = engine(text);
+    let mut c = count(&mut e);
+    let mut f = frames(2, 22);
+    f.extend(frames(3, 23));
+    f.extend(frames(1, 24));
+    // Port 22: the quota's 40 bytes let one packet through; port 23: the bucket one; port 24
+    // is in neither map (the counter map ends its rule, the others do not match).
+    assert_eq!(run_at(&mut e, &f, T0), vec![A, D, A, D, D, D]);
+    let named: Vec<(String, u64, u64)> = e
+        .named_counters(&mut c)
+        .into_iter()
+        .map(|n| (n.name, n.packets, n.bytes))
+        .collect();
+    assert_eq!(named, [("c22".into(), 2, 80), ("c23".into(), 3, 120)]);
+    // An unknown name is the kernel's ENOENT, at the element.
+    let rs = wasp_ruleset::parse_str(
+        &chain("    quota name tcp dport map { 22 : \"nope\" }", "drop"),
+        "m.nft",
+    )
+    .unwrap();
+    let err = Engine::compile(&rs).unwrap_err().to_string();
+    assert!(err.contains("m.nft:4:32"), "{err}");
+    assert!(err.contains("unknown quota `nope`"), "{err}");
+}
