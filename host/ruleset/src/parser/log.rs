@@ -74,7 +74,10 @@ impl Parser<'_> {
                 .st
                 .error(start, "log level audit doesn't support any further options"));
         }
-        if log.group.is_some() && log.level.is_some() {
+        // `snaplen` and `queue-threshold` belong to a group: with a level nft 1.0.6 refuses
+        // them as it refuses a group.
+        let grouped = log.group.is_some() || log.snaplen.is_some() || log.queue_threshold.is_some();
+        if grouped && log.level.is_some() {
             // A group (nfnetlink_log) has no level.
             return Err(self
                 .st

@@ -207,7 +207,14 @@ impl Parser<'_> {
 
     /// `EXPR [op] RHS`, `EXPR vmap { ... }` or `meta KEY set VALUE`.
     fn match_or_set(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
+        ctx.ct_implicit_family = None;
         let (left, lspan) = self.concat_expr(ctx)?;
+        if let (Expr::Concat(_), Some(at)) = (&left, ctx.ct_implicit_family) {
+            // The family comes from a compared value only: not in a concatenation.
+            return Err(self
+                .st
+                .error(at, "specify either ip or ip6 for address matching"));
+        }
         if self.at_word("set")? {
             let dtype = match &left {
                 Expr::Meta(key) => {
@@ -748,6 +755,25 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
                 continue;
             }
         };
+        if let (Expr::Meta(MetaKey::Nfproto), Expr::Ct(k)) = (&dep.left, &next.left) {
+            // `meta nfproto ipv4 ct original saddr 1.2.3.4` lists as `ct original ip saddr
+            // 1.2.3.4`, `meta nfproto ipv6 ct protocol 6` as `ct protocol tcp`.
+            let fam = match value {
+                2 => Some(Family::Ip),
+                10 => Some(Family::Ip6),
+                _ => None,
+            };
+            let implied = match k {
+                CtKey::Saddr(_, f) | CtKey::Daddr(_, f) => fam == Some(*f),
+                CtKey::Protocol => fam.is_some(),
+                _ => false,
+            };
+            if implied && let Stmt::Match(m) = &mut stmts[i] {
+                m.implied = true;
+            }
+            i += 1;
+            continue;
+        }
         let Expr::Payload(field) = next.left else {
             i += 1;
             continue;
