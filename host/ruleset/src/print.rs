@@ -28,7 +28,7 @@ use crate::model::{
     Match, NatStmt, PayloadBase, Policy, Quota, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl,
     SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
-use crate::parser::table::{STD_PRIOS, std_prio_ok};
+use crate::parser::table::{std_prio_ok, std_prios};
 
 pub(crate) fn ruleset(r: &Ruleset, handles: bool) -> String {
     let mut out = String::new();
@@ -407,7 +407,7 @@ pub(crate) fn key_text(parts: &[KeyPart]) -> String {
 
 /// nft's `prio2str`: a standard name, or name +/- offset up to 10, or the number.
 pub(crate) fn priority_text(family: Family, hook: Hook, prio: i32) -> String {
-    for (name, base) in STD_PRIOS {
+    for (name, base) in std_prios(family) {
         if !std_prio_ok(*base, family, hook) {
             continue;
         }

@@ -18,12 +18,35 @@ pub(crate) const STD_PRIOS: &[(&str, i32)] = &[
     ("srcnat", 100),
 ];
 
+/// The bridge family's standard priorities (nft 1.0.6 `bridge_std_prios`).
+pub(crate) const BRIDGE_PRIOS: &[(&str, i32)] = &[
+    ("dstnat", -300),
+    ("filter", -200),
+    ("out", 100),
+    ("srcnat", 300),
+];
+
+/// The standard priority names of `family`: the bridge family has its own.
+pub(crate) fn std_prios(family: Family) -> &'static [(&'static str, i32)] {
+    if family == Family::Bridge {
+        BRIDGE_PRIOS
+    } else {
+        STD_PRIOS
+    }
+}
+
 /// Whether a standard priority may be named in this family and hook (nft 1.0.6
 /// `std_prio_family_hook_compat`): `dstnat` only at prerouting, `srcnat` only at postrouting,
 /// and netdev knows only `filter`.
 pub(crate) fn std_prio_ok(prio: i32, family: Family, hook: Hook) -> bool {
     match family {
         Family::Netdev => prio == 0,
+        Family::Bridge => match prio {
+            -300 => hook == Hook::Prerouting,
+            300 => hook == Hook::Postrouting,
+            100 => hook == Hook::Output,
+            _ => true,
+        },
         _ => match prio {
             -100 => hook == Hook::Prerouting,
             100 => hook == Hook::Postrouting,
@@ -601,7 +624,7 @@ impl Parser<'_> {
         if let Some(n) = num(&w) {
             return Ok(n);
         }
-        let Some(&(_, base)) = STD_PRIOS.iter().find(|(n, _)| *n == w) else {
+        let Some(&(_, base)) = std_prios(family).iter().find(|(n, _)| *n == w) else {
             return Err(self.st.error(
                 span,
                 format!("expected a priority (a number or a name such as `filter`), found `{w}`"),
