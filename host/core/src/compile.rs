@@ -40,6 +40,8 @@ struct Ctx<'r> {
     limit_objects: HashMap<(usize, String), u32>,
     /// (table, name) -> quota of each named quota object.
     quota_objects: HashMap<(usize, String), u32>,
+    /// A `meta cpu|random|time|day|hour` was compiled ([`Program::needs_env`]).
+    needs_env: std::cell::Cell<bool>,
 }
 
 /// Whose set [`Ctx::build_set`] builds, which decides who serves its element counters.
@@ -64,6 +66,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         stateful: Stateful::default(),
         limit_objects: HashMap::new(),
         quota_objects: HashMap::new(),
+        needs_env: std::cell::Cell::new(false),
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
@@ -143,6 +146,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     check_graph(rs, &mut cx.prog)?;
     mark_cached_reads(&mut cx.prog);
     cx.prog.stateful = std::sync::Arc::new(cx.stateful);
+    cx.prog.needs_env = cx.needs_env.get();
     Ok(cx.prog)
 }
 
@@ -508,6 +512,12 @@ impl Ctx<'_> {
                 loads.push(payload_load(pos));
             }
             Expr::Meta(k) => {
+                if matches!(
+                    k,
+                    MetaKey::Cpu | MetaKey::Random | MetaKey::Time | MetaKey::Day | MetaKey::Hour
+                ) {
+                    self.needs_env.set(true);
+                }
                 let (src, w) = meta_src(*k);
                 let mut l = Load::meta(src, w);
                 if let Some(c) = crate::field::meta_const(*k) {

@@ -663,7 +663,9 @@ impl Engine {
             return Outcome::unseen(packet.mark);
         };
         let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
-        self.env.fill(&mut st, now_ns);
+        if self.prog.needs_env {
+            self.env.fill(&mut st, now_ns);
+        }
         let mut fx = Effects {
             trace,
             oif: "",
@@ -819,7 +821,9 @@ impl Engine {
                     oif
                 };
                 state[i] = packet_state(hook, iif.1, oif, p);
-                env.fill(&mut state[i], now_ns);
+                if prog.needs_env {
+                    env.fill(&mut state[i], now_ns);
+                }
                 res[i] = (FinalVerdict::Accept, None);
                 if hook == Hook::Ingress && p.meta.untag_drop {
                     // Freed before the hook (see `discarded_before_hook`).

@@ -199,4 +199,7 @@ pub(crate) struct Program {
     pub ct_counts: u32,
     /// The buckets and quotas of `limit` and `quota` (shared by the workers' engines).
     pub stateful: std::sync::Arc<Stateful>,
+    /// A rule reads `meta cpu`, `meta random` or the wall clock (`meta time|day|hour`): the
+    /// engine fills those per packet only then.
+    pub needs_env: bool,
 }
