@@ -27,12 +27,27 @@ cargo +nightly fuzz build "${flags[@]}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# parse_ruleset also starts from nftables' own rule lines (../shared/nft-tests/py, read where
+# it is, never copied into the repository): one seed file per rule, inside a table and chain.
+suite="${WASP_NFT_TESTS:-$here/../../../shared/nft-tests/py}"
+mkdir -p "$work/suite-seeds"
+if [ -d "$suite" ]; then
+    n=0
+    while IFS= read -r rule; do
+        n=$((n + 1))
+        printf 'table inet t {\n\tchain c {\n\t\t%s\n\t}\n}\n' "$rule" >"$work/suite-seeds/$n.nft"
+    done < <(cat "$suite"/*/*.t | grep -v '^[#:*!?%-]' | grep -v '^[[:space:]]*$' | cut -d';' -f1 | sort -u)
+    echo "run-smoke: $n seed(s) from $suite"
+fi
+
 status=0
 for target in $(cargo +nightly fuzz list --fuzz-dir "$here"); do
     seeds="$here/corpus/$target"
     mkdir -p "$work/$target" "$seeds"
+    extra=()
+    [ "$target" = parse_ruleset ] && extra=("$work/suite-seeds")
     echo "run-smoke: $target for ${seconds}s from $(find "$seeds" -type f | wc -l) seed(s)"
-    if ! cargo +nightly fuzz run "${flags[@]}" "$target" "$work/$target" "$seeds" -- \
+    if ! cargo +nightly fuzz run "${flags[@]}" "$target" "$work/$target" "$seeds" "${extra[@]}" -- \
         -max_total_time="$seconds" -print_final_stats=1; then
         echo "run-smoke: $target FAILED (input in $here/artifacts/$target/)" >&2
         status=1
