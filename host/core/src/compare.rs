@@ -164,6 +164,7 @@ impl<T: Word> TestW<T> {
             | Src::Time
             | Src::Day
             | Src::Hour
+            | Src::Osf
             | Src::Never => crate::expr::meta_value(self.src, p, st).unwrap_or(0),
             Src::Opt {
                 sctp,
@@ -220,6 +221,8 @@ impl<T: Word> TestW<T> {
                 .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
             Src::Never => None,
+            Src::Osf => crate::expr::meta_value(self.src, p, st)
+                .map(|v| T::from_u128(v) >> u32::from(self.shift)),
             Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st)
                 .map(|v| T::from_u128(v) >> u32::from(self.shift)),
             _ => Some(self.meta(p, st)),
@@ -325,7 +328,7 @@ impl<T: Word> TestW<T> {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
             Src::Never => 0,
-            Src::CtDetail(_) => filter(live, |i| self.one(&pkts[i], &st[i])),
+            Src::CtDetail(_) | Src::Osf => filter(live, |i| self.one(&pkts[i], &st[i])),
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
     }
@@ -416,6 +419,7 @@ impl Test {
             Src::Time => 8,
             Src::CtDetail(k) => wasp_ruleset::model::Expr::Ct(k).dtype().width_bytes(),
             Src::Pkttype | Src::Day | Src::Never => 1,
+            Src::Osf => 16,
             Src::Iifname | Src::Oifname => 16,
             Src::L4proto
             | Src::Nfproto

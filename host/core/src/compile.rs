@@ -545,6 +545,11 @@ impl Ctx<'_> {
                 offset_bits,
                 len_bits,
             } => loads.push(crate::field::raw_load(*base, *offset_bits, *len_bits)),
+            // No IPsec state and no local sockets in wasp: the loads fail (NFT_BREAK).
+            Expr::Ipsec(_) | Expr::Socket(_) => {
+                loads.push(Load::meta(Src::Never, e.dtype().width_bytes() as u8));
+            }
+            Expr::Osf { .. } => loads.push(Load::meta(Src::Osf, 16)),
             Expr::Opt(o) => {
                 let sctp = o.hdr == OptHeader::SctpChunk;
                 let kind = o.kind;

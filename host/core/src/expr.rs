@@ -88,6 +88,9 @@ pub(crate) enum Src {
     /// A `ct` key read from the connection's detail (`Packet::ct_detail`): the tuples,
     /// expiration, accounting, zone; fails without a connection.
     CtDetail(wasp_ruleset::model::CtKey),
+    /// `osf name|version` (16 bytes): `"unknown"` for a TCP SYN (no fingerprint database),
+    /// fails for any other packet, as the kernel's nft_osf_eval.
+    Osf,
     /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
     /// rule stops, negated or not (the kernel's NFT_BREAK).
     Never,
@@ -310,6 +313,7 @@ impl Load {
             | Src::Time
             | Src::Day
             | Src::Hour
+            | Src::Osf
             | Src::Never => meta_value(self.src, p, st)?,
             Src::Opt {
                 sctp,
@@ -358,6 +362,15 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
         // 1970-01-01 was a Thursday (4).
         Src::Day => u128::from((secs / DAY_S + 4) % 7),
         Src::Hour => u128::from(secs % DAY_S),
+        Src::Osf => {
+            let l4 = p.meta.l4.filter(|l| l.proto == 6 && l.fragoff == 0)?;
+            let flags = *p.frame.get(usize::from(l4.offset) + 13)?;
+            // A SYN (without ACK) is what the kernel fingerprints.
+            if flags & 0x12 != 0x02 {
+                return None;
+            }
+            ifname_value("unknown")
+        }
         _ => return None,
     })
 }

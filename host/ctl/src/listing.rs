@@ -880,6 +880,31 @@ pub fn expr_json(e: &Expr) -> Json {
             let base = text.trim_start_matches('@').split(',').next().unwrap_or("");
             json!({"payload": {"base": base, "offset": offset_bits, "len": len_bits}})
         }
+        Expr::Ipsec(_) | Expr::Socket(_) | Expr::Osf { .. } => {
+            // `ipsec in reqid`, `socket mark`, `osf ttl loose name`: the head word, then the
+            // key (and the qualifiers nft's JSON names).
+            let text = wasp_ruleset::print_expr(e);
+            let mut words = text.split(' ');
+            let head = words.next().unwrap_or("");
+            let rest: Vec<&str> = words.collect();
+            match e {
+                Expr::Ipsec(k) => json!({ head: {
+                    "key": rest.last().copied().unwrap_or(""),
+                    "dir": if k.out { "out" } else { "in" },
+                    "spnum": k.spnum,
+                }}),
+                Expr::Osf { ttl, .. } => {
+                    let mut o = json!({"key": rest.last().copied().unwrap_or("")});
+                    match ttl {
+                        1 => o["ttl"] = json!("loose"),
+                        2 => o["ttl"] = json!("skip"),
+                        _ => {}
+                    }
+                    json!({ head: o })
+                }
+                _ => json!({ head: {"key": rest.join(" ")}}),
+            }
+        }
         Expr::Opt(o) => {
             let key = o.hdr.keyword();
             match (o.sel, o.desc()) {

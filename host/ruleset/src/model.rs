@@ -931,6 +931,22 @@ pub enum Expr {
     Ct(CtKey),
     /// `exthdr NAME exists`: presence of an IPv6 extension header.
     ExthdrExists(Ip6ExtHdr),
+    /// `ipsec in|out [spnum N] reqid|spi|ip saddr|...` (nft_xfrm): the packet's IPsec state.
+    /// wasp has none, so it never matches, negated or not (the kernel's NFT_BREAK for a packet
+    /// without a secpath).
+    Ipsec(IpsecKey),
+    /// `socket transparent|mark|wildcard` (nft_socket): the local socket the packet belongs
+    /// to. wasp has no local sockets: never matches (the kernel's NFT_BREAK without one).
+    Socket(SocketKey),
+    /// `osf [ttl loose|skip] name|version` (nft_osf): the passive OS fingerprint of a TCP SYN.
+    /// wasp has no fingerprint database: a SYN reads `"unknown"` (the kernel's answer when no
+    /// fingerprint matches), any other packet ends the rule.
+    Osf {
+        /// `ttl loose` (1) or `ttl skip` (2); 0 when not written.
+        ttl: u8,
+        /// `version` rather than `name`.
+        version: bool,
+    },
     /// A raw payload expression `@ll|nh|th|ih,OFFSET,LENGTH` (offset and length in bits from
     /// the base; values in hexadecimal).
     Raw {
@@ -992,6 +1008,41 @@ pub struct PayloadField {
     /// Tag position for `vlan` fields (0 = outermost), in the order the rule names vlan
     /// headers; 0 for every other protocol.
     pub depth: u8,
+}
+
+/// What `ipsec` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpsecKey {
+    /// `out` rather than `in`.
+    pub out: bool,
+    /// `spnum N` (0 when not written, and then not listed).
+    pub spnum: u8,
+    /// The key.
+    pub key: IpsecField,
+}
+
+/// The field of an [`IpsecKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpsecField {
+    /// `reqid` (32 bits).
+    Reqid,
+    /// `spi` (32 bits).
+    Spi,
+    /// `ip saddr` / `ip6 saddr` of the state.
+    Saddr(Family),
+    /// `ip daddr` / `ip6 daddr`.
+    Daddr(Family),
+}
+
+/// What `socket` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SocketKey {
+    /// `transparent` (1 bit).
+    Transparent,
+    /// `mark`.
+    Mark,
+    /// `wildcard` (1 bit).
+    Wildcard,
 }
 
 /// Which type-length-value list an [`OptField`] reads.
@@ -1595,6 +1646,16 @@ impl Expr {
             Expr::Ct(k) => k.dtype(),
             Expr::ExthdrExists(_) => DataType::Boolean,
             Expr::Opt(o) => o.position().2,
+            Expr::Ipsec(k) => match k.key {
+                IpsecField::Reqid | IpsecField::Spi => DataType::Integer(32),
+                IpsecField::Saddr(Family::Ip6) | IpsecField::Daddr(Family::Ip6) => {
+                    DataType::Ipv6Addr
+                }
+                _ => DataType::Ipv4Addr,
+            },
+            Expr::Socket(SocketKey::Mark) => DataType::Mark,
+            Expr::Socket(_) => DataType::Integer(1),
+            Expr::Osf { .. } => DataType::Ifname,
             Expr::Raw { len_bits, .. } => DataType::Hex((*len_bits).clamp(1, 128) as u8),
             Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
             Expr::Binop { expr, .. } => expr.dtype(),

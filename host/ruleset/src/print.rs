@@ -739,6 +739,37 @@ pub fn expr(e: &Expr) -> String {
         Expr::Ct(k) => format!("ct {}", k.name()),
         Expr::ExthdrExists(h) => format!("exthdr {}", exthdr_name(*h)),
         Expr::Opt(o) => o.text(),
+        Expr::Ipsec(k) => {
+            let spnum = if k.spnum != 0 {
+                format!(" spnum {}", k.spnum)
+            } else {
+                String::new()
+            };
+            let field = match k.key {
+                crate::model::IpsecField::Reqid => "reqid".to_string(),
+                crate::model::IpsecField::Spi => "spi".to_string(),
+                crate::model::IpsecField::Saddr(f) => format!("{} saddr", f.name()),
+                crate::model::IpsecField::Daddr(f) => format!("{} daddr", f.name()),
+            };
+            format!("ipsec {}{spnum} {field}", if k.out { "out" } else { "in" })
+        }
+        Expr::Socket(k) => format!(
+            "socket {}",
+            match k {
+                crate::model::SocketKey::Transparent => "transparent",
+                crate::model::SocketKey::Mark => "mark",
+                crate::model::SocketKey::Wildcard => "wildcard",
+            }
+        ),
+        Expr::Osf { ttl, version } => format!(
+            "osf {}{}",
+            match ttl {
+                1 => "ttl loose ",
+                2 => "ttl skip ",
+                _ => "",
+            },
+            if *version { "version" } else { "name" }
+        ),
         Expr::Raw {
             base,
             offset_bits,

@@ -331,3 +331,19 @@ fn payload_statement_writes_the_field_and_its_checksums() {
     z[th + 16..th + 18].copy_from_slice(&[0, 0]);
     assert_eq!(&g[th + 16..th + 18], &tcp_csum(&z).to_be_bytes());
 }
+
+#[test]
+fn ipsec_socket_and_osf_read_the_state_wasp_has() {
+    let syn = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, SYN));
+    let ack = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, ACK));
+    let f = vec![syn, ack];
+    // No IPsec state, no local sockets: never, negated or not.
+    assert_eq!(text_accepts("ipsec in reqid != 1", &f, 0), [false, false]);
+    assert_eq!(
+        text_accepts("socket transparent != 1", &f, 0),
+        [false, false]
+    );
+    // No fingerprints: a SYN is "unknown", other packets have no fingerprint at all.
+    assert_eq!(text_accepts("osf name \"unknown\"", &f, 0), [true, false]);
+    assert_eq!(text_accepts("osf name != \"Linux\"", &f, 0), [true, false]);
+}

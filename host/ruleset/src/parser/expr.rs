@@ -6,7 +6,7 @@ use crate::lexer::Tok;
 use crate::model::{
     BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value,
 };
-use crate::model::{OptField, OptHeader, OptSel, PayloadBase};
+use crate::model::{IpsecField, IpsecKey, OptField, OptHeader, OptSel, PayloadBase, SocketKey};
 use crate::proto::Proto;
 
 /// What a rule has said so far that types later expressions (nft's protocol context).
@@ -81,6 +81,7 @@ impl RuleCtx {
 /// The header keywords that start a payload expression.
 pub(crate) const HEADERS: &[&str] = &[
     "ether", "vlan", "ip", "ip6", "tcp", "udp", "icmp", "icmpv6", "th", "meta", "exthdr", "ct",
+    "ipsec", "socket", "osf",
 ];
 
 /// `ct` keys of nft 1.0.6 (`ct_key` in its grammar, and the direction-qualified ones after
@@ -154,6 +155,12 @@ impl Parser<'_> {
             _ => String::new(),
         };
         let whole = span.through(fspan);
+        match head.as_str() {
+            "ipsec" => return self.ipsec_expr(span),
+            "socket" => return self.socket_expr(span),
+            "osf" => return self.osf_expr(span),
+            _ => {}
+        }
         let opt = match (head.as_str(), field.as_str()) {
             ("tcp", "option") => Some(OptHeader::TcpOption),
             ("sctp", "chunk") => Some(OptHeader::SctpChunk),
@@ -434,6 +441,99 @@ impl Parser<'_> {
             _ => return self.expected("a ct key after `original`/`reply` (`saddr`, `zone`, ...)"),
         };
         Ok((key, kspan))
+    }
+
+    /// `ipsec in|out [spnum N] reqid|spi|ip saddr|ip daddr|ip6 saddr|ip6 daddr` (after
+    /// `ipsec`, at `start`).
+    fn ipsec_expr(&mut self, start: Span) -> PResult<(Expr, Span)> {
+        let out = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "in" => false,
+            Some(Tok::Word(w)) if w == "out" => true,
+            _ => return self.expected("`in` or `out`"),
+        };
+        self.advance();
+        let mut spnum = 0;
+        if self.eat_word("spnum")? {
+            let nspan = self.peek_span()?;
+            let n = self.number_u64()?;
+            if n > 255 {
+                return Err(self.st.error(
+                    nspan,
+                    format!("value {n} exceeds valid range 0-255 of spnum"),
+                ));
+            }
+            spnum = n as u8;
+        }
+        let kspan = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("`reqid`, `spi`, `ip` or `ip6`");
+        };
+        self.advance();
+        let key = match w.as_str() {
+            "reqid" => IpsecField::Reqid,
+            "spi" => IpsecField::Spi,
+            "ip" | "ip6" => {
+                let fam = if w == "ip" { Family::Ip } else { Family::Ip6 };
+                let end = self.peek_span()?;
+                let k = match self.peek_tok()? {
+                    Some(Tok::Word(a)) if a == "saddr" => IpsecField::Saddr(fam),
+                    Some(Tok::Word(a)) if a == "daddr" => IpsecField::Daddr(fam),
+                    _ => return self.expected("`saddr` or `daddr`"),
+                };
+                self.advance();
+                let e = Expr::Ipsec(IpsecKey { out, spnum, key: k });
+                return Ok((e, start.through(end)));
+            }
+            _ => {
+                return Err(self.st.error(
+                    kspan,
+                    format!("expected `reqid`, `spi`, `ip` or `ip6`, found `{w}`"),
+                ));
+            }
+        };
+        Ok((
+            Expr::Ipsec(IpsecKey { out, spnum, key }),
+            start.through(kspan),
+        ))
+    }
+
+    /// `socket transparent|mark|wildcard` (after `socket`).
+    fn socket_expr(&mut self, start: Span) -> PResult<(Expr, Span)> {
+        let kspan = self.peek_span()?;
+        let key = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "transparent" => SocketKey::Transparent,
+            Some(Tok::Word(w)) if w == "mark" => SocketKey::Mark,
+            Some(Tok::Word(w)) if w == "wildcard" => SocketKey::Wildcard,
+            Some(Tok::Word(w)) if w == "cgroupv2" => {
+                return Err(self
+                    .st
+                    .error(kspan, unsupported::message("socket cgroupv2")));
+            }
+            _ => return self.expected("`transparent`, `mark` or `wildcard`"),
+        };
+        self.advance();
+        Ok((Expr::Socket(key), start.through(kspan)))
+    }
+
+    /// `osf [ttl loose|skip] name|version` (after `osf`).
+    fn osf_expr(&mut self, start: Span) -> PResult<(Expr, Span)> {
+        let mut ttl = 0;
+        if self.eat_word("ttl")? {
+            ttl = match self.peek_tok()? {
+                Some(Tok::Word(w)) if w == "loose" => 1,
+                Some(Tok::Word(w)) if w == "skip" => 2,
+                _ => return self.expected("`loose` or `skip` after `ttl`"),
+            };
+            self.advance();
+        }
+        let kspan = self.peek_span()?;
+        let version = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "name" => false,
+            Some(Tok::Word(w)) if w == "version" => true,
+            _ => return self.expected("`name` or `version`"),
+        };
+        self.advance();
+        Ok((Expr::Osf { ttl, version }, start.through(kspan)))
     }
 
     /// After `tcp option` / `sctp chunk`: the option (a name, a number, or for TCP the raw
