@@ -323,6 +323,7 @@ fn rule_errors() {
             "expected an hour of the day",
         ),
         ("meta day 7 drop", 10, "Day must be in range 0-6"),
+        ("queue num 2", 1, "`queue` has no meaning in wasp"),
         ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
         ("ip ttl set 256", 12, "value 256 exceeds valid range 0-255"),
         ("ip ttl set foo", 12, "expected a number, found `foo`"),

@@ -71,9 +71,30 @@ pub(crate) fn field(head: &str, field: &str) -> bool {
     fields(head).contains(&field)
 }
 
-/// The message: "`what` is nftables syntax that wasp does not support yet".
+/// The message: "`what` is nftables syntax that wasp does not support yet", or for a
+/// statement that cannot mean anything in wasp, why ("`queue` has no meaning in wasp: ...").
 pub(crate) fn message(what: &str) -> String {
-    format!("`{what}` is nftables syntax that wasp does not support yet")
+    match no_meaning(what) {
+        Some(why) => format!("`{what}` has no meaning in wasp: {why}"),
+        None => format!("`{what}` is nftables syntax that wasp does not support yet"),
+    }
+}
+
+/// Statements that hand the packet to the kernel's own stack, which wasp does not have: why
+/// each cannot mean anything in wasp.
+fn no_meaning(what: &str) -> Option<&'static str> {
+    Some(match what {
+        "queue" => {
+            "it hands the packet to a user-space program through the kernel's nfnetlink_queue; wasp is itself that program (write the decision as a plugin)"
+        }
+        "tproxy" => {
+            "it steers the packet to a local socket of the kernel's TCP/UDP stack, which wasp does not have"
+        }
+        "synproxy" => {
+            "it answers SYNs with syncookies from the kernel's TCP stack, which wasp does not have"
+        }
+        _ => return None,
+    })
 }
 
 /// The message with a note on what `what` is: "`what` (note) is nftables syntax ...".
