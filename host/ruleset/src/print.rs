@@ -786,7 +786,14 @@ pub fn expr(e: &Expr) -> String {
                 BinOp::Or => "|",
                 BinOp::Xor => "^",
             };
-            format!("{} {o} {}", expr(inner), print_value(value))
+            // A mask of several flags is parenthesised (`tcp flags & (fin | syn) == syn`).
+            let v = print_value(value);
+            let v = if v.contains(" | ") {
+                format!("({v})")
+            } else {
+                v
+            };
+            format!("{} {o} {v}", expr(inner))
         }
         Expr::Const(v) => print_value(v),
         Expr::Map { key, map, .. } => format!("{} map {}", expr(key), set_ref(map)),

@@ -50,8 +50,17 @@ impl Parser<'_> {
             Some(Tok::Str(s)) => (s, true),
             _ => return self.expected(expected(dtype)),
         };
-        if let Ok(v) = parse_value(dtype, &text, quoted) {
+        if let Ok(mut v) = parse_value(dtype, &text, quoted) {
             self.advance();
+            // A bitmask element may be written `syn | ack` (nft ORs the flags).
+            if dtype == DataType::TcpFlag {
+                while self.eat_punct("|")? {
+                    let (w, _) = self.single_value(dtype)?;
+                    for (a, b) in v.bytes.iter_mut().zip(&w.bytes) {
+                        *a |= b;
+                    }
+                }
+            }
             if self.at_punct("-")? {
                 self.advance();
                 let (hi, hspan) = self.single_value(dtype)?;
@@ -108,7 +117,7 @@ impl Parser<'_> {
             key.last(),
             Some(DataType::Ipv6Addr | DataType::EtherAddr | DataType::TcHandle | DataType::Hour)
         );
-        if colon_type || key.len() != 1 {
+        if key.len() != 1 {
             return Ok(());
         }
         let Some(t) = self.peek()?.cloned() else {
@@ -120,7 +129,10 @@ impl Parser<'_> {
         let Some((k, d)) = w.rsplit_once(':') else {
             return Ok(());
         };
-        if k.is_empty() || d.is_empty() {
+        // In a type written with colons (`1234::1:accept`) only a verdict after the last one
+        // is the data.
+        let verdict = matches!(d, "accept" | "drop" | "continue" | "return");
+        if k.is_empty() || d.is_empty() || (colon_type && !verdict) {
             return Ok(());
         }
         let n = k.chars().count() as u32;
