@@ -128,3 +128,18 @@ pub fn failures(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_and_known_files_parse() {
+        assert_eq!(floor("# comment\n93.8  # percent\n"), Ok(93.8));
+        assert!(floor("none").is_err());
+        let k = known("# x\nlisting-differs ip/ip.t:4 ip test-ip4 input\n\n").unwrap();
+        assert!(k.contains(&(Class::ListingDiffers, "ip/ip.t:4 ip test-ip4 input".into())));
+        assert!(known("crash ip/ip.t:4 ip test-ip4 input").is_err());
+        assert!(known("wasp-refuses ip/ip.t:4 ip test-ip4 input").is_err());
+    }
+}
