@@ -51,6 +51,9 @@ enum Kind {
     ArpOp,
     Service,
     Pkttype,
+    DccpType,
+    /// An SCTP chunk type, by name only (`sctp chunk init flags 23`: the 23 is another field's).
+    SctpChunk,
 }
 
 /// A field a rule can compare: protocol word, field words, layer, bit offset, bit width.
@@ -150,6 +153,16 @@ const FIELDS: &[Field] = &[
     f("sctp", "checksum", L::L4, 64, 32, K::Int),
     f("dccp", "sport", L::L4, 0, 16, K::Service),
     f("dccp", "dport", L::L4, 16, 16, K::Service),
+    f("dccp", "type", L::L4, 67, 4, K::DccpType),
+    // The first chunk's type (the template has one chunk, after the 12-byte common header).
+    f("sctp", "chunk", L::L4, 96, 8, K::SctpChunk),
+    // IPv6 fragment header fields (RFC 8200 4.5), as a header of protocol 44.
+    f("frag", "nexthdr", L::L4, 0, 8, K::Proto),
+    f("frag", "reserved", L::L4, 8, 8, K::Int),
+    f("frag", "frag-off", L::L4, 16, 13, K::Int),
+    f("frag", "reserved2", L::L4, 29, 2, K::Int),
+    f("frag", "more-fragments", L::L4, 31, 1, K::Int),
+    f("frag", "id", L::L4, 32, 32, K::Int),
     f("icmp", "type", L::L4, 0, 8, K::IcmpType),
     f("icmp", "code", L::L4, 8, 8, K::IcmpCode),
     f("icmp", "checksum", L::L4, 16, 16, K::Int),
@@ -188,6 +201,7 @@ fn l4_number(proto: &str) -> Option<u8> {
         "tcp" => 6,
         "udp" => 17,
         "dccp" => 33,
+        "frag" => 44,
         "esp" => 50,
         "ah" => 51,
         "icmpv6" => 58,
@@ -230,6 +244,7 @@ fn l4_template(p: u8) -> Vec<u8> {
         50 => vec![0, 0, 1, 0, 0, 0, 0, 1],
         51 => vec![59, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1],
         108 => vec![59, 0, 0, 1],
+        44 => vec![59, 0, 0, 0, 0, 0, 0, 1],
         _ => vec![0; 8],
     }
 }
@@ -380,6 +395,38 @@ fn name_value(kind: Kind, s: &str) -> Option<u128> {
             ("multicast", 2),
             ("other", 3),
         ],
+        K::DccpType => &[
+            ("request", 0),
+            ("response", 1),
+            ("data", 2),
+            ("ack", 3),
+            ("dataack", 4),
+            ("closereq", 5),
+            ("close", 6),
+            ("reset", 7),
+            ("sync", 8),
+            ("syncack", 9),
+        ],
+        K::SctpChunk => &[
+            ("data", 0),
+            ("init", 1),
+            ("init-ack", 2),
+            ("sack", 3),
+            ("heartbeat", 4),
+            ("heartbeat-ack", 5),
+            ("abort", 6),
+            ("shutdown", 7),
+            ("shutdown-ack", 8),
+            ("error", 9),
+            ("cookie-echo", 10),
+            ("cookie-ack", 11),
+            ("ecne", 12),
+            ("cwr", 13),
+            ("shutdown-complete", 14),
+            ("asconf-ack", 128),
+            ("forward-tsn", 192),
+            ("asconf", 193),
+        ],
         _ => &[],
     };
     table.iter().find(|(n, _)| *n == s).map(|(_, v)| *v)
@@ -392,6 +439,7 @@ fn atom(field: &Field, s: &str) -> Option<u128> {
         return Some(v);
     }
     match field.kind {
+        K::SctpChunk => None,
         K::Ipv4 => s.parse::<Ipv4Addr>().ok().map(|a| u128::from(u32::from(a))),
         K::Ipv6 => s.parse::<Ipv6Addr>().ok().map(u128::from),
         K::Mac => {
@@ -889,7 +937,7 @@ pub fn rule_frames(rule: &str, cap: usize) -> Vec<Vec<u8>> {
     }
     for &n in &nets {
         for (fd, cs) in &fields {
-            for c in cs.iter().take(4) {
+            for c in cs.iter().take(6) {
                 for v in c.probes(fd.bits) {
                     let mut s = base(n, vlan);
                     s.write(fd, v);
@@ -950,6 +998,17 @@ mod tests {
             fields[1].1,
             vec![Constraint::Prefix(u128::from(0xfe80u16) << 112, 64)]
         );
+    }
+
+    #[test]
+    fn sctp_chunks_by_name_and_fragment_headers() {
+        let frames = rule_frames("sctp chunk init flags 23", 20);
+        // IPv4 (20 bytes) then the SCTP common header (12): the chunk type.
+        assert_eq!(frames[0][14 + 9], 132);
+        assert_eq!(frames[0][14 + 20 + 12], 1);
+        let frames = rule_frames("frag id 22", 20);
+        assert_eq!(frames[0][14 + 9], 44);
+        assert_eq!(frames[0][14 + 20 + 4..14 + 20 + 8], [0, 0, 0, 22]);
     }
 
     #[test]

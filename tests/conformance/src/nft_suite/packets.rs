@@ -34,7 +34,7 @@ pub const PROBE_GUARD: &str = "ether saddr 02:77:61:73:70:00 ether type 0x88b5 a
 pub const MAX_FRAMES: usize = 6000;
 
 /// Most frames built from one rule.
-pub const FRAMES_PER_RULE: usize = 16;
+pub const FRAMES_PER_RULE: usize = 24;
 
 /// The known-differences file's path.
 pub fn known_path() -> PathBuf {
@@ -434,8 +434,9 @@ pub fn loadable<'a>(
 }
 
 /// The capture: frames built from each rule's constants, then the harness's generated corpus,
-/// without duplicates, at most [`MAX_FRAMES`].
-pub fn capture(rules: &[&PacketRule]) -> Vec<Vec<u8>> {
+/// without duplicates, at most [`MAX_FRAMES`]. A named set's elements (`add element` lines of
+/// the rule's file) stand in for `@NAME`.
+pub fn capture(sel: &Selection, rules: &[&PacketRule]) -> Vec<Vec<u8>> {
     let corpus: Vec<Vec<u8>> = crate::generate::corpus()
         .into_iter()
         .map(|g| g.frame)
@@ -444,7 +445,8 @@ pub fn capture(rules: &[&PacketRule]) -> Vec<Vec<u8>> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for r in rules {
-        for f in rule_frames(&r.rule, FRAMES_PER_RULE) {
+        let text = with_elements(&r.rule, &sel.files[r.file].1);
+        for f in rule_frames(&text, FRAMES_PER_RULE) {
             if out.len() < budget && seen.insert(f.clone()) {
                 out.push(f);
             }
@@ -456,6 +458,35 @@ pub fn capture(rules: &[&PacketRule]) -> Vec<Vec<u8>> {
         }
     }
     out
+}
+
+/// `rule` with each `@NAME` replaced by `{ ELEMENTS }` from the `add element` lines of `decls`
+/// (for building frames only; a set without elements stays as it is).
+pub fn with_elements(rule: &str, decls: &[String]) -> String {
+    let mut out = Vec::new();
+    for word in rule.split(' ') {
+        let Some(name) = word.strip_prefix('@') else {
+            out.push(word.to_string());
+            continue;
+        };
+        let elems: Vec<&str> = decls
+            .iter()
+            .filter_map(|d| {
+                let rest = d.strip_prefix("add element ")?;
+                let mut w = rest.splitn(4, ' ');
+                let (_, _, set, body) = (w.next()?, w.next()?, w.next()?, w.next()?);
+                (set == name).then(|| body.trim().trim_start_matches('{').trim_end_matches('}'))
+            })
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        if elems.is_empty() {
+            out.push(word.to_string());
+        } else {
+            out.push(format!("{{ {} }}", elems.join(", ")));
+        }
+    }
+    out.join(" ")
 }
 
 /// The packet counts of each `f<N>` table's chain `c`, in rule order, from an `nft list
@@ -610,7 +641,7 @@ pub fn run(
     drop(probe);
     let path = work.join("packets.nft");
     std::fs::write(&path, ruleset(&sel, &keep)).map_err(|e| Error::io("write ruleset", e))?;
-    let frames = capture(&keep);
+    let frames = capture(&sel, &keep);
     progress(&format!(
         "{} rules load together; {} frames",
         keep.len(),
@@ -759,6 +790,20 @@ mod tests {
         );
         assert_eq!(matches_only("accept"), Err("no match"));
         assert_eq!(matches_only("meta cpu 1"), Err("cpu or time"));
+    }
+
+    #[test]
+    fn named_sets_give_their_elements() {
+        let decls = vec![
+            "add set netdev test-netdev set1 { type ipv4_addr; }".to_string(),
+            "add element netdev test-netdev set1 { 192.168.3.4 }".to_string(),
+            "add element netdev test-netdev set1 { 10.0.0.1, 10.0.0.2 }".to_string(),
+        ];
+        assert_eq!(
+            with_elements("ip saddr @set1", &decls),
+            "ip saddr { 192.168.3.4, 10.0.0.1, 10.0.0.2 }"
+        );
+        assert_eq!(with_elements("ip saddr @set2", &decls), "ip saddr @set2");
     }
 
     #[test]
