@@ -151,6 +151,7 @@ impl<T: Word> TestW<T> {
             Src::Mark => u128::from(st.mark),
             Src::Iifname => st.iif,
             Src::Oifname => st.oif,
+            Src::OifConst => 0,
             Src::Nftrace => u128::from(st.nftrace),
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::CtState => u128::from(st.ct_state),
@@ -223,6 +224,8 @@ impl<T: Word> TestW<T> {
             Src::Never => None,
             Src::Osf => crate::expr::meta_value(self.src, p, st)
                 .map(|v| T::from_u128(v) >> u32::from(self.shift)),
+            Src::L4proto if p.meta.l4.is_none() => None,
+            Src::OifConst if st.oif == 0 => None,
             Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st)
                 .map(|v| T::from_u128(v) >> u32::from(self.shift)),
             _ => Some(self.meta(p, st)),
@@ -328,7 +331,11 @@ impl<T: Word> TestW<T> {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
             Src::Never => 0,
-            Src::CtDetail(_) | Src::Osf => filter(live, |i| self.one(&pkts[i], &st[i])),
+            // No transport protocol (a non-IP frame): the load breaks.
+            Src::L4proto => filter(live & v.l4, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
+            Src::CtDetail(_) | Src::OifConst | Src::Osf => {
+                filter(live, |i| self.one(&pkts[i], &st[i]))
+            }
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
     }
@@ -426,6 +433,7 @@ impl Test {
             | Src::Nftrace
             | Src::Exthdr(_)
             | Src::Const
+            | Src::OifConst
             | Src::CtDir => 1,
         };
         let consts: [u128; 4] = match *cmp {

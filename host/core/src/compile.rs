@@ -237,6 +237,31 @@ impl RuleOps {
     }
 }
 
+impl RuleOps {
+    /// After `ether type vlan` (`== 0x8100` or `0x88a8` at link + 12) or `vlan type vlan` of
+    /// tag `d`, the next header is tag 0 (`d + 1`): nft's protocol context then asks that tag
+    /// for the network protocol, so `ip ...` depends on its `vlan type ip` (link + 16 for the
+    /// first tag), not on `meta protocol` (nft 1.0.6 `--debug=netlink` of `ether type vlan ip
+    /// protocol 1`: `[ payload load 2b @ link header + 16 ]`, `cmp eq 0x0008`).
+    fn note_next_is_tag(&mut self, load: &Load, cmp: &Cmp) {
+        let whole = load.src == Src::Link
+            && load.len == 2
+            && load.shift == 0
+            && load.xor == 0
+            && load.mask == 0xffff;
+        if !whole || !matches!(cmp, Cmp::Eq(0x8100 | 0x88a8)) {
+            return;
+        }
+        match load.off {
+            12 => self.link = LinkCtx::Vlan(0),
+            o if o >= 16 && (o - 16) % 4 == 0 => {
+                self.link = LinkCtx::Vlan(((o - 16) / 4 + 1) as u8);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Whether a payload field is its header's protocol field (nft's `EXPR_F_PROTOCOL`: the
 /// template at `desc->protocol_key`).
 fn is_protocol_field(f: PayloadField) -> bool {
@@ -821,7 +846,24 @@ impl Ctx<'_> {
             }
             Rhs::Key(parts) => {
                 let load = loads[0];
-                let (load, cmp) = self.single(load, m.op, &parts[0], m.span)?;
+                // With a bitwise operation on the left, an implicit operator is `==` even for
+                // a bitmask type: nft compiles `tcp flags & (fin | syn) syn` to a bitwise and
+                // then `cmp eq` (and lists it with `==`), not to a flag test.
+                let op = match (m.op, &m.left) {
+                    (RelOp::Implicit, Expr::Binop { .. }) => RelOp::Eq,
+                    (op, _) => op,
+                };
+                let (load, cmp) = self.single(load, op, &parts[0], m.span)?;
+                ops.note_next_is_tag(&load, &cmp);
+                // `meta iiftype ether` sets nft's link-layer protocol context to Ethernet: a
+                // later `ip ...` depends on `ether type ip` (link + 12), as after an `ether`
+                // field (nft 1.0.6 `--debug=netlink` of `iiftype ether ip daddr 1.2.3.4`).
+                if matches!(m.left, Expr::Meta(MetaKey::Iiftype))
+                    && cmp == Cmp::Eq(1)
+                    && ops.link == LinkCtx::Unknown
+                {
+                    ops.link = LinkCtx::Ether;
+                }
                 ops.push(Op::Cmp(Box::new((load, cmp))), self.merge_kind(m)?);
             }
         }

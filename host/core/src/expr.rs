@@ -25,7 +25,8 @@ pub(crate) enum Src {
     Transport,
     /// `meta protocol` (2 bytes, big-endian EtherType).
     Protocol,
-    /// `meta l4proto` (1 byte; 0 without L4 info).
+    /// `meta l4proto` (1 byte). The load fails without L4 info (a non-IP frame), as
+    /// `nft_meta_get_eval` breaks without `NFT_PKTINFO_L4PROTO`: no match, negated or not.
     L4proto,
     /// `meta nfproto` (1 byte: 2 for IPv4, 10 for IPv6; inet family only).
     Nfproto,
@@ -37,6 +38,10 @@ pub(crate) enum Src {
     Iifname,
     /// `meta oifname` (16 NUL-padded bytes).
     Oifname,
+    /// A constant of the output device (`meta oiftype`, `meta oifgroup`: the load's mask and
+    /// xor give the value): the load fails without an output device (ingress, prerouting,
+    /// input), as `nft_meta_store_iftype` and `nft_meta_store_ifgroup` fail on a NULL device.
+    OifConst,
     /// `meta nftrace` (1 byte, 0 or 1).
     Nftrace,
     /// `exthdr X exists`: 1 when the IPv6 extension header with this bit is present.
@@ -296,12 +301,14 @@ impl Load {
                 usize::from(self.need),
             )?,
             Src::Protocol => u128::from(p.meta.protocol),
-            Src::L4proto => p.meta.l4.map_or(0, |l| u128::from(l.proto)),
+            Src::L4proto => u128::from(p.meta.l4?.proto),
             Src::Nfproto => u128::from(st.nfproto),
             Src::Len => u128::from(st.skb_len),
             Src::Mark => u128::from(st.mark),
             Src::Iifname => st.iif,
             Src::Oifname => st.oif,
+            Src::OifConst if st.oif == 0 => return None,
+            Src::OifConst => 0,
             Src::Nftrace => u128::from(st.nftrace),
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::Const => 0,

@@ -98,8 +98,10 @@ pub(crate) fn meta_src(k: MetaKey) -> (Src, u8) {
         MetaKey::Iif => (Src::Iifname, 16),
         MetaKey::Oif => (Src::Oifname, 16),
         // Constants (see `meta_const`); the load is replaced.
-        MetaKey::Iiftype | MetaKey::Oiftype => (Src::Const, 2),
-        MetaKey::Iifgroup | MetaKey::Oifgroup => (Src::Const, 4),
+        MetaKey::Iiftype => (Src::Const, 2),
+        MetaKey::Iifgroup => (Src::Const, 4),
+        MetaKey::Oiftype => (Src::OifConst, 2),
+        MetaKey::Oifgroup => (Src::OifConst, 4),
         MetaKey::Skuid | MetaKey::Skgid | MetaKey::Cgroup | MetaKey::Rtclassid => (Src::Never, 4),
         MetaKey::Cpu => (Src::Cpu, 4),
         MetaKey::Pkttype => (Src::Pkttype, 1),

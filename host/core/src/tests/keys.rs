@@ -347,3 +347,96 @@ fn ipsec_socket_and_osf_read_the_state_wasp_has() {
     assert_eq!(text_accepts("osf name \"unknown\"", &f, 0), [true, false]);
     assert_eq!(text_accepts("osf name != \"Linux\"", &f, 0), [true, false]);
 }
+
+#[test]
+fn l4proto_negated_never_matches_a_frame_without_a_transport_protocol() {
+    // nft_meta_get_eval: NFT_META_L4PROTO breaks to NFT_BREAK when the packet has no
+    // transport header (`pkt->tprot_set` false): ARP and other non-IP frames fail the
+    // comparison whatever its operator.
+    let arp = eth(0x0806, &[0, 1, 8, 0, 6, 4, 0, 1]);
+    let other = eth(0x88b5, &[0x77; 46]);
+    let u = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let f = [arp, other, u];
+    assert_eq!(
+        text_accepts("meta l4proto != 233", &f, 0),
+        [false, false, true]
+    );
+    assert_eq!(text_accepts("meta l4proto 17", &f, 0), [false, false, true]);
+}
+
+#[test]
+fn vlan_ip_protocol_needs_the_inner_ethertype_ip() {
+    // `ether type vlan ip protocol 1`: nft adds `vlan type ip` (the tag's inner EtherType)
+    // as the dependency of `ip protocol`, so a tagged IPv6 frame whose byte 6 is 1 does not
+    // match.
+    let v4 = tag(
+        &ipv4(
+            1,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            0,
+            &[8, 0, 0, 0, 0, 1, 0, 1],
+        ),
+        0x8100,
+        5,
+    );
+    let v6 = tag(&ipv6(1, 1, &[8, 0, 0, 0, 0, 1, 0, 1]), 0x8100, 5);
+    let untagged = ipv4(
+        1,
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        0,
+        &[8, 0, 0, 0, 0, 1, 0, 1],
+    );
+    assert_eq!(
+        text_accepts("ether type vlan ip protocol 1", &[v4, v6, untagged], 0),
+        [true, false, false]
+    );
+}
+
+#[test]
+fn tcp_flags_under_a_mask_compare_the_masked_value() {
+    // `tcp flags & (fin|syn|rst|ack) syn` is `(flags & 0x17) == 0x02`: SYN alone and SYN with
+    // PSH or ECE match, SYN-ACK and FIN-SYN do not.
+    let flags = [SYN, SYN | 0x08, SYN | 0x40, SYN | ACK, SYN | 0x01, ACK];
+    let f: Vec<Vec<u8>> = flags
+        .iter()
+        .map(|&fl| ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 22, fl)))
+        .collect();
+    assert_eq!(
+        text_accepts("tcp flags & (fin|syn|rst|ack) syn", &f, 0),
+        [true, true, true, false, false, false]
+    );
+    assert_eq!(
+        text_accepts("tcp flags & (fin | syn | rst | ack) == syn", &f, 0),
+        [true, true, true, false, false, false]
+    );
+}
+
+#[test]
+fn output_device_keys_never_match_without_an_output_device() {
+    // nft_meta_store_iftype / nft_meta_store_ifgroup fail on a NULL device: at ingress there
+    // is no output device, so `meta oiftype` and `meta oifgroup` break (negated or not);
+    // `meta iiftype` and `meta iifgroup` read the input device.
+    let f = [ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2))];
+    assert_eq!(text_accepts("meta oiftype ether", &f, 0), [false]);
+    assert_eq!(text_accepts("meta oifgroup 0", &f, 0), [false]);
+    assert_eq!(text_accepts("meta oifgroup != 11", &f, 0), [false]);
+    assert_eq!(text_accepts("meta iiftype ether", &f, 0), [true]);
+    assert_eq!(text_accepts("meta iifgroup 0", &f, 0), [true]);
+}
+
+#[test]
+fn iiftype_ether_makes_ip_fields_depend_on_the_ether_type() {
+    // `iiftype ether ip daddr X` is `ether type ip` (link + 12) then the address: a tagged
+    // IPv4 frame (0x8100 at offset 12) does not match; without `iiftype ether` the dependency
+    // is `meta protocol ip`, which the tagged frame passes (nft 1.0.6 `--debug=netlink`).
+    let plain = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let tagged = tag(&plain, 0x8100, 5);
+    let f = [plain, tagged];
+    assert_eq!(
+        text_accepts("iiftype ether ip daddr 10.0.0.2", &f, 0),
+        [true, false]
+    );
+    assert_eq!(text_accepts("ip daddr 10.0.0.2", &f, 0), [true, true]);
+}

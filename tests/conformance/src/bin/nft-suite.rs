@@ -6,6 +6,7 @@
 //! sudo target/debug/nft-suite                         # tables and the summary
 //! sudo target/debug/nft-suite --file ip/ --details wasp-refuses,listing-differs
 //! sudo target/debug/nft-suite --write-known           # rewrite nft-suite-known.txt
+//! sudo target/debug/nft-suite --packets               # netdev rules' packet counts
 //! ```
 
 use std::io::Write as _;
@@ -31,6 +32,11 @@ struct Args {
     /// Units run at once (each with a namespace of its own).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Instead of the listing comparison: the netdev ingress rules as packet counters, kernel
+    /// against `wasp replay` (the table of `tests/nft_suite_packets.rs`; artifacts in
+    /// `<target>/conformance/nft-suite-packets/`).
+    #[arg(long)]
+    packets: bool,
     /// The suite's `py/` folder (default: ../shared/nft-tests/py).
     #[arg(long)]
     py: Option<PathBuf>,
@@ -78,6 +84,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if args.packets {
+        let work = wasp.parent().map_or_else(std::env::temp_dir, |d| {
+            d.join("conformance/nft-suite-packets")
+        });
+        return match nft_suite::packets::run(&units, &wasp, &work, &|l| eprintln!("{l}")) {
+            Ok(report) => {
+                print!("{}", report.table());
+                println!("artifacts: {}", work.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("nft-suite: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let progress = |done: usize, total: usize| {
         if done.is_multiple_of(200) || done == total {
             eprint!("\r{done}/{total} units");

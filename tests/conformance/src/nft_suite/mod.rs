@@ -13,8 +13,10 @@
 //! the list of known differences (only ever shrinks: a difference not in it fails the test,
 //! and so does an entry that no longer holds).
 
+pub mod frames;
 pub mod known;
 pub mod outcome;
+pub mod packets;
 pub mod report;
 pub mod units;
 
