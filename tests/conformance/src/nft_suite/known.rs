@@ -123,7 +123,7 @@ pub fn failures(
     let rate = report.required.acceptance_percent();
     if rate + 1e-9 < floor {
         out.push(format!(
-            "acceptance {rate:.1} % is under the floor {floor:.1} %"
+            "acceptance {rate:.2} % is under the floor {floor:.1} %"
         ));
     }
     out
