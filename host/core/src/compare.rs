@@ -158,28 +158,9 @@ impl<T: Word> TestW<T> {
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
             Src::CtMark => u128::from(st.ct_mark),
-            Src::Priority
-            | Src::Cpu
-            | Src::Random
-            | Src::Pkttype
-            | Src::Time
-            | Src::Day
-            | Src::Hour
-            | Src::Osf
-            | Src::Never => crate::expr::meta_value(self.src, p, st).unwrap_or(0),
-            Src::Opt {
-                sctp,
-                kind,
-                present: true,
-            } => u128::from(crate::expr::opt_base(p, sctp, kind).is_some()),
-            Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st).unwrap_or(0),
-            Src::Link
-            | Src::Net
-            | Src::Transport
-            | Src::Ip6Ext(_)
-            | Src::Inner
-            | Src::Opt { .. }
-            | Src::Const => 0,
+            s if s.is_computed() => crate::expr::meta_value(s, p, st).unwrap_or(0),
+            // Payload sources are read by `read_at`; a constant is the test's xor.
+            _ => 0,
         };
         T::from_u128(v) >> u32::from(self.shift)
     }
@@ -221,13 +202,11 @@ impl<T: Word> TestW<T> {
                 .and_then(|(b, _)| u16::try_from(b).ok())
                 .and_then(|b| self.read_at(p.frame, b)),
             s if s.needs_conn() && st.ct_id == 0 => None,
-            Src::Never => None,
-            Src::Osf => crate::expr::meta_value(self.src, p, st)
-                .map(|v| T::from_u128(v) >> u32::from(self.shift)),
+            s if s.is_computed() => {
+                crate::expr::meta_value(s, p, st).map(|v| T::from_u128(v) >> u32::from(self.shift))
+            }
             Src::L4proto if p.meta.l4.is_none() => None,
             Src::OifConst if st.oif == 0 => None,
-            Src::CtDetail(k) => crate::expr::ct_detail_value(k, p, st)
-                .map(|v| T::from_u128(v) >> u32::from(self.shift)),
             _ => Some(self.meta(p, st)),
         };
         raw.is_some_and(|r| self.check(r))
@@ -330,10 +309,9 @@ impl<T: Word> TestW<T> {
             s if s.needs_conn() => filter(live, |i| {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
-            Src::Never => 0,
             // No transport protocol (a non-IP frame): the load breaks.
             Src::L4proto => filter(live & v.l4, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
-            Src::CtDetail(_) | Src::OifConst | Src::Osf => {
+            s if s.is_computed() || s == Src::OifConst => {
                 filter(live, |i| self.one(&pkts[i], &st[i]))
             }
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),

@@ -108,6 +108,26 @@ impl Src {
     pub fn needs_conn(self) -> bool {
         matches!(self, Src::CtDir | Src::CtStatus | Src::CtMark)
     }
+
+    /// `true` for the sources whose value [`meta_value`] computes (from the packet's state,
+    /// the clock, a walk of an option list, the connection's detail) and which may fail.
+    #[inline]
+    pub fn is_computed(self) -> bool {
+        matches!(
+            self,
+            Src::Priority
+                | Src::Cpu
+                | Src::Random
+                | Src::Pkttype
+                | Src::Time
+                | Src::Day
+                | Src::Hour
+                | Src::Osf
+                | Src::Never
+                | Src::Opt { present: true, .. }
+                | Src::CtDetail(_)
+        )
+    }
 }
 
 /// A field load: `((read(src, off, len) >> shift) & mask) ^ xor`.
@@ -313,21 +333,7 @@ impl Load {
             Src::Exthdr(bit) => u128::from(p.meta.ip6_exthdrs & bit != 0),
             Src::Const => 0,
             Src::CtState => u128::from(st.ct_state),
-            Src::Priority
-            | Src::Cpu
-            | Src::Random
-            | Src::Pkttype
-            | Src::Time
-            | Src::Day
-            | Src::Hour
-            | Src::Osf
-            | Src::Never => meta_value(self.src, p, st)?,
-            Src::Opt {
-                sctp,
-                kind,
-                present: true,
-            } => u128::from(opt_base(p, sctp, kind).is_some()),
-            Src::CtDetail(k) => ct_detail_value(k, p, st)?,
+            s if s.is_computed() => meta_value(s, p, st)?,
             Src::Opt { sctp, kind, .. } => {
                 let (base, end) = opt_base(p, sctp, kind)?;
                 let start = base + usize::from(self.off);
@@ -345,13 +351,15 @@ impl Load {
             Src::CtDir => u128::from(st.ct_dir),
             Src::CtStatus => u128::from(st.ct_status),
             Src::CtMark => u128::from(st.ct_mark),
+            // The computed sources, all taken by the `is_computed` arm above.
+            _ => return None,
         };
         Some(((raw >> self.shift) & self.mask) ^ self.xor)
     }
 }
 
-/// The value of a meta source that is neither in the packet's headers nor in its conntrack
-/// state: `None` for [`Src::Never`].
+/// The value of a computed source ([`Src::is_computed`]): `None` when the load fails
+/// ([`Src::Never`], no option or chunk, no connection detail, not a TCP SYN for `osf`).
 #[inline]
 pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128> {
     const DAY_S: u64 = 86_400;
@@ -378,6 +386,12 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
             }
             ifname_value("unknown")
         }
+        Src::Opt {
+            sctp,
+            kind,
+            present: true,
+        } => u128::from(opt_base(p, sctp, kind).is_some()),
+        Src::CtDetail(k) => ct_detail_value(k, p, st)?,
         _ => return None,
     })
 }

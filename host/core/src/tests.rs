@@ -564,18 +564,14 @@ fn one(policy: Policy, rules: Vec<Vec<Stmt>>) -> Engine {
 }
 
 fn run(e: &mut Engine, frames: &[Vec<u8>]) -> Vec<Outcome> {
+    run_at(e, frames, 0)
+}
+
+/// The outcomes of `frames` received on `eth0` at `now_ns` (one vector).
+fn run_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<Outcome> {
     let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
-    let mut out = vec![
-        Outcome {
-            verdict: FinalVerdict::Accept,
-            decision: None,
-            mark: 0,
-            fwd: None,
-            dup: 0,
-        };
-        pk.len()
-    ];
-    e.ingress("eth0", &pk, 0, &mut out, None);
+    let mut out = vec![Outcome::unseen(0); pk.len()];
+    e.ingress("eth0", &pk, now_ns, &mut out, None);
     out
 }
 

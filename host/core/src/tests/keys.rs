@@ -12,19 +12,8 @@ fn text_accepts(rule: &str, frames: &[Vec<u8>], now_ns: u64) -> Vec<bool> {
     );
     let rs = wasp_ruleset::parse_str(&text, "keys.nft").expect("parses");
     let mut e = Engine::compile(&rs).expect("compiles");
-    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
-    let mut out = vec![
-        Outcome {
-            verdict: FinalVerdict::Accept,
-            decision: None,
-            mark: 0,
-            fwd: None,
-            dup: 0,
-        };
-        pk.len()
-    ];
-    e.ingress("eth0", &pk, now_ns, &mut out, None);
-    out.iter()
+    run_at(&mut e, frames, now_ns)
+        .iter()
         .map(|o| o.verdict == FinalVerdict::Accept)
         .collect()
 }
@@ -142,13 +131,7 @@ fn icmpv6_in_an_ip_table_has_no_network_dependency() {
     let f = ipv4(58, [10, 0, 0, 1], [10, 0, 0, 2], 0, &icmp6);
     let p = pkt(&f);
     let mut e = e;
-    let mut out = [Outcome {
-        verdict: FinalVerdict::Accept,
-        decision: None,
-        mark: 0,
-        fwd: None,
-        dup: 0,
-    }];
+    let mut out = [Outcome::unseen(0)];
     e.ip_hook(
         wasp_ruleset::model::Hook::Prerouting,
         &[p],
@@ -254,13 +237,7 @@ fn ct_keys_read_the_connection_detail() {
             ..CtMeta::NONE
         };
         p.ct_detail = with.then_some(&detail);
-        let mut out = [Outcome {
-            verdict: FinalVerdict::Accept,
-            decision: None,
-            mark: 0,
-            fwd: None,
-            dup: 0,
-        }];
+        let mut out = [Outcome::unseen(0)];
         e.ip_hook(
             wasp_ruleset::model::Hook::Prerouting,
             &[p],

@@ -26,20 +26,11 @@ fn frames(n: usize, dport: u16) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn run_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<FinalVerdict> {
-    let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
-    let mut out = vec![
-        Outcome {
-            verdict: FinalVerdict::Accept,
-            decision: None,
-            mark: 0,
-            fwd: None,
-            dup: 0,
-        };
-        pk.len()
-    ];
-    e.ingress("eth0", &pk, now_ns, &mut out, None);
-    out.iter().map(|o| o.verdict).collect()
+fn verdicts_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<FinalVerdict> {
+    run_at(e, frames, now_ns)
+        .iter()
+        .map(|o| o.verdict)
+        .collect()
 }
 
 /// The verdicts of `frames` walked one by one (the per-packet reference walk).
@@ -58,10 +49,16 @@ fn a_limit_passes_its_burst_then_drops_until_the_bucket_refills() {
     let text = chain("    limit rate 3/second burst 3 packets accept", "drop");
     let mut e = engine(&text);
     e.set_epoch(T0);
-    assert_eq!(run_at(&mut e, &frames(5, 22), T0), vec![A, A, A, D, D]);
+    assert_eq!(verdicts_at(&mut e, &frames(5, 22), T0), vec![A, A, A, D, D]);
     // A packet costs 1/3 s of credit (333333333 ns).
-    assert_eq!(run_at(&mut e, &frames(1, 22), T0 + 333_333_332), vec![D]);
-    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 333_333_333), vec![A, D]);
+    assert_eq!(
+        verdicts_at(&mut e, &frames(1, 22), T0 + 333_333_332),
+        vec![D]
+    );
+    assert_eq!(
+        verdicts_at(&mut e, &frames(2, 22), T0 + 333_333_333),
+        vec![A, D]
+    );
     // A minute later the bucket holds its burst again, no more.
     assert_eq!(
         walk_at(&mut e, &frames(4, 22), T0 + 60 * SEC),
@@ -76,8 +73,11 @@ fn limit_over_matches_the_packets_beyond_the_rate() {
         "accept",
     );
     let mut e = engine(&text);
-    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, D, D]);
-    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 30 * SEC), vec![A, D]);
+    assert_eq!(verdicts_at(&mut e, &frames(4, 22), T0), vec![A, A, D, D]);
+    assert_eq!(
+        verdicts_at(&mut e, &frames(2, 22), T0 + 30 * SEC),
+        vec![A, D]
+    );
 }
 
 #[test]
@@ -89,8 +89,11 @@ fn a_byte_limit_charges_each_packet_its_length() {
         "drop",
     );
     let mut e = engine(&text);
-    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
-    assert_eq!(run_at(&mut e, &frames(2, 22), T0 + 400_000_000), vec![A, D]);
+    assert_eq!(verdicts_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
+    assert_eq!(
+        verdicts_at(&mut e, &frames(2, 22), T0 + 400_000_000),
+        vec![A, D]
+    );
 }
 
 #[test]
@@ -102,7 +105,7 @@ fn a_quota_matches_until_its_bytes_are_used_then_over_takes_the_rest() {
     let mut e = engine(&text);
     // 20 + 40 = 60, 100: within; 140: beyond the first quota, so the second rule sees the
     // packet (40 bytes, not beyond 50), then 80: beyond.
-    assert_eq!(run_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
+    assert_eq!(verdicts_at(&mut e, &frames(4, 22), T0), vec![A, A, A, D]);
     let mut rs = wasp_ruleset::parse_str(&text, "q.nft").unwrap();
     e.store_quotas(&mut rs);
     let listed = wasp_ruleset::print_ruleset(&rs, false);
@@ -133,10 +136,10 @@ fn named_objects_are_one_state_for_every_rule_that_names_them() {
     let mut e = engine(text);
     let mut f = frames(1, 22);
     f.extend(frames(2, 23));
-    assert_eq!(run_at(&mut e, &f, T0), vec![A, A, D]);
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![A, A, D]);
     let mut f = frames(1, 24);
     f.extend(frames(2, 25));
-    assert_eq!(run_at(&mut e, &f, T0), vec![A, A, D]);
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![A, A, D]);
     // A statement of its own has a bucket of its own.
     let text = chain(
         "    tcp dport 22 limit rate 1/second burst 1 packets accept\n    tcp dport 23 limit rate 1/second burst 1 packets accept",
@@ -145,7 +148,7 @@ fn named_objects_are_one_state_for_every_rule_that_names_them() {
     let mut e = engine(&text);
     let mut f = frames(2, 22);
     f.extend(frames(2, 23));
-    assert_eq!(run_at(&mut e, &f, T0), vec![A, D, A, D]);
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![A, D, A, D]);
 }
 
 #[test]
@@ -156,10 +159,10 @@ fn engines_that_share_their_state_count_against_one_bucket_and_one_quota() {
     );
     let (mut a, mut b) = (engine(&text), engine(&text));
     assert!(b.share_stateful(a.stateful()));
-    assert_eq!(run_at(&mut a, &frames(3, 22), T0), vec![A, A, A]);
-    assert_eq!(run_at(&mut b, &frames(2, 22), T0), vec![A, D]);
-    assert_eq!(run_at(&mut b, &frames(1, 23), T0), vec![A]);
-    assert_eq!(run_at(&mut a, &frames(2, 23), T0), vec![A, D]);
+    assert_eq!(verdicts_at(&mut a, &frames(3, 22), T0), vec![A, A, A]);
+    assert_eq!(verdicts_at(&mut b, &frames(2, 22), T0), vec![A, D]);
+    assert_eq!(verdicts_at(&mut b, &frames(1, 23), T0), vec![A]);
+    assert_eq!(verdicts_at(&mut a, &frames(2, 23), T0), vec![A, D]);
     // Another ruleset's state is not taken.
     let other = engine(&chain("    limit rate 1/second accept", "drop"));
     assert!(!b.share_stateful(other.stateful()));
@@ -206,7 +209,7 @@ fn object_maps_pick_the_object_by_the_packets_key() {
     f.extend(frames(1, 24));
     // Port 22: the quota's 40 bytes let one packet through; port 23: the bucket one; port 24
     // is in neither map (the counter map ends its rule, the others do not match).
-    assert_eq!(run_at(&mut e, &f, T0), vec![A, D, A, D, D, D]);
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![A, D, A, D, D, D]);
     let named: Vec<(String, u64, u64)> = e
         .named_counters(&mut c)
         .into_iter()

@@ -117,11 +117,7 @@ impl Parser<'_> {
                 _ => return self.expected("an expression such as `ip saddr` or `tcp dport`"),
             };
             self.advance();
-            self.expect_punct(",")?;
-            let off = self.number_u64()?;
-            self.expect_punct(",")?;
-            let lspan = self.peek_span()?;
-            let len = self.number_u64()?;
+            let (off, len, lspan) = self.offset_length()?;
             if !(1..=128).contains(&len) || off > 0xffff {
                 return Err(self.st.error(
                     lspan,
@@ -443,6 +439,17 @@ impl Parser<'_> {
         Ok((key, kspan))
     }
 
+    /// `,OFFSET,LENGTH` after `@BASE` (raw payload, `tcp option @KIND`): the two numbers (bits)
+    /// and where the length is.
+    fn offset_length(&mut self) -> PResult<(u64, u64, Span)> {
+        self.expect_punct(",")?;
+        let off = self.number_u64()?;
+        self.expect_punct(",")?;
+        let lspan = self.peek_span()?;
+        let len = self.number_u64()?;
+        Ok((off, len, lspan))
+    }
+
     /// `ipsec in|out [spnum N] reqid|spi|ip saddr|ip daddr|ip6 saddr|ip6 daddr` (after
     /// `ipsec`, at `start`).
     fn ipsec_expr(&mut self, start: Span) -> PResult<(Expr, Span)> {
@@ -580,11 +587,7 @@ impl Parser<'_> {
             Some(Tok::SetRef(k)) if hdr == OptHeader::TcpOption => {
                 let kind = kind_of(self, &k, kspan)?;
                 self.advance();
-                self.expect_punct(",")?;
-                let off = self.number_u64()?;
-                self.expect_punct(",")?;
-                let lspan = self.peek_span()?;
-                let len = self.number_u64()?;
+                let (off, len, lspan) = self.offset_length()?;
                 if len == 0 || len > 128 || off > 320 {
                     return Err(self.st.error(
                         lspan,
