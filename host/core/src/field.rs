@@ -166,8 +166,6 @@ pub(crate) fn dep_check(d: Dep, family: Family) -> (Load, u128) {
             payload_load(payload_field(PayloadField::VLAN_TYPE.at_depth(d - 1)).0),
             0x8100,
         ),
-        // Not produced by the protocol tables (`th` has no dependency in nft 1.0.6).
-        Dep::None | Dep::L4Ports => (Load::meta(Src::Const, 1), 0),
     }
 }
 

@@ -1106,16 +1106,12 @@ pub enum PayloadBase {
 /// (e.g. `meta l4proto tcp` before `tcp dport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dependency {
-    /// None needed (link-layer fields).
-    None,
     /// `meta protocol` (netdev) / `meta nfproto` (inet) must be IPv4.
     Ipv4,
     /// Same for IPv6.
     Ipv6,
     /// `meta l4proto` must equal this protocol number.
     L4Proto(u8),
-    /// `meta l4proto { tcp, udp, udplite, sctp, dccp }` (for `th`).
-    L4Ports,
     /// The EtherType (or the previous vlan's type) must announce a VLAN tag at this depth.
     Vlan(u8),
     /// `meta protocol arp` (netdev, bridge): the frame is ARP.

@@ -130,15 +130,15 @@ fn members(stmts: &[Stmt]) -> Vec<Kind> {
                     let own = d.deps.first().filter(|dep| {
                         matches!(dep, Dependency::Vlan(_)) || d.base == PayloadBase::Network
                     });
-                    match own.copied().unwrap_or(Dependency::None) {
-                        Dependency::Vlan(depth) => {
+                    match own.copied() {
+                        Some(Dependency::Vlan(depth)) => {
                             let off = type_field_off(depth);
                             if !types.contains(&off) {
                                 types.push(off);
                                 out.push(dep(off));
                             }
                         }
-                        Dependency::Ipv4 | Dependency::Ipv6 if !net_known => {
+                        Some(Dependency::Ipv4 | Dependency::Ipv6) if !net_known => {
                             let off = match link {
                                 Link::Unknown => None,
                                 Link::Ether => Some(type_field_off(0)),
