@@ -1216,35 +1216,16 @@ impl Ctx<'_> {
                     value,
                     span,
                 } => {
-                    if t.family != Family::Netdev {
-                        // The IP path (wasp-core's gateway) does not yet carry edits from
-                        // its hooks to the frame it sends: refuse rather than not edit.
-                        return Err(self.err(
-                            *span,
-                            format!(
-                                "payload statements (`{}`) run in netdev tables only in wasp so far, not in a {} table",
-                                wasp_ruleset::print_stmt(&Stmt::PayloadSet {
-                                    target: target.clone(),
-                                    value: value.clone(),
-                                    span: *span,
-                                }),
-                                t.family.name()
-                            ),
-                        ));
+                    if !matches!(target, Expr::Payload(_) | Expr::Raw { .. } | Expr::Opt(_)) {
+                        return Err(self.err(*span, "only a payload field can be set"));
                     }
-                    let field = match target {
-                        Expr::Payload(f) => payload_load(payload_field(*f).0),
-                        Expr::Raw {
-                            base,
-                            offset_bits,
-                            len_bits,
-                        } => crate::field::raw_load(*base, *offset_bits, *len_bits),
-                        _ => return Err(self.err(*span, "only a payload field can be set")),
-                    };
                     let mut deps = Vec::new();
                     let mut field_loads = Vec::new();
                     self.expr(target, *span, &mut field_loads, &mut deps)?;
                     self.deps(t.family, &deps, &mut ops);
+                    let [field] = field_loads[..] else {
+                        return Err(self.err(*span, "only a payload field can be set"));
+                    };
                     let loads = self.value_loads(t.family, value, *span, &mut ops)?;
                     if loads.len() != 1 {
                         return Err(self.err(*span, "a payload statement needs a single value"));
@@ -1257,6 +1238,7 @@ impl Ctx<'_> {
                         fence,
                     );
                 }
+                Stmt::OptReset { kind, .. } => ops.push(Op::OptReset(*kind), fence),
                 Stmt::MetaSet { key, value, span } => {
                     let loads = self.value_loads(t.family, value, *span, &mut ops)?;
                     if loads.len() != 1 {

@@ -363,6 +363,15 @@ pub(crate) fn op_one(
             }
             None => OpRes::Break,
         },
+        Op::OptReset(kind) => match crate::payload_set::opt_reset(p, *kind) {
+            Some(Some(edits)) => {
+                let at = fx.ext.first + idx;
+                fx.ext.edits.extend(edits.into_iter().map(|e| (at, e)));
+                OpRes::Pass
+            }
+            Some(None) => OpRes::Verdict(VerdictC::Drop),
+            None => OpRes::Break,
+        },
         Op::SetPriority(load) => match load.eval(p, st) {
             Some(v) => {
                 st.priority = v as u32;

@@ -93,6 +93,22 @@ impl PayloadSet {
                 (usize::from(l4.offset), Covered::Transport)
             }
             Src::Inner => (crate::expr::inner_base(p)?, Covered::None),
+            Src::Opt {
+                sctp: false,
+                kind,
+                present: false,
+            } => {
+                // nft_exthdr_tcp_set_eval: a TCP packet without the option is left as it is
+                // and the rule goes on; an option too short for the field stops the rule.
+                let Some(found) = tcp_option(p, kind)? else {
+                    return Some(Vec::new());
+                };
+                let (i, end) = found.ok()?;
+                if usize::from(f.off) + usize::from(f.len) > end - i {
+                    return None;
+                }
+                (i, Covered::Transport)
+            }
             _ => return None,
         };
         let start = base + usize::from(f.off);
@@ -102,7 +118,65 @@ impl PayloadSet {
         let old_word = old.iter().fold(0u128, |a, b| a << 8 | u128::from(*b));
         let field_mask = f.mask << f.shift;
         let new_word = (old_word & !field_mask) | ((v & f.mask) << f.shift);
+        if let Src::Opt { kind: MSS, .. } = f.src
+            && len == 2
+            && new_word >= old_word
+        {
+            // The kernel never raises an MSS: "increase can cause connection to stall".
+            return Some(Vec::new());
+        }
         let new: Vec<u8> = new_word.to_be_bytes()[16 - len..].to_vec();
+        write(p, start, &new, covered)
+    }
+}
+
+/// The TCP option kind of the maximum segment size.
+const MSS: u8 = 2;
+
+/// The first TCP option of `kind` in `p` as `(start, end)` frame offsets, its length read
+/// as the kernel's `optlen` does: `None` when `p` has no TCP header (not TCP, a later
+/// fragment), `Some(None)` when it has no such option, `Some(Some(Err(())))` when the option
+/// runs past the TCP header (the callers refuse it as the kernel does).
+#[allow(clippy::type_complexity)]
+fn tcp_option(p: &Packet<'_>, kind: u8) -> Option<Option<Result<(usize, usize), ()>>> {
+    let l4 = p.meta.l4.filter(|l| l.proto == 6 && l.fragoff == 0)?;
+    let Some((i, hdr_end)) = crate::expr::opt_base(p, false, kind) else {
+        return Some(None);
+    };
+    let optl = match p.frame.get(i + 1) {
+        Some(&l) if kind > 1 && l != 0 => usize::from(l),
+        _ => 1,
+    };
+    let th = usize::from(l4.offset);
+    let doff = usize::from(*p.frame.get(th + 12)? >> 4) * 4;
+    Some(Some(if i + optl > (th + doff).min(hdr_end) {
+        Err(())
+    } else {
+        Ok((i, i + optl))
+    }))
+}
+
+/// `reset tcp option KIND` on `p` (the kernel's nft_exthdr_tcp_strip_eval): the edits that
+/// turn the first option of that kind into NOPs (kind 1) with the TCP checksum updated;
+/// `Some(Vec::new())` when the packet has no such option; `None` when it has no TCP header
+/// (the rule stops, NFT_BREAK); `Some(None)` when the option runs past the TCP header (the
+/// kernel drops the packet).
+pub(crate) fn opt_reset(p: &Packet<'_>, kind: u8) -> Option<Option<Vec<ExtEdit>>> {
+    let Some(found) = tcp_option(p, kind)? else {
+        return Some(Some(Vec::new()));
+    };
+    let Ok((i, end)) = found else {
+        return Some(None);
+    };
+    Some(write(p, i, &vec![1u8; end - i], Covered::Transport))
+}
+
+/// The edits that write `new` at frame offset `start` of `p` and update the checksums that
+/// `covered` says cover it.
+fn write(p: &Packet<'_>, start: usize, new: &[u8], covered: Covered) -> Option<Vec<ExtEdit>> {
+    let len = new.len();
+    let new = new.to_vec();
+    {
         let mut out = Vec::with_capacity(3);
         // Sums over the 16-bit aligned words that hold the change.
         let a = start & !1;

@@ -56,6 +56,8 @@ pub(crate) enum Op {
     SetPriority(Box<Load>),
     /// `FIELD set VALUE`: the payload statement ([`crate::payload_set`]).
     PayloadSet(Box<crate::payload_set::PayloadSet>),
+    /// `reset tcp option KIND` ([`crate::payload_set::opt_reset`]).
+    OptReset(u8),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
     /// the rule.
     /// With `ct`, `ct mark set KEY map ...` (the connection's mark).

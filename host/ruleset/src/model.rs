@@ -507,14 +507,24 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
-    /// `FIELD set VALUE` (`ip dscp set cs1`, `tcp dport set 8080`, `@ih,58,6 set 0`): the
-    /// kernel's payload statement (nft_payload_set_eval), which writes the field and updates
-    /// the IPv4 header checksum and the TCP/UDP checksum the field is covered by.
+    /// `FIELD set VALUE` (`ip dscp set cs1`, `tcp dport set 8080`, `@ih,58,6 set 0`,
+    /// `tcp option maxseg size set 1360`): the kernel's payload statement
+    /// (nft_payload_set_eval), which writes the field and updates the IPv4 header checksum and
+    /// the TCP/UDP checksum the field is covered by; for a TCP option field nft_exthdr's write
+    /// (2- and 4-byte fields only, the first option of its kind, never raising an MSS).
     PayloadSet {
-        /// The field: [`Expr::Payload`] or [`Expr::Raw`].
+        /// The field: [`Expr::Payload`], [`Expr::Raw`] or a TCP option field [`Expr::Opt`].
         target: Expr,
         /// The value expression.
         value: Expr,
+        /// Where the statement is.
+        span: Span,
+    },
+    /// `reset tcp option KIND` (the kernel's nft_exthdr_tcp_strip_eval): the first TCP option
+    /// of that kind becomes NOPs, the TCP checksum follows.
+    OptReset {
+        /// The option kind.
+        kind: u8,
         /// Where the statement is.
         span: Span,
     },

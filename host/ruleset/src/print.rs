@@ -539,6 +539,13 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             s
         }
         Stmt::PayloadSet { target, value, .. } => format!("{} set {}", expr(target), expr(value)),
+        Stmt::OptReset { kind, .. } => {
+            let name = crate::options::TCP_OPTIONS
+                .iter()
+                .find(|d| d.kind == *kind)
+                .map_or_else(|| kind.to_string(), |d| d.name.to_string());
+            format!("reset tcp option {name}")
+        }
         Stmt::MetaSet { key, value, .. } => {
             let v = match value {
                 Expr::Const(v) => print_value(v),

@@ -307,6 +307,27 @@ fn rule_errors() {
             "expected `exists` or `missing`, found `window`",
         ),
         ("sctp chunk foo exists drop", 12, "expected an sctp chunk"),
+        ("reset tcp option meh", 18, "expected a tcp option"),
+        (
+            "reset tcp opton maxseg",
+            11,
+            "expected `option`, found `opton`",
+        ),
+        (
+            "reset tcp option maxseg size",
+            18,
+            "takes an option only (`reset tcp option sack-perm`)",
+        ),
+        (
+            "tcp option window count set 2",
+            1,
+            "only 2- and 4-byte fields of a TCP option can be set",
+        ),
+        (
+            "tcp option maxseg size set 70000",
+            28,
+            "exceeds valid range",
+        ),
         (
             "ip option rr exists drop",
             1,

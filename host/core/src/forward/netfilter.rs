@@ -20,6 +20,10 @@
 //! 7. **confirm** (`nf_conntrack_confirm`): the new connection enters the table. A packet
 //!    dropped on the way discards its unconfirmed connection.
 //!
+//! Payload statements of a hook (`ip dscp set cs1`, `ip daddr set ...`, `tcp option maxseg
+//! size set 1360`, `reset tcp option sack-perm`) edit the frame that the later hooks, the
+//! route and the send see, as the kernel's statements write the skb in place.
+//!
 //! The netdev egress hook and the send follow as for any frame ([`super::Forwarder`]).
 //!
 //! **Tunnels** ([`super::tunnel`]): a Geneve packet for a tunnel device of the gateway goes
@@ -532,7 +536,7 @@ fn ip_path_once<'a>(
         now_ns,
     };
     // 3. Prerouting.
-    let Some(fx) = walk.run(
+    let Some((fx, edited)) = walk.run(
         Hook::Prerouting,
         frame,
         meta,
@@ -552,14 +556,15 @@ fn ip_path_once<'a>(
         None,
         nat_chains,
     );
-    let mut cur: Cow<'a, [u8]> = Cow::Borrowed(frame);
+    let mut cur: Cow<'a, [u8]> = edited.map_or(Cow::Borrowed(frame), Cow::Owned);
     if let Some(rw) = ct
         .nat_rewrite(info.id, info.dir)
         .map(|r| r.only(Manip::Dst))
         && rw.dst.is_some()
     {
-        let mut v = frame.to_vec();
-        if rw.apply(&mut v, &meta).is_err() {
+        let m = wasp_wire::parse(&cur);
+        let mut v = cur.into_owned();
+        if rw.apply(&mut v, &m).is_err() {
             walk.discard();
             return IpFate::Dropped { conntrack: false };
         }
@@ -570,7 +575,7 @@ fn ip_path_once<'a>(
         super::Action::Local => {
             // 5. Input.
             let m = wasp_wire::parse(&cur);
-            let Some(fx) = walk.run(
+            let Some((fx, edited)) = walk.run(
                 Hook::Input,
                 &cur,
                 m,
@@ -579,6 +584,9 @@ fn ip_path_once<'a>(
             ) else {
                 return IpFate::Dropped { conntrack: false };
             };
+            if let Some(v) = edited {
+                cur = Cow::Owned(v);
+            }
             apply_fx(
                 walk.engine,
                 fx,
@@ -613,13 +621,17 @@ fn ip_path_once<'a>(
     };
     let out_name: Arc<str> = Arc::from(g.name(out));
     // 5. Forward.
-    let m = wasp_wire::parse(&routed);
-    let Some(fx) = walk.run(Hook::Forward, &routed, m, &out_name, None) else {
+    let mut m = wasp_wire::parse(&routed);
+    let Some((fx, edited)) = walk.run(Hook::Forward, &routed, m, &out_name, None) else {
         return IpFate::Dropped { conntrack: false };
     };
+    if let Some(v) = edited {
+        routed = v;
+        m = wasp_wire::parse(&routed);
+    }
     let flow_add = apply_fx(walk.engine, fx, ct, g, &info, Manip::Src, None, None, false);
     // 6. Postrouting.
-    let Some(fx) = walk.run(
+    let Some((fx, edited)) = walk.run(
         Hook::Postrouting,
         &routed,
         m,
@@ -628,6 +640,10 @@ fn ip_path_once<'a>(
     ) else {
         return IpFate::Dropped { conntrack: false };
     };
+    if let Some(v) = edited {
+        routed = v;
+        m = wasp_wire::parse(&routed);
+    }
     apply_fx(
         walk.engine,
         fx,
@@ -690,8 +706,8 @@ impl Walk<'_, '_> {
     /// Run IP hook `h` on `frame` (`meta` its parse), leaving on `oif` (empty before the
     /// route). With `nat_done`, the hook's nat chains run when the connection is new and
     /// lacks that status bit (its binding for the hook's manip type). What the rules asked of
-    /// the connection; `None` when the hook dropped the packet (its new connection is
-    /// discarded).
+    /// the connection and the edited frame, if they edited it; `None` when the hook dropped
+    /// the packet (its new connection is discarded).
     fn run(
         &mut self,
         h: Hook,
@@ -699,7 +715,7 @@ impl Walk<'_, '_> {
         meta: wasp_wire::PacketMeta,
         oif: &str,
         nat_done: Option<u32>,
-    ) -> Option<ConnFx> {
+    ) -> Option<(ConnFx, Option<Vec<u8>>)> {
         // What the earlier hooks changed (a NAT binding's status bits, `ct mark set`) is
         // what this one reads, as the kernel's rules read the live entry.
         let mut info = self.info;
@@ -723,9 +739,9 @@ impl Walk<'_, '_> {
             ct_detail: detail.as_ref(),
         };
         match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
-            Some((o, fx)) => {
-                self.mark = o.mark;
-                Some(fx)
+            Some(k) => {
+                self.mark = k.outcome.mark;
+                Some((k.fx, k.edited))
             }
             None => {
                 self.discard();
@@ -749,29 +765,53 @@ fn re<'a>(e: &'a mut Option<&mut dyn Extensions>) -> Option<&'a mut dyn Extensio
     }
 }
 
-/// Run IP hook `h` on one packet: its outcome and what its rules asked of the connection;
-/// `None` when it was dropped.
+/// What one IP hook made of an accepted packet.
+struct Hooked {
+    outcome: Outcome,
+    /// What its rules asked of the connection.
+    fx: ConnFx,
+    /// The frame with the hook's payload statements applied (`ip dscp set cs1`, `tcp option
+    /// maxseg size set 1360`), when any ran; later hooks, the route and the send see it, as
+    /// the kernel's later hooks see the skb its payload statements wrote.
+    edited: Option<Vec<u8>>,
+}
+
+/// Run IP hook `h` on one packet; `None` when it was dropped.
 fn hook(
     engine: &mut Engine,
     ext: Option<&mut dyn Extensions>,
     h: Hook,
     p: Packet<'_>,
     now_ns: u64,
-) -> Option<(Outcome, ConnFx)> {
+) -> Option<Hooked> {
     if !engine.has_ip_hook(h) {
-        return Some((Outcome::unseen(p.mark), ConnFx::default()));
+        return Some(Hooked {
+            outcome: Outcome::unseen(p.mark),
+            fx: ConnFx::default(),
+            edited: None,
+        });
     }
+    let frame = p.frame;
     let mut out = [Outcome::unseen(p.mark)];
     match ext {
         Some(e) => engine.ip_hook_ext(h, &[p], now_ns, &mut out, None, e),
         None => engine.ip_hook(h, &[p], now_ns, &mut out, None),
+    }
+    if out[0].verdict != FinalVerdict::Accept {
+        return None;
     }
     let fx = engine
         .conn_effects()
         .first()
         .map(|e| e.1)
         .unwrap_or_default();
-    (out[0].verdict == FinalVerdict::Accept).then_some((out[0], fx))
+    let edited = (!engine.edits().is_empty())
+        .then(|| crate::ext::apply_edits(frame, engine.edits().iter().map(|(_, e)| e)));
+    Some(Hooked {
+        outcome: out[0],
+        fx,
+        edited,
+    })
 }
 
 /// Apply what the last hook's rules asked of the packet's connection: `ct mark set`, and for a

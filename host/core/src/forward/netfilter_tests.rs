@@ -515,3 +515,105 @@ table ip filter {
     let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 22, SYN, 64, b""), 1.2);
     assert_eq!(fate, Fate::Dropped);
 }
+
+#[test]
+fn payload_statements_of_the_ip_hooks_edit_what_is_routed_and_sent() {
+    // Prerouting rewrites the destination before the route (so the packet for the router's
+    // own address is forwarded to the server instead of delivered), forward sets the DSCP and
+    // postrouting the TTL; each later hook matches on what the earlier one wrote, and the
+    // frame sent carries all three with checksums that verify from scratch.
+    let rules = r#"
+table ip t {
+    chain pre {
+        type filter hook prerouting priority 0; policy accept;
+        ip daddr 10.1.0.1 tcp dport 8080 ip daddr set 10.2.0.2
+    }
+    chain fwd {
+        type filter hook forward priority 0; policy drop;
+        ip daddr 10.2.0.2 ip dscp set af21 accept
+    }
+    chain post {
+        type filter hook postrouting priority 0; policy drop;
+        ip dscp af21 ip ttl set 9 accept
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, sent) = r.send("w0", &c2s(SYN, 64, b"hi"), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0, "w1");
+    let f = &sent[0].2;
+    let (src, sport, dst, dport, ttl, ip_ok, tcp_ok) = read(f);
+    assert_eq!((src, sport), (Ipv4Addr::from(C), 40000));
+    assert_eq!((dst, dport), (Ipv4Addr::from(S), 8080));
+    assert_eq!(ttl, 9);
+    assert_eq!(f[15] >> 2, 18, "dscp af21");
+    assert!(ip_ok && tcp_ok, "checksums after three edits");
+    // Without the prerouting edit the same packet is for the router: not forwarded.
+    let other_port = tcp(CLIENT, W0, C, ROUTER_IN, 40000, 8081, SYN, 64, b"hi");
+    let (fate, sent) = r.send("w0", &other_port, 1.1);
+    assert_eq!(
+        (fate, sent.len()),
+        (Fate::Local, 0),
+        "port 8081 stays local"
+    );
+}
+
+/// The client's SYN to the server with TCP options `opts` (a multiple of 4 bytes), checksums
+/// right.
+fn syn_with_options(opts: &[u8]) -> Vec<u8> {
+    let mut f = tcp(CLIENT, W0, C, S, 40000, 80, SYN, 64, b"");
+    f.splice(54..54, opts.iter().copied());
+    f[46] = (((20 + opts.len()) / 4) << 4) as u8;
+    let total = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let c = l4_sum(&C, &S, 6, &f[34..]);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn tcp_option_statements_clamp_the_mss_and_strip_options_in_the_forward_hook() {
+    // MSS 1460, NOP, NOP, SACK permitted (4, 2) — the SACK option starts at an odd word.
+    let opts = [2, 4, 0x05, 0xb4, 1, 1, 4, 2];
+    let rules = r#"
+table inet t {
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        tcp flags syn tcp option maxseg size set 1360 reset tcp option sack-perm
+    }
+    chain post {
+        type filter hook postrouting priority 0; policy drop;
+        tcp option maxseg size 1360 tcp option sack-perm missing accept
+        tcp option maxseg size 1200 accept
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, sent) = r.send("w0", &syn_with_options(&opts), 1.0);
+    assert_eq!(
+        fate,
+        Fate::Sent,
+        "postrouting saw the clamped MSS and no SACK-perm"
+    );
+    let f = &sent[0].2;
+    assert_eq!(&f[54..62], &[2, 4, 0x05, 0x50, 1, 1, 1, 1]);
+    assert!(read(f).6, "TCP checksum after both edits");
+    // An MSS already below 1360 is never raised, and the SACK option is stripped all the same.
+    let low = [2, 4, 0x04, 0xb0, 1, 1, 4, 2];
+    let (fate, sent) = r.send("w0", &syn_with_options(&low), 1.1);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(&sent[0].2[54..62], &[2, 4, 0x04, 0xb0, 1, 1, 1, 1]);
+    assert!(read(&sent[0].2).6);
+    // Without the options the statements change nothing and the rule goes on.
+    let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 80, SYN, 64, b""), 1.2);
+    assert_eq!(
+        fate,
+        Fate::Dropped,
+        "no MSS option: postrouting's rules do not match"
+    );
+}

@@ -4,7 +4,7 @@
 use super::{PResult, Parser, unsupported};
 use crate::lexer::Tok;
 use crate::model::{
-    BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Value,
+    BinOp, CtKey, DataType, Expr, Family, Ip6ExtHdr, MetaKey, PayloadField, Span, Stmt, Value,
 };
 use crate::model::{IpsecField, IpsecKey, OptField, OptHeader, OptSel, PayloadBase, SocketKey};
 use crate::proto::Proto;
@@ -637,6 +637,28 @@ impl Parser<'_> {
             }
             _ => self.expected(what),
         }
+    }
+
+    /// `reset tcp option NAME|KIND` at `start` (the word `reset` not consumed yet): the
+    /// kernel's exthdr strip (nft 1.0.6 `parser_bison.y` `optstrip_stmt`).
+    pub(super) fn opt_reset(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
+        self.expect_word("reset")?;
+        self.expect_word("tcp")?;
+        self.expect_word("option")?;
+        let kspan = self.peek_span()?;
+        let (Expr::Opt(f), _) = self.opt_field(OptHeader::TcpOption, kspan, ctx)? else {
+            return self.expected("a tcp option");
+        };
+        if f.sel != OptSel::Exists {
+            return Err(self.st.error(
+                kspan,
+                "`reset tcp option` takes an option only (`reset tcp option sack-perm`), not a field of it",
+            ));
+        }
+        Ok(Stmt::OptReset {
+            kind: f.kind,
+            span: start.through(kspan),
+        })
     }
 
     /// A field with optional bitwise operations: `tcp flags & (syn | ack)`, `meta mark & 0xff`.

@@ -7,8 +7,8 @@ use super::value::is_vlan_type;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{
-    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, ObjKind, PayloadField, RelOp,
-    Rhs, Rule, SetRef, Span, Stmt, Verdict,
+    BinOp, CtKey, DataType, Expr, Family, KeyPart, Match, MetaKey, ObjKind, OptHeader, OptSel,
+    PayloadField, RelOp, Rhs, Rule, SetRef, Span, Stmt, Verdict,
 };
 use crate::proto::Proto;
 
@@ -133,6 +133,9 @@ impl Parser<'_> {
                     terminal = Some("reject".to_string());
                     stmts.push(stmt);
                 }
+                "reset" => {
+                    stmts.push(self.opt_reset(&mut ctx, sspan)?);
+                }
                 "fwd" | "dup" => {
                     let stmt = self.fwd_or_dup(family, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {
@@ -242,6 +245,18 @@ impl Parser<'_> {
                 }
                 // `ip ttl set 1`, `@ih,58,6 set 0`: nft's payload statement.
                 Expr::Payload(_) | Expr::Raw { .. } => left.dtype(),
+                // `tcp option maxseg size set 1360`: nft_exthdr_tcp_set_init takes 2- and
+                // 4-byte fields of a named option.
+                Expr::Opt(o) if o.hdr == OptHeader::TcpOption => {
+                    let (_, len, dtype) = o.position();
+                    if !matches!(o.sel, OptSel::Field(_)) || !matches!(len, 16 | 32) {
+                        return Err(self.st.error(
+                            lspan,
+                            "only 2- and 4-byte fields of a TCP option can be set (nft: Could not process rule: Operation not supported)",
+                        ));
+                    }
+                    dtype
+                }
                 _ => {
                     let what = format!("{} set", self.st_text(lspan));
                     return Err(self.st.error(lspan, unsupported::message(&what)));
