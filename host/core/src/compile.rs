@@ -17,7 +17,7 @@ use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
 use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
-use crate::setstore::{ElemC, ElemIn, SetC};
+use crate::setstore::{ElemC, ElemIn, SetC, SetStore};
 use crate::stateful::{Bucket, QuotaOwner, QuotaState, Stateful};
 use wasp_ruleset::model::{OptHeader, OptSel};
 
@@ -503,16 +503,54 @@ impl Ctx<'_> {
         })
     }
 
+    /// Move named set `id` (declared as `s`, fields of `widths` bytes) to a
+    /// [`crate::dynset::DynSet`] that set statements change, with its declared elements.
+    fn make_dynamic(&mut self, id: u32, s: &SetDecl, widths: &[u8]) -> Result<(), Error> {
+        let timeout_ns = s.timeout_ms.map_or(0, |ms| ms.saturating_mul(1_000_000));
+        let mut d = crate::dynset::DynSet::new(s.size.map_or(65_535, |n| n as usize), timeout_ns);
+        for e in &s.elements {
+            let mut key = Vec::new();
+            for (part, &w) in e.key.iter().zip(widths) {
+                let (a, _) = self.part_bounds(part, w, e.span)?;
+                key.extend_from_slice(&a.to_be_bytes()[16 - usize::from(w)..]);
+            }
+            if let Some(elem) = self.prog.sets[id as usize].lookup(&key, 0) {
+                d.preload(&key, *elem);
+            }
+        }
+        let set = &mut self.prog.sets[id as usize];
+        set.store = SetStore::Dynamic(self.stateful.dynsets.len() as u32);
+        self.stateful.dynsets.push(d);
+        Ok(())
+    }
+
     fn named_sets(
         &mut self,
         ti: usize,
         t: &Table,
     ) -> Result<HashMap<String, (u32, Vec<u8>)>, Error> {
         let mut out = HashMap::new();
+        // The sets that set statements change (a map changed so is not `flags dynamic`).
+        let changed: std::collections::HashSet<&str> = t
+            .chains
+            .iter()
+            .flat_map(|c| &c.rules)
+            .flat_map(|r| &r.stmts)
+            .filter_map(|s| match s {
+                Stmt::SetUpdate(u) => Some(u.set.as_str()),
+                _ => None,
+            })
+            .collect();
         for s in &t.sets {
             let widths = self.decl_widths(s);
             let is_vmap = s.is_map && s.data == Some(DataType::Verdict);
             let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, SetOwner::Named(s))?;
+            if (s.flags.dynamic || changed.contains(s.name.as_str()))
+                && !s.flags.interval
+                && !is_vmap
+            {
+                self.make_dynamic(id, s, &widths)?;
+            }
             out.insert(s.name.clone(), (id, widths));
         }
         Ok(out)
@@ -1239,6 +1277,85 @@ impl Ctx<'_> {
                     );
                 }
                 Stmt::OptReset { kind, .. } => ops.push(Op::OptReset(*kind), fence),
+                Stmt::SetUpdate(u) => {
+                    let key = self.value_loads(t.family, &u.key, u.span, &mut ops)?;
+                    let Some((id, _)) = named.get(&u.set) else {
+                        return Err(self.err(
+                            u.span,
+                            format!("unknown set \"{}\" in table {}", u.set, t.name),
+                        ));
+                    };
+                    let id = self
+                        .set_ref(
+                            ti,
+                            t,
+                            named,
+                            &SetRef::Named(u.set.clone()),
+                            &key,
+                            false,
+                            u.span,
+                        )
+                        .map(|_| *id)?;
+                    let SetStore::Dynamic(d) = self.prog.sets[id as usize].store else {
+                        return Err(self.err(
+                            u.span,
+                            format!("set \"{}\" cannot be changed from the packet path (it has `flags interval` or is a verdict map)", u.set),
+                        ));
+                    };
+                    let data = match &u.data {
+                        None => None,
+                        Some(v) => {
+                            let l = self.value_loads(t.family, v, u.span, &mut ops)?;
+                            let [l] = l[..] else {
+                                return Err(self.err(
+                                    u.span,
+                                    "wasp's maps changed from the packet path take data of one field of up to 32 bits",
+                                ));
+                            };
+                            if l.width > 4 {
+                                return Err(self.err(
+                                    u.span,
+                                    "wasp's maps changed from the packet path take data of one field of up to 32 bits",
+                                ));
+                            }
+                            Some(Box::new(l))
+                        }
+                    };
+                    let mut limits = Vec::new();
+                    let mut quotas = Vec::new();
+                    let mut counter = false;
+                    for st in &u.stmts {
+                        match st {
+                            Stmt::Limit { limit, .. } => limits.push(*limit),
+                            Stmt::Quota { quota, .. } => quotas.push(*quota),
+                            Stmt::Counter { .. } => counter = true,
+                            _ => {
+                                return Err(self.err(
+                                    u.span,
+                                    "a set element takes `limit`, `quota` and `counter` statements",
+                                ));
+                            }
+                        }
+                    }
+                    self.prog.one_by_one = true;
+                    ops.push(
+                        Op::SetUpdate {
+                            keys: key.into(),
+                            data,
+                            stmt: Box::new(crate::dynset::SetUpdateC {
+                                op: u.op,
+                                set: d,
+                                timeout_ns: u
+                                    .timeout_ms
+                                    .map_or(0, |ms| ms.saturating_mul(1_000_000)),
+                                limits: limits.into(),
+                                quotas: quotas.into(),
+                                counter,
+                            }),
+                        },
+                        fence,
+                    );
+                }
                 Stmt::MetaSet { key, value, span } => {
                     let loads = self.value_loads(t.family, value, *span, &mut ops)?;
                     if loads.len() != 1 {

@@ -800,7 +800,8 @@ impl Engine {
         let mut iif: (&str, u128) = ("", 0);
         let mut start = 0;
         while start < n {
-            let end = (start + MAX_VECTOR).min(n);
+            let step = if prog.one_by_one { 1 } else { MAX_VECTOR };
+            let end = (start + step).min(n);
             let vec = &packets[start..end];
             if let Some(e) = ext.as_deref_mut().map(|e| e as &mut dyn Extensions) {
                 e.advance(now_ns);

@@ -293,8 +293,8 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             };
             let s = &prog.sets[*set as usize];
-            let hit = s.lookup(&buf[..n], fx.now);
-            if let Some(&e) = hit {
+            let hit = prog.lookup(*set, &buf[..n], fx.now);
+            if let Some(e) = hit {
                 fx.count_elem(e, s.counter_site, idx);
             }
             if hit.is_some() != *neg {
@@ -309,8 +309,8 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             };
             let s = &prog.sets[*set as usize];
-            match s.lookup(&buf[..n], fx.now) {
-                Some(&e) => {
+            match prog.lookup(*set, &buf[..n], fx.now) {
+                Some(e) => {
                     fx.count_elem(e, s.counter_site, idx);
                     s.verdicts
                         .get(e.verdict as usize)
@@ -325,8 +325,8 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             };
             let s = &prog.sets[*set as usize];
-            match s.lookup(&buf[..n], fx.now) {
-                Some(&e) => {
+            match prog.lookup(*set, &buf[..n], fx.now) {
+                Some(e) => {
                     fx.count_elem(e, s.counter_site, idx);
                     if !*ct {
                         st.mark = e.value;
@@ -363,6 +363,25 @@ pub(crate) fn op_one(
             }
             None => OpRes::Break,
         },
+        Op::SetUpdate { keys, data, stmt } => {
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
+                return OpRes::Break;
+            };
+            let value = match data {
+                Some(l) => match l.eval(p, st) {
+                    Some(v) => v as u32,
+                    None => return OpRes::Break,
+                },
+                None => 0,
+            };
+            match prog.stateful.dynsets.get(stmt.set as usize) {
+                Some(d) if d.apply(stmt, &buf[..n], value, fx.now, fx.clock, st.skb_len) => {
+                    OpRes::Pass
+                }
+                _ => OpRes::Break,
+            }
+        }
         Op::OptReset(kind) => match crate::payload_set::opt_reset(p, *kind) {
             Some(Some(edits)) => {
                 let at = fx.ext.first + idx;
@@ -442,7 +461,7 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             };
             let s = &prog.sets[*set as usize];
-            let Some(&e) = s.lookup(&buf[..n], fx.now) else {
+            let Some(e) = prog.lookup(*set, &buf[..n], fx.now) else {
                 return OpRes::Break;
             };
             fx.count_elem(e, s.counter_site, idx);

@@ -26,6 +26,7 @@ mod anon_counters;
 mod compare;
 mod compile;
 pub mod conn;
+mod dynset;
 pub mod engine;
 mod eval;
 mod expr;

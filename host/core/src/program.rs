@@ -56,6 +56,12 @@ pub(crate) enum Op {
     SetPriority(Box<Load>),
     /// `FIELD set VALUE`: the payload statement ([`crate::payload_set`]).
     PayloadSet(Box<crate::payload_set::PayloadSet>),
+    /// `add|update|delete @set { KEY ... }`: the key from `keys`, a map's data from `data`.
+    SetUpdate {
+        keys: Box<[Load]>,
+        data: Option<Box<Load>>,
+        stmt: Box<crate::dynset::SetUpdateC>,
+    },
     /// `reset tcp option KIND` ([`crate::payload_set::opt_reset`]).
     OptReset(u8),
     /// `meta mark set KEY map ...`: the mark from the element holding the key; a miss ends
@@ -172,6 +178,21 @@ pub(crate) struct ChainC {
     pub rank: u32,
 }
 
+impl Program {
+    /// The live element of set `set` holding `key` at `now` (ns after the epoch), for every
+    /// back-end including the sets that set statements change.
+    #[inline]
+    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<crate::setstore::ElemC> {
+        let s = self.sets.get(set as usize)?;
+        match s.store {
+            crate::setstore::SetStore::Dynamic(d) => {
+                self.stateful.dynsets.get(d as usize)?.lookup(key, now)
+            }
+            _ => s.lookup(key, now).copied(),
+        }
+    }
+}
+
 /// A whole compiled ruleset.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Program {
@@ -204,4 +225,8 @@ pub(crate) struct Program {
     /// A rule reads `meta cpu`, `meta random` or the wall clock (`meta time|day|hour`): the
     /// engine fills those per packet only then.
     pub needs_env: bool,
+    /// A rule changes a set from the packet path (`add @s { ... }`): the hooks walk their
+    /// packets one at a time, so that a packet's lookup sees what the packets before it
+    /// added, as in the kernel (a vector would run each rule over all its packets first).
+    pub one_by_one: bool,
 }

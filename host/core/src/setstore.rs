@@ -21,6 +21,9 @@ pub(crate) enum SetStore {
     Interval(IntervalSet),
     /// Concatenated intervals (`nft_set_pipapo`).
     Pipapo(Pipapo),
+    /// A set that set statements change: index into [`crate::Stateful`]'s dynamic sets
+    /// ([`crate::dynset::DynSet`]); looked up through [`crate::program::Program::lookup`].
+    Dynamic(u32),
     /// Ranges the kernel back-ends would refuse to hold together (only reachable for anonymous
     /// sets the ruleset parser did not check): first match in order.
     Ranges(RangeList),
@@ -143,6 +146,7 @@ impl SetC {
             SetStore::Interval(s) => s.elem(s.lookup(key, now)?)?.data,
             SetStore::Pipapo(s) => s.elem(s.lookup_index(key, now)?)?.data,
             SetStore::Ranges(r) => r.get(key)?,
+            SetStore::Dynamic(_) => return None,
         };
         let e = self.elems.get(i as usize)?;
         (now < e.expires).then_some(e)

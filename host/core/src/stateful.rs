@@ -1,4 +1,5 @@
-//! The state behind `limit` and `quota` (statements and named objects): one token bucket per
+//! The state behind `limit` and `quota` (statements and named objects), and the sets that set
+//! statements change ([`crate::dynset`]): one token bucket per
 //! `limit` statement or limit object, one consumed-bytes count per `quota` statement or quota
 //! object, as the kernel has one per expression or object. The state is shared by the workers'
 //! engines ([`Engine::stateful`](crate::Engine::stateful),
@@ -153,13 +154,17 @@ pub struct Stateful {
     pub(crate) quotas: Vec<QuotaState>,
     /// Whose each quota is (parallel to `quotas`).
     pub(crate) quota_owners: Vec<QuotaOwner>,
+    /// The named sets that set statements change, in the order the compiler met them.
+    pub(crate) dynsets: Vec<crate::dynset::DynSet>,
 }
 
 impl Stateful {
     /// `true` when `other` has as many buckets and quotas, owned by the same statements and
     /// objects (both compiled from the same ruleset).
     pub fn same_shape(&self, other: &Stateful) -> bool {
-        self.limits.len() == other.limits.len() && self.quota_owners == other.quota_owners
+        self.limits.len() == other.limits.len()
+            && self.quota_owners == other.quota_owners
+            && self.dynsets.len() == other.dynsets.len()
     }
 }
 

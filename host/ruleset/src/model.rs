@@ -520,6 +520,9 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+    /// `add|update|delete @set { KEY ... }`: the set statement (the kernel's nft_dynset),
+    /// which changes a named set from the packet path.
+    SetUpdate(Box<SetUpdate>),
     /// `reset tcp option KIND` (the kernel's nft_exthdr_tcp_strip_eval): the first TCP option
     /// of that kind becomes NOPs, the TCP checksum follows.
     OptReset {
@@ -994,6 +997,49 @@ pub enum Expr {
         /// Type of the map's data.
         data: DataType,
     },
+}
+
+/// What a set statement does to its set (nft_dynset's operation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetOp {
+    /// `add`: insert the key unless it is there (NFT_DYNSET_OP_ADD).
+    Add,
+    /// `update`: insert it, or refresh its expiry (NFT_DYNSET_OP_UPDATE).
+    Update,
+    /// `delete`: remove it (NFT_DYNSET_OP_DELETE).
+    Delete,
+}
+
+impl SetOp {
+    /// The statement's word.
+    pub fn word(self) -> &'static str {
+        match self {
+            SetOp::Add => "add",
+            SetOp::Update => "update",
+            SetOp::Delete => "delete",
+        }
+    }
+}
+
+/// `add|update|delete @set { KEY [timeout T] [STATEFUL ...] [: DATA] }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetUpdate {
+    /// What it does.
+    pub op: SetOp,
+    /// The named set (of the rule's table).
+    pub set: String,
+    /// The key, built from the packet.
+    pub key: Expr,
+    /// `timeout T` in ms: the expiry of an element the statement adds (and, for `update`,
+    /// refreshes); `None` takes the set's `timeout`.
+    pub timeout_ms: Option<u64>,
+    /// The element's own stateful statements (`limit`, `counter`, `quota`): state per
+    /// element, run for the packet on the element it found or added.
+    pub stmts: Vec<Stmt>,
+    /// `: DATA` for a map: the element's data, from the packet or a constant.
+    pub data: Option<Expr>,
+    /// Where the statement is.
+    pub span: Span,
 }
 
 /// Bitwise operators.

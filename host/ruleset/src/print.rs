@@ -539,6 +539,21 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             s
         }
         Stmt::PayloadSet { target, value, .. } => format!("{} set {}", expr(target), expr(value)),
+        Stmt::SetUpdate(u) => {
+            let mut t = format!("{} @{} {{ {}", u.op.word(), u.set, expr(&u.key));
+            if let Some(ms) = u.timeout_ms {
+                t.push_str(&format!(" timeout {}", crate::datatypes::time_text(ms)));
+            }
+            for s in &u.stmts {
+                t.push(' ');
+                t.push_str(&stmt(s));
+            }
+            if let Some(d) = &u.data {
+                t.push_str(&format!(" : {}", expr(d)));
+            }
+            t.push_str(" }");
+            t
+        }
         Stmt::OptReset { kind, .. } => {
             let name = crate::options::TCP_OPTIONS
                 .iter()

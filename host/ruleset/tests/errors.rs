@@ -856,3 +856,39 @@ fn an_unclosed_block_points_to_where_it_opened() {
         "{err}"
     );
 }
+
+#[test]
+fn set_statement_errors() {
+    let with_sets = |rule: &str| {
+        format!(
+            "table netdev t {{\n\tset s {{ type ipv4_addr; }}\n\tset r {{ type ipv4_addr; flags interval; }}\n\tmap m {{ type ipv4_addr : mark; }}\n\tchain c {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+        )
+    };
+    // (rule on line 7 at column 3, column of the error in the rule, message part)
+    let cases: &[(&str, u32, &str)] = &[
+        ("add @s { ip saddr", 18, "expected `}`"),
+        ("add @nope { ip saddr }", 5, "unknown set `@nope`"),
+        ("add @s { ip daddr . tcp dport }", 5, "datatype mismatch"),
+        ("add @s { ip saddr : 1 }", 5, "`@s` is not a map"),
+        (
+            "add @m { ip saddr }",
+            5,
+            "`@m` is a map: write the element's data",
+        ),
+        (
+            "delete @s { ip saddr timeout 1s }",
+            1,
+            "`delete @set` takes the key only",
+        ),
+        ("update @r { ip saddr }", 8, "has `flags interval`"),
+        ("update @s { ip saddr timeout 1x }", 30, "1x"),
+        (
+            "update @s { ip saddr limit rate 0/second }",
+            22,
+            "a limit rate of 0",
+        ),
+    ];
+    for (rule, col, needle) in cases {
+        check(&with_sets(rule), 7, 2 + col, needle);
+    }
+}

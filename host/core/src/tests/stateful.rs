@@ -226,3 +226,66 @@ fn object_maps_pick_the_object_by_the_packets_key() {
     assert!(err.contains("m.nft:4:32"), "{err}");
     assert!(err.contains("unknown quota `nope`"), "{err}");
 }
+
+#[test]
+fn set_statements_change_the_set_that_later_packets_look_up() {
+    // The classic blocklist: a packet to port 23 puts its source in `@bad` for 10 s; every
+    // packet from a source in `@bad` is dropped. In one vector, the packets after the one
+    // that added the source see it (the kernel walks packet by packet).
+    let text = "table netdev t {\n  set bad { type ipv4_addr; timeout 10s; }\n  chain c {\n    type filter hook ingress device \"eth0\" priority 0; policy accept;\n    ip saddr @bad drop\n    tcp dport 23 add @bad { ip saddr }\n  }\n}\n";
+    let (mut a, mut b) = (engine(text), engine(text));
+    a.set_epoch(T0);
+    b.set_epoch(T0);
+    assert!(b.share_stateful(a.stateful()));
+    let mut f = frames(1, 22);
+    f.extend(frames(1, 23));
+    f.extend(frames(2, 22));
+    assert_eq!(verdicts_at(&mut a, &f, T0), vec![A, A, D, D]);
+    // The other worker's engine sees the element; it expires after the set's timeout.
+    assert_eq!(verdicts_at(&mut b, &frames(1, 22), T0 + 9 * SEC), vec![D]);
+    assert_eq!(verdicts_at(&mut b, &frames(1, 22), T0 + 10 * SEC), vec![A]);
+    // `delete` takes it out at once.
+    let text = "table netdev t {\n  set bad { type ipv4_addr; elements = { 10.0.0.1 } }\n  chain c {\n    type filter hook ingress device \"eth0\" priority 0; policy accept;\n    tcp dport 24 delete @bad { ip saddr }\n    ip saddr @bad drop\n  }\n}\n";
+    let mut e = engine(text);
+    e.set_epoch(T0);
+    let mut f = frames(1, 22);
+    f.extend(frames(1, 24));
+    f.extend(frames(1, 22));
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![D, A, A]);
+}
+
+#[test]
+fn a_set_statement_s_limit_is_per_element_and_maps_take_data_from_the_packet() {
+    // At most 2 packets per source and second (burst 2): a meter.
+    let text = chain(
+        "    update @m { ip saddr limit rate over 2/second burst 2 packets } drop",
+        "accept",
+    )
+    .replace(
+        "  chain c",
+        "  set m { type ipv4_addr; size 1024; flags dynamic; }\n  chain c",
+    );
+    let mut e = engine(&text);
+    e.set_epoch(T0);
+    assert_eq!(verdicts_at(&mut e, &frames(4, 22), T0), vec![A, A, D, D]);
+    let other = vec![ipv4(
+        6,
+        [10, 0, 0, 9],
+        [10, 0, 0, 2],
+        0,
+        &tcp(1000, 22, 0x02),
+    )];
+    assert_eq!(verdicts_at(&mut e, &other, T0), vec![A], "another source");
+    // A map filled from the packet: the mark the first rule set is the data of the element.
+    let text = "table netdev t {\n  map marks { type ipv4_addr : mark; }\n  chain c {\n    type filter hook ingress device \"eth0\" priority 0; policy accept;\n    tcp dport 22 meta mark set 0x2a add @marks { ip saddr : meta mark }\n    tcp dport 25 meta mark set ip saddr map @marks\n    meta mark 0x2a drop\n  }\n}\n";
+    let mut e = engine(text);
+    e.set_epoch(T0);
+    assert_eq!(
+        verdicts_at(&mut e, &frames(1, 25), T0),
+        vec![A],
+        "no element yet"
+    );
+    let mut f = frames(1, 22);
+    f.extend(frames(1, 25));
+    assert_eq!(verdicts_at(&mut e, &f, T0), vec![D, D]);
+}

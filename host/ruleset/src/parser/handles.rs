@@ -40,6 +40,23 @@ pub(crate) enum Ref {
         /// `Some(DataType::Verdict)` for `vmap @m`.
         map_data: Option<DataType>,
     },
+    /// `add|update|delete @NAME { KEY [: DATA] }`: as [`Ref::Set`] (`map_data` the data type
+    /// of a map's element), and a set becomes `flags dynamic` (nft's stmt_evaluate_set; a map
+    /// does not), both with the kernel's default size 65535 (nft_dynset_init) when they have
+    /// none. The kernel
+    /// cannot update an interval set from the packet path.
+    SetUpdate {
+        /// Set name.
+        name: String,
+        /// Where.
+        span: Span,
+        /// Key types of the expression.
+        key: Vec<DataType>,
+        /// Text of the expression (for messages).
+        expr_text: String,
+        /// The data type given for a map's element.
+        map_data: Option<DataType>,
+    },
     /// `flow add @NAME`: the flowtable must exist in the table (the kernel answers ENOENT).
     Flowtable {
         /// Flowtable name.
@@ -396,6 +413,43 @@ impl Parser<'_> {
     }
 
     fn check_ref(&mut self, ti: usize, r: Ref) -> PResult<()> {
+        if let Ref::SetUpdate {
+            name,
+            span,
+            key,
+            expr_text,
+            map_data,
+        } = r
+        {
+            self.check_ref(
+                ti,
+                Ref::Set {
+                    name: name.clone(),
+                    span,
+                    key,
+                    expr_text,
+                    map_data,
+                },
+            )?;
+            let Some(set) = self.st.tables[ti].sets.iter_mut().find(|s| s.name == name) else {
+                return Ok(());
+            };
+            if set.flags.interval {
+                // nft_set_rbtree and nft_set_pipapo have no update from the packet path.
+                return Err(self.st.error(
+                    span,
+                    format!(
+                        "set `{name}` has `flags interval`: the kernel cannot update it from the packet path (nft: Could not process rule: Operation not supported)"
+                    ),
+                ));
+            }
+            // nft's stmt_evaluate_set marks a set, stmt_evaluate_map leaves a map as it is.
+            if !set.is_map {
+                set.flags.dynamic = true;
+            }
+            set.size.get_or_insert(65_535);
+            return Ok(());
+        }
         let table = &self.st.tables[ti];
         match r {
             Ref::Flowtable { name, span } => {
@@ -420,6 +474,7 @@ impl Parser<'_> {
                 )),
                 Some(_) => Ok(()),
             },
+            Ref::SetUpdate { .. } => Ok(()),
             Ref::Set {
                 name,
                 span,

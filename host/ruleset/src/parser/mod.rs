@@ -7,6 +7,7 @@
 //! order in which the kernel hands out handles (see [`handles`]).
 
 pub(crate) mod batch;
+mod dynset;
 mod expr;
 mod fwd;
 mod handles;
@@ -119,6 +120,9 @@ pub(crate) struct Parser<'s> {
     /// Names of the plugins the rules being read may use: those of their table (declared
     /// before, or anywhere in the table block being read).
     pub(crate) plugins: Vec<String>,
+    /// Names and map data types of the sets declared in the table block being read (not in
+    /// the table yet): what a set statement's `: DATA` is read as.
+    pub(crate) block_sets: Vec<(String, Option<crate::model::DataType>)>,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -580,6 +584,7 @@ fn parse_source(
         refs: Vec::new(),
         nesting: 0,
         plugins: Vec::new(),
+        block_sets: Vec::new(),
     };
     let _ = p.file;
     let r = p.parse_file_body();

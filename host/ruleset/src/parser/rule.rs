@@ -133,6 +133,9 @@ impl Parser<'_> {
                     terminal = Some("reject".to_string());
                     stmts.push(stmt);
                 }
+                "add" | "update" | "delete" if self.at_set_update()? => {
+                    stmts.push(self.set_update(&mut ctx, sspan)?);
+                }
                 "reset" => {
                     stmts.push(self.opt_reset(&mut ctx, sspan)?);
                 }

@@ -187,6 +187,7 @@ impl Parser<'_> {
         }
         self.advance();
         self.plugins = self.plugins_in_block(ti);
+        self.block_sets.clear();
         let mut block = Block::default();
         loop {
             self.skip_separators()?;
@@ -211,6 +212,7 @@ impl Parser<'_> {
                 Some(Tok::Word(w)) if w == "set" || w == "map" => {
                     self.advance();
                     let set = self.set_decl(w == "map", item_span)?;
+                    self.block_sets.push((set.name.clone(), set.data));
                     block.sets.push(set);
                 }
                 Some(Tok::Word(w)) if w == "comment" => {
