@@ -223,6 +223,10 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
 /// Elements in the order nft lists them, with interval parts in their listed form: sorted by
 /// key, except in a concatenated set with ranges (the kernel's pipapo), which nft lists in
 /// insertion order (checked with `nft list ruleset`, nft 1.0.6 + kernel 6.18).
+///
+/// A flag type's element of several flags (`syn | ack`) is nft's `|` expression and sorts by
+/// its first flag; elements that sort equal come in the reverse of their written order (the
+/// kernel's set hands them back so, and nft's sort keeps their order).
 pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
     let pipapo = elems.first().is_some_and(|e| e.key.len() > 1)
         && (interval
@@ -237,9 +241,17 @@ pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem>
         })
         .collect();
     if !pipapo {
+        if v.first().is_some_and(|e| flag_key(&e.key)) {
+            v.reverse();
+        }
         v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
     }
     v
+}
+
+/// A one-field key of a type nft prints as flags joined by `|`.
+fn flag_key(key: &[KeyPart]) -> bool {
+    matches!(key, [KeyPart::Value(v)] if matches!(v.dtype, DataType::TcpFlag | DataType::CtState | DataType::CtStatus))
 }
 
 /// A range that covers a prefix is listed as the prefix, a one-value range as the value, a
@@ -307,10 +319,15 @@ pub(crate) fn normalize_part(p: &KeyPart) -> KeyPart {
 /// The bytes one field sorts by: its value (numeric order), except an interface name,
 /// which nft compares as a little-endian number.
 fn sort_value(v: &Value) -> Vec<u8> {
-    if v.dtype == DataType::Ifname {
-        v.bytes.iter().rev().copied().collect()
-    } else {
-        v.bytes.clone()
+    match v.dtype {
+        DataType::Ifname => v.bytes.iter().rev().copied().collect(),
+        // Flags sort by their lowest (first listed) flag.
+        DataType::TcpFlag | DataType::CtState | DataType::CtStatus => {
+            let n = v.bytes.iter().fold(0u128, |a, b| a << 8 | u128::from(*b));
+            let low = n & n.wrapping_neg();
+            low.to_be_bytes()[16 - v.bytes.len()..].to_vec()
+        }
+        _ => v.bytes.clone(),
     }
 }
 
@@ -538,7 +555,8 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             s.push_str(&l.flags.text());
             s
         }
-        Stmt::PayloadSet { target, value, .. } => format!("{} set {}", expr(target), expr(value)),
+        Stmt::PayloadSet { target, value, .. } => raw_set_unaligned_text(target, value)
+            .unwrap_or_else(|| format!("{} set {}", expr(target), expr(value))),
         Stmt::SetUpdate(u) => {
             let mut t = format!("{} @{} {{ {}", u.op.word(), u.set, expr(&u.key));
             if let Some(ms) = u.timeout_ms {
@@ -833,6 +851,64 @@ fn op_text(op: RelOp) -> &'static str {
     }
 }
 
+/// A raw payload statement that writes part of a byte as nft 1.0.6 lists it: the bytes
+/// that hold the field are read, masked and written back (nft's stmt_evaluate_payload). For
+/// `@ih` (whose checksum nft updates) the bytes are a whole number of 16-bit words (one byte
+/// more in front when the field starts at an odd byte, else after). With a value of 0 the
+/// mask listed is the field's bits, else the bits kept with the value's
+/// (`@ih,58,6 set 1` lists `@ih,48,16 set @ih,48,16 & 0xffc1 | 0x1`).
+fn raw_set_unaligned_text(target: &Expr, value: &Expr) -> Option<String> {
+    let Expr::Raw {
+        base,
+        offset_bits,
+        len_bits,
+    } = *target
+    else {
+        return None;
+    };
+    let Expr::Const(v) = value else {
+        return None;
+    };
+    let aligned_fetch = base == PayloadBase::Inner;
+    let whole_bytes = offset_bits % 8 == 0 && len_bits % 8 == 0;
+    if whole_bytes && !(aligned_fetch && (len_bits / 8) % 2 == 1) {
+        return None;
+    }
+    let mut byte_off = u32::from(offset_bits / 8);
+    let lead = u32::from(offset_bits % 8);
+    let mut size = (lead + u32::from(len_bits)).div_ceil(8);
+    let mut shift = size * 8 - lead - u32::from(len_bits);
+    if aligned_fetch && size % 2 == 1 {
+        size += 1;
+        if byte_off % 2 == 1 {
+            byte_off -= 1;
+        } else {
+            shift += 8;
+        }
+    }
+    let width = size * 8;
+    if width > 128 {
+        return None;
+    }
+    let all = if width == 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    };
+    let field = (if len_bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << len_bits) - 1
+    }) << shift;
+    let val = v.bytes.iter().fold(0u128, |a, b| a << 8 | u128::from(*b)) << shift & all;
+    let at = format!("@{},{},{width}", raw_base_name(base), byte_off * 8);
+    Some(if val == 0 {
+        format!("{at} set {at} & 0x{field:x}")
+    } else {
+        format!("{at} set {at} & 0x{:x} | 0x{val:x}", (all & !field) | val)
+    })
+}
+
 /// An unaligned raw payload match as nft 1.0.6 lists it: the bytes that hold the field,
 /// masked (`@nh,1,2 2` is `@nh,0,8 & 0x60 == 0x40`).
 fn raw_unaligned_text(m: &Match) -> Option<String> {
@@ -892,6 +968,34 @@ fn match_text(m: &Match) -> String {
         },
         Rhs::Set(r) => set_ref(r),
     };
+    // `tcp flags == a | b` and `tcp flags & 0xff == a | b` (the mask covers the field and
+    // goes) are listed with the value in hexadecimal, `tcp flags == 0x3`; one flag by name
+    // (nft 1.0.6).
+    if matches!(m.op, RelOp::Eq | RelOp::Ne)
+        && let Rhs::Key(p) = &m.right
+        && let [KeyPart::Value(v)] = p.as_slice()
+        && v.dtype == DataType::TcpFlag
+    {
+        let inner = match &m.left {
+            Expr::Binop {
+                expr: inner,
+                op: BinOp::And,
+                value: mask,
+            } if mask.bytes == [0xff] => Some(&**inner),
+            Expr::Binop { .. } => None,
+            e => Some(e),
+        };
+        if let Some(inner) = inner {
+            let bits = v.bytes[0];
+            let text = if bits.count_ones() == 1 {
+                tcp_flags_text(bits, ",")
+            } else {
+                format!("0x{bits:x}")
+            };
+            let op = if m.op == RelOp::Ne { "!=" } else { "==" };
+            return format!("{} {op} {text}", expr(inner));
+        }
+    }
     // `tcp flags & mask == value` is listed as `tcp flags value / mask` (the value with
     // commas), `tcp flags & mask != 0` as the flag test `tcp flags mask`; with a one-flag mask
     // and the same flag as the value, as written (`tcp flags & syn == syn`), as nft 1.0.6 does.

@@ -27,7 +27,7 @@
 //! dependency, nft lists the dependency explicitly (`meta l4proto udp counter udp sport 1 udp
 //! dport 2` for `udp dport 2 counter udp sport 1`); the model has no statement for it.
 
-use crate::model::{DataType, Dependency};
+use crate::model::{DataType, Dependency, Family};
 use crate::model::{Expr, KeyPart, Match, MetaKey, PayloadBase, PayloadField, RelOp, Rhs, Stmt};
 
 /// A member of a merge run: a statement of the rule or an implicit dependency.
@@ -100,13 +100,15 @@ fn type_field_off(depth: u8) -> u16 {
 }
 
 /// The rule as `stmt_reduce` sees it: statements and implicit payload dependencies in order.
-fn members(stmts: &[Stmt]) -> Vec<Kind> {
+/// An ip or ip6 table knows its network protocol (no dependency); `meta iiftype ether` makes
+/// the link layer Ethernet, as a link-layer field does.
+fn members(stmts: &[Stmt], family: Family) -> Vec<Kind> {
     let mut out = Vec::with_capacity(stmts.len() + 2);
     let mut link = Link::Unknown;
     // Offsets of link-layer type fields matched or depended on so far, and whether the network
     // protocol is already known (an explicit `meta protocol` or a type field dependency).
     let mut types: Vec<u16> = Vec::new();
-    let mut net_known = false;
+    let mut net_known = matches!(family, Family::Ip | Family::Ip6);
     let dep = |off: u16| {
         Kind::Cand(Cand {
             stmt: None,
@@ -122,6 +124,12 @@ fn members(stmts: &[Stmt]) -> Vec<Kind> {
             Stmt::Match(Match { left, .. }) => {
                 if let Expr::Meta(MetaKey::Protocol | MetaKey::Nfproto) = left {
                     net_known = true;
+                }
+                if is_iiftype_ether(s)
+                    && link == Link::Unknown
+                    && matches!(family, Family::Inet | Family::Netdev)
+                {
+                    link = Link::Ether;
                 }
                 if let Expr::Payload(p) = left {
                     let d = p.desc();
@@ -195,6 +203,12 @@ fn base_rank(b: PayloadBase) -> u8 {
     }
 }
 
+/// `meta iiftype ether` (ARPHRD_ETHER, 1) with `==` or implicitly.
+pub(super) fn is_iiftype_ether(s: &Stmt) -> bool {
+    matches!(s, Stmt::Match(Match { left: Expr::Meta(MetaKey::Iiftype), op: RelOp::Implicit | RelOp::Eq, right: Rhs::Key(parts), .. })
+        if matches!(parts.as_slice(), [KeyPart::Value(v)] if crate::datatypes::to_uint(v) == 1))
+}
+
 /// `payload_can_merge` for byte-aligned members.
 fn can_merge(a: &Cand, b: &Cand) -> bool {
     if a.base != b.base || a.off + a.len != b.off || a.len + b.len > 16 {
@@ -248,8 +262,8 @@ fn do_merge(
 }
 
 /// Reorder `stmts` as nft lists the rule after merging its payload matches.
-pub(super) fn listing_order(stmts: &mut Vec<Stmt>) {
-    let kinds = members(stmts);
+pub(super) fn listing_order(stmts: &mut Vec<Stmt>, family: Family) {
+    let kinds = members(stmts, family);
     let mut cands: Vec<Option<Cand>> = kinds
         .iter()
         .map(|k| match k {

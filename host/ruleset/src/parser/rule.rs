@@ -174,7 +174,7 @@ impl Parser<'_> {
         }
         drop_implied_dependencies(&mut stmts, family);
         explicit_vlan_dependency(&mut stmts);
-        super::merge::listing_order(&mut stmts);
+        super::merge::listing_order(&mut stmts, family);
         Ok(Rule {
             handle: 0,
             stmts,
@@ -754,6 +754,19 @@ fn fold_xor(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
 /// value, and only when the field follows at once (checked against nft 1.0.6's listings).
 fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
     use crate::model::Dependency as D;
+    // `meta iiftype ether` is the dependency nft writes for a link-layer field: a later one
+    // takes it as its own and the listing drops it (nft's protocol context of the link layer).
+    for i in 0..stmts.len() {
+        let link_later = stmts[i + 1..].iter().any(|s| {
+            matches!(s, Stmt::Match(m) if matches!(&m.left, Expr::Payload(p) if p.desc().base == crate::model::PayloadBase::Link))
+        });
+        if link_later
+            && super::merge::is_iiftype_ether(&stmts[i])
+            && let Stmt::Match(m) = &mut stmts[i]
+        {
+            m.implied = true;
+        }
+    }
     let mut i = 0;
     while i + 1 < stmts.len() {
         let (Stmt::Match(dep), Stmt::Match(next)) = (&stmts[i], &stmts[i + 1]) else {
@@ -839,6 +852,12 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
             }
             Expr::Meta(MetaKey::Nfproto | MetaKey::Protocol) => {
                 l3.is_some_and(|d| deps.first() == Some(&d))
+            }
+            // `vlan type ip` in front of a network field of the tag's payload.
+            Expr::Payload(p) if p.proto == Proto::Vlan && p.is_link_type() => {
+                l3.is_some_and(|d| deps.first() == Some(&d))
+                    && value > 0xff
+                    && field.desc().base == crate::model::PayloadBase::Network
             }
             Expr::Payload(PayloadField::ETHER_TYPE) => {
                 (l3.is_some_and(|d| deps.first() == Some(&d)) && value > 0xff)
