@@ -130,6 +130,11 @@ pub(crate) struct Entry {
     pub bytes: [u64; 2],
     pub status: u32,
     pub mark: u32,
+    /// `ct label`: bit N is `1 << N` (the kernel's `nf_conn_labels`).
+    pub labels: u128,
+    /// `ct event set`: the events the connection reports (`ct_event` bits; the kernel's
+    /// `nf_conntrack_ecache` mask). Stored only: wasp sends no conntrack events.
+    pub events: u32,
     pub tcp: Tcp,
     /// Original and reply tuples.
     pub tuple: [Key; 2],
@@ -853,6 +858,20 @@ impl Conntrack {
     /// Set the connection's mark (`ct mark set`, nft_ct_set_eval). False if `id` is gone.
     pub fn set_mark(&self, id: u64, mark: u32) -> bool {
         self.with_entry(id, |e, _| e.mark = mark).is_some()
+    }
+
+    /// Add `bits` to the connection's labels (`ct label set N`: bit N is `1 << N`; the
+    /// kernel's `nf_connlabels_replace` with the bits as mask and value). False if `id` is gone.
+    pub fn add_labels(&self, id: u64, bits: u128) -> bool {
+        self.with_entry(id, |e, _| e.labels |= bits).is_some()
+    }
+
+    /// Set the connection's event mask (`ct event set`, `ct_event` bits: new 1, related 2,
+    /// destroy 4, ...; the kernel's `nf_ct_ecache_ext_add` ctmask). wasp reports no conntrack
+    /// events, so the mask has no effect beyond being shown in [`EntryInfo::events`]. False if
+    /// `id` is gone.
+    pub fn set_events(&self, id: u64, mask: u32) -> bool {
+        self.with_entry(id, |e, _| e.events = mask).is_some()
     }
 
     /// Set the connection's timeout to `timeout_ns` from `now_ns` (ctnetlink's

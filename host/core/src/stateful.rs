@@ -153,13 +153,18 @@ pub struct Stateful {
     pub(crate) quotas: Vec<QuotaState>,
     /// Whose each quota is (parallel to `quotas`).
     pub(crate) quota_owners: Vec<QuotaOwner>,
+    /// One counter per `numgen inc` expression, in the order the compiler met them (the
+    /// last value given; see `calc::numgen_inc`).
+    pub(crate) numgens: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Stateful {
     /// `true` when `other` has as many buckets and quotas, owned by the same statements and
     /// objects (both compiled from the same ruleset).
     pub fn same_shape(&self, other: &Stateful) -> bool {
-        self.limits.len() == other.limits.len() && self.quota_owners == other.quota_owners
+        self.limits.len() == other.limits.len()
+            && self.quota_owners == other.quota_owners
+            && self.numgens.len() == other.numgens.len()
     }
 }
 

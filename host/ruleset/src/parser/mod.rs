@@ -7,6 +7,7 @@
 //! order in which the kernel hands out handles (see [`handles`]).
 
 pub(crate) mod batch;
+mod compute;
 mod expr;
 mod fwd;
 mod handles;
@@ -119,6 +120,9 @@ pub(crate) struct Parser<'s> {
     /// Names of the plugins the rules being read may use: those of their table (declared
     /// before, or anywhere in the table block being read).
     pub(crate) plugins: Vec<String>,
+    /// Reading the elements of a NAT map (`dnat to KEY map { k : DATA }`): the data is an
+    /// address (value, range or prefix) and maybe `. PORT` ([`crate::model::ElemData::Nat`]).
+    pub(crate) nat_map: bool,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -579,6 +583,7 @@ fn parse_source(
         st,
         refs: Vec::new(),
         nesting: 0,
+        nat_map: false,
         plugins: Vec::new(),
     };
     let _ = p.file;
