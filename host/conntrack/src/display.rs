@@ -45,8 +45,8 @@ impl EntryInfo {
             tcp_state: (e.tuple[0].proto == proto::TCP).then(|| e.tcp.state()),
             status: e.status,
             mark: e.mark,
-            label: e.labels,
-            events: e.events,
+            label: 0,
+            events: 0,
             timeout_ns: if live {
                 e.deadline.saturating_sub(now)
             } else {
