@@ -22,6 +22,10 @@ pub struct EntryInfo {
     pub status: u32,
     /// `ct mark`.
     pub mark: u32,
+    /// `ct label`: bit N is `1 << N`.
+    pub label: u128,
+    /// The event mask `ct event set` gave (stored only; see [`crate::Conntrack::set_events`]).
+    pub events: u32,
     /// Time left before expiry, ns (for an unconfirmed entry, its whole timeout).
     pub timeout_ns: u64,
     /// Packets per direction (original, reply).
@@ -41,6 +45,8 @@ impl EntryInfo {
             tcp_state: (e.tuple[0].proto == proto::TCP).then(|| e.tcp.state()),
             status: e.status,
             mark: e.mark,
+            label: 0,
+            events: 0,
             timeout_ns: if live {
                 e.deadline.saturating_sub(now)
             } else {

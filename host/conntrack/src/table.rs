@@ -224,6 +224,20 @@ pub struct Conntrack {
     /// Source-NATed connections by their original source (`nf_nat_bysource`), for
     /// `find_appropriate_src`. Taken after shard locks, never before one.
     pub(crate) bysource: Mutex<HashMap<SrcKey, Vec<u64>, Hb>>,
+    /// The rarely used extensions of connections, by id, outside the slots (which stay three
+    /// cache lines): `ct label` bits and the `ct event set` mask (the kernel's
+    /// `nf_conn_labels` and ecache extensions). Entries of gone connections leave at `gc`.
+    extras: Mutex<HashMap<u64, Extras>>,
+}
+
+/// A connection's extensions kept beside its slot (see [`Conntrack::add_labels`],
+/// [`Conntrack::set_events`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Extras {
+    /// `ct label`: bit N is `1 << N`.
+    labels: u128,
+    /// `ct event set` mask (`ct_event` bits).
+    events: u32,
 }
 
 /// The original source of a connection: address, port (ICMP id), protocol, zone, family.
@@ -286,6 +300,7 @@ impl Conntrack {
             gc_cursor: AtomicUsize::new(0),
             counts: Counts::default(),
             bysource: Mutex::new(HashMap::with_hasher(Hb(fmix(!cfg.seed)))),
+            extras: Mutex::new(HashMap::default()),
         }
     }
 
@@ -855,6 +870,28 @@ impl Conntrack {
         self.with_entry(id, |e, _| e.mark = mark).is_some()
     }
 
+    /// Add `bits` to the connection's labels (`ct label set N`: bit N is `1 << N`; the
+    /// kernel's `nf_connlabels_replace` with the bits as mask and value). False if `id` is gone.
+    pub fn add_labels(&self, id: u64, bits: u128) -> bool {
+        if self.with_entry(id, |_, _| ()).is_none() {
+            return false;
+        }
+        self.extras.lock().entry(id).or_default().labels |= bits;
+        true
+    }
+
+    /// Set the connection's event mask (`ct event set`, `ct_event` bits: new 1, related 2,
+    /// destroy 4, ...; the kernel's `nf_ct_ecache_ext_add` ctmask). wasp reports no conntrack
+    /// events, so the mask has no effect beyond being shown in [`EntryInfo::events`]. False if
+    /// `id` is gone.
+    pub fn set_events(&self, id: u64, mask: u32) -> bool {
+        if self.with_entry(id, |_, _| ()).is_none() {
+            return false;
+        }
+        self.extras.lock().entry(id).or_default().events = mask;
+        true
+    }
+
     /// Set the connection's timeout to `timeout_ns` from `now_ns` (ctnetlink's
     /// `CTA_TIMEOUT`). False if `id` is gone.
     pub fn set_timeout(&self, id: u64, timeout_ns: u64, now_ns: u64) -> bool {
@@ -990,12 +1027,21 @@ impl Conntrack {
                 removed += usize::from(ok);
             }
         }
+        let mut extras = self.extras.lock();
+        if !extras.is_empty() {
+            extras.retain(|id, _| self.with_entry(*id, |_, _| ()).is_some());
+        }
         removed
     }
 
     /// A snapshot of one connection at `now_ns` (confirmed or not).
     pub fn get(&self, id: u64, now_ns: u64) -> Option<EntryInfo> {
-        self.with_entry(id, |e, live| EntryInfo::new(id, e, live, now_ns))
+        let mut info = self.with_entry(id, |e, live| EntryInfo::new(id, e, live, now_ns))?;
+        if let Some(x) = self.extras.lock().get(&id) {
+            info.label = x.labels;
+            info.events = x.events;
+        }
+        Some(info)
     }
 
     /// A snapshot of every confirmed, unexpired connection at `now_ns`, as `conntrack -L`

@@ -10,12 +10,14 @@ use wasp_ruleset::model::{
     RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Span, Stmt, Table, Value, Verdict,
 };
 
+use crate::calc::Calc;
 use crate::compare::{ReadKey, Test};
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::ext::{COUNTER_PLUGIN, CounterUse, ExtKind, ExtSite, Fallback};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind, reduce};
+use crate::program::CtSetKey;
 use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
 use crate::setstore::{ElemC, ElemIn, SetC, SetStore};
 use crate::stateful::{Bucket, QuotaOwner, QuotaState, Stateful};
@@ -385,6 +387,11 @@ impl Ctx<'_> {
             }
             let value = match &e.data {
                 Some(ElemData::Value(v)) => value_u128(self.rs, e.span, v)? as u32,
+                Some(ElemData::Nat(parts)) => {
+                    let target = self.nat_data(parts, e.span)?;
+                    self.prog.nat_data.push(target);
+                    (self.prog.nat_data.len() - 1) as u32
+                }
                 _ => 0,
             };
             let verdict = if verdict_map {
@@ -662,6 +669,12 @@ impl Ctx<'_> {
                         l.xor = (l.xor & !v) ^ (v & m);
                     }
                     BinOp::Xor => l.xor ^= v & m,
+                    BinOp::Lshift | BinOp::Rshift => {
+                        return Err(self.err(
+                            span,
+                            "a shift gives a value only to a statement (`meta mark set ct mark >> 8`)",
+                        ));
+                    }
                 }
             }
             Expr::Const(v) => {
@@ -669,7 +682,13 @@ impl Ctx<'_> {
                 loads.push(Load::constant(value_u128(self.rs, span, v)?, w));
             }
             Expr::Map { .. } => {
-                return Err(self.err(span, "a map lookup gives a value only to `meta mark set`"));
+                return Err(self.err(span, "a map lookup gives a value only to a statement"));
+            }
+            Expr::Numgen { .. } | Expr::Jhash { .. } | Expr::Symhash { .. } => {
+                return Err(self.err(
+                    span,
+                    "`numgen`, `jhash` and `symhash` give a value only to a statement (`meta mark set`, `ct mark set`, `dnat to`)",
+                ));
             }
         }
         Ok(())
@@ -701,6 +720,166 @@ impl Ctx<'_> {
         self.deps(family, &deps, ops);
         ops.note_link_reads(&loads);
         Ok(loads)
+    }
+
+    /// A statement's value ([`Calc`]): a plain field or constant is one load; shifts,
+    /// bitwise operations on a computed value, `numgen`, `jhash`, `symhash` and `KEY map`
+    /// are computed (see [`crate::calc`]). Dependencies of the fields read go in front.
+    #[allow(clippy::too_many_arguments)]
+    fn calc(
+        &mut self,
+        ti: usize,
+        t: &Table,
+        named: &HashMap<String, (u32, Vec<u8>)>,
+        e: &Expr,
+        span: Span,
+        ops: &mut RuleOps,
+    ) -> Result<Calc, Error> {
+        if let Expr::Numgen { modulus: 0, .. }
+        | Expr::Jhash { modulus: 0, .. }
+        | Expr::Symhash { modulus: 0, .. } = e
+        {
+            return Err(self.err(span, "the modulus must be at least 1"));
+        }
+        Ok(match e {
+            Expr::Numgen {
+                random: true,
+                modulus,
+                offset,
+            } => {
+                self.needs_env.set(true);
+                Calc::NumgenRandom {
+                    modulus: *modulus,
+                    offset: *offset,
+                }
+            }
+            Expr::Numgen {
+                random: false,
+                modulus,
+                offset,
+            } => {
+                let counter = self.stateful.numgens.len() as u32;
+                // `nft_ng_inc_init`: the counter starts at `modulus - 1`.
+                self.stateful
+                    .numgens
+                    .push(std::sync::atomic::AtomicU32::new(modulus - 1));
+                Calc::NumgenInc {
+                    counter,
+                    modulus: *modulus,
+                    offset: *offset,
+                }
+            }
+            Expr::Jhash {
+                expr,
+                modulus,
+                seed,
+                offset,
+            } => {
+                let loads = self.value_loads(t.family, expr, span, ops)?;
+                let parts: Vec<&Expr> = match &**expr {
+                    Expr::Concat(p) => p.iter().collect(),
+                    e => vec![e],
+                };
+                let host = parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| host_order_register(p))
+                    .fold(0u32, |acc, (i, _)| acc | 1 << i.min(31));
+                Calc::Jhash {
+                    keys: loads.into(),
+                    host,
+                    seed: seed.unwrap_or(0),
+                    modulus: *modulus,
+                    offset: *offset,
+                }
+            }
+            Expr::Symhash { modulus, offset } => Calc::Symhash {
+                modulus: *modulus,
+                offset: *offset,
+            },
+            Expr::Map { key, map, .. } => {
+                let parts: Vec<&Expr> = match &**key {
+                    Expr::Concat(p) => p.iter().collect(),
+                    e => vec![e],
+                };
+                let mut keys = Vec::with_capacity(parts.len());
+                let mut widths = Vec::with_capacity(parts.len());
+                for p in parts {
+                    keys.push(self.calc(ti, t, named, p, span, ops)?);
+                    widths.push(dtype_width(p.dtype()));
+                }
+                let set = self.set_ref_widths(ti, t, named, map, &widths, false, span)?;
+                Calc::Map {
+                    keys: keys.into(),
+                    widths: widths.into(),
+                    set,
+                }
+            }
+            Expr::Binop { expr, op, value } if needs_calc(e) => {
+                let inner = self.calc(ti, t, named, expr, span, ops)?;
+                let v = value_u128(self.rs, span, value)?;
+                let width = dtype_width(expr.dtype());
+                let all = crate::expr::mask_bytes(width);
+                let inner = Box::new(inner);
+                match op {
+                    BinOp::And => Calc::Bits {
+                        inner,
+                        mask: v & all,
+                        xor: 0,
+                    },
+                    BinOp::Or => Calc::Bits {
+                        inner,
+                        mask: !v & all,
+                        xor: v & all,
+                    },
+                    BinOp::Xor => Calc::Bits {
+                        inner,
+                        mask: all,
+                        xor: v & all,
+                    },
+                    BinOp::Lshift | BinOp::Rshift => Calc::Shift {
+                        inner,
+                        left: *op == BinOp::Lshift,
+                        bits: v.min(128) as u32,
+                        width,
+                    },
+                }
+            }
+            _ => {
+                let loads = self.value_loads(t.family, e, span, ops)?;
+                let [l] = loads.as_slice() else {
+                    return Err(self.err(span, "a statement's value is a single field here"));
+                };
+                Calc::Load(*l)
+            }
+        })
+    }
+
+    /// The NAT target of a NAT map element's data (an address range, maybe a port range).
+    fn nat_data(&self, parts: &[KeyPart], span: Span) -> Result<crate::conn::NatTarget, Error> {
+        let mut target = crate::conn::NatTarget {
+            addr: None,
+            ports: None,
+            netmap: false,
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let w = match part {
+                KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => {
+                    dtype_width(v.dtype)
+                }
+            };
+            let (lo, hi) = self.part_bounds(part, w, span)?;
+            if i == 0 {
+                let ip = |n: u128| match w {
+                    4 => std::net::IpAddr::from((n as u32).to_be_bytes()),
+                    _ => std::net::IpAddr::from(n.to_be_bytes()),
+                };
+                target.addr = Some((ip(lo), ip(hi)));
+            } else {
+                target.ports = Some((lo as u16, hi as u16));
+            }
+        }
+        Ok(target)
     }
 
     fn deps(&self, family: Family, deps: &[Dep], ops: &mut RuleOps) {
@@ -789,6 +968,22 @@ impl Ctx<'_> {
         span: Span,
     ) -> Result<u32, Error> {
         let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
+        self.set_ref_widths(ti, t, named, sref, &widths, vmap, span)
+    }
+
+    /// [`Self::set_ref`] for keys of `widths` bytes per field.
+    #[allow(clippy::too_many_arguments)]
+    fn set_ref_widths(
+        &mut self,
+        ti: usize,
+        t: &Table,
+        named: &HashMap<String, (u32, Vec<u8>)>,
+        sref: &SetRef,
+        widths: &[u8],
+        vmap: bool,
+        span: Span,
+    ) -> Result<u32, Error> {
+        let widths = widths.to_vec();
         match sref {
             SetRef::Anonymous(elems) => {
                 let nth = self.anon_nth;
@@ -1199,12 +1394,25 @@ impl Ctx<'_> {
                 Stmt::Nat(n) => {
                     let id = u16::try_from(self.prog.nats.len())
                         .map_err(|_| self.err(n.span, "too many nat statements"))?;
+                    let calc = match &n.target {
+                        Some(e) => Some(crate::program::NatCalc {
+                            calc: self.calc(ti, t, named, e, n.span, &mut ops)?,
+                            map_data: matches!(**e, Expr::Map { .. }),
+                            v6: match n.family {
+                                Some(f) => f == Family::Ip6,
+                                None => t.family == Family::Ip6,
+                            },
+                        }),
+                        None => None,
+                    };
                     self.prog.nats.push(crate::conn::NatSpec {
                         kind: n.kind,
                         addr: n.addr,
                         ports: n.ports,
                         flags: n.flags,
+                        prefix: n.prefix,
                     });
+                    self.prog.nat_calcs.push(calc);
                     ops.push(Op::Nat(id), fence);
                     break;
                 }
@@ -1357,15 +1565,11 @@ impl Ctx<'_> {
                     );
                 }
                 Stmt::MetaSet { key, value, span } => {
-                    let loads = self.value_loads(t.family, value, *span, &mut ops)?;
-                    if loads.len() != 1 {
-                        return Err(self.err(*span, "meta set needs a single value"));
-                    }
-                    let l = loads[0];
+                    let l = Box::new(self.calc(ti, t, named, value, *span, &mut ops)?);
                     match key {
-                        MetaKey::Mark => ops.push(Op::SetMark(Box::new(l)), fence),
-                        MetaKey::Nftrace => ops.push(Op::SetNftrace(Box::new(l)), fence),
-                        MetaKey::Priority => ops.push(Op::SetPriority(Box::new(l)), fence),
+                        MetaKey::Mark => ops.push(Op::SetMark(l), fence),
+                        MetaKey::Nftrace => ops.push(Op::SetNftrace(l), fence),
+                        MetaKey::Priority => ops.push(Op::SetPriority(l), fence),
                         _ => {
                             return Err(self.err(
                                 *span,
@@ -1375,12 +1579,24 @@ impl Ctx<'_> {
                     }
                 }
                 Stmt::CtSet { key, value, span } => {
-                    let loads = self.value_loads(t.family, value, *span, &mut ops)?;
-                    if loads.len() != 1 || *key != CtKey::Mark {
-                        return Err(self.err(*span, "only ct mark can be set"));
-                    }
-                    ops.push(Op::CtSetMark(Box::new(loads[0])), fence);
+                    let value = Box::new(self.calc(ti, t, named, value, *span, &mut ops)?);
+                    let key = match key {
+                        CtKey::Mark => {
+                            ops.push(Op::CtSetMark(value), fence);
+                            continue;
+                        }
+                        CtKey::Zone(_) => CtSetKey::Zone,
+                        CtKey::Label => CtSetKey::Label,
+                        CtKey::Event => CtSetKey::Event,
+                        _ => {
+                            return Err(
+                                self.err(*span, "only ct mark, zone, label and event can be set")
+                            );
+                        }
+                    };
+                    ops.push(Op::CtSet { key, value }, fence);
                 }
+                Stmt::Notrack => ops.push(Op::Notrack, fence),
             }
         }
         // What the kernel runs is nft's bytecode, after its payload merge; matches are then
@@ -1400,6 +1616,53 @@ impl Ctx<'_> {
 
 /// Targets of jumps and gotos in a chain's rules (and in the verdict maps they use), with the
 /// span of the rule.
+/// `true` when `e` needs [`Calc`] rather than one [`Load`] (a shift, or a bitwise operation
+/// on something computed).
+fn needs_calc(e: &Expr) -> bool {
+    match e {
+        Expr::Binop {
+            op: BinOp::Lshift | BinOp::Rshift,
+            ..
+        }
+        | Expr::Numgen { .. }
+        | Expr::Jhash { .. }
+        | Expr::Symhash { .. }
+        | Expr::Map { .. } => true,
+        Expr::Binop { expr, .. } => needs_calc(expr),
+        _ => false,
+    }
+}
+
+/// `true` for an expression the kernel loads into its register in host byte order (the meta
+/// keys but the protocol numbers and device names; `ct mark|state|status|zone|...`): `jhash`
+/// reads its bytes as a little-endian number's.
+fn host_order_register(e: &Expr) -> bool {
+    match e {
+        Expr::Meta(k) => !matches!(
+            k,
+            MetaKey::Protocol
+                | MetaKey::L4proto
+                | MetaKey::Nfproto
+                | MetaKey::Iifname
+                | MetaKey::Oifname
+        ),
+        Expr::Ct(k) => matches!(
+            k,
+            CtKey::Mark
+                | CtKey::State
+                | CtKey::Status
+                | CtKey::Zone(_)
+                | CtKey::Expiration
+                | CtKey::Id
+                | CtKey::Bytes(_)
+                | CtKey::Packets(_)
+                | CtKey::Avgpkt(_)
+        ),
+        Expr::Binop { expr, .. } => host_order_register(expr),
+        _ => false,
+    }
+}
+
 fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
     let ch = &prog.chains[c as usize];
     let model = &rs.tables[ch.table as usize].chains[ch.index as usize];

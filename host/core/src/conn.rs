@@ -101,6 +101,8 @@ pub struct CtDetail {
     pub bytes: [u64; 2],
     /// `ct zone`.
     pub zone: u16,
+    /// `ct label`: the connection's labels (bit N is `1 << N`).
+    pub label: u128,
 }
 
 /// A NAT statement as compiled: what the connection's binding is to be.
@@ -115,6 +117,22 @@ pub struct NatSpec {
     pub ports: Option<(u16, u16)>,
     /// `random`, `fully-random`, `persistent`.
     pub flags: NatFlags,
+    /// `snat ip prefix to KEY map { ... }` (NF_NAT_RANGE_NETMAP): see [`NatTarget::netmap`].
+    pub prefix: bool,
+}
+
+/// A NAT target computed for one packet (`dnat to KEY map { k : ADDR . PORT }`, `dnat to
+/// numgen inc mod 2 offset 167772161`): what the connection's binding is to be, in place of
+/// the statement's [`NatSpec::addr`] and [`NatSpec::ports`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NatTarget {
+    /// Address range, both ends inclusive.
+    pub addr: Option<(IpAddr, IpAddr)>,
+    /// Port range, both ends inclusive.
+    pub ports: Option<(u16, u16)>,
+    /// `snat ip prefix to` (NF_NAT_RANGE_NETMAP): the address keeps its host bits under the
+    /// range's prefix (`nf_nat_netmap`); the caller computes the one address.
+    pub netmap: bool,
 }
 
 /// A flowtable as compiled: [`crate::Engine::flowtables`] lists them; `flow add` refers to
@@ -142,12 +160,23 @@ pub struct ConnFx {
     pub nat: Option<u16>,
     /// `flow add @NAME` ran: index into [`crate::Engine::flowtables`].
     pub flow_add: Option<u16>,
+    /// The NAT statement's target as computed for this packet (`dnat to EXPR`); `None` for a
+    /// statement with a constant target.
+    pub nat_target: Option<NatTarget>,
+    /// `ct zone set`: the zone (a chain before conntrack puts the packet in it).
+    pub zone: Option<u16>,
+    /// `ct label set`: the label bits to add to the connection's (bit N is `1 << N`).
+    pub label: Option<u128>,
+    /// `ct event set`: the connection's event mask (`ct_event` bits).
+    pub event: Option<u32>,
+    /// `notrack` ran: the packet skips conntrack (before it) and is `untracked`.
+    pub notrack: bool,
 }
 
 impl ConnFx {
     /// `true` when nothing was asked.
     pub fn is_empty(&self) -> bool {
-        self.mark.is_none() && self.nat.is_none() && self.flow_add.is_none()
+        *self == ConnFx::default()
     }
 }
 

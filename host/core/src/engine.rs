@@ -259,6 +259,13 @@ struct HookList {
     stats: Vec<(u64, u64, u64)>,
 }
 
+/// Conntrack's priority on prerouting (the kernel's NF_IP_PRI_CONNTRACK).
+const NF_IP_PRI_CONNTRACK: i32 = -200;
+
+/// The device name of the list of prerouting chains that run before conntrack (no device has
+/// a NUL in its name).
+const PRE_CONNTRACK: &str = "\0conntrack";
+
 /// A compiled ruleset, ready to classify packets.
 ///
 /// Holds the compiled program and the reusable buffers of the vector pipeline (so one engine
@@ -374,7 +381,14 @@ impl Engine {
                 continue;
             }
             // The IP hooks have no device: their chains see every packet of their family.
-            let any = [String::new()];
+            // Prerouting chains below conntrack's priority run before it (their own list).
+            let any = [
+                if l3 && b.hook == Hook::Prerouting && b.priority < NF_IP_PRI_CONNTRACK {
+                    PRE_CONNTRACK.to_string()
+                } else {
+                    String::new()
+                },
+            ];
             let devices = if l3 { &any[..] } else { &b.devices[..] };
             for dev in devices {
                 let at = match hooks
@@ -577,6 +591,33 @@ impl Engine {
         ext: &mut dyn Extensions,
     ) {
         self.run_hook(hook, "", packets, now_ns, out, trace, Some(ext));
+    }
+
+    /// Run the prerouting chains of the ip, ip6 and inet tables whose priority is below
+    /// conntrack's (-200, NF_IP_PRI_CONNTRACK; `priority raw` is -300), before conntrack
+    /// tracks the packets: what they ask (`ct zone set`, `notrack`) decides how conntrack sees
+    /// each packet ([`Engine::conn_effects`]). Otherwise as [`Engine::ip_hook`].
+    pub fn pre_conntrack(
+        &mut self,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        ext: Option<&mut dyn Extensions>,
+    ) {
+        self.run_hook(
+            Hook::Prerouting,
+            PRE_CONNTRACK,
+            packets,
+            now_ns,
+            out,
+            None,
+            ext,
+        );
+    }
+
+    /// `true` when some prerouting chain runs before conntrack ([`Engine::pre_conntrack`]).
+    pub fn has_pre_conntrack(&self) -> bool {
+        self.has_hook(Hook::Prerouting, PRE_CONNTRACK)
     }
 
     /// `true` when packets the gateway routes take the IP path (conntrack, the IP hooks):
@@ -914,15 +955,9 @@ impl Engine {
                 alive &= !(dropped | stolen);
             }
             for (i, st) in state[..vec.len()].iter().enumerate() {
-                if st.ct_mark_set || st.nat != 0 || st.flow != 0 {
-                    conn_fx.push((
-                        start + i,
-                        ConnFx {
-                            mark: st.ct_mark_set.then_some(st.ct_mark),
-                            nat: st.nat.checked_sub(1),
-                            flow_add: st.flow.checked_sub(1),
-                        },
-                    ));
+                let fx = conn_fx_of(prog, st);
+                if !fx.is_empty() {
+                    conn_fx.push((start + i, fx));
                 }
             }
             for (i, o) in out[start..end].iter_mut().enumerate() {
@@ -1316,6 +1351,43 @@ fn site_total(src: &mut dyn CounterSource, site: u32) -> (u64, u64) {
         .map_or((0, 0), |e| (e.1, e.2))
 }
 
+/// What the rules asked of a packet's connection (state `st` after its walk): the NAT
+/// statement's computed target resolved from the program (a map element's data, or the
+/// address a `numgen`/`jhash` gave).
+fn conn_fx_of(prog: &Program, st: &PktState) -> ConnFx {
+    let nat = st.nat.checked_sub(1);
+    let nat_target = nat
+        .and_then(|i| prog.nat_calcs.get(usize::from(i))?.as_ref())
+        .and_then(|c| {
+            if c.map_data {
+                let mut t = *prog.nat_data.get(usize::try_from(st.nat_arg).ok()?)?;
+                t.netmap = prog.nats[usize::from(nat?)].prefix;
+                Some(t)
+            } else {
+                let a = if c.v6 {
+                    std::net::IpAddr::from(st.nat_arg.to_be_bytes())
+                } else {
+                    std::net::IpAddr::from((st.nat_arg as u32).to_be_bytes())
+                };
+                Some(crate::conn::NatTarget {
+                    addr: Some((a, a)),
+                    ports: None,
+                    netmap: false,
+                })
+            }
+        });
+    ConnFx {
+        mark: st.ct_mark_set.then_some(st.ct_mark),
+        nat,
+        flow_add: st.flow.checked_sub(1),
+        nat_target,
+        zone: st.ct_zone,
+        label: st.ct_label,
+        event: st.ct_event,
+        notrack: st.notrack,
+    }
+}
+
 /// Per-packet state at the start of a hook; `iif` and `oif` are the device names as
 /// [`ifname_value`] gives them.
 fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
@@ -1347,6 +1419,11 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         cpu: 0,
         random: 0,
         wall_ns: 0,
+        nat_arg: 0,
+        ct_zone: None,
+        ct_label: None,
+        ct_event: None,
+        notrack: false,
     }
 }
 

@@ -4,13 +4,14 @@
 
 use wasp_ruleset::model::{ObjKind, Policy};
 
+use crate::calc::CalcEnv;
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, build_key};
 use crate::ext::{
     CounterUse, DupPoint, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions,
     Fallback,
 };
-use crate::program::{ChainId, Op, Program, RuleC, VerdictC};
+use crate::program::{ChainId, CtSetKey, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};
 
@@ -265,6 +266,16 @@ impl Effects<'_, '_> {
     }
 }
 
+/// What a statement's computed value ([`crate::calc::Calc`]) reads besides the packet.
+#[inline]
+fn calc_env<'a>(prog: &'a Program, fx: &Effects<'_, '_>) -> CalcEnv<'a> {
+    CalcEnv {
+        sets: &prog.sets,
+        numgens: &prog.stateful.numgens,
+        now: fx.now,
+    }
+}
+
 /// Apply `op` to packet `idx`.
 #[inline]
 pub(crate) fn op_one(
@@ -348,7 +359,7 @@ pub(crate) fn op_one(
             });
             OpRes::Pass
         }
-        Op::SetMark(load) => match load.eval(p, st) {
+        Op::SetMark(calc) => match calc.eval(p, st, &calc_env(prog, fx)) {
             Some(v) => {
                 st.mark = v as u32;
                 OpRes::Pass
@@ -391,14 +402,14 @@ pub(crate) fn op_one(
             Some(None) => OpRes::Verdict(VerdictC::Drop),
             None => OpRes::Break,
         },
-        Op::SetPriority(load) => match load.eval(p, st) {
+        Op::SetPriority(calc) => match calc.eval(p, st, &calc_env(prog, fx)) {
             Some(v) => {
                 st.priority = v as u32;
                 OpRes::Pass
             }
             None => OpRes::Break,
         },
-        Op::SetNftrace(load) => match load.eval(p, st) {
+        Op::SetNftrace(calc) => match calc.eval(p, st, &calc_env(prog, fx)) {
             Some(v) => {
                 st.nftrace = v & 1 != 0;
                 OpRes::Pass
@@ -423,10 +434,10 @@ pub(crate) fn op_one(
             }
             OpRes::Pass
         }
-        Op::CtSetMark(load) => {
+        Op::CtSetMark(calc) => {
             // nft_ct_set_eval: a packet without a connection is left alone.
             if st.ct_id != 0
-                && let Some(v) = load.eval(p, st)
+                && let Some(v) = calc.eval(p, st, &calc_env(prog, fx))
             {
                 st.ct_mark = v as u32;
                 st.ct_mark_set = true;
@@ -489,10 +500,40 @@ pub(crate) fn op_one(
                 _ => OpRes::Break,
             }
         }
+        Op::CtSet { key, value } => {
+            // nft_ct_set_eval: a value that fails to load ends the rule.
+            let Some(v) = value.eval(p, st, &calc_env(prog, fx)) else {
+                return OpRes::Break;
+            };
+            match key {
+                // Before conntrack the zone is the packet's (the kernel's template); after it
+                // the connection has its zone already (nft_ct_set_zone_eval leaves a
+                // confirmed one alone).
+                CtSetKey::Zone => st.ct_zone = Some(v as u16),
+                CtSetKey::Label if st.ct_id != 0 => {
+                    st.ct_label = Some(st.ct_label.unwrap_or(0) | v);
+                }
+                CtSetKey::Event if st.ct_id != 0 => st.ct_event = Some(v as u32),
+                CtSetKey::Label | CtSetKey::Event => {}
+            }
+            OpRes::Pass
+        }
+        Op::Notrack => {
+            st.notrack = true;
+            OpRes::Pass
+        }
         Op::Nat(i) => {
             // nft_nat_eval: the connection gets the binding and the chain accepts.
             if st.ct_id == 0 {
                 return OpRes::Break;
+            }
+            if let Some(Some(c)) = prog.nat_calcs.get(usize::from(*i)) {
+                // nft_nat_eval reads the target's registers: a key that fails, or a map
+                // miss, ends the rule before (NFT_BREAK).
+                match c.calc.eval(p, st, &calc_env(prog, fx)) {
+                    Some(v) => st.nat_arg = v,
+                    None => return OpRes::Break,
+                }
             }
             st.nat = *i + 1;
             OpRes::Verdict(VerdictC::Accept)

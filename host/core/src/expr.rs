@@ -197,6 +197,16 @@ pub(crate) struct PktState {
     pub random: u32,
     /// The wall clock, Unix time in ns (`meta time`, `day`, `hour`).
     pub wall_ns: u64,
+    /// The computed NAT target of the NAT statement that ran (see `program::NatCalc`).
+    pub nat_arg: u128,
+    /// `ct zone set` ran: the zone.
+    pub ct_zone: Option<u16>,
+    /// `ct label set` ran: the label bits set.
+    pub ct_label: Option<u128>,
+    /// `ct event set` ran: the event mask.
+    pub ct_event: Option<u32>,
+    /// `notrack` ran.
+    pub notrack: bool,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).
@@ -442,7 +452,8 @@ pub(crate) fn ct_detail_value(
         K::Daddr(dir, fam) => addr(&tuple(dir).dst, fam),
         K::ProtoSrc(dir) => u128::from(tuple(dir).sport),
         K::ProtoDst(dir) => u128::from(tuple(dir).dport),
-        K::Helper | K::State | K::Direction | K::Status | K::Mark => return None,
+        K::Label => d.label,
+        K::Helper | K::State | K::Direction | K::Status | K::Mark | K::Event => return None,
     })
 }
 

@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod anon_counters;
+mod calc;
 mod compare;
 mod compile;
 pub mod conn;
@@ -45,8 +46,9 @@ mod trace;
 mod tests;
 
 pub use anon_counters::AnonSetElemCounter;
+pub use calc::jhash;
 pub use compile::MAX_JUMP_LEVEL;
-pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec};
+pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec, NatTarget};
 pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,
     NamedCounter, OutId, OutTarget, Outcome, Packet, SetElemCounter, TraceEvent, TraceSink,

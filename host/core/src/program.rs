@@ -3,6 +3,7 @@
 
 use wasp_ruleset::model::{Family, Hook, ObjKind, Policy, Span};
 
+use crate::calc::Calc;
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
 use crate::ext::{CounterUse, ExtSite};
@@ -51,9 +52,9 @@ pub(crate) enum Op {
     /// statement gives each packet a verdict (continue goes on with the rule).
     Ext(u32),
     /// `meta mark set`.
-    SetMark(Box<Load>),
+    SetMark(Box<Calc>),
     /// `meta priority set` (skb->priority, which `meta priority` then reads).
-    SetPriority(Box<Load>),
+    SetPriority(Box<Calc>),
     /// `FIELD set VALUE`: the payload statement ([`crate::payload_set`]).
     PayloadSet(Box<crate::payload_set::PayloadSet>),
     /// `add|update|delete @set { KEY ... }`: the key from `keys`, a map's data from `data`.
@@ -73,11 +74,16 @@ pub(crate) enum Op {
         ct: bool,
     },
     /// `meta nftrace set`.
-    SetNftrace(Box<Load>),
+    SetNftrace(Box<Calc>),
     /// `dup to`: index into [`Program::out_targets`].
     Dup(u16),
     /// `ct mark set`.
-    CtSetMark(Box<Load>),
+    CtSetMark(Box<Calc>),
+    /// `ct zone|label|event set` (nft_ct_set_eval): the value goes to the connection (the
+    /// zone, before conntrack, to the packet).
+    CtSet { key: CtSetKey, value: Box<Calc> },
+    /// `notrack`: the packet skips conntrack.
+    Notrack,
     /// `ct count [over] N`: `site` numbers the statement's connection list.
     CtCount { site: u32, over: bool, count: u32 },
     /// `limit ...` or `limit name NAME`: index into [`Stateful::limits`]; the rule ends unless
@@ -101,6 +107,29 @@ pub(crate) enum Op {
     Fwd(u16),
     /// A verdict.
     Verdict(VerdictC),
+}
+
+/// The connection keys `ct ... set` writes besides the mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CtSetKey {
+    /// `ct [original|reply] zone set` (16 bits).
+    Zone,
+    /// `ct label set`: the labels' bits are added to the connection's.
+    Label,
+    /// `ct event set`: the event mask.
+    Event,
+}
+
+/// A NAT statement's target computed per packet (`dnat to EXPR`).
+#[derive(Debug, Clone)]
+pub(crate) struct NatCalc {
+    /// The value: with `map_data`, an index into [`Program::nat_data`]; otherwise the address
+    /// as a number.
+    pub calc: Calc,
+    /// The value indexes [`Program::nat_data`].
+    pub map_data: bool,
+    /// IPv6 addresses.
+    pub v6: bool,
 }
 
 /// A compiled rule.
@@ -216,6 +245,11 @@ pub(crate) struct Program {
     pub out_targets: Vec<crate::engine::OutTarget>,
     /// NAT statements in rule order.
     pub nats: Vec<crate::conn::NatSpec>,
+    /// The computed target of each NAT statement (parallel to `nats`; `None` for a constant
+    /// target).
+    pub nat_calcs: Vec<Option<NatCalc>>,
+    /// The data of NAT map elements ([`NatCalc::map_data`] values index it).
+    pub nat_data: Vec<crate::conn::NatTarget>,
     /// Flowtables of all tables, in declaration order.
     pub flowtables: Vec<crate::conn::FlowtableSpec>,
     /// `ct count` statements.

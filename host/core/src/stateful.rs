@@ -156,6 +156,9 @@ pub struct Stateful {
     pub(crate) quota_owners: Vec<QuotaOwner>,
     /// The named sets that set statements change, in the order the compiler met them.
     pub(crate) dynsets: Vec<crate::dynset::DynSet>,
+    /// One counter per `numgen inc` expression, in the order the compiler met them (the
+    /// last value given; see `calc::numgen_inc`).
+    pub(crate) numgens: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Stateful {
@@ -165,6 +168,7 @@ impl Stateful {
         self.limits.len() == other.limits.len()
             && self.quota_owners == other.quota_owners
             && self.dynsets.len() == other.dynsets.len()
+            && self.numgens.len() == other.numgens.len()
     }
 }
 

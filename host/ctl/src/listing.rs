@@ -32,9 +32,9 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    BinOp, Chain, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit, Match,
-    NatStmt, OptSel, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table,
-    Value, Verdict,
+    Chain, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit, Match, NatStmt,
+    OptSel, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
+    Verdict,
 };
 use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
 
@@ -411,6 +411,7 @@ fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
         Some(ElemData::Value(v)) => json!([val, value_json(v)]),
         Some(ElemData::Verdict(v)) => json!([val, verdict_json(v)]),
         Some(ElemData::Object(name)) => json!([val, name]),
+        Some(ElemData::Nat(parts)) => json!([val, key_json(parts)]),
     }
 }
 
@@ -600,6 +601,12 @@ fn nat_json(n: &NatStmt) -> Json {
             }
         };
         o.insert("addr".into(), addr);
+    }
+    if let Some(t) = &n.target {
+        o.insert("addr".into(), expr_json(t));
+    }
+    if n.prefix {
+        o.insert("type_flags".into(), json!("prefix"));
     }
     if let Some((lo, hi)) = n.ports {
         let port = if n.port_range {
@@ -937,12 +944,37 @@ pub fn expr_json(e: &Expr) -> Json {
         }
         Expr::Concat(parts) => json!({ "concat": parts.iter().map(expr_json).collect::<Vec<_>>() }),
         Expr::Binop { expr, op, value } => {
-            let o = match op {
-                BinOp::And => "&",
-                BinOp::Or => "|",
-                BinOp::Xor => "^",
-            };
-            json!({ o: [expr_json(expr), value_json(value)] })
+            json!({ op.symbol(): [expr_json(expr), value_json(value)] })
+        }
+        // nft 1.0.6's `numgen_expr_json`, `hash_expr_json`.
+        Expr::Numgen {
+            random,
+            modulus,
+            offset,
+        } => {
+            json!({"numgen": {"mode": if *random { "random" } else { "inc" }, "mod": modulus, "offset": offset}})
+        }
+        Expr::Jhash {
+            expr,
+            modulus,
+            seed,
+            offset,
+        } => {
+            let mut o = json!({"mod": modulus, "expr": expr_json(expr)});
+            if let Some(s) = seed {
+                o["seed"] = json!(s);
+            }
+            if *offset != 0 {
+                o["offset"] = json!(offset);
+            }
+            json!({ "jhash": o })
+        }
+        Expr::Symhash { modulus, offset } => {
+            let mut o = json!({ "mod": modulus });
+            if *offset != 0 {
+                o["offset"] = json!(offset);
+            }
+            json!({ "symhash": o })
         }
         Expr::Const(v) => value_json(v),
         Expr::Map { key, map, .. } => {

@@ -205,6 +205,21 @@ pub const CT_STATUS: &[(&str, u32)] = &[
     ("dying", 0x200),
 ];
 
+/// `ct_event` bits (nft's `ct_events_tbl`, the kernel's `1 << IPCT_*`).
+pub const CT_EVENTS: &[(&str, u32)] = &[
+    ("new", 1),
+    ("related", 2),
+    ("destroy", 4),
+    ("reply", 8),
+    ("assured", 16),
+    ("protoinfo", 32),
+    ("helper", 64),
+    ("mark", 128),
+    ("seqadj", 256),
+    ("secmark", 512),
+    ("label", 1024),
+];
+
 /// Names of the bits of `bits` in `table` joined by `sep` (`established,related`), as nft's
 /// bitmask printing: the named bits in table order, then the bits without a name as one hex
 /// number (`established,0x10`); `0x0` for none (checked with `nft list ruleset`, 1.0.6).
@@ -352,6 +367,10 @@ pub fn expected(dtype: DataType) -> &'static str {
         DataType::CtStatus => {
             "a ct status (expected, seen-reply, assured, confirmed, snat, dnat, dying)"
         }
+        DataType::CtEvent => {
+            "a ct event (new, related, destroy, reply, assured, protoinfo, helper, mark, seqadj, secmark, label)"
+        }
+        DataType::CtLabel => "a ct label (a bit number 0 to 127, or a name in /etc/connlabel.conf)",
         DataType::IcmpType => "an icmp type name or number",
         DataType::IcmpCode => "an icmp code name or number",
         DataType::Icmpv6Type => "an icmpv6 type name or number",
@@ -537,11 +556,24 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             })
         }
         DataType::TcpFlag => symbolic(TCP_FLAGS),
-        DataType::CtState | DataType::CtStatus => {
-            let table = if dtype == DataType::CtState {
-                CT_STATES
-            } else {
-                CT_STATUS
+        DataType::CtLabel => {
+            let bit =
+                match crate::system_names::lookup(crate::system_names::Names::Connlabels, text) {
+                    Some(b) => u128::from(b),
+                    None => parse_uint(text).ok_or_else(bad)?,
+                };
+            if bit > 127 {
+                return Err(format!(
+                    "{text}: ct label out of range (the labels are bits 0 to 127)"
+                ));
+            }
+            from_uint(dtype, 1u128 << bit)
+        }
+        DataType::CtState | DataType::CtStatus | DataType::CtEvent => {
+            let table = match dtype {
+                DataType::CtState => CT_STATES,
+                DataType::CtStatus => CT_STATUS,
+                _ => CT_EVENTS,
             };
             match table.iter().find(|(n, _)| *n == text) {
                 Some((_, b)) => from_uint(dtype, u128::from(*b)),
@@ -839,6 +871,15 @@ pub fn print_value(v: &Value) -> String {
         DataType::TcpFlag => tcp_flags_text(n as u8, " | "),
         DataType::CtState => bit_names(CT_STATES, n as u32, ","),
         DataType::CtStatus => bit_names(CT_STATUS, n as u32, ","),
+        DataType::CtEvent => bit_names(CT_EVENTS, n as u32, ","),
+        // nft's `ct_label_type_print`: the lowest bit, by name when connlabel.conf has one.
+        DataType::CtLabel => {
+            let bit = n.trailing_zeros().min(127);
+            match crate::system_names::name_of(crate::system_names::Names::Connlabels, bit) {
+                Some(name) => format!("\"{name}\""),
+                None => bit.to_string(),
+            }
+        }
         DataType::CtDir => num8(CT_DIRS),
         DataType::IcmpType => num8(ICMP_TYPES),
         DataType::IcmpCode => num8(ICMP_CODES),
@@ -862,7 +903,9 @@ pub fn print_range_end(v: &Value) -> String {
     match v.dtype {
         DataType::EtherType => format!("0x{n:04x}"),
         DataType::Dscp => format!("0x{n:02x}"),
-        DataType::TcpFlag | DataType::CtState | DataType::CtStatus => format!("0x{n:x}"),
+        DataType::TcpFlag | DataType::CtState | DataType::CtStatus | DataType::CtEvent => {
+            format!("0x{n:x}")
+        }
         DataType::InetProto
         | DataType::IcmpType
         | DataType::IcmpCode

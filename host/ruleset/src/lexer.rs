@@ -160,7 +160,9 @@ pub fn lex(text: &str, file: FileId) -> Result<Vec<Token>, LexError> {
             _ => {
                 let start = i;
                 let two: String = chars[i..chars.len().min(i + 2)].iter().collect();
-                let punct2 = ["==", "!=", "<=", ">="].into_iter().find(|p| *p == two);
+                let punct2 = ["==", "!=", "<=", ">=", "<<", ">>"]
+                    .into_iter()
+                    .find(|p| *p == two);
                 if let Some(p) = punct2 {
                     i += 2;
                     out.push(Token {

@@ -543,8 +543,10 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
-    /// `ct KEY set VALUE` (only `ct mark set ...` is supported): the connection's key is set
-    /// (nft_ct_set_eval). A packet without a connection is left alone.
+    /// `ct KEY set VALUE` for `mark`, `label`, `event` and `[original|reply] zone`
+    /// (nft_ct_set_eval): the connection's key is set. A packet without a connection is left
+    /// alone, except for `zone`, which a rule before conntrack sets for the packet (the
+    /// kernel's template conntrack).
     CtSet {
         /// Which key.
         key: CtKey,
@@ -576,6 +578,10 @@ pub enum Stmt {
         /// Where the statement is.
         span: Span,
     },
+    /// `notrack` (nft_notrack_eval): the packet skips connection tracking (`ct state
+    /// untracked` matches it). It has an effect only before conntrack (a chain at priority
+    /// `raw`, below -200).
+    Notrack,
     /// `dup to "dev"` (netdev family): a copy of the packet leaves on `dev`, the walk goes on
     /// (the kernel's nft_dup_netdev).
     Dup {
@@ -758,6 +764,14 @@ pub struct NatStmt {
     /// The ports were written as a range (`:80-80` lists as `:80-80`, `:80` as `:80`). Only
     /// the listing depends on it.
     pub port_range: bool,
+    /// `to EXPR`: the target computed from the packet instead of `addr`/`ports` (both `None`
+    /// then): an [`Expr::Map`] whose elements hold [`ElemData::Nat`] (an address range and
+    /// maybe a port range), or an expression giving the address as a number (`dnat to numgen
+    /// inc mod 2 offset 167772161`: 10.0.0.1 and 10.0.0.2).
+    pub target: Option<Box<Expr>>,
+    /// `snat ip prefix to ...` (NF_NAT_RANGE_NETMAP): the map's data is a prefix that the
+    /// address is mapped into, keeping its host bits.
+    pub prefix: bool,
     /// Flags.
     pub flags: NatFlags,
     /// Where the statement is.
@@ -931,6 +945,14 @@ pub enum DataType {
     TimeRel(u8),
     /// `realm` (a route realm, named in `/etc/iproute2/rt_realms`; 32 bits)
     Realm,
+    /// `ct_event` (a bitmask of the kernel's IPCT_* event bits: `new` 1, `related` 2,
+    /// `destroy` 4, `reply` 8, `assured` 16, `protoinfo` 32, `helper` 64, `mark` 128,
+    /// `seqadj` 256, `secmark` 512, `label` 1024; 32 bits)
+    CtEvent,
+    /// `ct_label` (128 bits, one per label; a label is written as its bit number 0 to 127, or
+    /// its name in `/etc/connlabel.conf`). The model's value has bit N as `1 << N` of the
+    /// big-endian number (the kernel's register holds it as a little-endian bitmap).
+    CtLabel,
 }
 
 /// Expressions that produce a value from the packet (or combine such values).
@@ -986,6 +1008,40 @@ pub enum Expr {
     },
     /// A constant (right side of `meta mark set 0x10`).
     Const(Value),
+    /// `numgen inc|random mod N [offset M]` (the kernel's nft_numgen): `inc` counts up by one
+    /// per packet that reaches the expression (one counter per expression, shared by every
+    /// worker), `random` draws a number; the result is `n % N + M` (`inc`) or
+    /// `reciprocal_scale(random, N) + M` (`random`), 32 bits.
+    Numgen {
+        /// `random` rather than `inc`.
+        random: bool,
+        /// `mod N` (at least 1).
+        modulus: u32,
+        /// `offset M` (0 when not written).
+        offset: u32,
+    },
+    /// `jhash EXPR mod N [seed S] [offset M]` (the kernel's nft_jhash_eval):
+    /// `reciprocal_scale(jhash(data, len, seed), N) + M` over the bytes of `EXPR` as the
+    /// kernel's registers hold them (each field of a concatenation padded to 4 bytes), 32 bits.
+    Jhash {
+        /// The expression hashed (a field or a concatenation).
+        expr: Box<Expr>,
+        /// `mod N` (at least 1).
+        modulus: u32,
+        /// `seed S` when written (nft lists it only then; the kernel uses 0 otherwise).
+        seed: Option<u32>,
+        /// `offset M` (0 when not written).
+        offset: u32,
+    },
+    /// `symhash mod N [offset M]` (the kernel's nft_symhash_eval over `skb_get_hash_symmetric`):
+    /// a hash of the flow that is the same in both directions, scaled to `0..N`, plus `M`.
+    /// wasp's hash differs from the kernel's (see wasp-core's evaluator).
+    Symhash {
+        /// `mod N` (at least 1).
+        modulus: u32,
+        /// `offset M` (0 when not written).
+        offset: u32,
+    },
     /// `KEY map { k : v, ... }` or `KEY map @m`: the data of the map element holding the key
     /// (`meta mark set ip saddr map { 10.0.0.1 : 0x1 }`); a miss ends the rule (NFT_BREAK, as
     /// the kernel's `nft_lookup_eval` with a destination register).
@@ -1051,6 +1107,35 @@ pub enum BinOp {
     Or,
     /// `^`
     Xor,
+    /// `<<` (the kernel's NFT_BITWISE_LSHIFT: bits shifted out of the field's width are lost).
+    Lshift,
+    /// `>>` (NFT_BITWISE_RSHIFT).
+    Rshift,
+}
+
+impl BinOp {
+    /// The operator as nft lists it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            BinOp::Xor => "^",
+            BinOp::Lshift => "<<",
+            BinOp::Rshift => ">>",
+        }
+    }
+
+    /// nft's binding strength (`expr_binop_precedence`): shifts bind tightest (1), then `&`
+    /// (2), `^` (3), `|` (4). An operand that binds less tightly than its operator is
+    /// parenthesised in the listing: `(meta mark | 0x10) << 8`.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Lshift | BinOp::Rshift => 1,
+            BinOp::And => 2,
+            BinOp::Xor => 3,
+            BinOp::Or => 4,
+        }
+    }
 }
 
 /// A header field nftables knows by name: a row of a protocol's table in [`crate::proto`]
@@ -1285,6 +1370,10 @@ pub enum CtKey {
     ProtoSrc(CtDirection),
     /// `ct original|reply proto-dst`.
     ProtoDst(CtDirection),
+    /// `ct label` (`ct_label`, 128 bits): the connection's labels.
+    Label,
+    /// `ct event` (`ct_event`): the events the connection reports; set only (`ct event set`).
+    Event,
 }
 
 /// The direction a directional `ct` key reads.
@@ -1327,6 +1416,8 @@ impl CtKey {
             CtKey::Daddr(..) => "daddr",
             CtKey::ProtoSrc(_) => "proto-src",
             CtKey::ProtoDst(_) => "proto-dst",
+            CtKey::Label => "label",
+            CtKey::Event => "event",
         }
     }
 
@@ -1371,6 +1462,8 @@ impl CtKey {
             CtKey::Saddr(_, Family::Ip6) | CtKey::Daddr(_, Family::Ip6) => DataType::Ipv6Addr,
             CtKey::Saddr(..) | CtKey::Daddr(..) => DataType::Ipv4Addr,
             CtKey::ProtoSrc(_) | CtKey::ProtoDst(_) => DataType::InetService,
+            CtKey::Label => DataType::CtLabel,
+            CtKey::Event => DataType::CtEvent,
         }
     }
 }
@@ -1555,6 +1648,9 @@ pub enum ElemData {
     /// The name of a stateful object of the table (the data of `counter name KEY map { k :
     /// "NAME" }` and its `quota` and `limit` twins).
     Object(String),
+    /// The data of a NAT map (`dnat to ip saddr map { 10.0.0.1 : 192.168.1.0/24 . 80-90 }`):
+    /// the address (a value, range or prefix) and, when written, the port (a value or range).
+    Nat(Vec<KeyPart>),
 }
 
 impl DataType {
@@ -1591,7 +1687,8 @@ impl DataType {
             | DataType::NfProto => 8,
             DataType::Dscp => 6,
             DataType::Boolean => 1,
-            DataType::Verdict | DataType::CtState | DataType::CtStatus => 32,
+            DataType::Verdict | DataType::CtState | DataType::CtStatus | DataType::CtEvent => 32,
+            DataType::CtLabel => 128,
             DataType::CtDir => 8,
         }
     }
@@ -1642,6 +1739,8 @@ impl DataType {
             DataType::CtState => "ct_state",
             DataType::CtDir => "ct_dir",
             DataType::CtStatus => "ct_status",
+            DataType::CtEvent => "ct_event",
+            DataType::CtLabel => "ct_label",
         }
     }
 
@@ -1713,6 +1812,9 @@ impl Expr {
             Expr::Binop { expr, .. } => expr.dtype(),
             Expr::Const(v) => v.dtype,
             Expr::Map { data, .. } => *data,
+            Expr::Numgen { .. } | Expr::Jhash { .. } | Expr::Symhash { .. } => {
+                DataType::Integer(32)
+            }
         }
     }
 
@@ -1745,24 +1847,27 @@ impl Rule {
             | Stmt::ObjectMap {
                 map: SetRef::Anonymous(elems),
                 ..
-            }
-            | Stmt::MetaSet {
-                value:
-                    Expr::Map {
-                        map: SetRef::Anonymous(elems),
-                        ..
-                    },
+            } => Some(elems),
+            Stmt::MetaSet { value, .. } | Stmt::CtSet { value, .. } => value.anonymous_map_mut(),
+            Stmt::Nat(NatStmt {
+                target: Some(value),
                 ..
-            }
-            | Stmt::CtSet {
-                value:
-                    Expr::Map {
-                        map: SetRef::Anonymous(elems),
-                        ..
-                    },
+            }) => value.anonymous_map_mut(),
+            _ => None,
+        })
+    }
+}
+
+impl Expr {
+    /// The elements of the anonymous map a statement's value expression looks up (`KEY map {
+    /// k : v }`; nft's grammar has a map only at the top of a value).
+    pub fn anonymous_map_mut(&mut self) -> Option<&mut Vec<SetElem>> {
+        match self {
+            Expr::Map {
+                map: SetRef::Anonymous(elems),
                 ..
             } => Some(elems),
             _ => None,
-        })
+        }
     }
 }

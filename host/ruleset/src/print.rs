@@ -394,19 +394,43 @@ fn element(e: &SetElem) -> String {
     if let Some(c) = &e.comment {
         let _ = write!(s, " comment \"{c}\"");
     }
-    match &e.data {
-        Some(ElemData::Value(v)) => {
-            let _ = write!(s, " : {}", print_value(v));
-        }
-        Some(ElemData::Verdict(v)) => {
-            let _ = write!(s, " : {}", verdict(v));
-        }
-        Some(ElemData::Object(name)) => {
-            let _ = write!(s, " : \"{name}\"");
-        }
-        None => {}
+    if let Some(d) = &e.data {
+        let _ = write!(s, " : {}", elem_data_text(d));
     }
     s
+}
+
+/// A map element's data as nft lists it after ` : `.
+pub(crate) fn elem_data_text(d: &ElemData) -> String {
+    match d {
+        ElemData::Value(v) => print_value(v),
+        ElemData::Verdict(v) => verdict(v),
+        ElemData::Object(name) => format!("\"{name}\""),
+        ElemData::Nat(parts) => nat_data_text(parts),
+    }
+}
+
+/// The data of a NAT map element (`10.141.10.0/24 . 8888-8999`): a prefix as written (also
+/// `/32`), a range as a prefix when it is one, else `lo-hi`, a single value as itself
+/// (checked with `nft list ruleset`, 1.0.6).
+fn nat_data_text(parts: &[KeyPart]) -> String {
+    parts
+        .iter()
+        .map(|p| match p {
+            KeyPart::Value(v) => print_value(v),
+            KeyPart::Prefix(v, n) => format!("{}/{n}", print_value(v)),
+            KeyPart::Range(a, b) => match normalize_part(p) {
+                KeyPart::Prefix(v, n) => format!("{}/{n}", print_value(&v)),
+                _ if matches!(a.dtype, DataType::Ipv4Addr | DataType::Ipv6Addr)
+                    && a.bytes == b.bytes =>
+                {
+                    format!("{}/{}", print_value(a), a.dtype.width_bits())
+                }
+                _ => format!("{}-{}", print_range_end(a), print_range_end(b)),
+            },
+        })
+        .collect::<Vec<_>>()
+        .join(" . ")
 }
 
 /// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`).
@@ -606,6 +630,7 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             format!("fwd {fam} to {a} device \"{dev}\"")
         }
         Stmt::Dup { dev, .. } => format!("dup to \"{dev}\""),
+        Stmt::Notrack => "notrack".to_string(),
     }
 }
 
@@ -731,6 +756,12 @@ fn nat_text(n: &NatStmt) -> String {
     if let Some(f) = n.family {
         let _ = write!(s, " {}", if f == Family::Ip6 { "ip6" } else { "ip" });
     }
+    if n.prefix {
+        s.push_str(" prefix");
+    }
+    if let Some(t) = &n.target {
+        let _ = write!(s, " to {}", expr(t));
+    }
     if n.addr.is_some() || n.ports.is_some() {
         s.push_str(" to ");
     }
@@ -821,11 +852,6 @@ pub fn expr(e: &Expr) -> String {
             op,
             value,
         } => {
-            let o = match op {
-                BinOp::And => "&",
-                BinOp::Or => "|",
-                BinOp::Xor => "^",
-            };
             // A mask of several flags is parenthesised (`tcp flags & (fin | syn) == syn`).
             let v = print_value(value);
             let v = if v.contains(" | ") {
@@ -833,10 +859,51 @@ pub fn expr(e: &Expr) -> String {
             } else {
                 v
             };
-            format!("{} {o} {v}", expr(inner))
+            // nft's `binop_arg_print`: an operand that binds less tightly is parenthesised.
+            let left = match &**inner {
+                Expr::Binop { op: o, .. } if op.precedence() < o.precedence() => {
+                    format!("({})", expr(inner))
+                }
+                e => expr(e),
+            };
+            format!("{left} {} {v}", op.symbol())
         }
         Expr::Const(v) => print_value(v),
         Expr::Map { key, map, .. } => format!("{} map {}", expr(key), set_ref(map)),
+        Expr::Numgen {
+            random,
+            modulus,
+            offset,
+        } => {
+            let kind = if *random { "random" } else { "inc" };
+            format!("numgen {kind} mod {modulus}{}", offset_text(*offset))
+        }
+        Expr::Jhash {
+            expr: inner,
+            modulus,
+            seed,
+            offset,
+        } => {
+            let seed = seed.map(|v| format!(" seed 0x{v:x}")).unwrap_or_default();
+            format!(
+                "jhash {} mod {modulus}{seed}{}",
+                expr(inner),
+                offset_text(*offset)
+            )
+        }
+        Expr::Symhash { modulus, offset } => {
+            format!("symhash mod {modulus}{}", offset_text(*offset))
+        }
+    }
+}
+
+/// ` offset N` of `numgen`, `jhash` and `symhash`, left out when 0 (nft's `numgen_expr_print`,
+/// `hash_expr_print`).
+fn offset_text(offset: u32) -> String {
+    if offset == 0 {
+        String::new()
+    } else {
+        format!(" offset {offset}")
     }
 }
 
@@ -1024,17 +1091,26 @@ fn match_text(m: &Match) -> String {
             );
         }
     }
-    // `tcp flags & mask == 0` is listed as `tcp flags ! mask`.
+    // `tcp flags & mask == 0` is listed as `tcp flags ! mask`, `ct status & dnat == 0` as
+    // `ct status ! dnat`.
     if let Expr::Binop {
         expr: inner,
         op: BinOp::And,
         value: mask,
     } = &m.left
-        && mask.dtype == DataType::TcpFlag
+        && matches!(
+            mask.dtype,
+            DataType::TcpFlag | DataType::CtState | DataType::CtStatus
+        )
         && m.op == RelOp::Eq
-        && matches!(&m.right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(v)] if v.bytes == [0]))
+        && matches!(&m.right, Rhs::Key(p) if matches!(p.as_slice(), [KeyPart::Value(v)] if v.bytes.iter().all(|b| *b == 0)))
     {
-        return format!("{} ! {}", expr(inner), tcp_flags_text(mask.bytes[0], ","));
+        let bits = if mask.dtype == DataType::TcpFlag {
+            tcp_flags_text(mask.bytes[0], ",")
+        } else {
+            print_value(mask)
+        };
+        return format!("{} ! {bits}", expr(inner));
     }
     // A flag test with several flags is listed with commas: `tcp flags syn,ack`.
     if m.op == RelOp::Implicit

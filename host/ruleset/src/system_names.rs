@@ -1,8 +1,9 @@
 //! Names nft reads from the system's files and lists back: users (`/etc/passwd`), groups
 //! (`/etc/group`), device groups (`/etc/iproute2/group`) and route realms
 //! (`/etc/iproute2/rt_realms`), as nft resolves `meta skuid "root"`, `iifgroup "default"` and
-//! `meta rtclassid "cosmos"`. Each file is read once; a file that is missing gives the
-//! entries every Debian system has (`root` 0, `default` 0, `cosmos` 0).
+//! `meta rtclassid "cosmos"`, and conntrack labels (`/etc/connlabel.conf`, `ct label "name"`).
+//! Each file is read once; a file that is missing gives the entries every Debian system has
+//! (`root` 0, `default` 0, `cosmos` 0; no labels).
 
 use std::sync::OnceLock;
 
@@ -17,6 +18,9 @@ pub enum Names {
     Devgroups,
     /// Route realms: `/etc/iproute2/rt_realms` (number, name).
     Realms,
+    /// Conntrack labels: `/etc/connlabel.conf` (bit number, name), as nft's
+    /// `ct_label_table_init` reads it.
+    Connlabels,
 }
 
 fn table(which: Names) -> &'static [(String, u32)] {
@@ -24,7 +28,9 @@ fn table(which: Names) -> &'static [(String, u32)] {
     static GROUPS: OnceLock<Vec<(String, u32)>> = OnceLock::new();
     static DEVGROUPS: OnceLock<Vec<(String, u32)>> = OnceLock::new();
     static REALMS: OnceLock<Vec<(String, u32)>> = OnceLock::new();
+    static LABELS: OnceLock<Vec<(String, u32)>> = OnceLock::new();
     let (cell, path, fallback) = match which {
+        Names::Connlabels => (&LABELS, "/etc/connlabel.conf", ""),
         Names::Users => (&USERS, "/etc/passwd", "root"),
         Names::Groups => (&GROUPS, "/etc/group", "root"),
         Names::Devgroups => (&DEVGROUPS, "/etc/iproute2/group", "default"),
@@ -34,9 +40,9 @@ fn table(which: Names) -> &'static [(String, u32)] {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut v = match which {
             Names::Users | Names::Groups => parse_colon(&text),
-            Names::Devgroups | Names::Realms => parse_iproute2(&text),
+            Names::Devgroups | Names::Realms | Names::Connlabels => parse_iproute2(&text),
         };
-        if v.is_empty() {
+        if v.is_empty() && !fallback.is_empty() {
             v.push((fallback.to_string(), 0));
         }
         v

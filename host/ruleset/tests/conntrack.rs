@@ -324,21 +324,129 @@ fn ct_status_eq_several_bits_lists_as_nft() {
     );
 }
 
-/// A NAT target computed by an expression is nft syntax wasp does not read yet.
+/// Values computed from the packet list as nft 1.0.6 lists them (checked against `nft list
+/// ruleset`): numgen, jhash, symhash, shifts with nft's parentheses, NAT to maps of address
+/// and port ranges, ct zone/label/event set, notrack, `ct status ! dnat`.
 #[test]
-fn nat_to_an_expression_is_not_supported_yet() {
-    for rule in [
-        "dnat to ip saddr map { 1.1.1.1 : 2.2.2.2 }",
-        "dnat to numgen inc mod 2 map { 0 : 2.2.2.2, 1 : 3.3.3.3 }",
+fn computed_values_round_trip() {
+    for (chain, rule, listed) in [
+        (
+            "prerouting",
+            "ct mark set numgen inc mod 2 offset 100",
+            None,
+        ),
+        (
+            "prerouting",
+            "ct mark set jhash ip saddr . ip daddr mod 2 seed 0xdeadbeef offset 100",
+            None,
+        ),
+        ("prerouting", "ct mark set symhash mod 2 offset 100", None),
+        (
+            "prerouting",
+            "dnat to numgen inc mod 7 offset 167772161",
+            None,
+        ),
+        (
+            "prerouting",
+            "ct mark set (meta mark | 0x10) << 8",
+            Some("ct mark set (meta mark | 0x00000010) << 8"),
+        ),
+        ("prerouting", "meta mark set ct mark >> 8", None),
+        (
+            "prerouting",
+            "ct mark set 0x11 xor 0x1331",
+            Some("ct mark set 0x00001320"),
+        ),
+        (
+            "prerouting",
+            "dnat to numgen inc mod 10 map { 0-5 : 192.168.10.100, 6-9 : 192.168.20.200}",
+            Some("dnat to numgen inc mod 10 map { 0-5 : 192.168.10.100, 6-9 : 192.168.20.200 }"),
+        ),
+        (
+            "prerouting",
+            "dnat ip to ip saddr . tcp dport map { 192.168.1.2 . 80 : 10.141.10.0/24  . 8888 - 8999 }",
+            Some(
+                "dnat ip to ip saddr . tcp dport map { 192.168.1.2 . 80 : 10.141.10.0/24 . 8888-8999 }",
+            ),
+        ),
+        (
+            "postrouting",
+            "snat ip prefix to ip saddr map { 10.141.11.0/24 : 192.168.2.0/24 }",
+            None,
+        ),
+        (
+            "prerouting",
+            "ct zone set mark map { 1 : 1,  2 : 2 }",
+            Some("ct zone set meta mark map { 0x00000001 : 1, 0x00000002 : 2 }"),
+        ),
+        ("prerouting", "ct original zone set 1", None),
+        ("prerouting", "ct label set 127", None),
+        ("prerouting", "ct label 127", None),
+        (
+            "prerouting",
+            "ct event set new | related | destroy | label",
+            Some("ct event set new,related,destroy,label"),
+        ),
+        ("prerouting", "ct event set new,destroy", None),
+        ("prerouting", "notrack", None),
+        ("prerouting", "ct status ! dnat", None),
     ] {
         let text = format!(
-            "table ip t {{\n\tchain c {{\n\t\ttype nat hook prerouting priority -100;\n\t\t{rule}\n\t}}\n}}\n"
+            "table ip t {{\n\tchain c {{\n\t\ttype nat hook {chain} priority -100; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+        );
+        let rs = parse_str(&text, "x.nft").unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let out = print_ruleset(&rs, false);
+        let want = format!("\t\t{}\n", listed.unwrap_or(rule));
+        assert!(out.contains(&want), "{rule}:\n{out}");
+    }
+}
+
+/// Malformed computed values: file:line:col and what was expected.
+#[test]
+fn computed_values_errors() {
+    for (rule, at, what) in [
+        ("ct mark set numgen", "4:21", "expected `inc` or `random`"),
+        ("ct mark set numgen inc 2", "4:26", "expected `mod`"),
+        (
+            "ct mark set numgen inc mod 0",
+            "4:30",
+            "the modulus must be at least 1",
+        ),
+        (
+            "ct mark set numgen inc mod 2 offset 4294967295",
+            "4:39",
+            "beyond 32 bits",
+        ),
+        ("ct mark set jhash mod 2", "4:21", "the expression to hash"),
+        (
+            "ct mark set jhash ip saddr mod x",
+            "4:34",
+            "expected a number (modulus)",
+        ),
+        ("ct mark set symhash mod", "4:26", "a number (modulus)"),
+        (
+            "ct mark set meta mark << meta mark",
+            "4:28",
+            "expected a constant after `<<`",
+        ),
+        ("ct mark set (meta mark | 1", "4:29", "expected `)`"),
+        ("ct event set foo", "4:16", "expected a ct event"),
+        ("ct label set 128", "4:16", "ct label out of range"),
+        ("ct event new", "4:3", "can only be set"),
+        ("snat prefix to 1.2.3.4", "4:8", "`prefix` needs a map"),
+        (
+            "snat ip to ip saddr map { 1.1.1.1 : 2.2.2.2 . 80 }",
+            "4:29",
+            "transport protocol mapping",
+        ),
+    ] {
+        let text = format!(
+            "table ip t {{\n\tchain c {{\n\t\ttype nat hook postrouting priority 100;\n\t\t{rule}\n\t}}\n}}\n"
         );
         let e = parse_str(&text, "x.nft").unwrap_err().to_string();
         assert!(
-            e.starts_with("x.nft:4:11: error: `dnat to EXPRESSION`")
-                && e.contains("does not support yet"),
-            "{e}"
+            e.starts_with(&format!("x.nft:{at}: error: ")) && e.contains(what),
+            "{rule}: {e}"
         );
     }
 }

@@ -127,9 +127,9 @@ fn rule_errors() {
             "unknown variable `$undefined`",
         ),
         (
-            "notrack",
+            "secmark",
             1,
-            "`notrack` is nftables syntax that wasp does not support yet",
+            "`secmark` is nftables syntax that wasp does not support yet",
         ),
         // What nft refuses although it reads (checked with `nft -c -f`).
         (
@@ -159,9 +159,9 @@ fn rule_errors() {
         ),
         // Valid nft that wasp does not read yet: a message of its own, not a syntax error.
         (
-            "ct event set new accept",
+            "ct secmark set 1 accept",
             1,
-            "`ct event` is nftables syntax that wasp does not support yet",
+            "`ct secmark` is nftables syntax that wasp does not support yet",
         ),
         (
             "ct original proto-src 53 accept",
@@ -359,9 +359,9 @@ fn rule_errors() {
             "expected `sequence` or `options` after `tcp`, found `window`",
         ),
         (
-            "ip saddr 1.1.1.1 notrack",
+            "ip saddr 1.1.1.1 secmark",
             18,
-            "`notrack` is nftables syntax",
+            "`secmark` is nftables syntax",
         ),
         // nft 1.0.6: "NAT is only supported for IPv4/IPv6" at the statement.
         (

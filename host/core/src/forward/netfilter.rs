@@ -372,6 +372,7 @@ pub(crate) fn ct_detail(e: &wasp_conntrack::EntryInfo) -> CtDetail {
         packets: e.packets,
         bytes: e.bytes,
         zone: e.orig.zone,
+        label: e.label,
     }
 }
 
@@ -520,8 +521,43 @@ fn ip_path_once<'a>(
         }
     }
     let ct = &nf.0.conntrack;
-    // 2. Conntrack.
-    let info = ct.track(frame, &meta, 0, now_ns);
+    let mut ext = ext;
+    let mut mark = mark;
+    // 2a. Prerouting chains below conntrack's priority (`priority raw`): `ct zone set` puts
+    // the packet in a zone (the kernel's template conntrack), `notrack` keeps it from
+    // conntrack.
+    let mut zone = 0;
+    let mut notrack = false;
+    if engine.has_pre_conntrack() {
+        let p = Packet {
+            frame,
+            meta,
+            iifname: in_dev,
+            mark,
+            oifname: "",
+            ct: CtMeta::NONE,
+            ct_detail: None,
+        };
+        let mut out = [Outcome::unseen(mark)];
+        engine.pre_conntrack(&[p], now_ns, &mut out, re(&mut ext));
+        if out[0].verdict != FinalVerdict::Accept {
+            return IpFate::Dropped { conntrack: false };
+        }
+        mark = out[0].mark;
+        if let Some((_, fx)) = engine.conn_effects().first() {
+            zone = fx.zone.unwrap_or(0);
+            notrack = fx.notrack;
+        }
+    }
+    // 2. Conntrack (an untracked packet has no connection and reads `ct state untracked`).
+    let info = if notrack {
+        CtInfo {
+            state: wasp_conntrack::ct_state::UNTRACKED,
+            ..CtInfo::INVALID
+        }
+    } else {
+        ct.track(frame, &meta, zone, now_ns)
+    };
     if info.drop {
         return IpFate::Dropped { conntrack: true };
     }
@@ -835,17 +871,39 @@ fn apply_fx(
         if let Some(m) = fx.mark {
             ct.set_mark(info.id, m);
         }
+        if let Some(l) = fx.label {
+            ct.add_labels(info.id, l);
+        }
+        if let Some(e) = fx.event {
+            ct.set_events(info.id, e);
+        }
         if let Some(i) = fx.nat
             && let Some(spec) = engine.nat_specs().get(usize::from(i))
             && info.pending
         {
-            let v6 = ct
-                .get(info.id, u64::MAX)
-                .is_some_and(|e| e.orig.src.is_ipv6());
-            let addr = match spec.kind {
-                NatKind::Masquerade => out_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a)),
-                NatKind::Redirect => in_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a)),
-                NatKind::Snat | NatKind::Dnat => spec.addr,
+            let entry = ct.get(info.id, u64::MAX);
+            let v6 = entry.is_some_and(|e| e.orig.src.is_ipv6());
+            let mut ports = spec.ports;
+            let addr = match (spec.kind, fx.nat_target) {
+                (NatKind::Masquerade, _) => {
+                    out_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a))
+                }
+                (NatKind::Redirect, _) => in_dev.and_then(|d| g.device_addr(d, v6)).map(|a| (a, a)),
+                (NatKind::Snat | NatKind::Dnat, Some(t)) => {
+                    ports = t.ports;
+                    match (t.netmap, t.addr, entry) {
+                        (true, Some(range), Some(e)) => {
+                            let orig = if spec.kind == NatKind::Snat {
+                                e.orig.src
+                            } else {
+                                e.orig.dst
+                            };
+                            netmap(orig, range).map(|a| (a, a))
+                        }
+                        (_, addr, _) => addr,
+                    }
+                }
+                (NatKind::Snat | NatKind::Dnat, None) => spec.addr,
             };
             let want = match spec.kind {
                 NatKind::Snat | NatKind::Masquerade => Manip::Src,
@@ -854,7 +912,7 @@ fn apply_fx(
             if want == manip {
                 let range = NatRange {
                     addr,
-                    ports: spec.ports,
+                    ports,
                     random: spec.flags.random,
                     fully_random: spec.flags.fully_random,
                     persistent: spec.flags.persistent,
@@ -867,6 +925,29 @@ fn apply_fx(
         let _ = ct.nat_null_binding(info.id, manip);
     }
     fx.flow_add
+}
+
+/// The address `orig` mapped into `range` keeping its host bits (NF_NAT_RANGE_NETMAP,
+/// `nf_nat_ipv4_netmap`: `(min & netmask) | (orig & ~netmask)` with `netmask = ~(min ^
+/// max)`); `None` when the families differ.
+pub(crate) fn netmap(
+    orig: std::net::IpAddr,
+    (min, max): (std::net::IpAddr, std::net::IpAddr),
+) -> Option<std::net::IpAddr> {
+    use std::net::IpAddr as A;
+    match (orig, min, max) {
+        (A::V4(o), A::V4(lo), A::V4(hi)) => {
+            let (o, lo, hi) = (u32::from(o), u32::from(lo), u32::from(hi));
+            let mask = !(lo ^ hi);
+            Some(A::from(((lo & mask) | (o & !mask)).to_be_bytes()))
+        }
+        (A::V6(o), A::V6(lo), A::V6(hi)) => {
+            let (o, lo, hi) = (u128::from(o), u128::from(lo), u128::from(hi));
+            let mask = !(lo ^ hi);
+            Some(A::from(((lo & mask) | (o & !mask)).to_be_bytes()))
+        }
+        _ => None,
+    }
 }
 
 /// Put the connection of `info` in flowtable `ft`, with both directions' routes from the

@@ -617,3 +617,57 @@ table inet t {
         "no MSS option: postrouting's rules do not match"
     );
 }
+
+#[test]
+fn a_raw_chain_puts_identical_flows_in_zones_and_notrack_leaves_them_untracked() {
+    // The same 5-tuple twice, in zone 1 then zone 2 (numgen alternates): two connections,
+    // both `new` (without zones the second SYN would find the first's entry).
+    let rules = r#"
+table ip raw {
+    chain pre {
+        type filter hook prerouting priority raw; policy accept;
+        tcp sport 50001 ct zone set numgen inc mod 2 map { 0 : 1, 1 : 2 }
+        tcp sport 50002 notrack
+    }
+}
+table ip filter {
+    chain forward {
+        type filter hook forward priority filter; policy drop;
+        ct state new accept
+        ct state untracked accept
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let f = tcp(CLIENT, W0, C, S, 50001, 80, SYN, 64, b"");
+    assert_eq!(r.send("w0", &f, 1.0).0, Fate::Sent);
+    assert_eq!(r.send("w0", &f, 1.0).0, Fate::Sent);
+    let mut zones: Vec<u16> = r.ct().entries(1).iter().map(|e| e.orig.zone).collect();
+    zones.sort_unstable();
+    assert_eq!(zones, [1, 2]);
+    // Untracked: forwarded by `ct state untracked accept`, no connection made.
+    let f = tcp(CLIENT, W0, C, S, 50002, 80, SYN, 64, b"");
+    assert_eq!(r.send("w0", &f, 1.0).0, Fate::Sent);
+    assert_eq!(r.ct().len(), 2);
+}
+
+#[test]
+fn dnat_to_a_map_picks_the_mapped_address_on_a_real_frame() {
+    let rules = r#"
+table ip nat {
+    chain pre {
+        type nat hook prerouting priority dstnat; policy accept;
+        dnat ip to tcp dport map { 8080 : 10.2.0.2 . 80, 8081 : 10.2.0.3 . 81 }
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, sent) = r.send("w0", &c2s(SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    let (_, _, f) = &sent[0];
+    let (src, sport, dst, dport, _, ip_ok, tcp_ok) = read(f);
+    assert_eq!(
+        (src, sport, dst, dport, ip_ok, tcp_ok),
+        (Ipv4Addr::from(C), 40000, Ipv4Addr::from(S), 80, true, true)
+    );
+}

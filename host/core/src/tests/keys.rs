@@ -417,3 +417,145 @@ fn iiftype_ether_makes_ip_fields_depend_on_the_ether_type() {
     );
     assert_eq!(text_accepts("ip daddr 10.0.0.2", &f, 0), [true, true]);
 }
+
+/// Run `rules` in an ip prerouting chain of type `chain_type` over `frames` one call each,
+/// every packet with a new connection (id 1); the outcomes and the connection effects.
+fn prerouting_runs(
+    chain_type: &str,
+    rules: &str,
+    frames: &[Vec<u8>],
+) -> Vec<(Outcome, crate::ConnFx)> {
+    let text = format!(
+        "table ip t {{\n chain c {{\n  type {chain_type} hook prerouting priority -100;\n  {rules}\n }}\n}}\n"
+    );
+    let rs = wasp_ruleset::parse_str(&text, "calc.nft").expect("parses");
+    let mut e = Engine::compile(&rs).expect("compiles");
+    frames
+        .iter()
+        .map(|f| {
+            let mut p = pkt(f);
+            p.ct = crate::CtMeta {
+                state: crate::conn::state::NEW,
+                id: 1,
+                nat_pending: true,
+                ..crate::CtMeta::NONE
+            };
+            let mut out = [Outcome::unseen(0)];
+            e.ip_hook(
+                wasp_ruleset::model::Hook::Prerouting,
+                &[p],
+                0,
+                &mut out,
+                None,
+            );
+            let fx = e.conn_effects().first().map(|x| x.1).unwrap_or_default();
+            (out[0], fx)
+        })
+        .collect()
+}
+
+#[test]
+fn numgen_inc_cycles_per_rule_and_jhash_is_the_kernels() {
+    let f = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let frames = vec![f.clone(); 5];
+    let marks: Vec<u32> = prerouting_runs("filter", "meta mark set numgen inc mod 2", &frames)
+        .iter()
+        .map(|(o, _)| o.mark)
+        .collect();
+    assert_eq!(marks, [0, 1, 0, 1, 0]);
+    let marks: Vec<u32> = prerouting_runs(
+        "filter",
+        "meta mark set numgen inc mod 3 offset 100",
+        &frames[..4],
+    )
+    .iter()
+    .map(|(o, _)| o.mark)
+    .collect();
+    assert_eq!(marks, [100, 101, 102, 100]);
+    // jhash(ip saddr . ip daddr, 8 bytes, seed) scaled: the kernel's nft_jhash_eval.
+    let data = [10, 0, 0, 1, 10, 0, 0, 2];
+    let want = ((u64::from(crate::jhash(&data, 0xdead_beef)) * 1000) >> 32) as u32 + 7;
+    let got = prerouting_runs(
+        "filter",
+        "meta mark set jhash ip saddr . ip daddr mod 1000 seed 0xdeadbeef offset 7",
+        &frames[..1],
+    );
+    assert_eq!(got[0].0.mark, want);
+    // A 2-byte field in a concatenation is padded to 4 bytes: dport(2) 0 0 saddr(4).
+    let data = [0, 2, 0, 0, 10, 0, 0, 1];
+    let want = ((u64::from(crate::jhash(&data, 0)) * 1000) >> 32) as u32;
+    let got = prerouting_runs(
+        "filter",
+        "meta l4proto udp meta mark set jhash udp dport . ip saddr mod 1000",
+        &frames[..1],
+    );
+    assert_eq!(got[0].0.mark, want);
+    // Shifts and bitwise operations on a computed value, within the field's 32 bits.
+    let got = prerouting_runs(
+        "filter",
+        "meta mark set 0x80000001 meta mark set (meta mark | 0x10) << 8",
+        &frames[..1],
+    );
+    assert_eq!(got[0].0.mark, 0x0000_1100);
+}
+
+#[test]
+fn dnat_to_a_map_computes_the_target_per_packet() {
+    use std::net::IpAddr;
+    let a = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
+    let b = ipv4(6, [10, 0, 0, 2], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
+    let runs = prerouting_runs(
+        "nat",
+        "dnat ip to ip saddr . tcp dport map { 10.0.0.1 . 80 : 192.168.1.0/24 . 8000-8999, 10.0.0.2 . 80 : 192.168.2.2 }",
+        &[a.clone(), b],
+    );
+    let t = runs[0].1.nat_target.expect("a target");
+    assert_eq!(
+        t.addr,
+        Some((
+            IpAddr::from([192, 168, 1, 0]),
+            IpAddr::from([192, 168, 1, 255])
+        ))
+    );
+    assert_eq!(t.ports, Some((8000, 8999)));
+    let t = runs[1].1.nat_target.expect("a target");
+    let two = IpAddr::from([192, 168, 2, 2]);
+    assert_eq!((t.addr, t.ports), (Some((two, two)), None));
+    // numgen as the address: 10.0.0.1, then 10.0.0.2.
+    let runs = prerouting_runs(
+        "nat",
+        "dnat to numgen inc mod 2 offset 167772161",
+        &[a.clone(), a.clone(), a.clone()],
+    );
+    let addrs: Vec<IpAddr> = runs
+        .iter()
+        .map(|r| r.1.nat_target.unwrap().addr.unwrap().0)
+        .collect();
+    assert_eq!(
+        addrs,
+        [
+            IpAddr::from([10, 0, 0, 1]),
+            IpAddr::from([10, 0, 0, 2]),
+            IpAddr::from([10, 0, 0, 1])
+        ]
+    );
+    // A key the map does not hold ends the rule: no NAT.
+    let c = ipv4(6, [10, 0, 0, 3], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
+    let runs = prerouting_runs("nat", "dnat to ip saddr map { 10.0.0.1 : 1.1.1.1 }", &[c]);
+    assert_eq!(runs[0].1.nat, None);
+}
+
+#[test]
+fn ct_zone_label_event_and_notrack_reach_the_connection_effects() {
+    let f = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2));
+    let runs = prerouting_runs(
+        "filter",
+        "meta mark set 2 ct zone set mark map { 1 : 10, 2 : 20 } ct label set 127 ct event set new,destroy notrack",
+        &[f],
+    );
+    let fx = runs[0].1;
+    assert_eq!(fx.zone, Some(20));
+    assert_eq!(fx.label, Some(1u128 << 127));
+    assert_eq!(fx.event, Some(5));
+    assert!(fx.notrack);
+}

@@ -8,7 +8,7 @@ use super::expr::RuleCtx;
 use super::handles::Ref;
 use super::{PResult, Parser};
 use crate::lexer::Tok;
-use crate::model::{Expr, SetOp, SetUpdate, Span, Stmt};
+use crate::model::{SetOp, SetUpdate, Span, Stmt};
 
 impl Parser<'_> {
     /// `true` when the next tokens start a set statement (`add|update|delete @NAME`).
@@ -80,11 +80,7 @@ impl Parser<'_> {
                     format!("`@{set}` is not a map: its elements take no `: DATA`"),
                 ));
             };
-            let data = if self.at_expr()? {
-                self.concat_expr(ctx)?.0
-            } else {
-                Expr::Const(self.const_fold(dtype)?.0)
-            };
+            let data = self.value_expr(ctx, dtype)?.0;
             map_data = Some(dtype);
             u.data = Some(data);
         } else if self.declared_set_data(&set).is_some() {

@@ -86,7 +86,7 @@ pub(crate) const HEADERS: &[&str] = &[
 
 /// `ct` keys of nft 1.0.6 (`ct_key` in its grammar, and the direction-qualified ones after
 /// `ct original|reply`) that wasp does not read.
-const CT_KEYS_UNSUPPORTED: &[&str] = &["label", "event", "secmark", "timeout", "expectation"];
+const CT_KEYS_UNSUPPORTED: &[&str] = &["secmark", "timeout", "expectation"];
 
 /// Meta keys nft accepts without `meta` (its `meta_key_unqualified`, of those wasp knows).
 pub(crate) fn is_bare_meta(w: &str) -> bool {
@@ -332,6 +332,8 @@ impl Parser<'_> {
             "bytes" => Some(CtKey::Bytes(None)),
             "packets" => Some(CtKey::Packets(None)),
             "avgpkt" => Some(CtKey::Avgpkt(None)),
+            "label" => Some(CtKey::Label),
+            "event" => Some(CtKey::Event),
             _ => None,
         };
         if let Some(k) = plain {
@@ -357,7 +359,7 @@ impl Parser<'_> {
                 return Err(self.st.error(
                     word,
                     format!(
-                        "expected a ct key (`state`, `direction`, `status`, `mark`, `expiration`, `zone`, `bytes`, `packets`, `protocol`, `original ...`, `reply ...`) or `count`, found `{first}`"
+                        "expected a ct key (`state`, `direction`, `status`, `mark`, `expiration`, `zone`, `bytes`, `packets`, `protocol`, `label`, `event`, `original ...`, `reply ...`) or `count`, found `{first}`"
                     ),
                 ));
             }
@@ -717,30 +719,6 @@ impl Parser<'_> {
             end = self.expect_punct(")")?;
         }
         let span = start.through(end);
-        Ok((v, span))
-    }
-
-    /// A constant followed by bitwise operations on constants (`0xfffe xor 0x16`,
-    /// `0x16 and 0x16`): nft folds them into one value (`0x0000ffe8`).
-    pub(super) fn const_fold(&mut self, dtype: DataType) -> PResult<(Value, Span)> {
-        let (mut v, mut span) = self.const_or(dtype)?;
-        loop {
-            let op: fn(u8, u8) -> u8 = match self.peek_tok()? {
-                Some(Tok::Punct("&")) => |a, b| a & b,
-                Some(Tok::Punct("|")) => |a, b| a | b,
-                Some(Tok::Punct("^")) => |a, b| a ^ b,
-                Some(Tok::Word(w)) if w == "and" => |a, b| a & b,
-                Some(Tok::Word(w)) if w == "or" => |a, b| a | b,
-                Some(Tok::Word(w)) if w == "xor" => |a, b| a ^ b,
-                _ => break,
-            };
-            self.advance();
-            let (w, s) = self.const_or(dtype)?;
-            for (a, b) in v.bytes.iter_mut().zip(&w.bytes) {
-                *a = op(*a, *b);
-            }
-            span = span.through(s);
-        }
         Ok((v, span))
     }
 

@@ -7,6 +7,7 @@
 //! order in which the kernel hands out handles (see [`handles`]).
 
 pub(crate) mod batch;
+mod compute;
 mod dynset;
 mod expr;
 mod fwd;
@@ -123,6 +124,9 @@ pub(crate) struct Parser<'s> {
     /// Names and map data types of the sets declared in the table block being read (not in
     /// the table yet): what a set statement's `: DATA` is read as.
     pub(crate) block_sets: Vec<(String, Option<crate::model::DataType>)>,
+    /// Reading the elements of a NAT map (`dnat to KEY map { k : DATA }`): the data is an
+    /// address (value, range or prefix) and maybe `. PORT` ([`crate::model::ElemData::Nat`]).
+    pub(crate) nat_map: bool,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -583,6 +587,7 @@ fn parse_source(
         st,
         refs: Vec::new(),
         nesting: 0,
+        nat_map: false,
         plugins: Vec::new(),
         block_sets: Vec::new(),
     };

@@ -28,7 +28,9 @@ use super::expr::{RuleCtx, ct_family};
 use super::{PResult, Parser};
 use crate::datatypes::parse_value;
 use crate::lexer::Tok;
-use crate::model::{DataType, Family, NatFlags, NatKind, NatStmt, Span, Stmt};
+use crate::model::{
+    DataType, ElemData, Expr, Family, KeyPart, NatFlags, NatKind, NatStmt, SetRef, Span, Stmt,
+};
 
 /// One token of a NAT target, joined into its text.
 struct Piece {
@@ -107,6 +109,8 @@ impl Parser<'_> {
             addr_range: false,
             ports: None,
             port_range: false,
+            target: None,
+            prefix: false,
             flags: NatFlags::default(),
             span: start,
         };
@@ -120,6 +124,8 @@ impl Parser<'_> {
                 written_family = Some((Family::Ip6, fspan));
             }
         }
+        let prefix_span = self.peek_span()?;
+        let prefix = with_addr && self.eat_word("prefix")?;
         let to_span = self.peek_span()?;
         let to = self.eat_word("to")?;
         if to {
@@ -128,21 +134,30 @@ impl Parser<'_> {
         // snat/dnat need a target (`to` may be left out); masquerade/redirect may have one
         // after `to`.
         let has_target = with_addr || to;
-        if has_target && let Some(Tok::Word(w)) = self.peek_tok()? {
-            // `dnat to ip saddr map { ... }`, `dnat to numgen inc mod 2 map { ... }`: an
-            // expression as the target.
-            if self.at_expr()? || super::unsupported::statement(&w) {
-                let span = self.peek_span()?;
+        let computed = match self.peek_tok()? {
+            Some(Tok::Word(w)) => {
+                matches!(w.as_str(), "numgen" | "jhash" | "symhash") || self.at_expr()?
+            }
+            Some(Tok::SetRef(_)) => self.at_expr()?,
+            _ => false,
+        };
+        if has_target && with_addr && computed {
+            // `dnat to ip saddr map { ... }`, `dnat to numgen inc mod 2 map { ... }`: the
+            // target computed from the packet.
+            end = self.nat_computed(ctx, &mut stmt, start, written_family)?;
+            stmt.prefix = prefix;
+            if prefix && !matches!(stmt.target.as_deref(), Some(Expr::Map { .. })) {
                 return Err(self.st.error(
-                    span,
-                    super::unsupported::message_with(
-                        &format!("{} to EXPRESSION", kind.name()),
-                        "a NAT target computed from the packet",
-                    ),
+                    prefix_span,
+                    "`prefix` needs a map of prefixes as the target (`snat ip prefix to KEY map { ... }`)",
                 ));
             }
-        }
-        if has_target {
+        } else if prefix {
+            return Err(self.st.error(
+                prefix_span,
+                "`prefix` needs a map of prefixes as the target (`snat ip prefix to KEY map { ... }`)",
+            ));
+        } else if has_target {
             let target = self.nat_target()?;
             let Some(target) = target else {
                 return self.expected(if with_addr {
@@ -214,6 +229,107 @@ impl Parser<'_> {
         }
         stmt.span = start.through(end);
         Ok(Stmt::Nat(stmt))
+    }
+
+    /// `to EXPR` of `snat`/`dnat` (at EXPR): `KEY map { k : ADDR[ . PORT] }` / `KEY map @m`,
+    /// or an expression giving the address as a number (`numgen inc mod 2 offset
+    /// 167772161`). Sets `stmt.target` and `stmt.family`; returns the span of the last token.
+    fn nat_computed(
+        &mut self,
+        ctx: &RuleCtx,
+        stmt: &mut NatStmt,
+        start: Span,
+        written: Option<(Family, Span)>,
+    ) -> PResult<Span> {
+        let family = match (ctx.family, written) {
+            (Family::Inet, None) => match ctx.network() {
+                Some(f) => f,
+                None => {
+                    return Err(self.st.error(
+                        Span { len: 4, ..start },
+                        "ip or ip6 must be specified with address for inet tables.",
+                    ));
+                }
+            },
+            (Family::Inet, Some((f, _))) => f,
+            (Family::Ip, Some((Family::Ip6, _))) | (Family::Ip6, Some((Family::Ip, _))) => {
+                return Err(self.st.error(
+                    Span { len: 4, ..start },
+                    "conflicting protocols specified: ip vs. ip6. You must specify ip or ip6 family in nat statement",
+                ));
+            }
+            (f, _) => f,
+        };
+        let addr = if family == Family::Ip6 {
+            DataType::Ipv6Addr
+        } else {
+            DataType::Ipv4Addr
+        };
+        let mut rctx = *ctx;
+        let (key, kspan) = self.value_expr(&mut rctx, addr)?;
+        let mut end = kspan;
+        let mut listed_family = ctx.family == Family::Inet;
+        let target = if self.eat_word("map")? {
+            let types = key.key_types();
+            let mspan = self.peek_span()?;
+            let map = if self.eat_punct("{")? {
+                self.nat_map = true;
+                let elems = self.elements(&types, Some(addr), None);
+                self.nat_map = false;
+                let elems = elems?;
+                self.check_anonymous(&types, &elems, true)?;
+                for e in &elems {
+                    let Some(ElemData::Nat(parts)) = &e.data else {
+                        continue;
+                    };
+                    // nft lists `ip`/`ip6` for a map of ranges or of address and port
+                    // (`is_nat_addr_map`, `is_nat_proto_map`).
+                    if parts.len() > 1 || !matches!(parts[0], KeyPart::Value(_)) {
+                        listed_family = true;
+                    }
+                    if parts.len() > 1 && !rctx.transport() {
+                        return Err(self.st.error(
+                            e.span,
+                            "transport protocol mapping is only valid after transport protocol match",
+                        ));
+                    }
+                }
+                end = mspan;
+                SetRef::Anonymous(elems)
+            } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
+                self.advance();
+                end = mspan;
+                self.refs.push(super::handles::Ref::Set {
+                    name: name.clone(),
+                    span: mspan,
+                    key: types,
+                    expr_text: self.st_text(kspan),
+                    map_data: Some(addr),
+                });
+                SetRef::Named(name)
+            } else {
+                return self.expected("`{` or `@map` after `map`");
+            };
+            Expr::Map {
+                key: Box::new(key),
+                map,
+                data: addr,
+            }
+        } else {
+            if matches!(key, Expr::Concat(_)) || key.dtype().width_bits() > addr.width_bits() {
+                return Err(self.st.error(
+                    kspan,
+                    format!(
+                        "expected an expression giving {} (`numgen`, `jhash`, a field) or `KEY map {{ ... }}`",
+                        crate::datatypes::expected(addr)
+                    ),
+                ));
+            }
+            key
+        };
+        stmt.family = listed_family.then_some(family);
+        stmt.target = Some(Box::new(target));
+        Ok(end)
     }
 
     /// The tokens of a NAT target joined into one text: `[`, `]`, `-` and words, taken while

@@ -121,6 +121,10 @@ impl Parser<'_> {
                 "flow" => {
                     stmts.push(self.flow_add(sspan)?);
                 }
+                "notrack" => {
+                    self.advance();
+                    stmts.push(Stmt::Notrack);
+                }
                 "limit" => {
                     stmts.push(self.limit_stmt(&mut ctx, sspan)?);
                 }
@@ -233,13 +237,16 @@ impl Parser<'_> {
                     key.dtype()
                 }
                 Expr::Ct(key) => {
-                    if *key != CtKey::Mark {
+                    if !matches!(
+                        key,
+                        CtKey::Mark | CtKey::Zone(_) | CtKey::Label | CtKey::Event
+                    ) {
                         // The kernel's nft_ct_set_init takes mark, label, zone, helper,
                         // event, secmark and expectation keys: EOPNOTSUPP for the others.
                         return Err(self.st.error(
                             lspan,
                             format!(
-                                "only `ct mark` can be set, not `ct {}` (nft: Could not process rule: Operation not supported)",
+                                "only `ct mark`, `ct label`, `ct event` and `ct zone` can be set, not `ct {}` (nft: Could not process rule: Operation not supported)",
                                 key.name()
                             ),
                         ));
@@ -267,24 +274,28 @@ impl Parser<'_> {
             };
             self.advance();
             let vspan = self.peek_span()?;
-            let value = if self.at_expr()? {
-                ctx.ct_implicit_family = None;
-                let (v, kspan) = self.concat_expr(ctx)?;
-                if self.at_word("map")?
-                    && let Some(at) = ctx.ct_implicit_family
-                {
-                    return Err(self
-                        .st
-                        .error(at, "specify either ip or ip6 for address matching"));
+            ctx.ct_implicit_family = None;
+            let (mut value, kspan) = self.value_expr(ctx, dtype)?;
+            if self.at_word("map")?
+                && let Some(at) = ctx.ct_implicit_family
+            {
+                return Err(self
+                    .st
+                    .error(at, "specify either ip or ip6 for address matching"));
+            }
+            if self.eat_word("map")? {
+                value = self.data_map(value, kspan, dtype)?;
+            } else if let Expr::Const(v) = &mut value
+                && dtype == DataType::CtEvent
+            {
+                // A bitmask: `new,destroy` is one value.
+                while self.eat_punct(",")? {
+                    let (m, _) = self.single_value(dtype)?;
+                    for (a, b) in v.bytes.iter_mut().zip(&m.bytes) {
+                        *a |= b;
+                    }
                 }
-                if self.eat_word("map")? {
-                    self.data_map(v, kspan, dtype)?
-                } else {
-                    v
-                }
-            } else {
-                Expr::Const(self.const_fold(dtype)?.0)
-            };
+            }
             let span = Span {
                 len: if vspan.line == start.line {
                     start.through(vspan).len
@@ -303,6 +314,13 @@ impl Parser<'_> {
                     span,
                 },
             });
+        }
+        if matches!(left, Expr::Ct(CtKey::Event)) {
+            // nft_ct_get_init has no NFT_CT_EVENTMASK: EOPNOTSUPP.
+            return Err(self.st.error(
+                lspan,
+                "`ct event` can only be set (`ct event set new`), not matched (nft: Could not process rule: Operation not supported)",
+            ));
         }
         let types = left.key_types();
         if self.eat_word("vmap")? {
@@ -442,6 +460,29 @@ impl Parser<'_> {
             }
             Rhs::Key(vec![KeyPart::Value(v)])
         } else if matches!(dtype, DataType::CtState | DataType::CtStatus) {
+            if op == RelOp::Implicit && self.eat_punct("!")? {
+                // `ct status ! dnat`: none of the bits (`ct status & dnat == 0`).
+                let (mut mask, _) = self.const_or(dtype)?;
+                while self.eat_punct(",")? {
+                    let (m, _) = self.const_or(dtype)?;
+                    for (a, b) in mask.bytes.iter_mut().zip(&m.bytes) {
+                        *a |= b;
+                    }
+                }
+                let zero =
+                    crate::datatypes::from_uint(dtype, 0).map_err(|m| self.st.error(rspan, m))?;
+                return Ok(Stmt::Match(Match {
+                    left: Expr::Binop {
+                        expr: Box::new(left),
+                        op: BinOp::And,
+                        value: mask,
+                    },
+                    op: RelOp::Eq,
+                    right: Rhs::Key(vec![KeyPart::Value(zero)]),
+                    span: start,
+                    implied: false,
+                }));
+            }
             // Bitmasks: `established,related` (or `established | related`) is one value.
             let (mut v, _) = self.const_or(dtype)?;
             while self.eat_punct(",")? {

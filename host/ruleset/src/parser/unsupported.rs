@@ -9,8 +9,8 @@ const STATEMENT_WORDS: &[&str] = &[
     "rt2", "srh", "dscp", "ecn", "priority",
     // Meta keys nft accepts without `meta` (`meta_key_unqualified`).
     "ibriport", "obriport", "ibrname", "obrname", // Statements.
-    "notrack", "queue", "tproxy", "synproxy", "meter", "set", "update", "add", "delete", "secmark",
-    "last", "xt",
+    "queue", "tproxy", "synproxy", "meter", "set", "update", "add", "delete", "secmark", "last",
+    "xt",
 ];
 
 /// `meta KEY` keys of nft that wasp does not read.

@@ -335,6 +335,14 @@ impl Parser<'_> {
                         return self.expected("a verdict (`accept`, `drop`, `jump CHAIN`, ...)");
                     }
                 }
+            } else if self.nat_map {
+                // An address (value, range or prefix), then maybe `. PORT[-PORT]`.
+                let (addr, _) = self.key_part(d)?;
+                let mut parts = vec![addr];
+                if self.eat_punct(".")? {
+                    parts.push(self.key_part(DataType::InetService)?.0);
+                }
+                elem.data = Some(ElemData::Nat(parts));
             } else {
                 let (v, _) = self.single_value(d)?;
                 elem.data = Some(ElemData::Value(v));

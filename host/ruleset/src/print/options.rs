@@ -11,11 +11,11 @@
 
 use std::fmt::Write;
 
-use super::{handle_suffix, priority_text, sorted_elements, stmt, verdict};
-use crate::datatypes::{print_value, time_text};
+use super::{handle_suffix, priority_text, sorted_elements, stmt};
+use crate::datatypes::time_text;
 use crate::model::{
-    Chain, ChainType, CounterObj, DataType, ElemData, Family, FlowtableDecl, LimitObj, Policy,
-    QuotaObj, Rule, SetDecl, SetElem, Stmt, Table,
+    Chain, ChainType, CounterObj, DataType, Family, FlowtableDecl, LimitObj, Policy, QuotaObj,
+    Rule, SetDecl, SetElem, Stmt, Table,
 };
 
 /// nft's output flags.
@@ -297,17 +297,8 @@ pub(crate) fn element(e: &SetElem, o: &PrintOptions) -> String {
     if let Some(c) = &e.comment {
         let _ = write!(s, " comment \"{c}\"");
     }
-    match &e.data {
-        Some(ElemData::Value(v)) => {
-            let _ = write!(s, " : {}", print_value(v));
-        }
-        Some(ElemData::Verdict(v)) => {
-            let _ = write!(s, " : {}", verdict(v));
-        }
-        Some(ElemData::Object(name)) => {
-            let _ = write!(s, " : \"{name}\"");
-        }
-        None => {}
+    if let Some(d) = &e.data {
+        let _ = write!(s, " : {}", super::elem_data_text(d));
     }
     s
 }
