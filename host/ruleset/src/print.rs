@@ -223,8 +223,11 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
 /// Elements in the order nft lists them, with interval parts in their listed form: sorted by
 /// key, except in a concatenated set with ranges (the kernel's pipapo), which nft lists in
 /// insertion order (checked with `nft list ruleset`, nft 1.0.6 + kernel 6.18).
+///
+/// The catch-all element `*` comes last (the kernel dumps it after the back-end's elements,
+/// `nft_set_catchall_dump`).
 pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
-    let pipapo = elems.first().is_some_and(|e| e.key.len() > 1)
+    let pipapo = elems.iter().any(|e| e.key.len() > 1)
         && (interval
             || elems
                 .iter()
@@ -236,8 +239,13 @@ pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem>
             ..e.clone()
         })
         .collect();
-    if !pipapo {
-        v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
+    if pipapo {
+        // A stable sort keeps the others' order.
+        v.sort_by_key(SetElem::is_catch_all);
+    } else {
+        v.sort_by(|a, b| {
+            (a.is_catch_all().cmp(&b.is_catch_all())).then_with(|| cmp_keys(&a.key, &b.key))
+        });
     }
     v
 }
@@ -392,8 +400,11 @@ fn element(e: &SetElem) -> String {
     s
 }
 
-/// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`).
+/// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`; `*` for the catch-all).
 pub(crate) fn key_text(parts: &[KeyPart]) -> String {
+    if parts.is_empty() {
+        return "*".to_string();
+    }
     parts
         .iter()
         .map(|p| match normalize_part(p) {

@@ -283,6 +283,12 @@ impl Parser<'_> {
         data: Option<DataType>,
         interval: Option<bool>,
     ) -> PResult<SetElem> {
+        let star = self.peek_span()?;
+        if self.eat_word("*")? {
+            // The catch-all element (nft's `asterisk_string` as a set element key).
+            let elem = SetElem::catch_all(star);
+            return self.element_rest(elem, data);
+        }
         if data.is_some() {
             self.split_glued_colon(key)?;
         }
@@ -302,7 +308,12 @@ impl Parser<'_> {
                 ));
             }
         }
-        let mut elem = SetElem::new(parts, span);
+        self.element_rest(SetElem::new(parts, span), data)
+    }
+
+    /// What follows an element's key: `timeout`, `expires`, `comment`, `counter`, and with
+    /// map data `: DATA`.
+    fn element_rest(&mut self, mut elem: SetElem, data: Option<DataType>) -> PResult<SetElem> {
         loop {
             if self.eat_word("timeout")? {
                 elem.timeout_ms = Some(self.time()?);
