@@ -1190,6 +1190,14 @@ pub enum MetaKey {
     Hour,
     /// `meta rtclassid` (the route's realm: never matches in wasp, which has no realms)
     Rtclassid,
+    /// `meta ipsec` (also read as `meta secpath`): the packet went through an IPsec
+    /// transformation (`secpath_exists`); wasp has no xfrm, so it is always `missing`
+    Secpath,
+    /// `meta sdif`: the VRF slave device the packet came in on; wasp has no VRFs, so it reads
+    /// no device (the kernel's `inet_sdif` 0 outside a VRF)
+    Sdif,
+    /// `meta sdifname`: that device's name (`""` in wasp)
+    Sdifname,
 }
 
 /// `ct` keys (the kernel's NFT_CT_*).

@@ -354,6 +354,23 @@ fn rule_errors() {
             "expected an `ip` field: `version`, `hdrlength`, `dscp`, `ecn`, `length`, `id`, `frag-off`, `ttl`, `protocol`, `checksum`, `saddr` or `daddr`",
         ),
         ("tcp dport { 22 . 80 } accept", 16, "the end of the key"),
+        (
+            "meta ipsec maybe",
+            12,
+            "expected `exists` or `missing`, found `maybe`",
+        ),
+        (
+            "meta secpath 2",
+            14,
+            "expected `exists` or `missing`, found `2`",
+        ),
+        (
+            "exthdr hbh 2",
+            12,
+            "expected `exists` or `missing`, found `2`",
+        ),
+        ("counter bytes x", 15, "expected a number, found `x`"),
+        ("counter packets", 16, "expected a number"),
         // `srh sid[N]`: nft 1.0.6 knows entries 1 and 2.
         (
             "srh sid 1",

@@ -461,3 +461,35 @@ fn srh_fields_read_the_routing_header() {
         [true, true, false]
     );
 }
+
+#[test]
+fn ipsec_and_sdif_read_what_a_packet_without_xfrm_or_vrf_has() {
+    let frames = [ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2))];
+    // secpath_exists() is false without xfrm; outside a VRF sdif is 0 and sdifname "".
+    assert_eq!(text_accepts("meta ipsec missing", &frames, 0), [true]);
+    assert_eq!(text_accepts("meta secpath exists", &frames, 0), [false]);
+    assert_eq!(text_accepts("meta sdif \"lo\"", &frames, 0), [false]);
+    assert_eq!(text_accepts("meta sdif != \"lo\"", &frames, 0), [true]);
+    assert_eq!(
+        text_accepts("meta sdifname != \"vrf1\"", &frames, 0),
+        [true]
+    );
+    assert_eq!(text_accepts("meta sdifname \"vrf1\"", &frames, 0), [false]);
+}
+
+#[test]
+fn exthdr_presence_compares_with_any_operator() {
+    let frames = [
+        ipv6(0, 1, &[17, 0, 1, 4, 0, 0, 0, 0]),
+        ipv6(17, 1, &udp(1, 2)),
+    ];
+    assert_eq!(
+        text_accepts("exthdr hbh != exists", &frames, 0),
+        [false, true]
+    );
+    assert_eq!(text_accepts("exthdr hbh 1", &frames, 0), [true, false]);
+    assert_eq!(
+        text_accepts("exthdr hbh > missing", &frames, 0),
+        [true, false]
+    );
+}

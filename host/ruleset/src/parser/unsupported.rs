@@ -21,13 +21,9 @@ const META_KEYS: &[&str] = &[
     "obriport",
     "ibrvproto",
     "ibrpvid",
-    "ipsec",
-    "secpath",
     "iifkind",
     "oifkind",
     "secmark",
-    "sdif",
-    "sdifname",
     "broute",
 ];
 

@@ -129,6 +129,34 @@ impl Parser<'_> {
         let Some((k, d)) = w.rsplit_once(':') else {
             return Ok(());
         };
+        // `::dddd: drop`: a trailing `:` that the key cannot hold is the separator (nft's
+        // scanner takes the longest address it can read, `::dddd`, then `:`).
+        if d.is_empty()
+            && !k.is_empty()
+            && colon_type
+            && parse_value(key[0], w, false).is_err()
+            && parse_value(key[0], k, false).is_ok()
+        {
+            let n = k.chars().count() as u32;
+            let (k, colon) = (
+                k.to_string(),
+                Span {
+                    col: t.span.col + n,
+                    len: 1,
+                    ..t.span
+                },
+            );
+            self.advance();
+            self.pending.push(crate::lexer::Token {
+                tok: Tok::Word(":".to_string()),
+                span: colon,
+            });
+            self.pending.push(crate::lexer::Token {
+                tok: Tok::Word(k),
+                span: Span { len: n, ..t.span },
+            });
+            return Ok(());
+        }
         // In a type written with colons (`1234::1:accept`) only a verdict after the last one
         // is the data.
         let verdict = matches!(d, "accept" | "drop" | "continue" | "return");
