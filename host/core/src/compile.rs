@@ -366,8 +366,11 @@ impl Ctx<'_> {
         // the set's counter site.
         let mut counted = Vec::new();
         let mut counter_args = Vec::new();
+        let mut catch_all = None;
+        // The model index of each element of `ins`.
+        let mut ins_model = Vec::with_capacity(elems.len());
         for (mi, e) in elems.iter().enumerate() {
-            if e.key.len() != widths.len() {
+            if !e.is_catch_all() && e.key.len() != widths.len() {
                 return Err(self.err(
                     e.span,
                     format!(
@@ -438,19 +441,23 @@ impl Ctx<'_> {
             } else {
                 0
             };
-            ins.push(ElemIn {
-                lo,
-                hi,
-                elem: ElemC {
-                    verdict,
-                    value,
-                    expires,
-                    counter,
-                },
-            });
+            let elem = ElemC {
+                verdict,
+                value,
+                expires,
+                counter,
+            };
+            if e.is_catch_all() {
+                // The parser keeps one catch-all per set.
+                catch_all = Some(elem);
+            } else {
+                ins.push(ElemIn { lo, hi, elem });
+                ins_model.push(mi);
+            }
         }
         match SetC::build(&lens, exact, ins, verdicts.into()) {
             Ok(mut set) => {
+                set.catch_all = catch_all;
                 let site = match owner {
                     _ if counted.is_empty() => None,
                     SetOwner::Named(d) => Some((
@@ -483,7 +490,10 @@ impl Ctx<'_> {
                 self.prog.sets.push(set);
                 Ok((self.prog.sets.len() - 1) as u32)
             }
-            Err(i) => Err(self.err(elems[i].span, "range with its low end above its high end")),
+            Err(i) => Err(self.err(
+                elems[ins_model[i]].span,
+                "range with its low end above its high end",
+            )),
         }
     }
 

@@ -102,6 +102,8 @@ pub(crate) fn meta_src(k: MetaKey) -> (Src, u8) {
         MetaKey::Iifgroup => (Src::Const, 4),
         MetaKey::Oiftype => (Src::OifConst, 2),
         MetaKey::Oifgroup => (Src::OifConst, 4),
+        MetaKey::Secpath => (Src::Const, 1),
+        MetaKey::Sdif | MetaKey::Sdifname => (Src::Const, 16),
         MetaKey::Skuid | MetaKey::Skgid | MetaKey::Cgroup | MetaKey::Rtclassid => (Src::Never, 4),
         MetaKey::Cpu => (Src::Cpu, 4),
         MetaKey::Pkttype => (Src::Pkttype, 1),
@@ -113,11 +115,14 @@ pub(crate) fn meta_src(k: MetaKey) -> (Src, u8) {
 }
 
 /// The constant a meta key reads on wasp's devices, for the keys that have one: `iiftype` and
-/// `oiftype` are `ether` (ARPHRD_ETHER 1), `iifgroup` and `oifgroup` 0.
+/// `oiftype` are `ether` (ARPHRD_ETHER 1), `iifgroup` and `oifgroup` 0; `ipsec` 0 (no xfrm:
+/// `secpath_exists` is false), `sdif` and `sdifname` 0 and `""` (no VRF: the kernel's
+/// `nft_meta_get_eval_sdif` reads 0, and no device has index 0).
 pub(crate) fn meta_const(k: MetaKey) -> Option<u128> {
     match k {
         MetaKey::Iiftype | MetaKey::Oiftype => Some(1),
         MetaKey::Iifgroup | MetaKey::Oifgroup => Some(0),
+        MetaKey::Secpath | MetaKey::Sdif | MetaKey::Sdifname => Some(0),
         _ => None,
     }
 }

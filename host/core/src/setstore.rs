@@ -51,6 +51,10 @@ pub(crate) struct SetC {
     pub verdicts: Box<[VerdictC]>,
     /// The counter use site of the set's element counters, when an element counts.
     pub counter_site: Option<u32>,
+    /// The catch-all element `*`: what a lookup that no element of the back-end holds finds
+    /// (`nft_set_catchall_lookup`, which the kernel's `nft_lookup_eval` tries after the
+    /// back-end misses), while it lives.
+    pub catch_all: Option<ElemC>,
 }
 
 /// An element to add: per-field bounds concatenated, and its data.
@@ -83,6 +87,7 @@ impl SetC {
             elems: Vec::with_capacity(elems.len()),
             verdicts,
             counter_site: None,
+            catch_all: None,
         };
         if exact {
             let mut s = ExactSet::new(key_len);
@@ -138,9 +143,18 @@ impl SetC {
         Ok(out)
     }
 
-    /// The live element holding `key` at `now` (ns after the epoch).
+    /// The live element holding `key` at `now` (ns after the epoch): the back-end's, else
+    /// the live catch-all element (an expired back-end element falls through to it too, as
+    /// the kernel's back-ends skip expired elements).
     #[inline]
     pub fn lookup(&self, key: &[u8], now: u64) -> Option<&ElemC> {
+        self.lookup_backend(key, now)
+            .or_else(|| self.catch_all.as_ref().filter(|e| now < e.expires))
+    }
+
+    /// The live element of the back-end holding `key` at `now`.
+    #[inline]
+    fn lookup_backend(&self, key: &[u8], now: u64) -> Option<&ElemC> {
         let i = match &self.store {
             SetStore::Exact(s) => s.get(key)?,
             SetStore::Interval(s) => s.elem(s.lookup(key, now)?)?.data,
@@ -152,9 +166,9 @@ impl SetC {
         (now < e.expires).then_some(e)
     }
 
-    /// `true` when the set has no element.
+    /// `true` when the set has no element (not even a catch-all).
     pub fn is_empty(&self) -> bool {
-        self.elems.is_empty()
+        self.elems.is_empty() && self.catch_all.is_none()
     }
 }
 

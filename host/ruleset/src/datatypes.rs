@@ -590,9 +590,10 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
         DataType::Icmpv6Code => symbolic(ICMPV6_CODES),
         DataType::Dscp => symbolic(DSCP),
         DataType::NfProto => symbolic(NFPROTO),
+        // nft's boolean_type is an integer type with these two symbols: `1` and `0` too.
         DataType::Boolean => match text {
-            "exists" => from_uint(dtype, 1),
-            "missing" => from_uint(dtype, 0),
+            "exists" | "1" => from_uint(dtype, 1),
+            "missing" | "0" => from_uint(dtype, 0),
             _ => Err(bad()),
         },
         DataType::Verdict => Err(bad()),

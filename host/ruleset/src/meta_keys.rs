@@ -11,6 +11,9 @@
 //! - `skuid`, `skgid`, `cgroup`: wasp has no local sockets, so these never match, negated or
 //!   not (the kernel's forward path: no socket, NFT_BREAK). `rtclassid`: no route realms, the
 //!   same.
+//! - `ipsec` (`secpath`) is always `missing`: wasp has no IPsec transformations (no xfrm).
+//!   `sdif` and `sdifname` read no device (0, `""`): wasp has no VRF devices, and the kernel
+//!   reads 0 outside a VRF.
 //! - `priority` is 0 until `meta priority set`; `cpu` is the worker's number (0 in a replay);
 //!   `random` a pseudo-random 32-bit number per packet; `pkttype` is read from the
 //!   destination address (broadcast, multicast, else host).
@@ -75,7 +78,14 @@ pub static META_KEYS: &[MetaRow] = &[
     m(K::Day, "day", T::Day, true, false),
     m(K::Hour, "hour", T::Hour, true, false),
     m(K::Rtclassid, "rtclassid", T::Realm, true, false),
+    m(K::Secpath, "ipsec", T::Boolean, false, false),
+    m(K::Sdif, "sdif", T::IfaceIndex, false, false),
+    m(K::Sdifname, "sdifname", T::Ifname, false, false),
 ];
+
+/// Other names nft reads after `meta` (its "backwards compat hack" in `meta_key_parse`):
+/// (name, key).
+const ALIASES: &[(&str, MetaKey)] = &[("secpath", K::Secpath)];
 
 /// The row of `key`.
 pub fn row(key: MetaKey) -> &'static MetaRow {
@@ -84,7 +94,11 @@ pub fn row(key: MetaKey) -> &'static MetaRow {
 
 /// The key whose keyword is `name` (after `meta`).
 pub fn by_name(name: &str) -> Option<MetaKey> {
-    META_KEYS.iter().find(|r| r.name == name).map(|r| r.key)
+    META_KEYS
+        .iter()
+        .find(|r| r.name == name)
+        .map(|r| r.key)
+        .or_else(|| ALIASES.iter().find(|(a, _)| *a == name).map(|(_, k)| *k))
 }
 
 /// The key `name` names when written without `meta`.
@@ -118,5 +132,7 @@ mod tests {
         assert_eq!(listed(MetaKey::Hour), "meta hour");
         assert_eq!(bare("pkttype"), Some(MetaKey::Pkttype));
         assert_eq!(bare("random"), None);
+        assert_eq!(by_name("secpath"), Some(MetaKey::Secpath));
+        assert_eq!(listed(MetaKey::Secpath), "meta ipsec");
     }
 }

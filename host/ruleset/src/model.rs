@@ -1331,6 +1331,14 @@ pub enum MetaKey {
     Hour,
     /// `meta rtclassid` (the route's realm: never matches in wasp, which has no realms)
     Rtclassid,
+    /// `meta ipsec` (also read as `meta secpath`): the packet went through an IPsec
+    /// transformation (`secpath_exists`); wasp has no xfrm, so it is always `missing`
+    Secpath,
+    /// `meta sdif`: the VRF slave device the packet came in on; wasp has no VRFs, so it reads
+    /// no device (the kernel's `inet_sdif` 0 outside a VRF)
+    Sdif,
+    /// `meta sdifname`: that device's name (`""` in wasp)
+    Sdifname,
 }
 
 /// `ct` keys (the kernel's NFT_CT_*).
@@ -1597,7 +1605,9 @@ pub struct SetFlags {
 /// One element of a set or map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetElem {
-    /// Key, one part per concatenated field.
+    /// Key, one part per concatenated field; empty for the catch-all element `*` (the kernel's
+    /// NFT_SET_ELEM_CATCHALL: it holds every key no other element holds, see
+    /// [`SetElem::is_catch_all`]).
     pub key: Vec<KeyPart>,
     /// Map data: a value or a verdict.
     pub data: Option<ElemData>,
@@ -1635,6 +1645,18 @@ impl SetElem {
             span,
             counter_span: None,
         }
+    }
+
+    /// The catch-all element `*` written at `span` (no data yet): in a set or map it holds
+    /// every key that no other element holds (the kernel's `nft_set_catchall_lookup`, tried
+    /// when the back-end's lookup misses), and nft lists it after the other elements.
+    pub fn catch_all(span: Span) -> SetElem {
+        SetElem::new(Vec::new(), span)
+    }
+
+    /// `true` for the catch-all element `*` (an empty key).
+    pub fn is_catch_all(&self) -> bool {
+        self.key.is_empty()
     }
 }
 

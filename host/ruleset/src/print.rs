@@ -227,8 +227,11 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
 /// A flag type's element of several flags (`syn | ack`) is nft's `|` expression and sorts by
 /// its first flag; elements that sort equal come in the reverse of their written order (the
 /// kernel's set hands them back so, and nft's sort keeps their order).
+///
+/// The catch-all element `*` comes last (the kernel dumps it after the back-end's elements,
+/// `nft_set_catchall_dump`).
 pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
-    let pipapo = elems.first().is_some_and(|e| e.key.len() > 1)
+    let pipapo = elems.iter().any(|e| e.key.len() > 1)
         && (interval
             || elems
                 .iter()
@@ -240,11 +243,16 @@ pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem>
             ..e.clone()
         })
         .collect();
-    if !pipapo {
+    if pipapo {
+        // A stable sort keeps the others' order.
+        v.sort_by_key(SetElem::is_catch_all);
+    } else {
         if v.first().is_some_and(|e| flag_key(&e.key)) {
             v.reverse();
         }
-        v.sort_by(|a, b| cmp_keys(&a.key, &b.key));
+        v.sort_by(|a, b| {
+            (a.is_catch_all().cmp(&b.is_catch_all())).then_with(|| cmp_keys(&a.key, &b.key))
+        });
     }
     v
 }
@@ -433,8 +441,11 @@ fn nat_data_text(parts: &[KeyPart]) -> String {
         .join(" . ")
 }
 
-/// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`).
+/// The key of a set element as nft lists it (`10.0.0.0/8 . 22-80`; `*` for the catch-all).
 pub(crate) fn key_text(parts: &[KeyPart]) -> String {
+    if parts.is_empty() {
+        return "*".to_string();
+    }
     parts
         .iter()
         .map(|p| match normalize_part(p) {

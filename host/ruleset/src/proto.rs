@@ -61,13 +61,17 @@ pub enum Proto {
     Dst,
     /// IPv6 mobility header.
     Mh,
+    /// IPv6 segment routing header (RFC 8754: the routing header of type 4; nft's `srh`,
+    /// which, as nft 1.0.6, reads any routing header at these offsets without checking its
+    /// type).
+    Srh,
 }
 
 /// One field of a protocol's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldRow {
-    /// The name after the protocol (`saddr`, `frag-off`; `saddr ip` for arp's two-word names),
-    /// as nft lists it.
+    /// The name after the protocol (`saddr`, `frag-off`; `saddr ip` for arp's two-word names;
+    /// `sid[1]` for an entry of an array, written `sid [1]` too), as nft lists it.
     pub name: &'static str,
     /// Offset in bits from the start of the header.
     pub offset_bits: u16,
@@ -493,6 +497,23 @@ pub static PROTOCOLS: &[ProtoDesc] = &[
             f("checksum", 32, 16, T::Integer(16)),
         ],
     },
+    ProtoDesc {
+        proto: Proto::Srh,
+        name: "srh",
+        base: PayloadBase::Ip6Ext(43),
+        deps: &[D::Ipv6],
+        l3: Some("ip6"),
+        l4: None,
+        // nft's `exthdr_rt4`: the segment list's entries are array fields `sid[N]` (see
+        // [`FieldRow::name`]); nft 1.0.6 has templates for the first two only.
+        fields: &[
+            f("last-entry", 32, 8, T::Integer(8)),
+            f("flags", 40, 8, T::Integer(8)),
+            f("tag", 48, 16, T::Integer(16)),
+            f("sid[1]", 64, 128, T::Ipv6Addr),
+            f("sid[2]", 192, 128, T::Ipv6Addr),
+        ],
+    },
 ];
 
 const VLAN_DEPS: [[Dependency; 1]; 8] = [
@@ -686,5 +707,13 @@ mod tests {
             PayloadField::named("vlan", "cfi").unwrap().name(),
             "vlan dei"
         );
+        // srh sid[2]: exthdr load ipv6 16b @ 43 + 24; srh tag: 2b @ 43 + 6.
+        let d = PayloadField::named("srh", "sid[2]").unwrap().desc();
+        assert_eq!(
+            (d.base, d.offset_bits / 8, d.len_bits / 8),
+            (PayloadBase::Ip6Ext(43), 24, 16)
+        );
+        let d = PayloadField::named("srh", "tag").unwrap().desc();
+        assert_eq!((d.offset_bits / 8, d.len_bits), (6, 16));
     }
 }

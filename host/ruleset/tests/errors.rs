@@ -375,6 +375,40 @@ fn rule_errors() {
             "expected an `ip` field: `version`, `hdrlength`, `dscp`, `ecn`, `length`, `id`, `frag-off`, `ttl`, `protocol`, `checksum`, `saddr` or `daddr`",
         ),
         ("tcp dport { 22 . 80 } accept", 16, "the end of the key"),
+        (
+            "meta ipsec maybe",
+            12,
+            "expected `exists` or `missing`, found `maybe`",
+        ),
+        (
+            "meta secpath 2",
+            14,
+            "expected `exists` or `missing`, found `2`",
+        ),
+        (
+            "exthdr hbh 2",
+            12,
+            "expected `exists` or `missing`, found `2`",
+        ),
+        ("counter bytes x", 15, "expected a number, found `x`"),
+        ("counter packets", 16, "expected a number"),
+        // `srh sid[N]`: nft 1.0.6 knows entries 1 and 2.
+        (
+            "srh sid 1",
+            9,
+            "expected `[` and an index: `sid[1]` or `sid[2]`, found `1`",
+        ),
+        (
+            "srh sid[3] dead::beef",
+            9,
+            "expected an index of `sid[1]` or `sid[2]`, found `3`",
+        ),
+        ("srh sid[1 dead::beef", 11, "expected `]`"),
+        (
+            "srh last dead::beef",
+            5,
+            "expected a `srh` field: `last-entry`, `flags`, `tag`, `sid[1]` or `sid[2]`",
+        ),
     ];
     for (rule, col, needle) in cases {
         if needle.is_empty() {

@@ -417,3 +417,31 @@ fn listing_order_by_back_end() {
         "{text}"
     );
 }
+
+/// The catch-all element `*` (nft_setelem_catchall_insert): one per set, a second is "File
+/// exists" under `create` or with other data; nft lists it last (checked with nft 1.0.6).
+#[test]
+fn catch_all_element() {
+    let decl = "table ip t {\nset s { type ipv4_addr; }\nmap m { type ipv4_addr : mark; }\n}\n";
+    refused(
+        &format!("{decl}add element ip t s {{ * }}\ncreate element ip t s {{ * }}\n"),
+        6,
+        25,
+        "File exists",
+    );
+    refused(
+        &format!("{decl}add element ip t m {{ * : 1 }}\nadd element ip t m {{ * : 2 }}\n"),
+        6,
+        22,
+        "File exists",
+    );
+    let r = accepted(&format!(
+        "{decl}add element ip t s {{ 192.168.3.5, *, 1.2.3.4 }}\nadd element ip t s {{ * }}\n"
+    ));
+    assert_eq!(listed(&r), "elements = { 1.2.3.4, 192.168.3.5, * }");
+    assert_eq!(r.tables[0].sets[0].elements.len(), 3);
+    let r = accepted(
+        "table ip t {\nset s { type ipv4_addr . inet_service; flags interval; elements = { *, 10.0.0.1 . 10-20 } }\n}\n",
+    );
+    assert_eq!(listed(&r), "elements = { 10.0.0.1 . 10-20, * }");
+}

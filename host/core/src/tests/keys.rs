@@ -559,3 +559,79 @@ fn ct_zone_label_event_and_notrack_reach_the_connection_effects() {
     assert_eq!(fx.event, Some(5));
     assert!(fx.notrack);
 }
+
+/// An IPv6 packet with a segment routing header (routing type 4) holding `sids`, then UDP.
+fn ipv6_srh(last_entry: u8, tag: u16, sids: &[[u8; 16]]) -> Vec<u8> {
+    let mut h = vec![17, (2 * sids.len()) as u8, 4, 0, last_entry, 0];
+    h.extend_from_slice(&tag.to_be_bytes());
+    for s in sids {
+        h.extend_from_slice(s);
+    }
+    h.extend_from_slice(&udp(1, 2));
+    ipv6(43, 1, &h)
+}
+
+#[test]
+fn srh_fields_read_the_routing_header() {
+    let sid = |last: u8| {
+        let mut a = [0u8; 16];
+        a[0] = 0xde;
+        a[1] = 0xad;
+        a[15] = last;
+        a
+    };
+    let frames = [
+        ipv6_srh(1, 7, &[sid(1), sid(2)]),
+        ipv6_srh(1, 8, &[sid(2), sid(1)]),
+        // No routing header: no srh field, negated or not.
+        ipv6(17, 1, &udp(1, 2)),
+    ];
+    assert_eq!(
+        text_accepts("srh sid[2] dead::2", &frames, 0),
+        [true, false, false]
+    );
+    assert_eq!(
+        text_accepts("srh sid[1] dead::2", &frames, 0),
+        [false, true, false]
+    );
+    assert_eq!(
+        text_accepts("srh tag != 7", &frames, 0),
+        [false, true, false]
+    );
+    assert_eq!(
+        text_accepts("srh last-entry 1", &frames, 0),
+        [true, true, false]
+    );
+}
+
+#[test]
+fn ipsec_and_sdif_read_what_a_packet_without_xfrm_or_vrf_has() {
+    let frames = [ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 0, &udp(1, 2))];
+    // secpath_exists() is false without xfrm; outside a VRF sdif is 0 and sdifname "".
+    assert_eq!(text_accepts("meta ipsec missing", &frames, 0), [true]);
+    assert_eq!(text_accepts("meta secpath exists", &frames, 0), [false]);
+    assert_eq!(text_accepts("meta sdif \"lo\"", &frames, 0), [false]);
+    assert_eq!(text_accepts("meta sdif != \"lo\"", &frames, 0), [true]);
+    assert_eq!(
+        text_accepts("meta sdifname != \"vrf1\"", &frames, 0),
+        [true]
+    );
+    assert_eq!(text_accepts("meta sdifname \"vrf1\"", &frames, 0), [false]);
+}
+
+#[test]
+fn exthdr_presence_compares_with_any_operator() {
+    let frames = [
+        ipv6(0, 1, &[17, 0, 1, 4, 0, 0, 0, 0]),
+        ipv6(17, 1, &udp(1, 2)),
+    ];
+    assert_eq!(
+        text_accepts("exthdr hbh != exists", &frames, 0),
+        [false, true]
+    );
+    assert_eq!(text_accepts("exthdr hbh 1", &frames, 0), [true, false]);
+    assert_eq!(
+        text_accepts("exthdr hbh > missing", &frames, 0),
+        [true, false]
+    );
+}

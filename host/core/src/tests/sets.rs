@@ -248,3 +248,43 @@ fn data_maps_set_the_mark() {
         .collect();
     assert_eq!(got, [(true, 3), (true, 1), (false, 2), (true, 4)]);
 }
+
+#[test]
+fn catch_all_is_taken_only_when_no_element_holds_the_key() {
+    // nft_lookup_eval: the back-end first, then nft_set_catchall_lookup.
+    let mut e = engine(&format!(
+        "{HEAD}{CHAIN}ip saddr vmap {{ 10.0.0.1 : drop, * : accept }}\n}}\n}}\n"
+    ));
+    let frames = vec![udp4([10, 0, 0, 1], 1), udp4([10, 0, 0, 2], 1)];
+    assert_eq!(verdicts_at(&mut e, &frames, 0), [false, true]);
+
+    // A map's catch-all gives its data to every other key.
+    let mut e = engine(&format!(
+        "{HEAD}{CHAIN}meta mark set ip saddr map {{ 10.0.0.1 : 0x00000001, * : 0x00000002 }}\nmeta mark 0x00000002 accept\n}}\n}}\n"
+    ));
+    assert_eq!(verdicts_at(&mut e, &frames, 0), [false, true]);
+
+    // A named interval set with `*` holds every key; without it, only its own.
+    let mut e = engine(&format!(
+        "{HEAD}set s {{ type ipv4_addr; flags interval; elements = {{ 10.0.0.0/31, * }} }}\nset t {{ type ipv4_addr; flags interval; elements = {{ 10.0.0.0/31 }} }}\n{CHAIN}ip saddr @t drop\nip saddr @s accept\n}}\n}}\n"
+    ));
+    let frames = vec![udp4([10, 0, 0, 1], 1), udp4([192, 0, 2, 1], 1)];
+    assert_eq!(verdicts_at(&mut e, &frames, 0), [false, true]);
+
+    // A concatenation's catch-all, in pipapo.
+    let mut e = engine(&format!(
+        "{HEAD}{CHAIN}ip saddr . udp dport vmap {{ 10.0.0.1 . 10-20 : drop, * : accept }}\n}}\n}}\n"
+    ));
+    let frames = vec![udp4([10, 0, 0, 1], 15), udp4([10, 0, 0, 1], 21)];
+    assert_eq!(verdicts_at(&mut e, &frames, 0), [false, true]);
+}
+
+#[test]
+fn catch_all_expires_with_its_timeout() {
+    let mut e = engine(&format!(
+        "{HEAD}set s {{ type ipv4_addr; flags timeout; elements = {{ * timeout 1s }} }}\n{CHAIN}ip saddr @s accept\n}}\n}}\n"
+    ));
+    let frames = vec![udp4([10, 0, 0, 1], 1)];
+    assert_eq!(verdicts_at(&mut e, &frames, 0), [true]);
+    assert_eq!(verdicts_at(&mut e, &frames, 2_000_000_000), [false]);
+}

@@ -190,6 +190,34 @@ impl Parser<'_> {
                     }
                 }
             }
+            // Array fields (`srh sid[1]`): the name, `[`, the index and `]`.
+            let entry = format!("{field}[");
+            if desc.fields.iter().any(|r| r.name.starts_with(&entry)) {
+                let forms: Vec<&str> = desc
+                    .fields
+                    .iter()
+                    .map(|r| r.name)
+                    .filter(|n| n.starts_with(&entry))
+                    .collect();
+                let forms = format!("`{}`", forms.join("` or `"));
+                self.advance();
+                if !self.eat_punct("[")? {
+                    return self.expected(&format!("`[` and an index: {forms}"));
+                }
+                let index = match self.peek_tok()? {
+                    Some(Tok::Word(w)) => w,
+                    _ => String::new(),
+                };
+                name = format!("{field}[{index}]");
+                if PayloadField::named(&head, &name).is_none() {
+                    return self.expected(&format!("an index of {forms}"));
+                }
+                self.advance();
+                end = self.peek_span()?;
+                if !self.at_punct("]")? {
+                    return self.expected("`]`");
+                }
+            }
             if let Some(p) = PayloadField::named(&head, &name) {
                 self.advance();
                 let whole = span.through(end);

@@ -498,7 +498,9 @@ impl Parser<'_> {
                     ));
                 }
                 match (map_data, set.data) {
-                    (Some(DataType::Verdict), Some(DataType::Verdict)) | (None, None) => Ok(()),
+                    // A map used as a set tests its keys (the kernel's lookup without a
+                    // destination register).
+                    (Some(DataType::Verdict), Some(DataType::Verdict)) | (None, _) => Ok(()),
                     (Some(want), Some(have))
                         if want != DataType::Verdict
                             && have != DataType::Verdict
@@ -515,10 +517,6 @@ impl Parser<'_> {
                         format!(
                             "`{name}` is not a verdict map (`map {name} {{ type ... : verdict }}`)"
                         ),
-                    )),
-                    (None, Some(_)) => Err(self.st.error(
-                        span,
-                        format!("`{name}` is a map: use it with `vmap` or `map`, not as a set"),
                     )),
                 }
             }

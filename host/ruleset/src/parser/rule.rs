@@ -86,11 +86,17 @@ impl Parser<'_> {
                         stmts.push(Stmt::CounterRef { name, span: whole });
                         continue;
                     }
+                    // nft's `counter_args`: `packets N` and `bytes N` in any order, each
+                    // optional (the last one written counts).
                     let (mut packets, mut bytes) = (0, 0);
-                    if self.eat_word("packets")? {
-                        packets = self.number_u64()?;
-                        self.expect_word("bytes")?;
-                        bytes = self.number_u64()?;
+                    loop {
+                        if self.eat_word("packets")? {
+                            packets = self.number_u64()?;
+                        } else if self.eat_word("bytes")? {
+                            bytes = self.number_u64()?;
+                        } else {
+                            break;
+                        }
                     }
                     stmts.push(Stmt::Counter { packets, bytes });
                 }
@@ -555,13 +561,6 @@ impl Parser<'_> {
                 span: start,
                 implied: false,
             }));
-        }
-        if let (Expr::ExthdrExists(_), RelOp::Ne | RelOp::Lt | RelOp::Gt | RelOp::Le | RelOp::Ge) =
-            (&left, op)
-        {
-            return Err(self
-                .st
-                .error(rspan, "use `exists` or `missing` without an operator"));
         }
         if let (Expr::Payload(f), Rhs::Key(parts)) = (&left, &right)
             && f.at_depth(0) == PayloadField::VLAN_TYPE

@@ -89,7 +89,7 @@ fn normalize(mut e: SetElem) -> SetElem {
 
 /// The kernel back-end a set's elements live in, holding what the transaction has built so far.
 #[derive(Debug, Clone)]
-pub(crate) enum Shadow {
+pub(crate) enum Backend {
     /// `nft_set_hash`: exact keys, with each element's data.
     Hash(HashMap<Vec<u8>, Option<ElemData>>),
     /// `nft_set_rbtree`: one interval field, and the ranges `delete element` removed in this
@@ -101,28 +101,28 @@ pub(crate) enum Shadow {
     Pipapo(Pipapo<Option<ElemData>>),
 }
 
-impl Shadow {
+impl Backend {
     /// The empty back-end the kernel picks for `set`.
-    fn new(set: &SetDecl) -> Shadow {
+    fn new(set: &SetDecl) -> Backend {
         let lens: Vec<usize> = set.key.iter().map(|t| t.width_bytes()).collect();
         if set.flags.interval {
             if lens.len() == 1
                 && let Ok(s) = IntervalSet::new(lens[0])
             {
-                return Shadow::Rbtree(s, Vec::new());
+                return Backend::Rbtree(s, Vec::new());
             }
             if let Ok(p) = Pipapo::new(&lens) {
-                return Shadow::Pipapo(p);
+                return Backend::Pipapo(p);
             }
         }
-        Shadow::Hash(HashMap::new())
+        Backend::Hash(HashMap::new())
     }
 
     fn len(&self) -> usize {
         match self {
-            Shadow::Hash(h) => h.len(),
-            Shadow::Rbtree(s, _) => s.len(),
-            Shadow::Pipapo(p) => p.len(),
+            Backend::Hash(h) => h.len(),
+            Backend::Rbtree(s, _) => s.len(),
+            Backend::Pipapo(p) => p.len(),
         }
     }
 
@@ -143,7 +143,7 @@ impl Shadow {
             ext: e.data.clone(),
         };
         match self {
-            Shadow::Hash(h) => match h.get(&lo) {
+            Backend::Hash(h) => match h.get(&lo) {
                 Some(d) if create || *d != e.data => Err(EXISTS),
                 Some(_) => Ok(false),
                 None => {
@@ -151,7 +151,7 @@ impl Shadow {
                     Ok(true)
                 }
             },
-            Shadow::Rbtree(s, deleted) => {
+            Backend::Rbtree(s, deleted) => {
                 if let Some(i) = deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
                     if create {
                         return Err(EXISTS);
@@ -177,7 +177,7 @@ impl Shadow {
                     Err(_) => Err("conflicting intervals specified"),
                 }
             }
-            Shadow::Pipapo(p) => {
+            Backend::Pipapo(p) => {
                 let before = p.len();
                 match p.insert(new, mode, 0) {
                     Ok(h) => {
@@ -201,18 +201,18 @@ impl Shadow {
     fn delete(&mut self, e: &SetElem) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
         let (lo, hi) = bounds(&e.key);
         match self {
-            Shadow::Hash(h) => match h.remove(&lo) {
+            Backend::Hash(h) => match h.remove(&lo) {
                 Some(_) => Ok((lo.clone(), lo)),
                 None => Err(NOT_FOUND),
             },
-            Shadow::Rbtree(s, deleted) => match s.delete(&lo, Some(&hi), 0) {
+            Backend::Rbtree(s, deleted) => match s.delete(&lo, Some(&hi), 0) {
                 Ok(x) => {
                     deleted.push((x.start.to_vec(), x.end.to_vec()));
                     Ok((x.start.into(), x.end.into()))
                 }
                 Err(_) => Err(NOT_FOUND),
             },
-            Shadow::Pipapo(p) => match p.delete(&lo, 0) {
+            Backend::Pipapo(p) => match p.delete(&lo, 0) {
                 Ok(x) => Ok((x.start.into(), x.end.into())),
                 Err(_) => Err(NOT_FOUND),
             },
@@ -221,13 +221,69 @@ impl Shadow {
 
     fn flush(&mut self) {
         match self {
-            Shadow::Hash(h) => h.clear(),
-            Shadow::Rbtree(s, deleted) => {
+            Backend::Hash(h) => h.clear(),
+            Backend::Rbtree(s, deleted) => {
                 s.flush();
                 deleted.clear();
             }
-            Shadow::Pipapo(p) => p.flush(),
+            Backend::Pipapo(p) => p.flush(),
         }
+    }
+}
+
+/// What the kernel holds of a set during a transaction: its back-end's elements and the
+/// catch-all element, which lives beside the back-end (`nft_set_catchall_*`).
+#[derive(Debug, Clone)]
+pub(crate) struct Shadow {
+    /// The back-end's elements.
+    store: Backend,
+    /// The catch-all element `*` and its data, when the set has one.
+    catch_all: Option<Option<ElemData>>,
+}
+
+impl Shadow {
+    /// The empty shadow of `set`.
+    fn new(set: &SetDecl) -> Shadow {
+        Shadow {
+            store: Backend::new(set),
+            catch_all: None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.store.len() + usize::from(self.catch_all.is_some())
+    }
+
+    /// As [`Backend::insert`]; the catch-all as the kernel's `nft_setelem_catchall_insert`
+    /// (a second one is "File exists" under `create` or with other data).
+    fn insert(&mut self, e: &SetElem, create: bool) -> Result<bool, &'static str> {
+        if !e.is_catch_all() {
+            return self.store.insert(e, create);
+        }
+        match &self.catch_all {
+            Some(d) if create || *d != e.data => Err(EXISTS),
+            Some(_) => Ok(false),
+            None => {
+                self.catch_all = Some(e.data.clone());
+                Ok(true)
+            }
+        }
+    }
+
+    /// As [`Backend::delete`]; the catch-all has empty bounds.
+    fn delete(&mut self, e: &SetElem) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
+        if !e.is_catch_all() {
+            return self.store.delete(e);
+        }
+        match self.catch_all.take() {
+            Some(_) => Ok((Vec::new(), Vec::new())),
+            None => Err(NOT_FOUND),
+        }
+    }
+
+    fn flush(&mut self) {
+        self.store.flush();
+        self.catch_all = None;
     }
 }
 
@@ -310,7 +366,7 @@ impl Parser<'_> {
                 }
                 Err(m) => {
                     // nft 1.0.6 checks a single-field interval set against its cache first.
-                    let m = if matches!(self.shadow(ti, si), Shadow::Rbtree(..)) {
+                    let m = if matches!(self.shadow(ti, si).store, Backend::Rbtree(..)) {
                         "element does not exist"
                     } else {
                         m

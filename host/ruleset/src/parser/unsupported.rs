@@ -6,7 +6,7 @@
 const STATEMENT_WORDS: &[&str] = &[
     // Expressions.
     "fib", "rt", "numgen", "jhash", "symhash", "gre", "gretap", "vxlan", "geneve", "inner", "rt0",
-    "rt2", "srh", "dscp", "ecn", "priority",
+    "rt2", "dscp", "ecn", "priority",
     // Meta keys nft accepts without `meta` (`meta_key_unqualified`).
     "ibriport", "obriport", "ibrname", "obrname", // Statements.
     "queue", "tproxy", "synproxy", "meter", "set", "update", "add", "delete", "secmark", "last",
@@ -21,13 +21,9 @@ const META_KEYS: &[&str] = &[
     "obriport",
     "ibrvproto",
     "ibrpvid",
-    "ipsec",
-    "secpath",
     "iifkind",
     "oifkind",
     "secmark",
-    "sdif",
-    "sdifname",
     "broute",
 ];
 

@@ -129,6 +129,34 @@ impl Parser<'_> {
         let Some((k, d)) = w.rsplit_once(':') else {
             return Ok(());
         };
+        // `::dddd: drop`: a trailing `:` that the key cannot hold is the separator (nft's
+        // scanner takes the longest address it can read, `::dddd`, then `:`).
+        if d.is_empty()
+            && !k.is_empty()
+            && colon_type
+            && parse_value(key[0], w, false).is_err()
+            && parse_value(key[0], k, false).is_ok()
+        {
+            let n = k.chars().count() as u32;
+            let (k, colon) = (
+                k.to_string(),
+                Span {
+                    col: t.span.col + n,
+                    len: 1,
+                    ..t.span
+                },
+            );
+            self.advance();
+            self.pending.push(crate::lexer::Token {
+                tok: Tok::Word(":".to_string()),
+                span: colon,
+            });
+            self.pending.push(crate::lexer::Token {
+                tok: Tok::Word(k),
+                span: Span { len: n, ..t.span },
+            });
+            return Ok(());
+        }
         // In a type written with colons (`1234::1:accept`) only a verdict after the last one
         // is the data.
         let verdict = matches!(d, "accept" | "drop" | "continue" | "return");
@@ -283,6 +311,12 @@ impl Parser<'_> {
         data: Option<DataType>,
         interval: Option<bool>,
     ) -> PResult<SetElem> {
+        let star = self.peek_span()?;
+        if self.eat_word("*")? {
+            // The catch-all element (nft's `asterisk_string` as a set element key).
+            let elem = SetElem::catch_all(star);
+            return self.element_rest(elem, data);
+        }
         if data.is_some() {
             self.split_glued_colon(key)?;
         }
@@ -302,7 +336,12 @@ impl Parser<'_> {
                 ));
             }
         }
-        let mut elem = SetElem::new(parts, span);
+        self.element_rest(SetElem::new(parts, span), data)
+    }
+
+    /// What follows an element's key: `timeout`, `expires`, `comment`, `counter`, and with
+    /// map data `: DATA`.
+    fn element_rest(&mut self, mut elem: SetElem, data: Option<DataType>) -> PResult<SetElem> {
         loop {
             if self.eat_word("timeout")? {
                 elem.timeout_ms = Some(self.time()?);
