@@ -547,7 +547,9 @@ pub(crate) fn stmt(s: &Stmt) -> String {
     match s {
         Stmt::Match(m) => match_text(m),
         Stmt::Verdict(v) => verdict(v),
-        Stmt::VerdictMap { key, map, .. } => format!("{} vmap {}", expr(key), set_ref(map)),
+        Stmt::VerdictMap { key, map, .. } => {
+            format!("{} vmap {}", lookup_key_text(key, map, true), set_ref(map))
+        }
         Stmt::Plugin(u) => {
             let mut s = u.name.clone();
             for a in &u.args {
@@ -593,7 +595,12 @@ pub(crate) fn stmt(s: &Stmt) -> String {
         Stmt::PayloadSet { target, value, .. } => raw_set_unaligned_text(target, value)
             .unwrap_or_else(|| format!("{} set {}", expr(target), expr(value))),
         Stmt::SetUpdate(u) => {
-            let mut t = format!("{} @{} {{ {}", u.op.word(), u.set, expr(&u.key));
+            // The key is shown with nft's shift, as in a concatenation (`ip dscp >> 2`).
+            let key = match shifted(&u.key) {
+                Some((shift, _)) => format!("{} >> {shift}", expr(&u.key)),
+                None => lookup_key_text(&u.key, &SetRef::Named(u.set.clone()), false),
+            };
+            let mut t = format!("{} @{} {{ {key}", u.op.word(), u.set);
             if let Some(ms) = u.timeout_ms {
                 t.push_str(&format!(" timeout {}", crate::datatypes::time_text(ms)));
             }
@@ -880,7 +887,9 @@ pub fn expr(e: &Expr) -> String {
             format!("{left} {} {v}", op.symbol())
         }
         Expr::Const(v) => print_value(v),
-        Expr::Map { key, map, .. } => format!("{} map {}", expr(key), set_ref(map)),
+        Expr::Map { key, map, .. } => {
+            format!("{} map {}", lookup_key_text(key, map, true), set_ref(map))
+        }
         Expr::Numgen {
             random,
             modulus,
@@ -1155,5 +1164,51 @@ fn match_text(m: &Match) -> String {
         (RelOp::Eq | RelOp::Implicit, _) if matches!(m.left, Expr::Binop { .. }) => "== ",
         (o, _) => op_text(o),
     };
-    format!("{} {op}{right}", expr(&m.left))
+    let left = match &m.right {
+        Rhs::Set(r) => lookup_key_text(&m.left, r, false),
+        Rhs::Key(_) => expr(&m.left),
+    };
+    format!("{left} {op}{right}")
+}
+
+/// The key of a lookup (`KEY @s`, `KEY vmap @m`, `KEY map { ... }`) as nft 1.0.6 lists it: a
+/// field that does not end on a byte boundary (`ip dscp`) is shown with the shift nft applies
+/// to it, `ip dscp >> 2`, in a concatenation; alone as the key of a named map (`map`),
+/// as the masked bytes that hold it, `(@nh,8,8 & 0xfc) >> 2 map @m` (`map` true); else as
+/// itself (checked with `nft list ruleset` for sets, maps and verdict maps, named and not).
+fn lookup_key_text(key: &Expr, set: &SetRef, map: bool) -> String {
+    match key {
+        Expr::Concat(parts) => parts
+            .iter()
+            .map(|p| match shifted(p) {
+                Some((shift, _)) => format!("{} >> {shift}", expr(p)),
+                None => expr(p),
+            })
+            .collect::<Vec<_>>()
+            .join(" . "),
+        e if map && matches!(set, SetRef::Named(_)) => match shifted(e) {
+            Some((shift, d)) => {
+                let lead = u32::from(d.offset_bits % 8);
+                let bytes = (lead + u32::from(d.len_bits)).div_ceil(8);
+                let mask = ((1u128 << d.len_bits) - 1) << shift;
+                format!(
+                    "(@{},{},{} & 0x{mask:x}) >> {shift}",
+                    raw_base_name(d.base),
+                    d.offset_bits / 8 * 8,
+                    bytes * 8
+                )
+            }
+            None => expr(e),
+        },
+        e => expr(e),
+    }
+}
+
+/// A payload field that does not end on a byte boundary: nft's right shift for it and its
+/// place.
+pub(crate) fn shifted(e: &Expr) -> Option<(u16, crate::model::FieldDesc)> {
+    let Expr::Payload(p) = e else { return None };
+    let d = p.desc();
+    let shift = (8 - (d.offset_bits + d.len_bits) % 8) % 8;
+    (shift != 0 && d.len_bits < 64).then_some((shift, d))
 }

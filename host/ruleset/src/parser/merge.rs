@@ -203,6 +203,18 @@ fn base_rank(b: PayloadBase) -> u8 {
     }
 }
 
+/// `meta iiftype ether`, listed.
+fn iiftype_ether() -> Option<Stmt> {
+    let v = crate::datatypes::from_uint(DataType::IfaceType, 1).ok()?;
+    Some(Stmt::Match(Match {
+        left: Expr::Meta(MetaKey::Iiftype),
+        op: RelOp::Implicit,
+        right: Rhs::Key(vec![KeyPart::Value(v)]),
+        span: crate::model::Span::default(),
+        implied: false,
+    }))
+}
+
 /// `meta iiftype ether` (ARPHRD_ETHER, 1) with `==` or implicitly.
 pub(super) fn is_iiftype_ether(s: &Stmt) -> bool {
     matches!(s, Stmt::Match(Match { left: Expr::Meta(MetaKey::Iiftype), op: RelOp::Implicit | RelOp::Eq, right: Rhs::Key(parts), .. })
@@ -297,10 +309,43 @@ pub(super) fn listing_order(stmts: &mut Vec<Stmt>, family: Family) {
     if groups.iter().all(|g| g.len() < 2) {
         return;
     }
+    // A link-layer match that moves across a statement away from where it was leaves its
+    // dependency behind: nft lists `meta iiftype ether` there (not in a bridge table, where
+    // the link layer needs none).
+    let fence_between = |a: usize, b: usize| {
+        kinds[a + 1..b]
+            .iter()
+            .any(|k| matches!(k, Kind::Fence(_) | Kind::Barrier(_)))
+    };
+    let mut dep_at = vec![false; kinds.len()];
+    if family != Family::Bridge {
+        for (s, g) in groups.iter().enumerate() {
+            if g.len() < 2 || gone[s] {
+                continue;
+            }
+            let moved = g
+                .iter()
+                .filter(|c| c.base == PayloadBase::Link)
+                .filter_map(|c| c.stmt)
+                .filter_map(|j| {
+                    kinds
+                        .iter()
+                        .position(|k| matches!(k, Kind::Cand(c) if c.stmt == Some(j)))
+                })
+                .filter(|&at| at < s && fence_between(at, s))
+                .min();
+            if let Some(at) = moved {
+                dep_at[at] = true;
+            }
+        }
+    }
     // Statement indices in listed order: each surviving position lists its group's statements
     // by offset; dependencies are not listed; statements that are no candidates keep their place.
     let mut order: Vec<usize> = Vec::with_capacity(stmts.len());
     for (i, k) in kinds.iter().enumerate() {
+        if dep_at[i] {
+            order.push(usize::MAX);
+        }
         if gone[i] {
             continue;
         }
@@ -314,7 +359,10 @@ pub(super) fn listing_order(stmts: &mut Vec<Stmt>, family: Family) {
         }
     }
     let mut old: Vec<Option<Stmt>> = std::mem::take(stmts).into_iter().map(Some).collect();
-    stmts.extend(order.into_iter().filter_map(|i| old[i].take()));
+    stmts.extend(order.into_iter().filter_map(|i| match i {
+        usize::MAX => iiftype_ether(),
+        i => old[i].take(),
+    }));
 }
 
 #[cfg(test)]

@@ -173,7 +173,19 @@ impl Parser<'_> {
         }
         // The network protocol the rule fixed: by the table's family, an `ip`/`ip6` field,
         // `meta nfproto` (inet) or `meta protocol` (netdev).
-        let netdev_proto = matched(stmts, |l| *l == Expr::Meta(MetaKey::Protocol));
+        let netdev_proto = matched(stmts, |l| {
+            matches!(
+                l,
+                Expr::Meta(MetaKey::Protocol) | Expr::Payload(PayloadField::ETHER_TYPE)
+            )
+        });
+        if matches!(family, Family::Netdev | Family::Bridge)
+            && let Some((_, proto)) = netdev_proto
+            && !matches!(proto, 0x0800 | 0x86dd | 0x8100 | 0x88a8)
+        {
+            // nft 1.0.6: only IPv4 and IPv6 packets get a reply.
+            return Err(self.st.error(start, "cannot reject this network family"));
+        }
         let nfproto = matched(stmts, |l| *l == Expr::Meta(MetaKey::Nfproto));
         let fields = field_protocols(stmts);
         let network = match family {

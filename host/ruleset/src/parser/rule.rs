@@ -182,6 +182,9 @@ impl Parser<'_> {
         if let Some((span, msg)) = nfproto_conflict(&stmts) {
             return Err(self.st.error(span, msg));
         }
+        if family == Family::Inet {
+            explicit_raw_key_dependency(&mut stmts);
+        }
         drop_implied_dependencies(&mut stmts, family);
         explicit_vlan_dependency(&mut stmts);
         super::merge::listing_order(&mut stmts, family);
@@ -309,6 +312,22 @@ impl Parser<'_> {
                     lspan.len
                 },
                 ..start
+            };
+            // A raw target that is a named field lists as that field, its value retyped.
+            let (left, value) = match (left, value) {
+                (raw @ Expr::Raw { .. }, Expr::Const(v)) => {
+                    let key = Rhs::Key(vec![KeyPart::Value(v.clone())]);
+                    let (l, r) = resolve_raw(raw, key, ctx.family, ctx.l3);
+                    let v = match r {
+                        Rhs::Key(k) => match k.into_iter().next() {
+                            Some(KeyPart::Value(typed)) => typed,
+                            _ => v,
+                        },
+                        Rhs::Set(_) => v,
+                    };
+                    (l, Expr::Const(v))
+                }
+                other => other,
             };
             return Ok(match left {
                 Expr::Ct(key) => Stmt::CtSet { key, value, span },
@@ -571,7 +590,7 @@ impl Parser<'_> {
             ctx.vlan_depth = f.depth + 1;
         }
         let (left, right) = fold_xor(left, op, right);
-        let (left, right) = resolve_raw(left, right, ctx.family);
+        let (left, right) = resolve_raw(left, right, ctx.family, ctx.l3);
         let (left, right) = mask_as_prefix(left, op, right);
         // `meta hour "21:00"-"02:00"` wraps around midnight: nft 1.0.6 makes it
         // `!= "02:00"-"21:00"` (and `!=` of a wrapping range `==`).
@@ -792,6 +811,62 @@ fn fold_xor(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
 /// saddr 1.2.3.4`, `ether type vlan vlan id 2` as `vlan id 2`; in an ip or ip6 table also
 /// `ip protocol tcp tcp dport 22` and `meta protocol ip udp dport 67`. Only `==` of one
 /// value, and only when the field follows at once (checked against nft 1.0.6's listings).
+/// In an inet table, a value statement keyed by a field that does not end on a byte boundary
+/// through a named map (`meta mark set ip6 dscp map @m`) is listed by nft 1.0.6 with the field
+/// as raw bytes, which carry no protocol: their `meta nfproto` dependency is then listed in
+/// front. The model gets that match (it is the dependency the compiler adds anyway).
+fn explicit_raw_key_dependency(stmts: &mut Vec<Stmt>) {
+    use crate::model::Dependency as D;
+    let mut i = 0;
+    while i < stmts.len() {
+        let value = match &stmts[i] {
+            Stmt::MetaSet { value, .. } | Stmt::CtSet { value, .. } => Some(value),
+            _ => None,
+        };
+        let dep = match value {
+            Some(Expr::Map {
+                key,
+                map: SetRef::Named(_),
+                ..
+            }) => match **key {
+                Expr::Payload(p) if crate::print::shifted(&Expr::Payload(p)).is_some() => {
+                    match p.desc().deps.first() {
+                        Some(D::Ipv4) => Some(2u128),
+                        Some(D::Ipv6) => Some(10),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let known = stmts[..i]
+            .iter()
+            .any(|s| matches!(s, Stmt::Match(m) if matches!(m.left, Expr::Meta(MetaKey::Nfproto))));
+        if let Some(n) = dep
+            && !known
+            && let Ok(v) = crate::datatypes::from_uint(DataType::NfProto, n)
+        {
+            let span = match &stmts[i] {
+                Stmt::MetaSet { span, .. } | Stmt::CtSet { span, .. } => *span,
+                _ => unreachable!("matched above"),
+            };
+            stmts.insert(
+                i,
+                Stmt::Match(Match {
+                    left: Expr::Meta(MetaKey::Nfproto),
+                    op: RelOp::Implicit,
+                    right: Rhs::Key(vec![KeyPart::Value(v)]),
+                    span,
+                    implied: false,
+                }),
+            );
+            i += 1;
+        }
+        i += 1;
+    }
+}
+
 fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
     use crate::model::Dependency as D;
     // `meta iiftype ether` is the dependency nft writes for a link-layer field: a later one
@@ -919,7 +994,7 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
 /// `payload_expr_complete`): `@th,16,16` as `th dport`, and in an ip or ip6 table a field of
 /// the network header (`@nh,72,8` as `ip protocol`), its values retyped (`@nh,96,32
 /// 0x01020304` lists as `ip saddr 1.2.3.4`). Concatenations too, part by part.
-fn resolve_raw(left: Expr, right: Rhs, family: Family) -> (Expr, Rhs) {
+fn resolve_raw(left: Expr, right: Rhs, family: Family, l3: Option<&str>) -> (Expr, Rhs) {
     let named = |e: &Expr| -> Option<PayloadField> {
         let Expr::Raw {
             base,
@@ -933,6 +1008,8 @@ fn resolve_raw(left: Expr, right: Rhs, family: Family) -> (Expr, Rhs) {
             (crate::model::PayloadBase::Transport, _) => Proto::Th,
             (crate::model::PayloadBase::Network, Family::Ip) => Proto::Ip,
             (crate::model::PayloadBase::Network, Family::Ip6) => Proto::Ip6,
+            // After an `arp` field the network header is ARP's (nft's protocol context).
+            (crate::model::PayloadBase::Network, _) if l3 == Some("arp") => Proto::Arp,
             _ => return None,
         };
         let d = proto.desc();
