@@ -594,7 +594,12 @@ impl Ctx<'_> {
             Expr::Meta(k) => {
                 if matches!(
                     k,
-                    MetaKey::Cpu | MetaKey::Random | MetaKey::Time | MetaKey::Day | MetaKey::Hour
+                    MetaKey::Cpu
+                        | MetaKey::Random
+                        | MetaKey::Time
+                        | MetaKey::Day
+                        | MetaKey::Hour
+                        | MetaKey::Pkttype
                 ) {
                     self.needs_env.set(true);
                 }

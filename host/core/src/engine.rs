@@ -298,7 +298,7 @@ pub struct Engine {
 }
 
 /// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct MetaEnv {
     /// Unix time in ns at `now_ns` 0 (0: `now_ns` is Unix time, as a replay's capture clock).
     wall_epoch_ns: u64,
@@ -306,6 +306,9 @@ struct MetaEnv {
     cpu: u32,
     /// State of `meta random`'s generator (splitmix64).
     random: u64,
+    /// Link-layer addresses of the input devices that have one known (the `meta iifname`
+    /// value of the name, the address), for `meta pkttype`.
+    macs: Vec<(u128, [u8; 6])>,
 }
 
 impl MetaEnv {
@@ -313,6 +316,11 @@ impl MetaEnv {
     fn fill(&mut self, st: &mut PktState, now_ns: u64) {
         st.wall_ns = self.wall_epoch_ns.wrapping_add(now_ns);
         st.cpu = self.cpu;
+        st.iif_mac = self
+            .macs
+            .iter()
+            .find(|(n, _)| *n == st.iif)
+            .map(|(_, m)| *m);
         self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.random;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -1144,6 +1152,15 @@ impl Engine {
         self.env.wall_epoch_ns = unix_ns_at_zero;
     }
 
+    /// The link-layer address of input device `dev`: a unicast frame to another address is
+    /// `meta pkttype other` (PACKET_OTHERHOST, as the kernel's `eth_type_trans` decides).
+    /// Without one every unicast frame is `host`.
+    pub fn set_device_mac(&mut self, dev: &str, mac: [u8; 6]) {
+        let name = ifname_value(dev);
+        self.env.macs.retain(|(n, _)| *n != name);
+        self.env.macs.push((name, mac));
+    }
+
     /// What `meta cpu` reads: the number of the worker that runs this engine (default 0).
     pub fn set_cpu(&mut self, cpu: u32) {
         self.env.cpu = cpu;
@@ -1419,6 +1436,7 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         cpu: 0,
         random: 0,
         wall_ns: 0,
+        iif_mac: None,
         nat_arg: 0,
         ct_zone: None,
         ct_label: None,

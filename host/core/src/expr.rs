@@ -197,6 +197,8 @@ pub(crate) struct PktState {
     pub random: u32,
     /// The wall clock, Unix time in ns (`meta time`, `day`, `hour`).
     pub wall_ns: u64,
+    /// The input device's link-layer address when known (`meta pkttype`).
+    pub iif_mac: Option<[u8; 6]>,
     /// The computed NAT target of the NAT statement that ran (see `program::NatCalc`).
     pub nat_arg: u128,
     /// `ct zone set` ran: the zone.
@@ -381,6 +383,8 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
         Src::Pkttype => match p.frame.get(..6) {
             Some([0xff, 0xff, 0xff, 0xff, 0xff, 0xff]) => 1,
             Some([first, ..]) if first & 1 != 0 => 2,
+            // PACKET_OTHERHOST: not to the input device's address (when wasp knows it).
+            Some(dst) if st.iif_mac.is_some_and(|m| m[..] != *dst) => 3,
             _ => 0,
         },
         Src::Time => u128::from(st.wall_ns),

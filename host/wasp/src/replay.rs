@@ -677,6 +677,12 @@ pub fn replay(
                 message: e.to_string(),
             })?;
             let g = Gateway::parse(&text, &path.display().to_string())?;
+            // The devices' own addresses decide `meta pkttype` (host or other).
+            for d in g.devices() {
+                if let Some(mac) = d.mac {
+                    engine.set_device_mac(&d.name, mac);
+                }
+            }
             if g.device(&dev).is_none() {
                 notes.push(format!(
                     "the gateway file names no device \"{dev}\": the packets accepted there are dropped (unknown-device)"

@@ -32,6 +32,13 @@ pub struct KernelConfig {
     pub peer: String,
     /// How long to wait for one packet's walk to end before giving up on it.
     pub packet_timeout: Duration,
+    /// Send from a namespace of its own (the peer end moved there): the frames then cross
+    /// namespaces and lose the sending socket (veth's `skb_scrub_packet` orphans them), so
+    /// `meta skuid`, `skgid` and `cgroup` see no socket, as for a frame from the wire.
+    pub sender_apart: bool,
+    /// The receiving end's link-layer address: frames sent to it are PACKET_HOST to the
+    /// kernel (`meta pkttype host`), as `wasp replay` reads every unicast frame.
+    pub dev_mac: Option<String>,
 }
 
 impl Default for KernelConfig {
@@ -40,6 +47,8 @@ impl Default for KernelConfig {
             dev: "wasp0".into(),
             peer: "wasp0p".into(),
             packet_timeout: Duration::from_secs(2),
+            sender_apart: false,
+            dev_mac: None,
         }
     }
 }
@@ -135,6 +144,9 @@ pub struct Kernel {
     socket: PacketSocket,
     trace: TraceSocket,
     netns: Netns,
+    /// The sender's namespace with [`KernelConfig::sender_apart`] (held until the socket in
+    /// it is closed).
+    _sender: Option<Netns>,
     config: KernelConfig,
     buf: Vec<u8>,
     /// Expected values of the head and tail chain counters (frames and probes so far).
@@ -151,6 +163,16 @@ impl Kernel {
     pub fn start(config: KernelConfig) -> Result<Self> {
         let netns = Netns::create()?;
         netns.add_veth(&config.dev, &config.peer)?;
+        if let Some(mac) = &config.dev_mac {
+            netns.set_mac(&config.dev, mac)?;
+        }
+        let sender = if config.sender_apart {
+            let s = Netns::create()?;
+            netns.move_link(&config.peer, &s)?;
+            Some(s)
+        } else {
+            None
+        };
         let trace = TraceSocket::open_in(&netns.path())?;
         let dev = &config.dev;
         let table = format!(
@@ -169,11 +191,13 @@ impl Kernel {
             i32::MAX
         );
         run(netns.command("nft").arg(table))?;
-        let socket = PacketSocket::open_in(&netns.path(), &config.peer)?;
+        let socket =
+            PacketSocket::open_in(&sender.as_ref().unwrap_or(&netns).path(), &config.peer)?;
         Ok(Kernel {
             socket,
             trace,
             netns,
+            _sender: sender,
             config,
             buf: vec![0; 1 << 16],
             counted: (0, 0),

@@ -91,6 +91,42 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// Moves link `dev` into namespace `to` and brings it up there (IPv6 off, MTU
+    /// [`VETH_MTU`], as [`Netns::add_veth`] leaves it).
+    ///
+    /// # Errors
+    /// When one of the `ip` / `sysctl` commands fails.
+    pub fn move_link(&self, dev: &str, to: &Netns) -> Result<()> {
+        run(Command::new("ip").args(["-n", &self.name, "link", "set", dev, "netns", &to.name]))?;
+        run(to.command("sysctl").args([
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
+        ]))?;
+        run(Command::new("ip").args([
+            "-n",
+            &to.name,
+            "link",
+            "set",
+            dev,
+            "mtu",
+            &VETH_MTU.to_string(),
+            "up",
+        ]))?;
+        Ok(())
+    }
+
+    /// Sets the link-layer address of `dev` (`aa:bb:cc:dd:ee:ff`).
+    ///
+    /// # Errors
+    /// When `ip link set` fails.
+    pub fn set_mac(&self, dev: &str, mac: &str) -> Result<()> {
+        run(Command::new("ip").args(["-n", &self.name, "link", "set", dev, "address", mac]))?;
+        Ok(())
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         // Deleting the namespace destroys the veth pair with it once nothing holds it.

@@ -43,6 +43,27 @@ fn pkttype_reads_the_destination_address() {
         text_accepts("meta pkttype host", &frames, 0),
         [false, false, true]
     );
+    // Once the device's own address is known, a unicast frame to another one is `other`
+    // (PACKET_OTHERHOST), as the kernel's eth_type_trans decides.
+    let mut other = frames.to_vec();
+    other.push(with_dst_mac(frames[2].clone(), [0x02, 0, 0, 0, 0, 9]));
+    for (rule, want) in [
+        ("meta pkttype host", [false, false, true, false]),
+        ("meta pkttype other", [false, false, false, true]),
+        ("meta pkttype broadcast", [true, false, false, false]),
+    ] {
+        let text = format!(
+            "table netdev t {{\n chain c {{\n  type filter hook ingress device \"eth0\" priority 0; policy drop;\n  {rule} accept\n }}\n}}\n"
+        );
+        let rs = wasp_ruleset::parse_str(&text, "keys.nft").expect("parses");
+        let mut e = Engine::compile(&rs).expect("compiles");
+        e.set_device_mac("eth0", [0x02, 0, 0, 0, 0, 1]);
+        let got: Vec<bool> = run_at(&mut e, &other, 0)
+            .iter()
+            .map(|o| o.verdict == FinalVerdict::Accept)
+            .collect();
+        assert_eq!(got, want, "{rule}");
+    }
 }
 
 #[test]

@@ -73,6 +73,15 @@ pub struct Bundle {
     pub netfilter: Option<wasp_core::forward::Netfilter>,
 }
 
+/// Tell `engine` the gateway's device addresses (`meta pkttype` host or other).
+fn device_macs(engine: &mut Engine, fw: &Forwarder) {
+    for d in fw.gateway().map_or(&[][..], |g| g.devices()) {
+        if let Some(mac) = d.mac {
+            engine.set_device_mac(&d.name, mac);
+        }
+    }
+}
+
 /// What jobs see of a worker.
 pub struct WorkerCtx {
     /// Worker index.
@@ -95,6 +104,7 @@ impl WorkerCtx {
     /// Switch to `b` (at a vector boundary). The old plugin instances are dropped here.
     pub fn install(&mut self, b: Bundle) {
         self.engine = b.engine;
+        device_macs(&mut self.engine, &self.forwarder);
         self.runtime = b.runtime;
         self.generation = b.generation;
         self.forwarder.set_netfilter(b.netfilter);
@@ -151,10 +161,12 @@ impl<P: Ports> Worker<P> {
         stats.generation.store(bundle.generation, Ordering::Relaxed);
         let mut forwarder = forwarder;
         forwarder.set_netfilter(bundle.netfilter);
+        let mut engine = bundle.engine;
+        device_macs(&mut engine, &forwarder);
         Worker {
             ctx: WorkerCtx {
                 id,
-                engine: bundle.engine,
+                engine,
                 runtime: bundle.runtime,
                 generation: bundle.generation,
                 port_counts: vec![PortCounts::default(); names.len()],

@@ -647,8 +647,21 @@ pub fn run(
         keep.len(),
         frames.len()
     ));
+    // Frames from another namespace (no local socket: as from the wire, as `wasp replay`
+    // reads a capture), the device with the address the frames go to; wasp gets the same
+    // address from a gateway file (`meta pkttype` host or other).
+    let mac = crate::generate::DST_MAC
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    let gateway = work.join("gateway.conf");
+    std::fs::write(&gateway, format!("device {DEV} mac {mac}\n"))
+        .map_err(|e| Error::io("write gateway file", e))?;
     let mut kernel = Kernel::start(KernelConfig {
         dev: DEV.into(),
+        sender_apart: true,
+        dev_mac: Some(mac),
         ..KernelConfig::default()
     })?;
     kernel.load(&path)?;
@@ -685,6 +698,8 @@ pub fn run(
             .arg("--in")
             .arg(&pcap)
             .args(["--in-dev", DEV, "--list"])
+            .arg("--gateway")
+            .arg(&gateway)
             .arg("--out")
             .arg(work.join("wasp-out")),
     )?;
