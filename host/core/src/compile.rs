@@ -1459,7 +1459,7 @@ impl Ctx<'_> {
                     key: CtKey::Mark,
                     value: Expr::Map { key, map, .. },
                     span,
-                } => {
+                } if read_only(key) => {
                     // `meta mark set` / `ct mark set` from a map: a miss ends the rule.
                     let loads = self.value_loads(t.family, key, *span, &mut ops)?;
                     let set = self.set_ref(ti, t, named, map, &loads, false, *span)?;
@@ -1780,4 +1780,18 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
         prog.chains[c as usize].rank = i as u32;
     }
     Ok(())
+}
+
+/// A key read from the packet as it is (fields, constants, bitwise operations with a constant),
+/// not computed (`numgen`, `jhash`, `symhash`, shifts, a map's value): a map lookup on it is one
+/// key load ([`Op::SetMarkMap`]), else a [`Calc`].
+fn read_only(e: &Expr) -> bool {
+    match e {
+        Expr::Concat(p) => p.iter().all(read_only),
+        Expr::Numgen { .. } | Expr::Jhash { .. } | Expr::Symhash { .. } | Expr::Map { .. } => false,
+        Expr::Binop { expr, op, .. } => {
+            !matches!(op, BinOp::Lshift | BinOp::Rshift) && read_only(expr)
+        }
+        _ => true,
+    }
 }
