@@ -44,6 +44,10 @@ struct Ctx<'r> {
     quota_objects: HashMap<(usize, String), u32>,
     /// A `meta cpu|random|time|day|hour` was compiled ([`Program::needs_env`]).
     needs_env: std::cell::Cell<bool>,
+    /// A rule looks a set up that set statements change, and one changes a set
+    /// ([`Program::one_by_one`] when both).
+    dyn_read: bool,
+    dyn_write: bool,
 }
 
 /// Whose set [`Ctx::build_set`] builds, which decides who serves its element counters.
@@ -69,6 +73,8 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         limit_objects: HashMap::new(),
         quota_objects: HashMap::new(),
         needs_env: std::cell::Cell::new(false),
+        dyn_read: false,
+        dyn_write: false,
     };
     // Chain ids first, so that jumps can be resolved in any order.
     for (ti, t) in rs.tables.iter().enumerate() {
@@ -149,6 +155,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     mark_cached_reads(&mut cx.prog);
     cx.prog.stateful = std::sync::Arc::new(cx.stateful);
     cx.prog.needs_env = cx.needs_env.get();
+    cx.prog.one_by_one = cx.dyn_read && cx.dyn_write;
     Ok(cx.prog)
 }
 
@@ -1021,6 +1028,9 @@ impl Ctx<'_> {
                 {
                     return Err(self.err(span, format!("\"{n}\" is not a verdict map")));
                 }
+                if matches!(self.prog.sets[*id as usize].store, SetStore::Dynamic(_)) {
+                    self.dyn_read = true;
+                }
                 Ok(*id)
             }
         }
@@ -1508,6 +1518,8 @@ impl Ctx<'_> {
                             format!("unknown set \"{}\" in table {}", u.set, t.name),
                         ));
                     };
+                    // The type check of the set reference is no lookup.
+                    let read = self.dyn_read;
                     let id = self
                         .set_ref(
                             ti,
@@ -1519,6 +1531,7 @@ impl Ctx<'_> {
                             u.span,
                         )
                         .map(|_| *id)?;
+                    self.dyn_read = read;
                     let SetStore::Dynamic(d) = self.prog.sets[id as usize].store else {
                         return Err(self.err(
                             u.span,
@@ -1560,7 +1573,7 @@ impl Ctx<'_> {
                             }
                         }
                     }
-                    self.prog.one_by_one = true;
+                    self.dyn_write = true;
                     ops.push(
                         Op::SetUpdate {
                             keys: key.into(),

@@ -259,8 +259,10 @@ pub(crate) struct Program {
     /// A rule reads `meta cpu`, `meta random` or the wall clock (`meta time|day|hour`): the
     /// engine fills those per packet only then.
     pub needs_env: bool,
-    /// A rule changes a set from the packet path (`add @s { ... }`): the hooks walk their
-    /// packets one at a time, so that a packet's lookup sees what the packets before it
-    /// added, as in the kernel (a vector would run each rule over all its packets first).
+    /// A rule changes a set from the packet path (`add @s { ... }`) and a rule looks such a
+    /// set up: the hooks walk their packets one at a time, so that a packet's lookup sees what
+    /// the packets before it added, as in the kernel (a vector would run each rule over all
+    /// its packets first). A set statement alone keeps the vector (within one statement the
+    /// packets run in their order).
     pub one_by_one: bool,
 }

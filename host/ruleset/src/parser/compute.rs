@@ -96,7 +96,12 @@ impl Parser<'_> {
             }
             self.advance();
             let shift = matches!(op, BinOp::Lshift | BinOp::Rshift);
-            let right_type = if shift { DataType::Integer(32) } else { dtype };
+            // The constant is of the left expression's type (`ip6 saddr and ::ffff`).
+            let right_type = match &left {
+                _ if shift => DataType::Integer(32),
+                Operand::Expr(e) => e.dtype(),
+                Operand::Const(_) => dtype,
+            };
             let (right, rspan) = self.value_level(ctx, right_type, depth, precedence - 1)?;
             let Operand::Const(value) = right else {
                 return Err(self.st.error(
