@@ -403,6 +403,8 @@ impl Test {
             | Src::Hour => 4,
             Src::Time => 8,
             Src::CtDetail(k) => wasp_ruleset::model::Expr::Ct(k).dtype().width_bytes(),
+            Src::Fib(f) => f.dtype().width_bytes(),
+            Src::Rt(k) => k.dtype().width_bytes(),
             Src::Pkttype | Src::Day | Src::Never => 1,
             Src::Osf => 16,
             Src::Iifname | Src::Oifname => 16,
@@ -680,7 +682,7 @@ mod tests {
                 l4: th.map(|(o, f)| L4Info { proto: 6, offset: o, fragoff: f * 8 }),
                 ..PacketMeta::default()
             };
-            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE, ct_detail: None };
+            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE, ct_detail: None, route: None };
             let st = PktState { mark, skb_len: frame.len() as u32, nfproto: 2, iif: crate::expr::ifname_value("eth0"), ..PktState::default() };
             let width = match src { Src::Link | Src::Net | Src::Transport => len, Src::Iifname => 16, Src::Len | Src::Mark => 4, Src::Protocol => 2, _ => 1 };
             let mut load = Load::meta(src, width);

@@ -642,6 +642,8 @@ impl Ctx<'_> {
                 loads.push(Load::meta(Src::Never, e.dtype().width_bytes() as u8));
             }
             Expr::Osf { .. } => loads.push(Load::meta(Src::Osf, 16)),
+            Expr::Fib(f) => loads.push(Load::meta(Src::Fib(*f), f.dtype().width_bytes() as u8)),
+            Expr::Rt(k) => loads.push(Load::meta(Src::Rt(*k), k.dtype().width_bytes() as u8)),
             Expr::Opt(o) => {
                 let sctp = o.hdr == OptHeader::SctpChunk;
                 let kind = o.kind;

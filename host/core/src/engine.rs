@@ -38,6 +38,9 @@ pub struct Packet<'a> {
     /// The connection's tuples and accounting, for the `ct` keys that read them (`None`:
     /// those keys end the rule, as for a packet without a connection).
     pub ct_detail: Option<&'a crate::conn::CtDetail>,
+    /// The router's FIB and the packet's route, for `fib` and `rt` (see [`crate::route`]):
+    /// given by the gateway at the IP hooks; `None` elsewhere (those keys then end the rule).
+    pub route: Option<&'a dyn crate::route::RouteView>,
 }
 
 /// Final verdict of a packet on a hook.

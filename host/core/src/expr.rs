@@ -96,6 +96,12 @@ pub(crate) enum Src {
     /// `osf name|version` (16 bytes): `"unknown"` for a TCP SYN (no fingerprint database),
     /// fails for any other packet, as the kernel's nft_osf_eval.
     Osf,
+    /// `fib` (4 bytes for `type`, 16 for `oif`/`oifname`: the device's name, 1 with
+    /// `exists`/`missing`): [`crate::route::fib_value`]; fails without a route view.
+    Fib(wasp_ruleset::model::FibExpr),
+    /// `rt` (4 bytes `classid`, `ip nexthop`; 16 `ip6 nexthop`; 2 `mtu`; 1 `ipsec`):
+    /// [`crate::route::rt_value`]; fails before routing and without a route view.
+    Rt(wasp_ruleset::model::RtKey),
     /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
     /// rule stops, negated or not (the kernel's NFT_BREAK).
     Never,
@@ -123,6 +129,8 @@ impl Src {
                 | Src::Day
                 | Src::Hour
                 | Src::Osf
+                | Src::Fib(_)
+                | Src::Rt(_)
                 | Src::Never
                 | Src::Opt { present: true, .. }
                 | Src::CtDetail(_)
@@ -406,6 +414,8 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
             present: true,
         } => u128::from(opt_base(p, sctp, kind).is_some()),
         Src::CtDetail(k) => ct_detail_value(k, p, st)?,
+        Src::Fib(f) => crate::route::fib_value(f, p)?,
+        Src::Rt(k) => crate::route::rt_value(k, p)?,
         _ => return None,
     })
 }
@@ -648,6 +658,7 @@ mod tests {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let st = PktState::default();
         let ld = |off: u16, len: u8| Load {

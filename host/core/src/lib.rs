@@ -38,6 +38,7 @@ mod merge;
 mod payload_set;
 mod pipeline;
 mod program;
+pub mod route;
 mod setstore;
 pub mod stateful;
 mod trace;

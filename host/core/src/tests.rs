@@ -373,6 +373,7 @@ fn pkt(f: &[u8]) -> Packet<'_> {
         oifname: "",
         ct: crate::CtMeta::NONE,
         ct_detail: None,
+        route: None,
     }
 }
 

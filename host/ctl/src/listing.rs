@@ -937,6 +937,20 @@ pub fn expr_json(e: &Expr) -> Json {
             json!({"meta": {"key": key}})
         }
         Expr::Ct(k) => json!({"ct": {"key": k.name()}}),
+        // nft 1.0.6's `fib_expr_json`: one flag as a string, several as an array.
+        Expr::Fib(f) => {
+            let words = f.flag_words();
+            let flags = match words.as_slice() {
+                [one] => json!(one),
+                many => json!(many),
+            };
+            json!({"fib": {"result": f.result.name(), "flags": flags}})
+        }
+        // nft 1.0.6's `rt_expr_json`: the next hop's family apart.
+        Expr::Rt(k) => match k.name().split_once(' ') {
+            Some((family, key)) => json!({"rt": {"key": key, "family": family}}),
+            None => json!({"rt": {"key": k.name()}}),
+        },
         Expr::ExthdrExists(_) => {
             let text = wasp_ruleset::print_expr(e);
             let name = text.strip_prefix("exthdr ").unwrap_or(&text);

@@ -313,6 +313,19 @@ const PKT_TYPES: &[(&str, u8)] = &[
     ("other", 3),
 ];
 
+/// `fib_addrtype` symbols (RTN_*), as nft's `addrtype_tbl`.
+const FIB_ADDR_TYPES: &[(&str, u8)] = &[
+    ("unspec", 0),
+    ("unicast", 1),
+    ("local", 2),
+    ("broadcast", 3),
+    ("anycast", 4),
+    ("multicast", 5),
+    ("blackhole", 6),
+    ("unreachable", 7),
+    ("prohibit", 8),
+];
+
 /// `day` names, Sunday first (the kernel's `tm_wday`).
 const DAYS: &[&str] = &[
     "Sunday",
@@ -348,6 +361,9 @@ pub fn expected(dtype: DataType) -> &'static str {
         DataType::Uid => "a user name or uid",
         DataType::Gid => "a group name or gid",
         DataType::PktType => "a packet type (host, unicast, broadcast, multicast, other)",
+        DataType::FibAddrType => {
+            "an address type (unspec, unicast, local, broadcast, anycast, multicast, blackhole, unreachable, prohibit) or number"
+        }
         DataType::Day => "a day of the week (\"Sunday\" ... \"Saturday\", or 0 to 6)",
         DataType::Hour => "an hour of the day (\"HH:MM\" or \"HH:MM:SS\")",
         DataType::TimeRel(_) => "a time such as `30s` or `1h2m`",
@@ -605,6 +621,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
         | DataType::Uid
         | DataType::Gid
         | DataType::PktType
+        | DataType::FibAddrType
         | DataType::Day
         | DataType::Hour
         | DataType::Time
@@ -628,6 +645,13 @@ fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>
         }
     };
     Some(match dtype {
+        // Index 0 is no device (nft reads a number when no device has the name, and lists an
+        // index without a device as its number: `fib saddr . iif oif != 0`).
+        DataType::IfaceIndex if text == "0" => Ok(Value {
+            dtype,
+            bytes: vec![0; 16],
+            wildcard: false,
+        }),
         DataType::IfaceIndex => {
             if text.is_empty() || text.len() >= 16 {
                 return Some(Err(format!(
@@ -647,6 +671,10 @@ fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>
             None => num_or(None),
         },
         DataType::PktType => match lookup(PKT_TYPES, text) {
+            Some(n) => from_uint(dtype, u128::from(n)),
+            None => num_or(None),
+        },
+        DataType::FibAddrType => match lookup(FIB_ADDR_TYPES, text) {
             Some(n) => from_uint(dtype, u128::from(n)),
             None => num_or(None),
         },
@@ -799,6 +827,7 @@ pub fn print_value(v: &Value) -> String {
             n.to_string()
         }
         DataType::Hex(_) => format!("0x{n:x}"),
+        DataType::IfaceIndex if n == 0 => "0".to_string(),
         DataType::IfaceIndex => {
             let end = v
                 .bytes
@@ -812,6 +841,13 @@ pub fn print_value(v: &Value) -> String {
             None => n.to_string(),
         },
         DataType::PktType => num8(PKT_TYPES),
+        DataType::FibAddrType => match u8::try_from(n)
+            .ok()
+            .and_then(|b| name_of(FIB_ADDR_TYPES, b))
+        {
+            Some(s) => s.to_string(),
+            None => n.to_string(),
+        },
         DataType::Devgroup | DataType::Realm => {
             use crate::system_names::{Names, name_of};
             let which = if v.dtype == DataType::Devgroup {
@@ -921,6 +957,7 @@ pub fn print_range_end(v: &Value) -> String {
         | DataType::ArpOp
         | DataType::IfaceType
         | DataType::PktType
+        | DataType::FibAddrType
         | DataType::Devgroup
         | DataType::Realm => n.to_string(),
         DataType::TimeRel(_) => format!("{}s", n / 1000),

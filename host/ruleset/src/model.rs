@@ -931,6 +931,9 @@ pub enum DataType {
     Uid,
     /// `gid` (a group, named in `/etc/group`; 32 bits)
     Gid,
+    /// `fib_addrtype` (RTN_*: `unspec` 0, `unicast` 1, `local` 2, `broadcast` 3, `anycast` 4,
+    /// `multicast` 5, `blackhole` 6, `unreachable` 7, `prohibit` 8; 32 bits, host order).
+    FibAddrType,
     /// `pkt_type` (`host` 0, `broadcast` 1, `multicast` 2, `other` 3; 8 bits)
     PktType,
     /// `day` (`"Sunday"` 0 ... `"Saturday"` 6; 8 bits)
@@ -982,6 +985,13 @@ pub enum Expr {
         /// `version` rather than `name`.
         version: bool,
     },
+    /// `fib saddr|daddr [. mark] [. iif|oif] oif|oifname|type` (nft_fib_ipv4 / nft_fib_ipv6):
+    /// a lookup of the packet's source or destination address in the router's FIB (wasp's
+    /// gateway: its routes, devices and addresses), see [`FibExpr`].
+    Fib(FibExpr),
+    /// `rt [ip|ip6] classid|nexthop|mtu|ipsec` (nft_rt): what the packet's route (its dst,
+    /// known after routing) says, see [`RtKey`].
+    Rt(RtKey),
     /// A raw payload expression `@ll|nh|th|ih,OFFSET,LENGTH` (offset and length in bits from
     /// the base; values in hexadecimal).
     Raw {
@@ -1173,6 +1183,120 @@ pub enum IpsecField {
     Saddr(Family),
     /// `ip daddr` / `ip6 daddr`.
     Daddr(Family),
+}
+
+/// A `fib` expression: its flags (the kernel's NFTA_FIB_F_*) and what it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FibExpr {
+    /// NFTA_FIB_F_* bits: [`FibExpr::SADDR`], [`FibExpr::DADDR`], [`FibExpr::MARK`],
+    /// [`FibExpr::IIF`], [`FibExpr::OIF`], [`FibExpr::PRESENT`].
+    pub flags: u32,
+    /// What the lookup returns.
+    pub result: FibResult,
+}
+
+impl FibExpr {
+    /// Look the source address up (`saddr`).
+    pub const SADDR: u32 = 1;
+    /// Look the destination address up (`daddr`).
+    pub const DADDR: u32 = 2;
+    /// Use the packet's mark (`mark`; wasp's routes do not depend on it).
+    pub const MARK: u32 = 4;
+    /// Restrict to the input device (`iif`).
+    pub const IIF: u32 = 8;
+    /// Restrict to the output device (`oif`).
+    pub const OIF: u32 = 16;
+    /// Compared with `exists` / `missing`: the result is whether a device was found (1 byte).
+    pub const PRESENT: u32 = 32;
+
+    /// The words of the flags as nft lists them (`saddr . iif`): saddr, daddr, mark, iif, oif.
+    pub fn flag_words(self) -> Vec<&'static str> {
+        [
+            (Self::SADDR, "saddr"),
+            (Self::DADDR, "daddr"),
+            (Self::MARK, "mark"),
+            (Self::IIF, "iif"),
+            (Self::OIF, "oif"),
+        ]
+        .iter()
+        .filter(|(f, _)| self.flags & f != 0)
+        .map(|(_, w)| *w)
+        .collect()
+    }
+
+    /// The data type of the result: `iface_index`, `ifname`, `fib_addrtype`, or `boolean`
+    /// with [`FibExpr::PRESENT`].
+    pub fn dtype(self) -> DataType {
+        if self.flags & Self::PRESENT != 0 {
+            return DataType::Boolean;
+        }
+        match self.result {
+            FibResult::Oif => DataType::IfaceIndex,
+            FibResult::Oifname => DataType::Ifname,
+            FibResult::Type => DataType::FibAddrType,
+        }
+    }
+}
+
+/// What a `fib` lookup returns (NFT_FIB_RESULT_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FibResult {
+    /// `oif`: the device of the route (NFT_FIB_RESULT_OIF).
+    Oif,
+    /// `oifname`: its name (NFT_FIB_RESULT_OIFNAME).
+    Oifname,
+    /// `type`: the address type (NFT_FIB_RESULT_ADDRTYPE, `fib_addrtype`).
+    Type,
+}
+
+impl FibResult {
+    /// The word nft lists.
+    pub fn name(self) -> &'static str {
+        match self {
+            FibResult::Oif => "oif",
+            FibResult::Oifname => "oifname",
+            FibResult::Type => "type",
+        }
+    }
+}
+
+/// What `rt` reads (NFT_RT_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RtKey {
+    /// `classid` (NFT_RT_CLASSID): the route's realm, `realm`, 32 bits.
+    Classid,
+    /// `ip nexthop` (NFT_RT_NEXTHOP4): the IPv4 next hop.
+    Nexthop4,
+    /// `ip6 nexthop` (NFT_RT_NEXTHOP6): the IPv6 next hop.
+    Nexthop6,
+    /// `mtu` (NFT_RT_TCPMSS): the TCP MSS the route allows, 16 bits.
+    Tcpmss,
+    /// `ipsec` (NFT_RT_XFRM): whether the route is an IPsec transform, `boolean`.
+    Ipsec,
+}
+
+impl RtKey {
+    /// The data type of the value.
+    pub fn dtype(self) -> DataType {
+        match self {
+            RtKey::Classid => DataType::Realm,
+            RtKey::Nexthop4 => DataType::Ipv4Addr,
+            RtKey::Nexthop6 => DataType::Ipv6Addr,
+            RtKey::Tcpmss => DataType::Integer(16),
+            RtKey::Ipsec => DataType::Boolean,
+        }
+    }
+
+    /// The key as nft lists it (`rt ip nexthop`, `rt mtu`), without `rt `.
+    pub fn name(self) -> &'static str {
+        match self {
+            RtKey::Classid => "classid",
+            RtKey::Nexthop4 => "ip nexthop",
+            RtKey::Nexthop6 => "ip6 nexthop",
+            RtKey::Tcpmss => "mtu",
+            RtKey::Ipsec => "ipsec",
+        }
+    }
 }
 
 /// What `socket` reads.
@@ -1580,6 +1704,7 @@ impl DataType {
             T::Uid,
             T::Gid,
             T::PktType,
+            T::FibAddrType,
             T::Day,
             T::Hour,
             T::Realm,
@@ -1693,7 +1818,8 @@ impl DataType {
             | DataType::Uid
             | DataType::Gid
             | DataType::Hour
-            | DataType::Realm => 32,
+            | DataType::Realm
+            | DataType::FibAddrType => 32,
             DataType::PktType | DataType::Day => 8,
             DataType::Time => 64,
             DataType::Ipv4Addr | DataType::Mark => 32,
@@ -1736,6 +1862,7 @@ impl DataType {
             DataType::Uid => "uid",
             DataType::Gid => "gid",
             DataType::PktType => "pkt_type",
+            DataType::FibAddrType => "fib_addrtype",
             DataType::Day => "day",
             DataType::Hour => "hour",
             DataType::Time => "date",
@@ -1783,6 +1910,7 @@ impl DataType {
                 | DataType::Time
                 | DataType::Realm
                 | DataType::IfaceType
+                | DataType::FibAddrType
         )
     }
 }
@@ -1829,6 +1957,8 @@ impl Expr {
             Expr::Socket(SocketKey::Mark) => DataType::Mark,
             Expr::Socket(_) => DataType::Integer(1),
             Expr::Osf { .. } => DataType::Ifname,
+            Expr::Fib(f) => f.dtype(),
+            Expr::Rt(k) => k.dtype(),
             Expr::Raw { len_bits, .. } => DataType::Hex((*len_bits).clamp(1, 128) as u8),
             Expr::Concat(parts) => parts.first().map_or(DataType::Integer(8), Expr::dtype),
             Expr::Binop { expr, .. } => expr.dtype(),
@@ -1877,6 +2007,37 @@ impl Rule {
             }) => value.anonymous_map_mut(),
             _ => None,
         })
+    }
+}
+
+impl Expr {
+    /// The first `Some` that `f` gives for this expression or one inside it (the fields of
+    /// a concatenation, the operand of a bitwise operation, a map's or a hash's key).
+    pub fn find_map<T>(&self, f: &dyn Fn(&Expr) -> Option<T>) -> Option<T> {
+        f(self).or_else(|| match self {
+            Expr::Concat(parts) => parts.iter().find_map(|p| p.find_map(f)),
+            Expr::Binop { expr, .. } | Expr::Jhash { expr, .. } => expr.find_map(f),
+            Expr::Map { key, .. } => key.find_map(f),
+            _ => None,
+        })
+    }
+}
+
+impl Stmt {
+    /// The expressions a statement reads from the packet (a match's left side, a map's key,
+    /// the value a statement sets, a set statement's key, a NAT target).
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            Stmt::Match(m) => vec![&m.left],
+            Stmt::VerdictMap { key, .. } | Stmt::ObjectMap { key, .. } => vec![key],
+            Stmt::MetaSet { value, .. } | Stmt::CtSet { value, .. } => vec![value],
+            Stmt::PayloadSet { target, value, .. } => vec![target, value],
+            Stmt::SetUpdate(u) => vec![&u.key],
+            Stmt::Nat(NatStmt {
+                target: Some(t), ..
+            }) => vec![t],
+            _ => Vec::new(),
+        }
     }
 }
 

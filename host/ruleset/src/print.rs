@@ -859,6 +859,9 @@ pub fn expr(e: &Expr) -> String {
             },
             if *version { "version" } else { "name" }
         ),
+        // nft 1.0.6's fib_expr_print: the flags in a fixed order, then the result.
+        Expr::Fib(f) => format!("fib {} {}", f.flag_words().join(" . "), f.result.name()),
+        Expr::Rt(k) => format!("rt {}", k.name()),
         Expr::Raw {
             base,
             offset_bits,

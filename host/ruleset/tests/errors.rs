@@ -345,7 +345,11 @@ fn rule_errors() {
         ),
         ("meta day 7 drop", 10, "Day must be in range 0-6"),
         ("queue num 2", 1, "`queue` has no meaning in wasp"),
-        ("fib daddr type local accept", 1, "`fib` is nftables syntax"),
+        (
+            "meta ibrname \"br0\" accept",
+            1,
+            "`meta ibrname` is nftables syntax",
+        ),
         ("ip ttl set 256", 12, "value 256 exceeds valid range 0-255"),
         ("ip ttl set foo", 12, "expected a number, found `foo`"),
         (
@@ -417,6 +421,141 @@ fn rule_errors() {
             continue;
         }
         check(&rule_case(rule), 4, 2 + col, needle);
+    }
+}
+
+#[test]
+fn fib_and_rt_errors() {
+    let case = |family: &str, hook: &str, rule: &str| {
+        format!(
+            "table {family} t {{\n\tchain c {{\n\t\ttype filter hook {hook} priority 0;\n\t\t{rule}\n\t}}\n}}\n"
+        )
+    };
+    // (family, hook, rule on line 4 at column 3, column of the error in the rule, message part)
+    let cases: &[(&str, &str, &str, u32, &str)] = &[
+        (
+            "ip",
+            "prerouting",
+            "fib saddr . daddr oif \"lo\"",
+            5,
+            "fib: saddr and daddr are mutually exclusive",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib iif . oif . daddr oif \"lo\"",
+            5,
+            "fib: iif and oif are mutually exclusive",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib mark oif \"lo\"",
+            5,
+            "fib: need either saddr or daddr",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib daddr",
+            10,
+            "expected `oif`, `oifname` or `type`",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib oifname",
+            5,
+            "expected `saddr`, `daddr`, `mark`, `iif` or `oif`, found `oifname`",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib daddr . oif oif 1",
+            1,
+            "`fib ... oif` gives a `type` only",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib daddr type exists",
+            1,
+            "`exists` and `missing` take `fib ... oif`",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib daddr type lokal",
+            16,
+            "expected an address type",
+        ),
+        (
+            "ip",
+            "output",
+            "fib saddr . iif oif 0",
+            1,
+            "`fib saddr . iif oif` does not run at the output hook",
+        ),
+        (
+            "ip",
+            "prerouting",
+            "fib daddr . oif type local",
+            1,
+            "does not run at the prerouting hook",
+        ),
+        (
+            "bridge",
+            "prerouting",
+            "fib daddr type local",
+            1,
+            "`fib` works in ip, ip6, inet and netdev tables only",
+        ),
+        (
+            "ip",
+            "output",
+            "rt nexthop fd00::1",
+            12,
+            "expected an IPv4 address",
+        ),
+        (
+            "ip",
+            "output",
+            "rt ip6 nexthop fd00::1",
+            1,
+            "ip6 nexthop will not match",
+        ),
+        (
+            "inet",
+            "output",
+            "rt nexthop 192.168.0.1",
+            1,
+            "cannot determine ip protocol version",
+        ),
+        ("ip", "output", "rt hop 1", 4, "expected a `rt` field"),
+        (
+            "ip",
+            "output",
+            "rt ip mtux 1",
+            7,
+            "expected an `rt` key: `classid`, `nexthop`, `mtu` or `ipsec`",
+        ),
+        (
+            "ip",
+            "input",
+            "rt mtu 1400",
+            1,
+            "`rt mtu` does not run at the input hook",
+        ),
+        (
+            "netdev",
+            "ingress device \"lo\"",
+            "rt mtu 1400",
+            1,
+            "`rt` works in ip, ip6 and inet tables only",
+        ),
+    ];
+    for &(family, hook, rule, col, needle) in cases {
+        check(&case(family, hook, rule), 4, col + 2, needle);
     }
 }
 

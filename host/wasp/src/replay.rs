@@ -409,6 +409,7 @@ impl Run<'_> {
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                route: None,
             })
             .collect();
         let mut out = vec![

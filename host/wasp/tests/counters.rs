@@ -150,6 +150,7 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut out = [Outcome {
             verdict: FinalVerdict::Accept,

@@ -351,6 +351,7 @@ fn workers_sharing_timers_expire_a_label_once() {
                         oifname: "",
                         ct: wasp_core::CtMeta::NONE,
                         ct_detail: None,
+                        route: None,
                     };
                     let mut o = [Outcome::unseen(0)];
                     e.ingress_ext("eth0", &[p], now, &mut o, None, rt as &mut dyn Extensions);

@@ -1048,6 +1048,7 @@ mod tests {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut out = vec![wasp_core::Outcome::unseen(0)];
         e.ingress(RX_DEV, &[pkt], 0, &mut out, None);

@@ -169,6 +169,7 @@ impl Rig {
             oifname: "",
             ct: CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);

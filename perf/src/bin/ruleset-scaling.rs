@@ -152,6 +152,7 @@ fn run_once(
                     oifname: "",
                     ct: wasp_core::CtMeta::NONE,
                     ct_detail: None,
+                    route: None,
                 });
             }
             match mode {

@@ -49,6 +49,9 @@
 pub mod arp;
 pub mod checksum;
 mod config;
+mod fib;
+#[cfg(test)]
+mod fib_tests;
 pub mod icmp;
 pub mod nd;
 mod neigh;

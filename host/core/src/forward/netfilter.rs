@@ -63,6 +63,7 @@ use wasp_flowtable::{
 };
 use wasp_ruleset::model::{Hook, NatKind};
 
+use super::fib::GatewayView;
 use super::{DevId, Gateway};
 use crate::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
 use crate::engine::{Engine, FinalVerdict, Outcome, Packet};
@@ -529,6 +530,7 @@ fn ip_path_once<'a>(
     let mut zone = 0;
     let mut notrack = false;
     if engine.has_pre_conntrack() {
+        let view = GatewayView { g, routed: false };
         let p = Packet {
             frame,
             meta,
@@ -537,6 +539,7 @@ fn ip_path_once<'a>(
             oifname: "",
             ct: CtMeta::NONE,
             ct_detail: None,
+            route: Some(&view),
         };
         let mut out = [Outcome::unseen(mark)];
         engine.pre_conntrack(&[p], now_ns, &mut out, re(&mut ext));
@@ -573,6 +576,7 @@ fn ip_path_once<'a>(
     };
     // 3. Prerouting.
     let Some((fx, edited)) = walk.run(
+        g,
         Hook::Prerouting,
         frame,
         meta,
@@ -612,6 +616,7 @@ fn ip_path_once<'a>(
             // 5. Input.
             let m = wasp_wire::parse(&cur);
             let Some((fx, edited)) = walk.run(
+                g,
                 Hook::Input,
                 &cur,
                 m,
@@ -658,7 +663,7 @@ fn ip_path_once<'a>(
     let out_name: Arc<str> = Arc::from(g.name(out));
     // 5. Forward.
     let mut m = wasp_wire::parse(&routed);
-    let Some((fx, edited)) = walk.run(Hook::Forward, &routed, m, &out_name, None) else {
+    let Some((fx, edited)) = walk.run(g, Hook::Forward, &routed, m, &out_name, None) else {
         return IpFate::Dropped { conntrack: false };
     };
     if let Some(v) = edited {
@@ -668,6 +673,7 @@ fn ip_path_once<'a>(
     let flow_add = apply_fx(walk.engine, fx, ct, g, &info, Manip::Src, None, None, false);
     // 6. Postrouting.
     let Some((fx, edited)) = walk.run(
+        g,
         Hook::Postrouting,
         &routed,
         m,
@@ -740,12 +746,13 @@ struct Walk<'x, 'e> {
 
 impl Walk<'_, '_> {
     /// Run IP hook `h` on `frame` (`meta` its parse), leaving on `oif` (empty before the
-    /// route). With `nat_done`, the hook's nat chains run when the connection is new and
+    /// route); `fib` and `rt` read gateway `g`. With `nat_done`, the hook's nat chains run when the connection is new and
     /// lacks that status bit (its binding for the hook's manip type). What the rules asked of
     /// the connection and the edited frame, if they edited it; `None` when the hook dropped
     /// the packet (its new connection is discarded).
     fn run(
         &mut self,
+        g: &Gateway,
         h: Hook,
         frame: &[u8],
         meta: wasp_wire::PacketMeta,
@@ -765,6 +772,10 @@ impl Walk<'_, '_> {
             detail = Some(ct_detail(&e));
         }
         let pending = nat_done.is_some_and(|done| info.pending && info.status & done == 0);
+        let view = GatewayView {
+            g,
+            routed: h != Hook::Prerouting,
+        };
         let p = Packet {
             frame,
             meta,
@@ -773,6 +784,7 @@ impl Walk<'_, '_> {
             oifname: oif,
             ct: ct_meta(&info, pending),
             ct_detail: detail.as_ref(),
+            route: Some(&view),
         };
         match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
             Some(k) => {

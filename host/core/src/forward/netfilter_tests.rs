@@ -22,9 +22,9 @@ neighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0
 neighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1
 ";
 
-const W0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+pub(super) const W0: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
+pub(super) const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
 const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
 pub(super) const SYN: u8 = 0x02;
@@ -182,6 +182,7 @@ impl Rig {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);
@@ -208,10 +209,10 @@ impl Rig {
     }
 }
 
-const C: [u8; 4] = [10, 1, 0, 2];
-const ROUTER_IN: [u8; 4] = [10, 1, 0, 1];
+pub(super) const C: [u8; 4] = [10, 1, 0, 2];
+pub(super) const ROUTER_IN: [u8; 4] = [10, 1, 0, 1];
 const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
-const S: [u8; 4] = [10, 2, 0, 2];
+pub(super) const S: [u8; 4] = [10, 2, 0, 2];
 
 /// The client's segment of the port-forwarded connection (to 10.1.0.1:8080).
 fn c2s(flags: u8, ttl: u8, payload: &[u8]) -> Vec<u8> {
@@ -562,7 +563,7 @@ table ip t {
 
 /// The client's SYN to the server with TCP options `opts` (a multiple of 4 bytes), checksums
 /// right.
-fn syn_with_options(opts: &[u8]) -> Vec<u8> {
+pub(super) fn syn_with_options(opts: &[u8]) -> Vec<u8> {
     let mut f = tcp(CLIENT, W0, C, S, 40000, 80, SYN, 64, b"");
     f.splice(54..54, opts.iter().copied());
     f[46] = (((20 + opts.len()) / 4) << 4) as u8;

@@ -631,6 +631,7 @@ impl Forwarder {
                 oifname: "",
                 ct: crate::CtMeta::NONE,
                 ct_detail: None,
+                route: None,
             };
             let mut out = [Outcome::unseen(mark)];
             match re(&mut ext) {

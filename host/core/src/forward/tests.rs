@@ -458,6 +458,7 @@ table netdev t {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("veth0", &[p], 0, &mut o, None);
@@ -639,6 +640,7 @@ mod kernel_facts {
                 oifname: "",
                 ct: crate::CtMeta::NONE,
                 ct_detail: None,
+                route: None,
             };
             let mut o = [Outcome::unseen(0)];
             e.ingress("y0", &[p], 0, &mut o, None);
@@ -681,6 +683,7 @@ mod kernel_facts {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            route: None,
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("y0", &[p], 0, &mut o, None);

@@ -329,6 +329,7 @@ fn ip6_icmp_and_exthdr() {
                     oifname: "",
                     ct: crate::CtMeta::NONE,
                     ct_detail: None,
+                    route: None,
                 };
                 e.ingress_one("eth0", &p, 0, 0, None).verdict == FinalVerdict::Accept
             })

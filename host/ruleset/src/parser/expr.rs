@@ -81,8 +81,11 @@ impl RuleCtx {
 /// The header keywords that start a payload expression.
 pub(crate) const HEADERS: &[&str] = &[
     "ether", "vlan", "ip", "ip6", "tcp", "udp", "icmp", "icmpv6", "th", "meta", "exthdr", "ct",
-    "ipsec", "socket", "osf",
+    "ipsec", "socket", "osf", "fib",
 ];
+
+/// The keys of `rt` (nft_rt), which share the word with the IPv6 routing header's fields.
+const RT_KEYS: &[&str] = &["classid", "nexthop", "mtu", "ipsec", "ip", "ip6"];
 
 /// `ct` keys of nft 1.0.6 (`ct_key` in its grammar, and the direction-qualified ones after
 /// `ct original|reply`) that wasp does not read.
@@ -155,6 +158,8 @@ impl Parser<'_> {
             "ipsec" => return self.ipsec_expr(span),
             "socket" => return self.socket_expr(span),
             "osf" => return self.osf_expr(span),
+            "fib" => return self.fib_expr(span, ctx),
+            "rt" if RT_KEYS.contains(&field.as_str()) => return self.rt_expr(span, ctx),
             _ => {}
         }
         let opt = match (head.as_str(), field.as_str()) {
@@ -550,6 +555,140 @@ impl Parser<'_> {
         };
         self.advance();
         Ok((Expr::Socket(key), start.through(kspan)))
+    }
+
+    /// `fib FLAG [. FLAG ...] oif|oifname|type` (after `fib`, at `start`), as nft 1.0.6's
+    /// `fib_expr` reads it, and what the kernel's `nft_fib_init` refuses.
+    fn fib_expr(&mut self, start: Span, ctx: &RuleCtx) -> PResult<(Expr, Span)> {
+        use crate::model::{FibExpr, FibResult};
+        if matches!(ctx.family, Family::Bridge | Family::Arp) {
+            return Err(self.st.error(
+                start,
+                format!(
+                    "`fib` works in ip, ip6, inet and netdev tables only, not in a {} table (nft: Could not process rule: No such file or directory)",
+                    ctx.family.name()
+                ),
+            ));
+        }
+        let tuple_start = self.peek_span()?;
+        let mut tuple_end;
+        let mut flags = 0;
+        loop {
+            let at = self.peek_span()?;
+            let f = match self.peek_tok()? {
+                Some(Tok::Word(w)) => match w.as_str() {
+                    "saddr" => FibExpr::SADDR,
+                    "daddr" => FibExpr::DADDR,
+                    "mark" => FibExpr::MARK,
+                    "iif" => FibExpr::IIF,
+                    "oif" => FibExpr::OIF,
+                    _ => 0,
+                },
+                _ => 0,
+            };
+            if f == 0 {
+                return self.expected("`saddr`, `daddr`, `mark`, `iif` or `oif`");
+            }
+            self.advance();
+            flags |= f;
+            tuple_end = at;
+            if !self.eat_punct(".")? {
+                break;
+            }
+        }
+        let tuple = tuple_start.through(tuple_end);
+        let rspan = self.peek_span()?;
+        let result = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "oif" => FibResult::Oif,
+            Some(Tok::Word(w)) if w == "oifname" => FibResult::Oifname,
+            Some(Tok::Word(w)) if w == "type" => FibResult::Type,
+            _ => return self.expected("`oif`, `oifname` or `type` (what `fib` returns)"),
+        };
+        self.advance();
+        let both = |a: u32, b: u32| flags & (a | b) == a | b;
+        let refuse = if flags & (FibExpr::SADDR | FibExpr::DADDR) == 0 {
+            Some("fib: need either saddr or daddr")
+        } else if both(FibExpr::SADDR, FibExpr::DADDR) {
+            Some("fib: saddr and daddr are mutually exclusive")
+        } else if both(FibExpr::IIF, FibExpr::OIF) {
+            Some("fib: iif and oif are mutually exclusive")
+        } else {
+            None
+        };
+        if let Some(msg) = refuse {
+            return Err(self.st.error(tuple, msg));
+        }
+        if flags & FibExpr::OIF != 0 && result != FibResult::Type {
+            // nft_fib_init: the output device restricts a type lookup only.
+            return Err(self.st.error(
+                start.through(rspan),
+                format!(
+                    "`fib ... oif` gives a `type` only, not `{}` (nft: Could not process rule: Invalid argument)",
+                    result.name()
+                ),
+            ));
+        }
+        Ok((Expr::Fib(FibExpr { flags, result }), start.through(rspan)))
+    }
+
+    /// `rt [ip|ip6] classid|nexthop|mtu|ipsec` (after `rt`, at `start`), as nft 1.0.6's
+    /// `rt_expr` and `expr_evaluate_rt` read it.
+    fn rt_expr(&mut self, start: Span, ctx: &RuleCtx) -> PResult<(Expr, Span)> {
+        use crate::model::RtKey;
+        if !matches!(ctx.family, Family::Ip | Family::Ip6 | Family::Inet) {
+            // nft_rt_validate.
+            return Err(self.st.error(
+                start,
+                format!(
+                    "`rt` works in ip, ip6 and inet tables only, not in a {} table (nft: Could not process rule: Operation not supported)",
+                    ctx.family.name()
+                ),
+            ));
+        }
+        let proto = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "ip" => Some(Family::Ip),
+            Some(Tok::Word(w)) if w == "ip6" => Some(Family::Ip6),
+            _ => None,
+        };
+        if proto.is_some() {
+            self.advance();
+        }
+        let kspan = self.peek_span()?;
+        let key = match self.peek_tok()? {
+            Some(Tok::Word(w)) if w == "classid" => RtKey::Classid,
+            Some(Tok::Word(w)) if w == "nexthop" => RtKey::Nexthop4,
+            Some(Tok::Word(w)) if w == "mtu" => RtKey::Tcpmss,
+            Some(Tok::Word(w)) if w == "ipsec" => RtKey::Ipsec,
+            _ => return self.expected("an `rt` key: `classid`, `nexthop`, `mtu` or `ipsec`"),
+        };
+        self.advance();
+        let whole = start.through(kspan);
+        if key != RtKey::Nexthop4 {
+            return Ok((Expr::Rt(key), whole));
+        }
+        let fam = match proto {
+            Some(f) => f,
+            None => match ctx.family {
+                Family::Ip | Family::Ip6 => ctx.family,
+                _ => ctx.network().ok_or_else(|| {
+                    self.st.error(
+                        whole,
+                        "cannot determine ip protocol version, use \"ip nexthop\" or \"ip6 nexthop\" instead",
+                    )
+                })?,
+            },
+        };
+        if matches!(ctx.family, Family::Ip | Family::Ip6) && fam != ctx.family {
+            return Err(self
+                .st
+                .error(whole, format!("{} nexthop will not match", fam.name())));
+        }
+        let key = if fam == Family::Ip6 {
+            RtKey::Nexthop6
+        } else {
+            RtKey::Nexthop4
+        };
+        Ok((Expr::Rt(key), whole))
     }
 
     /// `osf [ttl loose|skip] name|version` (after `osf`).

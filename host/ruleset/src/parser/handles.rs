@@ -537,6 +537,54 @@ pub(crate) fn keys_compatible(set: &[DataType], expr: &[DataType]) -> bool {
 /// `flow add` (forward) or `reject` (not at postrouting or egress).
 fn hook_bound(s: &Stmt) -> bool {
     matches!(s, Stmt::Nat(_) | Stmt::FlowAdd { .. } | Stmt::Reject { .. })
+        || s.exprs()
+            .iter()
+            .any(|e| e.find_map(&hook_bound_expr).is_some())
+}
+
+/// An expression the kernel allows at some hooks only: `fib` (nft_fib_validate, by what it
+/// returns and its `iif`/`oif` flag) and `rt mtu` (nft_rt_validate). Its words and the
+/// kernel's hook mask (bit `n` for hook number `n`: prerouting 0, input 1, forward 2, output
+/// 3, postrouting 4; a netdev chain's ingress is 0 and egress 1).
+fn hook_bound_expr(e: &Expr) -> Option<(String, u32)> {
+    const PRE: u32 = 1;
+    const IN: u32 = 2;
+    const FWD: u32 = 4;
+    const OUT: u32 = 8;
+    const POST: u32 = 16;
+    match e {
+        Expr::Fib(f) => {
+            let iif = f.flags & crate::model::FibExpr::IIF != 0;
+            let oif = f.flags & crate::model::FibExpr::OIF != 0;
+            // Linux 6.18 (checked on it): `oif`/`oifname` at prerouting, input and forward
+            // with or without `iif` (later kernels allow only prerouting without `iif`).
+            let mask = match f.result {
+                crate::model::FibResult::Oif | crate::model::FibResult::Oifname => PRE | IN | FWD,
+                crate::model::FibResult::Type if iif => PRE | IN | FWD,
+                crate::model::FibResult::Type if oif => OUT | POST | FWD,
+                crate::model::FibResult::Type => PRE | IN | FWD | OUT | POST,
+            };
+            Some((crate::print::expr(e), mask))
+        }
+        Expr::Rt(crate::model::RtKey::Tcpmss) => Some(("rt mtu".to_string(), FWD | OUT | POST)),
+        _ => None,
+    }
+}
+
+/// The kernel's number of `hook` in a table of `family` (for [`hook_bound_expr`]'s masks):
+/// NF_INET_* for the IP hooks, NF_NETDEV_INGRESS 0 and NF_NETDEV_EGRESS 1 in netdev, and
+/// NF_INET_INGRESS 5 in inet.
+fn hook_number(family: crate::model::Family, hook: Hook) -> u32 {
+    match hook {
+        Hook::Prerouting => 0,
+        Hook::Input => 1,
+        Hook::Forward => 2,
+        Hook::Output => 3,
+        Hook::Postrouting => 4,
+        Hook::Ingress if family == crate::model::Family::Netdev => 0,
+        Hook::Egress => 1,
+        Hook::Ingress => 5,
+    }
 }
 
 /// A statement that leads to other chains (`jump`, `goto`, a verdict map).
@@ -582,7 +630,7 @@ pub(crate) fn hook_violation(t: &Table) -> Option<String> {
             let c = &t.chains[ci];
             for r in &c.rules {
                 for s in &r.stmts {
-                    if let Some(msg) = stmt_violation(s, b, &base_chain.name, &c.name) {
+                    if let Some(msg) = stmt_violation(t.family, s, b, &base_chain.name, &c.name) {
                         return Some(msg);
                     }
                     for target in targets(t, s) {
@@ -631,12 +679,29 @@ fn targets<'a>(t: &'a Table, s: &'a Stmt) -> Vec<&'a str> {
     }
 }
 
-fn stmt_violation(s: &Stmt, b: &BaseChain, base: &str, chain: &str) -> Option<String> {
+fn stmt_violation(
+    family: crate::model::Family,
+    s: &Stmt,
+    b: &BaseChain,
+    base: &str,
+    chain: &str,
+) -> Option<String> {
     let via = if base == chain {
         format!("chain `{base}`")
     } else {
         format!("chain `{chain}`, reached from base chain `{base}`,")
     };
+    let hook = hook_number(family, b.hook);
+    let outside = s.exprs().into_iter().find_map(|e| {
+        e.find_map(&|x| hook_bound_expr(x).filter(|(_, mask)| mask & (1 << hook) == 0))
+    });
+    if let Some((words, _)) = outside {
+        return Some(format!(
+            "`{words}` does not run at the {} hook, and {via} is at {} (nft: Could not process rule: Operation not supported)",
+            b.hook.name(),
+            b.hook.name()
+        ));
+    }
     let ty = match b.chain_type {
         ChainType::Filter => "filter",
         ChainType::Nat => "nat",

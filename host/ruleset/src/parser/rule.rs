@@ -400,6 +400,24 @@ impl Parser<'_> {
                 .st
                 .error(start, "cannot combine negation with binary expression"));
         }
+        let mut left = left;
+        if let Expr::Fib(f) = &mut left
+            && matches!(self.peek_tok()?, Some(Tok::Word(w)) if w == "exists" || w == "missing")
+        {
+            // nft's expr_evaluate_fib: compared with a boolean, the lookup says whether it
+            // found a device (NFTA_FIB_F_PRESENT), which the kernel (6.18) takes for `oif`
+            // only.
+            if f.result != crate::model::FibResult::Oif {
+                return Err(self.st.error(
+                    lspan,
+                    format!(
+                        "`exists` and `missing` take `fib ... oif`, not `{}` (nft: Could not process rule: Invalid argument)",
+                        f.result.name()
+                    ),
+                ));
+            }
+            f.flags |= crate::model::FibExpr::PRESENT;
+        }
         let dtype = left.dtype();
         let (mut left, mut op) = (left, op);
         let right = if self.eat_punct("{")? {

@@ -5,8 +5,8 @@
 /// Words that start a statement or an expression in nft and that wasp does not read.
 const STATEMENT_WORDS: &[&str] = &[
     // Expressions.
-    "fib", "rt", "numgen", "jhash", "symhash", "gre", "gretap", "vxlan", "geneve", "inner", "rt0",
-    "rt2", "dscp", "ecn", "priority",
+    "numgen", "jhash", "symhash", "gre", "gretap", "vxlan", "geneve", "inner", "rt0", "rt2", "dscp",
+    "ecn", "priority",
     // Meta keys nft accepts without `meta` (`meta_key_unqualified`).
     "ibriport", "obriport", "ibrname", "obrname", // Statements.
     "queue", "tproxy", "synproxy", "meter", "set", "update", "add", "delete", "secmark", "last",

@@ -336,6 +336,7 @@ fn process(
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                route: None,
             })
             .collect();
         out.clear();
