@@ -1349,10 +1349,16 @@ impl Ctx<'_> {
                         fence,
                     );
                 }
-                Stmt::Reject { .. } => {
+                Stmt::Reject { kind, .. } => {
                     // The kernel's reject expressions end the rule with NF_DROP after queueing
-                    // the reply (wasp does not build the reply yet).
-                    ops.push(Op::Verdict(VerdictC::Drop), fence);
+                    // the reply (built on the way out: `forward::reject`).
+                    ops.push(
+                        Op::Reject(crate::engine::Reject {
+                            kind: *kind,
+                            netdev: t.family == Family::Netdev,
+                        }),
+                        fence,
+                    );
                     break;
                 }
                 Stmt::Plugin(u) => {

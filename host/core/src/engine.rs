@@ -1,7 +1,7 @@
 //! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
 //! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
-use wasp_ruleset::model::{ChainType, Family, Hook, Span, Stmt};
+use wasp_ruleset::model::{ChainType, Family, Hook, RejectKind, Span, Stmt};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
@@ -84,6 +84,22 @@ pub struct Outcome {
     /// verdict. Several `dup`s to one target give one copy here (the kernel sends one per
     /// statement).
     pub dup: u64,
+    /// A `reject` statement dropped the packet (`verdict` is then [`FinalVerdict::Drop`]):
+    /// the reply it asked for, which [`crate::forward::Forwarder::after_ingress`] builds and
+    /// sends back out of the input device ([`crate::forward::reject`]). `None` otherwise.
+    pub reject: Option<Reject>,
+}
+
+/// What a `reject` statement asked for: the reply and which of the kernel's ways of replying
+/// its chain's family takes ([`crate::forward::reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reject {
+    /// The reply (`with tcp reset`, `with icmp ...`).
+    pub kind: RejectKind,
+    /// The rule is in a netdev table (nft_reject_netdev_eval: the reply is built from the
+    /// frame and leaves on the input device as it is); else ip, ip6 or inet (nf_send_reset,
+    /// nf_send_unreach: the reply is routed, an ICMP error is icmp_send's).
+    pub netdev: bool,
 }
 
 impl Outcome {
@@ -96,6 +112,7 @@ impl Outcome {
             mark,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     }
 
@@ -743,6 +760,7 @@ impl Engine {
                         mark: st.mark,
                         fwd: None,
                         dup: st.dup,
+                        reject: None,
                     };
                 }
                 Gate::Run => {}
@@ -771,6 +789,7 @@ impl Engine {
                     mark: st.mark,
                     fwd: st.fwd.checked_sub(1).map(OutId),
                     dup: st.dup,
+                    reject: st.reject,
                 };
             }
             stats.1 += 1;
@@ -781,6 +800,7 @@ impl Engine {
             mark: st.mark,
             fwd: None,
             dup: st.dup,
+            reject: None,
         }
     }
 
@@ -967,6 +987,7 @@ impl Engine {
                     mark: state[i].mark,
                     fwd: state[i].fwd.checked_sub(1).map(OutId),
                     dup: state[i].dup,
+                    reject: state[i].reject,
                 };
             }
             start = end;
@@ -1424,6 +1445,7 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         ct_label: None,
         ct_event: None,
         notrack: false,
+        reject: None,
     }
 }
 
@@ -1444,6 +1466,7 @@ fn discarded_before_hook(hook: Hook, p: &Packet<'_>) -> Option<Outcome> {
         mark: p.mark,
         fwd: None,
         dup: 0,
+        reject: None,
     })
 }
 

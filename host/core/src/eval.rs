@@ -556,6 +556,10 @@ pub(crate) fn op_one(
             st.fwd = *t + 1;
             OpRes::Verdict(VerdictC::Stolen)
         }
+        Op::Reject(r) => {
+            st.reject = Some(*r);
+            OpRes::Verdict(VerdictC::Drop)
+        }
         Op::Verdict(v) => OpRes::Verdict(*v),
     }
 }

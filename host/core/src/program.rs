@@ -105,6 +105,9 @@ pub(crate) enum Op {
     /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
     /// with [`VerdictC::Stolen`].
     Fwd(u16),
+    /// `reject ...`: the packet is dropped and the reply recorded in its state (the kernel's
+    /// nft_reject_*_eval queue the reply, then set NF_DROP); ends the rule with drop.
+    Reject(crate::engine::Reject),
     /// A verdict.
     Verdict(VerdictC),
 }

@@ -418,6 +418,7 @@ impl Run<'_> {
                 mark: 0,
                 fwd: None,
                 dup: 0,
+                reject: None,
             };
             packets.len()
         ];

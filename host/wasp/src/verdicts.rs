@@ -158,6 +158,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         w.write(1, &rule, &n).unwrap();
         w.write(2, &policy, &n).unwrap();
