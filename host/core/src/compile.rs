@@ -1447,8 +1447,12 @@ impl Ctx<'_> {
                     let id = self.out_target(dev, None, *span)?;
                     ops.push(Op::Dup(id), fence);
                 }
-                Stmt::Log(wasp_ruleset::model::LogStmt { prefix, .. }) => {
-                    self.prog.logs.push(prefix.clone().unwrap_or_default());
+                Stmt::Log(l) => {
+                    self.prog.logs.push(crate::trace::LogC {
+                        prefix: l.prefix.clone().unwrap_or_default(),
+                        flags: l.flags.0,
+                        group: l.group,
+                    });
                     ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);
                 }
                 Stmt::MetaSet {

@@ -199,6 +199,13 @@ pub enum TraceEvent {
 pub trait TraceSink {
     /// Record one event.
     fn event(&mut self, ev: TraceEvent);
+
+    /// `true` (the default) when the sink wants every event of the walk; `false` when it only
+    /// wants [`TraceEvent::Log`] (the lines of `log` statements): the engine then makes no
+    /// other event, so giving such a sink costs nothing on rules without `log`.
+    fn walk(&self) -> bool {
+        true
+    }
 }
 
 /// Counts of one `counter` statement.
@@ -724,8 +731,10 @@ impl Engine {
         if self.prog.needs_env {
             self.env.fill(&mut st, now_ns);
         }
+        let walk = trace.as_deref().is_some_and(|t| t.walk());
         let mut fx = Effects {
             trace,
+            walk,
             oif: "",
             hits: ElemHits::default(),
             now,
@@ -894,6 +903,7 @@ impl Engine {
                 }
             }
             let mut fx = Effects {
+                walk: trace.as_deref().is_some_and(|t| t.walk()),
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
                 hits: ElemHits::default(),
@@ -1019,6 +1029,24 @@ impl Engine {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// `true` when some rule has a `reject` statement: dropped packets may get a reply, so the
+    /// embedder sends them the way out ([`crate::forward::Forwarder::after_ingress`]).
+    pub fn has_rejects(&self) -> bool {
+        self.prog
+            .chains
+            .iter()
+            .flat_map(|c| &c.rules)
+            .flat_map(|r| r.ops.iter())
+            .any(|o| matches!(o, crate::program::Op::Reject(_)))
+    }
+
+    /// `true` when some rule has a `log` statement: the embedder passes a [`TraceSink`] to
+    /// receive its [`TraceEvent::Log`] events (one that only wants those says so with
+    /// [`TraceSink::walk`], which keeps the walk's own events from being made).
+    pub fn has_logs(&self) -> bool {
+        !self.prog.logs.is_empty()
     }
 
     /// The output targets of the ruleset's `fwd` and `dup` statements, indexed by [`OutId`]

@@ -237,7 +237,7 @@ pub(crate) struct Program {
     /// Sets (named and anonymous).
     pub sets: Vec<SetC>,
     /// Log prefixes.
-    pub logs: Vec<String>,
+    pub logs: Vec<crate::trace::LogC>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
     pub ext_sites: Vec<ExtSite>,
     /// Where each use site is written (parallel to `ext_sites`).

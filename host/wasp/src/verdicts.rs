@@ -140,6 +140,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         let policy = Outcome {
             verdict: FinalVerdict::Accept,
@@ -151,6 +152,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         let unseen = Outcome {
             verdict: FinalVerdict::Accept,

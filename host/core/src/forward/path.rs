@@ -522,7 +522,11 @@ impl Forwarder {
         } else {
             let ip = frame.get(usize::from(meta.net_offset)..)?;
             let from: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
-            match self.gateway.as_ref().zip(self.gateway.as_ref()?.device(in_dev)) {
+            match self
+                .gateway
+                .as_ref()
+                .zip(self.gateway.as_ref()?.device(in_dev))
+            {
                 Some((g, input)) => g.reject_reply(r.kind, input, from, ip, true, false, &mut out),
                 None => {
                     let to: [u8; 6] = frame.get(..6)?.try_into().ok()?;

@@ -125,9 +125,7 @@ fn v4_valid(ip: &[u8]) -> Option<usize> {
 fn csum_unchecked(l3: &[u8], thoff: usize, proto: u8) -> bool {
     use ipv4::protocol as p;
     match proto {
-        p::UDP => l3
-            .get(thoff + 6..thoff + 8)
-            .is_some_and(|c| c == [0, 0]),
+        p::UDP => l3.get(thoff + 6..thoff + 8).is_some_and(|c| c == [0, 0]),
         47 | p::AH | p::ESP | p::SCTP | p::UDPLITE | p::DCCP => true,
         _ => false,
     }
@@ -319,8 +317,7 @@ fn v6_reset(way: RejectWay, ip: &[u8], l2: ([u8; 6], [u8; 6]), out: &mut Vec<u8>
     }
     let src = icmp::v6(&ip[ipv6::field::DST]);
     let dst = icmp::v6(&ip[ipv6::field::SRC]);
-    if matches!(way, RejectWay::Routed { .. }) && (v6_not_unicast(&src) || v6_not_unicast(&dst))
-    {
+    if matches!(way, RejectWay::Routed { .. }) && (v6_not_unicast(&src) || v6_not_unicast(&dst)) {
         return false;
     }
     icmp::v6_headers(proto, &src, &dst, tcp::MIN_HEADER_LEN, l2, out);
@@ -443,8 +440,9 @@ impl super::Gateway {
         let skb_len = if at_ingress {
             ip.len()
         } else if v6 {
-            ipv6::Packet::new_checked(ip)
-                .map_or(ip.len(), |h| ipv6::HEADER_LEN + usize::from(h.payload_len()))
+            ipv6::Packet::new_checked(ip).map_or(ip.len(), |h| {
+                ipv6::HEADER_LEN + usize::from(h.payload_len())
+            })
         } else {
             ipv4::Packet::new_checked(ip).map_or(ip.len(), |h| usize::from(h.total_len()))
         };

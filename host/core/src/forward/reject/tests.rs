@@ -40,7 +40,17 @@ const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 fn seg(flags: u8, payload: &[u8]) -> Vec<u8> {
-    tcp(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 22, flags, 64, payload)
+    tcp(
+        A,
+        B,
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        40000,
+        22,
+        flags,
+        64,
+        payload,
+    )
 }
 
 fn netdev(kind: RejectKind, frame: &[u8]) -> Option<Vec<u8>> {
@@ -105,7 +115,10 @@ fn check_v4_header(r: &[u8], proto: u8) {
     let ip = &r[14..34];
     assert_eq!(ip[0], 0x45);
     assert_eq!(ip[1], 0, "TOS 0");
-    assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), r.len() - 14);
+    assert_eq!(
+        usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+        r.len() - 14
+    );
     assert_eq!(&ip[4..8], &[0, 0, 0x40, 0], "ID 0, DF");
     assert_eq!((ip[8], ip[9]), (64, proto));
     assert_eq!(ones(&[ip]), 0xffff, "IP header checksum");
@@ -122,7 +135,11 @@ fn a_syn_gets_a_reset_acking_its_sequence_plus_one() {
     assert_eq!(&t[4..8], &0u32.to_be_bytes(), "sequence 0");
     assert_eq!(&t[8..12], &1001u32.to_be_bytes(), "ack = 1000 + SYN");
     assert_eq!((t[12], t[13]), (0x50, 0x14), "doff 5, RST|ACK");
-    assert_eq!((&t[14..16], &t[18..20]), (&[0u8; 2][..], &[0u8; 2][..]), "window, urgent 0");
+    assert_eq!(
+        (&t[14..16], &t[18..20]),
+        (&[0u8; 2][..], &[0u8; 2][..]),
+        "window, urgent 0"
+    );
     assert_eq!(ones(&[&pseudo4(&r[14..34], 6, 20), t]), 0xffff);
 }
 
@@ -212,7 +229,11 @@ fn ipv6_reset_and_unreachable() {
     let ip = &r[14..54];
     assert_eq!(&ip[..4], &[0x60, 0, 0, 0]);
     assert_eq!(&ip[4..8], &[0, 20, 6, 64]);
-    assert_eq!(&ip[8..24], &f[14 + 24..14 + 40], "from the packet's destination");
+    assert_eq!(
+        &ip[8..24],
+        &f[14 + 24..14 + 40],
+        "from the packet's destination"
+    );
     assert_eq!(&ip[24..40], &f[14 + 8..14 + 24]);
     let t = &r[54..];
     assert_eq!(&t[..4], &[0x01, 0xbb, 0x9c, 0x40]);
@@ -224,7 +245,11 @@ fn ipv6_reset_and_unreachable() {
     let ip = &r[14..54];
     assert_eq!(ip[6], 58);
     let msg = &r[54..];
-    assert_eq!(&msg[..2], &[1, 3], "icmpx host-unreachable is address-unreachable");
+    assert_eq!(
+        &msg[..2],
+        &[1, 3],
+        "icmpx host-unreachable is address-unreachable"
+    );
     assert_eq!(&msg[8..], &f[14..]);
     assert_eq!(ones(&[&pseudo6(ip, 58, msg.len()), msg]), 0xffff);
     // Quoted up to 1220 bytes.
@@ -280,7 +305,17 @@ const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
 #[test]
 fn a_netdev_reject_sends_its_reply_out_of_the_input_device() {
     let mut r = rig_with(GW, NETDEV);
-    let syn = tcp(CLIENT, W0, [10, 1, 0, 2], [10, 2, 0, 2], 40000, 22, 0x02, 64, &[]);
+    let syn = tcp(
+        CLIENT,
+        W0,
+        [10, 1, 0, 2],
+        [10, 2, 0, 2],
+        40000,
+        22,
+        0x02,
+        64,
+        &[],
+    );
     let (fate, sent) = r.send("w0", &syn, 1.0);
     assert_eq!(fate, Fate::Dropped);
     assert_eq!(sent.len(), 1);
@@ -291,7 +326,17 @@ fn a_netdev_reject_sends_its_reply_out_of_the_input_device() {
     assert_eq!(&f[34 + 8..34 + 12], &1001u32.to_be_bytes());
     assert_eq!(r.fw.stats().sent(SendKind::Reject), 1);
     // Another port: forwarded, no reply.
-    let other = tcp(CLIENT, W0, [10, 1, 0, 2], [10, 2, 0, 2], 40000, 80, 0x02, 64, &[]);
+    let other = tcp(
+        CLIENT,
+        W0,
+        [10, 1, 0, 2],
+        [10, 2, 0, 2],
+        40000,
+        80,
+        0x02,
+        64,
+        &[],
+    );
     let (fate, sent) = r.send("w0", &other, 1.0);
     assert_eq!((fate, sent[0].1), (Fate::Sent, SendKind::Forward));
 }
@@ -313,20 +358,44 @@ table inet f {
 #[test]
 fn an_ip_hook_reject_routes_its_reply_back_to_the_sender() {
     let mut r = rig_with(GW, FORWARD);
-    let syn = tcp(CLIENT, W0, [10, 1, 0, 2], [10, 2, 0, 2], 40000, 22, 0x02, 64, &[]);
+    let syn = tcp(
+        CLIENT,
+        W0,
+        [10, 1, 0, 2],
+        [10, 2, 0, 2],
+        40000,
+        22,
+        0x02,
+        64,
+        &[],
+    );
     let (fate, sent) = r.send("w0", &syn, 1.0);
     assert_eq!(fate, Fate::Dropped);
     let (dev, kind, f) = &sent[0];
     assert_eq!((dev.as_str(), *kind), ("w0", SendKind::Reject));
     assert_eq!(&f[..12], &[CLIENT, W0].concat(), "to the sender, from w0");
-    assert_eq!(&f[26..34], &[10, 2, 0, 2, 10, 1, 0, 2], "from the destination");
+    assert_eq!(
+        &f[26..34],
+        &[10, 2, 0, 2, 10, 1, 0, 2],
+        "from the destination"
+    );
     assert_eq!(f[34 + 13], 0x14);
     assert_eq!(ones(&[&f[14..34]]), 0xffff);
     assert_eq!(ones(&[&pseudo4(&f[14..34], 6, 20), &f[34..]]), 0xffff);
 
     // icmp_send's error for a forwarded packet: from the router's address on w0, TOS 0xc0,
     // no DF, quoting the packet as the forward hook saw it (TTL already decremented).
-    let telnet = tcp(CLIENT, W0, [10, 1, 0, 2], [10, 2, 0, 2], 40000, 23, 0x02, 64, &[]);
+    let telnet = tcp(
+        CLIENT,
+        W0,
+        [10, 1, 0, 2],
+        [10, 2, 0, 2],
+        40000,
+        23,
+        0x02,
+        64,
+        &[],
+    );
     let (_, sent) = r.send("w0", &telnet, 1.0);
     let f = &sent[0].2;
     assert_eq!(sent[0].1, SendKind::Reject);
@@ -340,7 +409,17 @@ fn an_ip_hook_reject_routes_its_reply_back_to_the_sender() {
     assert_eq!(ones(&[&f[34..]]), 0xffff);
 
     // At the input hook the error comes from the packet's destination (the gateway's).
-    let local = tcp(CLIENT, W0, [10, 1, 0, 2], [10, 2, 0, 1], 40000, 22, 0x02, 64, &[]);
+    let local = tcp(
+        CLIENT,
+        W0,
+        [10, 1, 0, 2],
+        [10, 2, 0, 1],
+        40000,
+        22,
+        0x02,
+        64,
+        &[],
+    );
     let (fate, sent) = r.send("w0", &local, 1.0);
     assert_eq!(fate, Fate::Dropped);
     let f = &sent[0].2;
