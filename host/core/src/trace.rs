@@ -1,4 +1,4 @@
-//! Text for trace events: verdict names and `log` lines.
+//! Text for trace events: verdict names and `log` lines (as nf_log_syslog writes them).
 
 use std::fmt::Write;
 
