@@ -74,6 +74,7 @@ fn engine(c: &mut Criterion) {
         mark: 0,
         fwd: None,
         dup: 0,
+        reject: None,
     }; 64];
     for n in [0, 10] {
         let rs = wasp_ruleset::parse_str(&ruleset(n), "bench.nft").expect("bench ruleset");

@@ -1366,10 +1366,16 @@ impl Ctx<'_> {
                         fence,
                     );
                 }
-                Stmt::Reject { .. } => {
+                Stmt::Reject { kind, .. } => {
                     // The kernel's reject expressions end the rule with NF_DROP after queueing
-                    // the reply (wasp does not build the reply yet).
-                    ops.push(Op::Verdict(VerdictC::Drop), fence);
+                    // the reply (built on the way out: `forward::reject`).
+                    ops.push(
+                        Op::Reject(crate::engine::Reject {
+                            kind: *kind,
+                            netdev: t.family == Family::Netdev,
+                        }),
+                        fence,
+                    );
                     break;
                 }
                 Stmt::Plugin(u) => {
@@ -1458,8 +1464,12 @@ impl Ctx<'_> {
                     let id = self.out_target(dev, None, *span)?;
                     ops.push(Op::Dup(id), fence);
                 }
-                Stmt::Log(wasp_ruleset::model::LogStmt { prefix, .. }) => {
-                    self.prog.logs.push(prefix.clone().unwrap_or_default());
+                Stmt::Log(l) => {
+                    self.prog.logs.push(crate::trace::LogC {
+                        prefix: l.prefix.clone().unwrap_or_default(),
+                        flags: l.flags.0,
+                        group: l.group,
+                    });
                     ops.push(Op::Log((self.prog.logs.len() - 1) as u32), fence);
                 }
                 Stmt::MetaSet {

@@ -1,7 +1,7 @@
 //! The public face of the data path: [`Engine::compile`] a ruleset, then run vectors of packets
 //! through a hook with [`Engine::ingress`] (or [`Engine::egress`]).
 
-use wasp_ruleset::model::{ChainType, Family, Hook, Span, Stmt};
+use wasp_ruleset::model::{ChainType, Family, Hook, RejectKind, Span, Stmt};
 use wasp_ruleset::{Error, Ruleset};
 use wasp_wire::PacketMeta;
 
@@ -87,6 +87,22 @@ pub struct Outcome {
     /// verdict. Several `dup`s to one target give one copy here (the kernel sends one per
     /// statement).
     pub dup: u64,
+    /// A `reject` statement dropped the packet (`verdict` is then [`FinalVerdict::Drop`]):
+    /// the reply it asked for, which [`crate::forward::Forwarder::after_ingress`] builds and
+    /// sends back out of the input device ([`crate::forward::reject`]). `None` otherwise.
+    pub reject: Option<Reject>,
+}
+
+/// What a `reject` statement asked for: the reply and which of the kernel's ways of replying
+/// its chain's family takes ([`crate::forward::reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reject {
+    /// The reply (`with tcp reset`, `with icmp ...`).
+    pub kind: RejectKind,
+    /// The rule is in a netdev table (nft_reject_netdev_eval: the reply is built from the
+    /// frame and leaves on the input device as it is); else ip, ip6 or inet (nf_send_reset,
+    /// nf_send_unreach: the reply is routed, an ICMP error is icmp_send's).
+    pub netdev: bool,
 }
 
 impl Outcome {
@@ -99,6 +115,7 @@ impl Outcome {
             mark,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     }
 
@@ -185,6 +202,13 @@ pub enum TraceEvent {
 pub trait TraceSink {
     /// Record one event.
     fn event(&mut self, ev: TraceEvent);
+
+    /// `true` (the default) when the sink wants every event of the walk; `false` when it only
+    /// wants [`TraceEvent::Log`] (the lines of `log` statements): the engine then makes no
+    /// other event, so giving such a sink costs nothing on rules without `log`.
+    fn walk(&self) -> bool {
+        true
+    }
 }
 
 /// Counts of one `counter` statement.
@@ -718,8 +742,10 @@ impl Engine {
         if self.prog.needs_env {
             self.env.fill(&mut st, now_ns);
         }
+        let walk = trace.as_deref().is_some_and(|t| t.walk());
         let mut fx = Effects {
             trace,
+            walk,
             oif: "",
             hits: ElemHits::default(),
             now,
@@ -754,6 +780,7 @@ impl Engine {
                         mark: st.mark,
                         fwd: None,
                         dup: st.dup,
+                        reject: None,
                     };
                 }
                 Gate::Run => {}
@@ -782,6 +809,7 @@ impl Engine {
                     mark: st.mark,
                     fwd: st.fwd.checked_sub(1).map(OutId),
                     dup: st.dup,
+                    reject: st.reject,
                 };
             }
             stats.1 += 1;
@@ -792,6 +820,7 @@ impl Engine {
             mark: st.mark,
             fwd: None,
             dup: st.dup,
+            reject: None,
         }
     }
 
@@ -885,6 +914,7 @@ impl Engine {
                 }
             }
             let mut fx = Effects {
+                walk: trace.as_deref().is_some_and(|t| t.walk()),
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
                 hits: ElemHits::default(),
@@ -978,6 +1008,7 @@ impl Engine {
                     mark: state[i].mark,
                     fwd: state[i].fwd.checked_sub(1).map(OutId),
                     dup: state[i].dup,
+                    reject: state[i].reject,
                 };
             }
             start = end;
@@ -1009,6 +1040,24 @@ impl Engine {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// `true` when some rule has a `reject` statement: dropped packets may get a reply, so the
+    /// embedder sends them the way out ([`crate::forward::Forwarder::after_ingress`]).
+    pub fn has_rejects(&self) -> bool {
+        self.prog
+            .chains
+            .iter()
+            .flat_map(|c| &c.rules)
+            .flat_map(|r| r.ops.iter())
+            .any(|o| matches!(o, crate::program::Op::Reject(_)))
+    }
+
+    /// `true` when some rule has a `log` statement: the embedder passes a [`TraceSink`] to
+    /// receive its [`TraceEvent::Log`] events (one that only wants those says so with
+    /// [`TraceSink::walk`], which keeps the walk's own events from being made).
+    pub fn has_logs(&self) -> bool {
+        !self.prog.logs.is_empty()
     }
 
     /// The output targets of the ruleset's `fwd` and `dup` statements, indexed by [`OutId`]
@@ -1445,6 +1494,7 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         ct_label: None,
         ct_event: None,
         notrack: false,
+        reject: None,
     }
 }
 
@@ -1465,6 +1515,7 @@ fn discarded_before_hook(hook: Hook, p: &Packet<'_>) -> Option<Outcome> {
         mark: p.mark,
         fwd: None,
         dup: 0,
+        reject: None,
     })
 }
 

@@ -33,6 +33,9 @@ pub(crate) enum OpRes {
 pub(crate) struct Effects<'a, 'b> {
     /// Where trace and log events go.
     pub trace: Option<&'a mut (dyn TraceSink + 'b)>,
+    /// `trace` wants the walk's events (rules, chain ends, plugins), not only `log` lines
+    /// ([`TraceSink::walk`]); `false` without a sink.
+    pub walk: bool,
     /// `meta oifname` text, for log lines.
     pub oif: &'a str,
     /// Set elements found by the operation running now whose counter counts them: their
@@ -216,7 +219,7 @@ pub(crate) fn ext_call(
         }
     }
     let counter = matches!(fx.ext.counter_uses.get(site as usize), Some(Some(_)));
-    if fx.trace.is_some() && !counter {
+    if fx.walk && !counter {
         for k in 0..n {
             let result = match (kind, res[k]) {
                 (ExtKind::Match, OpRes::Pass) => "match",
@@ -258,8 +261,19 @@ impl Effects<'_, '_> {
         matches!(self.ext.counter_uses.get(site as usize), Some(Some(_)))
     }
 
+    /// Give the sink a walk event (made only when it wants them).
     #[inline]
     pub fn emit(&mut self, ev: impl FnOnce() -> TraceEvent) {
+        if self.walk
+            && let Some(t) = self.trace.as_deref_mut()
+        {
+            t.event(ev());
+        }
+    }
+
+    /// Give the sink a `log` event.
+    #[inline]
+    pub fn emit_log(&mut self, ev: impl FnOnce() -> TraceEvent) {
         if let Some(t) = self.trace.as_deref_mut() {
             t.event(ev());
         }
@@ -353,9 +367,9 @@ pub(crate) fn op_one(
         }
         Op::Log(l) => {
             let oif = fx.oif;
-            fx.emit(|| TraceEvent::Log {
+            fx.emit_log(|| TraceEvent::Log {
                 packet: idx,
-                text: log_text(&prog.logs[*l as usize], p, oif),
+                text: log_text(&prog.logs[*l as usize], p, st.mark, oif),
             });
             OpRes::Pass
         }
@@ -555,6 +569,10 @@ pub(crate) fn op_one(
             }
             st.fwd = *t + 1;
             OpRes::Verdict(VerdictC::Stolen)
+        }
+        Op::Reject(r) => {
+            st.reject = Some(*r);
+            OpRes::Verdict(VerdictC::Drop)
         }
         Op::Verdict(v) => OpRes::Verdict(*v),
     }

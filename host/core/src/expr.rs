@@ -217,6 +217,8 @@ pub(crate) struct PktState {
     pub ct_event: Option<u32>,
     /// `notrack` ran.
     pub notrack: bool,
+    /// `reject` ended the walk: the reply it asked for.
+    pub reject: Option<crate::engine::Reject>,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).

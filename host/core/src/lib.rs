@@ -52,7 +52,7 @@ pub use compile::MAX_JUMP_LEVEL;
 pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec, NatTarget};
 pub use engine::{
     ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,
-    NamedCounter, OutId, OutTarget, Outcome, Packet, SetElemCounter, TraceEvent, TraceSink,
+    NamedCounter, OutId, OutTarget, Outcome, Packet, Reject, SetElemCounter, TraceEvent, TraceSink,
 };
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,

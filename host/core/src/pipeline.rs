@@ -245,7 +245,7 @@ fn end_at_policy(
     if cx.policy.0 == FinalVerdict::Drop {
         sc.dropped |= mask;
     }
-    if fx.trace.is_some() {
+    if fx.walk {
         for i in bits(mask) {
             base_policy(cx.prog, fx, cx.base, i);
         }
@@ -503,7 +503,7 @@ fn run_chain(
         }
         if live != 0 {
             // Packets that ran the whole rule: trace it and follow the verdict.
-            if fx.trace.is_some() {
+            if fx.walk {
                 for i in bits(live) {
                     let v = if per_packet { sc.vslot[i] } else { verdict };
                     fx.emit(|| rule_event(prog, c, rule.handle, i, v));

@@ -105,6 +105,9 @@ pub(crate) enum Op {
     /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
     /// with [`VerdictC::Stolen`].
     Fwd(u16),
+    /// `reject ...`: the packet is dropped and the reply recorded in its state (the kernel's
+    /// nft_reject_*_eval queue the reply, then set NF_DROP); ends the rule with drop.
+    Reject(crate::engine::Reject),
     /// A verdict.
     Verdict(VerdictC),
 }
@@ -234,7 +237,7 @@ pub(crate) struct Program {
     /// Sets (named and anonymous).
     pub sets: Vec<SetC>,
     /// Log prefixes.
-    pub logs: Vec<String>,
+    pub logs: Vec<crate::trace::LogC>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
     pub ext_sites: Vec<ExtSite>,
     /// Where each use site is written (parallel to `ext_sites`).

@@ -310,6 +310,15 @@ pub struct Stats {
     /// Packets dropped, by reason (`policy`, `rule`, `no_buffer`, `device_down`, ...).
     #[serde(default)]
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// Replies `reject` statements made (TCP resets, ICMP errors), summed over workers.
+    #[serde(default)]
+    pub rejects: u64,
+    /// Lines `log` statements made, summed over workers.
+    #[serde(default)]
+    pub logged: u64,
+    /// Of those, lines the workers' rate limits suppressed.
+    #[serde(default)]
+    pub log_suppressed: u64,
 }
 
 /// One port's counters.

@@ -144,25 +144,8 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
     if let Some(n) = s.size {
         let _ = writeln!(out, "\t\tsize {n}");
     }
-    let f = s.flags;
-    // nft drops a lone `timeout` flag when the set has a default timeout.
-    let timeout_flag =
-        f.timeout && !(s.timeout_ms.is_some() && !f.constant && !f.interval && !f.dynamic);
-    let mut flags = Vec::new();
-    if f.constant {
-        flags.push("constant");
-    }
-    if f.interval {
-        flags.push("interval");
-    }
-    if timeout_flag {
-        flags.push("timeout");
-    }
-    if f.dynamic {
-        flags.push("dynamic");
-    }
-    if !flags.is_empty() {
-        let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    if let Some(flags) = set_flags_text(s) {
+        let _ = writeln!(out, "\t\tflags {flags}");
     }
     if s.counter {
         out.push_str("\t\tcounter\n");
@@ -218,6 +201,24 @@ fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
         count += 1;
     }
     out
+}
+
+/// A set's `flags` line as nft 1.0.6 lists it (`constant`, `interval`, `dynamic`, `timeout`,
+/// in that order; a lone `timeout` flag is left out when the set has a default timeout).
+pub(crate) fn set_flags_text(s: &SetDecl) -> Option<String> {
+    let f = s.flags;
+    let timeout_flag =
+        f.timeout && !(s.timeout_ms.is_some() && !f.constant && !f.interval && !f.dynamic);
+    let flags: Vec<&str> = [
+        (f.constant, "constant"),
+        (f.interval, "interval"),
+        (f.dynamic, "dynamic"),
+        (timeout_flag, "timeout"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    (!flags.is_empty()).then(|| flags.join(","))
 }
 
 /// Elements in the order nft lists them, with interval parts in their listed form: sorted by
@@ -606,7 +607,11 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             }
             for s in &u.stmts {
                 t.push(' ');
-                t.push_str(&stmt(s));
+                // An element's counter lists without its counts (nft 1.0.6).
+                match s {
+                    Stmt::Counter { .. } => t.push_str("counter"),
+                    s => t.push_str(&stmt(s)),
+                }
             }
             if let Some(d) = &u.data {
                 t.push_str(&format!(" : {}", expr(d)));

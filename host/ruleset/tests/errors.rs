@@ -1034,10 +1034,10 @@ fn an_unclosed_block_points_to_where_it_opened() {
 fn set_statement_errors() {
     let with_sets = |rule: &str| {
         format!(
-            "table netdev t {{\n\tset s {{ type ipv4_addr; }}\n\tset r {{ type ipv4_addr; flags interval; }}\n\tmap m {{ type ipv4_addr : mark; }}\n\tchain c {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
+            "table netdev t {{\n\tset s {{ type ipv4_addr; }}\n\tset r {{ type ipv4_addr; flags interval; }}\n\tmap m {{ type ipv4_addr : mark; }}\n\tmap f {{ type ipv4_addr : mark; size 8; }}\n\tchain c {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\t{rule}\n\t}}\n}}\n"
         )
     };
-    // (rule on line 7 at column 3, column of the error in the rule, message part)
+    // (rule on line 8 at column 3, column of the error in the rule, message part)
     let cases: &[(&str, u32, &str)] = &[
         ("add @s { ip saddr", 18, "expected `}`"),
         ("add @nope { ip saddr }", 5, "unknown set `@nope`"),
@@ -1054,6 +1054,11 @@ fn set_statement_errors() {
             "`delete @set` takes the key only",
         ),
         ("update @r { ip saddr }", 8, "has `flags interval`"),
+        (
+            "add @f { ip saddr : 1 }",
+            5,
+            "has a `size` but not `flags dynamic`",
+        ),
         ("update @s { ip saddr timeout 1x }", 30, "1x"),
         (
             "update @s { ip saddr limit rate 0/second }",
@@ -1062,6 +1067,6 @@ fn set_statement_errors() {
         ),
     ];
     for (rule, col, needle) in cases {
-        check(&with_sets(rule), 7, 2 + col, needle);
+        check(&with_sets(rule), 8, 2 + col, needle);
     }
 }

@@ -106,10 +106,20 @@ fn normalize(mut r: Ruleset) -> Ruleset {
                         | Stmt::Quota { span, .. }
                         | Stmt::QuotaRef { span, .. }
                         | Stmt::Reject { span, .. }
+                        | Stmt::PayloadSet { span, .. }
+                        | Stmt::OptReset { span, .. }
                         | Stmt::CounterRef { span, .. } => {
                             *span = Span::default();
                         }
                         Stmt::Nat(n) => n.span = Span::default(),
+                        Stmt::SetUpdate(u) => {
+                            u.span = Span::default();
+                            for s in &mut u.stmts {
+                                if let Stmt::Limit { span, .. } | Stmt::Quota { span, .. } = s {
+                                    *span = Span::default();
+                                }
+                            }
+                        }
                         _ => {}
                     }
                 }

@@ -439,6 +439,13 @@ pub fn stats_text(s: &Stats) -> String {
             w.id, w.packets, w.vectors, w.dropped
         );
     }
+    if s.rejects > 0 || s.logged > 0 {
+        let _ = writeln!(
+            out,
+            "\nreject replies {}  log lines {} ({} suppressed)",
+            s.rejects, s.logged, s.log_suppressed
+        );
+    }
     if !s.drops.is_empty() {
         let _ = writeln!(out, "\n{:<24} {:>12}", "drop reason", "packets");
         for (k, v) in &s.drops {

@@ -63,7 +63,7 @@ use crate::summary::{
     InputSummary, LossSummary, NamedCounterSummary, PluginStateSummary, RuleSummary,
     SetCounterSummary, Summary,
 };
-use crate::trace::{Collector, format_packet_trace};
+use crate::trace::{Collector, LogLines, format_packet_trace};
 use crate::verdicts::VerdictWriter;
 
 /// With plugins, the most capture time one vector spans (1 ms): their clock moves (and their
@@ -350,6 +350,8 @@ struct Run<'o> {
     summary: Summary,
     index: u64,
     collector: Collector,
+    /// `log` lines of the current vector when no trace is printed (printed on standard error).
+    logs: Option<LogLines>,
     /// (table, chain, rule handle or `u64::MAX` for the policy, drop?) -> packets.
     decisions: BTreeMap<(u32, u32, u64, bool), u64>,
     /// The ruleset's plugins, if it has any.
@@ -419,14 +421,17 @@ impl Run<'_> {
                 mark: 0,
                 fwd: None,
                 dup: 0,
+                reject: None,
             };
             packets.len()
         ];
         // Trace events only when a trace is printed: the summary's counts come from the
         // outcomes and the engine's per-base-chain statistics.
-        let sink: Option<&mut dyn TraceSink> = match self.trace {
-            Some(_) => Some(&mut self.collector),
-            None => None,
+        // Without a trace, `log` lines still come (a sink that wants only them).
+        let sink: Option<&mut dyn TraceSink> = match (self.trace.is_some(), self.logs.as_mut()) {
+            (true, _) => Some(&mut self.collector),
+            (false, Some(l)) => Some(l),
+            (false, None) => None,
         };
         let now = frames[0].ts_ns;
         self.summary.start_ns.get_or_insert(now);
@@ -458,6 +463,27 @@ impl Run<'_> {
             Some(_) => self.collector.take_by_packet(packets.len()),
             None => Vec::new(),
         };
+        // `log` lines on standard error, in packet order, as the kernel log would show them.
+        let mut log_lines: Vec<(usize, String)> = match self.logs.as_mut() {
+            Some(l) if self.trace.is_none() => std::mem::take(&mut l.lines),
+            _ => events
+                .iter()
+                .enumerate()
+                .flat_map(|(i, evs)| {
+                    evs.iter().filter_map(move |e| match e {
+                        wasp_core::TraceEvent::Log { text, .. } => Some((i, text.clone())),
+                        _ => None,
+                    })
+                })
+                .collect(),
+        };
+        log_lines.sort_by_key(|l| l.0);
+        if !log_lines.is_empty() {
+            let mut err = std::io::stderr().lock();
+            for (_, line) in &log_lines {
+                let _ = writeln!(err, "{line}");
+            }
+        }
         for (i, (frame, pkt)) in frames.iter().zip(&packets).enumerate() {
             self.index += 1;
             let outcome = &out[i];
@@ -692,7 +718,7 @@ pub fn replay(
             Some(g)
         }
     };
-    let forwarding = gateway.is_some() || !engine.out_targets().is_empty();
+    let forwarding = gateway.is_some() || !engine.out_targets().is_empty() || engine.has_rejects();
     // Conntrack, NAT and flowtables for the packets the gateway routes (deterministic: the
     // table's hash seed is fixed, its clock is the capture's).
     let netfilter = (gateway.is_some() && engine.uses_ip_path()).then(|| {
@@ -765,6 +791,7 @@ pub fn replay(
             .map(|m| m.len())
             .sum(),
     );
+    let run_logs = engine.has_logs().then(LogLines::default);
     let mut run = Run {
         engine,
         known: {
@@ -785,6 +812,7 @@ pub fn replay(
         summary,
         index: 0,
         collector: Collector::default(),
+        logs: run_logs,
         decisions: BTreeMap::new(),
         plugins,
         events: Vec::new(),
@@ -1000,6 +1028,7 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
         time_exceeded: g.time_exceeded,
         solicited: st.sent(SendKind::Solicit),
         unreachable: st.sent(SendKind::Unreachable),
+        rejected: st.sent(SendKind::Reject),
         lost: st
             .lost
             .iter()

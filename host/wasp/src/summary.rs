@@ -88,6 +88,8 @@ pub struct ForwardSummary {
     pub solicited: u64,
     /// ICMP destination unreachable the gateway sent for packets it had no route for.
     pub unreachable: u64,
+    /// Replies `reject` statements sent (TCP resets, ICMP errors) about packets they dropped.
+    pub rejected: u64,
     /// Frames lost on the way out, by reason (`no-route`, `no-neighbour`, `device-down`,
     /// `egress-drop`, `recursion`, ...), in reason order.
     pub lost: Vec<LossSummary>,
@@ -405,6 +407,9 @@ impl Summary {
             }
             if f.unreachable > 0 {
                 let _ = writeln!(s, "  unreachable sent {}", f.unreachable);
+            }
+            if f.rejected > 0 {
+                let _ = writeln!(s, "  reject replies sent {}", f.rejected);
             }
             if f.solicited > 0 {
                 let _ = writeln!(s, "  solicited {} next hop(s)", f.solicited);

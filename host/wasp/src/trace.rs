@@ -47,6 +47,28 @@ impl Collector {
     }
 }
 
+/// A [`TraceSink`] that keeps only the lines of `log` statements, in the order they ran,
+/// with the packet (index in its vector) of each; the engine makes no other event for it
+/// ([`TraceSink::walk`] is `false`), so it costs nothing on rules without `log`. What
+/// `wasp replay` prints on standard error and the daemon's workers publish.
+#[derive(Debug, Default)]
+pub struct LogLines {
+    /// (packet index in its vector, the line as the kernel log would show it).
+    pub lines: Vec<(usize, String)>,
+}
+
+impl TraceSink for LogLines {
+    fn event(&mut self, ev: TraceEvent) {
+        if let TraceEvent::Log { packet, text } = ev {
+            self.lines.push((packet, text));
+        }
+    }
+
+    fn walk(&self) -> bool {
+        false
+    }
+}
+
 /// The packet (index in its vector) an event belongs to.
 pub fn event_packet(ev: &TraceEvent) -> usize {
     match ev {

@@ -140,6 +140,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         let policy = Outcome {
             verdict: FinalVerdict::Accept,
@@ -151,6 +152,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         let unseen = Outcome {
             verdict: FinalVerdict::Accept,
@@ -158,6 +160,7 @@ mod tests {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         w.write(1, &rule, &n).unwrap();
         w.write(2, &policy, &n).unwrap();

@@ -158,6 +158,7 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         }];
         engine.ingress_ext("eth0", &[p], t, &mut out, None, &mut plugins.runtime);
     };

@@ -130,13 +130,7 @@ fn run_once(
 ) -> (u64, u64, u64, u64) {
     let mut packets = 0u64;
     let mut accepted = 0u64;
-    let mut out = [Outcome {
-        verdict: wasp_core::FinalVerdict::Accept,
-        decision: None,
-        mark: 0,
-        fwd: None,
-        dup: 0,
-    }; 64];
+    let mut out = [Outcome::unseen(0); 64];
     let mut batch: Vec<Packet<'_>> = Vec::with_capacity(64);
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();

@@ -73,6 +73,69 @@ pub fn v4_time_exceeded(
     v4_error(ip, 11, 0, 0, src, mac, to_mac, out);
 }
 
+/// How an ICMPv4 error's IP header is written and how much of the offending datagram it
+/// quotes: the kernel writes them two ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V4Shape {
+    /// The TOS byte.
+    pub tos: u8,
+    /// Don't Fragment set.
+    pub df: bool,
+    /// Most bytes of the offending datagram quoted.
+    pub quote_max_bytes: usize,
+}
+
+/// icmp_send's errors (the gateway's own, and `reject` at the IP hooks, nf_send_unreach):
+/// TOS 0xc0 (IPTOS_PREC_INTERNETCONTROL), no DF, the whole error within 576 bytes.
+pub const ICMP_SEND: V4Shape = V4Shape {
+    tos: 0xc0,
+    df: false,
+    quote_max_bytes: V4_ERROR_MAX - 28,
+};
+
+/// nf_reject_skb_v4_unreach's errors (`reject` at the netdev hooks; the header of
+/// nf_reject_iphdr_put): TOS 0, DF, at most 536 bytes quoted.
+pub const NF_REJECT: V4Shape = V4Shape {
+    tos: 0,
+    df: true,
+    quote_max_bytes: 536,
+};
+
+/// Write into `out` the Ethernet header from `mac` to `to_mac` and a 20-byte IPv4 header
+/// from `src` to `dst` for `payload_len` bytes of `protocol` (ID 0, TTL [`DEFAULT_TTL`], TOS
+/// and DF as `shape` says, the header checksum computed). `out` is cleared first.
+pub fn v4_headers(
+    shape: V4Shape,
+    protocol: u8,
+    src: [u8; 4],
+    dst: [u8; 4],
+    payload_len: usize,
+    (mac, to_mac): ([u8; 6], [u8; 6]),
+    out: &mut Vec<u8>,
+) {
+    use wasp_wire::ipv4::field;
+    out.clear();
+    out.extend_from_slice(&to_mac);
+    out.extend_from_slice(&mac);
+    out.extend_from_slice(&wasp_wire::ethernet::ethertype::IPV4.to_be_bytes());
+    let mut h = [0u8; wasp_wire::ipv4::MIN_HEADER_LEN];
+    h[field::VER_IHL] = 0x45;
+    h[field::DSCP_ECN] = shape.tos;
+    let total = (h.len() + payload_len) as u16;
+    h[field::TOTAL_LEN..field::TOTAL_LEN + 2].copy_from_slice(&total.to_be_bytes());
+    if shape.df {
+        h[field::FLAGS_FRAG..field::FLAGS_FRAG + 2]
+            .copy_from_slice(&wasp_wire::ipv4::FLAG_DF.to_be_bytes());
+    }
+    h[field::TTL] = DEFAULT_TTL;
+    h[field::PROTOCOL] = protocol;
+    h[field::SRC].copy_from_slice(&src);
+    h[field::DST].copy_from_slice(&dst);
+    let c = checksum::checksum(&h);
+    h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
+    out.extend_from_slice(&h);
+}
+
 /// [`v4_time_exceeded`] with another `typ`, `code` and `rest` (the ICMP header's last four
 /// bytes): the same header, quote and checksum (destination unreachable is type 3: net
 /// unreachable code 0, as the kernel's ip_error sends for a destination without a route;
@@ -88,26 +151,31 @@ pub fn v4_error(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    let quote = &ip[..ip.len().min(V4_ERROR_MAX - 28)];
-    let total = 20 + 8 + quote.len();
+    v4_error_shaped(ICMP_SEND, ip, [typ, code], rest, src, (mac, to_mac), out);
+}
+
+/// [`v4_error`] with the IP header and quote of `shape`: an ICMP message `type_code` with
+/// `rest` about the IPv4 datagram `ip` (its header first; quoted up to
+/// `shape.quote_max_bytes`), from `src` to the datagram's source, Ethernet `(mac, to_mac)`.
+/// Nothing is written when `ip` is shorter than an IPv4 header.
+pub fn v4_error_shaped(
+    shape: V4Shape,
+    ip: &[u8],
+    type_code: [u8; 2],
+    rest: u32,
+    src: Ipv4Addr,
+    l2: ([u8; 6], [u8; 6]),
+    out: &mut Vec<u8>,
+) {
     out.clear();
-    out.extend_from_slice(&to_mac);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&[0x08, 0x00]);
-    let dst = [ip[12], ip[13], ip[14], ip[15]];
-    let mut h = [0u8; 20];
-    h[0] = 0x45;
-    h[1] = 0xc0;
-    h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    h[8] = DEFAULT_TTL;
-    h[9] = 1;
-    h[12..16].copy_from_slice(&src.octets());
-    h[16..20].copy_from_slice(&dst);
-    let c = checksum::checksum(&h);
-    h[10..12].copy_from_slice(&c.to_be_bytes());
-    out.extend_from_slice(&h);
+    let Some(dst) = ip.get(wasp_wire::ipv4::field::SRC) else {
+        return;
+    };
+    let dst: [u8; 4] = dst.try_into().unwrap_or_default();
+    let quote = &ip[..ip.len().min(shape.quote_max_bytes)];
+    v4_headers(shape, 1, src.octets(), dst, 8 + quote.len(), l2, out);
     let at = out.len();
-    out.extend_from_slice(&[typ, code, 0, 0]);
+    out.extend_from_slice(&[type_code[0], type_code[1], 0, 0]);
     out.extend_from_slice(&rest.to_be_bytes());
     out.extend_from_slice(quote);
     let c = checksum::checksum(&out[at..]);
@@ -151,6 +219,9 @@ pub fn v6_time_exceeded(
     v6_error(ip, 3, 0, 0, src, mac, to_mac, out);
 }
 
+/// Most bytes of the offending packet an ICMPv6 error of icmpv6_send quotes (1280 - 48).
+pub const V6_QUOTE_MAX: usize = V6_ERROR_MAX - 48;
+
 /// [`v6_time_exceeded`] with another `typ`, `code` and `rest` (the message's four bytes after
 /// the checksum): destination unreachable is type 1, no route to destination code 0, as the
 /// kernel's ip6_pkt_drop sends; packet too big is type 2 with the MTU in `rest` (RFC 4443 3.2).
@@ -165,21 +236,59 @@ pub fn v6_error(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    let quote = &ip[..ip.len().min(V6_ERROR_MAX - 48)];
-    let dst = v6(&ip[8..24]);
-    let plen = 8 + quote.len();
+    v6_error_quoting(V6_QUOTE_MAX, ip, [typ, code], rest, src, (mac, to_mac), out);
+}
+
+/// Write into `out` the Ethernet header from `mac` to `to_mac` and an IPv6 header from `src`
+/// to `dst` for `payload_len` bytes of `next_header` (traffic class and flow label 0, hop
+/// limit [`DEFAULT_TTL`], as nf_reject_ip6hdr_put and icmp6_send write them). `out` is cleared
+/// first.
+pub fn v6_headers(
+    next_header: u8,
+    src: &Ipv6Addr,
+    dst: &Ipv6Addr,
+    payload_len: usize,
+    (mac, to_mac): ([u8; 6], [u8; 6]),
+    out: &mut Vec<u8>,
+) {
+    use wasp_wire::ipv6::field;
     out.clear();
     out.extend_from_slice(&to_mac);
     out.extend_from_slice(&mac);
-    out.extend_from_slice(&[0x86, 0xdd]);
-    out.extend_from_slice(&[0x60, 0, 0, 0]);
-    out.extend_from_slice(&(plen as u16).to_be_bytes());
-    out.push(58);
-    out.push(DEFAULT_TTL);
-    out.extend_from_slice(&src.octets());
-    out.extend_from_slice(&dst.octets());
+    out.extend_from_slice(&wasp_wire::ethernet::ethertype::IPV6.to_be_bytes());
+    let mut h = [0u8; wasp_wire::ipv6::HEADER_LEN];
+    h[field::VER_TC_FLOW] = 0x60;
+    h[field::PAYLOAD_LEN..field::PAYLOAD_LEN + 2]
+        .copy_from_slice(&(payload_len as u16).to_be_bytes());
+    h[field::NEXT_HEADER] = next_header;
+    h[field::HOP_LIMIT] = DEFAULT_TTL;
+    h[field::SRC].copy_from_slice(&src.octets());
+    h[field::DST].copy_from_slice(&dst.octets());
+    out.extend_from_slice(&h);
+}
+
+/// [`v6_error`] quoting at most `quote_max_bytes` of the IPv6 packet `ip` (icmpv6_send:
+/// [`V6_QUOTE_MAX`]; nf_reject_skb_v6_unreach: 1220): an ICMPv6 message `type_code` with
+/// `rest`, from `src` to the packet's source, Ethernet `(mac, to_mac)`, the checksum over the
+/// pseudo-header. Nothing is written when `ip` is shorter than an IPv6 header.
+pub fn v6_error_quoting(
+    quote_max_bytes: usize,
+    ip: &[u8],
+    type_code: [u8; 2],
+    rest: u32,
+    src: Ipv6Addr,
+    l2: ([u8; 6], [u8; 6]),
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    if ip.len() < wasp_wire::ipv6::HEADER_LEN {
+        return;
+    }
+    let quote = &ip[..ip.len().min(quote_max_bytes)];
+    let dst = v6(&ip[wasp_wire::ipv6::field::SRC]);
+    v6_headers(58, &src, &dst, 8 + quote.len(), l2, out);
     let at = out.len();
-    out.extend_from_slice(&[typ, code, 0, 0]);
+    out.extend_from_slice(&[type_code[0], type_code[1], 0, 0]);
     out.extend_from_slice(&rest.to_be_bytes());
     out.extend_from_slice(quote);
     let c = checksum::icmpv6(&src, &dst, &out[at..]);

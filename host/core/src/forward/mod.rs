@@ -59,6 +59,7 @@ pub mod netfilter;
 #[cfg(test)]
 mod netfilter_tests;
 pub mod path;
+pub mod reject;
 mod routes;
 pub mod tunnel;
 #[cfg(test)]
@@ -754,20 +755,50 @@ impl Gateway {
     ) -> bool {
         let ip = &frame[14..14 + total];
         let d = &self.devices[usize::from(input.0)];
-        let src = d
-            .addrs
-            .iter()
-            .chain(self.devices.iter().flat_map(|d| &d.addrs))
-            .find_map(|n| match n.addr() {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            });
+        let src = self.error_src_v4(input);
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v4_may_answer(ip)) else {
             return false;
         };
         let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
         icmp::v4_error(ip, typ, code, rest, src, mac, to_mac, &mut self.buf);
         true
+    }
+
+    /// The source of the gateway's ICMP errors about packets that came in on `input`: its first
+    /// IPv4 address, else the first of any device (icmp_send with no source given: the
+    /// route's preferred source).
+    fn error_src_v4(&self, input: DevId) -> Option<Ipv4Addr> {
+        let d = self.devices.get(usize::from(input.0))?;
+        d.addrs
+            .iter()
+            .chain(self.devices.iter().flat_map(|d| &d.addrs))
+            .find_map(|n| match n.addr() {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            })
+    }
+
+    /// The source of the gateway's ICMPv6 errors about packets from `orig_src` that came in
+    /// on `input`: an address of the input device of the source's scope (link-local or
+    /// not), else its first.
+    fn error_src_v6(&self, input: DevId, orig_src: &Ipv6Addr) -> Option<Ipv6Addr> {
+        let d = self.devices.get(usize::from(input.0))?;
+        let v6s: Vec<Ipv6Addr> = d
+            .addrs
+            .iter()
+            .filter_map(|n| match n.addr() {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            })
+            .chain(link_local(d).and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }))
+            .collect();
+        v6s.iter()
+            .find(|a| is_link_local(a) == is_link_local(orig_src))
+            .or(v6s.first())
+            .copied()
     }
 
     fn ipv6(
@@ -920,23 +951,7 @@ impl Gateway {
         let d = &self.devices[usize::from(input.0)];
         let orig_src = icmp::v6(&ip[8..24]);
         // An address of the input device, of the source's scope where there is one.
-        let v6s: Vec<Ipv6Addr> = d
-            .addrs
-            .iter()
-            .filter_map(|n| match n.addr() {
-                IpAddr::V6(a) => Some(a),
-                IpAddr::V4(_) => None,
-            })
-            .chain(link_local(d).and_then(|a| match a {
-                IpAddr::V6(a) => Some(a),
-                IpAddr::V4(_) => None,
-            }))
-            .collect();
-        let src = v6s
-            .iter()
-            .find(|a| is_link_local(a) == is_link_local(&orig_src))
-            .or(v6s.first())
-            .copied();
+        let src = self.error_src_v6(input, &orig_src);
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v6_may_answer(ip)) else {
             return false;
         };

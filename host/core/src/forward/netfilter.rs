@@ -406,6 +406,12 @@ pub(crate) enum IpFate {
     },
     /// Not for the IP path (not IPv4/IPv6): the caller routes it as before.
     NotIp,
+    /// Dropped by a chain's `reject`: its reply to send out of the input device, if one is
+    /// sent ([`super::reject`]).
+    Rejected {
+        /// The reply frame.
+        reply: Option<Vec<u8>>,
+    },
     /// The gateway answered it, dropped it or cannot send it yet (time exceeded,
     /// unreachable, no neighbour, ARP/ND answers): what it decided.
     Routed(super::path::Routed),
@@ -544,7 +550,7 @@ fn ip_path_once<'a>(
         let mut out = [Outcome::unseen(mark)];
         engine.pre_conntrack(&[p], now_ns, &mut out, re(&mut ext));
         if out[0].verdict != FinalVerdict::Accept {
-            return IpFate::Dropped { conntrack: false };
+            return rejected(g, out[0].reject, input, frame, frame, false);
         }
         mark = out[0].mark;
         if let Some((_, fx)) = engine.conn_effects().first() {
@@ -573,6 +579,7 @@ fn ip_path_once<'a>(
         in_dev,
         mark,
         now_ns,
+        reject: None,
     };
     // 3. Prerouting.
     let Some((fx, edited)) = walk.run(
@@ -583,7 +590,7 @@ fn ip_path_once<'a>(
         "",
         Some(wasp_conntrack::status::DST_NAT_DONE),
     ) else {
-        return IpFate::Dropped { conntrack: false };
+        return walk.rejected(g, input, frame, frame, false);
     };
     apply_fx(
         walk.engine,
@@ -623,7 +630,7 @@ fn ip_path_once<'a>(
                 "",
                 Some(wasp_conntrack::status::SRC_NAT_DONE),
             ) else {
-                return IpFate::Dropped { conntrack: false };
+                return walk.rejected(g, input, frame, &cur, true);
             };
             if let Some(v) = edited {
                 cur = Cow::Owned(v);
@@ -664,7 +671,7 @@ fn ip_path_once<'a>(
     // 5. Forward.
     let mut m = wasp_wire::parse(&routed);
     let Some((fx, edited)) = walk.run(g, Hook::Forward, &routed, m, &out_name, None) else {
-        return IpFate::Dropped { conntrack: false };
+        return walk.rejected(g, input, frame, &routed, false);
     };
     if let Some(v) = edited {
         routed = v;
@@ -680,7 +687,7 @@ fn ip_path_once<'a>(
         &out_name,
         Some(wasp_conntrack::status::SRC_NAT_DONE),
     ) else {
-        return IpFate::Dropped { conntrack: false };
+        return walk.rejected(g, input, frame, &routed, false);
     };
     if let Some(v) = edited {
         routed = v;
@@ -742,9 +749,49 @@ struct Walk<'x, 'e> {
     in_dev: &'x str,
     mark: u32,
     now_ns: u64,
+    /// The hook that dropped the packet did it with `reject`.
+    reject: Option<crate::Reject>,
+}
+
+/// What a hook's drop of a packet gives: with `reject` `r`, its reply about the packet as the
+/// hook saw it (`at_hook`), routed to the sender of `frame` (the frame as it came in on
+/// `input`); `local`: the input hook. Without, a plain drop.
+fn rejected(
+    g: &Gateway,
+    r: Option<crate::Reject>,
+    input: DevId,
+    frame: &[u8],
+    at_hook: &[u8],
+    local: bool,
+) -> IpFate {
+    let Some(r) = r else {
+        return IpFate::Dropped { conntrack: false };
+    };
+    let net = usize::from(wasp_wire::parse(at_hook).net_offset);
+    let from: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+    let mut out = Vec::new();
+    let made = match (at_hook.get(net..), from) {
+        (Some(ip), Some(from)) => g.reject_reply(r.kind, input, from, ip, false, local, &mut out),
+        _ => false,
+    };
+    IpFate::Rejected {
+        reply: made.then_some(out),
+    }
 }
 
 impl Walk<'_, '_> {
+    /// [`rejected`] for the hook that dropped the packet.
+    fn rejected(
+        &self,
+        g: &Gateway,
+        input: DevId,
+        frame: &[u8],
+        at_hook: &[u8],
+        local: bool,
+    ) -> IpFate {
+        rejected(g, self.reject, input, frame, at_hook, local)
+    }
+
     /// Run IP hook `h` on `frame` (`meta` its parse), leaving on `oif` (empty before the
     /// route); `fib` and `rt` read gateway `g`. With `nat_done`, the hook's nat chains run when the connection is new and
     /// lacks that status bit (its binding for the hook's manip type). What the rules asked of
@@ -787,11 +834,12 @@ impl Walk<'_, '_> {
             route: Some(&view),
         };
         match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
-            Some(k) => {
+            Ok(k) => {
                 self.mark = k.outcome.mark;
                 Some((k.fx, k.edited))
             }
-            None => {
+            Err(reject) => {
+                self.reject = reject;
                 self.discard();
                 None
             }
@@ -824,16 +872,16 @@ struct Hooked {
     edited: Option<Vec<u8>>,
 }
 
-/// Run IP hook `h` on one packet; `None` when it was dropped.
+/// Run IP hook `h` on one packet; `Err` when it was dropped, with the `reject` that did it.
 fn hook(
     engine: &mut Engine,
     ext: Option<&mut dyn Extensions>,
     h: Hook,
     p: Packet<'_>,
     now_ns: u64,
-) -> Option<Hooked> {
+) -> Result<Hooked, Option<crate::Reject>> {
     if !engine.has_ip_hook(h) {
-        return Some(Hooked {
+        return Ok(Hooked {
             outcome: Outcome::unseen(p.mark),
             fx: ConnFx::default(),
             edited: None,
@@ -846,7 +894,7 @@ fn hook(
         None => engine.ip_hook(h, &[p], now_ns, &mut out, None),
     }
     if out[0].verdict != FinalVerdict::Accept {
-        return None;
+        return Err(out[0].reject);
     }
     let fx = engine
         .conn_effects()
@@ -855,7 +903,7 @@ fn hook(
         .unwrap_or_default();
     let edited = (!engine.edits().is_empty())
         .then(|| crate::ext::apply_edits(frame, engine.edits().iter().map(|(_, e)| e)));
-    Some(Hooked {
+    Ok(Hooked {
         outcome: out[0],
         fx,
         edited,

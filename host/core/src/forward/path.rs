@@ -61,6 +61,9 @@ pub enum SendKind {
     Unreachable,
     /// Forwarded by a flowtable's fast path (no chain saw it).
     Flow,
+    /// A `reject` statement's reply (TCP reset or ICMP error, [`super::reject`]) about a
+    /// packet it dropped, sent back out of the device the packet came in on.
+    Reject,
 }
 
 /// A frame to send on a device (after its egress hook accepted it).
@@ -391,6 +394,10 @@ impl Forwarder {
             );
         }
         if outcome.verdict == FinalVerdict::Drop {
+            if let Some(r) = outcome.reject {
+                let reply = self.reject_reply(r, in_dev, frame);
+                self.send_reject(engine, ext, in_dev, frame, reply, now_ns, sends);
+            }
             return Fate::Dropped;
         }
         if let Some(id) = outcome.fwd {
@@ -439,6 +446,10 @@ impl Forwarder {
                     return Fate::Local;
                 }
                 IpFate::Dropped { conntrack: false } => return Fate::Dropped,
+                IpFate::Rejected { reply } => {
+                    self.send_reject(engine, ext, in_dev, frame, reply, now_ns, sends);
+                    return Fate::Dropped;
+                }
                 IpFate::Dropped { conntrack: true } => return self.lose(Loss::Conntrack),
                 IpFate::Send {
                     dev,
@@ -497,6 +508,69 @@ impl Forwarder {
             Ok(()) if kind == SendKind::Reply => Fate::Replied,
             Ok(()) => Fate::Sent,
         }
+    }
+
+    /// The reply of `reject` `r` at an ingress hook to `frame` from `in_dev`
+    /// ([`super::reject`]): a netdev chain's is built from the frame alone; an inet chain's
+    /// is routed as the gateway's own ICMP errors are (without a gateway: the frame's MACs
+    /// swapped, an ICMP error from the packet's destination). `None` when none is sent.
+    fn reject_reply(&self, r: crate::Reject, in_dev: &str, frame: &[u8]) -> Option<Vec<u8>> {
+        let meta = wasp_wire::parse(frame);
+        let mut out = Vec::new();
+        let made = if r.netdev {
+            super::reject::netdev_reply(r.kind, frame, &meta, &mut out)
+        } else {
+            let ip = frame.get(usize::from(meta.net_offset)..)?;
+            let from: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+            match self
+                .gateway
+                .as_ref()
+                .zip(self.gateway.as_ref()?.device(in_dev))
+            {
+                Some((g, input)) => g.reject_reply(r.kind, input, from, ip, true, false, &mut out),
+                None => {
+                    let to: [u8; 6] = frame.get(..6)?.try_into().ok()?;
+                    let v6 = meta.protocol == wasp_wire::ethernet::ethertype::IPV6;
+                    let icmp_src = meta.ip_addrs(frame).map(|(_, d)| d);
+                    let way = super::reject::RejectWay::Routed { icmp_src };
+                    super::reject::build(r.kind, way, v6, ip, ip.len(), (to, from), &mut out)
+                }
+            }
+        };
+        made.then_some(out)
+    }
+
+    /// Send a `reject` reply (if one was made) out of `in_dev`, through its egress hook,
+    /// counted as [`SendKind::Reject`]; the packet it answers stays dropped.
+    #[allow(clippy::too_many_arguments)]
+    fn send_reject(
+        &mut self,
+        engine: &mut Engine,
+        ext: Option<&mut dyn Extensions>,
+        in_dev: &str,
+        input: &[u8],
+        reply: Option<Vec<u8>>,
+        now_ns: u64,
+        sends: &mut Vec<Send>,
+    ) {
+        let Some(reply) = reply else { return };
+        let dev = match self.gateway.as_ref().and_then(|g| g.device(in_dev)) {
+            Some(id) => self.name(id),
+            None => Arc::from(in_dev),
+        };
+        // A lost reply is counted where it was lost; the packet was dropped either way.
+        let _ = self.transmit(
+            engine,
+            ext,
+            dev,
+            input,
+            Body::Owned(reply),
+            SendKind::Reject,
+            0,
+            0,
+            now_ns,
+            sends,
+        );
     }
 
     /// The gateway's name of `dev`, shared.

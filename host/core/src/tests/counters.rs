@@ -32,6 +32,7 @@ fn ingress(e: &mut Engine, frames: &[Vec<u8>], now: u64, trace: Option<&mut dyn 
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         pk.len()
     ];
@@ -196,6 +197,7 @@ fn element_hits_of_a_vector_go_in_one_call() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         pk.len()
     ];
@@ -221,6 +223,7 @@ fn one_outcome() -> [Outcome; 1] {
         mark: 0,
         fwd: None,
         dup: 0,
+        reject: None,
     }]
 }
 
@@ -270,6 +273,7 @@ fn without_a_plugin_runtime_nothing_counts_and_verdicts_stay() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         2
     ];

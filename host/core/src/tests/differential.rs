@@ -232,7 +232,7 @@ proptest! {
         let mut c1 = with_ext(&mut e1);
         let frames: Vec<Vec<u8>> = pkts.iter().map(|&(k, p, f)| frame_pool(k, p, f)).collect();
         let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
-        let mut out = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0, fwd: None, dup: 0 }; pk.len()];
+        let mut out = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0, fwd: None, dup: 0, reject: None }; pk.len()];
         // The whole input in one call (vectors of 64 inside), and again vector by vector to
         // see each vector's trace on its own.
         ev.ingress("eth0", &pk, 0, &mut out, None);
@@ -244,7 +244,7 @@ proptest! {
         let mut traces = Vec::new();
         for (ci, chunk) in pk.chunks(MAX_VECTOR).enumerate() {
             let mut rec = Rec::default();
-            let mut o2 = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0, fwd: None, dup: 0 }; chunk.len()];
+            let mut o2 = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0, fwd: None, dup: 0, reject: None }; chunk.len()];
             ev2.ingress("eth0", chunk, 0, &mut o2, Some(&mut rec));
             prop_assert_eq!(&o2[..], &out[ci * MAX_VECTOR..ci * MAX_VECTOR + chunk.len()]);
             traces.push(rec.0);

@@ -37,6 +37,7 @@ fn outcomes(n: usize) -> Vec<Outcome> {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         n
     ]

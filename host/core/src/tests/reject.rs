@@ -1,6 +1,7 @@
 //! `reject` (nft_reject_netdev_eval and the other families' reject expressions): the packet is
-//! dropped (the reply the kernel sends is not built yet), only packets of the protocol the
-//! reply needs reach it (the dependencies nft adds), and it ends the rule.
+//! dropped with the reply recorded in its outcome (built and sent by `forward::reject`, tested
+//! there), only packets of the protocol the reply needs reach it (the dependencies nft adds),
+//! and it ends the rule.
 
 use super::*;
 
@@ -40,6 +41,14 @@ use FinalVerdict::{Accept as A, Drop as D};
 fn reject_drops_every_packet_that_reaches_it() {
     let mut e = engine("    reject");
     assert_eq!(verdicts(&mut e, &[tcp4(), udp4(), tcp6()]), vec![D, D, D]);
+    let out = run(&mut e, &[tcp4()]);
+    assert_eq!(
+        out[0].reject,
+        Some(crate::Reject {
+            kind: wasp_ruleset::model::RejectKind::Icmpx(1),
+            netdev: true
+        })
+    );
 }
 
 #[test]

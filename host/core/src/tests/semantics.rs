@@ -65,6 +65,7 @@ fn jump_return_and_policy() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     );
     assert_eq!(
@@ -79,6 +80,7 @@ fn jump_return_and_policy() {
             mark: 1,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     );
     // The counter in sub saw only the port-80 packet: 1 packet, skb->len 40 bytes.
@@ -98,6 +100,7 @@ fn trace_of_a_jump() {
         mark: 0,
         fwd: None,
         dup: 0,
+        reject: None,
     }];
     e.ingress("eth0", &[pkt(&f)], 0, &mut out, Some(&mut rec));
     let rule = |chain, handle, v: &str| TraceEvent::Rule {
@@ -249,6 +252,7 @@ fn base_chains_run_by_priority_and_accept_goes_on() {
             mark: 1,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     );
     assert_eq!(e.base_chains(Hook::Ingress, "eth0"), vec![(1, 0), (0, 0)]);
@@ -267,6 +271,7 @@ fn base_chains_run_by_priority_and_accept_goes_on() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     );
 }
@@ -342,6 +347,7 @@ fn no_base_chain_for_device() {
         mark: 9,
         fwd: None,
         dup: 0,
+        reject: None,
     }];
     e.ingress("other", &[pkt(&f)], 0, &mut out, None);
     assert_eq!(
@@ -352,6 +358,7 @@ fn no_base_chain_for_device() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         }
     );
     assert_eq!(e.ingress_devices(), vec!["eth0"]);
@@ -476,6 +483,7 @@ fn short_vlan_tags_are_dropped_before_the_hook() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         pk.len()
     ];

@@ -28,6 +28,7 @@ fn verdicts_at(e: &mut Engine, frames: &[Vec<u8>], now: u64) -> Vec<bool> {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         pk.len()
     ];
@@ -238,6 +239,7 @@ fn data_maps_set_the_mark() {
             mark: 0,
             fwd: None,
             dup: 0,
+            reject: None,
         };
         pk.len()
     ];

@@ -443,6 +443,16 @@ impl Parser<'_> {
                     ),
                 ));
             }
+            if set.is_map && set.size.is_some() && !set.flags.dynamic {
+                // Not marked dynamic and of a known size, the kernel gives the map its fixed
+                // hash (nft_hash_fast), which has no update.
+                return Err(self.st.error(
+                    span,
+                    format!(
+                        "map `{name}` has a `size` but not `flags dynamic`: the kernel picks a map type that the packet path cannot change (nft: Could not process rule: Operation not supported)"
+                    ),
+                ));
+            }
             // nft's stmt_evaluate_set marks a set, stmt_evaluate_map leaves a map as it is.
             if !set.is_map {
                 set.flags.dynamic = true;

@@ -11,7 +11,7 @@
 
 use std::fmt::Write;
 
-use super::{handle_suffix, priority_text, sorted_elements, stmt};
+use super::{handle_suffix, priority_text, set_flags_text, sorted_elements, stmt};
 use crate::datatypes::time_text;
 use crate::model::{
     Chain, ChainType, CounterObj, DataType, Family, FlowtableDecl, LimitObj, Policy, QuotaObj,
@@ -208,25 +208,8 @@ pub(crate) fn set(out: &mut String, s: &SetDecl, o: &PrintOptions) {
     if let Some(n) = s.size {
         let _ = writeln!(out, "\t\tsize {n}");
     }
-    let f = s.flags;
-    // nft drops a lone `timeout` flag when the set has a default timeout.
-    let timeout_flag =
-        f.timeout && !(s.timeout_ms.is_some() && !f.constant && !f.interval && !f.dynamic);
-    let mut flags = Vec::new();
-    if f.constant {
-        flags.push("constant");
-    }
-    if f.interval {
-        flags.push("interval");
-    }
-    if timeout_flag {
-        flags.push("timeout");
-    }
-    if f.dynamic {
-        flags.push("dynamic");
-    }
-    if !flags.is_empty() {
-        let _ = writeln!(out, "\t\tflags {}", flags.join(","));
+    if let Some(flags) = set_flags_text(s) {
+        let _ = writeln!(out, "\t\tflags {flags}");
     }
     if s.counter {
         out.push_str("\t\tcounter\n");

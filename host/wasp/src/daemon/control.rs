@@ -130,6 +130,9 @@ impl Control {
                 })
                 .collect(),
             drops: total.drops.iter().cloned().collect::<BTreeMap<_, _>>(),
+            rejects: total.rejects,
+            logged: total.logged,
+            log_suppressed: total.log_suppressed,
         };
         serde_json::to_value(s).map_err(|e| e.to_string())
     }

@@ -54,9 +54,106 @@ impl EventBus {
     }
 }
 
+/// Lines of `log` statements a worker prints and publishes per second, at most
+/// ([`LogLimit`]).
+pub const LOG_RATE_PER_S: u64 = 10;
+/// Lines a worker may print at once after a quiet time.
+pub const LOG_BURST: u64 = 50;
+
+/// A token bucket for a worker's `log` lines (the kernel rate-limits its log with
+/// net_ratelimit too): [`LOG_RATE_PER_S`] a second, bursts of [`LOG_BURST`]. Lines over the
+/// limit are counted, and the next line that passes is preceded by `N log lines suppressed`.
+#[derive(Debug, Clone)]
+pub struct LogLimit {
+    /// Tokens in 1/1e9 of a line (a line costs 1e9).
+    tokens: u64,
+    last_ns: u64,
+    /// Lines refused since the last one that passed.
+    suppressed: u64,
+}
+
+impl Default for LogLimit {
+    fn default() -> Self {
+        LogLimit {
+            tokens: LOG_BURST * 1_000_000_000,
+            last_ns: 0,
+            suppressed: 0,
+        }
+    }
+}
+
+impl LogLimit {
+    /// May a line go out at `now_ns`? `Some(n)`: yes, after a note that `n` lines (possibly 0)
+    /// were suppressed before it; `None`: no (counted).
+    pub fn admit(&mut self, now_ns: u64) -> Option<u64> {
+        let full = LOG_BURST * 1_000_000_000;
+        let elapsed = now_ns.saturating_sub(self.last_ns);
+        self.last_ns = self.last_ns.max(now_ns);
+        self.tokens = self
+            .tokens
+            .saturating_add(elapsed.saturating_mul(LOG_RATE_PER_S))
+            .min(full);
+        if self.tokens < 1_000_000_000 {
+            self.suppressed += 1;
+            return None;
+        }
+        self.tokens -= 1_000_000_000;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+
+    /// Lines refused since the last one that passed.
+    pub fn suppressed(&self) -> u64 {
+        self.suppressed
+    }
+}
+
+/// Publish a worker's `log` lines of one vector (`lines`, as the kernel log shows them) as
+/// `log` events and print them in the daemon's log, within `limit`; returns the lines
+/// refused.
+pub fn publish_logs(bus: &EventBus, limit: &mut LogLimit, lines: &[String], now_ns: u64) -> u64 {
+    let mut refused = 0;
+    for line in lines {
+        match limit.admit(now_ns) {
+            Some(n) => {
+                if n > 0 {
+                    let text = format!("{n} log lines suppressed");
+                    tracing::warn!("{text}");
+                    bus.publish(Event { kind: "log", text });
+                }
+                tracing::info!(target: "wasp::log", "{line}");
+                bus.publish(Event {
+                    kind: "log",
+                    text: line.clone(),
+                });
+            }
+            None => refused += 1,
+        }
+    }
+    refused
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_lines_are_limited_to_a_burst_then_the_rate_and_suppression_is_reported() {
+        let bus = EventBus::default();
+        let rx = bus.subscribe();
+        let mut lim = LogLimit::default();
+        let lines: Vec<String> = (0..60).map(|i| format!("x {i}")).collect();
+        assert_eq!(publish_logs(&bus, &mut lim, &lines, 0), 10);
+        assert_eq!(lim.suppressed(), 10);
+        // 0.5 s later: 5 tokens.
+        let more: Vec<String> = (0..7).map(|i| format!("y {i}")).collect();
+        assert_eq!(publish_logs(&bus, &mut lim, &more, 500_000_000), 2);
+        let got: Vec<String> = rx.try_iter().map(|e| e.text).collect();
+        assert_eq!(got.len(), 50 + 1 + 5);
+        assert_eq!(got[49], "x 49");
+        assert_eq!(got[50], "10 log lines suppressed");
+        assert_eq!(got[51], "y 0");
+        assert_eq!(lim.suppressed(), 2);
+    }
 
     #[test]
     fn fan_out_and_drop_gone() {

@@ -79,6 +79,12 @@ pub struct WorkerStats {
     pub drops: [AtomicU64; DROP_SLOTS],
     /// Ruleset generation the worker runs.
     pub generation: AtomicU64,
+    /// Replies `reject` statements made (TCP resets, ICMP errors), queued to send.
+    pub rejects: AtomicU64,
+    /// Lines `log` statements made.
+    pub logged: AtomicU64,
+    /// Of those, lines over the worker's rate limit (not printed nor published).
+    pub log_suppressed: AtomicU64,
 }
 
 impl WorkerStats {
@@ -113,6 +119,9 @@ impl WorkerStats {
                 .map(|(i, c)| (DropReason::slot_name(i).to_string(), l(c)))
                 .collect(),
             generation: l(&self.generation),
+            rejects: l(&self.rejects),
+            logged: l(&self.logged),
+            log_suppressed: l(&self.log_suppressed),
         }
     }
 }
@@ -138,6 +147,12 @@ pub struct StatsSnapshot {
     pub drops: Vec<(String, u64)>,
     /// Ruleset generation.
     pub generation: u64,
+    /// `reject` replies made.
+    pub rejects: u64,
+    /// `log` lines made.
+    pub logged: u64,
+    /// `log` lines suppressed by the rate limit.
+    pub log_suppressed: u64,
 }
 
 impl StatsSnapshot {
@@ -159,6 +174,9 @@ impl StatsSnapshot {
             s.transmitted += w.transmitted;
             s.local += w.local;
             s.malformed += w.malformed;
+            s.rejects += w.rejects;
+            s.logged += w.logged;
+            s.log_suppressed += w.log_suppressed;
             for (d, (_, n)) in s.drops.iter_mut().zip(&w.drops) {
                 d.1 += n;
             }

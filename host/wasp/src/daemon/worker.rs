@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wasp_core::forward::{Fate, Forwarder, Send};
+use wasp_core::forward::{Fate, Forwarder, Send, SendKind};
 use wasp_core::{DupCopies, Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
 use wasp_plugin::Runtime;
 
-use super::events::{Event, EventBus};
+use super::events::{Event, EventBus, LogLimit, publish_logs};
 use super::mailbox::Mailbox;
 use super::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use super::stats::{DropReason, WorkerStats};
@@ -139,6 +139,9 @@ pub struct Worker<P: Ports> {
     out: Vec<Outcome>,
     idx: Vec<usize>,
     sends: Vec<Send>,
+    /// `log` lines of the vector in flight, and their rate limit.
+    logs: crate::trace::LogLines,
+    log_limit: LogLimit,
 }
 
 impl<P: Ports> Worker<P> {
@@ -182,6 +185,8 @@ impl<P: Ports> Worker<P> {
             out: Vec::with_capacity(MAX_VECTOR),
             idx: Vec::with_capacity(MAX_VECTOR),
             sends: Vec::with_capacity(MAX_VECTOR),
+            logs: crate::trace::LogLines::default(),
+            log_limit: LogLimit::default(),
         }
     }
 
@@ -236,6 +241,9 @@ impl<P: Ports> Worker<P> {
             idx,
             sends,
             clock,
+            events,
+            logs,
+            log_limit,
             ..
         } = self;
         let mut err = None;
@@ -244,7 +252,14 @@ impl<P: Ports> Worker<P> {
         // to wake us (measured by perf's e2e: 93 % dropped with min = MAX_VECTOR).
         let n = ports.poll(1, MAX_VECTOR, timeout, &mut |frames, tx| {
             let now = clock.now_ns();
-            let mut bufs = Bufs { out, idx, sends };
+            let mut bufs = Bufs {
+                out,
+                idx,
+                sends,
+                logs,
+                log_limit,
+                events,
+            };
             if let Err(e) = process(ctx, frames, tx, now, stats, &mut bufs) {
                 err = Some(e);
             }
@@ -284,6 +299,9 @@ struct Bufs<'a> {
     out: &'a mut Vec<Outcome>,
     idx: &'a mut Vec<usize>,
     sends: &'a mut Vec<Send>,
+    logs: &'a mut crate::trace::LogLines,
+    log_limit: &'a mut LogLimit,
+    events: &'a EventBus,
 }
 
 /// Classify one batch of frames (possibly from several ports): each input device's frames
@@ -302,7 +320,14 @@ fn process(
     if frames.is_empty() {
         return Ok(());
     }
-    let Bufs { out, idx, sends } = bufs;
+    let Bufs {
+        out,
+        idx,
+        sends,
+        logs,
+        log_limit,
+        events,
+    } = bufs;
     let WorkerCtx {
         engine,
         runtime,
@@ -341,11 +366,22 @@ fn process(
             .collect();
         out.clear();
         out.resize(packets.len(), Outcome::unseen(0));
+        // `log` lines come through a sink that wants only them (no cost without `log`).
+        let sink = engine
+            .has_logs()
+            .then_some(&mut **logs as &mut dyn wasp_core::TraceSink);
         match runtime.as_mut() {
             Some(rt) => {
-                engine.ingress_ext(dev, &packets, now, out, None, rt as &mut dyn Extensions)
+                engine.ingress_ext(dev, &packets, now, out, sink, rt as &mut dyn Extensions)
             }
-            None => engine.ingress(dev, &packets, now, out, None),
+            None => engine.ingress(dev, &packets, now, out, sink),
+        }
+        if !logs.lines.is_empty() {
+            logs.lines.sort_by_key(|l| l.0);
+            let lines: Vec<String> = logs.lines.drain(..).map(|l| l.1).collect();
+            WorkerStats::add(&stats.logged, lines.len() as u64);
+            let refused = publish_logs(events, log_limit, &lines, now);
+            WorkerStats::add(&stats.log_suppressed, refused);
         }
         let (mut bytes, mut malformed) = (0u64, 0u64);
         for p in &packets {
@@ -390,6 +426,9 @@ fn process(
             // What this packet sends, while its frame is at hand: one copy into the send
             // buffer, rewritten there.
             for s in sends.drain(..) {
+                if s.kind == SendKind::Reject {
+                    WorkerStats::add(&stats.rejects, 1);
+                }
                 match ports.iter().position(|p| **p == *s.dev) {
                     Some(p) => {
                         let len = s.body.len(frame);
