@@ -350,9 +350,7 @@ fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
     if s.flags.timeout {
         flags.push("timeout");
     }
-    if s.flags.dynamic {
-        flags.push("dynamic");
-    }
+    // nft 1.0.6's `set_print_json` has no `dynamic` (checked with `nft -j list ruleset`).
     if !flags.is_empty() {
         o["flags"] = json!(flags);
     }
@@ -568,6 +566,44 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
         }
         Stmt::Nat(n) => nat_json(n),
+        // nft 1.0.6's `payload_stmt_json` / `exthdr_stmt_json`.
+        Stmt::PayloadSet { target, value, .. } => json!({"mangle": {
+            "key": expr_json(target),
+            "value": expr_json(value),
+        }}),
+        Stmt::OptReset { kind, .. } => {
+            let name = wasp_ruleset::options::TCP_OPTIONS
+                .iter()
+                .find(|d| d.kind == *kind)
+                .map_or_else(|| json!(kind), |d| json!(d.name));
+            json!({"reset": {"tcp option": {"name": name}}})
+        }
+        // nft 1.0.6's `set_stmt_json`; a map statement has no JSON form there and is its text.
+        Stmt::SetUpdate(u) if u.data.is_none() => {
+            let key = expr_json(&u.key);
+            let elem = match u.timeout_ms {
+                Some(ms) => json!({"elem": {"val": key, "timeout": ms / 1000}}),
+                None => key,
+            };
+            let mut o = json!({"op": u.op.word(), "elem": elem, "set": format!("@{}", u.set)});
+            if !u.stmts.is_empty() {
+                let stateless = ListFlags {
+                    stateless: true,
+                    ..f.clone()
+                };
+                o["stmt"] = Json::Array(u.stmts.iter().map(|s| stmt_json(s, &stateless)).collect());
+            }
+            json!({ "set": o })
+        }
+        Stmt::SetUpdate(_) => json!(rule_text(
+            &Rule {
+                handle: 0,
+                stmts: vec![s.clone()],
+                comment: None,
+                span: Default::default(),
+            },
+            f.stateless
+        )),
         Stmt::FlowAdd { flowtable, .. } => {
             json!({"flow": {"op": "add", "flowtable": format!("@{flowtable}")}})
         }

@@ -214,6 +214,14 @@ fn json_reject_matches_nft() {
     json_matches_nft("reject");
 }
 
+/// Payload and TCP option writes, `reset tcp option`, set and map statements in JSON:
+/// tests/data/packet_statements.nft as `nft -j list ruleset` (1.0.6, kernel 6.18) printed it
+/// (nft 1.0.6 has no JSON form for a map statement and prints its text).
+#[test]
+fn json_packet_statements_match_nft() {
+    json_matches_nft("packet_statements");
+}
+
 /// tests/data/NAME.nft rendered as JSON is tests/data/expected/NAME.json (the metainfo aside).
 fn json_matches_nft(name: &str) {
     let text = std::fs::read_to_string(data().join(format!("{name}.nft"))).unwrap();

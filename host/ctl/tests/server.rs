@@ -288,7 +288,10 @@ fn garbage_gets_an_error_and_the_connection_goes_on() {
     }
     assert_eq!(
         errs[5],
-        Reply::Ok(serde_json::json!({"ports": [], "workers": [], "drops": {"policy": 7}}))
+        Reply::Ok(
+            serde_json::json!({"ports": [], "workers": [], "drops": {"policy": 7},
+            "rejects": 0, "logged": 0, "log_suppressed": 0})
+        )
     );
 }
 
