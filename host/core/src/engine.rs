@@ -322,6 +322,8 @@ pub struct Engine {
     dups: Vec<DupPoint>,
     /// What `meta cpu`, `meta time|day|hour` and `meta random` read.
     env: MetaEnv,
+    /// The rare statement outputs of the vector being walked ([`crate::expr::StmtOut`]).
+    rare: Vec<crate::expr::StmtOut>,
 }
 
 /// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
@@ -461,6 +463,7 @@ impl Engine {
             hooks,
             epoch: None,
             env: MetaEnv::default(),
+            rare: Vec::new(),
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
@@ -743,6 +746,7 @@ impl Engine {
             self.env.fill(&mut st, now_ns);
         }
         let walk = trace.as_deref().is_some_and(|t| t.walk());
+        self.rare.clear();
         let mut fx = Effects {
             trace,
             walk,
@@ -760,6 +764,7 @@ impl Engine {
             },
             conn: self.conn_count.as_deref(),
             clock: now_ns,
+            rare: &mut self.rare,
         };
         // The packet's copy once a plugin statement edits it (slot 0).
         let ed = &mut self.scratch.ed;
@@ -809,7 +814,7 @@ impl Engine {
                     mark: st.mark,
                     fwd: st.fwd.checked_sub(1).map(OutId),
                     dup: st.dup,
-                    reject: st.reject,
+                    reject: crate::eval::rare_of(fx.rare, &st).reject,
                 };
             }
             stats.1 += 1;
@@ -851,6 +856,7 @@ impl Engine {
             conn_fx,
             dups,
             env,
+            rare,
         } = self;
         edits.clear();
         conn_fx.clear();
@@ -930,6 +936,7 @@ impl Engine {
                 },
                 conn: conn_count.as_deref(),
                 clock: now_ns,
+                rare,
             };
             // Packets of each IP family, and those whose nat chains run (IP hooks).
             let (mut v4, mut v6, mut nat) = (0u64, 0u64, 0u64);
@@ -996,9 +1003,12 @@ impl Engine {
                 alive &= !(dropped | stolen);
             }
             for (i, st) in state[..vec.len()].iter().enumerate() {
-                let fx = conn_fx_of(prog, st);
-                if !fx.is_empty() {
-                    conn_fx.push((start + i, fx));
+                // Most packets ask nothing of their connection: a cheap test first.
+                if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
+                    let fx = conn_fx_of(prog, st, fx.rare);
+                    if !fx.is_empty() {
+                        conn_fx.push((start + i, fx));
+                    }
                 }
             }
             for (i, o) in out[start..end].iter_mut().enumerate() {
@@ -1008,7 +1018,10 @@ impl Engine {
                     mark: state[i].mark,
                     fwd: state[i].fwd.checked_sub(1).map(OutId),
                     dup: state[i].dup,
-                    reject: state[i].reject,
+                    reject: match state[i].rare {
+                        0 => None,
+                        _ => crate::eval::rare_of(fx.rare, &state[i]).reject,
+                    },
                 };
             }
             start = end;
@@ -1423,20 +1436,21 @@ fn site_total(src: &mut dyn CounterSource, site: u32) -> (u64, u64) {
 /// What the rules asked of a packet's connection (state `st` after its walk): the NAT
 /// statement's computed target resolved from the program (a map element's data, or the
 /// address a `numgen`/`jhash` gave).
-fn conn_fx_of(prog: &Program, st: &PktState) -> ConnFx {
+fn conn_fx_of(prog: &Program, st: &PktState, rare: &[crate::expr::StmtOut]) -> ConnFx {
+    let r = crate::eval::rare_of(rare, st);
     let nat = st.nat.checked_sub(1);
     let nat_target = nat
         .and_then(|i| prog.nat_calcs.get(usize::from(i))?.as_ref())
         .and_then(|c| {
             if c.map_data {
-                let mut t = *prog.nat_data.get(usize::try_from(st.nat_arg).ok()?)?;
+                let mut t = *prog.nat_data.get(usize::try_from(r.nat_arg).ok()?)?;
                 t.netmap = prog.nats[usize::from(nat?)].prefix;
                 Some(t)
             } else {
                 let a = if c.v6 {
-                    std::net::IpAddr::from(st.nat_arg.to_be_bytes())
+                    std::net::IpAddr::from(r.nat_arg.to_be_bytes())
                 } else {
-                    std::net::IpAddr::from((st.nat_arg as u32).to_be_bytes())
+                    std::net::IpAddr::from((r.nat_arg as u32).to_be_bytes())
                 };
                 Some(crate::conn::NatTarget {
                     addr: Some((a, a)),
@@ -1450,10 +1464,10 @@ fn conn_fx_of(prog: &Program, st: &PktState) -> ConnFx {
         nat,
         flow_add: st.flow.checked_sub(1),
         nat_target,
-        zone: st.ct_zone,
-        label: st.ct_label,
-        event: st.ct_event,
-        notrack: st.notrack,
+        zone: r.ct_zone,
+        label: r.ct_label,
+        event: r.ct_event,
+        notrack: r.notrack,
     }
 }
 
@@ -1489,12 +1503,7 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
         random: 0,
         wall_ns: 0,
         iif_mac: None,
-        nat_arg: 0,
-        ct_zone: None,
-        ct_label: None,
-        ct_event: None,
-        notrack: false,
-        reject: None,
+        rare: 0,
     }
 }
 

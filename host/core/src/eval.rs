@@ -6,7 +6,7 @@ use wasp_ruleset::model::{ObjKind, Policy};
 
 use crate::calc::CalcEnv;
 use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
-use crate::expr::{KEY_MAX, PktState, build_key};
+use crate::expr::{KEY_MAX, PktState, StmtOut, build_key};
 use crate::ext::{
     CounterUse, DupPoint, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions,
     Fallback,
@@ -49,6 +49,29 @@ pub(crate) struct Effects<'a, 'b> {
     pub conn: Option<&'a dyn crate::conn::ConnCount>,
     /// The packet path's clock as the caller gave it, ns (conntrack's time).
     pub clock: u64,
+    /// The rare statement outputs of the walk's packets (see [`PktState::rare`]); cleared
+    /// by the caller before each vector.
+    pub rare: &'a mut Vec<StmtOut>,
+}
+
+impl Effects<'_, '_> {
+    /// The rare outputs of the packet of `st`, made on first use.
+    pub fn rare(&mut self, st: &mut PktState) -> &mut StmtOut {
+        if st.rare == 0 {
+            self.rare.push(StmtOut::default());
+            st.rare = self.rare.len().min(usize::from(u8::MAX)) as u8;
+        }
+        &mut self.rare[usize::from(st.rare - 1)]
+    }
+}
+
+/// The rare outputs of the packet of `st` in `rare` (a vector's, see [`Effects::rare`]).
+pub(crate) fn rare_of(rare: &[StmtOut], st: &PktState) -> StmtOut {
+    st.rare
+        .checked_sub(1)
+        .and_then(|i| rare.get(usize::from(i)))
+        .copied()
+        .unwrap_or_default()
 }
 
 /// What plugin use sites need: the extension (none installed: every site gives its
@@ -523,17 +546,18 @@ pub(crate) fn op_one(
                 // Before conntrack the zone is the packet's (the kernel's template); after it
                 // the connection has its zone already (nft_ct_set_zone_eval leaves a
                 // confirmed one alone).
-                CtSetKey::Zone => st.ct_zone = Some(v as u16),
+                CtSetKey::Zone => fx.rare(st).ct_zone = Some(v as u16),
                 CtSetKey::Label if st.ct_id != 0 => {
-                    st.ct_label = Some(st.ct_label.unwrap_or(0) | v);
+                    let r = fx.rare(st);
+                    r.ct_label = Some(r.ct_label.unwrap_or(0) | v);
                 }
-                CtSetKey::Event if st.ct_id != 0 => st.ct_event = Some(v as u32),
+                CtSetKey::Event if st.ct_id != 0 => fx.rare(st).ct_event = Some(v as u32),
                 CtSetKey::Label | CtSetKey::Event => {}
             }
             OpRes::Pass
         }
         Op::Notrack => {
-            st.notrack = true;
+            fx.rare(st).notrack = true;
             OpRes::Pass
         }
         Op::Nat(i) => {
@@ -545,7 +569,7 @@ pub(crate) fn op_one(
                 // nft_nat_eval reads the target's registers: a key that fails, or a map
                 // miss, ends the rule before (NFT_BREAK).
                 match c.calc.eval(p, st, &calc_env(prog, fx)) {
-                    Some(v) => st.nat_arg = v,
+                    Some(v) => fx.rare(st).nat_arg = v,
                     None => return OpRes::Break,
                 }
             }
@@ -571,7 +595,7 @@ pub(crate) fn op_one(
             OpRes::Verdict(VerdictC::Stolen)
         }
         Op::Reject(r) => {
-            st.reject = Some(*r);
+            fx.rare(st).reject = Some(*r);
             OpRes::Verdict(VerdictC::Drop)
         }
         Op::Verdict(v) => OpRes::Verdict(*v),

@@ -160,6 +160,23 @@ pub(crate) struct Load {
     pub width: u8,
 }
 
+/// What the rarer statements asked of one packet (kept beside [`PktState`], see its `rare`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StmtOut {
+    /// The computed NAT target of the NAT statement that ran (see `program::NatCalc`).
+    pub nat_arg: u128,
+    /// `ct zone set` ran: the zone.
+    pub ct_zone: Option<u16>,
+    /// `ct label set` ran: the label bits set.
+    pub ct_label: Option<u128>,
+    /// `ct event set` ran: the event mask.
+    pub ct_event: Option<u32>,
+    /// `notrack` ran.
+    pub notrack: bool,
+    /// `reject` dropped the packet: the reply it asked for.
+    pub reject: Option<crate::engine::Reject>,
+}
+
 /// Per-packet state the evaluator reads besides the frame.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PktState {
@@ -207,18 +224,10 @@ pub(crate) struct PktState {
     pub wall_ns: u64,
     /// The input device's link-layer address when known (`meta pkttype`).
     pub iif_mac: Option<[u8; 6]>,
-    /// The computed NAT target of the NAT statement that ran (see `program::NatCalc`).
-    pub nat_arg: u128,
-    /// `ct zone set` ran: the zone.
-    pub ct_zone: Option<u16>,
-    /// `ct label set` ran: the label bits set.
-    pub ct_label: Option<u128>,
-    /// `ct event set` ran: the event mask.
-    pub ct_event: Option<u32>,
-    /// `notrack` ran.
-    pub notrack: bool,
-    /// `reject` ended the walk: the reply it asked for.
-    pub reject: Option<crate::engine::Reject>,
+    /// Index + 1 into the walk's [`StmtOut`]s (`Effects::rare`) once a statement with a rare
+    /// output ran for this packet (NAT to an expression, `ct zone|label|event set`,
+    /// `notrack`, `reject`); 0 before. Keeps this per-packet state small for the vector.
+    pub rare: u8,
 }
 
 /// A device name as the kernel stores it: 16 bytes, NUL-padded (longer names are cut at 16).
