@@ -589,7 +589,7 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             if !u.stmts.is_empty() {
                 let stateless = ListFlags {
                     stateless: true,
-                    ..f.clone()
+                    ..*f
                 };
                 o["stmt"] = Json::Array(u.stmts.iter().map(|s| stmt_json(s, &stateless)).collect());
             }
