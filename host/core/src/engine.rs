@@ -17,6 +17,9 @@ use crate::program::{ChainId, Program};
 /// Largest number of packets in one vector.
 pub const MAX_VECTOR: usize = 64;
 
+/// Most `log` lines of the IP hooks an engine keeps until [`Engine::take_hook_logs`].
+pub const MAX_HOOK_LOGS: usize = 4096;
+
 /// One packet of a vector, as the engine sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<'a> {
@@ -324,6 +327,8 @@ pub struct Engine {
     env: MetaEnv,
     /// The rare statement outputs of the vector being walked ([`crate::expr::StmtOut`]).
     rare: Vec<crate::expr::StmtOut>,
+    /// `log` lines of the IP hooks that the gateway ran ([`Engine::take_hook_logs`]).
+    hook_logs: Vec<String>,
 }
 
 /// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
@@ -464,6 +469,7 @@ impl Engine {
             epoch: None,
             env: MetaEnv::default(),
             rare: Vec::new(),
+            hook_logs: Vec::new(),
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
@@ -857,6 +863,7 @@ impl Engine {
             dups,
             env,
             rare,
+            hook_logs: _,
         } = self;
         edits.clear();
         conn_fx.clear();
@@ -1071,6 +1078,21 @@ impl Engine {
     /// [`TraceSink::walk`], which keeps the walk's own events from being made).
     pub fn has_logs(&self) -> bool {
         !self.prog.logs.is_empty()
+    }
+
+    /// The lines of the `log` statements that ran in the IP hooks since the last call (the
+    /// gateway runs those hooks inside [`crate::forward::Forwarder::after_ingress`], which
+    /// keeps their lines here), in the order they ran; the caller prints or publishes them as
+    /// those of the netdev hooks.
+    pub fn take_hook_logs(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.hook_logs)
+    }
+
+    /// Keep `lines` for [`Engine::take_hook_logs`] (at most [`MAX_HOOK_LOGS`] waiting; more
+    /// are dropped, as a full kernel log buffer drops them).
+    pub(crate) fn keep_hook_logs(&mut self, lines: impl IntoIterator<Item = String>) {
+        let room = MAX_HOOK_LOGS.saturating_sub(self.hook_logs.len());
+        self.hook_logs.extend(lines.into_iter().take(room));
     }
 
     /// The output targets of the ruleset's `fwd` and `dup` statements, indexed by [`OutId`]

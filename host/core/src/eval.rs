@@ -389,7 +389,8 @@ pub(crate) fn op_one(
             }
         }
         Op::Log(l) => {
-            let oif = fx.oif;
+            // The egress hook's device, else the packet's own (the IP hooks after the route).
+            let oif = if fx.oif.is_empty() { p.oifname } else { fx.oif };
             fx.emit_log(|| TraceEvent::Log {
                 packet: idx,
                 text: log_text(&prog.logs[*l as usize], p, st.mark, oif),

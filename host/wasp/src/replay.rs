@@ -546,6 +546,14 @@ impl Run<'_> {
                         f.ts_ns,
                         &mut self.sends,
                     );
+                    // `log` lines of the IP hooks the gateway ran for this packet.
+                    let ip_lines = self.engine.take_hook_logs();
+                    if !ip_lines.is_empty() {
+                        let mut err = std::io::stderr().lock();
+                        for line in &ip_lines {
+                            let _ = writeln!(err, "{line}");
+                        }
+                    }
                     for s in &self.sends {
                         let bytes = s.frame(f.data);
                         let out = Frame {

@@ -872,6 +872,22 @@ struct Hooked {
     edited: Option<Vec<u8>>,
 }
 
+/// The `log` lines of one IP hook's walk.
+#[derive(Default)]
+struct HookLogs(Vec<String>);
+
+impl crate::engine::TraceSink for HookLogs {
+    fn event(&mut self, ev: crate::engine::TraceEvent) {
+        if let crate::engine::TraceEvent::Log { text, .. } = ev {
+            self.0.push(text);
+        }
+    }
+
+    fn walk(&self) -> bool {
+        false
+    }
+}
+
 /// Run IP hook `h` on one packet; `Err` when it was dropped, with the `reject` that did it.
 fn hook(
     engine: &mut Engine,
@@ -889,9 +905,17 @@ fn hook(
     }
     let frame = p.frame;
     let mut out = [Outcome::unseen(p.mark)];
+    // `log` lines of the hook: kept in the engine for the caller (no sink without `log`).
+    let mut logs = HookLogs::default();
+    let sink = engine
+        .has_logs()
+        .then_some(&mut logs as &mut dyn crate::engine::TraceSink);
     match ext {
-        Some(e) => engine.ip_hook_ext(h, &[p], now_ns, &mut out, None, e),
-        None => engine.ip_hook(h, &[p], now_ns, &mut out, None),
+        Some(e) => engine.ip_hook_ext(h, &[p], now_ns, &mut out, sink, e),
+        None => engine.ip_hook(h, &[p], now_ns, &mut out, sink),
+    }
+    if !logs.0.is_empty() {
+        engine.keep_hook_logs(logs.0);
     }
     if out[0].verdict != FinalVerdict::Accept {
         return Err(out[0].reject);

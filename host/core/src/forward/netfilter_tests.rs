@@ -672,3 +672,31 @@ table ip nat {
         (Ipv4Addr::from(C), 40000, Ipv4Addr::from(S), 80, true, true)
     );
 }
+
+#[test]
+fn log_statements_of_the_ip_hooks_leave_their_lines_in_the_engine() {
+    let rules = r#"
+table ip t {
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        tcp dport 80 log prefix "fwd: "
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 80, SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 81, SYN, 64, b""), 1.1);
+    assert_eq!(fate, Fate::Sent);
+    let lines = r.engine.take_hook_logs();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let l = &lines[0];
+    // (The MAC is the routed frame's: wasp's forward hook sees the frame after the route
+    // rewrote its link header, the kernel's the frame as received.)
+    assert!(l.starts_with("fwd: IN=w0 OUT=w1 MAC="), "{l}");
+    assert!(
+        l.contains("SRC=10.1.0.2 DST=10.2.0.2") && l.contains("DPT=80"),
+        "{l}"
+    );
+    assert!(r.engine.take_hook_logs().is_empty(), "taken once");
+}

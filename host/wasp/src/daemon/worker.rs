@@ -442,6 +442,13 @@ fn process(
                 }
             }
         }
+        // `log` lines of the IP hooks the gateway ran for these packets.
+        let ip_lines = engine.take_hook_logs();
+        if !ip_lines.is_empty() {
+            WorkerStats::add(&stats.logged, ip_lines.len() as u64);
+            let refused = publish_logs(events, log_limit, &ip_lines, now);
+            WorkerStats::add(&stats.log_suppressed, refused);
+        }
         WorkerStats::add(&stats.accepted, accepted);
         WorkerStats::add(&stats.local, local);
         stats.drop(DropReason::Verdict, verdict_drops);
