@@ -70,16 +70,8 @@ impl Parser<'_> {
         let mut ops = 0;
         loop {
             let op_span = self.peek_span()?;
-            let op = match self.peek_tok()? {
-                Some(Tok::Punct("|")) => BinOp::Or,
-                Some(Tok::Punct("^")) => BinOp::Xor,
-                Some(Tok::Punct("&")) => BinOp::And,
-                Some(Tok::Punct("<<")) => BinOp::Lshift,
-                Some(Tok::Punct(">>")) => BinOp::Rshift,
-                Some(Tok::Word(w)) if w == "or" => BinOp::Or,
-                Some(Tok::Word(w)) if w == "xor" => BinOp::Xor,
-                Some(Tok::Word(w)) if w == "and" => BinOp::And,
-                _ => break,
+            let Some(op) = self.peek_binop()? else {
+                break;
             };
             if op.precedence() != precedence {
                 break;

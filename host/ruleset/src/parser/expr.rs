@@ -830,20 +830,31 @@ impl Parser<'_> {
         })
     }
 
+    /// The operator next, not consumed: `&`, `|`, `^`, `<<`, `>>`, or nft's words for the first
+    /// three (`and`, `or`, `xor`, listed as the symbol).
+    pub(super) fn peek_binop(&mut self) -> PResult<Option<BinOp>> {
+        Ok(match self.peek_tok()? {
+            Some(Tok::Punct("&")) => Some(BinOp::And),
+            Some(Tok::Punct("|")) => Some(BinOp::Or),
+            Some(Tok::Punct("^")) => Some(BinOp::Xor),
+            Some(Tok::Punct("<<")) => Some(BinOp::Lshift),
+            Some(Tok::Punct(">>")) => Some(BinOp::Rshift),
+            Some(Tok::Word(w)) if w == "and" => Some(BinOp::And),
+            Some(Tok::Word(w)) if w == "or" => Some(BinOp::Or),
+            Some(Tok::Word(w)) if w == "xor" => Some(BinOp::Xor),
+            _ => None,
+        })
+    }
+
     /// A field with optional bitwise operations: `tcp flags & (syn | ack)`, `meta mark & 0xff`.
     pub(super) fn binop_expr(&mut self, ctx: &mut RuleCtx) -> PResult<(Expr, Span)> {
         let (mut e, mut span) = self.primary_expr(ctx)?;
         let mut ops = 0;
         loop {
             let op_span = self.peek_span()?;
-            // nft also reads `and`, `or`, `xor` (`ct mark and 1 == 1`) and lists the symbol.
-            let op = match self.peek_tok()? {
-                Some(Tok::Punct("&")) => BinOp::And,
-                Some(Tok::Punct("|")) => BinOp::Or,
-                Some(Tok::Punct("^")) => BinOp::Xor,
-                Some(Tok::Word(w)) if w == "and" => BinOp::And,
-                Some(Tok::Word(w)) if w == "or" => BinOp::Or,
-                Some(Tok::Word(w)) if w == "xor" => BinOp::Xor,
+            // A match's operand takes no shift (nft 1.0.6's relational grammar).
+            let op = match self.peek_binop()? {
+                Some(op) if !matches!(op, BinOp::Lshift | BinOp::Rshift) => op,
                 _ => break,
             };
             // Each operation wraps the expression once more (`Expr::Binop`).
