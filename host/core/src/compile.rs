@@ -1460,8 +1460,8 @@ impl Ctx<'_> {
                         })?;
                     ops.push(Op::FlowAdd(id as u16), fence);
                 }
-                Stmt::Dup { dev, span } => {
-                    let id = self.out_target(dev, None, *span)?;
+                Stmt::Dup { dev, via, span } => {
+                    let id = self.out_target(dev, *via, *span)?;
                     ops.push(Op::Dup(id), fence);
                 }
                 Stmt::Log(l) => {

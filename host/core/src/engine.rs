@@ -329,6 +329,8 @@ pub struct Engine {
     rare: Vec<crate::expr::StmtOut>,
     /// `log` lines of the IP hooks that the gateway ran ([`Engine::take_hook_logs`]).
     hook_logs: Vec<String>,
+    /// `dup to ADDR` copies the IP hooks made ([`Engine::take_hook_dups`]).
+    hook_dups: Vec<(OutTarget, Vec<u8>)>,
 }
 
 /// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
@@ -470,6 +472,7 @@ impl Engine {
             env: MetaEnv::default(),
             rare: Vec::new(),
             hook_logs: Vec::new(),
+            hook_dups: Vec::new(),
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],
@@ -864,6 +867,7 @@ impl Engine {
             env,
             rare,
             hook_logs: _,
+            hook_dups: _,
         } = self;
         edits.clear();
         conn_fx.clear();
@@ -1086,6 +1090,20 @@ impl Engine {
     /// those of the netdev hooks.
     pub fn take_hook_logs(&mut self) -> Vec<String> {
         std::mem::take(&mut self.hook_logs)
+    }
+
+    /// The copies the `dup to ADDR` statements of the IP hooks made since the last call, with
+    /// their targets, in the order they ran: each frame as the hook saw it, its TTL (hop
+    /// limit) already as the copy leaves (see [`crate::forward`]'s netfilter module).
+    pub fn take_hook_dups(&mut self) -> Vec<(OutTarget, Vec<u8>)> {
+        std::mem::take(&mut self.hook_dups)
+    }
+
+    /// Keep a copy for [`Engine::take_hook_dups`] (at most [`MAX_HOOK_LOGS`] waiting).
+    pub(crate) fn keep_hook_dup(&mut self, target: OutTarget, frame: Vec<u8>) {
+        if self.hook_dups.len() < MAX_HOOK_LOGS {
+            self.hook_dups.push((target, frame));
+        }
     }
 
     /// Keep `lines` for [`Engine::take_hook_logs`] (at most [`MAX_HOOK_LOGS`] waiting; more

@@ -566,6 +566,17 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
         }
         Stmt::Nat(n) => nat_json(n),
+        // nft 1.0.6's `dup_stmt_json`: `{"dup": {"addr": "192.168.2.1", "dev": "lo"}}`.
+        Stmt::Dup { dev, via, .. } => {
+            let mut o = serde_json::Map::new();
+            if let Some(a) = via {
+                o.insert("addr".into(), json!(a.to_string()));
+            }
+            if !dev.is_empty() {
+                o.insert("dev".into(), json!(dev));
+            }
+            json!({ "dup": o })
+        }
         // nft 1.0.6's `payload_stmt_json` / `exthdr_stmt_json`.
         Stmt::PayloadSet { target, value, .. } => json!({"mangle": {
             "key": expr_json(target),

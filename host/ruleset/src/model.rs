@@ -583,10 +583,14 @@ pub enum Stmt {
     /// `raw`, below -200).
     Notrack,
     /// `dup to "dev"` (netdev family): a copy of the packet leaves on `dev`, the walk goes on
-    /// (the kernel's nft_dup_netdev).
+    /// (the kernel's nft_dup_netdev). With `via`, `dup to ADDR [device "dev"]` of the ip and
+    /// ip6 families (nft_dup_ipv4/ipv6): the copy goes to the neighbour `ADDR`, out of `dev`
+    /// or (`dev` empty) of the route to `ADDR`.
     Dup {
-        /// Output device name.
+        /// Output device name (empty: the route's).
         dev: String,
+        /// The next hop of `dup to ADDR` (ip, ip6 tables).
+        via: Option<std::net::IpAddr>,
         /// Where the statement is.
         span: Span,
     },

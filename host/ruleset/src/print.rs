@@ -652,7 +652,13 @@ pub(crate) fn stmt(s: &Stmt) -> String {
             let fam = if a.is_ipv4() { "ip" } else { "ip6" };
             format!("fwd {fam} to {a} device \"{dev}\"")
         }
-        Stmt::Dup { dev, .. } => format!("dup to \"{dev}\""),
+        Stmt::Dup { dev, via: None, .. } => format!("dup to \"{dev}\""),
+        Stmt::Dup {
+            dev, via: Some(a), ..
+        } if dev.is_empty() => format!("dup to {a}"),
+        Stmt::Dup {
+            dev, via: Some(a), ..
+        } => format!("dup to {a} device \"{dev}\""),
         Stmt::Notrack => "notrack".to_string(),
     }
 }

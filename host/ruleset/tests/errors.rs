@@ -1070,3 +1070,37 @@ fn set_statement_errors() {
         check(&with_sets(rule), 8, 2 + col, needle);
     }
 }
+
+#[test]
+fn dup_to_an_address_errors() {
+    let t = |fam: &str, rule: &str| {
+        format!(
+            "table {fam} t {{\n\tchain c {{\n\t\ttype filter hook input priority 0;\n\t\t{rule}\n\t}}\n}}\n"
+        )
+    };
+    check(
+        &t("ip", "dup to abcd::1"),
+        4,
+        10,
+        "expected an IPv4 address",
+    );
+    check(
+        &t("ip6", "dup to 10.0.0.1"),
+        4,
+        10,
+        "expected an IPv6 address",
+    );
+    check(
+        &t("ip", "dup to ip saddr map { 1.1.1.1 : 2.2.2.2 }"),
+        4,
+        10,
+        "`dup to EXPRESSION` is nftables syntax",
+    );
+    check(&t("ip", "dup to 10.0.0.1 device"), 4, 25, "expected");
+    check(
+        &t("inet", "dup to 10.0.0.1"),
+        4,
+        3,
+        "netdev, ip and ip6 tables only",
+    );
+}

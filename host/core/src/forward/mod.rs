@@ -1055,6 +1055,13 @@ fn rewrite_macs(frame: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
     frame[6..12].copy_from_slice(&src);
 }
 
+impl Gateway {
+    /// The output device of the route to `dst` (`None`: no route).
+    pub fn route_dev(&self, dst: IpAddr) -> Option<DevId> {
+        self.routes.lookup(dst).map(|r| r.dev)
+    }
+}
+
 /// Decrement the TTL of the IPv4 header at the start of `ip` and update its checksum
 /// incrementally (RFC 1624 eqn. 3 over the TTL/protocol word), as the kernel's
 /// ip_decrease_ttl. A TTL of 0 wraps to 255 (only `fwd ip to` decrements without a check).

@@ -872,6 +872,27 @@ struct Hooked {
     edited: Option<Vec<u8>>,
 }
 
+/// Raise the TTL (IPv4, checksum updated) or hop limit (IPv6) of `frame` by one, wrapping: the
+/// inverse of the decrement the neighbour output makes.
+fn raise_ttl(frame: &mut [u8]) {
+    let m = wasp_wire::parse(frame);
+    let net = usize::from(m.net_offset);
+    match m.l3 {
+        wasp_wire::meta::L3Kind::Ipv4 if frame.len() >= net + 20 => {
+            let ip = &mut frame[net..];
+            let old = u16::from_be_bytes([ip[8], ip[9]]);
+            ip[8] = ip[8].wrapping_add(1);
+            let new = u16::from_be_bytes([ip[8], ip[9]]);
+            let hc = u16::from_be_bytes([ip[10], ip[11]]);
+            ip[10..12].copy_from_slice(&super::checksum::update(hc, old, new).to_be_bytes());
+        }
+        wasp_wire::meta::L3Kind::Ipv6 if frame.len() >= net + 40 => {
+            frame[net + 7] = frame[net + 7].wrapping_add(1);
+        }
+        _ => {}
+    }
+}
+
 /// The `log` lines of one IP hook's walk.
 #[derive(Default)]
 struct HookLogs(Vec<String>);
@@ -916,6 +937,23 @@ fn hook(
     }
     if !logs.0.is_empty() {
         engine.keep_hook_logs(logs.0);
+    }
+    // `dup to ADDR` (nft_dup_ipv4/ipv6): a copy of the packet as the hook has it. The kernel
+    // decrements the copy's TTL at prerouting and input only; the neighbour output that sends
+    // it here ([`super::Gateway::fwd_neigh`]) decrements it once, so a copy of the forward and
+    // postrouting hooks gets one more first.
+    for id in out[0].dups() {
+        let Some(t) = engine.out_target(id).cloned() else {
+            continue;
+        };
+        if t.via.is_none() {
+            continue;
+        }
+        let mut copy = frame.to_vec();
+        if matches!(h, Hook::Forward | Hook::Postrouting | Hook::Output) {
+            raise_ttl(&mut copy);
+        }
+        engine.keep_hook_dup(t, copy);
     }
     if out[0].verdict != FinalVerdict::Accept {
         return Err(out[0].reject);

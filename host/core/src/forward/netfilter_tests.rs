@@ -700,3 +700,40 @@ table ip t {
     );
     assert!(r.engine.take_hook_logs().is_empty(), "taken once");
 }
+
+#[test]
+fn dup_to_an_address_sends_a_copy_to_that_neighbour() {
+    // A forward-hook copy keeps the TTL the forward hook saw (63: the kernel's ip_forward
+    // decrements before the hook, nf_dup_ipv4 not again); a prerouting copy has it
+    // decremented once. The copy goes to the neighbour's MAC, the IP header as it was.
+    let rules = r#"
+table ip t {
+    chain pre {
+        type filter hook prerouting priority 0; policy accept;
+        tcp dport 81 dup to 10.2.0.2
+    }
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        tcp dport 80 dup to 10.1.0.2 device "w0"
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, sent) = r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 80, SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let (dev, kind, copy) = &sent[0];
+    assert_eq!((dev.as_str(), *kind), ("w0", SendKind::Dup));
+    assert_eq!(&copy[..6], &CLIENT, "to the neighbour 10.1.0.2");
+    let (_, _, dst, dport, ttl, ip_ok, _) = read(copy);
+    assert_eq!((dst, dport, ttl, ip_ok), (Ipv4Addr::from(S), 80, 63, true));
+    assert_eq!(sent[1].0, "w1", "the packet itself goes on");
+    // Prerouting, no device: the route to 10.2.0.2 is out of w1.
+    let (fate, sent) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 81, SYN, 64, b""), 1.1);
+    assert_eq!(fate, Fate::Sent);
+    let dups: Vec<_> = sent.iter().filter(|s| s.1 == SendKind::Dup).collect();
+    assert_eq!(dups.len(), 1);
+    assert_eq!(dups[0].0, "w1");
+    assert_eq!(&dups[0].2[..6], &SERVER);
+    assert_eq!(read(&dups[0].2).4, 63, "decremented once at prerouting");
+}

@@ -438,6 +438,7 @@ impl Forwarder {
                 now_ns,
             );
             self.nf = Some(nf);
+            self.send_hook_dups(engine, re(&mut ext), frame, outcome.mark, now_ns, sends);
             match fate {
                 IpFate::NotIp => {}
                 IpFate::Routed(r) => pre_routed = Some(r),
@@ -571,6 +572,48 @@ impl Forwarder {
             now_ns,
             sends,
         );
+    }
+
+    /// Send the copies of the IP hooks' `dup to ADDR` statements ([`Engine::take_hook_dups`]):
+    /// to the neighbour ADDR out of the statement's device, or of the route to ADDR
+    /// (nf_dup_ipv4_route / nf_dup_ipv6_route); a copy without a route, device or neighbour
+    /// is lost and counted, the packet goes on.
+    fn send_hook_dups(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        input: &[u8],
+        mark: u32,
+        now_ns: u64,
+        sends: &mut Vec<Send>,
+    ) {
+        for (t, copy) in engine.take_hook_dups() {
+            let t = if t.dev.is_empty() {
+                let dev = t.via.and_then(|a| self.gateway.as_ref()?.route_dev(a));
+                let Some(dev) = dev else {
+                    self.lose(Loss::Gateway(DropReason::NoRoute));
+                    continue;
+                };
+                OutTarget {
+                    dev: self.name(dev),
+                    via: t.via,
+                }
+            } else {
+                t
+            };
+            let _ = self.fwd(
+                engine,
+                re(&mut ext),
+                &t,
+                input,
+                Body::Owned(copy),
+                SendKind::Dup,
+                mark,
+                1,
+                now_ns,
+                sends,
+            );
+        }
     }
 
     /// The gateway's name of `dev`, shared.

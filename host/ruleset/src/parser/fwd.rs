@@ -1,5 +1,6 @@
-//! `fwd` and `dup` statements of the netdev family, as nft 1.0.6 reads them (`parser_bison.y`
-//! `fwd_stmt` / `dup_stmt`): `fwd to "dev"`, `fwd ip|ip6 to ADDR device "dev"`, `dup to "dev"`.
+//! `fwd` and `dup` statements, as nft 1.0.6 reads them (`parser_bison.y` `fwd_stmt` /
+//! `dup_stmt`): `fwd to "dev"`, `fwd ip|ip6 to ADDR device "dev"`, `dup to "dev"` (netdev),
+//! `dup to ADDR [device "dev"]` (ip, ip6).
 //! nft resolves the device name to an ifindex when it evaluates the rule; wasp keeps the name
 //! (the devices belong to the daemon, not to the ruleset).
 
@@ -16,13 +17,21 @@ impl Parser<'_> {
         let fwd = self.at_word("fwd")?;
         let word = if fwd { "fwd" } else { "dup" };
         self.advance();
+        if !fwd && matches!(family, Family::Ip | Family::Ip6) {
+            return self.dup_to_address(family, start);
+        }
         if family != Family::Netdev {
-            // nft: "Error: unsupported family" (nft_fwd / nft_dup are netdev statements here;
-            // `dup to ADDR` of the ip families is another statement that wasp does not read).
+            // nft: "Error: unsupported family" (nft_fwd is netdev's; nft_dup netdev's, ip's
+            // and ip6's, read above).
             return Err(self.st.error(
                 start,
                 format!(
-                    "`{word}` is supported in netdev tables only (nft: unsupported family in a {} table)",
+                    "`{word}` is supported in {} only (nft: unsupported family in a {} table)",
+                    if fwd {
+                        "netdev tables"
+                    } else {
+                        "netdev, ip and ip6 tables"
+                    },
                     family.name()
                 ),
             ));
@@ -55,7 +64,11 @@ impl Parser<'_> {
                     span,
                 }
             } else {
-                Stmt::Dup { dev, span }
+                Stmt::Dup {
+                    dev,
+                    via: None,
+                    span,
+                }
             });
         };
         let (addr, _) = self.single_value(dtype)?;
@@ -74,6 +87,41 @@ impl Parser<'_> {
             dev,
             via: Some(via),
             span: self.stmt_span(start, dspan),
+        })
+    }
+
+    /// `dup to ADDR [device "dev"]` of the ip and ip6 families (after `dup`): the address of
+    /// the table's family (nft 1.0.6 `dup_stmt`: "Could not resolve hostname" for the other).
+    fn dup_to_address(&mut self, family: Family, start: Span) -> PResult<Stmt> {
+        self.expect_word("to")?;
+        if self.at_expr()? {
+            let at = self.peek_span()?;
+            return Err(self.st.error(at, unsupported::message("dup to EXPRESSION")));
+        }
+        let dtype = if family == Family::Ip {
+            DataType::Ipv4Addr
+        } else {
+            DataType::Ipv6Addr
+        };
+        let (addr, aspan) = self.single_value(dtype)?;
+        let via = match addr.bytes.as_slice() {
+            &[a, b, c, d] => IpAddr::from([a, b, c, d]),
+            b => match <[u8; 16]>::try_from(b) {
+                Ok(b16) => IpAddr::from(b16),
+                Err(_) => return self.expected("an address"),
+            },
+        };
+        let mut end = aspan;
+        let mut dev = String::new();
+        if self.eat_word("device")? {
+            let (d, dspan) = self.out_device()?;
+            dev = d;
+            end = dspan;
+        }
+        Ok(Stmt::Dup {
+            dev,
+            via: Some(via),
+            span: self.stmt_span(start, end),
         })
     }
 

@@ -595,6 +595,7 @@ fn a_later_base_chain_sees_the_edited_packet() {
 fn dup(dev: &str) -> Stmt {
     Stmt::Dup {
         dev: dev.into(),
+        via: None,
         span: Span::default(),
     }
 }
