@@ -37,27 +37,6 @@ enum Covered {
     None,
 }
 
-/// One's complement sum of 16-bit words of `b` (an odd last byte padded with 0).
-fn sum16(b: &[u8]) -> u32 {
-    b.chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum()
-}
-
-fn fold(mut s: u32) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// The checksum `csum` after bytes with word sum `old` became bytes with word sum `new`
-/// (RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m')).
-fn update(csum: u16, old: u32, new: u32) -> u16 {
-    let not_old = fold(old) ^ 0xffff;
-    !fold(u32::from(!csum) + u32::from(not_old) + fold(new) as u32)
-}
-
 impl PayloadSet {
     /// Run the statement on packet `p` (`st` its state): the edits it makes, as absolute
     /// frame offsets, or `None` when the field is not there (the kernel's NFT_BREAK: the
@@ -100,10 +79,11 @@ impl PayloadSet {
             } => {
                 // nft_exthdr_tcp_set_eval: a TCP packet without the option is left as it is
                 // and the rule goes on; an option too short for the field stops the rule.
-                let Some(found) = tcp_option(p, kind)? else {
-                    return Some(Vec::new());
+                let (i, end) = match tcp_option(p, kind) {
+                    OptAt::Found(i, end) => (i, end),
+                    OptAt::Missing => return Some(Vec::new()),
+                    OptAt::NoTcp | OptAt::PastHeader => return None,
                 };
-                let (i, end) = found.ok()?;
                 if usize::from(f.off) + usize::from(f.len) > end - i {
                     return None;
                 }
@@ -133,27 +113,39 @@ impl PayloadSet {
 /// The TCP option kind of the maximum segment size.
 const MSS: u8 = 2;
 
-/// The first TCP option of `kind` in `p` as `(start, end)` frame offsets, its length read
-/// as the kernel's `optlen` does: `None` when `p` has no TCP header (not TCP, a later
-/// fragment), `Some(None)` when it has no such option, `Some(Some(Err(())))` when the option
-/// runs past the TCP header (the callers refuse it as the kernel does).
-#[allow(clippy::type_complexity)]
-fn tcp_option(p: &Packet<'_>, kind: u8) -> Option<Option<Result<(usize, usize), ()>>> {
-    let l4 = p.meta.l4.filter(|l| l.proto == 6 && l.fragoff == 0)?;
+/// Where the first TCP option of a kind is ([`tcp_option`]).
+enum OptAt {
+    /// No TCP header (not TCP, a later fragment).
+    NoTcp,
+    /// A TCP header without such an option.
+    Missing,
+    /// The option runs past the TCP header (the kernel refuses it).
+    PastHeader,
+    /// The option's start and end, frame offsets.
+    Found(usize, usize),
+}
+
+/// The first TCP option of `kind` in `p`, its length read as the kernel's `optlen` does.
+fn tcp_option(p: &Packet<'_>, kind: u8) -> OptAt {
+    let Some(l4) = p.meta.l4.filter(|l| l.proto == 6 && l.fragoff == 0) else {
+        return OptAt::NoTcp;
+    };
     let Some((i, hdr_end)) = crate::expr::opt_base(p, false, kind) else {
-        return Some(None);
+        return OptAt::Missing;
     };
     let optl = match p.frame.get(i + 1) {
         Some(&l) if kind > 1 && l != 0 => usize::from(l),
         _ => 1,
     };
     let th = usize::from(l4.offset);
-    let doff = usize::from(*p.frame.get(th + 12)? >> 4) * 4;
-    Some(Some(if i + optl > (th + doff).min(hdr_end) {
-        Err(())
+    let Some(&doff) = p.frame.get(th + 12) else {
+        return OptAt::NoTcp;
+    };
+    if i + optl > (th + usize::from(doff >> 4) * 4).min(hdr_end) {
+        OptAt::PastHeader
     } else {
-        Ok((i, i + optl))
-    }))
+        OptAt::Found(i, i + optl)
+    }
 }
 
 /// `reset tcp option KIND` on `p` (the kernel's nft_exthdr_tcp_strip_eval): the edits that
@@ -162,76 +154,75 @@ fn tcp_option(p: &Packet<'_>, kind: u8) -> Option<Option<Result<(usize, usize), 
 /// (the rule stops, NFT_BREAK); `Some(None)` when the option runs past the TCP header (the
 /// kernel drops the packet).
 pub(crate) fn opt_reset(p: &Packet<'_>, kind: u8) -> Option<Option<Vec<ExtEdit>>> {
-    let Some(found) = tcp_option(p, kind)? else {
-        return Some(Some(Vec::new()));
-    };
-    let Ok((i, end)) = found else {
-        return Some(None);
-    };
-    Some(write(p, i, &vec![1u8; end - i], Covered::Transport))
+    match tcp_option(p, kind) {
+        OptAt::NoTcp => None,
+        OptAt::Missing => Some(Some(Vec::new())),
+        OptAt::PastHeader => Some(None),
+        OptAt::Found(i, end) => Some(write(p, i, &vec![1u8; end - i], Covered::Transport)),
+    }
 }
 
 /// The edits that write `new` at frame offset `start` of `p` and update the checksums that
-/// `covered` says cover it.
+/// `covered` says cover it (RFC 1624 over the 16-bit words that hold the change,
+/// [`wasp_wire::checksum::adjust`]).
 fn write(p: &Packet<'_>, start: usize, new: &[u8], covered: Covered) -> Option<Vec<ExtEdit>> {
     let len = new.len();
-    let new = new.to_vec();
-    {
-        let mut out = Vec::with_capacity(3);
-        // Sums over the 16-bit aligned words that hold the change.
-        let a = start & !1;
-        let b = (start + len).div_ceil(2) * 2;
-        let mut after = p.frame.get(a..b.min(p.frame.len()))?.to_vec();
-        let old_sum = sum16(&after);
-        after[start - a..start - a + len].copy_from_slice(&new);
-        let new_sum = sum16(&after);
-        out.push(ExtEdit::Set {
-            offset: start as u32,
-            data: new,
-        });
-        let csum_at = |p: &Packet<'_>, at: usize| -> Option<u16> {
-            p.frame
-                .get(at..at + 2)
-                .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        };
-        let mut fix = |at: usize, zero_means_none: bool| {
-            if let Some(c) = csum_at(p, at)
-                && !(zero_means_none && c == 0)
-                && !(at >= start && at < start + len)
-            {
-                let n = update(c, old_sum, new_sum);
-                out.push(ExtEdit::Set {
-                    offset: at as u32,
-                    data: n.to_be_bytes().to_vec(),
-                });
-            }
-        };
-        let l4_csum = |p: &Packet<'_>| -> Option<(usize, bool)> {
-            let l4 = p.meta.l4.filter(|l| l.fragoff == 0)?;
-            let th = usize::from(l4.offset);
-            match l4.proto {
-                6 => Some((th + 16, false)),
-                // Over IPv4 a UDP checksum of 0 means none.
-                17 => Some((th + 6, p.meta.l3 == L3Kind::Ipv4)),
-                _ => None,
-            }
-        };
-        match covered {
-            Covered::Ipv4Header { pseudo } => {
-                fix(usize::from(p.meta.net_offset) + 10, false);
-                if pseudo && let Some((at, z)) = l4_csum(p) {
-                    fix(at, z);
-                }
-            }
-            Covered::Ipv6Header { pseudo: true } | Covered::Transport => {
-                if let Some((at, z)) = l4_csum(p) {
-                    fix(at, z);
-                }
-            }
-            Covered::Ipv6Header { pseudo: false } | Covered::None => {}
-        }
-        Some(out)
+    let a = start & !1;
+    let b = (start + len).div_ceil(2) * 2;
+    let mut before = p.frame.get(a..b.min(p.frame.len()))?.to_vec();
+    if before.len() % 2 == 1 {
+        // The frame's odd last byte, padded as the checksum pads it.
+        before.push(0);
     }
+    let mut after = before.clone();
+    after
+        .get_mut(start - a..start - a + len)?
+        .copy_from_slice(new);
+    let mut out = Vec::with_capacity(3);
+    out.push(ExtEdit::Set {
+        offset: start as u32,
+        data: new.to_vec(),
+    });
+    let mut fix = |at: usize, zero_means_none: bool| {
+        if let Some(c) = p
+            .frame
+            .get(at..at + 2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+            && !(zero_means_none && c == 0)
+            && !(at >= start && at < start + len)
+        {
+            let n = wasp_wire::checksum::adjust(c, &before, &after);
+            out.push(ExtEdit::Set {
+                offset: at as u32,
+                data: n.to_be_bytes().to_vec(),
+            });
+        }
+    };
+    let l4 = p.meta.l4.filter(|l| l.fragoff == 0);
+    let l4_csum = l4.and_then(|l| {
+        let th = usize::from(l.offset);
+        match l.proto {
+            6 => Some((th + 16, false)),
+            // Over IPv4 a UDP checksum of 0 means none.
+            17 => Some((th + 6, p.meta.l3 == L3Kind::Ipv4)),
+            _ => None,
+        }
+    });
+    match covered {
+        Covered::Ipv4Header { pseudo } => {
+            fix(usize::from(p.meta.net_offset) + 10, false);
+            if pseudo && let Some((at, z)) = l4_csum {
+                fix(at, z);
+            }
+        }
+        Covered::Ipv6Header { pseudo: true } | Covered::Transport => {
+            if let Some((at, z)) = l4_csum {
+                fix(at, z);
+            }
+        }
+        Covered::Ipv6Header { pseudo: false } | Covered::None => {}
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -240,18 +231,33 @@ mod tests {
 
     #[test]
     fn incremental_update_equals_a_recomputed_checksum() {
-        // An IPv4 header with its checksum, then the TTL (byte 8) changed from 64 to 23.
-        let mut h = [
+        // An IPv4 header with its checksum, then the TTL (byte 8) written from 64 to 23
+        // through the statement's edits: the checksum edit equals a full computation.
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut h = vec![
             0x45u8, 0, 0, 20, 0x12, 0x34, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
         ];
-        let full = |h: &[u8]| !fold(sum16(h));
-        let c = full(&h);
+        let c = wasp_wire::checksum::checksum(&h);
         h[10..12].copy_from_slice(&c.to_be_bytes());
-        let old = sum16(&h[8..10]);
-        h[8] = 23;
-        let new = sum16(&h[8..10]);
-        let upd = update(c, old, new);
-        h[10..12].copy_from_slice(&[0, 0]);
-        assert_eq!(upd, full(&h));
+        f.extend_from_slice(&h);
+        let p = Packet {
+            frame: &f,
+            meta: wasp_wire::parse(&f),
+            iifname: "",
+            mark: 0,
+            oifname: "",
+            ct: crate::CtMeta::NONE,
+            ct_detail: None,
+            route: None,
+        };
+        let edits = write(&p, 14 + 8, &[23], Covered::Ipv4Header { pseudo: false }).unwrap();
+        let mut g = f.clone();
+        for e in &edits {
+            crate::ext::apply_edit(&mut g, e);
+        }
+        assert_eq!(g[14 + 8], 23);
+        assert_eq!(wasp_wire::checksum::checksum(&g[14..34]), 0);
+        assert_ne!(g[24..26], f[24..26], "the checksum changed");
     }
 }

@@ -1066,11 +1066,21 @@ impl Gateway {
 /// incrementally (RFC 1624 eqn. 3 over the TTL/protocol word), as the kernel's
 /// ip_decrease_ttl. A TTL of 0 wraps to 255 (only `fwd ip to` decrements without a check).
 pub fn decrement_ttl_v4(ip: &mut [u8]) {
+    step_ttl_v4(ip, u8::wrapping_sub);
+}
+
+/// Raise the TTL of the IPv4 header at the start of `ip` by one (wrapping), checksum updated:
+/// the inverse of [`decrement_ttl_v4`].
+pub fn raise_ttl_v4(ip: &mut [u8]) {
+    step_ttl_v4(ip, u8::wrapping_add);
+}
+
+fn step_ttl_v4(ip: &mut [u8], step: fn(u8, u8) -> u8) {
     if ip.len() < 20 {
         return;
     }
     let old = u16::from_be_bytes([ip[8], ip[9]]);
-    ip[8] = ip[8].wrapping_sub(1);
+    ip[8] = step(ip[8], 1);
     let new = u16::from_be_bytes([ip[8], ip[9]]);
     let hc = u16::from_be_bytes([ip[10], ip[11]]);
     ip[10..12].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());

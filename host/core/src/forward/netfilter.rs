@@ -878,13 +878,10 @@ fn raise_ttl(frame: &mut [u8]) {
     let m = wasp_wire::parse(frame);
     let net = usize::from(m.net_offset);
     match m.l3 {
-        wasp_wire::meta::L3Kind::Ipv4 if frame.len() >= net + 20 => {
-            let ip = &mut frame[net..];
-            let old = u16::from_be_bytes([ip[8], ip[9]]);
-            ip[8] = ip[8].wrapping_add(1);
-            let new = u16::from_be_bytes([ip[8], ip[9]]);
-            let hc = u16::from_be_bytes([ip[10], ip[11]]);
-            ip[10..12].copy_from_slice(&super::checksum::update(hc, old, new).to_be_bytes());
+        wasp_wire::meta::L3Kind::Ipv4 => {
+            if let Some(ip) = frame.get_mut(net..) {
+                super::raise_ttl_v4(ip);
+            }
         }
         wasp_wire::meta::L3Kind::Ipv6 if frame.len() >= net + 40 => {
             frame[net + 7] = frame[net + 7].wrapping_add(1);
