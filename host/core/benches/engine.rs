@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use wasp_core::{Engine, FinalVerdict, Outcome, Packet};
+use wasp_core::{At, Engine, HookResult, Outcome, Packet};
 use wasp_wire::ethernet::ethertype;
 use wasp_wire::samples::{ethernet, ipv4, ipv6, tcp, udp};
 
@@ -68,26 +68,29 @@ fn engine(c: &mut Criterion) {
             route: None,
         })
         .collect();
-    let mut out = [Outcome {
-        verdict: FinalVerdict::Accept,
-        decision: None,
-        mark: 0,
-        fwd: None,
-        dup: 0,
-        reject: None,
-    }; 64];
+    let mut out = [Outcome::unseen(0); 64];
+    let mut res = HookResult::new();
     for n in [0, 10] {
         let rs = wasp_ruleset::parse_str(&ruleset(n), "bench.nft").expect("bench ruleset");
         let mut e = Engine::compile(&rs).expect("bench ruleset compiles");
         let mut g = c.benchmark_group(format!("engine/{n} rules"));
         g.throughput(Throughput::Elements(packets.len() as u64));
         g.bench_function("vector", |b| {
-            b.iter(|| e.ingress(DEV, black_box(&packets), 0, &mut out, None))
+            b.iter(|| {
+                e.run(
+                    At::Ingress(DEV),
+                    black_box(&packets),
+                    0,
+                    &mut res,
+                    None,
+                    None,
+                )
+            })
         });
         g.bench_function("per packet", |b| {
             b.iter(|| {
                 for (i, p) in black_box(&packets).iter().enumerate() {
-                    out[i] = e.ingress_one(DEV, p, i, 0, None);
+                    out[i] = e.ingress_one(DEV, p, i, 0, &mut res, None);
                 }
             })
         });

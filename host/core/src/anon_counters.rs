@@ -3,7 +3,8 @@
 
 use wasp_ruleset::model::Ruleset;
 
-use crate::engine::{Engine, element_counts};
+use crate::counters::element_counts;
+use crate::engine::Engine;
 use crate::ext::{CounterSource, CounterUse};
 
 /// The counts of one counting element of an anonymous set in a rule.

@@ -25,8 +25,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::engine::Packet;
 use crate::expr::{KEY_MAX, Load, PktState, mask_bits};
+use crate::packet::Packet;
 
 /// A value computed from the packet ([`Calc::eval`]).
 #[derive(Debug, Clone)]

@@ -10,9 +10,9 @@
 use std::fmt::Debug;
 use std::ops::{BitAnd, BitXor, Shl, Shr};
 
-use crate::engine::{MAX_VECTOR, Packet};
 use crate::expr::{Cmp, Load, PktState, Src};
 use crate::ext::Edited;
+use crate::packet::{MAX_VECTOR, Packet};
 use crate::pipeline::View;
 
 /// An unsigned integer that holds a loaded field as its big-endian bytes read as a number.

@@ -290,7 +290,7 @@ impl Ctx<'_> {
     }
 
     /// The id of output target (`dev`, `via`) of a `fwd` or `dup`, added when new. At most
-    /// [`crate::engine::MAX_OUT_TARGETS`] different targets (an [`crate::Outcome`]'s `dup` is a
+    /// [`crate::packet::MAX_OUT_TARGETS`] different targets (an [`crate::Outcome`]'s `dup` is a
     /// bitmask over them).
     fn out_target(
         &mut self,
@@ -302,16 +302,16 @@ impl Ctx<'_> {
         if let Some(i) = t.iter().position(|o| &*o.dev == dev && o.via == via) {
             return Ok(i as u16);
         }
-        if t.len() >= crate::engine::MAX_OUT_TARGETS {
+        if t.len() >= crate::packet::MAX_OUT_TARGETS {
             return Err(self.err(
                 span,
                 format!(
                     "too many different fwd/dup targets: wasp takes at most {}",
-                    crate::engine::MAX_OUT_TARGETS
+                    crate::packet::MAX_OUT_TARGETS
                 ),
             ));
         }
-        t.push(crate::engine::OutTarget {
+        t.push(crate::packet::OutTarget {
             dev: dev.into(),
             via,
         });
@@ -1370,7 +1370,7 @@ impl Ctx<'_> {
                     // The kernel's reject expressions end the rule with NF_DROP after queueing
                     // the reply (built on the way out: `forward::reject`).
                     ops.push(
-                        Op::Reject(crate::engine::Reject {
+                        Op::Reject(crate::packet::Reject {
                             kind: *kind,
                             netdev: t.family == Family::Netdev,
                         }),

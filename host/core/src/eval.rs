@@ -5,12 +5,12 @@
 use wasp_ruleset::model::{ObjKind, Policy};
 
 use crate::calc::CalcEnv;
-use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
 use crate::expr::{KEY_MAX, PktState, StmtOut, build_key};
 use crate::ext::{
     CounterUse, DupPoint, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions,
     Fallback,
 };
+use crate::packet::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
 use crate::program::{ChainId, CtSetKey, Op, Program, RuleC, VerdictC};
 use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};

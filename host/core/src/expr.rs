@@ -9,7 +9,7 @@
 
 use wasp_wire::PacketMeta;
 
-use crate::engine::Packet;
+use crate::packet::Packet;
 
 /// Where a load reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,7 +174,7 @@ pub(crate) struct StmtOut {
     /// `notrack` ran.
     pub notrack: bool,
     /// `reject` dropped the packet: the reply it asked for.
-    pub reject: Option<crate::engine::Reject>,
+    pub reject: Option<crate::packet::Reject>,
 }
 
 /// Per-packet state the evaluator reads besides the frame.

@@ -17,8 +17,8 @@
 
 use wasp_wire::PacketMeta;
 
-use crate::engine::{MAX_VECTOR, OutId, Packet, nfproto};
 use crate::expr::{PktState, skb_len_ingress};
+use crate::packet::{MAX_VECTOR, OutId, Packet, nfproto};
 
 /// How a use site uses its plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,7 +6,9 @@
 //! base chain on the hook runs, `drop` ends everything, `jump`/`goto`/`return` use a call stack,
 //! and a base chain's policy applies when its rules run out.
 //!
-//! Modules: [`engine`] (the public API), `compile` (model to program, load-time checks), `field`
+//! Modules: [`packet`] (the base types: packet, outcome, output target), [`engine`] (compile
+//! and configure), `hooks` (the one entry point [`Engine::run`] and its [`HookResult`]),
+//! `counters` (counter readout), `compile` (model to program, load-time checks), `field`
 //! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
 //! `expr` (loads and comparisons), `compare` (matches lowered to their field's width, the read
 //! cache), `eval` (one packet, the reference walk), `pipeline` (the vector pipeline), `trace`
@@ -27,6 +29,7 @@ mod calc;
 mod compare;
 mod compile;
 pub mod conn;
+mod counters;
 mod dynset;
 pub mod engine;
 mod eval;
@@ -34,7 +37,9 @@ mod expr;
 pub mod ext;
 mod field;
 pub mod forward;
+mod hooks;
 mod merge;
+pub mod packet;
 mod payload_set;
 mod pipeline;
 mod program;
@@ -50,12 +55,15 @@ pub use anon_counters::AnonSetElemCounter;
 pub use calc::jhash;
 pub use compile::MAX_JUMP_LEVEL;
 pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec, NatTarget};
-pub use engine::{
-    ChainStats, CounterValue, Decision, Engine, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR,
-    NamedCounter, OutId, OutTarget, Outcome, Packet, Reject, SetElemCounter, TraceEvent, TraceSink,
-};
+pub use counters::{CounterValue, NamedCounter, SetElemCounter};
+pub use engine::Engine;
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
     ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
+};
+pub use hooks::{At, ChainStats, HookResult};
+pub use packet::{
+    Decision, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR, OutId, OutTarget, Outcome, Packet, Reject,
+    TraceEvent, TraceSink,
 };
 pub use stateful::Stateful;

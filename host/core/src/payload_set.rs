@@ -11,9 +11,9 @@
 
 use wasp_wire::meta::L3Kind;
 
-use crate::engine::Packet;
 use crate::expr::{Load, PktState, Src};
 use crate::ext::ExtEdit;
+use crate::packet::Packet;
 
 /// A compiled payload statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,13 +25,13 @@
 //! [`RuleC::shared`]: crate::program::RuleC::shared
 
 use crate::compare::{ReadCache, bits};
-use crate::engine::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::eval::{
     Effects, JUMP_STACK, NO_PACKET, OpRes, base_policy, end_event, ext_call, ext_packet,
     flush_hits, op_one, policy_decision, rule_decision, rule_event,
 };
 use crate::expr::PktState;
 use crate::ext::Edited;
+use crate::packet::{Decision, FinalVerdict, MAX_VECTOR, Packet};
 use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
 
 /// The per-packet facts the tests read, side by side for a vector (structure of arrays).

@@ -107,7 +107,7 @@ pub(crate) enum Op {
     Fwd(u16),
     /// `reject ...`: the packet is dropped and the reply recorded in its state (the kernel's
     /// nft_reject_*_eval queue the reply, then set NF_DROP); ends the rule with drop.
-    Reject(crate::engine::Reject),
+    Reject(crate::packet::Reject),
     /// A verdict.
     Verdict(VerdictC),
 }
@@ -245,7 +245,7 @@ pub(crate) struct Program {
     /// For the counter sites the compiler made (parallel to `ext_sites`), what they count.
     pub counter_uses: Vec<Option<CounterUse>>,
     /// Where `fwd` and `dup` statements send packets, each (device, next hop) once.
-    pub out_targets: Vec<crate::engine::OutTarget>,
+    pub out_targets: Vec<crate::packet::OutTarget>,
     /// NAT statements in rule order.
     pub nats: Vec<crate::conn::NatSpec>,
     /// The computed target of each NAT statement (parallel to `nats`; `None` for a constant

@@ -23,8 +23,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wasp_ruleset::model::{FibExpr, FibResult, RtKey};
 
-use crate::engine::Packet;
 use crate::expr::ifname_value;
+use crate::packet::Packet;
 
 /// The kind of a route as the kernel's FIB types it (RTN_*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

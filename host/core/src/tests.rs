@@ -12,6 +12,76 @@ use wasp_wire::{L3Kind, L4Info, PacketMeta, VlanTag};
 
 use crate::engine::*;
 use crate::ext::*;
+use crate::hooks::{At, HookResult};
+use crate::packet::*;
+
+/// Shorthands of the tests for [`Engine::run`]: the outcomes into `out` (the first
+/// `out.len()` packets run), the call's result returned.
+impl Engine {
+    pub(crate) fn ingress(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+    ) -> HookResult {
+        self.call(At::Ingress(dev), packets, now_ns, out, trace, None)
+    }
+
+    pub(crate) fn ingress_ext(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+        ext: &mut dyn Extensions,
+    ) -> HookResult {
+        self.call(At::Ingress(dev), packets, now_ns, out, trace, Some(ext))
+    }
+
+    pub(crate) fn ip_hook(
+        &mut self,
+        hook: Hook,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+    ) -> HookResult {
+        self.call(At::Ip(hook), packets, now_ns, out, trace, None)
+    }
+
+    pub(crate) fn call(
+        &mut self,
+        at: At<'_>,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        out: &mut [Outcome],
+        trace: Option<&mut dyn TraceSink>,
+        ext: Option<&mut dyn Extensions>,
+    ) -> HookResult {
+        let n = packets.len().min(out.len());
+        let mut res = HookResult::new();
+        self.run(at, &packets[..n], now_ns, &mut res, trace, ext);
+        out[..n].copy_from_slice(&res.outcomes);
+        res
+    }
+
+    /// [`Engine::ingress_one`] with its result returned beside the outcome.
+    pub(crate) fn one(
+        &mut self,
+        dev: &str,
+        packet: &Packet<'_>,
+        index: usize,
+        now_ns: u64,
+        trace: Option<&mut dyn TraceSink>,
+    ) -> (Outcome, HookResult) {
+        let mut res = HookResult::new();
+        let o = self.ingress_one(dev, packet, index, now_ns, &mut res, trace);
+        (o, res)
+    }
+}
 
 // ---------- plugins ----------
 

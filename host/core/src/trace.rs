@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::engine::Packet;
+use crate::packet::Packet;
 use crate::program::{Program, VerdictC};
 
 /// A verdict as nft prints it (`accept`, `jump sub`, ...).

@@ -3,6 +3,8 @@
 //! (and the conformance harness and benchmarks) can call them; `main.rs` only parses the command
 //! line and maps errors to exit codes.
 //!
+//! - [`datapath`]: the one loop of a worker, the same for `wasp run` and `wasp replay`: a
+//!   vector of frames through the ingress hook and the way out, into an [`datapath::Exit`].
 //! - [`check::check`]: parse, compile and optionally print a ruleset.
 //! - [`replay::replay`]: captures through a ruleset ([`replay::ReplayOptions`]), giving a
 //!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
@@ -20,6 +22,7 @@ pub mod check;
 pub mod cli;
 pub mod ctl;
 pub mod daemon;
+pub mod datapath;
 pub mod error;
 pub mod hooks;
 pub mod names;

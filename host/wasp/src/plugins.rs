@@ -26,7 +26,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use wasp_core::{COUNTER_PLUGIN, CounterSource, Engine, ExtKind};
-use wasp_plugin::{HostConfig, Plugin, PluginEvent, PluginHost, Runtime, SharedTimers};
+use wasp_plugin::{Plugin, PluginEvent, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::PluginSource;
 
@@ -92,10 +92,8 @@ struct PendingSwap {
     plugin: Result<Plugin, String>,
 }
 
-/// The plugins of a replay.
+/// The plugin swaps of a replay (`--swap`), applied to its one worker's runtime.
 pub struct ReplayPlugins {
-    /// The one worker's runtime (the engine calls it through `wasp_core::Extensions`).
-    pub runtime: Runtime,
     swaps: Vec<PendingSwap>,
     /// Events not yet taken (the swaps' failures).
     events: Vec<PluginEvent>,
@@ -112,36 +110,28 @@ impl std::fmt::Debug for ReplayPlugins {
 }
 
 impl ReplayPlugins {
-    /// Load the plugins `ruleset` declares, configure every use site of `engine` (compiled
-    /// from `ruleset`) and give the engine the kinds, and load the new versions of `swaps`.
-    /// `None` when the ruleset declares no plugin and no swap is asked for.
+    /// Load the new versions `swaps` asks for with `host`, for a runtime made for `ruleset`
+    /// (`engine` compiled from it).
     ///
     /// # Errors
-    /// [`Error::Ruleset`] at the declaration for a plugin that cannot be loaded (or that two
-    /// tables declare with different files: the replay runs one instance per name), at the
-    /// use for arguments the plugin refuses; [`Error::Usage`] for a `--swap` of a plugin the
-    /// ruleset does not declare; [`Error::Plugin`] when the plugin host cannot start.
+    /// [`Error::Usage`] for a `--swap` of a plugin the ruleset neither declares nor uses (the
+    /// counter plugin serves its counters).
     pub fn load(
+        host: &PluginHost,
         ruleset: &Ruleset,
-        engine: &mut Engine,
+        engine: &Engine,
         swaps: &[SwapSpec],
-        start_ns: u64,
-    ) -> Result<Option<Self>, Error> {
-        let declared = ruleset.tables.iter().any(|t| !t.plugins.is_empty());
-        let counters = engine.has_counters();
-        if !declared && swaps.is_empty() && !counters {
-            return Ok(None);
-        }
-        let host = PluginHost::new(HostConfig {
-            deadline_ticks: REPLAY_DEADLINE_TICKS,
-            ..HostConfig::default()
-        })
-        .map_err(|e| Error::Plugin(e.to_string()))?;
-        let mut cache = PluginCache::default();
-        let (runtime, loaded) = build_runtime(&host, &mut cache, ruleset, engine, start_ns, None)?;
+    ) -> Result<Self, Error> {
+        let known = |name: &str| {
+            ruleset
+                .tables
+                .iter()
+                .any(|t| t.plugins.iter().any(|d| d.name == name))
+                || (name == COUNTER_PLUGIN && engine.has_counters())
+        };
         let mut pending = Vec::with_capacity(swaps.len());
         for s in swaps {
-            if !loaded.contains_key(&s.name) {
+            if !known(&s.name) {
                 return Err(Error::Usage(format!(
                     "--swap {}=...: the ruleset declares no plugin `{}`",
                     s.name, s.name
@@ -156,12 +146,11 @@ impl ReplayPlugins {
         }
         // Swaps in packet order (a stable sort keeps the command line's order for equal N).
         pending.sort_by_key(|p| p.spec.after);
-        Ok(Some(ReplayPlugins {
-            runtime,
+        Ok(ReplayPlugins {
             swaps: pending,
             events: Vec::new(),
-            last_now: start_ns,
-        }))
+            last_now: 0,
+        })
     }
 
     /// The input packet after which the next swap is due (`None`: no swap left).
@@ -172,13 +161,13 @@ impl ReplayPlugins {
     /// Apply every swap due after input packet `done` (at a vector boundary). A swap that
     /// fails changes nothing and leaves an event saying why; a successful one leaves the
     /// runtime's event.
-    pub fn apply_swaps(&mut self, done: u64) {
+    pub fn apply_swaps(&mut self, runtime: &mut Runtime, done: u64) {
         while self.swaps.first().is_some_and(|s| s.spec.after <= done) {
             let s = self.swaps.remove(0);
             let name = &s.spec.name;
             let failed = match &s.plugin {
                 Err(e) => Some(format!("cannot load {}: {e}", s.spec.path)),
-                Ok(p) => self.runtime.swap(name, p).err().map(|e| e.to_string()),
+                Ok(p) => runtime.swap(name, p).err().map(|e| e.to_string()),
             };
             if let Some(why) = failed {
                 self.events.push(PluginEvent {
@@ -206,16 +195,15 @@ impl ReplayPlugins {
             .collect()
     }
 
-    /// The counts of the ruleset's counters, read from (and reset through) the runtime.
-    pub fn counters(&mut self) -> RuntimeCounters<'_> {
-        RuntimeCounters(&mut self.runtime)
-    }
-
     /// The state every plugin use written in the ruleset lists (a declared plugin's; the
     /// counters the engine made are read through [`ReplayPlugins::counters`]), in site
     /// order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
     /// parentheses when it says more). A listing that fails gives its error as text.
-    pub fn states(&mut self, engine: &Engine) -> Vec<(u32, String, Vec<String>)> {
+    pub fn states(
+        &self,
+        runtime: &mut Runtime,
+        engine: &Engine,
+    ) -> Vec<(u32, String, Vec<String>)> {
         let made: std::collections::HashSet<u32> =
             engine.counter_uses().map(|(site, _)| site).collect();
         engine
@@ -223,7 +211,7 @@ impl ReplayPlugins {
             .iter()
             .filter(|s| !made.contains(&s.id))
             .map(|s| {
-                let text = match self.runtime.list_state(s.id) {
+                let text = match runtime.list_state(s.id) {
                     Ok(entries) => entries
                         .into_iter()
                         .map(|e| {
@@ -250,9 +238,9 @@ impl ReplayPlugins {
     }
 
     /// Events since the last call, oldest first.
-    pub fn take_events(&mut self) -> Vec<PluginEvent> {
+    pub fn take_events(&mut self, runtime: &mut Runtime) -> Vec<PluginEvent> {
         let mut ev = std::mem::take(&mut self.events);
-        ev.extend(self.runtime.take_events());
+        ev.extend(runtime.take_events());
         ev.sort_by_key(|e| e.at_ns);
         ev
     }

@@ -47,15 +47,18 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use wasp_core::engine::MAX_VECTOR;
-use wasp_core::forward::{Fate, Forwarder, Gateway, Netfilter, Send, SendKind};
-use wasp_core::{Engine, Extensions, FinalVerdict, Outcome, Packet, TraceSink};
+use wasp_core::forward::{Fate, Forwarder, Gateway, Send, SendKind};
+use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
+use wasp_plugin::HostConfig;
 use wasp_ruleset::model::Hook;
 
 use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
+use crate::datapath::{Clocks, Datapath, Exit, Shared, build};
 use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
-use crate::plugins::{ReplayPlugins, SwapSpec};
+use crate::plugins::{
+    PluginCache, REPLAY_DEADLINE_TICKS, ReplayPlugins, RuntimeCounters, SwapSpec,
+};
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
@@ -63,7 +66,7 @@ use crate::summary::{
     InputSummary, LossSummary, NamedCounterSummary, PluginStateSummary, RuleSummary,
     SetCounterSummary, Summary,
 };
-use crate::trace::{Collector, LogLines, format_packet_trace};
+use crate::trace::{Collector, format_packet_trace};
 use crate::verdicts::VerdictWriter;
 
 /// With plugins, the most capture time one vector spans (1 ms): their clock moves (and their
@@ -164,6 +167,10 @@ pub struct Report {
     /// The ruleset as `nft list ruleset` lists it after the run: rule counters, named
     /// counter objects and set element counters with their counts (`wasp replay --list`).
     pub listing: String,
+    /// The connections conntrack holds after the last packet, one line each as `wasp ctl list
+    /// conntrack` lists them (timeouts on the capture's clock); empty without a gateway that
+    /// runs the IP path.
+    pub conntrack: Vec<String>,
 }
 
 /// The netdev ingress base chains of one input device, in hook order, for the summary.
@@ -337,34 +344,187 @@ impl Outputs {
 
 /// Everything a run keeps between vectors.
 struct Run<'o> {
-    engine: Engine,
-    names: Names,
+    /// The one worker's data path (the same as a daemon worker's).
+    dp: Datapath,
+    /// What the vectors' results are written into.
+    rec: Record<'o>,
     /// The devices packets entered on: the default input device first, then each device a
     /// pcapng interface name chose, in the order of their first packet.
     devs: Vec<String>,
     /// The devices wasp knows (the gateway file's and those of netdev ingress base chains),
     /// sorted: a pcapng interface name among them overrides the default device.
     known: Vec<String>,
-    trace: Option<&'o mut dyn Write>,
-    outputs: Outputs,
-    summary: Summary,
-    index: u64,
-    collector: Collector,
-    /// `log` lines of the current vector when no trace is printed (printed on standard error).
-    logs: Option<LogLines>,
-    /// (table, chain, rule handle or `u64::MAX` for the policy, drop?) -> packets.
-    decisions: BTreeMap<(u32, u32, u64, bool), u64>,
-    /// The ruleset's plugins, if it has any.
+    /// The ruleset asks for forwarding (`fwd`, `dup`, `reject`) or a gateway file is given:
+    /// the summary reports the way out.
+    forwarding: bool,
+    /// The swaps `--swap` asks for, when the ruleset has plugins.
     plugins: Option<ReplayPlugins>,
     /// Plugin events so far.
     events: Vec<EventSummary>,
-    /// The way out, when the ruleset or a gateway file asks for forwarding.
-    fwd: Option<Forwarder>,
-    /// Frames to send of the current packet.
-    sends: Vec<Send>,
     /// The latest capture time seen (ns), and notes of inputs that start before it.
     clock_ns: u64,
     clock_notes: Vec<String>,
+}
+
+/// A frame of the vector in flight, as the capture gave it (what its outputs keep).
+#[derive(Debug, Clone, Copy)]
+struct InFrame {
+    ts_ns: u64,
+    len: usize,
+    orig_len: u32,
+    offset: u64,
+    resolution: TsResolution,
+}
+
+impl InFrame {
+    /// The output frame of `data` made from this one: the same timestamp; the original
+    /// length grown or shrunk by what the walk's edits did to the captured length.
+    fn out<'d>(&self, data: &'d [u8]) -> Frame<'d> {
+        let grown = data.len() as i64 - self.len as i64;
+        Frame {
+            ts_ns: self.ts_ns,
+            data,
+            orig_len: (i64::from(self.orig_len) + grown).max(0) as u32,
+            offset: self.offset,
+            resolution: self.resolution,
+            interface: None,
+        }
+    }
+}
+
+/// Where replay writes a vector's results ([`Exit`]): the output captures, the verdict
+/// lines, the trace, the summary's counts.
+struct Record<'o> {
+    names: Names,
+    trace: Option<&'o mut dyn Write>,
+    collector: Collector,
+    outputs: Outputs,
+    summary: Summary,
+    /// Input packets so far (the verdict lines' and the trace's packet numbers).
+    index: u64,
+    /// (table, chain, rule handle or `u64::MAX` for the policy, drop?) -> packets.
+    decisions: BTreeMap<(u32, u32, u64, bool), u64>,
+    /// The vector in flight: its frames, its device and whether verdict lines name it.
+    frames: Vec<InFrame>,
+    dev: String,
+    named_dev: bool,
+    /// The trace events of the vector in flight, by packet (taken at its first packet).
+    walks: Vec<Vec<TraceEvent>>,
+    /// Counts of the vector in flight, for its input's summary.
+    input: InputSummary,
+    /// The first output error of the vector (the run stops there).
+    err: Option<Error>,
+}
+
+impl Record<'_> {
+    fn check(&mut self, r: Result<(), Error>) {
+        if let Err(e) = r {
+            self.err.get_or_insert(e);
+        }
+    }
+}
+
+impl Exit for Record<'_> {
+    /// Trace events only when a trace is printed: the summary's counts come from the
+    /// outcomes and the engine's per-base-chain statistics.
+    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+        match self.trace {
+            Some(_) => Some(&mut self.collector),
+            None => None,
+        }
+    }
+
+    /// On standard error, in the order they ran, as the kernel log would show them.
+    fn log(&mut self, lines: Vec<String>, _: u64) {
+        let mut err = std::io::stderr().lock();
+        for line in &lines {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+
+    fn send(&mut self, i: usize, s: &Send, frame: &[u8]) {
+        let bytes = s.frame(frame);
+        let mut out = self.frames[i].out(&bytes);
+        out.orig_len = bytes.len() as u32;
+        let r = self.outputs.write_tx(&s.dev, &out);
+        self.check(r);
+    }
+
+    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
+        if i == 0 && self.trace.is_some() {
+            self.walks = self.collector.take_by_packet(self.frames.len());
+            // `log` lines from the trace's events, in packet order.
+            let lines: Vec<String> = self
+                .walks
+                .iter()
+                .flatten()
+                .filter_map(|e| match e {
+                    TraceEvent::Log { text, .. } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect();
+            if !lines.is_empty() {
+                self.log(lines, 0);
+            }
+        }
+        self.index += 1;
+        self.summary.packets += 1;
+        self.input.packets += 1;
+        if p.meta.malformed.is_some() {
+            self.summary.malformed += 1;
+            self.input.malformed += 1;
+        }
+        match outcome.verdict {
+            FinalVerdict::Accept => {
+                self.summary.accepted += 1;
+                self.input.accepted += 1;
+            }
+            FinalVerdict::Drop => {
+                self.summary.dropped += 1;
+                self.input.dropped += 1;
+            }
+        }
+        match outcome.decision {
+            None => self.summary.unseen += 1,
+            Some(d) => {
+                let key = (
+                    d.table,
+                    d.chain,
+                    d.rule.unwrap_or(u64::MAX),
+                    outcome.verdict == FinalVerdict::Drop,
+                );
+                *self.decisions.entry(key).or_default() += 1;
+            }
+        }
+        // accepted.pcap: what is delivered to the host side; dropped.pcap: what the ingress
+        // hook dropped and what was lost on the way out.
+        let f = self.frames[i].out(frame);
+        let r = match fate {
+            Fate::Local => self.outputs.write(&f, FinalVerdict::Accept),
+            Fate::Dropped | Fate::Lost(_) => self.outputs.write(&f, FinalVerdict::Drop),
+            Fate::Sent | Fate::Replied => Ok(()),
+        };
+        self.check(r);
+        let iif = self.named_dev.then_some(self.dev.as_str());
+        let r = self.outputs.verdict(self.index, outcome, &self.names, iif);
+        self.check(r);
+        if let Some(t) = self.trace.as_mut() {
+            let text = format_packet_trace(
+                self.index,
+                self.walks.get(i).map_or(&[][..], Vec::as_slice),
+                &self.names,
+                &self.dev,
+                p.frame,
+                &p.meta,
+            );
+            if let Err(e) = t.write_all(text.as_bytes()) {
+                self.err.get_or_insert(Error::Output {
+                    path: PathBuf::from("<trace>"),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
 }
 
 impl Run<'_> {
@@ -388,7 +548,8 @@ impl Run<'_> {
     }
 
     /// Classify one vector of frames from one input, all entering on device `devs[dev_ix]`,
-    /// and record every result.
+    /// through the data path at the capture time of its first frame, and record every
+    /// result.
     fn vector(
         &mut self,
         frames: &[Frame<'_>],
@@ -398,198 +559,42 @@ impl Run<'_> {
         if frames.is_empty() {
             return Ok(());
         }
-        let dev = self.devs[dev_ix].as_str();
-        // Verdict lines name the device only when it is not the default one.
-        let iif = (dev_ix != 0).then_some(dev);
-        let packets: Vec<Packet<'_>> = frames
-            .iter()
-            .map(|f| Packet {
-                frame: f.data,
-                meta: wasp_wire::parse(f.data),
-                iifname: dev,
-                mark: 0,
-                oifname: "",
-                ct: wasp_core::CtMeta::NONE,
-                ct_detail: None,
-                route: None,
-            })
-            .collect();
-        let mut out = vec![
-            Outcome {
-                verdict: FinalVerdict::Accept,
-                decision: None,
-                mark: 0,
-                fwd: None,
-                dup: 0,
-                reject: None,
-            };
-            packets.len()
-        ];
-        // Trace events only when a trace is printed: the summary's counts come from the
-        // outcomes and the engine's per-base-chain statistics.
-        // Without a trace, `log` lines still come (a sink that wants only them).
-        let sink: Option<&mut dyn TraceSink> = match (self.trace.is_some(), self.logs.as_mut()) {
-            (true, _) => Some(&mut self.collector),
-            (false, Some(l)) => Some(l),
-            (false, None) => None,
-        };
         let now = frames[0].ts_ns;
-        self.summary.start_ns.get_or_insert(now);
-        match self.plugins.as_mut() {
-            Some(p) => {
-                p.note_time(now);
-                self.engine
-                    .ingress_ext(dev, &packets, now, &mut out, sink, &mut p.runtime);
-                self.events
-                    .extend(p.take_events().into_iter().map(|e| EventSummary {
-                        time_ns: e.at_ns,
-                        plugin: e.plugin,
-                        text: e.text,
-                    }));
-            }
-            None => self.engine.ingress(dev, &packets, now, &mut out, sink),
+        let rec = &mut self.rec;
+        rec.summary.start_ns.get_or_insert(now);
+        if let Some(p) = self.plugins.as_mut() {
+            p.note_time(now);
         }
-        // The frames as plugin statements edited them (made now: the engine runs again, at
-        // the egress hooks, before they are written).
-        let mut edited =
-            wasp_core::edited_frames(packets.iter().map(|p| p.frame), self.engine.edits());
-        // `dup` copies taken before a later edit: the packet as it was at the `dup`.
-        let dups = wasp_core::DupCopies::new(
-            packets.iter().map(|p| p.frame),
-            self.engine.edits(),
-            self.engine.dup_points(),
-        );
-        let events = match self.trace {
-            Some(_) => self.collector.take_by_packet(packets.len()),
-            None => Vec::new(),
-        };
-        // `log` lines on standard error, in packet order, as the kernel log would show them.
-        let mut log_lines: Vec<(usize, String)> = match self.logs.as_mut() {
-            Some(l) if self.trace.is_none() => std::mem::take(&mut l.lines),
-            _ => events
-                .iter()
-                .enumerate()
-                .flat_map(|(i, evs)| {
-                    evs.iter().filter_map(move |e| match e {
-                        wasp_core::TraceEvent::Log { text, .. } => Some((i, text.clone())),
-                        _ => None,
-                    })
-                })
-                .collect(),
-        };
-        log_lines.sort_by_key(|l| l.0);
-        if !log_lines.is_empty() {
-            let mut err = std::io::stderr().lock();
-            for (_, line) in &log_lines {
-                let _ = writeln!(err, "{line}");
-            }
+        rec.frames.clear();
+        rec.frames.extend(frames.iter().map(|f| InFrame {
+            ts_ns: f.ts_ns,
+            len: f.data.len(),
+            orig_len: f.orig_len,
+            offset: f.offset,
+            resolution: f.resolution,
+        }));
+        rec.dev.clone_from(&self.devs[dev_ix]);
+        // Verdict lines name the device only when it is not the default one.
+        rec.named_dev = dev_ix != 0;
+        rec.input = InputSummary::default();
+        self.dp
+            .vector(&self.devs[dev_ix], frames.iter().map(|f| f.data), now, rec);
+        input.packets += rec.input.packets;
+        input.malformed += rec.input.malformed;
+        input.accepted += rec.input.accepted;
+        input.dropped += rec.input.dropped;
+        if let (Some(p), Some(rt)) = (self.plugins.as_mut(), self.dp.runtime.as_mut()) {
+            self.events
+                .extend(p.take_events(rt).into_iter().map(|e| EventSummary {
+                    time_ns: e.at_ns,
+                    plugin: e.plugin,
+                    text: e.text,
+                }));
         }
-        for (i, (frame, pkt)) in frames.iter().zip(&packets).enumerate() {
-            self.index += 1;
-            let outcome = &out[i];
-            let malformed = pkt.meta.malformed.is_some();
-            self.summary.packets += 1;
-            input.packets += 1;
-            if malformed {
-                self.summary.malformed += 1;
-                input.malformed += 1;
-            }
-            match outcome.verdict {
-                FinalVerdict::Accept => {
-                    self.summary.accepted += 1;
-                    input.accepted += 1;
-                }
-                FinalVerdict::Drop => {
-                    self.summary.dropped += 1;
-                    input.dropped += 1;
-                }
-            }
-            match outcome.decision {
-                None => self.summary.unseen += 1,
-                Some(d) => {
-                    let key = (
-                        d.table,
-                        d.chain,
-                        d.rule.unwrap_or(u64::MAX),
-                        outcome.verdict == FinalVerdict::Drop,
-                    );
-                    *self.decisions.entry(key).or_default() += 1;
-                }
-            }
-            let data = edited.get_mut(i).and_then(Option::take);
-            let f = match &data {
-                Some(data) => {
-                    let grown = data.len() as i64 - frame.data.len() as i64;
-                    Frame {
-                        data,
-                        orig_len: (i64::from(frame.orig_len) + grown).max(0) as u32,
-                        ..*frame
-                    }
-                }
-                None => *frame,
-            };
-            match self.fwd.as_mut() {
-                None => self.outputs.write(&f, outcome.verdict)?,
-                Some(fw) => {
-                    self.sends.clear();
-                    let ext = self
-                        .plugins
-                        .as_mut()
-                        .map(|p| &mut p.runtime as &mut dyn Extensions);
-                    let fate = fw.after_ingress(
-                        &mut self.engine,
-                        ext,
-                        dev,
-                        f.data,
-                        dups.of(i),
-                        outcome,
-                        f.ts_ns,
-                        &mut self.sends,
-                    );
-                    // `log` lines of the IP hooks the gateway ran for this packet.
-                    let ip_lines = self.engine.take_hook_logs();
-                    if !ip_lines.is_empty() {
-                        let mut err = std::io::stderr().lock();
-                        for line in &ip_lines {
-                            let _ = writeln!(err, "{line}");
-                        }
-                    }
-                    for s in &self.sends {
-                        let bytes = s.frame(f.data);
-                        let out = Frame {
-                            data: &bytes,
-                            orig_len: bytes.len() as u32,
-                            ..f
-                        };
-                        self.outputs.write_tx(&s.dev, &out)?;
-                    }
-                    match fate {
-                        Fate::Local => self.outputs.write(&f, FinalVerdict::Accept)?,
-                        Fate::Dropped | Fate::Lost(_) => {
-                            self.outputs.write(&f, FinalVerdict::Drop)?;
-                        }
-                        Fate::Sent | Fate::Replied => {}
-                    }
-                }
-            }
-            self.outputs
-                .verdict(self.index, outcome, &self.names, iif)?;
-            if let Some(t) = self.trace.as_mut() {
-                let text = format_packet_trace(
-                    self.index,
-                    events.get(i).map_or(&[][..], Vec::as_slice),
-                    &self.names,
-                    dev,
-                    frame.data,
-                    &pkt.meta,
-                );
-                t.write_all(text.as_bytes()).map_err(|e| Error::Output {
-                    path: PathBuf::from("<trace>"),
-                    message: e.to_string(),
-                })?;
-            }
+        match rec.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Read one capture to its end or its first fault.
@@ -615,7 +620,7 @@ impl Run<'_> {
                     if input.packets == 0
                         && batch.is_empty()
                         && f.ts_ns < self.clock_ns
-                        && self.fwd.as_ref().and_then(Forwarder::netfilter).is_some()
+                        && self.dp.forwarder.netfilter().is_some()
                     {
                         // The packet clock drives conntrack's and the flowtables' timeouts.
                         self.clock_notes.push(format!(
@@ -644,7 +649,7 @@ impl Run<'_> {
                     }
                     batch.push(f);
                     // A swap cuts the vector after its packet.
-                    let at = self.index + batch.len() as u64;
+                    let at = self.rec.index + batch.len() as u64;
                     let swap = self
                         .plugins
                         .as_ref()
@@ -653,8 +658,10 @@ impl Run<'_> {
                     if batch.len() == MAX_VECTOR || swap {
                         self.vector(&batch, batch_dev, input)?;
                         batch.clear();
-                        if let Some(p) = self.plugins.as_mut() {
-                            p.apply_swaps(self.index);
+                        if let (Some(p), Some(rt)) =
+                            (self.plugins.as_mut(), self.dp.runtime.as_mut())
+                        {
+                            p.apply_swaps(rt, self.rec.index);
                         }
                         progress.advance(frames.offset() - done_bytes);
                         done_bytes = frames.offset();
@@ -686,18 +693,8 @@ pub fn replay(
     progress: &mut Progress,
 ) -> Result<Report, Error> {
     let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
-    let mut engine = Engine::compile(&ruleset)?;
     let start_ns = first_timestamp(&opts.inputs).unwrap_or(0);
-    let mut plugins = ReplayPlugins::load(&ruleset, &mut engine, &opts.swaps, start_ns)?;
-    if let Some(p) = plugins.as_mut() {
-        // `@0`: before the first packet.
-        p.apply_swaps(0);
-    }
     let mut names = Names::new(&ruleset);
-    if opts.trace {
-        names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
-        names.learn_sites(&engine);
-    }
     let mut notes = Vec::new();
     let dev = match (&opts.in_dev, names.first_ingress_device()) {
         (Some(d), _) => d.clone(),
@@ -712,12 +709,6 @@ pub fn replay(
                 message: e.to_string(),
             })?;
             let g = Gateway::parse(&text, &path.display().to_string())?;
-            // The devices' own addresses decide `meta pkttype` (host or other).
-            for d in g.devices() {
-                if let Some(mac) = d.mac {
-                    engine.set_device_mac(&d.name, mac);
-                }
-            }
             if g.device(&dev).is_none() {
                 notes.push(format!(
                     "the gateway file names no device \"{dev}\": the packets accepted there are dropped (unknown-device)"
@@ -726,21 +717,46 @@ pub fn replay(
             Some(g)
         }
     };
+    // The one worker's bundle, made as a daemon worker's: conntrack, NAT and flowtables for
+    // the packets the gateway routes (deterministic: the table's hash seed is fixed, its
+    // clock is the capture's); plugins with the replay's deadline.
+    let mut cache = PluginCache::default();
+    let mut shared = Shared::single(
+        &mut cache,
+        HostConfig {
+            deadline_ticks: REPLAY_DEADLINE_TICKS,
+            ..HostConfig::default()
+        },
+    );
+    let clocks = Clocks {
+        epoch_ns: None,
+        wall_epoch_ns: 0,
+        now_ns: start_ns,
+    };
+    let bundle = build(&ruleset, 0, 1, clocks, gateway.is_some(), &mut shared)?;
+    let mut plugins = match (&bundle.runtime, shared.host.made()) {
+        (Some(_), Some(host)) => Some(ReplayPlugins::load(
+            host,
+            &ruleset,
+            &bundle.engine,
+            &opts.swaps,
+        )?),
+        _ if !opts.swaps.is_empty() => {
+            let s = &opts.swaps[0];
+            return Err(Error::Usage(format!(
+                "--swap {}=...: the ruleset declares no plugin `{}`",
+                s.name, s.name
+            )));
+        }
+        _ => None,
+    };
+    let netfilter = bundle.netfilter.clone();
+    let engine = &bundle.engine;
+    if opts.trace {
+        names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
+        names.learn_sites(engine);
+    }
     let forwarding = gateway.is_some() || !engine.out_targets().is_empty() || engine.has_rejects();
-    // Conntrack, NAT and flowtables for the packets the gateway routes (deterministic: the
-    // table's hash seed is fixed, its clock is the capture's).
-    let netfilter = (gateway.is_some() && engine.uses_ip_path()).then(|| {
-        let nf = Netfilter::new(
-            std::sync::Arc::new(wasp_conntrack::Conntrack::new(
-                wasp_conntrack::Config::default(),
-            )),
-            engine.flowtables(),
-            None,
-            None,
-        );
-        engine.set_conn_count(nf.conn_count());
-        nf
-    });
     // The devices that get a tx pcap: the gateway's and the fwd/dup targets.
     let tx_gateway_devices: Vec<String> = gateway
         .iter()
@@ -799,37 +815,44 @@ pub fn replay(
             .map(|m| m.len())
             .sum(),
     );
-    let run_logs = engine.has_logs().then(LogLines::default);
+    let known = {
+        let mut k: Vec<String> = names
+            .ingress_devices()
+            .into_iter()
+            .map(str::to_string)
+            .chain(tx_gateway_devices)
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut dp = Datapath::new(bundle, Forwarder::new(gateway));
+    if let (Some(p), Some(rt)) = (plugins.as_mut(), dp.runtime.as_mut()) {
+        // `@0`: before the first packet.
+        p.apply_swaps(rt, 0);
+    }
     let mut run = Run {
-        engine,
-        known: {
-            let mut k: Vec<String> = names
-                .ingress_devices()
-                .into_iter()
-                .map(str::to_string)
-                .chain(tx_gateway_devices)
-                .collect();
-            k.sort();
-            k.dedup();
-            k
+        dp,
+        rec: Record {
+            names,
+            trace: if opts.trace { trace_out } else { None },
+            collector: Collector::default(),
+            outputs: Outputs::open(opts)?,
+            summary,
+            index: 0,
+            decisions: BTreeMap::new(),
+            frames: Vec::with_capacity(MAX_VECTOR),
+            dev: String::new(),
+            named_dev: false,
+            walks: Vec::new(),
+            input: InputSummary::default(),
+            err: None,
         },
-        names,
+        known,
         devs: vec![dev],
-        trace: if opts.trace { trace_out } else { None },
-        outputs: Outputs::open(opts)?,
-        summary,
-        index: 0,
-        collector: Collector::default(),
-        logs: run_logs,
-        decisions: BTreeMap::new(),
+        forwarding,
         plugins,
         events: Vec::new(),
-        fwd: forwarding.then(|| {
-            let mut f = Forwarder::new(gateway);
-            f.set_netfilter(netfilter);
-            f
-        }),
-        sends: Vec::new(),
         clock_ns: 0,
         clock_notes: Vec::new(),
     };
@@ -842,7 +865,7 @@ pub fn replay(
         if !here {
             s.status = InputStatus::Skipped;
             s.note = Some("not found".to_string());
-            run.summary.inputs.push(s);
+            run.rec.summary.inputs.push(s);
             continue;
         }
         let f = match Capture::open(&input.path) {
@@ -856,13 +879,19 @@ pub fn replay(
             // short by a killed tcpdump should not hide the ones after it).
             fault.get_or_insert(e);
         }
-        run.summary.inputs.push(s);
+        run.rec.summary.inputs.push(s);
     }
     progress.finish();
     notes.append(&mut run.clock_notes);
-    if let Some(nf) = run.fwd.as_ref().and_then(Forwarder::netfilter) {
+    let mut conntrack = Vec::new();
+    if let Some(nf) = run.dp.forwarder.netfilter() {
         // What conntrack and the flowtables hold at the end of the captures.
         let ct = nf.conntrack();
+        conntrack = ct
+            .entries(run.clock_ns)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let s = ct.stats();
         notes.push(format!(
             "conntrack: {} connections at the end ({} new, {} invalid, {} dropped when full)",
@@ -882,23 +911,23 @@ pub fn replay(
             ));
         }
     }
-    if let Some(p) = run.plugins.as_mut() {
-        notes.extend(p.unapplied(run.index));
+    if let (Some(p), Some(rt)) = (run.plugins.as_mut(), run.dp.runtime.as_mut()) {
+        notes.extend(p.unapplied(run.rec.index));
         // Events of the swaps made after the last packet.
         run.events
-            .extend(p.take_events().into_iter().map(|e| EventSummary {
+            .extend(p.take_events(rt).into_iter().map(|e| EventSummary {
                 time_ns: e.at_ns,
                 plugin: e.plugin,
                 text: e.text,
             }));
     }
-    run.summary.events = std::mem::take(&mut run.events);
-    if let Some(p) = run.plugins.as_mut() {
-        run.summary.plugin_state = p
-            .states(&run.engine)
+    run.rec.summary.events = std::mem::take(&mut run.events);
+    if let (Some(p), Some(rt)) = (run.plugins.as_mut(), run.dp.runtime.as_mut()) {
+        run.rec.summary.plugin_state = p
+            .states(rt, &run.dp.engine)
             .into_iter()
             .map(|(site, plugin, state)| {
-                let span = run.engine.ext_site_span(site).unwrap_or_default();
+                let span = run.dp.engine.ext_site_span(site).unwrap_or_default();
                 let file = ruleset
                     .sources
                     .get(span.file as usize)
@@ -911,12 +940,12 @@ pub fn replay(
             })
             .collect();
     }
-    summary = run.summary;
+    summary = run.rec.summary;
     // The ingress chains of the default device, then those of every other device packets
     // entered on (in the order of their first packet), each row naming its device.
     for (i, dev) in run.devs.iter().enumerate() {
-        let mut chains = ChainCounts::new(&run.names, dev);
-        chains.fill(&run.engine, Hook::Ingress, dev);
+        let mut chains = ChainCounts::new(&run.rec.names, dev);
+        chains.fill(&run.dp.engine, Hook::Ingress, dev);
         summary
             .chains
             .extend(chains.counts.into_iter().map(|mut c| {
@@ -927,24 +956,25 @@ pub fn replay(
             }));
     }
     // With a gateway that runs the IP path, the chains of the IP hooks, in hook order.
-    if run.fwd.as_ref().and_then(Forwarder::netfilter).is_some() {
+    if run.dp.forwarder.netfilter().is_some() {
         for hook in [
             Hook::Prerouting,
             Hook::Input,
             Hook::Forward,
             Hook::Postrouting,
         ] {
-            let mut chains = ChainCounts::of(&run.names, run.names.ip_hook_chains(hook));
-            chains.fill(&run.engine, hook, "");
+            let mut chains = ChainCounts::of(&run.rec.names, run.rec.names.ip_hook_chains(hook));
+            chains.fill(&run.dp.engine, hook, "");
             summary.chains.extend(chains.counts);
         }
     }
     summary.decided_by = run
+        .rec
         .decisions
         .iter()
         .map(|(&(t, c, h, drop), &packets)| RuleSummary {
-            table: run.names.table(t).to_string(),
-            chain: run.names.chain(t, c).to_string(),
+            table: run.rec.names.table(t).to_string(),
+            chain: run.rec.names.chain(t, c).to_string(),
             rule: (h != u64::MAX).then_some(h),
             verdict: if drop { "drop" } else { "accept" }.to_string(),
             packets,
@@ -952,37 +982,40 @@ pub fn replay(
         .collect();
     let mut none = crate::plugins::NoCounters;
     let mut runtime_counts;
-    let src: &mut dyn wasp_core::CounterSource = match run.plugins.as_mut() {
-        Some(p) => {
-            runtime_counts = p.counters();
+    let src: &mut dyn wasp_core::CounterSource = match run.dp.runtime.as_mut() {
+        Some(rt) => {
+            runtime_counts = RuntimeCounters(rt);
             &mut runtime_counts
         }
         None => &mut none,
     };
     summary.counters = run
+        .dp
         .engine
         .counters(src)
         .into_iter()
         .map(|c| CounterSummary {
-            table: run.names.table(c.table).to_string(),
-            chain: run.names.chain(c.table, c.chain).to_string(),
+            table: run.rec.names.table(c.table).to_string(),
+            chain: run.rec.names.chain(c.table, c.chain).to_string(),
             rule: c.handle,
             packets: c.packets,
             bytes: c.bytes,
         })
         .collect();
     summary.named_counters = run
+        .dp
         .engine
         .named_counters(src)
         .into_iter()
         .map(|c| NamedCounterSummary {
-            table: run.names.table(c.table).to_string(),
+            table: run.rec.names.table(c.table).to_string(),
             name: c.name,
             packets: c.packets,
             bytes: c.bytes,
         })
         .collect();
     summary.set_counters = run
+        .dp
         .engine
         .set_element_counters(src)
         .into_iter()
@@ -1004,18 +1037,19 @@ pub fn replay(
         })
         .collect();
     summary.forward = run
-        .fwd
-        .as_ref()
-        .map(|fw| forward_summary(fw, opts.gateway.as_deref()));
+        .forwarding
+        .then(|| forward_summary(&run.dp.forwarder, opts.gateway.as_deref()));
     let mut listed = ruleset.clone();
-    run.engine.store_counters(&mut listed, src);
-    run.outputs
+    run.dp.engine.store_counters(&mut listed, src);
+    run.rec
+        .outputs
         .finish(if forwarding { &tx_devices } else { &[] })?;
     Ok(Report {
         summary,
         notes,
         fault,
         listing: wasp_ruleset::print_ruleset(&listed, false),
+        conntrack,
     })
 }
 

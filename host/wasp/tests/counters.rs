@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use wasp_core::{Engine, FinalVerdict, Outcome, Packet};
+use wasp_core::{At, Engine, FinalVerdict, HookResult, Packet};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -135,12 +135,19 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("r.nft"), RULES).unwrap();
     let rs = wasp_ruleset::parse_file(&tmp.path().join("r.nft")).unwrap();
-    let mut engine = Engine::compile(&rs).unwrap();
-    engine.set_epoch(T0);
-    let mut plugins = wasp::plugins::ReplayPlugins::load(&rs, &mut engine, &[], T0)
-        .unwrap()
+    let mut cache = wasp::plugins::PluginCache::default();
+    let mut shared = wasp::datapath::Shared::single(&mut cache, wasp_plugin::HostConfig::default());
+    let clocks = wasp::datapath::Clocks {
+        epoch_ns: Some(T0),
+        wall_epoch_ns: 0,
+        now_ns: T0,
+    };
+    let b = wasp::datapath::build(&rs, 0, 1, clocks, false, &mut shared).unwrap();
+    let mut engine = b.engine;
+    let mut rt = b
+        .runtime
         .expect("the counter plugin is loaded for the ruleset's counters");
-    let run = |engine: &mut Engine, plugins: &mut wasp::plugins::ReplayPlugins, t: u64| {
+    let run = |engine: &mut Engine, rt: &mut wasp_plugin::Runtime, t: u64| {
         let (_, f) = packet(t, 2);
         let p = Packet {
             frame: &f,
@@ -152,23 +159,18 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             ct_detail: None,
             route: None,
         };
-        let mut out = [Outcome {
-            verdict: FinalVerdict::Accept,
-            decision: None,
-            mark: 0,
-            fwd: None,
-            dup: 0,
-            reject: None,
-        }];
-        engine.ingress_ext("eth0", &[p], t, &mut out, None, &mut plugins.runtime);
+        let mut res = HookResult::new();
+        engine.run(At::Ingress("eth0"), &[p], t, &mut res, None, Some(rt));
+        assert_eq!(res.outcomes[0].verdict, FinalVerdict::Accept);
     };
-    run(&mut engine, &mut plugins, T0);
+    use wasp::plugins::RuntimeCounters;
+    run(&mut engine, &mut rt, T0);
     assert_eq!(
-        engine.set_element_counters(&mut plugins.counters())[1].packets,
+        engine.set_element_counters(&mut RuntimeCounters(&mut rt))[1].packets,
         8
     );
-    engine.reset_counters(&mut plugins.counters());
-    let mut c = plugins.counters();
+    engine.reset_counters(&mut RuntimeCounters(&mut rt));
+    let mut c = RuntimeCounters(&mut rt);
     assert_eq!(engine.counter(0, 0, 4, &mut c), Some((0, 0)));
     assert!(
         engine
@@ -183,9 +185,9 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             .all(|e| (e.packets, e.bytes) == (0, 0))
     );
     // The element still expires 10 s after the load: a hit at 9 s counts, one at 10 s not.
-    run(&mut engine, &mut plugins, T0 + 9 * SEC);
-    run(&mut engine, &mut plugins, T0 + 10 * SEC);
-    let mut c = plugins.counters();
+    run(&mut engine, &mut rt, T0 + 9 * SEC);
+    run(&mut engine, &mut rt, T0 + 10 * SEC);
+    let mut c = RuntimeCounters(&mut rt);
     assert_eq!(engine.set_element_counters(&mut c)[1].packets, 1);
     assert_eq!(engine.counter(0, 0, 4, &mut c), Some((2, 64)));
     // `hits`: the set hit at 9 s and both port-53 packets.

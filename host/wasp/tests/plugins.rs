@@ -317,7 +317,7 @@ fn the_command_line_takes_swaps_and_prints_events() {
 /// label). Without the table each worker's instance expires on its own.
 #[test]
 fn workers_sharing_timers_expire_a_label_once() {
-    use wasp_core::{Engine, Extensions, Outcome, Packet};
+    use wasp_core::{Engine, Extensions, Packet};
     let rules = "table netdev t {\n\tplugin idletimer\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tidletimer label \"lan\" timeout 2s\n\t}\n}\n";
     let rs = wasp_ruleset::parse_str(rules, "w.nft").unwrap();
     let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default()).unwrap();
@@ -353,8 +353,16 @@ fn workers_sharing_timers_expire_a_label_once() {
                         ct_detail: None,
                         route: None,
                     };
-                    let mut o = [Outcome::unseen(0)];
-                    e.ingress_ext("eth0", &[p], now, &mut o, None, rt as &mut dyn Extensions);
+                    let mut res = wasp_core::HookResult::new();
+                    let ext = Some(rt as &mut dyn Extensions);
+                    e.run(
+                        wasp_core::At::Ingress("eth0"),
+                        &[p],
+                        now,
+                        &mut res,
+                        None,
+                        ext,
+                    );
                 } else {
                     rt.advance(now);
                 }

@@ -1050,9 +1050,16 @@ mod tests {
             ct_detail: None,
             route: None,
         };
-        let mut out = vec![wasp_core::Outcome::unseen(0)];
-        e.ingress(RX_DEV, &[pkt], 0, &mut out, None);
-        out[0].verdict
+        let mut res = wasp_core::HookResult::new();
+        e.run(
+            wasp_core::At::Ingress(RX_DEV),
+            &[pkt],
+            0,
+            &mut res,
+            None,
+            None,
+        );
+        res.outcomes[0].verdict
     }
 
     #[test]

@@ -25,7 +25,7 @@
 use std::process::Command;
 
 use clap::Parser;
-use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet};
+use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Packet};
 use wasp_perf::netns::{VethPair, cmd, remove_stale};
 use wasp_perf::sys;
 
@@ -282,14 +282,25 @@ fn wasp_run(e: &mut Engine, frame: &[u8], packets: u64, name: &str) -> Result<f6
             route: None,
         })
         .collect();
-    let mut out = vec![Outcome::unseen(0); MAX_VECTOR];
+    let mut res = wasp_core::HookResult::new();
     let mut now = 1_000_000_000u64;
     let mut go = |n: u64, now: &mut u64| -> Result<(), String> {
         let mut left = n;
         while left > 0 {
             let m = (left as usize).min(MAX_VECTOR);
-            e.ingress(RX_DEV, &vec[..m], *now, &mut out[..m], None);
-            if let Some(o) = out[..m].iter().find(|o| o.verdict != FinalVerdict::Drop) {
+            e.run(
+                wasp_core::At::Ingress(RX_DEV),
+                &vec[..m],
+                *now,
+                &mut res,
+                None,
+                None,
+            );
+            if let Some(o) = res
+                .outcomes
+                .iter()
+                .find(|o| o.verdict != FinalVerdict::Drop)
+            {
                 return Err(format!("{name}: wasp gave {:?}, not drop", o.verdict));
             }
             *now += 1_000;

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use wasp_conntrack::{Config, Conntrack};
-use wasp_core::forward::{Forwarder, Gateway, Netfilter, Send, SendKind};
-use wasp_core::{CtMeta, Engine, Outcome, Packet};
+use wasp_core::forward::{Forwarder, Gateway, Netfilter, SendKind, WayOut};
+use wasp_core::{At, CtMeta, Engine, HookResult, Packet};
 use wasp_perf::traffic::build::{Net, PacketSpec, Transport, tcp_flags};
 
 #[derive(Parser)]
@@ -130,7 +130,8 @@ fn tcp_frame(
 struct Rig {
     engine: Engine,
     fw: Forwarder,
-    sends: Vec<Send>,
+    res: HookResult,
+    way: WayOut,
     buf: Vec<u8>,
 }
 
@@ -154,7 +155,8 @@ impl Rig {
         Rig {
             engine,
             fw,
-            sends: Vec::new(),
+            res: HookResult::new(),
+            way: WayOut::default(),
             buf: vec![0; 2048],
         }
     }
@@ -171,20 +173,20 @@ impl Rig {
             ct_detail: None,
             route: None,
         };
-        let mut o = [Outcome::unseen(0)];
-        self.engine.ingress(dev, &[p], now, &mut o, None);
-        self.sends.clear();
+        self.engine
+            .run(At::Ingress(dev), &[p], now, &mut self.res, None, None);
+        self.way.sends.clear();
         self.fw.after_ingress(
             &mut self.engine,
             None,
             dev,
             f,
             &[],
-            &o[0],
+            &self.res.outcomes[0],
             now,
-            &mut self.sends,
+            &mut self.way,
         );
-        let s = self.sends.first()?;
+        let s = self.way.sends.first()?;
         let n = s.body.len(f);
         s.body.write(f, &mut self.buf[..n]);
         Some(s.kind)

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use wasp::capture::Capture;
-use wasp_core::{Engine, Outcome, Packet};
+use wasp_core::{At, Engine, HookResult, Packet};
 
 /// Rule counts of the table.
 const RULE_COUNTS: [usize; 4] = [0, 10, 100, 1000];
@@ -130,7 +130,7 @@ fn run_once(
 ) -> (u64, u64, u64, u64) {
     let mut packets = 0u64;
     let mut accepted = 0u64;
-    let mut out = [Outcome::unseen(0); 64];
+    let mut res = HookResult::new();
     let mut batch: Vec<Packet<'_>> = Vec::with_capacity(64);
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
@@ -154,16 +154,16 @@ fn run_once(
                     accepted += batch.iter().filter(|p| p.meta.malformed.is_none()).count() as u64
                 }
                 Mode::Vector => {
-                    let out = &mut out[..batch.len()];
-                    engine.ingress(DEV, &batch, 0, out, None);
-                    accepted += out
+                    engine.run(At::Ingress(DEV), &batch, 0, &mut res, None, None);
+                    accepted += res
+                        .outcomes
                         .iter()
                         .filter(|o| o.verdict == wasp_core::FinalVerdict::Accept)
                         .count() as u64;
                 }
                 Mode::PerPacket => {
                     for (i, p) in batch.iter().enumerate() {
-                        let o = engine.ingress_one(DEV, p, i, 0, None);
+                        let o = engine.ingress_one(DEV, p, i, 0, &mut res, None);
                         accepted += u64::from(o.verdict == wasp_core::FinalVerdict::Accept);
                     }
                 }

@@ -72,7 +72,7 @@ use ipnet::IpNet;
 
 pub use neigh::{Neighbour, NeighbourTable};
 pub use netfilter::Netfilter;
-pub use path::{Fate, ForwardStats, Forwarder, Loss, Send, SendKind};
+pub use path::{Fate, ForwardStats, Forwarder, Loss, MAX_HOOK_LOGS, Send, SendKind, WayOut};
 pub use routes::{Route, RouteTable};
 pub use tunnel::Tunnel;
 

@@ -64,10 +64,13 @@ use wasp_flowtable::{
 use wasp_ruleset::model::{Hook, NatKind};
 
 use super::fib::GatewayView;
+use super::path::WayOut;
 use super::{DevId, Gateway};
 use crate::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
-use crate::engine::{Engine, FinalVerdict, Outcome, Packet};
+use crate::engine::Engine;
 use crate::ext::Extensions;
+use crate::hooks::At;
+use crate::packet::{FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
 
 /// How often (ns of the packets' clock) idle flows and expired connections are collected.
 pub const GC_INTERVAL_NS: u64 = 1_000_000_000;
@@ -433,6 +436,7 @@ pub(crate) fn ip_path(
     frame: &[u8],
     mark: u32,
     now_ns: u64,
+    way: &mut WayOut,
 ) -> IpFate {
     let fate = ip_path_once(
         nf,
@@ -444,12 +448,13 @@ pub(crate) fn ip_path(
         frame,
         mark,
         now_ns,
+        way,
     );
     let IpFate::Decap { dev, inner } = fate else {
         return fate;
     };
     let name = g.name(dev).to_string();
-    let fate = match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns) {
+    let fate = match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns, way) {
         // ARP inside the tunnel: answered (and learned) on the tunnel device.
         IpFate::NotIp => IpFate::Routed(g.route(dev, &inner, now_ns).into()),
         other => other,
@@ -494,6 +499,7 @@ fn ip_path_once<'a>(
     frame: &'a [u8],
     mark: u32,
     now_ns: u64,
+    way: &mut WayOut,
 ) -> IpFate {
     nf.maybe_gc(now_ns);
     let meta = wasp_wire::parse(frame);
@@ -547,13 +553,20 @@ fn ip_path_once<'a>(
             ct_detail: None,
             route: Some(&view),
         };
-        let mut out = [Outcome::unseen(mark)];
-        engine.pre_conntrack(&[p], now_ns, &mut out, re(&mut ext));
-        if out[0].verdict != FinalVerdict::Accept {
-            return rejected(g, out[0].reject, input, frame, frame, false);
+        engine.run(
+            At::PreConntrack,
+            &[p],
+            now_ns,
+            &mut way.hook,
+            None,
+            re(&mut ext),
+        );
+        let o = way.hook.outcomes[0];
+        if o.verdict != FinalVerdict::Accept {
+            return rejected(g, o.reject, input, frame, frame, false);
         }
-        mark = out[0].mark;
-        if let Some((_, fx)) = engine.conn_effects().first() {
+        mark = o.mark;
+        if let Some((_, fx)) = way.hook.conn.first() {
             zone = fx.zone.unwrap_or(0);
             notrack = fx.notrack;
         }
@@ -580,6 +593,7 @@ fn ip_path_once<'a>(
         mark,
         now_ns,
         reject: None,
+        way,
     };
     // 3. Prerouting.
     let Some((fx, edited)) = walk.run(
@@ -751,6 +765,8 @@ struct Walk<'x, 'e> {
     now_ns: u64,
     /// The hook that dropped the packet did it with `reject`.
     reject: Option<crate::Reject>,
+    /// Where the hooks' `log` lines and `dup to ADDR` copies go, and their results.
+    way: &'x mut WayOut,
 }
 
 /// What a hook's drop of a packet gives: with `reject` `r`, its reply about the packet as the
@@ -833,7 +849,7 @@ impl Walk<'_, '_> {
             ct_detail: detail.as_ref(),
             route: Some(&view),
         };
-        match hook(self.engine, re(&mut self.ext), h, p, self.now_ns) {
+        match hook(self.engine, re(&mut self.ext), h, p, self.now_ns, self.way) {
             Ok(k) => {
                 self.mark = k.outcome.mark;
                 Some((k.fx, k.edited))
@@ -894,9 +910,9 @@ fn raise_ttl(frame: &mut [u8]) {
 #[derive(Default)]
 struct HookLogs(Vec<String>);
 
-impl crate::engine::TraceSink for HookLogs {
-    fn event(&mut self, ev: crate::engine::TraceEvent) {
-        if let crate::engine::TraceEvent::Log { text, .. } = ev {
+impl TraceSink for HookLogs {
+    fn event(&mut self, ev: TraceEvent) {
+        if let TraceEvent::Log { text, .. } = ev {
             self.0.push(text);
         }
     }
@@ -913,6 +929,7 @@ fn hook(
     h: Hook,
     p: Packet<'_>,
     now_ns: u64,
+    way: &mut WayOut,
 ) -> Result<Hooked, Option<crate::Reject>> {
     if !engine.has_ip_hook(h) {
         return Ok(Hooked {
@@ -922,19 +939,14 @@ fn hook(
         });
     }
     let frame = p.frame;
-    let mut out = [Outcome::unseen(p.mark)];
-    // `log` lines of the hook: kept in the engine for the caller (no sink without `log`).
+    // `log` lines of the hook: for the caller (no sink without `log`).
     let mut logs = HookLogs::default();
-    let sink = engine
-        .has_logs()
-        .then_some(&mut logs as &mut dyn crate::engine::TraceSink);
-    match ext {
-        Some(e) => engine.ip_hook_ext(h, &[p], now_ns, &mut out, sink, e),
-        None => engine.ip_hook(h, &[p], now_ns, &mut out, sink),
-    }
+    let sink = engine.has_logs().then_some(&mut logs as &mut dyn TraceSink);
+    engine.run(At::Ip(h), &[p], now_ns, &mut way.hook, sink, ext);
     if !logs.0.is_empty() {
-        engine.keep_hook_logs(logs.0);
+        way.keep_logs(logs.0);
     }
+    let out = [way.hook.outcomes[0]];
     // `dup to ADDR` (nft_dup_ipv4/ipv6): a copy of the packet as the hook has it. The kernel
     // decrements the copy's TTL at prerouting and input only; the neighbour output that sends
     // it here ([`super::Gateway::fwd_neigh`]) decrements it once, so a copy of the forward and
@@ -950,18 +962,16 @@ fn hook(
         if matches!(h, Hook::Forward | Hook::Postrouting | Hook::Output) {
             raise_ttl(&mut copy);
         }
-        engine.keep_hook_dup(t, copy);
+        if way.hook_dups.len() < super::path::MAX_HOOK_LOGS {
+            way.hook_dups.push((t, copy));
+        }
     }
     if out[0].verdict != FinalVerdict::Accept {
         return Err(out[0].reject);
     }
-    let fx = engine
-        .conn_effects()
-        .first()
-        .map(|e| e.1)
-        .unwrap_or_default();
-    let edited = (!engine.edits().is_empty())
-        .then(|| crate::ext::apply_edits(frame, engine.edits().iter().map(|(_, e)| e)));
+    let fx = way.hook.conn_of(0);
+    let edited = (!way.hook.edits.is_empty())
+        .then(|| crate::ext::apply_edits(frame, way.hook.edits.iter().map(|(_, e)| e)));
     Ok(Hooked {
         outcome: out[0],
         fx,

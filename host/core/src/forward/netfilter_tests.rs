@@ -10,7 +10,8 @@ use wasp_conntrack::{Config, Conntrack, TcpState};
 
 use super::path::{Fate, Forwarder, SendKind};
 use super::{Gateway, Netfilter, checksum};
-use crate::engine::{Engine, Outcome, Packet};
+use crate::engine::Engine;
+use crate::packet::{Outcome, Packet};
 
 /// client 10.1.0.2 (02:..:01:02) -- w0 [gateway] w1 -- server 10.2.0.2 (02:..:02:02).
 const GW: &str = "\
@@ -147,6 +148,8 @@ pub(super) struct Rig {
     pub(super) engine: Engine,
     pub(super) fw: Forwarder,
     pub(super) nf: Netfilter,
+    /// The way out of the packets sent so far (its `log` lines accumulate).
+    pub(super) way: super::WayOut,
 }
 
 fn rig(rules: &str) -> Rig {
@@ -162,7 +165,12 @@ pub(super) fn rig_with(gw: &str, rules: &str) -> Rig {
     engine.set_conn_count(nf.conn_count());
     let mut fw = Forwarder::new(Some(Gateway::parse(gw, "gw.conf").unwrap()));
     fw.set_netfilter(Some(nf.clone()));
-    Rig { engine, fw, nf }
+    Rig {
+        engine,
+        fw,
+        nf,
+        way: super::WayOut::default(),
+    }
 }
 
 impl Rig {
@@ -186,7 +194,6 @@ impl Rig {
         };
         let mut o = [Outcome::unseen(0)];
         self.engine.ingress(dev, &[p], now, &mut o, None);
-        let mut sends = Vec::new();
         let fate = self.fw.after_ingress(
             &mut self.engine,
             None,
@@ -195,10 +202,12 @@ impl Rig {
             &[],
             &o[0],
             now,
-            &mut sends,
+            &mut self.way,
         );
-        let sent = sends
-            .iter()
+        let sent = self
+            .way
+            .sends
+            .drain(..)
             .map(|s| (s.dev.to_string(), s.kind, s.frame(frame).into_owned()))
             .collect();
         (fate, sent)
@@ -688,7 +697,7 @@ table ip t {
     assert_eq!(fate, Fate::Sent);
     let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 81, SYN, 64, b""), 1.1);
     assert_eq!(fate, Fate::Sent);
-    let lines = r.engine.take_hook_logs();
+    let lines = std::mem::take(&mut r.way.logs);
     assert_eq!(lines.len(), 1, "{lines:?}");
     let l = &lines[0];
     // (The MAC is the routed frame's: wasp's forward hook sees the frame after the route
@@ -698,7 +707,11 @@ table ip t {
         l.contains("SRC=10.1.0.2 DST=10.2.0.2") && l.contains("DPT=80"),
         "{l}"
     );
-    assert!(r.engine.take_hook_logs().is_empty(), "taken once");
+    r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 81, SYN, 64, b""), 1.2);
+    assert!(
+        r.way.logs.is_empty(),
+        "a packet no log statement matched adds no line"
+    );
 }
 
 #[test]

@@ -35,8 +35,10 @@ use wasp_ruleset::model::Hook;
 
 use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
-use crate::engine::{Engine, FinalVerdict, OutTarget, Outcome, Packet};
+use crate::engine::Engine;
 use crate::ext::{DupCopy, Extensions};
+use crate::hooks::{At, HookResult};
+use crate::packet::{FinalVerdict, OutTarget, Outcome, Packet};
 
 /// The kernel's NF_RECURSION_LIMIT (nf_dup_netdev.c): `fwd`/`dup` transmits nested deeper than
 /// this are dropped.
@@ -82,6 +84,36 @@ impl Send {
     /// The frame's bytes, `input` being the frame given to [`Forwarder::after_ingress`].
     pub fn frame<'a>(&'a self, input: &'a [u8]) -> Cow<'a, [u8]> {
         self.body.bytes(input)
+    }
+}
+
+/// What the way out makes, owned by the caller and reused across packets: the frames to send
+/// and the `log` lines of the IP hooks it ran.
+#[derive(Debug, Default)]
+pub struct WayOut {
+    /// Frames to send, in the order they leave ([`Forwarder::after_ingress`] appends; the
+    /// caller drains them per packet, while the packet's frame is at hand).
+    pub sends: Vec<Send>,
+    /// The lines of the `log` statements that ran in the IP hooks, in the order they ran
+    /// (appended; the caller prints or publishes them as those of the netdev hooks, at most
+    /// [`MAX_HOOK_LOGS`] waiting).
+    pub logs: Vec<String>,
+    /// The copies the IP hooks' `dup to ADDR` statements made, with their targets, each
+    /// frame as the hook saw it and its TTL (hop limit) as the copy leaves.
+    pub(crate) hook_dups: Vec<(OutTarget, Vec<u8>)>,
+    /// The result of the hook calls the way out makes (egress, IP hooks).
+    pub(crate) hook: HookResult,
+}
+
+/// Most `log` lines of the IP hooks a [`WayOut`] keeps (more are dropped, as a full kernel
+/// log buffer drops them).
+pub const MAX_HOOK_LOGS: usize = 4096;
+
+impl WayOut {
+    /// Keep `lines` of an IP hook's `log` statements.
+    pub(crate) fn keep_logs(&mut self, lines: impl IntoIterator<Item = String>) {
+        let room = MAX_HOOK_LOGS.saturating_sub(self.logs.len());
+        self.logs.extend(lines.into_iter().take(room));
     }
 }
 
@@ -368,7 +400,7 @@ impl Forwarder {
         dups: &[DupCopy],
         outcome: &Outcome,
         now_ns: u64,
-        sends: &mut Vec<Send>,
+        way: &mut WayOut,
     ) -> Fate {
         for id in outcome.dups() {
             let Some(t) = engine.out_target(id).cloned() else {
@@ -390,13 +422,13 @@ impl Forwarder {
                 outcome.mark,
                 1,
                 now_ns,
-                sends,
+                way,
             );
         }
         if outcome.verdict == FinalVerdict::Drop {
             if let Some(r) = outcome.reject {
                 let reply = self.reject_reply(r, in_dev, frame);
-                self.send_reject(engine, ext, in_dev, frame, reply, now_ns, sends);
+                self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
             }
             return Fate::Dropped;
         }
@@ -414,7 +446,7 @@ impl Forwarder {
                 outcome.mark,
                 1,
                 now_ns,
-                sends,
+                way,
             );
         }
         let Some(g) = self.gateway.as_mut() else {
@@ -436,9 +468,10 @@ impl Forwarder {
                 frame,
                 outcome.mark,
                 now_ns,
+                way,
             );
             self.nf = Some(nf);
-            self.send_hook_dups(engine, re(&mut ext), frame, outcome.mark, now_ns, sends);
+            self.send_hook_dups(engine, re(&mut ext), frame, outcome.mark, now_ns, way);
             match fate {
                 IpFate::NotIp => {}
                 IpFate::Routed(r) => pre_routed = Some(r),
@@ -448,7 +481,7 @@ impl Forwarder {
                 }
                 IpFate::Dropped { conntrack: false } => return Fate::Dropped,
                 IpFate::Rejected { reply } => {
-                    self.send_reject(engine, ext, in_dev, frame, reply, now_ns, sends);
+                    self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
                     return Fate::Dropped;
                 }
                 IpFate::Dropped { conntrack: true } => return self.lose(Loss::Conntrack),
@@ -465,7 +498,7 @@ impl Forwarder {
                         SendKind::Forward
                     };
                     return match self
-                        .transmit(engine, ext, name, frame, body, kind, mark, 0, now_ns, sends)
+                        .transmit(engine, ext, name, frame, body, kind, mark, 0, now_ns, way)
                     {
                         Ok(()) => Fate::Sent,
                         Err(l) => Fate::Lost(l),
@@ -502,7 +535,7 @@ impl Forwarder {
         } else {
             outcome.mark
         };
-        match self.transmit(engine, ext, name, frame, out, kind, mark, 0, now_ns, sends) {
+        match self.transmit(engine, ext, name, frame, out, kind, mark, 0, now_ns, way) {
             _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
             _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(unreachable)),
             Err(l) => Fate::Lost(l),
@@ -552,7 +585,7 @@ impl Forwarder {
         input: &[u8],
         reply: Option<Vec<u8>>,
         now_ns: u64,
-        sends: &mut Vec<Send>,
+        way: &mut WayOut,
     ) {
         let Some(reply) = reply else { return };
         let dev = match self.gateway.as_ref().and_then(|g| g.device(in_dev)) {
@@ -570,11 +603,11 @@ impl Forwarder {
             0,
             0,
             now_ns,
-            sends,
+            way,
         );
     }
 
-    /// Send the copies of the IP hooks' `dup to ADDR` statements ([`Engine::take_hook_dups`]):
+    /// Send the copies of the IP hooks' `dup to ADDR` statements (`way.hook_dups`):
     /// to the neighbour ADDR out of the statement's device, or of the route to ADDR
     /// (nf_dup_ipv4_route / nf_dup_ipv6_route); a copy without a route, device or neighbour
     /// is lost and counted, the packet goes on.
@@ -585,9 +618,9 @@ impl Forwarder {
         input: &[u8],
         mark: u32,
         now_ns: u64,
-        sends: &mut Vec<Send>,
+        way: &mut WayOut,
     ) {
-        for (t, copy) in engine.take_hook_dups() {
+        for (t, copy) in std::mem::take(&mut way.hook_dups) {
             let t = if t.dev.is_empty() {
                 let dev = t.via.and_then(|a| self.gateway.as_ref()?.route_dev(a));
                 let Some(dev) = dev else {
@@ -611,7 +644,7 @@ impl Forwarder {
                 mark,
                 1,
                 now_ns,
-                sends,
+                way,
             );
         }
     }
@@ -651,7 +684,7 @@ impl Forwarder {
         mark: u32,
         depth: u32,
         now_ns: u64,
-        sends: &mut Vec<Send>,
+        way: &mut WayOut,
     ) -> Fate {
         let out = match t.via {
             None => body,
@@ -686,7 +719,7 @@ impl Forwarder {
                             0,
                             depth,
                             now_ns,
-                            sends,
+                            way,
                         );
                         return self.lose(Loss::Gateway(DropReason::NoNeighbour));
                     }
@@ -706,7 +739,7 @@ impl Forwarder {
             mark,
             depth,
             now_ns,
-            sends,
+            way,
         ) {
             Ok(()) => Fate::Sent,
             Err(l) => Fate::Lost(l),
@@ -727,7 +760,7 @@ impl Forwarder {
         mark: u32,
         depth: u32,
         now_ns: u64,
-        sends: &mut Vec<Send>,
+        way: &mut WayOut,
     ) -> Result<(), Loss> {
         if depth > RECURSION_LIMIT + 1 {
             self.lose(Loss::Recursion);
@@ -750,12 +783,15 @@ impl Forwarder {
                 ct_detail: None,
                 route: None,
             };
-            let mut out = [Outcome::unseen(mark)];
-            match re(&mut ext) {
-                Some(e) => engine.egress_ext(&dev, &[p], now_ns, &mut out, None, e),
-                None => engine.egress(&dev, &[p], now_ns, &mut out, None),
-            }
-            out[0]
+            engine.run(
+                At::Egress(&dev),
+                &[p],
+                now_ns,
+                &mut way.hook,
+                None,
+                re(&mut ext),
+            );
+            way.hook.outcomes[0]
         } else {
             Outcome::unseen(mark)
         };
@@ -771,7 +807,7 @@ impl Forwarder {
                     o.mark,
                     depth + 1,
                     now_ns,
-                    sends,
+                    way,
                 );
             }
         }
@@ -792,7 +828,7 @@ impl Forwarder {
                 o.mark,
                 depth + 1,
                 now_ns,
-                sends,
+                way,
             ) {
                 Fate::Lost(l) => Err(l),
                 _ => Ok(()),
@@ -819,7 +855,7 @@ impl Forwarder {
                         o.mark,
                         depth,
                         now_ns,
-                        sends,
+                        way,
                     )
                 }
                 Err(r) => {
@@ -836,7 +872,7 @@ impl Forwarder {
                 self.stats.by_device.insert(dev.to_string(), 1);
             }
         }
-        sends.push(Send { dev, body, kind });
+        way.sends.push(Send { dev, body, kind });
         Ok(())
     }
 }

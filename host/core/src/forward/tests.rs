@@ -395,8 +395,9 @@ fn fwd_neigh_decrements_without_a_check() {
 
 mod path {
     use super::*;
-    use crate::engine::{Engine, Outcome, Packet};
+    use crate::engine::Engine;
     use crate::forward::path::Body;
+    use crate::packet::{Outcome, Packet};
 
     const RULES: &str = r#"
 table netdev t {
@@ -462,9 +463,9 @@ table netdev t {
         };
         let mut o = [Outcome::unseen(0)];
         e.ingress("veth0", &[p], 0, &mut o, None);
-        let mut sends = Vec::new();
-        let fate = fw.after_ingress(e, None, "veth0", f, &[], &o[0], 0, &mut sends);
-        (fate, sends)
+        let mut way = WayOut::default();
+        let fate = fw.after_ingress(e, None, "veth0", f, &[], &o[0], 0, &mut way);
+        (fate, way.sends)
     }
 
     #[test]
@@ -603,7 +604,8 @@ table netdev t {
 /// y2's hook twice and y3's once, then nf_dup_skb_recursion stops it.
 mod kernel_facts {
     use super::*;
-    use crate::engine::{Engine, Outcome, Packet};
+    use crate::engine::Engine;
+    use crate::packet::{Outcome, Packet};
     use wasp_ruleset::model::Hook;
 
     const RULES: &str = r#"table netdev t {
@@ -644,8 +646,8 @@ mod kernel_facts {
             };
             let mut o = [Outcome::unseen(0)];
             e.ingress("y0", &[p], 0, &mut o, None);
-            let mut sends = Vec::new();
-            fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut sends);
+            let mut way = WayOut::default();
+            fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
         }
         let seen = |e: &Engine, d: &str| e.chain_stats(Hook::Egress, d)[0].packets;
         assert_eq!(seen(&e, "y1"), 2);
@@ -688,8 +690,9 @@ mod kernel_facts {
         let mut o = [Outcome::unseen(0)];
         e.ingress("y0", &[p], 0, &mut o, None);
         assert_eq!(o[0].mark, 7);
-        let mut sends = Vec::new();
-        let fate = fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut sends);
+        let mut way = WayOut::default();
+        let fate = fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
+        let sends = way.sends;
         assert_eq!(fate, Fate::Sent);
         assert_eq!(sends.len(), 1);
         let st = e.chain_stats(Hook::Egress, "y1");

@@ -235,8 +235,8 @@ proptest! {
         let mut out = vec![Outcome { verdict: FinalVerdict::Accept, decision: None, mark: 0, fwd: None, dup: 0, reject: None }; pk.len()];
         // The whole input in one call (vectors of 64 inside), and again vector by vector to
         // see each vector's trace on its own.
-        ev.ingress("eth0", &pk, 0, &mut out, None);
-        let mut edits_v: Vec<(usize, ExtEdit)> = ev.edits().to_vec();
+        let res = ev.ingress("eth0", &pk, 0, &mut out, None);
+        let mut edits_v: Vec<(usize, ExtEdit)> = res.edits.clone();
         edits_v.sort_by_key(|e| e.0);
         let mut edits_1: Vec<(usize, ExtEdit)> = Vec::new();
         let mut ev2 = Engine::compile(&rs).unwrap();
@@ -255,15 +255,15 @@ proptest! {
         for (i, p) in pk.iter().enumerate() {
             let mut r1 = Rec::default();
             // Trace indices count within a vector.
-            let o = e1.ingress_one("eth0", p, i % MAX_VECTOR, 0, Some(&mut r1));
-            edits_1.extend(e1.edits().iter().map(|(k, e)| {
+            let (o, res1) = e1.one("eth0", p, i % MAX_VECTOR, 0, Some(&mut r1));
+            edits_1.extend(res1.edits.iter().map(|(k, e)| {
                 assert_eq!(*k, i % MAX_VECTOR);
                 (i, e.clone())
             }));
             prop_assert_eq!(out[i], o, "packet {}", i);
             prop_assert_eq!(&by_packet(&traces[i / MAX_VECTOR], i % MAX_VECTOR), &r1.0, "trace of packet {}", i);
             let mut rk = Rec::default();
-            let ok = ek.walk_hook("eth0", p, i % MAX_VECTOR, 0, Some(&mut rk), false);
+            let ok = ek.walk_hook("eth0", p, i % MAX_VECTOR, 0, &mut HookResult::new(), Some(&mut rk), false);
             prop_assert_eq!(o, ok, "packet {} without memo", i);
             prop_assert_eq!(r1.0, rk.0, "trace of packet {} without memo", i);
         }

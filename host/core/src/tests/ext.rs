@@ -216,7 +216,7 @@ fn statements_give_verdicts_per_packet_and_report_edits() {
         ..Fake::default()
     };
     let mut rec = Rec::default();
-    e.ingress_ext("eth0", &pk, 0, &mut out, Some(&mut rec), &mut fake);
+    let res = e.ingress_ext("eth0", &pk, 0, &mut out, Some(&mut rec), &mut fake);
     let mut want_cont = 0;
     let mut want_edits = Vec::new();
     for (i, f) in frames.iter().enumerate() {
@@ -259,7 +259,7 @@ fn statements_give_verdicts_per_packet_and_report_edits() {
     let c = e.counters(&mut c);
     assert_eq!(c[0].packets, want_cont);
     assert_eq!(c[1].packets, 0);
-    assert_eq!(e.edits(), &want_edits[..]);
+    assert_eq!(res.edits, want_edits);
 }
 
 #[test]
@@ -319,10 +319,11 @@ fn the_per_packet_walk_advances_the_clock_and_reports_edits_by_its_index() {
         .unwrap();
     e.set_ext(Box::new(Fake::default()), &[ExtKind::Statement]);
     let p = pkt(&f);
-    e.ingress_one("eth0", &p, 9, 1_000, None);
+    let mut res = HookResult::new();
+    e.ingress_one("eth0", &p, 9, 1_000, &mut res, None);
     assert_eq!(
-        e.edits(),
-        &[(
+        res.edits,
+        [(
             9,
             ExtEdit::Set {
                 offset: 0,
@@ -330,11 +331,11 @@ fn the_per_packet_walk_advances_the_clock_and_reports_edits_by_its_index() {
             }
         )]
     );
-    // The next call starts with no edits.
+    // The next call, into the same result, starts with no edits.
     let g = ipv4(17, [10, 0, 0, 1], [1; 4], 0, &udp(1, 2));
-    let mut out = outcomes(1);
-    e.ingress("eth1", &[pkt(&g)], 2_000, &mut out, None);
-    assert!(e.edits().is_empty());
+    e.run(At::Ingress("eth1"), &[pkt(&g)], 2_000, &mut res, None, None);
+    assert!(res.edits.is_empty());
+    assert_eq!(res.outcomes.len(), 1);
 }
 
 /// Fails every call of sites listed, answering as the plugin host does on a failure.

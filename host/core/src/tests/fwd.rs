@@ -87,7 +87,7 @@ fn the_walk_agrees_with_the_pipeline() {
     let out = run(&mut e, &frames);
     let mut e2 = engine();
     for (i, f) in frames.iter().enumerate() {
-        let one = e2.ingress_one("eth0", &pkt(f), i, 0, None);
+        let one = e2.one("eth0", &pkt(f), i, 0, None).0;
         assert_eq!(one, out[i], "packet {i}");
     }
 }

@@ -331,7 +331,7 @@ fn ip6_icmp_and_exthdr() {
                     ct_detail: None,
                     route: None,
                 };
-                e.ingress_one("eth0", &p, 0, 0, None).verdict == FinalVerdict::Accept
+                e.one("eth0", &p, 0, 0, None).0.verdict == FinalVerdict::Accept
             })
             .collect();
         assert_eq!(got, want, "{stmts:?}");

@@ -316,10 +316,12 @@ fn payload_statement_writes_the_field_and_its_checksums() {
     let rs = wasp_ruleset::parse_str(text, "set.nft").expect("parses");
     let mut e = Engine::compile(&rs).expect("compiles");
     let frames = [f.clone()];
-    let out = run(&mut e, &frames);
+    let pk = [pkt(&f)];
+    let mut out = [Outcome::unseen(0)];
+    let res = e.ingress("eth0", &pk, 0, &mut out, None);
     // The second rule saw the edited packet.
     assert_eq!(out[0].verdict, FinalVerdict::Accept);
-    let edited = crate::edited_frames([f.as_slice()], e.edits());
+    let edited = res.edited_frames(frames.iter().map(Vec::as_slice));
     let g = edited[0].as_ref().expect("the packet was edited");
     assert_eq!(&g[ip + 16..ip + 20], &[192, 0, 2, 9]);
     assert_eq!(&g[th + 2..th + 4], &8080u16.to_be_bytes());
@@ -462,14 +464,14 @@ fn prerouting_runs(
                 ..crate::CtMeta::NONE
             };
             let mut out = [Outcome::unseen(0)];
-            e.ip_hook(
+            let res = e.ip_hook(
                 wasp_ruleset::model::Hook::Prerouting,
                 &[p],
                 0,
                 &mut out,
                 None,
             );
-            let fx = e.conn_effects().first().map(|x| x.1).unwrap_or_default();
+            let fx = res.conn_of(0);
             (out[0], fx)
         })
         .collect()

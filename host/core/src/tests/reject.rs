@@ -19,7 +19,7 @@ fn verdicts(e: &mut Engine, frames: &[Vec<u8>]) -> Vec<FinalVerdict> {
     let one: Vec<FinalVerdict> = frames
         .iter()
         .enumerate()
-        .map(|(i, f)| e.ingress_one("eth0", &pkt(f), i, 0, None).verdict)
+        .map(|(i, f)| e.one("eth0", &pkt(f), i, 0, None).0.verdict)
         .collect();
     assert_eq!(out, one);
     out

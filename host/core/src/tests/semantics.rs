@@ -513,7 +513,7 @@ fn short_vlan_tags_are_dropped_before_the_hook() {
     assert_eq!(traced, [4, 9]);
     // The per-packet walk agrees, and so does a device without chains.
     for (i, p) in pk.iter().enumerate() {
-        assert_eq!(e.ingress_one("eth0", p, i, 0, None), out[i], "frame {i}");
+        assert_eq!(e.one("eth0", p, i, 0, None).0, out[i], "frame {i}");
     }
     let mut none = vec![out[0]; 2];
     e.ingress("eth1", &pk[..2], 0, &mut none, None);

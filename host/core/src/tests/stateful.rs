@@ -38,7 +38,7 @@ fn walk_at(e: &mut Engine, frames: &[Vec<u8>], now_ns: u64) -> Vec<FinalVerdict>
     frames
         .iter()
         .enumerate()
-        .map(|(i, f)| e.ingress_one("eth0", &pkt(f), i, now_ns, None).verdict)
+        .map(|(i, f)| e.one("eth0", &pkt(f), i, now_ns, None).0.verdict)
         .collect()
 }
 

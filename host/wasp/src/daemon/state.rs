@@ -24,9 +24,10 @@ pub const DEFAULT_PLUGIN_DEADLINE_MS: u64 = 100;
 use super::events::{Event, EventBus};
 use super::mailbox::ask_all;
 use super::stats::StatsSnapshot;
-use super::worker::{Bundle, Clock, WorkerLinks};
+use super::worker::{Clock, WorkerLinks};
+use crate::datapath::{Bundle, Clocks, HostSlot, Shared, build};
 use crate::error::Error;
-use crate::plugins::{PluginCache, RuntimeCounters, build_runtime};
+use crate::plugins::{PluginCache, RuntimeCounters};
 
 /// How long the control side waits for a worker to answer (a worker finishes its vector
 /// first; a plugin call is bounded by its deadline).
@@ -206,48 +207,33 @@ impl Daemon {
         let mut zeroed = ruleset.clone();
         zero_counts(&mut zeroed);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        // One timer per key across the workers (an IDLETIMER label expires once), new with
-        // each generation as the instances are.
-        let timers = SharedTimers::new(self.workers.len().max(1));
-        let mut nf: Option<Netfilter> = None;
-        let bundles = (0..self.workers.len().max(1))
+        let events = self.events.clone();
+        let mut shared = Shared {
+            host: HostSlot::Given(&self.host),
+            cache: &mut cache,
+            // One timer per key across the workers (an IDLETIMER label expires once), new
+            // with each generation as the instances are.
+            timers: Some(SharedTimers::new(self.workers.len().max(1))),
+            stateful: Some(stateful),
+            conntrack: self.conntrack.clone(),
+            prev: prev.cloned(),
+            flow_events: Some(Arc::new(move |text| {
+                events.publish(Event { kind: "flow", text });
+            })),
+            netfilter: None,
+        };
+        let clocks = Clocks {
+            epoch_ns: Some(now),
+            wall_epoch_ns: self.clock.wall_epoch_ns(),
+            now_ns: now,
+        };
+        let bundles = (0..self.workers.len())
             .map(|i| {
                 let r = if i == 0 { ruleset } else { &zeroed };
-                let mut engine = Engine::compile(r)?;
-                engine.share_stateful(Arc::clone(&stateful));
-                engine.set_epoch(now);
-                engine.set_wall_clock_epoch(self.clock.wall_epoch_ns());
-                engine.set_cpu(i as u32);
-                if engine.uses_ip_path() {
-                    let events = self.events.clone();
-                    let n = nf.get_or_insert_with(|| {
-                        Netfilter::new(
-                            self.conntrack.clone(),
-                            engine.flowtables(),
-                            prev,
-                            Some(Arc::new(move |text| {
-                                events.publish(Event { kind: "flow", text })
-                            })),
-                        )
-                    });
-                    engine.set_conn_count(n.conn_count());
-                }
-                let needs = engine.has_counters() || r.tables.iter().any(|t| !t.plugins.is_empty());
-                let runtime = if needs {
-                    let share = Some((timers.clone(), i));
-                    Some(build_runtime(&self.host, &mut cache, r, &mut engine, now, share)?.0)
-                } else {
-                    None
-                };
-                Ok(Bundle {
-                    engine,
-                    runtime,
-                    generation,
-                    netfilter: nf.clone(),
-                })
+                build(r, i, generation, clocks, true, &mut shared)
             })
-            .take(self.workers.len())
             .collect::<Result<Vec<_>, Error>>()?;
+        let nf = shared.netfilter;
         if let Some(n) = &nf {
             for b in self
                 .offload
@@ -264,8 +250,8 @@ impl Daemon {
     /// Counts of every counter summed over the workers, by use site of the current engine.
     fn summed(&self) -> Result<Summed, Error> {
         let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| -> Vec<SiteCounts> {
-            let sites: Vec<u32> = ctx.engine.counter_uses().map(|(s, _)| s).collect();
-            match ctx.runtime.as_mut() {
+            let sites: Vec<u32> = ctx.dp.engine.counter_uses().map(|(s, _)| s).collect();
+            match ctx.dp.runtime.as_mut() {
                 Some(rt) => {
                     let mut src = RuntimeCounters(rt);
                     sites.into_iter().map(|s| (s, src.counts(s))).collect()
@@ -342,7 +328,7 @@ impl Daemon {
             .map(|(w, b)| {
                 let (tx, rx) = std::sync::mpsc::channel();
                 w.mailbox.post(Box::new(move |ctx| {
-                    ctx.install(b);
+                    ctx.dp.install(b);
                     let _ = tx.send(());
                 }));
                 rx
@@ -372,8 +358,8 @@ impl Daemon {
     pub fn reset_counters(&self) -> Result<(), Error> {
         let _cur = self.lock();
         ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
-            if let Some(rt) = ctx.runtime.as_mut() {
-                ctx.engine.reset_counters(&mut RuntimeCounters(rt));
+            if let Some(rt) = ctx.dp.runtime.as_mut() {
+                ctx.dp.engine.reset_counters(&mut RuntimeCounters(rt));
             }
         })
         .map(|_| ())
@@ -499,7 +485,8 @@ impl Daemon {
         let handles = ask_all(&self.mailboxes(), WORKER_ANSWER, {
             let name = name.to_string();
             move |ctx| {
-                ctx.runtime
+                ctx.dp
+                    .runtime
                     .as_ref()
                     .filter(|rt| rt.plugin(&name).is_some())
                     .map(|rt| rt.swap_handle())

@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasp_core::forward::{Fate, Forwarder, Send, SendKind};
-use wasp_core::{DupCopies, Engine, Extensions, FinalVerdict, MAX_VECTOR, Outcome, Packet};
-use wasp_plugin::Runtime;
+use wasp_core::{MAX_VECTOR, Outcome, Packet};
+
+pub use crate::datapath::Bundle;
+use crate::datapath::{Datapath, Exit};
 
 use super::events::{Event, EventBus, LogLimit, publish_logs};
 use super::mailbox::Mailbox;
@@ -60,55 +62,16 @@ impl Default for Clock {
     }
 }
 
-/// What a ruleset generation gives one worker: its engine and, when the ruleset uses
-/// plugins or counters, its plugin instances.
-pub struct Bundle {
-    /// The compiled ruleset.
-    pub engine: Engine,
-    /// Plugin instances configured for `engine`'s use sites.
-    pub runtime: Option<Runtime>,
-    /// The ruleset generation.
-    pub generation: u64,
-    /// Conntrack and flowtables shared by the workers, when the ruleset takes the IP path.
-    pub netfilter: Option<wasp_core::forward::Netfilter>,
-}
-
-/// Tell `engine` the gateway's device addresses (`meta pkttype` host or other).
-fn device_macs(engine: &mut Engine, fw: &Forwarder) {
-    for d in fw.gateway().map_or(&[][..], |g| g.devices()) {
-        if let Some(mac) = d.mac {
-            engine.set_device_mac(&d.name, mac);
-        }
-    }
-}
-
 /// What jobs see of a worker.
 pub struct WorkerCtx {
     /// Worker index.
     pub id: usize,
-    /// The running ruleset.
-    pub engine: Engine,
-    /// Its plugin instances.
-    pub runtime: Option<Runtime>,
-    /// Ruleset generation.
-    pub generation: u64,
+    /// Its data path: the running ruleset, its plugin instances, the way out.
+    pub dp: Datapath,
     /// Device names by port index.
     pub ports: Vec<String>,
     /// Port counts as of the last loop that served jobs.
     pub port_counts: Vec<PortCounts>,
-    /// The way out (`fwd`, `dup`, the gateway, egress hooks): this worker's copy.
-    pub forwarder: Forwarder,
-}
-
-impl WorkerCtx {
-    /// Switch to `b` (at a vector boundary). The old plugin instances are dropped here.
-    pub fn install(&mut self, b: Bundle) {
-        self.engine = b.engine;
-        device_macs(&mut self.engine, &self.forwarder);
-        self.runtime = b.runtime;
-        self.generation = b.generation;
-        self.forwarder.set_netfilter(b.netfilter);
-    }
 }
 
 /// What a worker shares with the control side.
@@ -135,12 +98,9 @@ pub struct Worker<P: Ports> {
     events: Arc<EventBus>,
     stop: Arc<AtomicBool>,
     clock: Clock,
-    /// Reused per vector.
-    out: Vec<Outcome>,
+    /// Reused per vector: the frames of one port.
     idx: Vec<usize>,
-    sends: Vec<Send>,
-    /// `log` lines of the vector in flight, and their rate limit.
-    logs: crate::trace::LogLines,
+    /// The rate limit of `log` lines.
     log_limit: LogLimit,
 }
 
@@ -162,19 +122,12 @@ impl<P: Ports> Worker<P> {
         } = links;
         let names = ports.names();
         stats.generation.store(bundle.generation, Ordering::Relaxed);
-        let mut forwarder = forwarder;
-        forwarder.set_netfilter(bundle.netfilter);
-        let mut engine = bundle.engine;
-        device_macs(&mut engine, &forwarder);
         Worker {
             ctx: WorkerCtx {
                 id,
-                engine,
-                runtime: bundle.runtime,
-                generation: bundle.generation,
+                dp: Datapath::new(bundle, forwarder),
                 port_counts: vec![PortCounts::default(); names.len()],
                 ports: names,
-                forwarder,
             },
             ports,
             mailbox,
@@ -182,10 +135,7 @@ impl<P: Ports> Worker<P> {
             events,
             stop,
             clock,
-            out: Vec::with_capacity(MAX_VECTOR),
             idx: Vec::with_capacity(MAX_VECTOR),
-            sends: Vec::with_capacity(MAX_VECTOR),
-            logs: crate::trace::LogLines::default(),
             log_limit: LogLimit::default(),
         }
     }
@@ -212,12 +162,12 @@ impl<P: Ports> Worker<P> {
         }
         // Port counts cost a syscall per port (PACKET_STATISTICS): read them only for jobs.
         self.ctx.port_counts = self.ports.counts();
-        let before = self.ctx.generation;
+        let before = self.ctx.dp.generation;
         self.mailbox.serve(&mut self.ctx);
-        if self.ctx.generation != before {
+        if self.ctx.dp.generation != before {
             self.stats
                 .generation
-                .store(self.ctx.generation, Ordering::Relaxed);
+                .store(self.ctx.dp.generation, Ordering::Relaxed);
         }
     }
 
@@ -227,22 +177,16 @@ impl<P: Ports> Worker<P> {
     /// As [`Worker::run`].
     pub fn step(&mut self, timeout: Duration) -> Result<usize, String> {
         self.serve_jobs();
-        let now = self.clock.now_ns();
-        if let Some(rt) = self.ctx.runtime.as_mut() {
-            // Timers fall due whether or not packets come.
-            rt.advance(now);
-        }
+        // Timers fall due whether or not packets come.
+        self.ctx.dp.advance(self.clock.now_ns());
         self.publish_events();
         let Worker {
             ctx,
             ports,
             stats,
-            out,
             idx,
-            sends,
             clock,
             events,
-            logs,
             log_limit,
             ..
         } = self;
@@ -252,15 +196,7 @@ impl<P: Ports> Worker<P> {
         // to wake us (measured by perf's e2e: 93 % dropped with min = MAX_VECTOR).
         let n = ports.poll(1, MAX_VECTOR, timeout, &mut |frames, tx| {
             let now = clock.now_ns();
-            let mut bufs = Bufs {
-                out,
-                idx,
-                sends,
-                logs,
-                log_limit,
-                events,
-            };
-            if let Err(e) = process(ctx, frames, tx, now, stats, &mut bufs) {
+            if let Err(e) = process(ctx, frames, tx, now, stats, idx, log_limit, events) {
                 err = Some(e);
             }
         })?;
@@ -273,7 +209,7 @@ impl<P: Ports> Worker<P> {
     }
 
     fn publish_events(&mut self) {
-        if let Some(rt) = self.ctx.runtime.as_mut() {
+        if let Some(rt) = self.ctx.dp.runtime.as_mut() {
             for e in rt.take_events() {
                 self.events.publish(Event {
                     kind: "plugin",
@@ -294,47 +230,74 @@ impl<P: Ports> Worker<P> {
     }
 }
 
-/// Buffers reused across vectors.
-struct Bufs<'a> {
-    out: &'a mut Vec<Outcome>,
-    idx: &'a mut Vec<usize>,
-    sends: &'a mut Vec<Send>,
-    logs: &'a mut crate::trace::LogLines,
-    log_limit: &'a mut LogLimit,
+/// Where a vector's results go in the daemon: the ports' send side, and counts added to the
+/// worker's statistics once per vector.
+struct PortExit<'a> {
+    tx: &'a mut dyn TxQueue,
+    ports: &'a [String],
+    stats: &'a WorkerStats,
     events: &'a EventBus,
+    log_limit: &'a mut LogLimit,
+    local: u64,
+    verdict_drops: u64,
+    sent: u64,
+}
+
+impl Exit for PortExit<'_> {
+    fn log(&mut self, lines: Vec<String>, now_ns: u64) {
+        let refused = publish_logs(self.events, self.log_limit, &lines, now_ns);
+        WorkerStats::add(&self.stats.log_suppressed, refused);
+    }
+
+    /// One copy into the send buffer, rewritten there.
+    fn send(&mut self, _: usize, s: &Send, frame: &[u8]) {
+        if s.kind == SendKind::Reject {
+            WorkerStats::add(&self.stats.rejects, 1);
+        }
+        match self.ports.iter().position(|p| **p == *s.dev) {
+            Some(p) => {
+                let len = s.body.len(frame);
+                if self
+                    .tx
+                    .queue_with(p, len, &mut |buf| s.body.write(frame, buf))
+                {
+                    self.sent += 1;
+                } else {
+                    self.stats.drop(DropReason::TxFull, 1);
+                }
+            }
+            None => self.stats.drop(DropReason::NoPort, 1),
+        }
+    }
+
+    fn done(&mut self, _: usize, _: &Packet<'_>, _: &Outcome, _: &[u8], fate: Fate) {
+        match fate {
+            Fate::Local => self.local += 1,
+            Fate::Sent | Fate::Replied => {}
+            Fate::Dropped => self.verdict_drops += 1,
+            Fate::Lost(l) => self.stats.drop(DropReason::Out(l), 1),
+        }
+    }
 }
 
 /// Classify one batch of frames (possibly from several ports): each input device's frames
-/// run as one vector through its ingress hook; then each packet takes the way out
-/// ([`Forwarder::after_ingress`]: `dup` copies, `fwd`, the gateway, egress hooks) and what
-/// leaves is written straight into its port's send buffer ([`TxQueue::queue_with`]: a
-/// forwarded frame is copied once, from the receive ring, and rewritten there).
+/// run as one vector through the data path ([`Datapath::vector`]), and what leaves is written
+/// straight into its port's send buffer ([`TxQueue::queue_with`]: a forwarded frame is copied
+/// once, from the receive ring, and rewritten there).
+#[allow(clippy::too_many_arguments)]
 fn process(
     ctx: &mut WorkerCtx,
     frames: &[RxFrame<'_>],
     tx: &mut dyn TxQueue,
     now: u64,
     stats: &WorkerStats,
-    bufs: &mut Bufs<'_>,
+    idx: &mut Vec<usize>,
+    log_limit: &mut LogLimit,
+    events: &EventBus,
 ) -> Result<(), String> {
     if frames.is_empty() {
         return Ok(());
     }
-    let Bufs {
-        out,
-        idx,
-        sends,
-        logs,
-        log_limit,
-        events,
-    } = bufs;
-    let WorkerCtx {
-        engine,
-        runtime,
-        ports,
-        forwarder,
-        ..
-    } = ctx;
     WorkerStats::add(&stats.vectors, 1);
     // Ports present in this batch, each once (a batch usually holds one).
     let mut done = 0u64;
@@ -350,109 +313,27 @@ fn process(
         }
         idx.clear();
         idx.extend((first..frames.len()).filter(|&i| frames[i].port == port));
+        let WorkerCtx { dp, ports, .. } = ctx;
         let dev: &str = ports.get(port).map_or("", String::as_str);
-        let packets: Vec<Packet<'_>> = idx
-            .iter()
-            .map(|&i| Packet {
-                frame: frames[i].data,
-                meta: wasp_wire::parse(frames[i].data),
-                iifname: dev,
-                mark: 0,
-                oifname: "",
-                ct: wasp_core::CtMeta::NONE,
-                ct_detail: None,
-                route: None,
-            })
-            .collect();
-        out.clear();
-        out.resize(packets.len(), Outcome::unseen(0));
-        // `log` lines come through a sink that wants only them (no cost without `log`).
-        let sink = engine
-            .has_logs()
-            .then_some(&mut **logs as &mut dyn wasp_core::TraceSink);
-        match runtime.as_mut() {
-            Some(rt) => {
-                engine.ingress_ext(dev, &packets, now, out, sink, rt as &mut dyn Extensions)
-            }
-            None => engine.ingress(dev, &packets, now, out, sink),
-        }
-        if !logs.lines.is_empty() {
-            logs.lines.sort_by_key(|l| l.0);
-            let lines: Vec<String> = logs.lines.drain(..).map(|l| l.1).collect();
-            WorkerStats::add(&stats.logged, lines.len() as u64);
-            let refused = publish_logs(events, log_limit, &lines, now);
-            WorkerStats::add(&stats.log_suppressed, refused);
-        }
-        let (mut bytes, mut malformed) = (0u64, 0u64);
-        for p in &packets {
-            bytes += p.frame.len() as u64;
-            malformed += u64::from(p.meta.malformed.is_some());
-        }
-        WorkerStats::add(&stats.packets, packets.len() as u64);
-        WorkerStats::add(&stats.bytes, bytes);
-        WorkerStats::add(&stats.malformed, malformed);
-        // The frames as plugin statements edited them (made before the way out runs the
-        // egress hooks, which make edits of their own).
-        // `dup` copies taken before a later edit: the packet as it was at the `dup`.
-        let (edited, dups) = if engine.edits().is_empty() {
-            (Vec::new(), DupCopies::default())
-        } else {
-            (
-                wasp_core::edited_frames(packets.iter().map(|p| p.frame), engine.edits()),
-                DupCopies::new(
-                    packets.iter().map(|p| p.frame),
-                    engine.edits(),
-                    engine.dup_points(),
-                ),
-            )
+        let mut exit = PortExit {
+            tx: &mut *tx,
+            ports,
+            stats,
+            events,
+            log_limit: &mut *log_limit,
+            local: 0,
+            verdict_drops: 0,
+            sent: 0,
         };
-        let (mut accepted, mut local, mut verdict_drops, mut sent) = (0u64, 0u64, 0u64, 0u64);
-        for (k, pkt) in packets.iter().enumerate() {
-            let o = out[k];
-            if o.verdict == FinalVerdict::Accept {
-                accepted += 1;
-            }
-            let frame = edited
-                .get(k)
-                .and_then(Option::as_deref)
-                .unwrap_or(pkt.frame);
-            let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
-            match forwarder.after_ingress(engine, ext, dev, frame, dups.of(k), &o, now, sends) {
-                Fate::Local => local += 1,
-                Fate::Sent | Fate::Replied => {}
-                Fate::Dropped => verdict_drops += 1,
-                Fate::Lost(l) => stats.drop(DropReason::Out(l), 1),
-            }
-            // What this packet sends, while its frame is at hand: one copy into the send
-            // buffer, rewritten there.
-            for s in sends.drain(..) {
-                if s.kind == SendKind::Reject {
-                    WorkerStats::add(&stats.rejects, 1);
-                }
-                match ports.iter().position(|p| **p == *s.dev) {
-                    Some(p) => {
-                        let len = s.body.len(frame);
-                        if tx.queue_with(p, len, &mut |buf| s.body.write(frame, buf)) {
-                            sent += 1;
-                        } else {
-                            stats.drop(DropReason::TxFull, 1);
-                        }
-                    }
-                    None => stats.drop(DropReason::NoPort, 1),
-                }
-            }
-        }
-        // `log` lines of the IP hooks the gateway ran for these packets.
-        let ip_lines = engine.take_hook_logs();
-        if !ip_lines.is_empty() {
-            WorkerStats::add(&stats.logged, ip_lines.len() as u64);
-            let refused = publish_logs(events, log_limit, &ip_lines, now);
-            WorkerStats::add(&stats.log_suppressed, refused);
-        }
-        WorkerStats::add(&stats.accepted, accepted);
-        WorkerStats::add(&stats.local, local);
-        stats.drop(DropReason::Verdict, verdict_drops);
-        WorkerStats::add(&stats.transmitted, sent);
+        let c = dp.vector(dev, idx.iter().map(|&i| frames[i].data), now, &mut exit);
+        WorkerStats::add(&stats.packets, c.packets);
+        WorkerStats::add(&stats.bytes, c.bytes);
+        WorkerStats::add(&stats.malformed, c.malformed);
+        WorkerStats::add(&stats.accepted, c.accepted);
+        WorkerStats::add(&stats.logged, c.logged);
+        WorkerStats::add(&stats.local, exit.local);
+        stats.drop(DropReason::Verdict, exit.verdict_drops);
+        WorkerStats::add(&stats.transmitted, exit.sent);
     }
     Ok(())
 }

@@ -131,9 +131,9 @@ fn run_three_on(build: &dyn Fn() -> Engine, script: &Script, frames: &[Vec<u8>])
     let pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
     let (mut ev, sv) = mk();
     let mut out = outcomes(pk.len());
-    ev.ingress("eth0", &pk, 0, &mut out, None);
-    let edits = ev.edits().to_vec();
-    let dups = DupCopies::new(frames.iter().map(Vec::as_slice), &edits, ev.dup_points());
+    let res = ev.ingress("eth0", &pk, 0, &mut out, None);
+    let edits = res.edits.clone();
+    let dups = DupCopies::new(frames.iter().map(Vec::as_slice), &edits, &res.dups);
     let per = |p: usize, evs: &[TraceEvent]| -> Vec<TraceEvent> {
         evs.iter()
             .filter(|e| match e {
@@ -160,14 +160,15 @@ fn run_three_on(build: &dyn Fn() -> Engine, script: &Script, frames: &[Vec<u8>])
         let mut edits1 = Vec::new();
         for (i, p) in pk.iter().enumerate() {
             let mut r1 = Rec::default();
-            let o = e1.walk_hook("eth0", p, i % MAX_VECTOR, 0, Some(&mut r1), memo);
+            let mut res1 = HookResult::new();
+            let o = e1.walk_hook("eth0", p, i % MAX_VECTOR, 0, &mut res1, Some(&mut r1), memo);
             assert_eq!(o, out[i], "packet {i}, memo {memo}");
             assert_eq!(r1.0, trace[i], "trace of packet {i}, memo {memo}");
-            edits1.extend(e1.edits().iter().map(|(_, e)| (i, e.clone())));
+            edits1.extend(res1.edits.iter().map(|(_, e)| (i, e.clone())));
             // The walk numbers the packet `i % MAX_VECTOR`.
             let at = i % MAX_VECTOR;
             let frame_at = std::iter::repeat_n(frames[i].as_slice(), at + 1);
-            let d1 = DupCopies::new(frame_at, e1.edits(), e1.dup_points());
+            let d1 = DupCopies::new(frame_at, &res1.edits, &res1.dups);
             let strip = |c: &[DupCopy]| -> Vec<(OutId, Vec<u8>)> {
                 c.iter().map(|c| (c.target, c.frame.clone())).collect()
             };
@@ -659,7 +660,7 @@ fn a_dup_sends_the_packet_as_it_was_at_the_dup() {
     let mut fw = crate::forward::Forwarder::new(None);
     for (i, f) in frames.iter().enumerate() {
         let last = edited[i].as_deref().unwrap_or(f);
-        let mut sends = Vec::new();
+        let mut way = crate::forward::WayOut::default();
         let fate = fw.after_ingress(
             &mut e,
             None,
@@ -668,10 +669,11 @@ fn a_dup_sends_the_packet_as_it_was_at_the_dup() {
             ran.dups.of(i),
             &ran.out[i],
             0,
-            &mut sends,
+            &mut way,
         );
         assert_eq!(fate, crate::forward::Fate::Local);
-        let sent: Vec<(String, Vec<u8>)> = sends
+        let sent: Vec<(String, Vec<u8>)> = way
+            .sends
             .iter()
             .map(|s| (s.dev.to_string(), s.frame(last).into_owned()))
             .collect();
@@ -706,9 +708,9 @@ fn no_dup_copy_without_a_later_edit() {
     assert!(ran.dups.is_empty());
     let mut e = engine(&[], Policy::Accept, vec![vec![dup("x")]]);
     let mut out = outcomes(1);
-    e.ingress("eth0", &[pkt(&frames[0])], 0, &mut out, None);
+    let res = e.ingress("eth0", &[pkt(&frames[0])], 0, &mut out, None);
     assert_eq!(out[0].dup, 1);
-    assert!(e.dup_points().is_empty());
+    assert!(res.dups.is_empty());
 }
 
 /// Leave the packet as it is (and let the script record it).
@@ -747,7 +749,10 @@ fn no_match_moves_in_front_of_a_plugin_statement() {
         let mut out = outcomes(pk.len());
         e.ingress("eth0", &pk, 0, &mut out, None);
         let one: Vec<u32> = (0..pk.len())
-            .map(|i| e.walk_hook("eth0", &pk[i], i, 0, None, false).mark)
+            .map(|i| {
+                e.walk_hook("eth0", &pk[i], i, 0, &mut HookResult::new(), None, false)
+                    .mark
+            })
             .collect();
         let marks: Vec<u32> = out.iter().map(|o| o.mark).collect();
         assert_eq!(marks, one);

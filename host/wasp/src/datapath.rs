@@ -1,0 +1,388 @@
+//! The data path of one worker, the one loop that `wasp run` and `wasp replay` both run.
+//!
+//! A [`Datapath`] owns what a worker needs to process a vector: the compiled ruleset
+//! ([`Engine`]), its plugin instances ([`Runtime`]), the way out ([`Forwarder`]: `fwd`, `dup`,
+//! `reject` replies, the gateway with conntrack, NAT, the flowtables and the IP hooks, the
+//! egress hooks) and the buffers of one hook call ([`HookResult`], [`WayOut`]). [`build`] makes
+//! its ruleset part from the same inputs for both commands. Per vector
+//! ([`Datapath::vector`]):
+//!
+//! 1. every frame is parsed once ([`wasp_wire::parse`]) into a [`Packet`] entering on the
+//!    vector's device;
+//! 2. the vector runs the device's ingress hook ([`Engine::run`]) at `now_ns`, the plugins
+//!    serving their use sites;
+//! 3. each packet's frame is made as its walk left it (plugin statements' edits) and takes the
+//!    way out ([`Forwarder::after_ingress`]), which appends the frames to send;
+//! 4. what leaves and what became of each packet go to the caller's [`Exit`]: the daemon's
+//!    ports and statistics, or replay's captures, verdict lines and summary.
+//!
+//! The caller brings the clock (`now_ns`: the wall clock since the daemon started, or a
+//! capture's timestamps) and the frames (a port's receive ring, or a capture file); nothing
+//! else differs between the two commands.
+
+use std::sync::Arc;
+
+use wasp_conntrack::Conntrack;
+use wasp_core::forward::{Fate, Forwarder, Netfilter, Send, WayOut};
+use wasp_core::{At, Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, TraceSink};
+use wasp_plugin::{HostConfig, PluginHost, Runtime, SharedTimers};
+use wasp_ruleset::Ruleset;
+
+use crate::error::Error;
+use crate::plugins::{PluginCache, build_runtime};
+use crate::trace::LogLines;
+
+/// What a ruleset generation gives one worker: its engine and, when the ruleset uses
+/// plugins or counters, its plugin instances.
+pub struct Bundle {
+    /// The compiled ruleset.
+    pub engine: Engine,
+    /// Plugin instances configured for `engine`'s use sites.
+    pub runtime: Option<Runtime>,
+    /// The ruleset generation.
+    pub generation: u64,
+    /// Conntrack and flowtables shared by the workers, when the ruleset takes the IP path.
+    pub netfilter: Option<Netfilter>,
+}
+
+/// The plugin host that instantiates a build's plugins.
+pub enum HostSlot<'a> {
+    /// The daemon's.
+    Given(&'a PluginHost),
+    /// One made with these limits by the first bundle that needs plugins (a replay of a
+    /// ruleset without plugins or counters starts none).
+    Lazy(HostConfig, Option<PluginHost>),
+}
+
+impl HostSlot<'_> {
+    /// The host, made now if it is the first use of a lazy one.
+    ///
+    /// # Errors
+    /// [`Error::Plugin`] when the plugin host cannot start.
+    pub fn get(&mut self) -> Result<&PluginHost, Error> {
+        match self {
+            HostSlot::Given(h) => Ok(h),
+            HostSlot::Lazy(config, slot) => match slot {
+                Some(h) => Ok(h),
+                None => {
+                    let h = PluginHost::new(config.clone())
+                        .map_err(|e| Error::Plugin(e.to_string()))?;
+                    Ok(slot.insert(h))
+                }
+            },
+        }
+    }
+
+    /// The host, if one is given or was made.
+    pub fn made(&self) -> Option<&PluginHost> {
+        match self {
+            HostSlot::Given(h) => Some(h),
+            HostSlot::Lazy(_, slot) => slot.as_ref(),
+        }
+    }
+}
+
+/// What the workers of one ruleset generation share, and where their bundles come from.
+pub struct Shared<'a> {
+    /// The plugin host that instantiates the plugins.
+    pub host: HostSlot<'a>,
+    /// Compiled plugins by file.
+    pub cache: &'a mut PluginCache,
+    /// One timer per key across the workers (an IDLETIMER label expires once); `None` for a
+    /// single worker of its own (replay).
+    pub timers: Option<Arc<SharedTimers>>,
+    /// The `limit` buckets and `quota` counts of the generation (one across the workers, as
+    /// in the kernel); `None`: the first engine's own.
+    pub stateful: Option<Arc<wasp_core::Stateful>>,
+    /// The connection table (kept across generations by the daemon).
+    pub conntrack: Arc<Conntrack>,
+    /// The previous generation's netfilter state: flowtables the ruleset still declares keep
+    /// their flows.
+    pub prev: Option<Netfilter>,
+    /// Where flowtable events go (the daemon's event bus).
+    pub flow_events: Option<Arc<dyn Fn(String) + std::marker::Send + Sync>>,
+    /// The generation's conntrack and flowtables, made by the first bundle that needs them.
+    pub netfilter: Option<Netfilter>,
+}
+
+impl<'a> Shared<'a> {
+    /// What a single worker of its own shares (`wasp replay`, `wasp check`): a plugin host
+    /// made with `host` limits when a plugin is needed, a new connection table, the first
+    /// engine's `limit`/`quota` state.
+    pub fn single(cache: &'a mut PluginCache, host: HostConfig) -> Self {
+        Shared {
+            host: HostSlot::Lazy(host, None),
+            cache,
+            timers: None,
+            stateful: None,
+            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
+            prev: None,
+            flow_events: None,
+            netfilter: None,
+        }
+    }
+}
+
+/// The clocks a bundle's engine and plugins read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Clocks {
+    /// When the ruleset was loaded, on the packet clock (set element timeouts count from it);
+    /// `None`: the first packet's time (replay).
+    pub epoch_ns: Option<u64>,
+    /// Unix time in ns when the packet clock read 0 (`meta time`, `meta day`, `meta hour`);
+    /// 0 when the packet clock is Unix time (a capture's timestamps).
+    pub wall_epoch_ns: u64,
+    /// The packet clock now (the plugins' clock starts there).
+    pub now_ns: u64,
+}
+
+/// Build worker `worker`'s bundle of `ruleset`, generation `generation`: compile it, give the
+/// engine its clocks, its number (`meta cpu`), the generation's shared `limit`/`quota` state
+/// and, when the ruleset takes the IP path and `ip_path` allows it, the generation's
+/// conntrack and flowtables (made here for the first worker); load and configure its plugins
+/// when the ruleset declares some or counts.
+///
+/// # Errors
+/// [`Error::Ruleset`] for a ruleset that does not compile or whose plugins refuse their
+/// arguments; [`Error::Plugin`] when a plugin cannot be instantiated.
+pub fn build(
+    ruleset: &Ruleset,
+    worker: usize,
+    generation: u64,
+    clocks: Clocks,
+    ip_path: bool,
+    shared: &mut Shared<'_>,
+) -> Result<Bundle, Error> {
+    let mut engine = Engine::compile(ruleset)?;
+    match &shared.stateful {
+        Some(s) => {
+            engine.share_stateful(Arc::clone(s));
+        }
+        None => shared.stateful = Some(engine.stateful()),
+    }
+    if let Some(e) = clocks.epoch_ns {
+        engine.set_epoch(e);
+    }
+    engine.set_wall_clock_epoch(clocks.wall_epoch_ns);
+    engine.set_cpu(u32::try_from(worker).unwrap_or(u32::MAX));
+    if ip_path && engine.uses_ip_path() {
+        let nf = match &shared.netfilter {
+            Some(nf) => nf.clone(),
+            None => {
+                let nf = Netfilter::new(
+                    shared.conntrack.clone(),
+                    engine.flowtables(),
+                    shared.prev.as_ref(),
+                    shared.flow_events.clone(),
+                );
+                shared.netfilter = Some(nf.clone());
+                nf
+            }
+        };
+        engine.set_conn_count(nf.conn_count());
+    }
+    let needs = engine.has_counters() || ruleset.tables.iter().any(|t| !t.plugins.is_empty());
+    let runtime = if needs {
+        let share = shared.timers.clone().map(|t| (t, worker));
+        let host = shared.host.get()?;
+        Some(
+            build_runtime(
+                host,
+                shared.cache,
+                ruleset,
+                &mut engine,
+                clocks.now_ns,
+                share,
+            )?
+            .0,
+        )
+    } else {
+        None
+    };
+    Ok(Bundle {
+        engine,
+        runtime,
+        generation,
+        netfilter: shared.netfilter.clone(),
+    })
+}
+
+/// Where the results of a vector go.
+pub trait Exit {
+    /// The sink of the ingress hook's trace events (`None`: no trace; the `log` lines then
+    /// come through [`Exit::log`]).
+    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+        None
+    }
+
+    /// Lines of `log` statements, in the order they ran: the ingress hook's for the whole
+    /// vector (when [`Exit::trace`] gave no sink), then the IP hooks' of each packet as it
+    /// takes the way out.
+    fn log(&mut self, lines: Vec<String>, now_ns: u64);
+
+    /// A frame leaves: `s` made from `frame`, packet `i`'s frame as its walk left it.
+    fn send(&mut self, i: usize, s: &Send, frame: &[u8]);
+
+    /// Packet `i` is done: its ingress outcome, its frame as its walk left it, its fate.
+    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate);
+}
+
+/// Counts of one vector.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VectorCounts {
+    /// Packets.
+    pub packets: u64,
+    /// Their bytes (captured length).
+    pub bytes: u64,
+    /// Packets whose headers could not be parsed (each still got a verdict).
+    pub malformed: u64,
+    /// Packets the ingress hook accepted.
+    pub accepted: u64,
+    /// Lines `log` statements made.
+    pub logged: u64,
+}
+
+/// One worker's data path (see the module documentation).
+pub struct Datapath {
+    /// The running ruleset.
+    pub engine: Engine,
+    /// Its plugin instances.
+    pub runtime: Option<Runtime>,
+    /// Ruleset generation.
+    pub generation: u64,
+    /// The way out: this worker's copy.
+    pub forwarder: Forwarder,
+    res: HookResult,
+    way: WayOut,
+    logs: LogLines,
+}
+
+impl Datapath {
+    /// A data path running `bundle`, leaving through `forwarder`.
+    pub fn new(bundle: Bundle, forwarder: Forwarder) -> Self {
+        let mut dp = Datapath {
+            engine: bundle.engine,
+            runtime: None,
+            generation: 0,
+            forwarder,
+            res: HookResult::new(),
+            way: WayOut::default(),
+            logs: LogLines::default(),
+        };
+        dp.install_parts(bundle.runtime, bundle.generation, bundle.netfilter);
+        dp
+    }
+
+    /// Switch to `b` (at a vector boundary). The old plugin instances are dropped here.
+    pub fn install(&mut self, b: Bundle) {
+        self.engine = b.engine;
+        self.install_parts(b.runtime, b.generation, b.netfilter);
+    }
+
+    fn install_parts(&mut self, rt: Option<Runtime>, generation: u64, nf: Option<Netfilter>) {
+        // The devices' own addresses decide `meta pkttype` (host or other).
+        for d in self.forwarder.gateway().map_or(&[][..], |g| g.devices()) {
+            if let Some(mac) = d.mac {
+                self.engine.set_device_mac(&d.name, mac);
+            }
+        }
+        self.runtime = rt;
+        self.generation = generation;
+        self.forwarder.set_netfilter(nf);
+    }
+
+    /// Move the plugins' clock to `now_ns` (their timers fire whether or not packets come).
+    pub fn advance(&mut self, now_ns: u64) {
+        if let Some(rt) = self.runtime.as_mut() {
+            rt.advance(now_ns);
+        }
+    }
+
+    /// Run a vector of `frames` (at most [`wasp_core::MAX_VECTOR`]) that entered on `dev` at
+    /// `now_ns` (ns on the packet clock) through the ingress hook and the way out; what
+    /// leaves and what became of each packet go to `exit`, in packet order.
+    pub fn vector<'f>(
+        &mut self,
+        dev: &str,
+        frames: impl Iterator<Item = &'f [u8]>,
+        now_ns: u64,
+        exit: &mut dyn Exit,
+    ) -> VectorCounts {
+        let Datapath {
+            engine,
+            runtime,
+            forwarder,
+            res,
+            way,
+            logs,
+            ..
+        } = self;
+        let packets: Vec<Packet<'_>> = frames
+            .map(|frame| Packet {
+                frame,
+                meta: wasp_wire::parse(frame),
+                iifname: dev,
+                mark: 0,
+                oifname: "",
+                ct: wasp_core::CtMeta::NONE,
+                ct_detail: None,
+                route: None,
+            })
+            .collect();
+        let mut counts = VectorCounts {
+            packets: packets.len() as u64,
+            ..VectorCounts::default()
+        };
+        if packets.is_empty() {
+            return counts;
+        }
+        {
+            // `log` lines come through a sink that wants only them when the exit traces
+            // nothing (no cost without `log`).
+            let own_logs = engine.has_logs();
+            let sink = match exit.trace() {
+                Some(t) => Some(t),
+                None => own_logs.then_some(&mut *logs as &mut dyn TraceSink),
+            };
+            let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
+            engine.run(At::Ingress(dev), &packets, now_ns, res, sink, ext);
+        }
+        if !logs.lines.is_empty() {
+            logs.lines.sort_by_key(|l| l.0);
+            let lines: Vec<String> = logs.lines.drain(..).map(|l| l.1).collect();
+            counts.logged += lines.len() as u64;
+            exit.log(lines, now_ns);
+        }
+        // The frames as plugin statements edited them (made before the way out runs the
+        // egress hooks, which make edits of their own); `dup` copies taken before a later
+        // edit: the packet as it was at the `dup`.
+        let edited = res.edited_frames(packets.iter().map(|p| p.frame));
+        let dups = res.dup_copies(packets.iter().map(|p| p.frame));
+        for (i, pkt) in packets.iter().enumerate() {
+            counts.bytes += pkt.frame.len() as u64;
+            counts.malformed += u64::from(pkt.meta.malformed.is_some());
+            let o = res.outcomes[i];
+            if o.verdict == FinalVerdict::Accept {
+                counts.accepted += 1;
+            }
+            let frame = edited
+                .get(i)
+                .and_then(Option::as_deref)
+                .unwrap_or(pkt.frame);
+            let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
+            let fate =
+                forwarder.after_ingress(engine, ext, dev, frame, dups.of(i), &o, now_ns, way);
+            if !way.logs.is_empty() {
+                let lines = std::mem::take(&mut way.logs);
+                counts.logged += lines.len() as u64;
+                exit.log(lines, now_ns);
+            }
+            // What this packet sends, while its frame is at hand.
+            for s in way.sends.drain(..) {
+                exit.send(i, &s, frame);
+            }
+            exit.done(i, pkt, &o, frame, fate);
+        }
+        counts
+    }
+}
