@@ -1368,7 +1368,7 @@ impl Ctx<'_> {
                 }
                 Stmt::Reject { kind, .. } => {
                     // The kernel's reject expressions end the rule with NF_DROP after queueing
-                    // the reply (built on the way out: `forward::reject`).
+                    // the reply (built on the way out: `wasp_gateway::reject`).
                     ops.push(
                         Op::Reject(crate::packet::Reject {
                             kind: *kind,

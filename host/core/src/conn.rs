@@ -6,7 +6,7 @@
 //! ([`crate::Packet::ct`]); `ct state`, `ct direction`, `ct status` and `ct mark` read it, as
 //! the kernel's nft_ct_get_eval reads skb->_nfct. What rules ask of the connection (`ct mark
 //! set`, a NAT statement, `flow add`) comes back as [`ConnFx`] per packet
-//! ([`crate::Engine::conn_effects`]); the caller applies it to its tables. `ct count` asks a
+//! ([`crate::HookResult::conn`]); the caller applies it to its tables. `ct count` asks a
 //! [`ConnCount`] during the walk ([`crate::Engine::set_conn_count`]), since its answer decides
 //! the rule.
 

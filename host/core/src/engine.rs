@@ -255,7 +255,7 @@ impl Engine {
     }
 
     /// `true` when some rule has a `reject` statement: dropped packets may get a reply, so the
-    /// embedder sends them the way out ([`crate::forward::Forwarder::after_ingress`]).
+    /// embedder sends them the way out (`wasp_gateway::Forwarder::after_ingress`).
     pub fn has_rejects(&self) -> bool {
         self.prog
             .chains

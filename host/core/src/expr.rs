@@ -97,10 +97,10 @@ pub(crate) enum Src {
     /// fails for any other packet, as the kernel's nft_osf_eval.
     Osf,
     /// `fib` (4 bytes for `type`, 16 for `oif`/`oifname`: the device's name, 1 with
-    /// `exists`/`missing`): [`crate::route::fib_value`]; fails without a route view.
+    /// `exists`/`missing`): [`crate::fib_rt::fib_value`]; fails without a route view.
     Fib(wasp_ruleset::model::FibExpr),
     /// `rt` (4 bytes `classid`, `ip nexthop`; 16 `ip6 nexthop`; 2 `mtu`; 1 `ipsec`):
-    /// [`crate::route::rt_value`]; fails before routing and without a route view.
+    /// [`crate::fib_rt::rt_value`]; fails before routing and without a route view.
     Rt(wasp_ruleset::model::RtKey),
     /// A key whose state wasp never has (`meta skuid`: no local socket): the load fails, so the
     /// rule stops, negated or not (the kernel's NFT_BREAK).
@@ -425,8 +425,8 @@ pub(crate) fn meta_value(src: Src, p: &Packet<'_>, st: &PktState) -> Option<u128
             present: true,
         } => u128::from(opt_base(p, sctp, kind).is_some()),
         Src::CtDetail(k) => ct_detail_value(k, p, st)?,
-        Src::Fib(f) => crate::route::fib_value(f, p)?,
-        Src::Rt(k) => crate::route::rt_value(k, p)?,
+        Src::Fib(f) => crate::fib_rt::fib_value(f, p)?,
+        Src::Rt(k) => crate::fib_rt::rt_value(k, p)?,
         _ => return None,
     })
 }

@@ -82,13 +82,13 @@ pub struct Outcome {
     /// statement).
     pub dup: u64,
     /// A `reject` statement dropped the packet (`verdict` is then [`FinalVerdict::Drop`]):
-    /// the reply it asked for, which [`crate::forward::Forwarder::after_ingress`] builds and
-    /// sends back out of the input device ([`crate::forward::reject`]). `None` otherwise.
+    /// the reply it asked for, which `wasp_gateway::Forwarder::after_ingress` builds and
+    /// sends back out of the input device (`wasp_gateway::reject`). `None` otherwise.
     pub reject: Option<Reject>,
 }
 
 /// What a `reject` statement asked for: the reply and which of the kernel's ways of replying
-/// its chain's family takes ([`crate::forward::reject`]).
+/// its chain's family takes (`wasp_gateway::reject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Reject {
     /// The reply (`with tcp reset`, `with icmp ...`).

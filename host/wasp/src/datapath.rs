@@ -23,8 +23,8 @@
 use std::sync::Arc;
 
 use wasp_conntrack::Conntrack;
-use wasp_core::forward::{Fate, Forwarder, Netfilter, Send, WayOut};
 use wasp_core::{At, Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, TraceSink};
+use wasp_gateway::{Fate, Forwarder, Netfilter, Send, WayOut};
 use wasp_plugin::{HostConfig, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 

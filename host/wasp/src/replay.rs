@@ -47,8 +47,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use wasp_core::forward::{Fate, Forwarder, Gateway, Send, SendKind};
 use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
+use wasp_gateway::{Fate, Forwarder, Gateway, Send, SendKind};
 use wasp_plugin::HostConfig;
 use wasp_ruleset::model::Hook;
 
@@ -126,7 +126,7 @@ pub struct ReplayOptions {
     /// Plugin swaps (`--swap NAME=PATH@N`).
     pub swaps: Vec<SwapSpec>,
     /// The gateway file (devices, addresses, routes, neighbours; see
-    /// [`wasp_core::forward::Gateway::parse`]): accepted packets are routed.
+    /// [`wasp_gateway::Gateway::parse`]): accepted packets are routed.
     pub gateway: Option<PathBuf>,
 }
 

@@ -60,7 +60,7 @@ pub struct Summary {
     pub forward: Option<ForwardSummary>,
 }
 
-/// What the way out did (`wasp_core::forward::Forwarder`'s counts and the gateway's replies).
+/// What the way out did (`wasp_gateway::Forwarder`'s counts and the gateway's replies).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ForwardSummary {
     /// The gateway file, when one was given.

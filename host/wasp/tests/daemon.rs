@@ -16,7 +16,7 @@ use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::{StatsSnapshot, WorkerStats};
 use wasp::daemon::worker::{Clock, Worker, WorkerLinks};
-use wasp_core::forward::Forwarder;
+use wasp_gateway::Forwarder;
 
 /// Frames by port index, shared between the test and the fake ports.
 type Queue = Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>;

@@ -8,7 +8,7 @@ use std::net::Ipv6Addr;
 use std::path::Path;
 
 use common::read_frames;
-use wasp_core::forward::checksum;
+use wasp_gateway::checksum;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use common::*;
 use wasp::capture::{pcap_bytes, write_pcapng};
-use wasp_core::forward::checksum;
+use wasp_gateway::checksum;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 

@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::{read_frames, repo, text, wasp};
-use wasp_core::forward::checksum;
+use wasp_gateway::checksum;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const MS: u64 = 1_000_000;

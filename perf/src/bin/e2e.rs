@@ -63,7 +63,7 @@ use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::WorkerStats;
 use wasp::daemon::worker::{Clock, POLL_TIMEOUT, Worker, WorkerLinks};
-use wasp_core::forward::Forwarder;
+use wasp_gateway::Forwarder;
 use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, in_netns};
 use wasp_ruleset::model::Stmt;
 use wasp_sets::perfcases::{CASES, Kind};

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use wasp_conntrack::{Config, Conntrack};
-use wasp_core::forward::{Forwarder, Gateway, Netfilter, SendKind, WayOut};
 use wasp_core::{At, CtMeta, Engine, HookResult, Packet};
+use wasp_gateway::{Forwarder, Gateway, Netfilter, SendKind, WayOut};
 use wasp_perf::traffic::build::{Net, PacketSpec, Transport, tcp_flags};
 
 #[derive(Parser)]

@@ -1,5 +1,5 @@
 //! `reject` (nft_reject_netdev_eval and the other families' reject expressions): the packet is
-//! dropped with the reply recorded in its outcome (built and sent by `forward::reject`, tested
+//! dropped with the reply recorded in its outcome (built and sent by `wasp_gateway::reject`, tested
 //! there), only packets of the protocol the reply needs reach it (the dependencies nft adds),
 //! and it ends the rule.
 

@@ -95,7 +95,7 @@ impl Control {
         }
         let mut text = String::new();
         for ft in tables {
-            text.push_str(&wasp_core::forward::netfilter::flows_text(ft, now));
+            text.push_str(&wasp_gateway::netfilter::flows_text(ft, now));
         }
         let _ = out.send(&Reply::Text(text));
         Ok(Json::Null)
@@ -288,7 +288,7 @@ mod stats_tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    use wasp_core::forward::Forwarder;
+    use wasp_gateway::Forwarder;
 
     use super::*;
     use crate::daemon::events::EventBus;

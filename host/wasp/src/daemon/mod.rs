@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use wasp_core::Engine;
-use wasp_core::forward::{Forwarder, Gateway};
+use wasp_gateway::{Forwarder, Gateway};
 use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, TapGroup};
 
 use crate::error::Error;
@@ -79,7 +79,7 @@ pub struct RunArgs {
     /// Receive path of the AF_PACKET ports.
     #[arg(long, value_enum, default_value = "tpacket")]
     pub rx: RxArg,
-    /// The gateway file: addresses, static routes and neighbours (see `wasp_core::forward`);
+    /// The gateway file: addresses, static routes and neighbours (see `wasp_gateway`);
     /// without it accepted packets stay with the local stack unless `fwd`/`dup` send them.
     #[arg(long, value_name = "FILE")]
     pub gateway: Option<PathBuf>,

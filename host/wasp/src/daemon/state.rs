@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use wasp_conntrack::Conntrack;
-use wasp_core::forward::Netfilter;
 use wasp_core::{CounterSource, Engine};
+use wasp_gateway::Netfilter;
 use wasp_plugin::{HostConfig, PluginHost, SharedTimers};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::Stmt;

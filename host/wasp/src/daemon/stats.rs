@@ -3,9 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wasp_core::forward::{DropReason as GwDrop, Loss};
+use wasp_gateway::{DropReason as GwDrop, Loss};
 
-/// Why the daemon dropped a packet: a ruleset verdict, the way out (`wasp_core::forward`'s
+/// Why the daemon dropped a packet: a ruleset verdict, the way out (`wasp_gateway`'s
 /// [`Loss`]: a gateway reason, an egress drop, `fwd`/`dup` recursion), or the ports (an output
 /// device wasp has not open, a full send queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wasp_core::forward::{Fate, Forwarder, Send, SendKind};
 use wasp_core::{MAX_VECTOR, Outcome, Packet};
+use wasp_gateway::{Fate, Forwarder, Send, SendKind};
 
 pub use crate::datapath::Bundle;
 use crate::datapath::{Datapath, Exit};

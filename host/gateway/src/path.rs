@@ -7,7 +7,7 @@
 //! 1. every `dup` target gets a copy of the packet as it was when the statement ran
 //!    (nft_dup_netdev_eval clones the skb there), whatever the verdict: the frame the walk
 //!    ended with, or, when a plugin statement edited the packet after the `dup`, the copy
-//!    [`crate::DupCopies`] made without those edits;
+//!    [`wasp_core::DupCopies`] made without those edits;
 //! 2. a dropped packet ends there ([`Fate::Dropped`]);
 //! 3. a packet a `fwd` stole leaves on its target (as it is for `fwd to "dev"`, rewritten by
 //!    [`Gateway::fwd_neigh`] for `fwd ip|ip6 to ADDR device "dev"`);
@@ -35,10 +35,10 @@ use wasp_ruleset::model::Hook;
 
 use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
-use crate::engine::Engine;
-use crate::ext::{DupCopy, Extensions};
-use crate::hooks::{At, HookResult};
-use crate::packet::{FinalVerdict, OutTarget, Outcome, Packet};
+use wasp_core::Engine;
+use wasp_core::{At, HookResult};
+use wasp_core::{DupCopy, Extensions};
+use wasp_core::{FinalVerdict, OutTarget, Outcome, Packet};
 
 /// The kernel's NF_RECURSION_LIMIT (nf_dup_netdev.c): `fwd`/`dup` transmits nested deeper than
 /// this are dropped.
@@ -385,9 +385,9 @@ impl Forwarder {
 
     /// What becomes of `frame`, which came in on `in_dev` and got `outcome` from the ingress
     /// hook of `engine` (see the module's documentation), at `now_ns`. `frame` is the packet
-    /// as the hook's walk left it (with plugin statements' edits, [`crate::edited_frames`]);
+    /// as the hook's walk left it (with plugin statements' edits, [`wasp_core::edited_frames`]);
     /// `dups` are the packet's `dup` copies that differ from it
-    /// ([`crate::DupCopies::of`]; empty when no edit came after a `dup`). The frames to send
+    /// ([`wasp_core::DupCopies::of`]; empty when no edit came after a `dup`). The frames to send
     /// are appended to `sends` in the order they leave; `ext` are the plugins of the egress
     /// hooks (the engine's installed ones when `None`).
     #[allow(clippy::too_many_arguments)]
@@ -548,7 +548,7 @@ impl Forwarder {
     /// ([`super::reject`]): a netdev chain's is built from the frame alone; an inet chain's
     /// is routed as the gateway's own ICMP errors are (without a gateway: the frame's MACs
     /// swapped, an ICMP error from the packet's destination). `None` when none is sent.
-    fn reject_reply(&self, r: crate::Reject, in_dev: &str, frame: &[u8]) -> Option<Vec<u8>> {
+    fn reject_reply(&self, r: wasp_core::Reject, in_dev: &str, frame: &[u8]) -> Option<Vec<u8>> {
         let meta = wasp_wire::parse(frame);
         let mut out = Vec::new();
         let made = if r.netdev {
@@ -779,7 +779,7 @@ impl Forwarder {
                 iifname: "",
                 mark,
                 oifname: "",
-                ct: crate::CtMeta::NONE,
+                ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
                 route: None,
             };

@@ -10,8 +10,8 @@ use wasp_conntrack::{Config, Conntrack, TcpState};
 
 use super::path::{Fate, Forwarder, SendKind};
 use super::{Gateway, Netfilter, checksum};
-use crate::engine::Engine;
-use crate::packet::{Outcome, Packet};
+use wasp_core::Engine;
+use wasp_core::Packet;
 
 /// client 10.1.0.2 (02:..:01:02) -- w0 [gateway] w1 -- server 10.2.0.2 (02:..:02:02).
 const GW: &str = "\
@@ -188,12 +188,14 @@ impl Rig {
             iifname: dev,
             mark: 0,
             oifname: "",
-            ct: crate::CtMeta::NONE,
+            ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
             route: None,
         };
-        let mut o = [Outcome::unseen(0)];
-        self.engine.ingress(dev, &[p], now, &mut o, None);
+        let mut res = wasp_core::HookResult::new();
+        self.engine
+            .run(wasp_core::At::Ingress(dev), &[p], now, &mut res, None, None);
+        let o = [res.outcomes[0]];
         let fate = self.fw.after_ingress(
             &mut self.engine,
             None,

@@ -395,9 +395,9 @@ fn fwd_neigh_decrements_without_a_check() {
 
 mod path {
     use super::*;
-    use crate::engine::Engine;
-    use crate::forward::path::Body;
-    use crate::packet::{Outcome, Packet};
+    use crate::path::Body;
+    use wasp_core::Engine;
+    use wasp_core::Packet;
 
     const RULES: &str = r#"
 table netdev t {
@@ -457,12 +457,20 @@ table netdev t {
             iifname: "veth0",
             mark: 0,
             oifname: "",
-            ct: crate::CtMeta::NONE,
+            ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
             route: None,
         };
-        let mut o = [Outcome::unseen(0)];
-        e.ingress("veth0", &[p], 0, &mut o, None);
+        let mut res = wasp_core::HookResult::new();
+        e.run(
+            wasp_core::At::Ingress("veth0"),
+            &[p],
+            0,
+            &mut res,
+            None,
+            None,
+        );
+        let o = [res.outcomes[0]];
         let mut way = WayOut::default();
         let fate = fw.after_ingress(e, None, "veth0", f, &[], &o[0], 0, &mut way);
         (fate, way.sends)
@@ -604,8 +612,8 @@ table netdev t {
 /// y2's hook twice and y3's once, then nf_dup_skb_recursion stops it.
 mod kernel_facts {
     use super::*;
-    use crate::engine::Engine;
-    use crate::packet::{Outcome, Packet};
+    use wasp_core::Engine;
+    use wasp_core::Packet;
     use wasp_ruleset::model::Hook;
 
     const RULES: &str = r#"table netdev t {
@@ -640,12 +648,13 @@ mod kernel_facts {
                 iifname: "y0",
                 mark: 0,
                 oifname: "",
-                ct: crate::CtMeta::NONE,
+                ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
                 route: None,
             };
-            let mut o = [Outcome::unseen(0)];
-            e.ingress("y0", &[p], 0, &mut o, None);
+            let mut res = wasp_core::HookResult::new();
+            e.run(wasp_core::At::Ingress("y0"), &[p], 0, &mut res, None, None);
+            let o = [res.outcomes[0]];
             let mut way = WayOut::default();
             fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
         }
@@ -683,12 +692,13 @@ mod kernel_facts {
             iifname: "y0",
             mark: 0,
             oifname: "",
-            ct: crate::CtMeta::NONE,
+            ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
             route: None,
         };
-        let mut o = [Outcome::unseen(0)];
-        e.ingress("y0", &[p], 0, &mut o, None);
+        let mut res = wasp_core::HookResult::new();
+        e.run(wasp_core::At::Ingress("y0"), &[p], 0, &mut res, None, None);
+        let o = [res.outcomes[0]];
         assert_eq!(o[0].mark, 7);
         let mut way = WayOut::default();
         let fate = fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
@@ -911,4 +921,53 @@ fn too_big_for_the_output_device() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("gw.conf:1:18: error: expected an MTU"), "{e}");
+}
+
+/// The way out of a packet whose `dup`s ran before later plugin edits: each target with a copy
+/// (`DupCopy`, the packet as it was at its `dup`) gets that copy, the others the frame the walk
+/// ended with; the packet itself, accepted without a gateway, is delivered to the host side.
+/// The copies come in the order of the targets (nft_dup_netdev_eval sends at the statement).
+#[test]
+fn each_dup_target_gets_its_copy_and_the_rest_the_final_frame() {
+    let rules = "table netdev t {\n chain c {\n  type filter hook ingress device \"eth0\" priority 0; policy accept;\n  dup to \"z\" dup to \"x\" dup to \"y\"\n }\n}\n";
+    let rs = wasp_ruleset::parse_str(rules, "dup.nft").unwrap();
+    let mut e = wasp_core::Engine::compile(&rs).unwrap();
+    let names: Vec<String> = e.out_targets().iter().map(|t| t.dev.to_string()).collect();
+    assert_eq!(names, ["z", "x", "y"]);
+    let received = vec![1u8; 60];
+    let at_x = vec![2u8; 60];
+    let last = vec![3u8; 60];
+    let copies = [
+        wasp_core::DupCopy {
+            packet: 0,
+            target: wasp_core::OutId(0),
+            frame: received.clone(),
+        },
+        wasp_core::DupCopy {
+            packet: 0,
+            target: wasp_core::OutId(1),
+            frame: at_x.clone(),
+        },
+    ];
+    let outcome = wasp_core::Outcome {
+        dup: 0b111,
+        ..wasp_core::Outcome::unseen(0)
+    };
+    let mut fw = Forwarder::new(None);
+    let mut way = WayOut::default();
+    let fate = fw.after_ingress(&mut e, None, "eth0", &last, &copies, &outcome, 0, &mut way);
+    assert_eq!(fate, Fate::Local);
+    let sent: Vec<(String, SendKind, Vec<u8>)> = way
+        .sends
+        .iter()
+        .map(|s| (s.dev.to_string(), s.kind, s.frame(&last).into_owned()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("z".to_string(), SendKind::Dup, received),
+            ("x".to_string(), SendKind::Dup, at_x),
+            ("y".to_string(), SendKind::Dup, last.clone()),
+        ]
+    );
 }

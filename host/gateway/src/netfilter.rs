@@ -66,11 +66,11 @@ use wasp_ruleset::model::{Hook, NatKind};
 use super::fib::GatewayView;
 use super::path::WayOut;
 use super::{DevId, Gateway};
-use crate::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
-use crate::engine::Engine;
-use crate::ext::Extensions;
-use crate::hooks::At;
-use crate::packet::{FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
+use wasp_core::At;
+use wasp_core::Engine;
+use wasp_core::Extensions;
+use wasp_core::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
+use wasp_core::{FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
 
 /// How often (ns of the packets' clock) idle flows and expired connections are collected.
 pub const GC_INTERVAL_NS: u64 = 1_000_000_000;
@@ -764,7 +764,7 @@ struct Walk<'x, 'e> {
     mark: u32,
     now_ns: u64,
     /// The hook that dropped the packet did it with `reject`.
-    reject: Option<crate::Reject>,
+    reject: Option<wasp_core::Reject>,
     /// Where the hooks' `log` lines and `dup to ADDR` copies go, and their results.
     way: &'x mut WayOut,
 }
@@ -774,7 +774,7 @@ struct Walk<'x, 'e> {
 /// `input`); `local`: the input hook. Without, a plain drop.
 fn rejected(
     g: &Gateway,
-    r: Option<crate::Reject>,
+    r: Option<wasp_core::Reject>,
     input: DevId,
     frame: &[u8],
     at_hook: &[u8],
@@ -930,7 +930,7 @@ fn hook(
     p: Packet<'_>,
     now_ns: u64,
     way: &mut WayOut,
-) -> Result<Hooked, Option<crate::Reject>> {
+) -> Result<Hooked, Option<wasp_core::Reject>> {
     if !engine.has_ip_hook(h) {
         return Ok(Hooked {
             outcome: Outcome::unseen(p.mark),
@@ -971,7 +971,7 @@ fn hook(
     }
     let fx = way.hook.conn_of(0);
     let edited = (!way.hook.edits.is_empty())
-        .then(|| crate::ext::apply_edits(frame, way.hook.edits.iter().map(|(_, e)| e)));
+        .then(|| wasp_core::apply_edits(frame, way.hook.edits.iter().map(|(_, e)| e)));
     Ok(Hooked {
         outcome: out[0],
         fx,

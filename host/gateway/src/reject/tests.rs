@@ -3,8 +3,8 @@
 //! Checksums are verified with an RFC 1071 sum written here.
 
 use super::*;
-use crate::forward::netfilter_tests::{rig_with, tcp};
-use crate::forward::path::{Fate, SendKind};
+use crate::netfilter_tests::{rig_with, tcp};
+use crate::path::{Fate, SendKind};
 
 /// RFC 1071 sum of `parts`, folded (0xffff: a region with a right checksum).
 fn ones(parts: &[&[u8]]) -> u16 {

@@ -1,4 +1,4 @@
-//! The gateway as `fib` and `rt` read it ([`crate::route::RouteView`]): its addresses are
+//! The gateway as `fib` and `rt` read it ([`wasp_core::route::RouteView`]): its addresses are
 //! the kernel's local table (each address local on its device, the broadcast address of an
 //! IPv4 subnet shorter than /31 broadcast, the subnet-router anycast address of an IPv6 prefix
 //! shorter than /127 anycast), its routes the main table, and a device without an MTU has
@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 
 use super::{Gateway, link_local};
-use crate::route::{RouteHop, RouteKind, RouteView};
+use wasp_core::route::{RouteHop, RouteKind, RouteView};
 
 /// Ethernet's MTU: what a device without one configured has.
 const DEFAULT_MTU: u32 = 1500;
