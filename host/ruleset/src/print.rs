@@ -28,7 +28,7 @@ use crate::model::{
     Match, NatStmt, PayloadBase, Policy, Quota, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl,
     SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
-use crate::parser::table::{std_prio_ok, std_prios};
+use crate::parser::chain::{std_prio_ok, std_prios};
 
 pub(crate) fn ruleset(r: &Ruleset, handles: bool) -> String {
     let mut out = String::new();

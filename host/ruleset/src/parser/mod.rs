@@ -7,7 +7,10 @@
 //! order in which the kernel hands out handles (see [`handles`]).
 
 pub(crate) mod batch;
+pub(crate) mod chain;
+mod commands;
 mod compute;
+mod declarations;
 mod dynset;
 mod expr;
 mod fwd;
@@ -18,9 +21,9 @@ pub(crate) mod nat;
 mod plugin;
 mod reject;
 mod rule;
+mod set_decl;
 mod setcheck;
 mod stateful;
-pub(crate) mod table;
 mod unsupported;
 pub(crate) mod value;
 

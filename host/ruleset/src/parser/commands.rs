@@ -1,0 +1,426 @@
+//! Top-level commands of a batch (`table`, `define`, `include`, `add`/`create`, `insert`,
+//! `flush`, `delete`/`destroy`), each applied to the ruleset as soon as it is read, as `nft -f`
+//! applies them in order. A command naming a table, chain or set that does not exist is an
+//! error at that name.
+
+use super::handles::{Block, ChainDecl, NamedObj};
+use super::{PResult, Parser};
+use crate::lexer::Tok;
+use crate::model::{Family, Span};
+
+fn family_from(w: &str) -> Option<Family> {
+    Some(match w {
+        "ip" => Family::Ip,
+        "ip6" => Family::Ip6,
+        "inet" => Family::Inet,
+        "arp" => Family::Arp,
+        "bridge" => Family::Bridge,
+        "netdev" => Family::Netdev,
+        _ => return None,
+    })
+}
+
+impl Parser<'_> {
+    /// One top-level command.
+    pub(super) fn command(&mut self) -> PResult<()> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`");
+        };
+        match w.as_str() {
+            "table" => {
+                self.advance();
+                self.table_command(span, true)
+            }
+            "define" | "redefine" => {
+                self.advance();
+                self.define(w == "redefine")
+            }
+            "undefine" => {
+                self.advance();
+                self.undefine()
+            }
+            "include" => {
+                self.advance();
+                self.include(span)
+            }
+            "add" | "create" => {
+                self.advance();
+                self.add_command(w == "create", span)
+            }
+            "insert" => {
+                self.advance();
+                self.expect_word("rule")?;
+                self.rule_command(true)
+            }
+            "flush" => {
+                self.advance();
+                self.flush_command()
+            }
+            "delete" | "destroy" => {
+                self.advance();
+                self.delete_command()
+            }
+            w if super::unsupported::COMMANDS.contains(&w) => {
+                Err(self.st.error(span, super::unsupported::message(w)))
+            }
+            _ => self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`"),
+        }
+    }
+
+    pub(super) fn family(&mut self) -> PResult<Family> {
+        if let Some(Tok::Word(w)) = self.peek_tok()?
+            && let Some(f) = family_from(&w)
+        {
+            self.advance();
+            return Ok(f);
+        }
+        Ok(Family::Ip)
+    }
+
+    /// Index of an existing table, or an error at `span`.
+    fn existing_table(&mut self, family: Family, name: &str, span: Span) -> PResult<usize> {
+        match self
+            .st
+            .tables
+            .iter()
+            .position(|t| t.family == family && t.name == name)
+        {
+            Some(i) => Ok(i),
+            None => Err(self
+                .st
+                .error(span, format!("unknown table `{} {name}`", family.name()))),
+        }
+    }
+
+    /// `add table|chain|rule|set|map|element ...`
+    /// `cmd`: the `add`/`create` word (where nft points for the kernel's refusals).
+    fn add_command(&mut self, create: bool, cmd: Span) -> PResult<()> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected(
+                "`table`, `chain`, `rule`, `set`, `map`, `element`, `counter`, `quota` or `limit`",
+            );
+        };
+        self.advance();
+        match w.as_str() {
+            "table" => self.table_command(span, false),
+            "chain" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let (cname, cspan) = self.name("a chain name")?;
+                let mut block = Block::default();
+                self.plugins = self.st.tables[ti]
+                    .plugins
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect();
+                let mut decl = ChainDecl::new(cname, cspan);
+                let open = self.peek_span()?;
+                if self.eat_punct("{")? {
+                    self.chain_body(family, &mut decl, open)?;
+                }
+                block.chains.push(decl);
+                self.apply_block(ti, block)
+            }
+            "set" | "map" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let set = self.set_decl(w == "map", span)?;
+                let block = Block {
+                    sets: vec![set],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
+            "rule" => self.rule_command(false),
+            "ct" | "synproxy" | "secmark" => {
+                // Named objects of nft that wasp does not read yet.
+                let what = if w == "ct" {
+                    match self.peek_tok()? {
+                        Some(Tok::Word(k))
+                            if matches!(k.as_str(), "helper" | "timeout" | "expectation") =>
+                        {
+                            format!("add ct {k}")
+                        }
+                        _ => return self.expected("`helper`, `timeout` or `expectation`"),
+                    }
+                } else {
+                    format!("add {w}")
+                };
+                Err(self.st.error(
+                    span,
+                    super::unsupported::message_with(&what, "a named object"),
+                ))
+            }
+            "counter" | "quota" | "limit" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let obj = match w.as_str() {
+                    "counter" => NamedObj::Counter(self.counter_obj_body(span, true)?),
+                    "quota" => NamedObj::Quota(self.quota_obj(span, true)?),
+                    _ => NamedObj::Limit(self.limit_obj(span, true)?),
+                };
+                if create && self.object_exists(ti, &obj) {
+                    return Err(self.st.error(
+                        span,
+                        format!(
+                            "{w} `{}` exists already (nft: Could not process rule: File exists)",
+                            obj.name()
+                        ),
+                    ));
+                }
+                let block = Block {
+                    objects: vec![obj],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
+            "flowtable" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let nspan = self.peek_span()?;
+                let ft = self.flowtable_decl(ti, family)?;
+                if create
+                    && self.st.tables[ti]
+                        .flowtables
+                        .iter()
+                        .any(|f| f.name == ft.name)
+                {
+                    return Err(self.st.error(
+                        nspan,
+                        format!(
+                            "flowtable `{}` exists already (nft: Could not process rule: File exists)",
+                            ft.name
+                        ),
+                    ));
+                }
+                let block = Block {
+                    flowtables: vec![ft],
+                    ..Block::default()
+                };
+                self.apply_block(ti, block)
+            }
+            "element" => {
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let (sname, sspan) = self.name("a set name")?;
+                let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                let set = self.st.tables[ti].sets[si].clone();
+                self.expect_punct("{")?;
+                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                self.check_elem_counters(&set, &elems)?;
+                let jumps = elems.iter().any(|e| {
+                    matches!(
+                        e.data,
+                        Some(crate::model::ElemData::Verdict(
+                            crate::model::Verdict::Jump(_) | crate::model::Verdict::Goto(_)
+                        ))
+                    )
+                });
+                self.insert_elements(ti, si, elems, create)?;
+                // A jump added to a verdict map is validated as a jump in a rule (the kernel
+                // refuses the element command: nft points at `add`).
+                let t = &self.st.tables[ti];
+                if jumps
+                    && self.st.hook_bound.contains(&(t.family, t.name.clone()))
+                    && let Some(msg) = super::handles::hook_violation(t)
+                {
+                    return Err(self.st.error(cmd, msg));
+                }
+                Ok(())
+            }
+            _ => Err(self.st.error(
+                span,
+                format!(
+                    "expected `table`, `chain`, `rule`, `set`, `map` or `element`, found `{w}`"
+                ),
+            )),
+        }
+    }
+
+    /// `add rule [family] TABLE CHAIN ...` / `insert rule ...`.
+    fn rule_command(&mut self, insert: bool) -> PResult<()> {
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        let (cname, cspan) = self.name("a chain name")?;
+        if !self.st.tables[ti].chains.iter().any(|c| c.name == cname) {
+            return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+        }
+        let mut block = Block::default();
+        self.plugins = self.st.tables[ti]
+            .plugins
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let rule = self.rule(family)?;
+        let mut decl = ChainDecl::new(cname, cspan);
+        decl.rules.push(rule);
+        decl.insert = insert;
+        block.chains.push(decl);
+        self.apply_block(ti, block)
+    }
+
+    fn flush_command(&mut self) -> PResult<()> {
+        if self.eat_word("ruleset")? {
+            self.st.tables.clear();
+            self.st.next_handle.clear();
+            return Ok(());
+        }
+        let span = self.peek_span()?;
+        let what = if self.eat_word("table")? {
+            "table"
+        } else if self.eat_word("chain")? {
+            "chain"
+        } else if self.eat_word("set")? || self.eat_word("map")? {
+            "set"
+        } else {
+            return self.expected("`ruleset`, `table`, `chain` or `set`");
+        };
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        match what {
+            "table" => {
+                for c in &mut self.st.tables[ti].chains {
+                    c.rules.clear();
+                }
+            }
+            "chain" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                match self.st.tables[ti]
+                    .chains
+                    .iter_mut()
+                    .find(|c| c.name == cname)
+                {
+                    Some(c) => c.rules.clear(),
+                    None => return Err(self.st.error(cspan, format!("unknown chain `{cname}`"))),
+                }
+            }
+            _ => {
+                let (sname, sspan) = self.name("a set name")?;
+                match self.st.tables[ti].sets.iter().position(|s| s.name == sname) {
+                    Some(si) => self.flush_elements(ti, si),
+                    None => return Err(self.st.error(sspan, format!("unknown set `{sname}`"))),
+                }
+            }
+        }
+        let _ = span;
+        Ok(())
+    }
+
+    fn delete_command(&mut self) -> PResult<()> {
+        let what = if self.eat_word("table")? {
+            "table"
+        } else if self.eat_word("chain")? {
+            "chain"
+        } else if self.eat_word("set")? || self.eat_word("map")? {
+            "set"
+        } else if self.eat_word("rule")? {
+            "rule"
+        } else if self.eat_word("element")? {
+            "element"
+        } else if self.eat_word("flowtable")? {
+            "flowtable"
+        } else {
+            return self.expected("`table`, `chain`, `set`, `rule`, `element` or `flowtable`");
+        };
+        let family = self.family()?;
+        let (tname, tspan) = self.name("a table name")?;
+        let ti = self.existing_table(family, &tname, tspan)?;
+        match what {
+            "table" => {
+                self.st.tables.remove(ti);
+                self.st.next_handle.remove(ti);
+            }
+            "chain" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(ci) = t.chains.iter().position(|c| c.name == cname) else {
+                    return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+                };
+                let used = t.chains.iter().any(|c| {
+                    c.rules
+                        .iter()
+                        .any(|r| super::handles::rule_jumps(r).any(|j| j == cname))
+                });
+                if used || !t.chains[ci].rules.is_empty() {
+                    return Err(self.st.error(
+                        cspan,
+                        format!("cannot delete chain `{cname}`: it is not empty or is jumped to"),
+                    ));
+                }
+                t.chains.remove(ci);
+            }
+            "flowtable" => {
+                let (fname, fspan) = self.name("a flowtable name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(fi) = t.flowtables.iter().position(|f| f.name == fname) else {
+                    return Err(self.st.error(
+                        fspan,
+                        format!("unknown flowtable `{fname}` (nft: Could not process rule: No such file or directory)"),
+                    ));
+                };
+                let used = t.chains.iter().any(|c| {
+                    c.rules.iter().any(|r| {
+                        r.stmts.iter().any(
+                            |s| matches!(s, crate::model::Stmt::FlowAdd { flowtable, .. } if *flowtable == fname),
+                        )
+                    })
+                });
+                if used {
+                    return Err(self.st.error(
+                        fspan,
+                        format!("cannot delete flowtable `{fname}`: a rule uses it (nft: Could not process rule: Device or resource busy)"),
+                    ));
+                }
+                t.flowtables.remove(fi);
+            }
+            "set" => {
+                let (sname, sspan) = self.name("a set name")?;
+                let t = &mut self.st.tables[ti];
+                let Some(si) = t.sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                t.sets.remove(si);
+            }
+            "rule" => {
+                let (cname, cspan) = self.name("a chain name")?;
+                self.expect_word("handle")?;
+                let hspan = self.peek_span()?;
+                let Some(Tok::Word(h)) = self.peek_tok()? else {
+                    return self.expected("a rule handle");
+                };
+                self.advance();
+                let h = crate::datatypes::parse_uint(&h).unwrap_or(0) as u64;
+                let t = &mut self.st.tables[ti];
+                let Some(c) = t.chains.iter_mut().find(|c| c.name == cname) else {
+                    return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+                };
+                let Some(ri) = c.rules.iter().position(|r| r.handle == h) else {
+                    return Err(self.st.error(hspan, format!("no rule with handle {h}")));
+                };
+                c.rules.remove(ri);
+            }
+            _ => {
+                let (sname, sspan) = self.name("a set name")?;
+                let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
+                    return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
+                };
+                let set = self.st.tables[ti].sets[si].clone();
+                self.expect_punct("{")?;
+                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                self.delete_elements(ti, si, elems)?;
+            }
+        }
+        Ok(())
+    }
+}
