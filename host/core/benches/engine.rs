@@ -1,6 +1,6 @@
 //! The engine over one vector of 64 packets (`cargo bench -p wasp-core`): a chain of 10 linear
 //! rules that no packet matches (each packet walks every rule and ends at the policy), and an
-//! empty chain (the fixed cost per packet), through the vector pipeline ([`Engine::ingress`])
+//! empty chain (the fixed cost per packet), through the vector pipeline ([`Engine::run`])
 //! and the per-packet walk ([`Engine::ingress_one`]). Rules are shaped as `ruleset-scaling`'s:
 //! `ip saddr A udp dport P counter drop`. Frames are parsed once, outside the timing.
 

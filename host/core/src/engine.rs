@@ -145,6 +145,8 @@ impl Engine {
                             device: dev.clone(),
                             chains: Vec::new(),
                             stats: Vec::new(),
+                            all_nat: false,
+                            key: ifname_value(dev),
                         });
                         hooks.len() - 1
                     }
@@ -162,6 +164,12 @@ impl Engine {
                     .map_or(0, |b| b.priority)
             });
             h.stats = vec![(0, 0, 0); h.chains.len()];
+            h.all_nat = h.chains.iter().all(|&c| {
+                prog.chains[c as usize]
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| b.chain_type == wasp_ruleset::model::ChainType::Nat)
+            });
         }
         let scratch = Scratch::new(prog.chains.len());
         Ok(Engine {
@@ -213,7 +221,7 @@ impl Engine {
         self.ext.0.take()
     }
 
-    /// `true` when some prerouting chain runs before conntrack ([`Engine::pre_conntrack`]).
+    /// `true` when some prerouting chain runs before conntrack ([`crate::At::PreConntrack`]).
     pub fn has_pre_conntrack(&self) -> bool {
         self.has_hook(Hook::Prerouting, PRE_CONNTRACK)
     }
@@ -231,6 +239,16 @@ impl Engine {
     /// `true` when some chain of an ip, ip6 or inet table runs on IP hook `hook`.
     pub fn has_ip_hook(&self, hook: Hook) -> bool {
         self.has_hook(hook, "")
+    }
+
+    /// `true` when some chain of IP hook `hook` would see a packet: one that is not `type
+    /// nat`, or, with `nat_pending` (a new connection without its binding), any. The IP path
+    /// skips a hook (and what the hook's packet needs: the connection's current state) when
+    /// this is `false`, as nf_nat_inet_fn skips the nat chains of an established connection.
+    pub fn ip_hook_runs(&self, hook: Hook, nat_pending: bool) -> bool {
+        self.hooks
+            .iter()
+            .any(|h| h.hook == hook && h.device.is_empty() && (nat_pending || !h.all_nat))
     }
 
     /// The NAT statements of the ruleset ([`ConnFx::nat`] indexes them).
@@ -251,7 +269,8 @@ impl Engine {
 
     /// `true` when some base chain runs on `hook` of `dev`.
     pub fn has_hook(&self, hook: Hook, dev: &str) -> bool {
-        self.hooks.iter().any(|h| h.hook == hook && h.device == dev)
+        let key = ifname_value(dev);
+        self.hooks.iter().any(|h| h.is(hook, dev, key))
     }
 
     /// `true` when some rule has a `reject` statement: dropped packets may get a reply, so the
@@ -327,7 +346,7 @@ impl Engine {
     pub fn base_chains(&self, hook: Hook, dev: &str) -> Vec<(u32, u32)> {
         self.hooks
             .iter()
-            .find(|h| h.hook == hook && h.device == dev)
+            .find(|h| h.is(hook, dev, ifname_value(dev)))
             .map(|h| {
                 h.chains
                     .iter()

@@ -675,7 +675,8 @@ pub(crate) fn rule_ops(
     };
     for (k, op) in ops.iter().enumerate() {
         let r = op_one(prog, fx, op, idx, p, st);
-        let mut edited = matches!(op, Op::Ext(_)) && fx.ext.edits.len() != before;
+        // A plugin statement, a payload statement or `reset tcp option` edited the packet.
+        let mut edited = fx.ext.edits.len() != before;
         if fx.hits.n != 0 {
             let st = *st;
             flush_hits(fx, |_| ext_packet(p, &st, true));

@@ -238,7 +238,7 @@ pub trait CounterSource {
 ///
 /// This is how the engine edits a packet during its walk (a statement's edits are applied
 /// before the next operation runs, and every later operation sees the result), so the edits
-/// [`crate::Engine::edits`] lists for one packet, applied in order to the frame as received,
+/// [`crate::HookResult::edits`] lists for one packet, applied in order to the frame as received,
 /// give the frame as the walk left it.
 pub fn apply_edits<'e>(data: &[u8], edits: impl IntoIterator<Item = &'e ExtEdit>) -> Vec<u8> {
     let mut f = data.to_vec();
@@ -273,7 +273,7 @@ pub(crate) fn apply_edit(f: &mut Vec<u8>, e: &ExtEdit) {
 }
 
 /// The frames of a call as plugin statements edited them: for each of `frames` (in call
-/// order), `Some(edited copy)` when [`crate::Engine::edits`] holds edits for it, else `None`.
+/// order), `Some(edited copy)` when [`crate::HookResult::edits`] holds edits for it, else `None`.
 /// `edits` is `(packet index, edit)` in the order they were made; each packet's edits are
 /// applied in that order ([`apply_edits`]), which gives the frame the engine's walk ended
 /// with.
@@ -295,14 +295,14 @@ pub fn edited_frames<'f>(
         .collect()
 }
 
-/// Where a `dup` statement ran on a packet, among the edits of the call ([`crate::Engine::dup_points`]).
+/// Where a `dup` statement ran on a packet, among the edits of the call ([`crate::HookResult::dups`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DupPoint {
-    /// Index of the packet in the call's input (as in [`crate::Engine::edits`]).
+    /// Index of the packet in the call's input (as in [`crate::HookResult::edits`]).
     pub packet: usize,
     /// The statement's output target.
     pub target: OutId,
-    /// How many entries of [`crate::Engine::edits`] (all packets') had been made when the
+    /// How many entries of [`crate::HookResult::edits`] (all packets') had been made when the
     /// statement ran: the packet's edits among them are the ones its copy carries.
     pub edits: usize,
 }
@@ -320,7 +320,7 @@ pub struct DupCopy {
 }
 
 /// The copies that `dup` statements took of packets a later plugin statement edited, made
-/// from one ingress call's frames, [`crate::Engine::edits`] and [`crate::Engine::dup_points`]
+/// from one ingress call's frames, [`crate::HookResult::edits`] and [`crate::HookResult::dups`]
 /// (taken before anything else runs the engine again). The kernel's nft_dup_netdev_eval
 /// clones the skb when the statement runs, so its copy has the packet's edits made before
 /// it and none after; a `dup` that no later edit followed sends the frame the walk ended

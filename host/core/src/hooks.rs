@@ -130,6 +130,22 @@ pub(crate) struct HookList {
     pub(crate) chains: Vec<ChainId>,
     /// Per chain of `chains`: (packets, accepted, dropped).
     pub(crate) stats: Vec<(u64, u64, u64)>,
+    /// Every chain is `type nat` (they run only for a connection's first packets).
+    pub(crate) all_nat: bool,
+    /// `device` as [`ifname_value`] packs it: found without a string comparison.
+    pub(crate) key: u128,
+}
+
+impl HookList {
+    /// `true` for the list of `hook` on device `dev` (`key`: `dev` as [`ifname_value`] packs
+    /// it; names longer than its 16 bytes are compared whole).
+    #[inline]
+    pub(crate) fn is(&self, hook: Hook, dev: &str, key: u128) -> bool {
+        self.hook == hook
+            && self.key == key
+            && self.device.len() == dev.len()
+            && (dev.len() <= 16 || self.device == dev)
+    }
 }
 
 /// Conntrack's priority on prerouting (the kernel's NF_IP_PRI_CONNTRACK).
@@ -222,106 +238,165 @@ impl Engine {
         trace: Option<&mut dyn TraceSink>,
         memo: bool,
     ) -> Outcome {
-        let now = self.since_epoch(now_ns);
         res.clear();
-        if let Some(e) = self.ext.0.as_deref_mut() {
+        self.walk(
+            Hook::Ingress,
+            dev,
+            packet,
+            packet_index,
+            now_ns,
+            res,
+            trace,
+            None,
+            memo,
+        )
+    }
+
+    /// One packet through the base chains of `hook` on `dev` by the plain walk (no vector
+    /// pipeline): the reference the pipeline is checked against, and the faster way for a
+    /// vector of one (the IP path of a single packet). Writes the packet's edits, `dup`
+    /// points and connection effects into `res` (not cleared here) and returns its outcome;
+    /// what each hook sees is as [`Engine::run`] says.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &mut self,
+        hook: Hook,
+        dev: &str,
+        packet: &Packet<'_>,
+        packet_index: usize,
+        now_ns: u64,
+        res: &mut HookResult,
+        trace: Option<&mut dyn TraceSink>,
+        given: Option<&mut dyn Extensions>,
+        memo: bool,
+    ) -> Outcome {
+        let now = self.since_epoch(now_ns);
+        let Engine {
+            prog,
+            hooks,
+            scratch,
+            ext: installed,
+            ext_scratch,
+            conn_count,
+            env,
+            rare,
+            ..
+        } = self;
+        let mut ext: Option<&mut dyn Extensions> = match given {
+            Some(e) => Some(e),
+            None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
+        };
+        if let Some(e) = ext.as_deref_mut() {
             e.advance(now_ns);
         }
-        if let Some(o) = discarded_before_hook(Hook::Ingress, packet) {
+        if let Some(o) = discarded_before_hook(hook, packet) {
             return o;
         }
-        let Some(h) = self
-            .hooks
-            .iter_mut()
-            .find(|h| h.hook == Hook::Ingress && h.device == dev)
-        else {
+        let key = ifname_value(dev);
+        let Some(h) = hooks.iter_mut().find(|h| h.is(hook, dev, key)) else {
             return Outcome::unseen(packet.mark);
         };
-        let mut st = packet_state(Hook::Ingress, ifname_value(packet.iifname), 0, packet);
-        if self.prog.needs_env {
-            self.env.fill(&mut st, now_ns);
+        let egress = hook == Hook::Egress;
+        let l3 = !matches!(hook, Hook::Ingress | Hook::Egress);
+        let oif = if egress {
+            ifname_value(dev)
+        } else if l3 && !packet.oifname.is_empty() {
+            ifname_value(packet.oifname)
+        } else {
+            0
+        };
+        let mut st = packet_state(hook, ifname_value(packet.iifname), oif, packet);
+        if prog.needs_env {
+            env.fill(&mut st, now_ns);
         }
         let walk = trace.as_deref().is_some_and(|t| t.walk());
-        self.rare.clear();
+        rare.clear();
         let mut fx = Effects {
             trace,
             walk,
-            oif: "",
+            oif: if egress { dev } else { "" },
             hits: ElemHits::default(),
             now,
             ext: ExtFx {
-                ext: self.ext.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
-                sites: &self.prog.ext_sites,
+                ext,
+                sites: &prog.ext_sites,
                 edits: &mut res.edits,
                 dups: &mut res.dups,
-                scratch: &mut self.ext_scratch,
+                scratch: ext_scratch,
                 first: 0,
-                counter_uses: &self.prog.counter_uses,
+                counter_uses: &prog.counter_uses,
             },
-            conn: self.conn_count.as_deref(),
+            conn: conn_count.as_deref(),
             clock: now_ns,
-            rare: &mut self.rare,
+            rare,
         };
         // The packet's copy once a plugin statement edits it (slot 0).
-        let ed = &mut self.scratch.ed;
-        ed.reset(false);
+        let ed = &mut scratch.ed;
+        ed.reset(egress);
         let mut decision = None;
+        let mut verdict = FinalVerdict::Accept;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
-            let gate = if ed.has(0) {
-                inet_gate(&self.prog, base, &ed.packet(0, packet))
-            } else {
-                inet_gate(&self.prog, base, packet)
-            };
-            match gate {
-                Gate::Skip => continue,
-                Gate::Drop => {
-                    return Outcome {
-                        verdict: FinalVerdict::Drop,
-                        decision: None,
-                        mark: st.mark,
-                        fwd: None,
-                        dup: st.dup,
-                        reject: None,
-                    };
+            let chain = &prog.chains[base as usize];
+            if l3 {
+                // nf_hook runs a family's chains on its packets only; `type nat` chains run
+                // for a connection's first packet until it has a binding (nf_nat_inet_fn).
+                let family = match chain.family {
+                    Family::Ip => st.nfproto == 2,
+                    Family::Ip6 => st.nfproto == 10,
+                    _ => matches!(st.nfproto, 2 | 10),
+                };
+                let nat_only = chain
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| b.chain_type == ChainType::Nat);
+                if !family || (nat_only && !st.nat_pending) {
+                    continue;
                 }
-                Gate::Run => {}
+            } else {
+                let gate = if ed.has(0) {
+                    inet_gate(prog, base, &ed.packet(0, packet))
+                } else {
+                    inet_gate(prog, base, packet)
+                };
+                match gate {
+                    Gate::Skip => continue,
+                    Gate::Drop => {
+                        verdict = FinalVerdict::Drop;
+                        decision = None;
+                        break;
+                    }
+                    Gate::Run => {}
+                }
             }
-            let (v, d) = walk_one(
-                &self.prog,
-                &mut fx,
-                base,
-                packet_index,
-                packet,
-                ed,
-                &mut st,
-                memo,
-            );
+            let (v, d) = walk_one(prog, &mut fx, base, packet_index, packet, ed, &mut st, memo);
             decision = Some(d);
             stats.0 += 1;
-            if v == FinalVerdict::Drop || st.fwd != 0 {
-                if v == FinalVerdict::Drop {
-                    stats.2 += 1;
-                } else {
-                    stats.1 += 1;
-                }
-                return Outcome {
-                    verdict: v,
-                    decision,
-                    mark: st.mark,
-                    fwd: st.fwd.checked_sub(1).map(OutId),
-                    dup: st.dup,
-                    reject: crate::eval::rare_of(fx.rare, &st).reject,
-                };
+            if v == FinalVerdict::Drop {
+                stats.2 += 1;
+                verdict = v;
+                break;
             }
             stats.1 += 1;
+            if st.fwd != 0 {
+                break;
+            }
+        }
+        if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
+            let c = conn_fx_of(prog, &st, fx.rare);
+            if !c.is_empty() {
+                res.conn.push((packet_index, c));
+            }
         }
         Outcome {
-            verdict: FinalVerdict::Accept,
+            verdict,
             decision,
             mark: st.mark,
-            fwd: None,
+            fwd: st.fwd.checked_sub(1).map(OutId),
             dup: st.dup,
-            reject: None,
+            reject: match (verdict, st.rare) {
+                (FinalVerdict::Drop, r) if r != 0 => crate::eval::rare_of(fx.rare, &st).reject,
+                _ => None,
+            },
         }
     }
 
@@ -336,6 +411,12 @@ impl Engine {
         mut trace: Option<&mut dyn TraceSink>,
         given: Option<&mut dyn Extensions>,
     ) {
+        if let [p] = packets {
+            // One packet (the IP path of a single packet, a port's lone frame): the plain
+            // walk costs a few ns per rule, the pipeline's bookkeeping more (`flow-path`).
+            result.outcomes[0] = self.walk(hook, dev, p, 0, now_ns, result, trace, given, true);
+            return;
+        }
         let now = self.since_epoch(now_ns);
         let n = packets.len();
         let Engine {
@@ -361,7 +442,8 @@ impl Engine {
             Some(e) => Some(e),
             None => installed.0.as_deref_mut().map(|e| e as &mut dyn Extensions),
         };
-        let Some(h) = hooks.iter_mut().find(|h| h.hook == hook && h.device == dev) else {
+        let key = ifname_value(dev);
+        let Some(h) = hooks.iter_mut().find(|h| h.is(hook, dev, key)) else {
             // No chain here, but the plugins' clock still moves (their timers fire).
             if n > 0
                 && let Some(e) = ext.as_deref_mut().map(|e| e as &mut dyn Extensions)
@@ -526,12 +608,12 @@ impl Engine {
 
     /// Per base chain of `hook` on `dev`, in running order (as [`Engine::base_chains`]): the
     /// packets its walks saw and how they ended, counted since the engine was compiled by
-    /// [`Engine::ingress`] / [`Engine::egress`] / [`Engine::ingress_one`]. Empty when no chain
+    /// [`Engine::run`] / [`Engine::ingress_one`]. Empty when no chain
     /// is on that hook of that device.
     pub fn chain_stats(&self, hook: Hook, dev: &str) -> Vec<ChainStats> {
         self.hooks
             .iter()
-            .find(|h| h.hook == hook && h.device == dev)
+            .find(|h| h.is(hook, dev, ifname_value(dev)))
             .map(|h| {
                 h.chains
                     .iter()

@@ -178,7 +178,7 @@ impl DropReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action<'a> {
     /// Send `frame` (the packet rewritten for its next hop, in the gateway's buffer) on `dev`.
-    /// The netdev egress hook of `dev` runs on it before it leaves ([`wasp_core::Engine::egress`]).
+    /// The netdev egress hook of `dev` runs on it before it leaves ([`wasp_core::Engine::run`] at [`wasp_core::At::Egress`]).
     Transmit {
         /// Output device.
         dev: DevId,

@@ -681,10 +681,10 @@ fn ip_path_once<'a>(
             return IpFate::Routed(other.into());
         }
     };
-    let out_name: Arc<str> = Arc::from(g.name(out));
+    let out_name = g.name(out);
     // 5. Forward.
     let mut m = wasp_wire::parse(&routed);
-    let Some((fx, edited)) = walk.run(g, Hook::Forward, &routed, m, &out_name, None) else {
+    let Some((fx, edited)) = walk.run(g, Hook::Forward, &routed, m, out_name, None) else {
         return walk.rejected(g, input, frame, &routed, false);
     };
     if let Some(v) = edited {
@@ -698,7 +698,7 @@ fn ip_path_once<'a>(
         Hook::Postrouting,
         &routed,
         m,
-        &out_name,
+        out_name,
         Some(wasp_conntrack::status::SRC_NAT_DONE),
     ) else {
         return walk.rejected(g, input, frame, &routed, false);
@@ -822,6 +822,14 @@ impl Walk<'_, '_> {
         oif: &str,
         nat_done: Option<u32>,
     ) -> Option<(ConnFx, Option<Vec<u8>>)> {
+        // No chain would see the packet (none on the hook, or only nat chains and the
+        // connection is not new): the hook passes it as it is.
+        if !self
+            .engine
+            .ip_hook_runs(h, nat_done.is_some() && self.info.pending)
+        {
+            return Some((ConnFx::default(), None));
+        }
         // What the earlier hooks changed (a NAT binding's status bits, `ct mark set`) is
         // what this one reads, as the kernel's rules read the live entry.
         let mut info = self.info;

@@ -1,10 +1,12 @@
 //! `wasp replay`: captures through a ruleset, as a live port would feed them.
 //!
-//! Each input's frames are read in file order and go to the engine in vectors of up to
-//! [`MAX_VECTOR`] packets: every frame is parsed once with [`wasp_wire::parse`] and the vector
-//! enters [`Engine::ingress`] on its device, at the capture time of the vector's first
-//! packet (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector
-//! never spans two inputs, nor two devices.
+//! Replay is a daemon worker whose ports are capture files: the same bundle
+//! ([`crate::datapath::build`]) and the same loop ([`crate::datapath::Datapath::vector`]) as
+//! `wasp run`'s workers, with the capture's clock and an exit that writes files. Each input's
+//! frames are read in file order and go to the data path in vectors of up to [`MAX_VECTOR`]
+//! packets entering on their device, at the capture time of the vector's first packet
+//! (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector never
+//! spans two inputs, nor two devices.
 //!
 //! Devices: every packet enters on the input device ([`ReplayOptions::in_dev`], `--in-dev`,
 //! `in-dev` in `sample.toml`; by default the device of the first netdev ingress base chain),

@@ -14,7 +14,7 @@
 //! rule and passed its expression), else the row is an error.
 //!
 //! wasp side, in the same process and round: the same rule followed by `drop` (no `counter`:
-//! wasp's counter is a plugin) compiled into an [`Engine`], `Engine::ingress` over vectors of
+//! wasp's counter is a plugin) compiled into an [`Engine`], `Engine::run` (ingress) over vectors of
 //! 64 copies of the probe; every packet must get the rule's verdict (`drop`), else an error.
 //! Its extra is its time minus the `drop` rule's.
 //!

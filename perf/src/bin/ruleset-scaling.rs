@@ -104,7 +104,7 @@ fn thread_cpu_ns() -> u64 {
 enum Mode {
     /// `wasp_wire::parse` only: the floor under every ruleset.
     ParseOnly,
-    /// Parse + `Engine::ingress` in vectors of 64.
+    /// Parse + `Engine::run` at the ingress hook in vectors of 64.
     Vector,
     /// Parse + `Engine::ingress_one` per packet (the reference walk).
     PerPacket,

@@ -1,10 +1,11 @@
-//! One worker: its ports, its engine and its plugin instances, and the loop that moves
-//! vectors of packets from receive through the hooks to send.
+//! One worker: its ports and its data path ([`Datapath`]: engine, plugin instances, the way
+//! out), and the loop around it.
 //!
 //! Per loop: run the jobs the control side queued (a new ruleset, counter reads), advance the
 //! plugins' clocks (timers fire even when no packet comes), wait for a batch of frames (up to
-//! [`MAX_VECTOR`], at most [`POLL_TIMEOUT`]), classify them per input device as one vector,
-//! queue what leaves, send it all in one batch. Nothing here takes a lock per packet.
+//! [`MAX_VECTOR`], at most [`POLL_TIMEOUT`]), run each input device's frames as one vector
+//! through [`Datapath::vector`] (the loop `wasp replay` runs too) with the ports as its exit,
+//! send it all in one batch. Nothing here takes a lock per packet.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -97,7 +97,7 @@ impl Extensions for Script {
     fn advance(&mut self, _now_ns: u64) {}
 }
 
-/// What a run gave: outcomes, the edits as `Engine::edits` reports them, the trace per
+/// What a run gave: outcomes, the edits as `HookResult::edits` reports them, the trace per
 /// packet, the `dup` copies taken before later edits.
 struct Ran {
     out: Vec<Outcome>,
