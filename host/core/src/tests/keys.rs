@@ -330,6 +330,23 @@ fn payload_statement_writes_the_field_and_its_checksums() {
     let mut z = g.clone();
     z[th + 16..th + 18].copy_from_slice(&[0, 0]);
     assert_eq!(&g[th + 16..th + 18], &tcp_csum(&z).to_be_bytes());
+    // The same packet in a vector of three (the pipeline) and alone (the plain walk): the
+    // same verdicts and the same edited frames.
+    let mut other = f.clone();
+    other[th + 2..th + 4].copy_from_slice(&81u16.to_be_bytes());
+    let three = [pkt(&f), pkt(&other), pkt(&f)];
+    let mut out3 = [Outcome::unseen(0); 3];
+    let res3 = e.ingress("eth0", &three, 0, &mut out3, None);
+    let frames3 = [f.clone(), other.clone(), f.clone()];
+    let edited3 = res3.edited_frames(frames3.iter().map(Vec::as_slice));
+    for (i, frame) in frames3.iter().enumerate() {
+        let mut one = [Outcome::unseen(0)];
+        let res1 = e.ingress("eth0", &[pkt(frame)], 0, &mut one, None);
+        assert_eq!(one[0], out3[i], "packet {i}");
+        let edited1 = res1.edited_frames(std::iter::once(frame.as_slice()));
+        assert_eq!(edited1[0], edited3[i], "packet {i}");
+        assert_eq!(one[0].verdict, FinalVerdict::Accept);
+    }
 }
 
 #[test]
