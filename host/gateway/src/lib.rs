@@ -72,7 +72,7 @@ use ipnet::IpNet;
 
 pub use neigh::{Neighbour, NeighbourTable};
 pub use netfilter::Netfilter;
-pub use path::{Fate, ForwardStats, Forwarder, Loss, MAX_HOOK_LOGS, Send, SendKind, WayOut};
+pub use path::{Fate, ForwardStats, Forwarder, MAX_HOOK_LOGS, Send, SendKind, WayOut};
 pub use routes::{Route, RouteTable};
 pub use tunnel::Tunnel;
 
@@ -101,9 +101,13 @@ pub struct Device {
     pub tunnel: Option<Tunnel>,
 }
 
-/// Why the gateway dropped a packet.
+/// Why a packet was dropped, wherever it was: a chain's verdict, the gateway, the way out,
+/// conntrack, or the ports. The one list of reasons every count and summary uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropReason {
+    /// A chain's verdict: `drop`, `reject`, a policy, or a header the kernel discards before
+    /// the chain (at the ingress hook or an IP hook).
+    Verdict,
     /// No route holds the destination.
     NoRoute,
     /// The route's next hop has no neighbour entry on the output device.
@@ -132,11 +136,24 @@ pub enum DropReason {
     /// (answered with fragmentation needed / packet too big), or an IPv4 datagram without DF
     /// (the kernel would fragment it; wasp does not yet).
     TooBig,
+    /// The egress hook of the output device dropped it.
+    Egress,
+    /// `fwd`/`dup` nested past [`path::RECURSION_LIMIT`].
+    Recursion,
+    /// Conntrack refused it: the table is full and nothing could be early-dropped, or its new
+    /// connection clashed with one another worker confirmed (the kernel's NF_DROP).
+    Conntrack,
+    /// The output device is not one of the worker's ports.
+    NoPort,
+    /// The output port's send queue was full.
+    TxFull,
 }
 
 impl DropReason {
-    /// Every reason, in the order of [`GatewayStats::dropped`].
-    pub const ALL: [DropReason; 11] = [
+    /// Every reason, in the order of their counters ([`GatewayStats::dropped`], the daemon's
+    /// drop slots).
+    pub const ALL: [DropReason; 17] = [
+        DropReason::Verdict,
         DropReason::NoRoute,
         DropReason::NoNeighbour,
         DropReason::DeviceDown,
@@ -148,13 +165,20 @@ impl DropReason {
         DropReason::TtlExceeded,
         DropReason::UnknownDevice,
         DropReason::TooBig,
+        DropReason::Egress,
+        DropReason::Recursion,
+        DropReason::Conntrack,
+        DropReason::NoPort,
+        DropReason::TxFull,
     ];
 
-    /// A short name for summaries: `no-route`, `no-neighbour`, `device-down`, `no-mac`,
-    /// `other-host`, `not-ip`, `bad-header`, `martian`, `ttl-exceeded`, `unknown-device`,
-    /// `too-big`.
+    /// A short name for summaries: `verdict`, `no-route`, `no-neighbour`, `device-down`,
+    /// `no-mac`, `other-host`, `not-ip`, `bad-header`, `martian`, `ttl-exceeded`,
+    /// `unknown-device`, `too-big`, `egress-drop`, `recursion`, `conntrack`, `no-port`,
+    /// `tx-full`.
     pub fn name(self) -> &'static str {
         match self {
+            DropReason::Verdict => "verdict",
             DropReason::NoRoute => "no-route",
             DropReason::NoNeighbour => "no-neighbour",
             DropReason::DeviceDown => "device-down",
@@ -166,10 +190,16 @@ impl DropReason {
             DropReason::TtlExceeded => "ttl-exceeded",
             DropReason::UnknownDevice => "unknown-device",
             DropReason::TooBig => "too-big",
+            DropReason::Egress => "egress-drop",
+            DropReason::Recursion => "recursion",
+            DropReason::Conntrack => "conntrack",
+            DropReason::NoPort => "no-port",
+            DropReason::TxFull => "tx-full",
         }
     }
 
-    fn index(self) -> usize {
+    /// Its counter's index in [`DropReason::ALL`].
+    pub fn index(self) -> usize {
         self as usize
     }
 }
@@ -250,7 +280,7 @@ pub struct GatewayStats {
     /// ICMP fragmentation needed / ICMPv6 packet too big sent.
     pub too_big: u64,
     /// Drops by reason, indexed as [`DropReason::ALL`].
-    pub dropped: [u64; 11],
+    pub dropped: [u64; DropReason::ALL.len()],
 }
 
 impl GatewayStats {

@@ -66,6 +66,7 @@ use wasp_ruleset::model::{Hook, NatKind};
 use super::fib::GatewayView;
 use super::path::WayOut;
 use super::{DevId, Gateway};
+use crate::DropReason;
 use wasp_core::At;
 use wasp_core::Engine;
 use wasp_core::Extensions;
@@ -402,11 +403,9 @@ pub(crate) enum IpFate {
         /// The inner frame.
         inner: Vec<u8>,
     },
-    /// Dropped by a chain (or conntrack: `table_full`).
-    Dropped {
-        /// Conntrack refused it (table full, or a clash on confirm).
-        conntrack: bool,
-    },
+    /// Dropped by a chain ([`DropReason::Verdict`]) or by conntrack ([`DropReason::Conntrack`]:
+    /// table full, or a clash on confirm).
+    Dropped(DropReason),
     /// Not for the IP path (not IPv4/IPv6): the caller routes it as before.
     NotIp,
     /// Dropped by a chain's `reject`: its reply to send out of the input device, if one is
@@ -581,7 +580,7 @@ fn ip_path_once<'a>(
         ct.track(frame, &meta, zone, now_ns)
     };
     if info.drop {
-        return IpFate::Dropped { conntrack: true };
+        return IpFate::Dropped(DropReason::Conntrack);
     }
     let nat_chains = !engine.nat_specs().is_empty();
     let mut walk = Walk {
@@ -627,7 +626,7 @@ fn ip_path_once<'a>(
         let mut v = cur.into_owned();
         if rw.apply(&mut v, &m).is_err() {
             walk.discard();
-            return IpFate::Dropped { conntrack: false };
+            return IpFate::Dropped(DropReason::Verdict);
         }
         cur = Cow::Owned(v);
     }
@@ -661,7 +660,7 @@ fn ip_path_once<'a>(
                 nat_chains,
             );
             if info.pending && ct.confirm(info.id, now_ns).is_err() {
-                return IpFate::Dropped { conntrack: true };
+                return IpFate::Dropped(DropReason::Conntrack);
             }
             // A tunnel's packet: its inner frame enters from the tunnel device.
             if let Some((dev, at)) = g.tunnel_rx(input, &cur) {
@@ -725,11 +724,11 @@ fn ip_path_once<'a>(
         && rw.apply(&mut routed, &m).is_err()
     {
         walk.discard();
-        return IpFate::Dropped { conntrack: false };
+        return IpFate::Dropped(DropReason::Verdict);
     }
     // 7. Confirm.
     if info.pending && ct.confirm(info.id, now_ns).is_err() {
-        return IpFate::Dropped { conntrack: true };
+        return IpFate::Dropped(DropReason::Conntrack);
     }
     let mark = walk.mark;
     // `flow add` of an established connection (nft_flow_offload_eval): confirmed, TCP in
@@ -781,7 +780,7 @@ fn rejected(
     local: bool,
 ) -> IpFate {
     let Some(r) = r else {
-        return IpFate::Dropped { conntrack: false };
+        return IpFate::Dropped(DropReason::Verdict);
     };
     let net = usize::from(wasp_wire::parse(at_hook).net_offset);
     let from: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());

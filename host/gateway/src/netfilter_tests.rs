@@ -3,6 +3,7 @@
 //! the handshake and its fast path, teardown on FIN and RST with the conntrack state of cases
 //! C19, TTL 1 and MTU to the slow path (C20), expiry, `ct count`, `ct mark set`.
 
+use crate::DropReason;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
@@ -297,7 +298,7 @@ fn port_forwarding_and_masquerade_both_ways_with_the_kernel_s_conntrack_states()
     // A connection the server opens is new from w1: the forward policy drops it, and its
     // unconfirmed entry goes with it.
     let (fate, sent) = r.send("w1", &tcp(SERVER, W1, S, C, 5000, 22, SYN, 64, b""), 2.0);
-    assert_eq!((fate, sent.len()), (Fate::Dropped, 0));
+    assert_eq!((fate, sent.len()), (Fate::Dropped(DropReason::Verdict), 0));
     assert_eq!(r.ct().len(), 1);
 }
 
@@ -417,10 +418,7 @@ fn a_packet_over_the_mtu_takes_the_slow_path() {
     assert_eq!(sent[0].1, SendKind::Flow);
     let big = c2s(ACK, 64, &[0u8; 1461]);
     let (fate, sent) = r.send("w0", &big, 2.1);
-    assert_eq!(
-        fate,
-        Fate::Lost(super::path::Loss::Gateway(super::DropReason::TooBig))
-    );
+    assert_eq!(fate, Fate::Dropped(super::DropReason::TooBig));
     assert_eq!(sent[0].1, SendKind::Unreachable);
 }
 
@@ -461,7 +459,12 @@ table inet filter {
     }
     assert_eq!(
         fates,
-        [Fate::Sent, Fate::Sent, Fate::Dropped, Fate::Dropped],
+        [
+            Fate::Sent,
+            Fate::Sent,
+            Fate::Dropped(DropReason::Verdict),
+            Fate::Dropped(DropReason::Verdict)
+        ],
         "the third and fourth connections are over the limit of 2"
     );
 }
@@ -483,7 +486,7 @@ table inet filter {
         &tcp(CLIENT, W0, C, S, 50000, 80, SYN | FIN, 64, b""),
         1.0,
     );
-    assert_eq!(fate, Fate::Dropped);
+    assert_eq!(fate, Fate::Dropped(DropReason::Verdict));
     let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 50001, 80, SYN, 64, b""), 1.0);
     assert_eq!(fate, Fate::Sent);
     assert_eq!(r.ct().len(), 1, "only the valid connection is tracked");
@@ -521,11 +524,11 @@ table ip filter {
     // address on the client side (not masqueraded: the reply goes to 10.1.0.2 directly).
     let reply = tcp(SERVER, W1, S, C, 80, 40000, SYN | ACK, 64, b"");
     let (fate, sent) = r.send("w1", &reply, 1.1);
-    assert_eq!((fate, sent.len()), (Fate::Dropped, 0));
+    assert_eq!((fate, sent.len()), (Fate::Dropped(DropReason::Verdict), 0));
     // A new connection to a port without NAT: original, new, no dnat status: dropped by the
     // second rule.
     let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 22, SYN, 64, b""), 1.2);
-    assert_eq!(fate, Fate::Dropped);
+    assert_eq!(fate, Fate::Dropped(DropReason::Verdict));
 }
 
 #[test]
@@ -625,7 +628,7 @@ table inet t {
     let (fate, _) = r.send("w0", &tcp(CLIENT, W0, C, S, 40001, 80, SYN, 64, b""), 1.2);
     assert_eq!(
         fate,
-        Fate::Dropped,
+        Fate::Dropped(DropReason::Verdict),
         "no MSS option: postrouting's rules do not match"
     );
 }

@@ -8,7 +8,7 @@
 //!    (nft_dup_netdev_eval clones the skb there), whatever the verdict: the frame the walk
 //!    ended with, or, when a plugin statement edited the packet after the `dup`, the copy
 //!    [`wasp_core::DupCopies`] made without those edits;
-//! 2. a dropped packet ends there ([`Fate::Dropped`]);
+//! 2. a dropped packet ends there ([`Fate::Dropped(DropReason::Verdict)`]);
 //! 3. a packet a `fwd` stole leaves on its target (as it is for `fwd to "dev"`, rewritten by
 //!    [`Gateway::fwd_neigh`] for `fwd ip|ip6 to ADDR device "dev"`);
 //! 4. otherwise, with a gateway, [`Gateway::route`] decides (forward, reply, local, drop);
@@ -265,33 +265,8 @@ impl From<Action<'_>> for Routed {
     }
 }
 
-/// Why a packet was lost on the way out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Loss {
-    /// The gateway dropped it.
-    Gateway(DropReason),
-    /// The egress hook of the output device dropped it.
-    Egress,
-    /// `fwd`/`dup` nested past [`RECURSION_LIMIT`].
-    Recursion,
-    /// Conntrack refused it: the table is full and nothing could be early-dropped, or its new
-    /// connection clashed with one another worker confirmed (the kernel's NF_DROP).
-    Conntrack,
-}
-
-impl Loss {
-    /// A short name for summaries: the gateway reason's name, `egress-drop` or `recursion`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Loss::Gateway(r) => r.name(),
-            Loss::Egress => "egress-drop",
-            Loss::Recursion => "recursion",
-            Loss::Conntrack => "conntrack",
-        }
-    }
-}
-
-/// What became of a packet that the ingress hook decided.
+/// What became of a packet that the ingress hook decided: one type for every way it ends,
+/// the reason inside when it was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
     /// Delivered to the host side (accepted, no gateway; or the gateway's own).
@@ -300,10 +275,9 @@ pub enum Fate {
     Sent,
     /// Consumed by the gateway, which answered it.
     Replied,
-    /// Dropped by the ingress hook's verdict.
-    Dropped,
-    /// Lost on the way out.
-    Lost(Loss),
+    /// Dropped: by a chain's verdict ([`DropReason::Verdict`]) or on the way out (a gateway
+    /// reason, the egress hook, recursion, conntrack).
+    Dropped(DropReason),
 }
 
 /// Counts of the way out since the forwarder was made.
@@ -313,8 +287,9 @@ pub struct ForwardStats {
     pub local: u64,
     /// Frames sent, by kind.
     pub sent: BTreeMap<SendKind, u64>,
-    /// Frames lost, by cause (a `dup` copy lost counts here too).
-    pub lost: BTreeMap<Loss, u64>,
+    /// Frames lost on the way out, by cause (a `dup` copy lost counts here too; a chain's
+    /// verdict is not a loss).
+    pub lost: BTreeMap<DropReason, u64>,
     /// Frames sent, by device.
     pub by_device: BTreeMap<String, u64>,
 }
@@ -326,7 +301,7 @@ impl ForwardStats {
     }
 
     /// Frames lost for `why`.
-    pub fn lost(&self, why: Loss) -> u64 {
+    pub fn lost(&self, why: DropReason) -> u64 {
         self.lost.get(&why).copied().unwrap_or(0)
     }
 }
@@ -430,11 +405,11 @@ impl Forwarder {
                 let reply = self.reject_reply(r, in_dev, frame);
                 self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
             }
-            return Fate::Dropped;
+            return Fate::Dropped(DropReason::Verdict);
         }
         if let Some(id) = outcome.fwd {
             let Some(t) = engine.out_target(id).cloned() else {
-                return Fate::Dropped;
+                return Fate::Dropped(DropReason::Verdict);
             };
             return self.fwd(
                 engine,
@@ -454,7 +429,7 @@ impl Forwarder {
             return Fate::Local;
         };
         let Some(input) = g.device(in_dev) else {
-            return self.lose(Loss::Gateway(DropReason::UnknownDevice));
+            return self.lose(DropReason::UnknownDevice);
         };
         let mut pre_routed = None;
         if let Some(nf) = self.nf.take() {
@@ -479,12 +454,12 @@ impl Forwarder {
                     self.stats.local += 1;
                     return Fate::Local;
                 }
-                IpFate::Dropped { conntrack: false } => return Fate::Dropped,
+                IpFate::Dropped(DropReason::Conntrack) => return self.lose(DropReason::Conntrack),
+                IpFate::Dropped(r) => return Fate::Dropped(r),
                 IpFate::Rejected { reply } => {
                     self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
-                    return Fate::Dropped;
+                    return Fate::Dropped(DropReason::Verdict);
                 }
-                IpFate::Dropped { conntrack: true } => return self.lose(Loss::Conntrack),
                 IpFate::Send {
                     dev,
                     body,
@@ -501,7 +476,7 @@ impl Forwarder {
                         .transmit(engine, ext, name, frame, body, kind, mark, 0, now_ns, way)
                     {
                         Ok(()) => Fate::Sent,
-                        Err(l) => Fate::Lost(l),
+                        Err(l) => Fate::Dropped(l),
                     };
                 }
             }
@@ -518,7 +493,7 @@ impl Forwarder {
                 self.stats.local += 1;
                 return Fate::Local;
             }
-            Routed::Drop(r) => return self.lose(Loss::Gateway(r)),
+            Routed::Drop(r) => return self.lose(r),
             Routed::Send {
                 dev,
                 body,
@@ -536,9 +511,9 @@ impl Forwarder {
             outcome.mark
         };
         match self.transmit(engine, ext, name, frame, out, kind, mark, 0, now_ns, way) {
-            _ if kind == SendKind::Solicit => self.lose(Loss::Gateway(DropReason::NoNeighbour)),
-            _ if kind == SendKind::Unreachable => self.lose(Loss::Gateway(unreachable)),
-            Err(l) => Fate::Lost(l),
+            _ if kind == SendKind::Solicit => self.lose(DropReason::NoNeighbour),
+            _ if kind == SendKind::Unreachable => self.lose(unreachable),
+            Err(l) => Fate::Dropped(l),
             Ok(()) if kind == SendKind::Reply => Fate::Replied,
             Ok(()) => Fate::Sent,
         }
@@ -624,7 +599,7 @@ impl Forwarder {
             let t = if t.dev.is_empty() {
                 let dev = t.via.and_then(|a| self.gateway.as_ref()?.route_dev(a));
                 let Some(dev) = dev else {
-                    self.lose(Loss::Gateway(DropReason::NoRoute));
+                    self.lose(DropReason::NoRoute);
                     continue;
                 };
                 OutTarget {
@@ -666,9 +641,9 @@ impl Forwarder {
         }
     }
 
-    fn lose(&mut self, why: Loss) -> Fate {
+    fn lose(&mut self, why: DropReason) -> Fate {
         *self.stats.lost.entry(why).or_default() += 1;
-        Fate::Lost(why)
+        Fate::Dropped(why)
     }
 
     /// Send `body` (made from `input`) to `fwd` target `t` (nested `depth` deep).
@@ -690,7 +665,7 @@ impl Forwarder {
             None => body,
             Some(via) => {
                 let Some(g) = self.gateway.as_mut() else {
-                    return self.lose(Loss::Gateway(DropReason::NoNeighbour));
+                    return self.lose(DropReason::NoNeighbour);
                 };
                 // The input as it came: rewritten in place; anything else: through a copy.
                 let as_input = body == Body::whole(input);
@@ -706,7 +681,7 @@ impl Forwarder {
                         rewrite: Some(rewrite),
                     },
                     Action::Transmit { frame, .. } => Body::Owned(frame.to_vec()),
-                    Action::Drop(r) => return self.lose(Loss::Gateway(r)),
+                    Action::Drop(r) => return self.lose(r),
                     Action::Resolve { frame, .. } => {
                         let req = Body::Owned(frame.to_vec());
                         let _ = self.transmit(
@@ -721,10 +696,10 @@ impl Forwarder {
                             now_ns,
                             way,
                         );
-                        return self.lose(Loss::Gateway(DropReason::NoNeighbour));
+                        return self.lose(DropReason::NoNeighbour);
                     }
                     Action::Reply { .. } | Action::Local | Action::Unreachable { .. } => {
-                        return self.lose(Loss::Gateway(DropReason::NotIp));
+                        return self.lose(DropReason::NotIp);
                     }
                 }
             }
@@ -742,7 +717,7 @@ impl Forwarder {
             way,
         ) {
             Ok(()) => Fate::Sent,
-            Err(l) => Fate::Lost(l),
+            Err(l) => Fate::Dropped(l),
         }
     }
 
@@ -761,13 +736,13 @@ impl Forwarder {
         depth: u32,
         now_ns: u64,
         way: &mut WayOut,
-    ) -> Result<(), Loss> {
+    ) -> Result<(), DropReason> {
         if depth > RECURSION_LIMIT + 1 {
-            self.lose(Loss::Recursion);
-            return Err(Loss::Recursion);
+            self.lose(DropReason::Recursion);
+            return Err(DropReason::Recursion);
         }
         if self.gateway.as_ref().is_some_and(|g| !g.is_up(&dev)) {
-            let l = Loss::Gateway(DropReason::DeviceDown);
+            let l = DropReason::DeviceDown;
             self.lose(l);
             return Err(l);
         }
@@ -812,8 +787,8 @@ impl Forwarder {
             }
         }
         if o.verdict == FinalVerdict::Drop {
-            self.lose(Loss::Egress);
-            return Err(Loss::Egress);
+            self.lose(DropReason::Egress);
+            return Err(DropReason::Egress);
         }
         if let Some(id) = o.fwd
             && let Some(t) = engine.out_target(id).cloned()
@@ -830,7 +805,7 @@ impl Forwarder {
                 now_ns,
                 way,
             ) {
-                Fate::Lost(l) => Err(l),
+                Fate::Dropped(l) => Err(l),
                 _ => Ok(()),
             };
         }
@@ -859,7 +834,7 @@ impl Forwarder {
                     )
                 }
                 Err(r) => {
-                    let l = Loss::Gateway(r);
+                    let l = r;
                     self.lose(l);
                     Err(l)
                 }

@@ -507,15 +507,15 @@ table netdev t {
         assert_eq!(s[0].frame[22], 63);
         // The egress chain of veth1 drops 10.9.9.9, routed or stolen.
         let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 9, 9], 53));
-        assert_eq!((fate, s.len()), (Fate::Lost(Loss::Egress), 0));
+        assert_eq!((fate, s.len()), (Fate::Dropped(DropReason::Egress), 0));
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 9, 9], 9));
-        assert_eq!(fate, Fate::Lost(Loss::Egress));
+        assert_eq!(fate, Fate::Dropped(DropReason::Egress));
         // A fwd loop between two egress hooks ends at the recursion limit.
         let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 11));
-        assert_eq!((fate, s.len()), (Fate::Lost(Loss::Recursion), 0));
+        assert_eq!((fate, s.len()), (Fate::Dropped(DropReason::Recursion), 0));
         // Dropped at ingress: nothing sent.
         let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 12));
-        assert_eq!((fate, s.len()), (Fate::Dropped, 0));
+        assert_eq!((fate, s.len()), (Fate::Dropped(DropReason::Verdict), 0));
         // To the gateway: local.
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 0, 1, 1], 53));
         assert_eq!(fate, Fate::Local);
@@ -523,14 +523,14 @@ table netdev t {
         assert_eq!(st.sent(SendKind::Forward), 2);
         assert_eq!(st.sent(SendKind::Fwd), 2);
         assert_eq!(st.sent(SendKind::Dup), 1);
-        assert_eq!(st.lost(Loss::Egress), 2);
-        assert_eq!(st.lost(Loss::Recursion), 1);
+        assert_eq!(st.lost(DropReason::Egress), 2);
+        assert_eq!(st.lost(DropReason::Recursion), 1);
         assert_eq!(st.local, 1);
         assert_eq!(st.by_device.get("veth1"), Some(&4));
         // A device that is down sends nothing.
         fw.gateway_mut().unwrap().set_up("veth1", false);
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 9));
-        assert_eq!(fate, Fate::Lost(Loss::Gateway(DropReason::DeviceDown)));
+        assert_eq!(fate, Fate::Dropped(DropReason::DeviceDown));
     }
 
     /// Forwarded frames are described, not copied: the gateway's forward and `fwd ip to` as
@@ -602,7 +602,7 @@ table netdev t {
         let (fate, s) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 9));
         assert_eq!((fate, s[0].dev.as_str()), (Fate::Sent, "veth1"));
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 10));
-        assert_eq!(fate, Fate::Lost(Loss::Gateway(DropReason::NoNeighbour)));
+        assert_eq!(fate, Fate::Dropped(DropReason::NoNeighbour));
     }
 }
 
@@ -662,7 +662,7 @@ mod kernel_facts {
         assert_eq!(seen(&e, "y1"), 2);
         assert_eq!(seen(&e, "y2"), 2);
         assert_eq!(seen(&e, "y3"), 1);
-        assert_eq!(fw.stats().lost(Loss::Recursion), 1);
+        assert_eq!(fw.stats().lost(DropReason::Recursion), 1);
         assert_eq!(fw.stats().by_device.get("y1"), Some(&2));
     }
 

@@ -503,7 +503,7 @@ impl Exit for Record<'_> {
         let f = self.frames[i].out(frame);
         let r = match fate {
             Fate::Local => self.outputs.write(&f, FinalVerdict::Accept),
-            Fate::Dropped | Fate::Lost(_) => self.outputs.write(&f, FinalVerdict::Drop),
+            Fate::Dropped(_) => self.outputs.write(&f, FinalVerdict::Drop),
             Fate::Sent | Fate::Replied => Ok(()),
         };
         self.check(r);

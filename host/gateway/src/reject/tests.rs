@@ -3,6 +3,7 @@
 //! Checksums are verified with an RFC 1071 sum written here.
 
 use super::*;
+use crate::DropReason;
 use crate::netfilter_tests::{rig_with, tcp};
 use crate::path::{Fate, SendKind};
 
@@ -317,7 +318,7 @@ fn a_netdev_reject_sends_its_reply_out_of_the_input_device() {
         &[],
     );
     let (fate, sent) = r.send("w0", &syn, 1.0);
-    assert_eq!(fate, Fate::Dropped);
+    assert_eq!(fate, Fate::Dropped(DropReason::Verdict));
     assert_eq!(sent.len(), 1);
     let (dev, kind, f) = &sent[0];
     assert_eq!((dev.as_str(), *kind), ("w0", SendKind::Reject));
@@ -370,7 +371,7 @@ fn an_ip_hook_reject_routes_its_reply_back_to_the_sender() {
         &[],
     );
     let (fate, sent) = r.send("w0", &syn, 1.0);
-    assert_eq!(fate, Fate::Dropped);
+    assert_eq!(fate, Fate::Dropped(DropReason::Verdict));
     let (dev, kind, f) = &sent[0];
     assert_eq!((dev.as_str(), *kind), ("w0", SendKind::Reject));
     assert_eq!(&f[..12], &[CLIENT, W0].concat(), "to the sender, from w0");
@@ -421,7 +422,7 @@ fn an_ip_hook_reject_routes_its_reply_back_to_the_sender() {
         &[],
     );
     let (fate, sent) = r.send("w0", &local, 1.0);
-    assert_eq!(fate, Fate::Dropped);
+    assert_eq!(fate, Fate::Dropped(DropReason::Verdict));
     let f = &sent[0].2;
     assert_eq!(&f[26..34], &[10, 2, 0, 1, 10, 1, 0, 2]);
     assert_eq!(&f[34..36], &[3, 3]);

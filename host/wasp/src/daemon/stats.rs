@@ -3,58 +3,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wasp_gateway::{DropReason as GwDrop, Loss};
+pub use wasp_gateway::DropReason;
 
-/// Why the daemon dropped a packet: a ruleset verdict, the way out (`wasp_gateway`'s
-/// [`Loss`]: a gateway reason, an egress drop, `fwd`/`dup` recursion), or the ports (an output
-/// device wasp has not open, a full send queue).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// A ruleset verdict (`drop`, a policy, a malformed header the kernel would discard).
-    Verdict,
-    /// Lost on the way out.
-    Out(Loss),
-    /// The output device is not one of the worker's ports.
-    NoPort,
-    /// The send queue was full.
-    TxFull,
-}
-
-/// Slots of [`WorkerStats::drops`]: verdict, the gateway's reasons, egress, recursion, no
-/// port, tx full, conntrack.
-pub const DROP_SLOTS: usize = 6 + GwDrop::ALL.len();
-
-impl DropReason {
-    /// Its slot.
-    fn slot(self) -> usize {
-        let gw = GwDrop::ALL.len();
-        match self {
-            DropReason::Verdict => 0,
-            DropReason::Out(Loss::Gateway(r)) => {
-                1 + GwDrop::ALL.iter().position(|x| *x == r).unwrap_or(0)
-            }
-            DropReason::Out(Loss::Egress) => 1 + gw,
-            DropReason::Out(Loss::Recursion) => 2 + gw,
-            DropReason::NoPort => 3 + gw,
-            DropReason::TxFull => 4 + gw,
-            DropReason::Out(Loss::Conntrack) => 5 + gw,
-        }
-    }
-
-    /// The name of slot `i` in reports (`verdict`, `no-route`, `tx-full`).
-    pub fn slot_name(i: usize) -> &'static str {
-        let gw = GwDrop::ALL.len();
-        match i {
-            0 => "verdict",
-            i if i <= gw => GwDrop::ALL[i - 1].name(),
-            i if i == 1 + gw => "egress-drop",
-            i if i == 2 + gw => "recursion",
-            i if i == 3 + gw => "no-port",
-            i if i == 4 + gw => "tx-full",
-            _ => "conntrack",
-        }
-    }
-}
+/// Slots of [`WorkerStats::drops`]: one per [`DropReason`], in the order of
+/// [`DropReason::ALL`] (their names are [`DropReason::name`]).
+pub const DROP_SLOTS: usize = DropReason::ALL.len();
 
 /// One worker's counts (written by that worker only; read by anyone).
 #[derive(Debug, Default)]
@@ -75,7 +28,7 @@ pub struct WorkerStats {
     pub local: AtomicU64,
     /// Packets whose headers could not be parsed (each still got a verdict).
     pub malformed: AtomicU64,
-    /// Drops by [`DropReason`] slot ([`DropReason::slot_name`]).
+    /// Drops by [`DropReason`] (indexed as [`DropReason::ALL`]).
     pub drops: [AtomicU64; DROP_SLOTS],
     /// Ruleset generation the worker runs.
     pub generation: AtomicU64,
@@ -98,7 +51,7 @@ impl WorkerStats {
 
     /// Count `n` drops for `reason`.
     pub fn drop(&self, reason: DropReason, n: u64) {
-        Self::add(&self.drops[reason.slot()], n);
+        Self::add(&self.drops[reason.index()], n);
     }
 
     /// A copy of the counts.
@@ -116,7 +69,7 @@ impl WorkerStats {
                 .drops
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (DropReason::slot_name(i).to_string(), l(c)))
+                .map(|(i, c)| (DropReason::ALL[i].name().to_string(), l(c)))
                 .collect(),
             generation: l(&self.generation),
             rejects: l(&self.rejects),
@@ -162,7 +115,7 @@ impl StatsSnapshot {
         let mut s = StatsSnapshot {
             generation: all.iter().map(|w| w.generation).min().unwrap_or(0),
             drops: (0..DROP_SLOTS)
-                .map(|i| (DropReason::slot_name(i).to_string(), 0))
+                .map(|i| (DropReason::ALL[i].name().to_string(), 0))
                 .collect(),
             ..StatsSnapshot::default()
         };
@@ -197,11 +150,17 @@ mod tests {
     #[test]
     fn slots_are_distinct() {
         let names: std::collections::HashSet<_> =
-            (0..DROP_SLOTS).map(DropReason::slot_name).collect();
+            DropReason::ALL.iter().map(|r| r.name()).collect();
         assert_eq!(names.len(), DROP_SLOTS);
-        assert_eq!(DropReason::slot_name(DropReason::TxFull.slot()), "tx-full");
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i, "{r:?}");
+        }
         assert_eq!(
-            DropReason::slot_name(DropReason::Out(Loss::Gateway(GwDrop::TtlExceeded)).slot()),
+            DropReason::ALL[DropReason::TxFull.index()].name(),
+            "tx-full"
+        );
+        assert_eq!(
+            DropReason::ALL[DropReason::TtlExceeded.index()].name(),
             "ttl-exceeded"
         );
     }
@@ -212,8 +171,8 @@ mod tests {
         let b = WorkerStats::default();
         WorkerStats::add(&a.packets, 5);
         WorkerStats::add(&b.packets, 7);
-        a.drop(DropReason::Out(Loss::Gateway(GwDrop::NoRoute)), 2);
-        b.drop(DropReason::Out(Loss::Gateway(GwDrop::NoRoute)), 1);
+        a.drop(DropReason::NoRoute, 2);
+        b.drop(DropReason::NoRoute, 1);
         b.drop(DropReason::Verdict, 4);
         a.generation.store(3, Ordering::Relaxed);
         b.generation.store(2, Ordering::Relaxed);

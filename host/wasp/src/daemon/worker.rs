@@ -275,8 +275,8 @@ impl Exit for PortExit<'_> {
         match fate {
             Fate::Local => self.local += 1,
             Fate::Sent | Fate::Replied => {}
-            Fate::Dropped => self.verdict_drops += 1,
-            Fate::Lost(l) => self.stats.drop(DropReason::Out(l), 1),
+            Fate::Dropped(DropReason::Verdict) => self.verdict_drops += 1,
+            Fate::Dropped(r) => self.stats.drop(r, 1),
         }
     }
 }
