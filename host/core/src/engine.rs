@@ -251,12 +251,12 @@ impl Engine {
             .any(|h| h.hook == hook && h.device.is_empty() && (nat_pending || !h.all_nat))
     }
 
-    /// The NAT statements of the ruleset ([`ConnFx::nat`] indexes them).
+    /// The NAT statements of the ruleset ([`crate::ConnFx::nat`] indexes them).
     pub fn nat_specs(&self) -> &[NatSpec] {
         &self.prog.nats
     }
 
-    /// The flowtables of the ruleset ([`ConnFx::flow_add`] indexes them).
+    /// The flowtables of the ruleset ([`crate::ConnFx::flow_add`] indexes them).
     pub fn flowtables(&self) -> &[FlowtableSpec] {
         &self.prog.flowtables
     }
@@ -284,9 +284,9 @@ impl Engine {
             .any(|o| matches!(o, crate::program::Op::Reject(_)))
     }
 
-    /// `true` when some rule has a `log` statement: the embedder passes a [`TraceSink`] to
-    /// receive its [`TraceEvent::Log`] events (one that only wants those says so with
-    /// [`TraceSink::walk`], which keeps the walk's own events from being made).
+    /// `true` when some rule has a `log` statement: the embedder passes a [`crate::TraceSink`] to
+    /// receive its [`crate::TraceEvent::Log`] events (one that only wants those says so with
+    /// [`crate::TraceSink::walk`], which keeps the walk's own events from being made).
     pub fn has_logs(&self) -> bool {
         !self.prog.logs.is_empty()
     }
@@ -297,7 +297,7 @@ impl Engine {
         &self.prog.out_targets
     }
 
-    /// Output target `id` ([`Outcome::fwd`], [`Outcome::dup`]).
+    /// Output target `id` ([`crate::Outcome::fwd`], [`crate::Outcome::dup`]).
     pub fn out_target(&self, id: OutId) -> Option<&OutTarget> {
         self.prog.out_targets.get(usize::from(id.0))
     }

@@ -71,13 +71,13 @@ pub struct Outcome {
     /// `meta mark` after the walk.
     pub mark: u32,
     /// A `fwd` statement stole the packet (NF_STOLEN, nft_fwd_netdev_eval /
-    /// nft_fwd_neigh_eval): it leaves on this output target ([`Engine::out_target`]) and the
+    /// nft_fwd_neigh_eval): it leaves on this output target ([`crate::Engine::out_target`]) and the
     /// hook's later rules and base chains did not see it. `verdict` is then
     /// [`FinalVerdict::Accept`] and `decision` the `fwd` rule; the packet is not delivered to the
     /// host side. `None` when no `fwd` ran.
     pub fwd: Option<OutId>,
     /// `dup` statements that ran (nft_dup_netdev_eval): bit `i` set when a copy of the packet,
-    /// as it was then, leaves on output target `i` ([`Engine::out_target`]), whatever the final
+    /// as it was then, leaves on output target `i` ([`crate::Engine::out_target`]), whatever the final
     /// verdict. Several `dup`s to one target give one copy here (the kernel sends one per
     /// statement).
     pub dup: u64,
@@ -129,7 +129,7 @@ impl Outcome {
 /// Largest number of different output targets (`fwd`/`dup` devices and next hops) of a ruleset.
 pub const MAX_OUT_TARGETS: usize = 64;
 
-/// An output target of `fwd` / `dup` statements: index into [`Engine::out_targets`].
+/// An output target of `fwd` / `dup` statements: index into [`crate::Engine::out_targets`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OutId(pub u16);
 
@@ -177,7 +177,7 @@ pub enum TraceEvent {
     Plugin {
         /// Index of the packet in its vector.
         packet: usize,
-        /// The use site ([`Engine::ext_sites`]).
+        /// The use site ([`crate::Engine::ext_sites`]).
         site: u32,
         /// What it answered: `match` / `no match` for a match; `continue`, `accept`, `drop`
         /// or `return` for a statement.

@@ -1,5 +1,12 @@
-//! The gateway's forward path, sans-IO: after the ingress hook accepted a frame, [`Gateway`]
-//! says what becomes of it. The caller (the daemon's worker, `wasp replay`) gives the input
+//! wasp's way out, sans-IO: everything after the netdev ingress hook decided a frame. The
+//! entry point is [`Forwarder::after_ingress`] ([`path`]): `dup` copies, `reject` replies,
+//! `fwd`, then the gateway; a gateway with conntrack takes the IP path ([`netfilter`]: the
+//! flowtables' fast path, conntrack, the IP hooks' chains, NAT), and every frame sent runs
+//! the netdev egress hook of its device. What leaves goes into a caller-owned [`WayOut`];
+//! what became of the packet is its [`Fate`], with the [`DropReason`] when it was dropped.
+//!
+//! The gateway's forward path: after the ingress hook accepted a frame, [`Gateway`] says what
+//! becomes of it. The caller (the daemon's worker, `wasp replay`) gives the input
 //! device, the frame and the packet clock's `now`, and gets one [`Action`]: send a frame on a
 //! device (the packet, rewritten for its next hop), send a reply the gateway built (an ARP
 //! reply, a neighbour advertisement, an ICMP time exceeded), deliver it to the gateway itself,
@@ -1052,7 +1059,7 @@ impl Gateway {
 }
 
 /// The IPv6 link-local address the kernel gives a device from its MAC (modified EUI-64,
-/// RFC 4291 appendix A: fe80::MAC[0]^2 MAC[1] MAC[2] ff fe MAC[3..]).
+/// RFC 4291 appendix A: `fe80::MAC[0]^2 MAC[1] MAC[2] ff fe MAC[3..]`).
 pub fn link_local(d: &Device) -> Option<IpAddr> {
     let m = d.mac?;
     Some(IpAddr::V6(Ipv6Addr::from([

@@ -8,7 +8,7 @@
 //!    (nft_dup_netdev_eval clones the skb there), whatever the verdict: the frame the walk
 //!    ended with, or, when a plugin statement edited the packet after the `dup`, the copy
 //!    [`wasp_core::DupCopies`] made without those edits;
-//! 2. a dropped packet ends there ([`Fate::Dropped(DropReason::Verdict)`]);
+//! 2. a dropped packet ends there ([`Fate::Dropped`] with [`DropReason::Verdict`]);
 //! 3. a packet a `fwd` stole leaves on its target (as it is for `fwd to "dev"`, rewritten by
 //!    [`Gateway::fwd_neigh`] for `fwd ip|ip6 to ADDR device "dev"`);
 //! 4. otherwise, with a gateway, [`Gateway::route`] decides (forward, reply, local, drop);

@@ -196,7 +196,7 @@ impl ReplayPlugins {
     }
 
     /// The state every plugin use written in the ruleset lists (a declared plugin's; the
-    /// counters the engine made are read through [`ReplayPlugins::counters`]), in site
+    /// counters the engine made are read through [`RuntimeCounters`]), in site
     /// order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
     /// parentheses when it says more). A listing that fails gives its error as text.
     pub fn states(
