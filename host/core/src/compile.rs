@@ -12,13 +12,13 @@ use wasp_ruleset::model::{
 
 use crate::calc::Calc;
 use crate::compare::{ReadKey, Test};
+use crate::compiled::{self, ChainId, Op, Program};
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::ext::{COUNTER_PLUGIN, CounterUse, ExtKind, ExtSite, Fallback};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
 use crate::field::{payload_field, payload_load};
 use crate::merge::{Cand, MergeKind};
-use crate::program::{BaseC, ChainC, ChainId, Op, Program, RuleC, VerdictC};
-use crate::setstore::{ElemC, ElemIn, SetC, SetStore};
+use crate::setstore::{ElemIn, SetStore};
 use crate::stateful::{Bucket, QuotaOwner, QuotaState, Stateful};
 use wasp_ruleset::model::{OptHeader, OptSel};
 
@@ -92,12 +92,12 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         let mut ids = Vec::with_capacity(t.chains.len());
         for (ci, c) in t.chains.iter().enumerate() {
             ids.push(cx.prog.chains.len() as ChainId);
-            cx.prog.chains.push(ChainC {
+            cx.prog.chains.push(compiled::Chain {
                 table: ti as u32,
                 index: ci as u32,
                 name: c.name.clone(),
                 rules: Vec::new(),
-                base: c.base.as_ref().map(|b| BaseC {
+                base: c.base.as_ref().map(|b| compiled::Base {
                     chain_type: b.chain_type,
                     hook: b.hook,
                     devices: b.devices.clone(),
@@ -143,10 +143,10 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         }
         let named = cx.named_sets(ti, t)?;
         for (ci, c) in t.chains.iter().enumerate() {
-            let mut rules: Vec<RuleC> = Vec::with_capacity(c.rules.len());
+            let mut rules: Vec<compiled::Rule> = Vec::with_capacity(c.rules.len());
             for r in &c.rules {
                 let (handle, ops) = cx.rule(ti, ci, t, &named, r)?;
-                rules.push(RuleC::new(handle, ops, rules.last()));
+                rules.push(compiled::Rule::new(handle, ops, rules.last()));
             }
             let id = cx.prog.chain_ids[ti][ci] as usize;
             cx.prog.chains[id].rules = rules;
@@ -335,14 +335,20 @@ impl Ctx<'_> {
         Ok(self.prog.chain_ids[ti][ci])
     }
 
-    fn verdict(&self, ti: usize, t: &Table, v: &Verdict, span: Span) -> Result<VerdictC, Error> {
+    fn verdict(
+        &self,
+        ti: usize,
+        t: &Table,
+        v: &Verdict,
+        span: Span,
+    ) -> Result<compiled::Verdict, Error> {
         Ok(match v {
-            Verdict::Accept => VerdictC::Accept,
-            Verdict::Drop => VerdictC::Drop,
-            Verdict::Continue => VerdictC::Continue,
-            Verdict::Return => VerdictC::Return,
-            Verdict::Jump(n) => VerdictC::Jump(self.chain_target(ti, t, n, span)?),
-            Verdict::Goto(n) => VerdictC::Goto(self.chain_target(ti, t, n, span)?),
+            Verdict::Accept => compiled::Verdict::Accept,
+            Verdict::Drop => compiled::Verdict::Drop,
+            Verdict::Continue => compiled::Verdict::Continue,
+            Verdict::Return => compiled::Verdict::Return,
+            Verdict::Jump(n) => compiled::Verdict::Jump(self.chain_target(ti, t, n, span)?),
+            Verdict::Goto(n) => compiled::Verdict::Goto(self.chain_target(ti, t, n, span)?),
         })
     }
 
@@ -449,7 +455,7 @@ impl Ctx<'_> {
             } else {
                 0
             };
-            let elem = ElemC {
+            let elem = compiled::Elem {
                 verdict,
                 value,
                 expires,
@@ -463,7 +469,7 @@ impl Ctx<'_> {
                 ins_model.push(mi);
             }
         }
-        match SetC::build(&lens, exact, ins, verdicts.into()) {
+        match compiled::Set::build(&lens, exact, ins, verdicts.into()) {
             Ok(mut set) => {
                 set.catch_all = catch_all;
                 let site = match owner {
@@ -1267,10 +1273,12 @@ fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
     for (r, m) in ch.rules.iter().zip(&model.rules) {
         for op in r.ops.iter() {
             match op {
-                Op::Verdict(VerdictC::Jump(t) | VerdictC::Goto(t)) => out.push((*t, m.span)),
+                Op::Verdict(compiled::Verdict::Jump(t) | compiled::Verdict::Goto(t)) => {
+                    out.push((*t, m.span))
+                }
                 Op::Vmap { set, .. } => {
                     for v in prog.sets[*set as usize].verdicts.iter() {
-                        if let VerdictC::Jump(t) | VerdictC::Goto(t) = v {
+                        if let compiled::Verdict::Jump(t) | compiled::Verdict::Goto(t) = v {
                             out.push((*t, m.span));
                         }
                     }

@@ -20,13 +20,13 @@ use std::collections::HashMap;
 use parking_lot::RwLock;
 use wasp_ruleset::model::{Limit, Quota, SetOp};
 
-use crate::setstore::ElemC;
+use crate::compiled;
 use crate::stateful::{Bucket, QuotaState};
 
 /// One element of a [`DynSet`].
 #[derive(Debug)]
 struct DynElem {
-    elem: ElemC,
+    elem: compiled::Elem,
     /// One bucket per `limit` of the statement that added it.
     limits: Box<[Bucket]>,
     /// One per `quota` of the statement that added it.
@@ -46,9 +46,9 @@ pub(crate) struct DynSet {
     elems: RwLock<HashMap<Box<[u8]>, DynElem>>,
 }
 
-/// What a set statement does, compiled ([`crate::program::Op::SetUpdate`]).
+/// What a set statement does, compiled ([`crate::compiled::Op::SetUpdate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SetUpdateC {
+pub(crate) struct SetUpdate {
     /// The operation.
     pub op: SetOp,
     /// Index into [`crate::Stateful`]'s dynamic sets.
@@ -75,7 +75,7 @@ impl DynSet {
     }
 
     /// Put a declared element in (`add element` in the ruleset): `key` with `elem`.
-    pub fn preload(&mut self, key: &[u8], elem: ElemC) {
+    pub fn preload(&mut self, key: &[u8], elem: compiled::Elem) {
         self.elems
             .get_mut()
             .entry(key.into())
@@ -88,7 +88,7 @@ impl DynSet {
     }
 
     /// The live element holding `key` at `now` (ns after the engine's epoch).
-    pub fn lookup(&self, key: &[u8], now: u64) -> Option<ElemC> {
+    pub fn lookup(&self, key: &[u8], now: u64) -> Option<compiled::Elem> {
         let m = self.elems.read();
         let e = m.get(key)?;
         (now < e.elem.expires).then_some(e.elem)
@@ -109,7 +109,7 @@ impl DynSet {
     /// when the rule goes on.
     pub fn apply(
         &self,
-        u: &SetUpdateC,
+        u: &SetUpdate,
         key: &[u8],
         value: u32,
         now: u64,
@@ -152,7 +152,7 @@ impl DynSet {
             m.insert(
                 key.into(),
                 DynElem {
-                    elem: ElemC {
+                    elem: compiled::Elem {
                         verdict: 0,
                         value,
                         expires: expiry(timeout),
@@ -186,8 +186,8 @@ impl DynSet {
 mod tests {
     use super::*;
 
-    fn stmt(op: SetOp, timeout_ns: u64) -> SetUpdateC {
-        SetUpdateC {
+    fn stmt(op: SetOp, timeout_ns: u64) -> SetUpdate {
+        SetUpdate {
             op,
             set: 0,
             timeout_ns,
@@ -248,7 +248,7 @@ mod tests {
             bytes: false,
             over: false,
         };
-        let u = SetUpdateC {
+        let u = SetUpdate {
             limits: Box::new([lim]),
             ..stmt(SetOp::Update, 0)
         };

@@ -6,13 +6,13 @@ use wasp_ruleset::model::{Family, Hook, Span};
 use wasp_ruleset::{Error, Ruleset};
 
 use crate::compile::compile;
+use crate::compiled::{ChainId, Program};
 use crate::conn::{ConnCount, FlowtableSpec, NatSpec};
 use crate::expr::{PktState, ifname_value};
 use crate::ext::{ExtEdit, ExtKind, ExtSite, Extensions};
 use crate::hooks::{HookList, NF_IP_PRI_CONNTRACK, PRE_CONNTRACK};
 use crate::packet::{Decision, FinalVerdict, MAX_VECTOR, OutId, OutTarget};
 use crate::pipeline::Scratch;
-use crate::program::{ChainId, Program};
 
 /// A compiled ruleset, ready to classify packets.
 ///
@@ -281,7 +281,7 @@ impl Engine {
             .iter()
             .flat_map(|c| &c.rules)
             .flat_map(|r| r.ops.iter())
-            .any(|o| matches!(o, crate::program::Op::Reject(_)))
+            .any(|o| matches!(o, crate::compiled::Op::Reject(_)))
     }
 
     /// `true` when some rule has a `log` statement: the embedder passes a [`crate::TraceSink`] to

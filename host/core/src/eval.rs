@@ -5,14 +5,13 @@
 use wasp_ruleset::model::{ObjKind, Policy};
 
 use crate::calc::CalcEnv;
+use crate::compiled::{self, ChainId, CtSetKey, Op, Program};
 use crate::expr::{KEY_MAX, PktState, StmtOut, build_key};
 use crate::ext::{
     CounterUse, DupPoint, Edited, ExtEdit, ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions,
     Fallback,
 };
 use crate::packet::{Decision, FinalVerdict, MAX_VECTOR, OutId, Packet, TraceEvent, TraceSink};
-use crate::program::{ChainId, CtSetKey, Op, Program, RuleC, VerdictC};
-use crate::setstore::ElemC;
 use crate::trace::{log_text, verdict_text};
 
 /// Kernel jump stack size (`NFT_JUMP_STACK_SIZE`).
@@ -26,7 +25,7 @@ pub(crate) enum OpRes {
     /// The rule stops here (NFT_BREAK): go on with the next rule.
     Break,
     /// The rule ends with this verdict.
-    Verdict(VerdictC),
+    Verdict(compiled::Verdict),
 }
 
 /// Mutable things an operation may touch besides the packet's own state.
@@ -199,7 +198,7 @@ pub(crate) fn ext_call(
                     e.matches(site, &pkts[..n], &mut out[..n]);
                     if fallback == Fallback::Drop && e.last_call_failed() {
                         // Fail closed: the plugin could not answer.
-                        res[..n].fill(OpRes::Verdict(VerdictC::Drop));
+                        res[..n].fill(OpRes::Verdict(compiled::Verdict::Drop));
                     } else {
                         for k in 0..n {
                             res[k] = if out[k] { OpRes::Pass } else { OpRes::Break };
@@ -208,7 +207,7 @@ pub(crate) fn ext_call(
                 }
                 None => res[..n].fill(match fallback {
                     Fallback::Absent => OpRes::Break,
-                    Fallback::Drop => OpRes::Verdict(VerdictC::Drop),
+                    Fallback::Drop => OpRes::Verdict(compiled::Verdict::Drop),
                 }),
             }
         }
@@ -234,9 +233,9 @@ pub(crate) fn ext_call(
             for k in 0..n {
                 res[k] = match v[k] {
                     ExtVerdict::Continue => OpRes::Pass,
-                    ExtVerdict::Accept => OpRes::Verdict(VerdictC::Accept),
-                    ExtVerdict::Drop => OpRes::Verdict(VerdictC::Drop),
-                    ExtVerdict::Return => OpRes::Verdict(VerdictC::Return),
+                    ExtVerdict::Accept => OpRes::Verdict(compiled::Verdict::Accept),
+                    ExtVerdict::Drop => OpRes::Verdict(compiled::Verdict::Drop),
+                    ExtVerdict::Return => OpRes::Verdict(compiled::Verdict::Return),
                 };
             }
         }
@@ -248,8 +247,8 @@ pub(crate) fn ext_call(
                 (ExtKind::Match, OpRes::Pass) => "match",
                 (ExtKind::Match, OpRes::Break) => "no match",
                 (_, OpRes::Pass | OpRes::Break) => "continue",
-                (_, OpRes::Verdict(VerdictC::Accept)) => "accept",
-                (_, OpRes::Verdict(VerdictC::Return)) => "return",
+                (_, OpRes::Verdict(compiled::Verdict::Accept)) => "accept",
+                (_, OpRes::Verdict(compiled::Verdict::Return)) => "return",
                 (_, OpRes::Verdict(_)) => "drop",
             };
             fx.emit(|| TraceEvent::Plugin {
@@ -267,7 +266,7 @@ impl Effects<'_, '_> {
     /// (`nft_counter_eval` on the element's extension: bytes are skb->len). Recorded; the
     /// caller counts the operation's hits in one call ([`flush_hits`]).
     #[inline]
-    pub fn count_elem(&mut self, e: ElemC, site: Option<u32>, idx: usize) {
+    pub fn count_elem(&mut self, e: compiled::Elem, site: Option<u32>, idx: usize) {
         if e.counter != 0
             && let Some(site) = site
             && self.hits.n < MAX_VECTOR
@@ -437,7 +436,7 @@ pub(crate) fn op_one(
                 fx.ext.edits.extend(edits.into_iter().map(|e| (at, e)));
                 OpRes::Pass
             }
-            Some(None) => OpRes::Verdict(VerdictC::Drop),
+            Some(None) => OpRes::Verdict(compiled::Verdict::Drop),
             None => OpRes::Break,
         },
         Op::SetPriority(calc) => match calc.eval(p, st, &calc_env(prog, fx)) {
@@ -575,7 +574,7 @@ pub(crate) fn op_one(
                 }
             }
             st.nat = *i + 1;
-            OpRes::Verdict(VerdictC::Accept)
+            OpRes::Verdict(compiled::Verdict::Accept)
         }
         Op::FlowAdd(i) => {
             st.flow = *i + 1;
@@ -593,18 +592,18 @@ pub(crate) fn op_one(
                 return OpRes::Break;
             }
             st.fwd = *t + 1;
-            OpRes::Verdict(VerdictC::Stolen)
+            OpRes::Verdict(compiled::Verdict::Stolen)
         }
         Op::Reject(r) => {
             fx.rare(st).reject = Some(*r);
-            OpRes::Verdict(VerdictC::Drop)
+            OpRes::Verdict(compiled::Verdict::Drop)
         }
         Op::Verdict(v) => OpRes::Verdict(*v),
     }
 }
 
 /// What one packet's walk knows about the leading pure tests of the rule it ran last (see
-/// [`RuleC::shared`]): tests `0..passed` passed, and test `passed` failed when `failed`.
+/// [`compiled::Rule::shared`]): tests `0..passed` passed, and test `passed` failed when `failed`.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Memo {
     passed: u8,
@@ -623,7 +622,7 @@ impl Memo {
     /// about) for packet `p`: from the memo where the rules share them, by running the others.
     /// Returns the index of the first operation still to run, or `None` when a test failed.
     #[inline(always)]
-    pub fn tests(&mut self, rule: &RuleC, p: &Packet<'_>, st: &PktState) -> Option<usize> {
+    pub fn tests(&mut self, rule: &compiled::Rule, p: &Packet<'_>, st: &PktState) -> Option<usize> {
         // What the previous rule's shared tests answered decides without touching them: the
         // rule fails at a remembered failure, or runs on after the remembered passes.
         if self.passed >= rule.shared {
@@ -664,7 +663,7 @@ pub(crate) fn rule_ops(
     ed: &mut Edited,
     st: &mut PktState,
     memo: &mut Memo,
-) -> Option<Option<VerdictC>> {
+) -> Option<Option<compiled::Verdict>> {
     let before = fx.ext.edits.len();
     let tmp;
     let p = if ed.has(0) {
@@ -711,7 +710,7 @@ fn edited_rest(
     st: &mut PktState,
     memo: &mut Memo,
     mut before: usize,
-) -> Option<Option<VerdictC>> {
+) -> Option<Option<compiled::Verdict>> {
     let mut ops = ops.iter();
     loop {
         if fx.ext.edits.len() != before {
@@ -748,7 +747,7 @@ pub(crate) fn rule_event(
     chain: ChainId,
     handle: u64,
     idx: usize,
-    v: Option<VerdictC>,
+    v: Option<compiled::Verdict>,
 ) -> TraceEvent {
     let c = &prog.chains[chain as usize];
     TraceEvent::Rule {
@@ -826,7 +825,7 @@ pub(crate) fn rule_decision(prog: &Program, chain: ChainId, handle: u64) -> Deci
 
 /// Walk one packet through base chain `base` (nft_do_chain): returns accept or drop and the
 /// rule or policy that decided. `memo` skips tests answered in the previous rule
-/// ([`RuleC::shared`]); without it every operation runs, as in the kernel. `p` is the packet as
+/// ([`compiled::Rule::shared`]); without it every operation runs, as in the kernel. `p` is the packet as
 /// received; once a plugin statement edits it (in this walk or an earlier base chain's of the
 /// hook), the walk reads its copy in slot 0 of `ed`.
 #[allow(clippy::too_many_arguments)]
@@ -881,24 +880,24 @@ pub(crate) fn walk_one(
             r += 1;
             continue;
         };
-        if !matches!(v, None | Some(VerdictC::Continue)) {
+        if !matches!(v, None | Some(compiled::Verdict::Continue)) {
             // The walk leaves this rule position: what the memo knows is for this chain.
             m.clear();
         }
         fx.emit(|| rule_event(prog, c, rule.handle, idx, v));
         match v {
-            None | Some(VerdictC::Continue) => r += 1,
-            Some(VerdictC::Accept) => {
+            None | Some(compiled::Verdict::Continue) => r += 1,
+            Some(compiled::Verdict::Accept) => {
                 return (FinalVerdict::Accept, rule_decision(prog, c, rule.handle));
             }
-            Some(VerdictC::Drop) => {
+            Some(compiled::Verdict::Drop) => {
                 return (FinalVerdict::Drop, rule_decision(prog, c, rule.handle));
             }
-            Some(VerdictC::Stolen) => {
+            Some(compiled::Verdict::Stolen) => {
                 // The caller sees `st.fwd` and ends the hook.
                 return (FinalVerdict::Accept, rule_decision(prog, c, rule.handle));
             }
-            Some(VerdictC::Return) => {
+            Some(compiled::Verdict::Return) => {
                 if depth == 0 {
                     return base_policy(prog, fx, base, idx);
                 }
@@ -906,7 +905,7 @@ pub(crate) fn walk_one(
                 (c, r) = stack[depth];
                 rules = &prog.chains[c as usize].rules;
             }
-            Some(VerdictC::Jump(t)) => {
+            Some(compiled::Verdict::Jump(t)) => {
                 if depth == JUMP_STACK {
                     // Unreachable after the load-time depth check; the kernel drops here.
                     return (FinalVerdict::Drop, rule_decision(prog, c, rule.handle));
@@ -916,7 +915,7 @@ pub(crate) fn walk_one(
                 (c, r) = (t, 0);
                 rules = &prog.chains[c as usize].rules;
             }
-            Some(VerdictC::Goto(t)) => {
+            Some(compiled::Verdict::Goto(t)) => {
                 (c, r) = (t, 0);
                 rules = &prog.chains[c as usize].rules;
             }

@@ -5,6 +5,7 @@
 use wasp_ruleset::model::{ChainType, Family, Hook};
 
 use crate::compare::bits;
+use crate::compiled::{ChainId, Program};
 use crate::conn::ConnFx;
 use crate::engine::Engine;
 use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
@@ -12,7 +13,6 @@ use crate::expr::{PktState, ifname_value, skb_len_ingress};
 use crate::ext::{DupCopies, DupPoint, ExtEdit, Extensions};
 use crate::packet::{FinalVerdict, MAX_VECTOR, OutId, Outcome, Packet, TraceSink, nfproto};
 use crate::pipeline::{View, run_base};
-use crate::program::{ChainId, Program};
 
 /// What one base chain did on one hook of one device since the engine was compiled: packets
 /// whose walk entered it and how the walks ended. Counted per vector by the engine itself, so

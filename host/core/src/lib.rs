@@ -8,7 +8,8 @@
 //!
 //! Modules: [`packet`] (the base types: packet, outcome, output target), [`engine`] (compile
 //! and configure), `hooks` (the one entry point [`Engine::run`] and its [`HookResult`]),
-//! `counters` (counter readout), `compile` (model to program, load-time checks), `field`
+//! `counters` (counter readout), `compile` (model to the compiled program, load-time checks), `compiled` (the compiled types:
+//! `compiled::Chain`, `compiled::Rule`, `compiled::Verdict`, ...), `field`
 //! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
 //! `expr` (loads and comparisons), `compare` (matches lowered to their field's width, the read
 //! cache), `eval` (one packet, the reference walk), `pipeline` (the vector pipeline), `trace`
@@ -28,6 +29,7 @@ mod anon_counters;
 mod calc;
 mod compare;
 mod compile;
+mod compiled;
 pub mod conn;
 mod counters;
 mod dynset;
@@ -42,7 +44,6 @@ mod merge;
 pub mod packet;
 mod payload_set;
 mod pipeline;
-mod program;
 pub mod route;
 mod setstore;
 pub mod stateful;

@@ -33,8 +33,8 @@
 //!
 //! Checked with `nft --debug=netlink` (nftables 1.0.6) for every case in the tests below.
 
+use crate::compiled::Op;
 use crate::expr::{Cmp, Load, Src, mask_bytes};
-use crate::program::Op;
 
 /// What `stmt_reduce` sees in one compiled operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +233,7 @@ mod tests {
             .map(|k| match k {
                 MergeKind::Candidate(c) => c.op(),
                 MergeKind::Fence | MergeKind::Barrier => Op::Log(0),
-                MergeKind::Other => Op::Verdict(crate::program::VerdictC::Continue),
+                MergeKind::Other => Op::Verdict(crate::compiled::Verdict::Continue),
             })
             .collect();
         reduce(ops, items)

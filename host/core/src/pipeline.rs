@@ -8,7 +8,7 @@
 //! is dispatched once per vector and its inner loop runs over the set bits: a test
 //! ([`Test::vector`]) reads each packet's field from the [`View`] (frames and header offsets
 //! side by side) and returns the mask of those that pass. Verdicts and counters act on whole
-//! masks. The leading pure tests a rule shares with the rule before it ([`RuleC::shared`]) are
+//! masks. The leading pure tests a rule shares with the rule before it ([`compiled::Rule::shared`]) are
 //! answered from the previous rule's results instead of being run again, and a payload read
 //! that several tests make keeps its values for the whole vector ([`ReadCache`]).
 //!
@@ -22,9 +22,10 @@
 //! once the buffers have grown to their working size.
 //!
 //! [`Test::vector`]: crate::compare::Test::vector
-//! [`RuleC::shared`]: crate::program::RuleC::shared
+//! [`compiled::Rule::shared`]: compiled::Rule::shared
 
 use crate::compare::{ReadCache, bits};
+use crate::compiled::{self, ChainId, MEMO, Op, Program};
 use crate::eval::{
     Effects, JUMP_STACK, NO_PACKET, OpRes, base_policy, end_event, ext_call, ext_packet,
     flush_hits, op_one, policy_decision, rule_decision, rule_event,
@@ -32,7 +33,6 @@ use crate::eval::{
 use crate::expr::PktState;
 use crate::ext::Edited;
 use crate::packet::{Decision, FinalVerdict, MAX_VECTOR, Packet};
-use crate::program::{ChainId, MEMO, Op, Program, VerdictC};
 
 /// The per-packet facts the tests read, side by side for a vector (structure of arrays).
 #[derive(Debug)]
@@ -98,7 +98,7 @@ pub(crate) struct Scratch {
     stacks: Vec<[(ChainId, u32); JUMP_STACK]>,
     depth: [u8; MAX_VECTOR],
     /// Per packet: verdict of the current rule, when it differs between packets (verdict maps).
-    vslot: [Option<VerdictC>; MAX_VECTOR],
+    vslot: [Option<compiled::Verdict>; MAX_VECTOR],
     /// Answers to the current rule's leading pure tests, as (answered, passed) masks.
     memo: [(u64, u64); MEMO],
     /// Packets the current base chain dropped.
@@ -262,39 +262,39 @@ fn follow(
     c: ChainId,
     r: usize,
     handle: u64,
-    v: Option<VerdictC>,
+    v: Option<compiled::Verdict>,
     mask: u64,
     res: &mut [(FinalVerdict, Option<Decision>)],
 ) -> u64 {
     let decided = |verdict| (verdict, Some(rule_decision(cx.prog, c, handle)));
     match v {
-        None | Some(VerdictC::Continue) => return 0,
-        Some(VerdictC::Accept) => {
+        None | Some(compiled::Verdict::Continue) => return 0,
+        Some(compiled::Verdict::Accept) => {
             let d = decided(FinalVerdict::Accept);
             for i in bits(mask) {
                 res[i] = d;
             }
         }
-        Some(VerdictC::Drop) => {
+        Some(compiled::Verdict::Drop) => {
             let d = decided(FinalVerdict::Drop);
             for i in bits(mask) {
                 res[i] = d;
             }
             sc.dropped |= mask;
         }
-        Some(VerdictC::Stolen) => {
+        Some(compiled::Verdict::Stolen) => {
             let d = decided(FinalVerdict::Accept);
             for i in bits(mask) {
                 res[i] = d;
             }
             sc.stolen |= mask;
         }
-        Some(VerdictC::Return) => {
+        Some(compiled::Verdict::Return) => {
             for i in bits(mask) {
                 do_return(cx, fx, sc, i, res);
             }
         }
-        Some(VerdictC::Jump(t)) => {
+        Some(compiled::Verdict::Jump(t)) => {
             for i in bits(mask) {
                 let d = usize::from(sc.depth[i]);
                 if d == JUMP_STACK {
@@ -310,7 +310,7 @@ fn follow(
                 }
             }
         }
-        Some(VerdictC::Goto(t)) => {
+        Some(compiled::Verdict::Goto(t)) => {
             sc.start[t as usize] |= mask;
             sc.enqueue(t);
         }

@@ -1,7 +1,7 @@
 //! Compiled sets and maps in the back-end the kernel would pick (`nft_select_set_ops`): exact
 //! keys in a hash, one interval field in the rbtree-semantics [`IntervalSet`], concatenated
 //! intervals in [`Pipapo`] (looked up through its field index, built once the set is filled:
-//! `Pipapo::build_index`). Every back-end stores the element's index into [`SetC::elems`], which
+//! `Pipapo::build_index`). Every back-end stores the element's index into [`Set::elems`], which
 //! holds its verdict (verdict maps), its expiry and its counter.
 //!
 //! Time: element expiries are nanoseconds after the engine's epoch (the ruleset's load, see
@@ -10,7 +10,7 @@
 
 use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, RangeList};
 
-use crate::program::VerdictC;
+use crate::compiled;
 
 /// Where a set's keys live.
 #[derive(Debug, Clone)]
@@ -22,7 +22,7 @@ pub(crate) enum SetStore {
     /// Concatenated intervals (`nft_set_pipapo`).
     Pipapo(Pipapo),
     /// A set that set statements change: index into [`crate::Stateful`]'s dynamic sets
-    /// ([`crate::dynset::DynSet`]); looked up through [`crate::program::Program::lookup`].
+    /// ([`crate::dynset::DynSet`]); looked up through [`crate::compiled::Program::lookup`].
     Dynamic(u32),
     /// Ranges the kernel back-ends would refuse to hold together (only reachable for anonymous
     /// sets the ruleset parser did not check): first match in order.
@@ -31,40 +31,40 @@ pub(crate) enum SetStore {
 
 /// One element's data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ElemC {
-    /// Index into [`SetC::verdicts`] for a verdict map, else 0.
+pub(crate) struct Elem {
+    /// Index into [`Set::verdicts`] for a verdict map, else 0.
     pub verdict: u32,
     /// Data of a map of 32-bit values (`type ipv4_addr : mark`), else 0.
     pub value: u32,
     /// Expiry in ns after the epoch; `u64::MAX` for never.
     pub expires: u64,
-    /// The element's id + 1 for its set's counter site (`SetC::counter_site`; the id is its
+    /// The element's id + 1 for its set's counter site (`Set::counter_site`; the id is its
     /// index in the model's `SetDecl::elements`), 0 when it does not count.
     pub counter: u32,
 }
 
 /// A set or map in its back-end, with its elements' data and a verdict map's verdicts.
 #[derive(Debug, Clone)]
-pub(crate) struct SetC {
+pub(crate) struct Set {
     pub store: SetStore,
-    pub elems: Vec<ElemC>,
-    pub verdicts: Box<[VerdictC]>,
+    pub elems: Vec<Elem>,
+    pub verdicts: Box<[compiled::Verdict]>,
     /// The counter use site of the set's element counters, when an element counts.
     pub counter_site: Option<u32>,
     /// The catch-all element `*`: what a lookup that no element of the back-end holds finds
     /// (`nft_set_catchall_lookup`, which the kernel's `nft_lookup_eval` tries after the
     /// back-end misses), while it lives.
-    pub catch_all: Option<ElemC>,
+    pub catch_all: Option<Elem>,
 }
 
 /// An element to add: per-field bounds concatenated, and its data.
 pub(crate) struct ElemIn {
     pub lo: Vec<u8>,
     pub hi: Vec<u8>,
-    pub elem: ElemC,
+    pub elem: Elem,
 }
 
-impl SetC {
+impl Set {
     /// Build a set of keys of `lens` bytes per field. `exact` when every element is a single
     /// key. An element identical to an earlier one keeps the earlier (the kernel keeps the
     /// first); elements the kernel back-end refuses together (overlaps the ruleset parser lets
@@ -74,15 +74,15 @@ impl SetC {
         lens: &[usize],
         exact: bool,
         elems: Vec<ElemIn>,
-        verdicts: Box<[VerdictC]>,
-    ) -> Result<SetC, usize> {
+        verdicts: Box<[compiled::Verdict]>,
+    ) -> Result<Set, usize> {
         let key_len: usize = lens.iter().sum();
         for (i, e) in elems.iter().enumerate() {
             if e.hi < e.lo && lens.len() == 1 {
                 return Err(i);
             }
         }
-        let mut out = SetC {
+        let mut out = Set {
             store: SetStore::Exact(ExactSet::new(key_len)),
             elems: Vec::with_capacity(elems.len()),
             verdicts,
@@ -147,14 +147,14 @@ impl SetC {
     /// the live catch-all element (an expired back-end element falls through to it too, as
     /// the kernel's back-ends skip expired elements).
     #[inline]
-    pub fn lookup(&self, key: &[u8], now: u64) -> Option<&ElemC> {
+    pub fn lookup(&self, key: &[u8], now: u64) -> Option<&Elem> {
         self.lookup_backend(key, now)
             .or_else(|| self.catch_all.as_ref().filter(|e| now < e.expires))
     }
 
     /// The live element of the back-end holding `key` at `now`.
     #[inline]
-    fn lookup_backend(&self, key: &[u8], now: u64) -> Option<&ElemC> {
+    fn lookup_backend(&self, key: &[u8], now: u64) -> Option<&Elem> {
         let i = match &self.store {
             SetStore::Exact(s) => s.get(key)?,
             SetStore::Interval(s) => s.elem(s.lookup(key, now)?)?.data,

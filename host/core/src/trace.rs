@@ -2,26 +2,26 @@
 
 use std::fmt::Write;
 
+use crate::compiled::{self, Program};
 use crate::packet::Packet;
-use crate::program::{Program, VerdictC};
 
 /// A verdict as nft prints it (`accept`, `jump sub`, ...).
-pub(crate) fn verdict_text(prog: &Program, v: Option<VerdictC>) -> String {
+pub(crate) fn verdict_text(prog: &Program, v: Option<compiled::Verdict>) -> String {
     let name = |c: u32| prog.chains[c as usize].name.as_str();
     match v {
-        None | Some(VerdictC::Continue) => "continue".into(),
-        Some(VerdictC::Accept) => "accept".into(),
-        Some(VerdictC::Drop) => "drop".into(),
-        Some(VerdictC::Return) => "return".into(),
-        Some(VerdictC::Jump(c)) => format!("jump {}", name(c)),
-        Some(VerdictC::Goto(c)) => format!("goto {}", name(c)),
-        Some(VerdictC::Stolen) => "stolen".into(),
+        None | Some(compiled::Verdict::Continue) => "continue".into(),
+        Some(compiled::Verdict::Accept) => "accept".into(),
+        Some(compiled::Verdict::Drop) => "drop".into(),
+        Some(compiled::Verdict::Return) => "return".into(),
+        Some(compiled::Verdict::Jump(c)) => format!("jump {}", name(c)),
+        Some(compiled::Verdict::Goto(c)) => format!("goto {}", name(c)),
+        Some(compiled::Verdict::Stolen) => "stolen".into(),
     }
 }
 
 /// A compiled `log` statement: what its line needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LogC {
+pub(crate) struct Log {
     /// `prefix "..."` (empty without).
     pub prefix: String,
     /// `flags ...` ([`wasp_ruleset::model::LogFlags`] bits): `tcp sequence` adds SEQ= ACK=.
@@ -39,7 +39,7 @@ pub(crate) struct LogC {
 /// `PROTO=ICMP TYPE= CODE= [ID= SEQ=]`, `PROTO=ICMPv6 ...`, else `PROTO=N`), `MARK=0x..` when
 /// the mark is set. A header cut short prints `INCOMPLETE [N bytes]` where the kernel does.
 /// `mark` is `meta mark` at the statement; `oif` the output device (empty before routing).
-pub(crate) fn log_text(l: &LogC, p: &Packet<'_>, mark: u32, oif: &str) -> String {
+pub(crate) fn log_text(l: &Log, p: &Packet<'_>, mark: u32, oif: &str) -> String {
     let mut s = String::with_capacity(200);
     let _ = write!(s, "{}IN={} OUT={oif} MAC=", l.prefix, p.iifname);
     let f = p.frame;

@@ -13,10 +13,10 @@ use wasp_ruleset::model::{
 
 use super::{Ctx, RuleOps, read_only};
 use crate::compare::Test;
+use crate::compiled::{CtSetKey, Op};
 use crate::expr::Load;
 use crate::ext::{CounterUse, ExtKind, ExtSite, Fallback};
 use crate::merge::{MergeKind, reduce};
-use crate::program::{CtSetKey, Op};
 use crate::setstore::SetStore;
 use crate::stateful::{Bucket, QuotaOwner, QuotaState};
 
@@ -413,7 +413,7 @@ impl Ctx<'_> {
         let id = u16::try_from(self.prog.nats.len())
             .map_err(|_| self.err(n.span, "too many nat statements"))?;
         let calc = match &n.target {
-            Some(e) => Some(crate::program::NatCalc {
+            Some(e) => Some(crate::compiled::NatCalc {
                 calc: self.calc(ti, t, named, e, n.span, &mut rule.ops)?,
                 map_data: matches!(**e, Expr::Map { .. }),
                 v6: match n.family {
@@ -468,7 +468,7 @@ impl Ctx<'_> {
 
     /// `log [prefix ...] [flags ...] [group N]`.
     fn stmt_log(&mut self, rule: &mut RuleIn<'_>, l: &LogStmt) -> Result<(), Error> {
-        self.prog.logs.push(crate::trace::LogC {
+        self.prog.logs.push(crate::compiled::Log {
             prefix: l.prefix.clone().unwrap_or_default(),
             flags: l.flags.0,
             group: l.group,
@@ -547,7 +547,7 @@ impl Ctx<'_> {
             Op::SetUpdate {
                 keys: key.into(),
                 data,
-                stmt: Box::new(crate::dynset::SetUpdateC {
+                stmt: Box::new(crate::compiled::SetUpdate {
                     op: u.op,
                     set,
                     timeout_ns: u.timeout_ms.map_or(0, |ms| ms.saturating_mul(1_000_000)),

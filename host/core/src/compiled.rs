@@ -7,15 +7,19 @@ use crate::calc::Calc;
 use crate::compare::Test;
 use crate::expr::{Cmp, Load};
 use crate::ext::{CounterUse, ExtSite};
-use crate::setstore::SetC;
 use crate::stateful::Stateful;
+
+// The compiled types that live beside what builds them, under their compiled names.
+pub(crate) use crate::dynset::SetUpdate;
+pub(crate) use crate::setstore::{Elem, Set};
+pub(crate) use crate::trace::Log;
 
 /// Index of a chain in [`Program::chains`].
 pub(crate) type ChainId = u32;
 
 /// A verdict with its target chain resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum VerdictC {
+pub(crate) enum Verdict {
     Accept,
     Drop,
     Continue,
@@ -61,7 +65,7 @@ pub(crate) enum Op {
     SetUpdate {
         keys: Box<[Load]>,
         data: Option<Box<Load>>,
-        stmt: Box<crate::dynset::SetUpdateC>,
+        stmt: Box<crate::SetUpdate>,
     },
     /// `reset tcp option KIND` ([`crate::payload_set::opt_reset`]).
     OptReset(u8),
@@ -103,13 +107,13 @@ pub(crate) enum Op {
     /// `flow add @NAME`: index into [`Program::flowtables`].
     FlowAdd(u16),
     /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
-    /// with [`VerdictC::Stolen`].
+    /// with [`Verdict::Stolen`].
     Fwd(u16),
     /// `reject ...`: the packet is dropped and the reply recorded in its state (the kernel's
     /// nft_reject_*_eval queue the reply, then set NF_DROP); ends the rule with drop.
     Reject(crate::packet::Reject),
     /// A verdict.
-    Verdict(VerdictC),
+    Verdict(Verdict),
 }
 
 /// The connection keys `ct ... set` writes besides the mark.
@@ -137,7 +141,7 @@ pub(crate) struct NatCalc {
 
 /// A compiled rule.
 #[derive(Debug, Clone)]
-pub(crate) struct RuleC {
+pub(crate) struct Rule {
     /// Kernel handle.
     pub handle: u64,
     /// Operations, ending at the first verdict.
@@ -157,9 +161,9 @@ pub(crate) struct RuleC {
 /// Leading operations of a rule whose answers are remembered for the next rule.
 pub(crate) const MEMO: usize = 8;
 
-impl RuleC {
+impl Rule {
     /// A rule of `ops`, to be placed after `prev` in its chain.
-    pub fn new(handle: u64, ops: Box<[Op]>, prev: Option<&RuleC>) -> Self {
+    pub fn new(handle: u64, ops: Box<[Op]>, prev: Option<&Rule>) -> Self {
         let pure = ops
             .iter()
             .take(MEMO)
@@ -172,7 +176,7 @@ impl RuleC {
                 .take_while(|(a, b)| matches!((a, b), (Op::Test(x), Op::Test(y)) if x == y))
                 .count()
         });
-        RuleC {
+        Rule {
             handle,
             ops,
             shared: shared as u8,
@@ -183,7 +187,7 @@ impl RuleC {
 
 /// Hook attachment of a base chain.
 #[derive(Debug, Clone)]
-pub(crate) struct BaseC {
+pub(crate) struct Base {
     pub chain_type: wasp_ruleset::model::ChainType,
     pub hook: Hook,
     pub devices: Vec<String>,
@@ -193,7 +197,7 @@ pub(crate) struct BaseC {
 
 /// A compiled chain.
 #[derive(Debug, Clone)]
-pub(crate) struct ChainC {
+pub(crate) struct Chain {
     /// Table index.
     pub table: u32,
     /// Index of the chain in its table.
@@ -201,9 +205,9 @@ pub(crate) struct ChainC {
     /// Name.
     pub name: String,
     /// Rules in order.
-    pub rules: Vec<RuleC>,
+    pub rules: Vec<Rule>,
     /// Present for a base chain.
-    pub base: Option<BaseC>,
+    pub base: Option<Base>,
     /// Family of the table (inet base chains see only IP packets).
     pub family: Family,
     /// Position in a topological order of the jump graph (callers before callees).
@@ -214,7 +218,7 @@ impl Program {
     /// The live element of set `set` holding `key` at `now` (ns after the epoch), for every
     /// back-end including the sets that set statements change.
     #[inline]
-    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<crate::setstore::ElemC> {
+    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<crate::Elem> {
         let s = self.sets.get(set as usize)?;
         match s.store {
             crate::setstore::SetStore::Dynamic(d) => {
@@ -231,13 +235,13 @@ pub(crate) struct Program {
     /// (name, family) per table.
     pub tables: Vec<(String, Family)>,
     /// All chains of all tables.
-    pub chains: Vec<ChainC>,
+    pub chains: Vec<Chain>,
     /// `chain_ids[t][c]`: global id of chain `c` of table `t`.
     pub chain_ids: Vec<Vec<ChainId>>,
     /// Sets (named and anonymous).
-    pub sets: Vec<SetC>,
+    pub sets: Vec<Set>,
     /// Log prefixes.
-    pub logs: Vec<crate::trace::LogC>,
+    pub logs: Vec<crate::Log>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
     pub ext_sites: Vec<ExtSite>,
     /// Where each use site is written (parallel to `ext_sites`).
