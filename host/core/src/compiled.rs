@@ -65,7 +65,7 @@ pub(crate) enum Op {
     SetUpdate {
         keys: Box<[Load]>,
         data: Option<Box<Load>>,
-        stmt: Box<crate::SetUpdate>,
+        stmt: Box<SetUpdate>,
     },
     /// `reset tcp option KIND` ([`crate::payload_set::opt_reset`]).
     OptReset(u8),
@@ -218,7 +218,7 @@ impl Program {
     /// The live element of set `set` holding `key` at `now` (ns after the epoch), for every
     /// back-end including the sets that set statements change.
     #[inline]
-    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<crate::Elem> {
+    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<Elem> {
         let s = self.sets.get(set as usize)?;
         match s.store {
             crate::setstore::SetStore::Dynamic(d) => {
@@ -241,7 +241,7 @@ pub(crate) struct Program {
     /// Sets (named and anonymous).
     pub sets: Vec<Set>,
     /// Log prefixes.
-    pub logs: Vec<crate::Log>,
+    pub logs: Vec<Log>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).
     pub ext_sites: Vec<ExtSite>,
     /// Where each use site is written (parallel to `ext_sites`).
