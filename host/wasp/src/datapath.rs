@@ -386,3 +386,86 @@ impl Datapath {
         counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasp_gateway::{DropReason, Fate};
+    use wasp_wire::samples::{ethernet, ipv4, udp};
+
+    use super::*;
+
+    /// What an exit saw, in order.
+    #[derive(Default)]
+    struct Seen {
+        events: Vec<String>,
+        logs: Vec<String>,
+    }
+
+    impl Exit for Seen {
+        fn log(&mut self, lines: Vec<String>, _: u64) {
+            self.logs.extend(lines);
+        }
+
+        fn send(&mut self, i: usize, s: &Send, frame: &[u8]) {
+            let bytes = s.frame(frame);
+            self.events
+                .push(format!("send {i} {} {:?} {}", s.dev, s.kind, bytes.len()));
+        }
+
+        fn done(&mut self, i: usize, p: &Packet<'_>, o: &Outcome, frame: &[u8], fate: Fate) {
+            assert_eq!(p.frame.len(), frame.len(), "no edit in these rulesets");
+            self.events
+                .push(format!("done {i} {:?} {fate:?}", o.verdict));
+        }
+    }
+
+    fn datapath(rules: &str) -> Datapath {
+        let rs = wasp_ruleset::parse_str(rules, "dp.nft").unwrap();
+        let mut cache = PluginCache::default();
+        let mut shared = Shared::single(&mut cache, HostConfig::default());
+        let b = build(&rs, 0, 1, Clocks::default(), false, &mut shared).unwrap();
+        Datapath::new(b, Forwarder::new(None))
+    }
+
+    fn frame(dport: u16) -> Vec<u8> {
+        ethernet(&[], 0x0800, &ipv4(17, &udp(1000, dport, b"")))
+    }
+
+    /// Per packet, in order: what it sends (a `dup` copy), then its fate; the counts of the
+    /// vector; `log` lines through the exit when it traces nothing.
+    #[test]
+    fn a_vector_goes_to_the_exit_packet_by_packet() {
+        let mut dp = datapath(
+            "table netdev t {\n chain c {\n  type filter hook ingress device \"eth0\" priority 0; policy accept;\n  udp dport 53 dup to \"mon0\"\n  udp dport 22 log prefix \"ssh \" drop\n }\n}\n",
+        );
+        let frames = [frame(53), frame(22), frame(80)];
+        let mut seen = Seen::default();
+        let c = dp.vector("eth0", frames.iter().map(Vec::as_slice), 1_000, &mut seen);
+        assert_eq!(
+            seen.events,
+            [
+                format!("send 0 mon0 Dup {}", frames[0].len()),
+                "done 0 Accept Local".to_string(),
+                format!("done 1 Drop {:?}", Fate::Dropped(DropReason::Verdict)),
+                "done 2 Accept Local".to_string(),
+            ]
+        );
+        assert_eq!(
+            c,
+            VectorCounts {
+                packets: 3,
+                bytes: frames.iter().map(|f| f.len() as u64).sum(),
+                malformed: 0,
+                accepted: 2,
+                logged: 1,
+            }
+        );
+        assert_eq!(seen.logs.len(), 1);
+        assert!(seen.logs[0].starts_with("ssh IN=eth0 "), "{}", seen.logs[0]);
+        // Nothing of the call stays for the next: an empty vector sends and logs nothing.
+        let mut again = Seen::default();
+        let c = dp.vector("eth0", std::iter::empty(), 2_000, &mut again);
+        assert_eq!(c, VectorCounts::default());
+        assert!(again.events.is_empty() && again.logs.is_empty());
+    }
+}
