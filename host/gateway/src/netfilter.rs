@@ -72,6 +72,7 @@ use wasp_core::Engine;
 use wasp_core::Extensions;
 use wasp_core::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
 use wasp_core::{FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
+use wasp_wire::PacketMeta;
 
 /// How often (ns of the packets' clock) idle flows and expired connections are collected.
 pub const GC_INTERVAL_NS: u64 = 1_000_000_000;
@@ -433,6 +434,7 @@ pub(crate) fn ip_path(
     in_dev: &str,
     input: DevId,
     frame: &[u8],
+    meta: Option<&PacketMeta>,
     mark: u32,
     now_ns: u64,
     way: &mut WayOut,
@@ -445,6 +447,7 @@ pub(crate) fn ip_path(
         in_dev,
         input,
         frame,
+        meta,
         mark,
         now_ns,
         way,
@@ -453,7 +456,9 @@ pub(crate) fn ip_path(
         return fate;
     };
     let name = g.name(dev).to_string();
-    let fate = match ip_path_once(nf, g, engine, ext, &name, dev, &inner, mark, now_ns, way) {
+    let fate = match ip_path_once(
+        nf, g, engine, ext, &name, dev, &inner, None, mark, now_ns, way,
+    ) {
         // ARP inside the tunnel: answered (and learned) on the tunnel device.
         IpFate::NotIp => IpFate::Routed(g.route(dev, &inner, now_ns).into()),
         other => other,
@@ -496,12 +501,14 @@ fn ip_path_once<'a>(
     in_dev: &str,
     input: DevId,
     frame: &'a [u8],
+    meta: Option<&PacketMeta>,
     mark: u32,
     now_ns: u64,
     way: &mut WayOut,
 ) -> IpFate {
     nf.maybe_gc(now_ns);
-    let meta = wasp_wire::parse(frame);
+    // The caller's parse of this very frame, when it has one (the ingress hook's).
+    let meta = meta.copied().unwrap_or_else(|| wasp_wire::parse(frame));
     if !matches!(meta.protocol, 0x0800 | 0x86dd) {
         return IpFate::NotIp;
     }

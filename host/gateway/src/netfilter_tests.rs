@@ -197,11 +197,13 @@ impl Rig {
         self.engine
             .run(wasp_core::At::Ingress(dev), &[p], now, &mut res, None, None);
         let o = [res.outcomes[0]];
+        // With the ingress hook's parse, as the data path gives it.
         let fate = self.fw.after_ingress(
             &mut self.engine,
             None,
             dev,
             frame,
+            Some(&p.meta),
             &[],
             &o[0],
             now,

@@ -472,7 +472,7 @@ table netdev t {
         );
         let o = [res.outcomes[0]];
         let mut way = WayOut::default();
-        let fate = fw.after_ingress(e, None, "veth0", f, &[], &o[0], 0, &mut way);
+        let fate = fw.after_ingress(e, None, "veth0", f, None, &[], &o[0], 0, &mut way);
         (fate, way.sends)
     }
 
@@ -656,7 +656,7 @@ mod kernel_facts {
             e.run(wasp_core::At::Ingress("y0"), &[p], 0, &mut res, None, None);
             let o = [res.outcomes[0]];
             let mut way = WayOut::default();
-            fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
+            fw.after_ingress(&mut e, None, "y0", &f, None, &[], &o[0], 0, &mut way);
         }
         let seen = |e: &Engine, d: &str| e.chain_stats(Hook::Egress, d)[0].packets;
         assert_eq!(seen(&e, "y1"), 2);
@@ -701,7 +701,7 @@ mod kernel_facts {
         let o = [res.outcomes[0]];
         assert_eq!(o[0].mark, 7);
         let mut way = WayOut::default();
-        let fate = fw.after_ingress(&mut e, None, "y0", &f, &[], &o[0], 0, &mut way);
+        let fate = fw.after_ingress(&mut e, None, "y0", &f, None, &[], &o[0], 0, &mut way);
         let sends = way.sends;
         assert_eq!(fate, Fate::Sent);
         assert_eq!(sends.len(), 1);
@@ -955,7 +955,9 @@ fn each_dup_target_gets_its_copy_and_the_rest_the_final_frame() {
     };
     let mut fw = Forwarder::new(None);
     let mut way = WayOut::default();
-    let fate = fw.after_ingress(&mut e, None, "eth0", &last, &copies, &outcome, 0, &mut way);
+    let fate = fw.after_ingress(
+        &mut e, None, "eth0", &last, None, &copies, &outcome, 0, &mut way,
+    );
     assert_eq!(fate, Fate::Local);
     let sent: Vec<(String, SendKind, Vec<u8>)> = way
         .sends

@@ -365,13 +365,14 @@ impl Datapath {
             if o.verdict == FinalVerdict::Accept {
                 counts.accepted += 1;
             }
-            let frame = edited
-                .get(i)
-                .and_then(Option::as_deref)
-                .unwrap_or(pkt.frame);
+            // The IP path reuses the ingress hook's parse of a frame no statement edited.
+            let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
+                Some(e) => (e, None),
+                None => (pkt.frame, Some(&pkt.meta)),
+            };
             let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
             let fate =
-                forwarder.after_ingress(engine, ext, dev, frame, dups.of(i), &o, now_ns, way);
+                forwarder.after_ingress(engine, ext, dev, frame, meta, dups.of(i), &o, now_ns, way);
             if !way.logs.is_empty() {
                 let lines = std::mem::take(&mut way.logs);
                 counts.logged += lines.len() as u64;

@@ -8,7 +8,8 @@
 //! - **fast**: the connection offloaded (`flow add @ft`): the flowtable's lookup at ingress and
 //!   its cached edit, no chain;
 //!
-//! each through `Forwarder::after_ingress` (what `wasp replay` and the daemon call) with the
+//! each through `Forwarder::after_ingress` (what `wasp replay` and the daemon call, with the
+//! ingress hook's parse of the frame) with the
 //! frame written to a send buffer as the daemon writes it (`Body::write`), for 64- and
 //! 1500-byte frames. Prints CPU ns per packet (thread CPU time; median of the rounds), packets
 //! per second of CPU, and the ratio slow / fast (issue 6's target: at least 3).
@@ -181,6 +182,7 @@ impl Rig {
             None,
             dev,
             f,
+            Some(&p.meta),
             &[],
             &self.res.outcomes[0],
             now,
