@@ -163,6 +163,9 @@ struct Args {
     /// wasp's AF_PACKET receive path (`wasp run --rx`): tpacket (its default) or multishot.
     #[arg(long, default_value = "tpacket")]
     rx: String,
+    /// wasp's AF_PACKET send path (`wasp run --tx`): ring (its default) or send.
+    #[arg(long, default_value = "ring")]
+    tx: String,
     /// The wasp binary (default: `wasp` next to this binary, i.e. this build's).
     #[arg(long)]
     wasp: Option<PathBuf>,
@@ -269,6 +272,9 @@ fn run(args: &Args) -> Res<()> {
     };
     if packets == 0 || rounds == 0 || args.workers == 0 || args.sizes.is_empty() {
         return Err("--packets, --rounds, --workers and --sizes must be at least 1".into());
+    }
+    if !matches!(args.tx.as_str(), "ring" | "send") {
+        return Err(format!("--tx {:?}: ring or send", args.tx));
     }
     if !matches!(args.rx.as_str(), "tpacket" | "multishot") {
         return Err(format!("--rx {:?}: tpacket or multishot", args.rx));
@@ -1131,6 +1137,7 @@ impl WaspRun {
             .arg(&sock)
             .args(["--workers", &ctx.args.workers.to_string()])
             .args(["--rx", &ctx.args.rx])
+            .args(["--tx", &ctx.args.tx])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -29,7 +29,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use wasp_core::Engine;
 use wasp_gateway::{Forwarder, Gateway};
-use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, TapGroup};
+use wasp_io::{
+    AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, TapGroup, TxMode,
+};
 
 use crate::error::Error;
 use events::EventBus;
@@ -45,6 +47,16 @@ pub enum RxArg {
     Tpacket,
     /// Multishot recv into a provided-buffer ring.
     Multishot,
+}
+
+/// How the AF_PACKET sockets send (`--tx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxArg {
+    /// A `PACKET_TX_RING` per socket, one `sendto` per port and flush (the default).
+    Ring,
+    /// One io_uring `SEND` per frame from the ports' send buffers (on veth this skips the
+    /// copy of the ring's page fragments that veth makes for a ring's frames).
+    Send,
 }
 
 /// `wasp run RULESET [options]`.
@@ -79,6 +91,9 @@ pub struct RunArgs {
     /// Receive path of the AF_PACKET ports.
     #[arg(long, value_enum, default_value = "tpacket")]
     pub rx: RxArg,
+    /// Send path of the AF_PACKET ports.
+    #[arg(long, value_enum, default_value = "ring")]
+    pub tx: TxArg,
     /// The gateway file: addresses, static routes and neighbours (see `wasp_gateway`);
     /// without it accepted packets stay with the local stack unless `fwd`/`dup` send them.
     #[arg(long, value_name = "FILE")]
@@ -232,6 +247,10 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         rx_mode: match args.rx {
             RxArg::Tpacket => RxMode::TpacketV3,
             RxArg::Multishot => RxMode::Multishot,
+        },
+        tx_mode: match args.tx {
+            TxArg::Ring => TxMode::Ring,
+            TxArg::Send => TxMode::Send,
         },
         ..RingConfig::default()
     };
