@@ -214,6 +214,16 @@ pub(crate) struct Chain {
     pub rank: u32,
 }
 
+impl Chain {
+    /// A `type nat` base chain: it runs for a connection's first packets only, until the
+    /// connection has its binding (nf_nat_inet_fn).
+    pub fn is_nat(&self) -> bool {
+        self.base
+            .as_ref()
+            .is_some_and(|b| b.chain_type == wasp_ruleset::model::ChainType::Nat)
+    }
+}
+
 impl Program {
     /// The live element of set `set` holding `key` at `now` (ns after the epoch), for every
     /// back-end including the sets that set statements change.

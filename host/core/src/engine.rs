@@ -164,12 +164,7 @@ impl Engine {
                     .map_or(0, |b| b.priority)
             });
             h.stats = vec![(0, 0, 0); h.chains.len()];
-            h.all_nat = h.chains.iter().all(|&c| {
-                prog.chains[c as usize]
-                    .base
-                    .as_ref()
-                    .is_some_and(|b| b.chain_type == wasp_ruleset::model::ChainType::Nat)
-            });
+            h.all_nat = h.chains.iter().all(|&c| prog.chains[c as usize].is_nat());
         }
         let scratch = Scratch::new(prog.chains.len());
         Ok(Engine {
@@ -234,11 +229,6 @@ impl Engine {
                 .hooks
                 .iter()
                 .any(|h| !matches!(h.hook, Hook::Ingress | Hook::Egress))
-    }
-
-    /// `true` when some chain of an ip, ip6 or inet table runs on IP hook `hook`.
-    pub fn has_ip_hook(&self, hook: Hook) -> bool {
-        self.has_hook(hook, "")
     }
 
     /// `true` when some chain of IP hook `hook` would see a packet: one that is not `type

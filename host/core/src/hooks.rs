@@ -2,7 +2,7 @@
 //! vector through them ([`Engine::run`]) into a caller-owned [`HookResult`], the reference
 //! walk of one packet, and the per-chain statistics.
 
-use wasp_ruleset::model::{ChainType, Family, Hook};
+use wasp_ruleset::model::{Family, Hook};
 
 use crate::compare::bits;
 use crate::compiled::{ChainId, Program};
@@ -345,10 +345,7 @@ impl Engine {
                     Family::Ip6 => st.nfproto == 10,
                     _ => matches!(st.nfproto, 2 | 10),
                 };
-                let nat_only = chain
-                    .base
-                    .as_ref()
-                    .is_some_and(|b| b.chain_type == ChainType::Nat);
+                let nat_only = chain.is_nat();
                 if !family || (nat_only && !st.nat_pending) {
                     continue;
                 }
@@ -541,10 +538,7 @@ impl Engine {
                         Family::Ip6 => v6,
                         _ => v4 | v6,
                     };
-                    let nat_only = chain
-                        .base
-                        .as_ref()
-                        .is_some_and(|b| b.chain_type == ChainType::Nat);
+                    let nat_only = chain.is_nat();
                     alive & fam & if nat_only { nat } else { u64::MAX }
                 } else if chain.family == Family::Inet {
                     // nft_do_chain_inet_ingress: non-IP frames skip the chain, IP packets

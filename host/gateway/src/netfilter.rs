@@ -936,7 +936,8 @@ impl TraceSink for HookLogs {
     }
 }
 
-/// Run IP hook `h` on one packet; `Err` when it was dropped, with the `reject` that did it.
+/// Run IP hook `h` on one packet (the caller checked that a chain of it sees the packet,
+/// [`Engine::ip_hook_runs`]); `Err` when it was dropped, with the `reject` that did it.
 fn hook(
     engine: &mut Engine,
     ext: Option<&mut dyn Extensions>,
@@ -945,13 +946,6 @@ fn hook(
     now_ns: u64,
     way: &mut WayOut,
 ) -> Result<Hooked, Option<wasp_core::Reject>> {
-    if !engine.has_ip_hook(h) {
-        return Ok(Hooked {
-            outcome: Outcome::unseen(p.mark),
-            fx: ConnFx::default(),
-            edited: None,
-        });
-    }
     let frame = p.frame;
     // `log` lines of the hook: for the caller (no sink without `log`).
     let mut logs = HookLogs::default();
@@ -960,12 +954,12 @@ fn hook(
     if !logs.0.is_empty() {
         way.keep_logs(logs.0);
     }
-    let out = [way.hook.outcomes[0]];
+    let out = way.hook.outcomes[0];
     // `dup to ADDR` (nft_dup_ipv4/ipv6): a copy of the packet as the hook has it. The kernel
     // decrements the copy's TTL at prerouting and input only; the neighbour output that sends
     // it here ([`super::Gateway::fwd_neigh`]) decrements it once, so a copy of the forward and
     // postrouting hooks gets one more first.
-    for id in out[0].dups() {
+    for id in out.dups() {
         let Some(t) = engine.out_target(id).cloned() else {
             continue;
         };
@@ -980,14 +974,14 @@ fn hook(
             way.hook_dups.push((t, copy));
         }
     }
-    if out[0].verdict != FinalVerdict::Accept {
-        return Err(out[0].reject);
+    if out.verdict != FinalVerdict::Accept {
+        return Err(out.reject);
     }
     let fx = way.hook.conn_of(0);
     let edited = (!way.hook.edits.is_empty())
         .then(|| wasp_core::apply_edits(frame, way.hook.edits.iter().map(|(_, e)| e)));
     Ok(Hooked {
-        outcome: out[0],
+        outcome: out,
         fx,
         edited,
     })

@@ -111,7 +111,7 @@ impl std::fmt::Debug for ReplayPlugins {
 
 impl ReplayPlugins {
     /// Load the new versions `swaps` asks for with `host`, for a runtime made for `ruleset`
-    /// (`engine` compiled from it).
+    /// (`engine` compiled from it) whose clock starts at `start_ns` (the first packet's time).
     ///
     /// # Errors
     /// [`Error::Usage`] for a `--swap` of a plugin the ruleset neither declares nor uses (the
@@ -121,6 +121,7 @@ impl ReplayPlugins {
         ruleset: &Ruleset,
         engine: &Engine,
         swaps: &[SwapSpec],
+        start_ns: u64,
     ) -> Result<Self, Error> {
         let known = |name: &str| {
             ruleset
@@ -149,7 +150,7 @@ impl ReplayPlugins {
         Ok(ReplayPlugins {
             swaps: pending,
             events: Vec::new(),
-            last_now: 0,
+            last_now: start_ns,
         })
     }
 

@@ -446,6 +446,7 @@ impl Exit for Record<'_> {
 
     fn send(&mut self, i: usize, s: &Send, frame: &[u8]) {
         let bytes = s.frame(frame);
+        // A frame made on the way out is whole: its original length is its length.
         let mut out = self.frames[i].out(&bytes);
         out.orig_len = bytes.len() as u32;
         let r = self.outputs.write_tx(&s.dev, &out);
@@ -742,6 +743,7 @@ pub fn replay(
             &ruleset,
             &bundle.engine,
             &opts.swaps,
+            start_ns,
         )?),
         _ if !opts.swaps.is_empty() => {
             let s = &opts.swaps[0];
