@@ -39,6 +39,10 @@ pub struct Engine {
     pub(crate) env: MetaEnv,
     /// The rare statement outputs of the vector being walked ([`crate::expr::StmtOut`]).
     pub(crate) rare: Vec<crate::expr::StmtOut>,
+    /// Some rule writes a connection ([`Engine::writes_conn`]).
+    writes_conn: bool,
+    /// Some rule has `flow add` ([`Engine::has_flow_add`]).
+    flow_add: bool,
 }
 
 /// What the meta keys that are not in the packet read (see `wasp_ruleset::meta_keys`).
@@ -167,7 +171,24 @@ impl Engine {
             h.all_nat = h.chains.iter().all(|&c| prog.chains[c as usize].is_nat());
         }
         let scratch = Scratch::new(prog.chains.len());
+        let ops = || {
+            prog.chains
+                .iter()
+                .flat_map(|c| &c.rules)
+                .flat_map(|r| r.ops.iter())
+        };
+        let writes_conn = ops().any(|o| {
+            matches!(
+                o,
+                crate::compiled::Op::CtSetMark(_)
+                    | crate::compiled::Op::CtSet { .. }
+                    | crate::compiled::Op::SetMarkMap { ct: true, .. }
+            )
+        });
+        let flow_add = ops().any(|o| matches!(o, crate::compiled::Op::FlowAdd(_)));
         Ok(Engine {
+            writes_conn,
+            flow_add,
             prog,
             hooks,
             epoch: None,
@@ -239,6 +260,19 @@ impl Engine {
         self.hooks
             .iter()
             .any(|h| h.hook == hook && h.device.is_empty() && (nat_pending || !h.all_nat))
+    }
+
+    /// `true` when some rule writes the packet's connection (`ct mark set`, `ct label|event|zone
+    /// set`, `ct mark set ... map`): a later packet of the connection reads what an earlier
+    /// one wrote, so the IP path never puts two packets of one connection in one hook call.
+    pub fn writes_conn(&self) -> bool {
+        self.writes_conn
+    }
+
+    /// `true` when some rule has `flow add @NAME`: a packet may offload its connection, and
+    /// the next packet of it must look the flowtable up after that.
+    pub fn has_flow_add(&self) -> bool {
+        self.flow_add
     }
 
     /// The NAT statements of the ruleset ([`crate::ConnFx::nat`] indexes them).

@@ -428,6 +428,7 @@ impl Engine {
             conn_count,
             env,
             rare,
+            ..
         } = self;
         let HookResult {
             outcomes: out,

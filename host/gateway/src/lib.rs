@@ -60,6 +60,9 @@ mod fib;
 #[cfg(test)]
 mod fib_tests;
 pub mod icmp;
+mod ip_path;
+#[cfg(test)]
+mod ip_path_tests;
 pub mod nd;
 mod neigh;
 pub mod netfilter;
@@ -79,7 +82,7 @@ use ipnet::IpNet;
 
 pub use neigh::{Neighbour, NeighbourTable};
 pub use netfilter::Netfilter;
-pub use path::{Fate, ForwardStats, Forwarder, MAX_HOOK_LOGS, Send, SendKind, WayOut};
+pub use path::{Decided, Fate, ForwardStats, Forwarder, MAX_HOOK_LOGS, Send, SendKind, WayOut};
 pub use routes::{Route, RouteTable};
 pub use tunnel::Tunnel;
 

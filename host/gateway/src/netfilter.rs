@@ -1,78 +1,25 @@
-//! The IP layer between the ingress hook and the way out, as the kernel's receive and forward
-//! path runs it (ip_rcv .. ip_forward .. ip_output, and the IPv6 twins), for a gateway whose
-//! ruleset has IP hooks, connection tracking, NAT or flowtables:
-//!
-//! 1. **flowtable** (`nf_flow_offload_ip_hook` at ingress): a packet of an offloaded flow that
-//!    arrives on one of the flowtable's devices is written with the flow's cached edit (NAT,
-//!    TTL, MACs, tunnel) and sent, skipping everything below. A TCP FIN or RST tears the flow
-//!    down first and gives the connection back to conntrack (cases C19), a TTL at or below 1
-//!    or a packet over the MTU goes on below (C20);
-//! 2. **conntrack** (`nf_conntrack_in` at prerouting, priority -200): the packet's connection
-//!    is found or an unconfirmed one made; `ct` expressions read it;
-//! 3. **prerouting** chains; `type nat` chains for a new connection bind destination NAT
-//!    (`dnat`, `redirect`; a null binding when none does), and the packet's destination is
-//!    rewritten (also the de-NAT of reply packets of a source-NATed connection);
-//! 4. the **route** ([`super::Gateway`]): local, forwarded (TTL, MTU, neighbour), or answered;
-//! 5. **input** chains (local packets; `snat` in input nat chains) or **forward** chains
-//!    (`meta oifname` known; `flow add @ft` offloads an established connection);
-//! 6. **postrouting** chains; nat chains bind source NAT (`snat`, `masquerade`), and the
-//!    source is rewritten;
-//! 7. **confirm** (`nf_conntrack_confirm`): the new connection enters the table. A packet
-//!    dropped on the way discards its unconfirmed connection.
-//!
-//! Payload statements of a hook (`ip dscp set cs1`, `ip daddr set ...`, `tcp option maxseg
-//! size set 1360`, `reset tcp option sack-perm`) edit the frame that the later hooks, the
-//! route and the send see, as the kernel's statements write the skb in place.
-//!
-//! The netdev egress hook and the send follow as for any frame ([`super::Forwarder`]).
-//!
-//! **Tunnels** ([`super::tunnel`]): a Geneve packet for a tunnel device of the gateway goes
-//! the whole way above as the UDP packet it is, to local delivery; then its inner frame takes
-//! the path again from the tunnel device. A flow that arrives through a tunnel is offloaded
-//! with a key on the underlay device and the VNI (the fast path decapsulates it: the outer
-//! headers never reach a chain again), and one that leaves through a tunnel with the tunnel's
-//! outer header cached (the fast path encapsulates it as the slow path would).
+//! Conntrack and the ruleset's flowtables for the IP path ([`super::ip_path`]), and what the
+//! IP hooks' rules ask of a connection: `ct mark set`, the NAT bindings, `flow add`.
 //!
 //! Conntrack and the flowtables are shared by every worker ([`Netfilter`] holds them): NAT
 //! changes the reply tuple, so a reply may land on another worker than its request. Their
 //! expiry runs from the packet path: at most once per [`GC_INTERVAL_NS`] of the packets'
 //! clock, the first worker past the deadline collects idle flows (giving their connections
 //! back) and expired connections.
-//!
-//! Order at ingress: wasp looks flows up after every netdev ingress chain of the device has
-//! run; the kernel runs the flowtable's hook at its priority among them. The two agree when
-//! the device's netdev ingress chains have lower priorities than the flowtable (as in
-//! `samples/geneve-gateway/flowtable`); a netdev chain above the flowtable's priority sees an
-//! offloaded flow's packets in wasp and not in the kernel; `wasp replay` and `wasp run` say so
-//! for each such chain.
-//!
-//! Not done: the output hook (wasp originates no packets but its replies, which skip the
-//! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
-//! kernel without defragmentation), a packet waiting for a neighbour (the gateway drops it
-//! before the forward hook), `redirect` to a local port (wasp has no local sockets; it
-//! translates as the kernel does and delivers to the host side).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasp_conntrack::{Conntrack, CtInfo, Manip, NatRange, Teardown as CtTeardown};
 use wasp_flowtable::{
-    FastPath, FlowKey, FlowSpec, Flowtable, FlowtableConfig, NatEdit, Route, TeardownReason,
-    TunnelWork,
+    FlowKey, FlowSpec, Flowtable, FlowtableConfig, NatEdit, Route, TeardownReason, TunnelWork,
 };
-use wasp_ruleset::model::{Hook, NatKind};
+use wasp_ruleset::model::NatKind;
 
-use super::fib::GatewayView;
-use super::path::WayOut;
 use super::{DevId, Gateway};
 use crate::DropReason;
-use wasp_core::At;
 use wasp_core::Engine;
-use wasp_core::Extensions;
 use wasp_core::conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec};
-use wasp_core::{FinalVerdict, Outcome, Packet, TraceEvent, TraceSink};
-use wasp_wire::PacketMeta;
 
 /// How often (ns of the packets' clock) idle flows and expired connections are collected.
 pub const GC_INTERVAL_NS: u64 = 1_000_000_000;
@@ -175,6 +122,11 @@ impl Netfilter {
         &self.0.flowtables
     }
 
+    /// Device names of each flowtable, parallel to [`Netfilter::flowtables`].
+    pub(crate) fn devices(&self) -> &[Vec<String>] {
+        &self.0.devices
+    }
+
     /// Register offload block `b` on every flowtable that does not have a block of its name
     /// yet (the kernel's flow block callbacks: it is told of the flows added from now on).
     pub fn register_block(&self, b: &Arc<dyn wasp_flowtable::OffloadBlock>) {
@@ -215,7 +167,7 @@ impl Netfilter {
 
     /// [`Netfilter::gc`] when the packets' clock passed the next collection time (one worker
     /// wins each round).
-    fn maybe_gc(&self, now_ns: u64) {
+    pub(crate) fn maybe_gc(&self, now_ns: u64) {
         let due = self.0.next_gc.load(Ordering::Relaxed);
         if now_ns < due {
             return;
@@ -397,13 +349,6 @@ pub(crate) enum IpFate {
     },
     /// Delivered to the host side.
     Local,
-    /// Delivered to tunnel device `dev`, whose inner Ethernet frame is `inner`.
-    Decap {
-        /// The tunnel device.
-        dev: DevId,
-        /// The inner frame.
-        inner: Vec<u8>,
-    },
     /// Dropped by a chain ([`DropReason::Verdict`]) or by conntrack ([`DropReason::Conntrack`]:
     /// table full, or a clash on confirm).
     Dropped(DropReason),
@@ -420,365 +365,10 @@ pub(crate) enum IpFate {
     Routed(super::path::Routed),
 }
 
-/// Run the IP path for `frame` from `in_dev` (`input` its gateway id), after an ingress
-/// hook that accepted it with `mark`. See the module documentation. A Geneve packet for one of
-/// the gateway's tunnel devices ([`super::tunnel`]) is delivered locally, then its inner frame
-/// takes the IP path again from the tunnel device (once: a tunnel inside a tunnel is delivered
-/// locally); what that gives is made of the inner frame ([`super::path::Body::Owned`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn ip_path(
-    nf: &Netfilter,
-    g: &mut Gateway,
-    engine: &mut Engine,
-    mut ext: Option<&mut dyn Extensions>,
-    in_dev: &str,
-    input: DevId,
-    frame: &[u8],
-    meta: Option<&PacketMeta>,
-    mark: u32,
-    now_ns: u64,
-    way: &mut WayOut,
-) -> IpFate {
-    let fate = ip_path_once(
-        nf,
-        g,
-        engine,
-        re(&mut ext),
-        in_dev,
-        input,
-        frame,
-        meta,
-        mark,
-        now_ns,
-        way,
-    );
-    let IpFate::Decap { dev, inner } = fate else {
-        return fate;
-    };
-    let name = g.name(dev).to_string();
-    let fate = match ip_path_once(
-        nf, g, engine, ext, &name, dev, &inner, None, mark, now_ns, way,
-    ) {
-        // ARP inside the tunnel: answered (and learned) on the tunnel device.
-        IpFate::NotIp => IpFate::Routed(g.route(dev, &inner, now_ns).into()),
-        other => other,
-    };
-    match fate {
-        IpFate::Send {
-            dev,
-            body,
-            mark,
-            offloaded,
-        } => IpFate::Send {
-            dev,
-            body: super::path::Body::Owned(body.bytes(&inner).into_owned()),
-            mark,
-            offloaded,
-        },
-        IpFate::Routed(super::path::Routed::Send {
-            dev,
-            body,
-            kind,
-            unreachable,
-        }) => IpFate::Routed(super::path::Routed::Send {
-            dev,
-            body: super::path::Body::Owned(body.bytes(&inner).into_owned()),
-            kind,
-            unreachable,
-        }),
-        IpFate::Decap { .. } => IpFate::Local,
-        other => other,
-    }
-}
-
-/// [`ip_path`] for one frame, without following a tunnel.
-#[allow(clippy::too_many_arguments)]
-fn ip_path_once<'a>(
-    nf: &Netfilter,
-    g: &mut Gateway,
-    engine: &mut Engine,
-    ext: Option<&mut dyn Extensions>,
-    in_dev: &str,
-    input: DevId,
-    frame: &'a [u8],
-    meta: Option<&PacketMeta>,
-    mark: u32,
-    now_ns: u64,
-    way: &mut WayOut,
-) -> IpFate {
-    nf.maybe_gc(now_ns);
-    // The caller's parse of this very frame, when it has one (the ingress hook's).
-    let meta = meta.copied().unwrap_or_else(|| wasp_wire::parse(frame));
-    if !matches!(meta.protocol, 0x0800 | 0x86dd) {
-        return IpFate::NotIp;
-    }
-    // 1. The flowtables of this device.
-    for (i, ft) in nf.0.flowtables.iter().enumerate() {
-        if !nf.0.devices[i].iter().any(|d| d == in_dev) {
-            continue;
-        }
-        match ft.fast_path(frame, &meta, input.0, now_ns) {
-            FastPath::Forward { out_dev, edit, .. } => {
-                return IpFate::Send {
-                    dev: DevId(out_dev),
-                    body: super::path::Body::Flow(Box::new(edit)),
-                    mark,
-                    offloaded: true,
-                };
-            }
-            FastPath::Slow {
-                teardown: Some(t), ..
-            } => {
-                // The FIN or RST that tore the flow down is tracked next, from ESTABLISHED
-                // (what the fast path kept): it moves the connection to FIN_WAIT (120 s) or
-                // CLOSE (10 s) itself, as cases C19 require; setting FIN_WAIT here first would
-                // make this same FIN a second one (LAST_ACK).
-                nf.0.conntrack
-                    .flow_teardown(t.ct_id, CtTeardown::Idle, now_ns);
-            }
-            FastPath::Slow { .. } | FastPath::Miss => {}
-        }
-    }
-    let ct = &nf.0.conntrack;
-    let mut ext = ext;
-    let mut mark = mark;
-    // 2a. Prerouting chains below conntrack's priority (`priority raw`): `ct zone set` puts
-    // the packet in a zone (the kernel's template conntrack), `notrack` keeps it from
-    // conntrack.
-    let mut zone = 0;
-    let mut notrack = false;
-    if engine.has_pre_conntrack() {
-        let view = GatewayView { g, routed: false };
-        let p = Packet {
-            frame,
-            meta,
-            iifname: in_dev,
-            mark,
-            oifname: "",
-            ct: CtMeta::NONE,
-            ct_detail: None,
-            route: Some(&view),
-        };
-        engine.run(
-            At::PreConntrack,
-            &[p],
-            now_ns,
-            &mut way.hook,
-            None,
-            re(&mut ext),
-        );
-        let o = way.hook.outcomes[0];
-        if o.verdict != FinalVerdict::Accept {
-            return rejected(g, o.reject, input, frame, frame, false);
-        }
-        mark = o.mark;
-        if let Some((_, fx)) = way.hook.conn.first() {
-            zone = fx.zone.unwrap_or(0);
-            notrack = fx.notrack;
-        }
-    }
-    // 2. Conntrack (an untracked packet has no connection and reads `ct state untracked`).
-    let info = if notrack {
-        CtInfo {
-            state: wasp_conntrack::ct_state::UNTRACKED,
-            ..CtInfo::INVALID
-        }
-    } else {
-        ct.track(frame, &meta, zone, now_ns)
-    };
-    if info.drop {
-        return IpFate::Dropped(DropReason::Conntrack);
-    }
-    let nat_chains = !engine.nat_specs().is_empty();
-    let mut walk = Walk {
-        engine,
-        ext,
-        ct,
-        info,
-        in_dev,
-        mark,
-        now_ns,
-        reject: None,
-        way,
-    };
-    // 3. Prerouting.
-    let Some((fx, edited)) = walk.run(
-        g,
-        Hook::Prerouting,
-        frame,
-        meta,
-        "",
-        Some(wasp_conntrack::status::DST_NAT_DONE),
-    ) else {
-        return walk.rejected(g, input, frame, frame, false);
-    };
-    apply_fx(
-        walk.engine,
-        fx,
-        ct,
-        g,
-        &info,
-        Manip::Dst,
-        Some(input),
-        None,
-        nat_chains,
-    );
-    let mut cur: Cow<'a, [u8]> = edited.map_or(Cow::Borrowed(frame), Cow::Owned);
-    if let Some(rw) = ct
-        .nat_rewrite(info.id, info.dir)
-        .map(|r| r.only(Manip::Dst))
-        && rw.dst.is_some()
-    {
-        let m = wasp_wire::parse(&cur);
-        let mut v = cur.into_owned();
-        if rw.apply(&mut v, &m).is_err() {
-            walk.discard();
-            return IpFate::Dropped(DropReason::Verdict);
-        }
-        cur = Cow::Owned(v);
-    }
-    // 4. The route.
-    let (out, mut routed) = match g.route(input, &cur, now_ns) {
-        super::Action::Local => {
-            // 5. Input.
-            let m = wasp_wire::parse(&cur);
-            let Some((fx, edited)) = walk.run(
-                g,
-                Hook::Input,
-                &cur,
-                m,
-                "",
-                Some(wasp_conntrack::status::SRC_NAT_DONE),
-            ) else {
-                return walk.rejected(g, input, frame, &cur, true);
-            };
-            if let Some(v) = edited {
-                cur = Cow::Owned(v);
-            }
-            apply_fx(
-                walk.engine,
-                fx,
-                ct,
-                g,
-                &info,
-                Manip::Src,
-                None,
-                None,
-                nat_chains,
-            );
-            if info.pending && ct.confirm(info.id, now_ns).is_err() {
-                return IpFate::Dropped(DropReason::Conntrack);
-            }
-            // A tunnel's packet: its inner frame enters from the tunnel device.
-            if let Some((dev, at)) = g.tunnel_rx(input, &cur) {
-                return IpFate::Decap {
-                    dev,
-                    inner: cur[at..].to_vec(),
-                };
-            }
-            return IpFate::Local;
-        }
-        super::Action::Forward { dev, rewrite } => (dev, rewrite.to_frame(&cur)),
-        super::Action::Transmit { dev, frame } => (dev, frame.to_vec()),
-        other => {
-            // Answered (time exceeded, unreachable), dropped, or waiting for a neighbour:
-            // the packet goes no further, and its new connection with it.
-            walk.discard();
-            return IpFate::Routed(other.into());
-        }
-    };
-    let out_name = g.name(out);
-    // 5. Forward.
-    let mut m = wasp_wire::parse(&routed);
-    let Some((fx, edited)) = walk.run(g, Hook::Forward, &routed, m, out_name, None) else {
-        return walk.rejected(g, input, frame, &routed, false);
-    };
-    if let Some(v) = edited {
-        routed = v;
-        m = wasp_wire::parse(&routed);
-    }
-    let flow_add = apply_fx(walk.engine, fx, ct, g, &info, Manip::Src, None, None, false);
-    // 6. Postrouting.
-    let Some((fx, edited)) = walk.run(
-        g,
-        Hook::Postrouting,
-        &routed,
-        m,
-        out_name,
-        Some(wasp_conntrack::status::SRC_NAT_DONE),
-    ) else {
-        return walk.rejected(g, input, frame, &routed, false);
-    };
-    if let Some(v) = edited {
-        routed = v;
-        m = wasp_wire::parse(&routed);
-    }
-    apply_fx(
-        walk.engine,
-        fx,
-        ct,
-        g,
-        &info,
-        Manip::Src,
-        None,
-        Some(out),
-        nat_chains,
-    );
-    if let Some(rw) = ct
-        .nat_rewrite(info.id, info.dir)
-        .map(|r| r.only(Manip::Src))
-        && (rw.src.is_some() || rw.icmp_id.is_some())
-        && rw.apply(&mut routed, &m).is_err()
-    {
-        walk.discard();
-        return IpFate::Dropped(DropReason::Verdict);
-    }
-    // 7. Confirm.
-    if info.pending && ct.confirm(info.id, now_ns).is_err() {
-        return IpFate::Dropped(DropReason::Conntrack);
-    }
-    let mark = walk.mark;
-    // `flow add` of an established connection (nft_flow_offload_eval): confirmed, TCP in
-    // ESTABLISHED without FIN/RST, not offloaded yet.
-    if let Some(ft) = flow_add
-        && !info.pending
-    {
-        let tcp_flags = meta
-            .l4
-            .filter(|l| l.proto == 6)
-            .and_then(|l| frame.get(usize::from(l.offset) + 13))
-            .copied()
-            .unwrap_or(0);
-        offload(nf, g, &info, tcp_flags, usize::from(ft), input, out, now_ns);
-    }
-    IpFate::Send {
-        dev: out,
-        body: super::path::Body::Owned(routed),
-        mark,
-        offloaded: false,
-    }
-}
-
-/// One packet's walk through the IP hooks: runs a hook, keeps the packet's mark, and discards
-/// the packet's new connection when a hook drops it.
-struct Walk<'x, 'e> {
-    engine: &'x mut Engine,
-    ext: Option<&'e mut dyn Extensions>,
-    ct: &'x Conntrack,
-    info: CtInfo,
-    in_dev: &'x str,
-    mark: u32,
-    now_ns: u64,
-    /// The hook that dropped the packet did it with `reject`.
-    reject: Option<wasp_core::Reject>,
-    /// Where the hooks' `log` lines and `dup to ADDR` copies go, and their results.
-    way: &'x mut WayOut,
-}
-
 /// What a hook's drop of a packet gives: with `reject` `r`, its reply about the packet as the
 /// hook saw it (`at_hook`), routed to the sender of `frame` (the frame as it came in on
 /// `input`); `local`: the input hook. Without, a plain drop.
-fn rejected(
+pub(crate) fn rejected(
     g: &Gateway,
     r: Option<wasp_core::Reject>,
     input: DevId,
@@ -801,198 +391,12 @@ fn rejected(
     }
 }
 
-impl Walk<'_, '_> {
-    /// [`rejected`] for the hook that dropped the packet.
-    fn rejected(
-        &self,
-        g: &Gateway,
-        input: DevId,
-        frame: &[u8],
-        at_hook: &[u8],
-        local: bool,
-    ) -> IpFate {
-        rejected(g, self.reject, input, frame, at_hook, local)
-    }
-
-    /// Run IP hook `h` on `frame` (`meta` its parse), leaving on `oif` (empty before the
-    /// route); `fib` and `rt` read gateway `g`. With `nat_done`, the hook's nat chains run when the connection is new and
-    /// lacks that status bit (its binding for the hook's manip type). What the rules asked of
-    /// the connection and the edited frame, if they edited it; `None` when the hook dropped
-    /// the packet (its new connection is discarded).
-    fn run(
-        &mut self,
-        g: &Gateway,
-        h: Hook,
-        frame: &[u8],
-        meta: wasp_wire::PacketMeta,
-        oif: &str,
-        nat_done: Option<u32>,
-    ) -> Option<(ConnFx, Option<Vec<u8>>)> {
-        // No chain would see the packet (none on the hook, or only nat chains and the
-        // connection is not new): the hook passes it as it is.
-        if !self
-            .engine
-            .ip_hook_runs(h, nat_done.is_some() && self.info.pending)
-        {
-            return Some((ConnFx::default(), None));
-        }
-        // What the earlier hooks changed (a NAT binding's status bits, `ct mark set`) is
-        // what this one reads, as the kernel's rules read the live entry.
-        let mut info = self.info;
-        let mut detail = None;
-        if let Some(e) = (info.id != 0)
-            .then(|| self.ct.get(info.id, self.now_ns))
-            .flatten()
-        {
-            info.status = e.status;
-            info.mark = e.mark;
-            detail = Some(ct_detail(&e));
-        }
-        let pending = nat_done.is_some_and(|done| info.pending && info.status & done == 0);
-        let view = GatewayView {
-            g,
-            routed: h != Hook::Prerouting,
-        };
-        let p = Packet {
-            frame,
-            meta,
-            iifname: self.in_dev,
-            mark: self.mark,
-            oifname: oif,
-            ct: ct_meta(&info, pending),
-            ct_detail: detail.as_ref(),
-            route: Some(&view),
-        };
-        match hook(self.engine, re(&mut self.ext), h, p, self.now_ns, self.way) {
-            Ok(k) => {
-                self.mark = k.outcome.mark;
-                Some((k.fx, k.edited))
-            }
-            Err(reject) => {
-                self.reject = reject;
-                self.discard();
-                None
-            }
-        }
-    }
-
-    /// Forget the packet's connection if this packet made it (it was not confirmed).
-    fn discard(&self) {
-        if self.info.pending {
-            self.ct.discard(self.info.id);
-        }
-    }
-}
-
-fn re<'a>(e: &'a mut Option<&mut dyn Extensions>) -> Option<&'a mut dyn Extensions> {
-    match e {
-        Some(e) => Some(&mut **e),
-        None => None,
-    }
-}
-
-/// What one IP hook made of an accepted packet.
-struct Hooked {
-    outcome: Outcome,
-    /// What its rules asked of the connection.
-    fx: ConnFx,
-    /// The frame with the hook's payload statements applied (`ip dscp set cs1`, `tcp option
-    /// maxseg size set 1360`), when any ran; later hooks, the route and the send see it, as
-    /// the kernel's later hooks see the skb its payload statements wrote.
-    edited: Option<Vec<u8>>,
-}
-
-/// Raise the TTL (IPv4, checksum updated) or hop limit (IPv6) of `frame` by one, wrapping: the
-/// inverse of the decrement the neighbour output makes.
-fn raise_ttl(frame: &mut [u8]) {
-    let m = wasp_wire::parse(frame);
-    let net = usize::from(m.net_offset);
-    match m.l3 {
-        wasp_wire::meta::L3Kind::Ipv4 => {
-            if let Some(ip) = frame.get_mut(net..) {
-                super::raise_ttl_v4(ip);
-            }
-        }
-        wasp_wire::meta::L3Kind::Ipv6 if frame.len() >= net + 40 => {
-            frame[net + 7] = frame[net + 7].wrapping_add(1);
-        }
-        _ => {}
-    }
-}
-
-/// The `log` lines of one IP hook's walk.
-#[derive(Default)]
-struct HookLogs(Vec<String>);
-
-impl TraceSink for HookLogs {
-    fn event(&mut self, ev: TraceEvent) {
-        if let TraceEvent::Log { text, .. } = ev {
-            self.0.push(text);
-        }
-    }
-
-    fn walk(&self) -> bool {
-        false
-    }
-}
-
-/// Run IP hook `h` on one packet (the caller checked that a chain of it sees the packet,
-/// [`Engine::ip_hook_runs`]); `Err` when it was dropped, with the `reject` that did it.
-fn hook(
-    engine: &mut Engine,
-    ext: Option<&mut dyn Extensions>,
-    h: Hook,
-    p: Packet<'_>,
-    now_ns: u64,
-    way: &mut WayOut,
-) -> Result<Hooked, Option<wasp_core::Reject>> {
-    let frame = p.frame;
-    // `log` lines of the hook: for the caller (no sink without `log`).
-    let mut logs = HookLogs::default();
-    let sink = engine.has_logs().then_some(&mut logs as &mut dyn TraceSink);
-    engine.run(At::Ip(h), &[p], now_ns, &mut way.hook, sink, ext);
-    if !logs.0.is_empty() {
-        way.keep_logs(logs.0);
-    }
-    let out = way.hook.outcomes[0];
-    // `dup to ADDR` (nft_dup_ipv4/ipv6): a copy of the packet as the hook has it. The kernel
-    // decrements the copy's TTL at prerouting and input only; the neighbour output that sends
-    // it here ([`super::Gateway::fwd_neigh`]) decrements it once, so a copy of the forward and
-    // postrouting hooks gets one more first.
-    for id in out.dups() {
-        let Some(t) = engine.out_target(id).cloned() else {
-            continue;
-        };
-        if t.via.is_none() {
-            continue;
-        }
-        let mut copy = frame.to_vec();
-        if matches!(h, Hook::Forward | Hook::Postrouting | Hook::Output) {
-            raise_ttl(&mut copy);
-        }
-        if way.hook_dups.len() < super::path::MAX_HOOK_LOGS {
-            way.hook_dups.push((t, copy));
-        }
-    }
-    if out.verdict != FinalVerdict::Accept {
-        return Err(out.reject);
-    }
-    let fx = way.hook.conn_of(0);
-    let edited = (!way.hook.edits.is_empty())
-        .then(|| wasp_core::apply_edits(frame, way.hook.edits.iter().map(|(_, e)| e)));
-    Ok(Hooked {
-        outcome: out,
-        fx,
-        edited,
-    })
-}
-
 /// Apply what the last hook's rules asked of the packet's connection: `ct mark set`, and for a
 /// new connection the NAT binding of `manip` (from a NAT statement; a null binding when the
 /// ruleset has nat chains and none bound it). `in_dev` / `out_dev` give `redirect` and
 /// `masquerade` their address. Returns the flowtable index of a `flow add`.
 #[allow(clippy::too_many_arguments)]
-fn apply_fx(
+pub(crate) fn apply_fx(
     engine: &Engine,
     fx: ConnFx,
     ct: &Conntrack,
@@ -1090,7 +494,7 @@ pub(crate) fn netmap(
 /// Put the connection of `info` in flowtable `ft`, with both directions' routes from the
 /// gateway (nft_flow_offload_eval + flow_offload_route_init).
 #[allow(clippy::too_many_arguments)]
-fn offload(
+pub(crate) fn offload(
     nf: &Netfilter,
     g: &Gateway,
     info: &CtInfo,

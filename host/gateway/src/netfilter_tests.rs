@@ -32,7 +32,7 @@ const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
 pub(super) const SYN: u8 = 0x02;
 pub(super) const ACK: u8 = 0x10;
 pub(super) const FIN: u8 = 0x01;
-const RST: u8 = 0x04;
+pub(super) const RST: u8 = 0x04;
 pub(super) const PSH: u8 = 0x08;
 
 const NAT_RULES: &str = r#"
@@ -182,7 +182,16 @@ impl Rig {
         frame: &[u8],
         now_s: f64,
     ) -> (Fate, Vec<(String, SendKind, Vec<u8>)>) {
-        let now = (now_s * 1e9) as u64;
+        self.send_at(dev, frame, (now_s * 1e9) as u64)
+    }
+
+    /// [`Rig::send`] at `now` ns.
+    pub(super) fn send_at(
+        &mut self,
+        dev: &str,
+        frame: &[u8],
+        now: u64,
+    ) -> (Fate, Vec<(String, SendKind, Vec<u8>)>) {
         let p = Packet {
             frame,
             meta: wasp_wire::parse(frame),

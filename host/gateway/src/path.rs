@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use wasp_ruleset::model::Hook;
 
+use super::ip_path::{Cx, IpIn, ip_vector};
 use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use wasp_core::Engine;
@@ -68,6 +69,20 @@ pub enum SendKind {
     Reject,
 }
 
+/// One packet of a vector as the ingress hook decided it: what [`Forwarder::vector`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Decided<'f> {
+    /// The frame as the ingress hook's statements left it.
+    pub frame: &'f [u8],
+    /// The ingress hook's parse of `frame`, when no statement edited it (`None`: parsed
+    /// again where needed).
+    pub meta: Option<&'f wasp_wire::PacketMeta>,
+    /// Its `dup` copies that differ from it ([`wasp_core::DupCopies::of`]).
+    pub dups: &'f [DupCopy],
+    /// What the ingress hook decided.
+    pub outcome: &'f Outcome,
+}
+
 /// A frame to send on a device (after its egress hook accepted it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Send {
@@ -98,9 +113,12 @@ pub struct WayOut {
     /// (appended; the caller prints or publishes them as those of the netdev hooks, at most
     /// [`MAX_HOOK_LOGS`] waiting).
     pub logs: Vec<String>,
-    /// The copies the IP hooks' `dup to ADDR` statements made, with their targets, each
-    /// frame as the hook saw it and its TTL (hop limit) as the copy leaves.
-    pub(crate) hook_dups: Vec<(OutTarget, Vec<u8>)>,
+    /// The copies the IP hooks' `dup to ADDR` statements made, as (packet index in the
+    /// vector, target, the frame as the hook saw it with its TTL (hop limit) as it leaves).
+    pub(crate) hook_dups: Vec<(usize, OutTarget, Vec<u8>)>,
+    /// The IP hooks' `log` lines of a vector, as (packet index, line), until their packet's
+    /// turn moves them to `logs`.
+    pub(crate) ip_logs: Vec<(usize, String)>,
     /// The result of the hook calls the way out makes (egress, IP hooks).
     pub(crate) hook: HookResult,
 }
@@ -369,7 +387,7 @@ impl Forwarder {
     pub fn after_ingress(
         &mut self,
         engine: &mut Engine,
-        mut ext: Option<&mut dyn Extensions>,
+        ext: Option<&mut dyn Extensions>,
         in_dev: &str,
         frame: &[u8],
         meta: Option<&wasp_wire::PacketMeta>,
@@ -378,6 +396,100 @@ impl Forwarder {
         now_ns: u64,
         way: &mut WayOut,
     ) -> Fate {
+        let one = Decided {
+            frame,
+            meta,
+            dups,
+            outcome,
+        };
+        let mut fate = Fate::Local;
+        self.vector(engine, ext, in_dev, &[one], now_ns, way, &mut |_, f, _| {
+            fate = f;
+        });
+        fate
+    }
+
+    /// [`Forwarder::after_ingress`] for a vector of packets that came in on `in_dev`: the IP
+    /// path runs over the whole vector ([`super::ip_path`]), then each packet in order takes
+    /// the rest of its way out and `done(i, fate, way)` is called with `way.sends` and
+    /// `way.logs` holding what packet `i` sends and logged (the caller drains them there,
+    /// while the packet's frame is at hand).
+    #[allow(clippy::too_many_arguments)]
+    pub fn vector(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        in_dev: &str,
+        pkts: &[Decided<'_>],
+        now_ns: u64,
+        way: &mut WayOut,
+        done: &mut dyn FnMut(usize, Fate, &mut WayOut),
+    ) {
+        let mut fates: Vec<Option<IpFate>> = Vec::new();
+        if let (Some(g), Some(nf)) = (self.gateway.as_mut(), self.nf.as_ref())
+            && let Some(input) = g.device(in_dev)
+        {
+            let ins: Vec<IpIn<'_>> = pkts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.outcome.verdict != FinalVerdict::Drop && p.outcome.fwd.is_none())
+                .map(|(idx, p)| IpIn {
+                    idx,
+                    frame: p.frame,
+                    meta: p.meta,
+                    mark: p.outcome.mark,
+                })
+                .collect();
+            if !ins.is_empty() {
+                fates.resize_with(pkts.len(), || None);
+                let mut cx = Cx {
+                    nf,
+                    engine: &mut *engine,
+                    ext: re(&mut ext),
+                    now_ns,
+                    way: &mut *way,
+                    fates: &mut fates,
+                };
+                ip_vector(&mut cx, g, in_dev, input, &ins);
+                // Given out per packet, in packet order.
+                way.ip_logs.sort_by_key(|l| l.0);
+                way.hook_dups.sort_by_key(|d| d.0);
+            }
+        }
+        for (i, p) in pkts.iter().enumerate() {
+            let ip = fates.get_mut(i).and_then(Option::take);
+            let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();
+            if n > 0 {
+                let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
+                way.keep_logs(lines);
+            }
+            let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way);
+            done(i, fate, way);
+        }
+        way.ip_logs.clear();
+        way.hook_dups.clear();
+    }
+
+    /// The way out of packet `i` of a vector (`p`), after the IP path gave it `ip` (when it
+    /// took the IP path).
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        in_dev: &str,
+        p: &Decided<'_>,
+        ip: Option<IpFate>,
+        i: usize,
+        now_ns: u64,
+        way: &mut WayOut,
+    ) -> Fate {
+        let Decided {
+            frame,
+            dups,
+            outcome,
+            ..
+        } = *p;
         for id in outcome.dups() {
             let Some(t) = engine.out_target(id).cloned() else {
                 continue;
@@ -433,26 +545,12 @@ impl Forwarder {
             return self.lose(DropReason::UnknownDevice);
         };
         let mut pre_routed = None;
-        if let Some(nf) = self.nf.take() {
-            let fate = super::netfilter::ip_path(
-                &nf,
-                g,
-                engine,
-                re(&mut ext),
-                in_dev,
-                input,
-                frame,
-                meta,
-                outcome.mark,
-                now_ns,
-                way,
-            );
-            self.nf = Some(nf);
-            self.send_hook_dups(engine, re(&mut ext), frame, outcome.mark, now_ns, way);
+        if let Some(fate) = ip {
+            self.send_hook_dups(engine, re(&mut ext), frame, outcome.mark, i, now_ns, way);
             match fate {
                 IpFate::NotIp => {}
                 IpFate::Routed(r) => pre_routed = Some(r),
-                IpFate::Local | IpFate::Decap { .. } => {
+                IpFate::Local => {
                     self.stats.local += 1;
                     return Fate::Local;
                 }
@@ -588,16 +686,21 @@ impl Forwarder {
     /// to the neighbour ADDR out of the statement's device, or of the route to ADDR
     /// (nf_dup_ipv4_route / nf_dup_ipv6_route); a copy without a route, device or neighbour
     /// is lost and counted, the packet goes on.
+    #[allow(clippy::too_many_arguments)]
     fn send_hook_dups(
         &mut self,
         engine: &mut Engine,
         mut ext: Option<&mut dyn Extensions>,
         input: &[u8],
         mark: u32,
+        i: usize,
         now_ns: u64,
         way: &mut WayOut,
     ) {
-        for (t, copy) in std::mem::take(&mut way.hook_dups) {
+        // Packet `i`'s copies lead the list (earlier packets' are sent).
+        let n = way.hook_dups.iter().take_while(|d| d.0 == i).count();
+        let mine: Vec<_> = way.hook_dups.drain(..n).collect();
+        for (_, t, copy) in mine {
             let t = if t.dev.is_empty() {
                 let dev = t.via.and_then(|a| self.gateway.as_ref()?.route_dev(a));
                 let Some(dev) = dev else {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use wasp_conntrack::Conntrack;
 use wasp_core::{At, Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, TraceSink};
-use wasp_gateway::{Fate, Forwarder, Netfilter, Send, WayOut};
+use wasp_gateway::{Decided, Fate, Forwarder, Netfilter, Send, WayOut};
 use wasp_plugin::{HostConfig, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 
@@ -358,32 +358,51 @@ impl Datapath {
         // edit: the packet as it was at the `dup`.
         let edited = res.edited_frames(packets.iter().map(|p| p.frame));
         let dups = res.dup_copies(packets.iter().map(|p| p.frame));
-        for (i, pkt) in packets.iter().enumerate() {
-            counts.bytes += pkt.frame.len() as u64;
-            counts.malformed += u64::from(pkt.meta.malformed.is_some());
-            let o = res.outcomes[i];
-            if o.verdict == FinalVerdict::Accept {
-                counts.accepted += 1;
-            }
-            // The IP path reuses the ingress hook's parse of a frame no statement edited.
-            let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
-                Some(e) => (e, None),
-                None => (pkt.frame, Some(&pkt.meta)),
-            };
-            let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
-            let fate =
-                forwarder.after_ingress(engine, ext, dev, frame, meta, dups.of(i), &o, now_ns, way);
-            if !way.logs.is_empty() {
-                let lines = std::mem::take(&mut way.logs);
-                counts.logged += lines.len() as u64;
-                exit.log(lines, now_ns);
-            }
-            // What this packet sends, while its frame is at hand.
-            for s in way.sends.drain(..) {
-                exit.send(i, &s, frame);
-            }
-            exit.done(i, pkt, &o, frame, fate);
-        }
+        let decided: Vec<Decided<'_>> = packets
+            .iter()
+            .enumerate()
+            .map(|(i, pkt)| {
+                counts.bytes += pkt.frame.len() as u64;
+                counts.malformed += u64::from(pkt.meta.malformed.is_some());
+                let o = &res.outcomes[i];
+                if o.verdict == FinalVerdict::Accept {
+                    counts.accepted += 1;
+                }
+                // The IP path reuses the ingress hook's parse of a frame no statement edited.
+                let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
+                    Some(e) => (e, None),
+                    None => (pkt.frame, Some(&pkt.meta)),
+                };
+                Decided {
+                    frame,
+                    meta,
+                    dups: dups.of(i),
+                    outcome: o,
+                }
+            })
+            .collect();
+        let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
+        forwarder.vector(
+            engine,
+            ext,
+            dev,
+            &decided,
+            now_ns,
+            way,
+            &mut |i, fate, way| {
+                if !way.logs.is_empty() {
+                    let lines = std::mem::take(&mut way.logs);
+                    counts.logged += lines.len() as u64;
+                    exit.log(lines, now_ns);
+                }
+                // What this packet sends, while its frame is at hand.
+                let frame = decided[i].frame;
+                for s in way.sends.drain(..) {
+                    exit.send(i, &s, frame);
+                }
+                exit.done(i, &packets[i], &res.outcomes[i], frame, fate);
+            },
+        );
         counts
     }
 }
