@@ -29,7 +29,7 @@ use std::sync::Arc;
 use clap::Parser;
 use wasp_conntrack::{Config, Conntrack};
 use wasp_core::{At, CtMeta, Engine, HookResult, Packet};
-use wasp_gateway::{Forwarder, Gateway, Netfilter, SendKind, WayOut};
+use wasp_gateway::{Decided, Forwarder, Gateway, Netfilter, SendKind, WayOut};
 use wasp_perf::traffic::build::{Net, PacketSpec, Transport, tcp_flags};
 
 #[derive(Parser)]
@@ -44,6 +44,9 @@ struct Args {
     /// Rules in the forward chain before the one that accepts.
     #[arg(long, default_value_t = 100)]
     rules: usize,
+    /// Packets per call in the vector columns (the daemon's receive batch).
+    #[arg(long, default_value_t = 64)]
+    vector: usize,
 }
 
 const GW: &str = "\
@@ -193,6 +196,55 @@ impl Rig {
         s.body.write(f, &mut self.buf[..n]);
         Some(s.kind)
     }
+
+    /// `frames` in on `dev` as one vector (one ingress hook call, one [`Forwarder::vector`]),
+    /// each sent frame written to the send buffer as the daemon does; the kind of the last
+    /// send.
+    fn many(&mut self, dev: &str, frames: &[&[u8]], now: u64) -> Option<SendKind> {
+        let pkts: Vec<Packet<'_>> = frames
+            .iter()
+            .map(|f| Packet {
+                frame: f,
+                meta: wasp_wire::parse(f),
+                iifname: dev,
+                mark: 0,
+                oifname: "",
+                ct: CtMeta::NONE,
+                ct_detail: None,
+                route: None,
+            })
+            .collect();
+        self.engine
+            .run(At::Ingress(dev), &pkts, now, &mut self.res, None, None);
+        let decided: Vec<Decided<'_>> = pkts
+            .iter()
+            .zip(&self.res.outcomes)
+            .map(|(p, o)| Decided {
+                frame: p.frame,
+                meta: Some(&p.meta),
+                dups: &[],
+                outcome: o,
+            })
+            .collect();
+        let mut kind = None;
+        let buf = &mut self.buf;
+        self.fw.vector(
+            &mut self.engine,
+            None,
+            dev,
+            &decided,
+            now,
+            &mut self.way,
+            &mut |i, _, way| {
+                for s in way.sends.drain(..) {
+                    let n = s.body.len(frames[i]);
+                    s.body.write(frames[i], &mut buf[..n]);
+                    kind = Some(s.kind);
+                }
+            },
+        );
+        kind
+    }
 }
 
 fn cpu_ns() -> u64 {
@@ -205,31 +257,44 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// CPU ns per packet of `packets` client packets of the established connection (median of
-/// `rounds`), and the kind of send the last one got.
-fn measure(rig: &mut Rig, size: usize, packets: usize, rounds: usize) -> (f64, Option<SendKind>) {
+/// `rounds`), `vector` per call, and the kind of send the last one got.
+fn measure(
+    rig: &mut Rig,
+    size: usize,
+    packets: usize,
+    rounds: usize,
+    vector: usize,
+) -> (f64, Option<SendKind>) {
     let data = frame(true, tcp_flags::ACK | tcp_flags::PSH, size);
-    measure_frame(rig, "w0", &data, packets, rounds)
+    measure_frame(rig, "w0", &data, packets, rounds, vector)
 }
 
-/// CPU ns per packet of `packets` copies of `data` in on `dev` (median of `rounds`), and the
-/// kind of send the last one got.
+/// CPU ns per packet of `packets` copies of `data` in on `dev` (median of `rounds`), `vector`
+/// per call (1: [`Rig::one`]), and the kind of send the last one got.
 fn measure_frame(
     rig: &mut Rig,
     dev: &str,
     data: &[u8],
     packets: usize,
     rounds: usize,
+    vector: usize,
 ) -> (f64, Option<SendKind>) {
     let mut kind = None;
     let mut per = Vec::with_capacity(rounds);
     let mut now = 2_000_000_000u64;
+    let frames = vec![data; vector.max(1)];
+    let calls = packets.div_ceil(frames.len());
     for _ in 0..rounds {
         let t0 = cpu_ns();
-        for _ in 0..packets {
+        for _ in 0..calls {
             now += 1_000;
-            kind = rig.one(dev, data, now);
+            kind = if frames.len() == 1 {
+                rig.one(dev, data, now)
+            } else {
+                rig.many(dev, &frames, now)
+            };
         }
-        per.push((cpu_ns() - t0) as f64 / packets as f64);
+        per.push((cpu_ns() - t0) as f64 / (calls * frames.len()) as f64);
     }
     (median(per), kind)
 }
@@ -241,10 +306,11 @@ fn main() {
         args.rules, args.packets, args.rounds
     );
     println!();
+    let v = args.vector;
     println!(
-        "| frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |"
+        "| frame | slow path (chains) ns, 1/call | slow, {v}/call | fast path (flowtable) ns, 1/call | fast, {v}/call | slow Mpps/CPU ({v}) | fast Mpps/CPU ({v}) | slow / fast ({v}) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for size in [64usize, 1500] {
         let mut slow = Rig::new(args.rules, false);
         let mut fast = Rig::new(args.rules, true);
@@ -258,8 +324,10 @@ fn main() {
             );
             let _ = r.one("w0", &frame(true, tcp_flags::ACK, 64), 1_200_000_000);
         }
-        let (s, sk) = measure(&mut slow, size, args.packets, args.rounds);
-        let (f, fk) = measure(&mut fast, size, args.packets, args.rounds);
+        let (s1, _) = measure(&mut slow, size, args.packets, args.rounds, 1);
+        let (f1, _) = measure(&mut fast, size, args.packets, args.rounds, 1);
+        let (s, sk) = measure(&mut slow, size, args.packets, args.rounds, v);
+        let (f, fk) = measure(&mut fast, size, args.packets, args.rounds, v);
         assert_eq!(
             sk,
             Some(SendKind::Forward),
@@ -267,7 +335,7 @@ fn main() {
         );
         assert_eq!(fk, Some(SendKind::Flow), "the fast case took the flowtable");
         println!(
-            "| {size} B | {s:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
+            "| {size} B | {s1:.0} | {s:.0} | {f1:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
             1e3 / s,
             1e3 / f,
             s / f
@@ -350,8 +418,9 @@ fn tunnel(args: &Args) {
         args.rules
     );
     println!();
+    let v = args.vector;
     println!(
-        "| packet | inner frame | slow path (chains) ns | fast path (flowtable) ns | slow Mpps/CPU | fast Mpps/CPU | slow / fast |"
+        "| packet | inner frame | slow path (chains) ns, 1/call | slow, {v}/call | fast path (flowtable) ns, 1/call | fast, {v}/call | slow / fast ({v}) |"
     );
     println!("|---|---|---|---|---|---|---|");
     for (what, from_remote, dev) in [
@@ -379,8 +448,11 @@ fn tunnel(args: &Args) {
                 );
             }
             let data = tunnel_frame(from_remote, tcp_flags::ACK | tcp_flags::PSH, size);
-            let (s, sk) = measure_frame(&mut slow, dev, &data, args.packets, args.rounds);
-            let (f, fk) = measure_frame(&mut fast, dev, &data, args.packets, args.rounds);
+            let (p, r) = (args.packets, args.rounds);
+            let (s1, _) = measure_frame(&mut slow, dev, &data, p, r, 1);
+            let (f1, _) = measure_frame(&mut fast, dev, &data, p, r, 1);
+            let (s, sk) = measure_frame(&mut slow, dev, &data, p, r, v);
+            let (f, fk) = measure_frame(&mut fast, dev, &data, p, r, v);
             assert_eq!(
                 sk,
                 Some(SendKind::Forward),
@@ -388,9 +460,7 @@ fn tunnel(args: &Args) {
             );
             assert_eq!(fk, Some(SendKind::Flow), "the fast case took the flowtable");
             println!(
-                "| {what} | {size} B | {s:.0} | {f:.0} | {:.2} | {:.2} | {:.1}x |",
-                1e3 / s,
-                1e3 / f,
+                "| {what} | {size} B | {s1:.0} | {s:.0} | {f1:.0} | {f:.0} | {:.1}x |",
                 s / f
             );
         }
