@@ -122,6 +122,22 @@ impl HookResult {
     }
 }
 
+/// A hook of another kind registered among a device's netdev ingress chains at `priority`,
+/// that may take packets away from the chains after it: the flowtable's ingress hook
+/// (nf_flow_offload_ip_hook), which forwards a packet of an offloaded flow itself, so the
+/// chains of higher priority never see it ([`Engine::run_ingress`]).
+pub struct Steal<'a> {
+    /// The hook's priority: it runs after the chains below it, before those at or above it
+    /// (the kernel orders hooks of equal priority by registration; a flowtable is taken as
+    /// registered first).
+    pub priority: i32,
+    /// Called once per packet that reaches the hook (accepted by the chains before it, not
+    /// taken by a `fwd`), with its index in the call and the packet as those chains left it;
+    /// `true` takes the packet (its outcome is the chains' so far, and no later chain sees
+    /// it).
+    pub take: &'a mut dyn FnMut(usize, &Packet<'_>) -> bool,
+}
+
 /// The base chains of one hook of one device, in the order they run.
 #[derive(Debug, Clone)]
 pub(crate) struct HookList {
@@ -205,7 +221,26 @@ impl Engine {
         };
         res.clear();
         res.outcomes.resize(packets.len(), Outcome::unseen(0));
-        self.run_hook(hook, dev, packets, now_ns, res, trace, ext);
+        self.run_hook(hook, dev, packets, now_ns, res, trace, ext, None);
+    }
+
+    /// [`Engine::run`] at the netdev ingress hook of `dev`, with `steal` (when given) run at
+    /// its priority among the chains: the packets it takes leave the hook there. Which packets
+    /// it took is the caller's to remember (their outcomes are accepts).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_ingress(
+        &mut self,
+        dev: &str,
+        packets: &[Packet<'_>],
+        now_ns: u64,
+        res: &mut HookResult,
+        trace: Option<&mut dyn TraceSink>,
+        ext: Option<&mut dyn Extensions>,
+        steal: Option<Steal<'_>>,
+    ) {
+        res.clear();
+        res.outcomes.resize(packets.len(), Outcome::unseen(0));
+        self.run_hook(Hook::Ingress, dev, packets, now_ns, res, trace, ext, steal);
     }
 
     /// Per-packet reference evaluation of the ingress hook: the same result as
@@ -249,6 +284,7 @@ impl Engine {
             trace,
             None,
             memo,
+            None,
         )
     }
 
@@ -269,6 +305,7 @@ impl Engine {
         trace: Option<&mut dyn TraceSink>,
         given: Option<&mut dyn Extensions>,
         memo: bool,
+        mut steal: Option<Steal<'_>>,
     ) -> Outcome {
         let now = self.since_epoch(now_ns);
         let Engine {
@@ -294,6 +331,9 @@ impl Engine {
         }
         let key = ifname_value(dev);
         let Some(h) = hooks.iter_mut().find(|h| h.is(hook, dev, key)) else {
+            if let Some(s) = steal.as_mut() {
+                (s.take)(packet_index, packet);
+            }
             return Outcome::unseen(packet.mark);
         };
         let egress = hook == Hook::Egress;
@@ -335,8 +375,28 @@ impl Engine {
         ed.reset(egress);
         let mut decision = None;
         let mut verdict = FinalVerdict::Accept;
+        // The stealing hook ran (or the packet left before it).
+        let mut stole = false;
+        let mut taken = false;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
             let chain = &prog.chains[base as usize];
+            if let Some(s) = steal.as_mut()
+                && !stole
+                && chain
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| b.priority >= s.priority)
+            {
+                stole = true;
+                taken = if ed.has(0) {
+                    (s.take)(packet_index, &ed.packet(0, packet))
+                } else {
+                    (s.take)(packet_index, packet)
+                };
+                if taken {
+                    break;
+                }
+            }
             if l3 {
                 // nf_hook runs a family's chains on its packets only; `type nat` chains run
                 // for a connection's first packet until it has a binding (nf_nat_inet_fn).
@@ -378,6 +438,18 @@ impl Engine {
                 break;
             }
         }
+        if let Some(s) = steal.as_mut()
+            && !stole
+            && !taken
+            && verdict == FinalVerdict::Accept
+            && st.fwd == 0
+        {
+            if ed.has(0) {
+                (s.take)(packet_index, &ed.packet(0, packet));
+            } else {
+                (s.take)(packet_index, packet);
+            }
+        }
         if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
             let c = conn_fx_of(prog, &st, fx.rare);
             if !c.is_empty() {
@@ -407,11 +479,13 @@ impl Engine {
         result: &mut HookResult,
         mut trace: Option<&mut dyn TraceSink>,
         given: Option<&mut dyn Extensions>,
+        mut steal: Option<Steal<'_>>,
     ) {
         if let [p] = packets {
             // One packet (the IP path of a single packet, a port's lone frame): the plain
             // walk costs a few ns per rule, the pipeline's bookkeeping more (`flow-path`).
-            result.outcomes[0] = self.walk(hook, dev, p, 0, now_ns, result, trace, given, true);
+            result.outcomes[0] =
+                self.walk(hook, dev, p, 0, now_ns, result, trace, given, true, steal);
             return;
         }
         let now = self.since_epoch(now_ns);
@@ -448,8 +522,16 @@ impl Engine {
             {
                 e.advance(now_ns);
             }
-            for (o, p) in out.iter_mut().zip(packets) {
-                *o = discarded_before_hook(hook, p).unwrap_or(Outcome::unseen(p.mark));
+            for (i, (o, p)) in out.iter_mut().zip(packets).enumerate() {
+                *o = match discarded_before_hook(hook, p) {
+                    Some(d) => d,
+                    None => {
+                        if let Some(s) = steal.as_mut() {
+                            (s.take)(i, p);
+                        }
+                        Outcome::unseen(p.mark)
+                    }
+                };
             }
             return;
         };
@@ -528,8 +610,19 @@ impl Engine {
                     }
                 }
             }
+            let mut stole = false;
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
                 let chain = &prog.chains[base as usize];
+                if let Some(s) = steal.as_mut()
+                    && !stole
+                    && chain
+                        .base
+                        .as_ref()
+                        .is_some_and(|b| b.priority >= s.priority)
+                {
+                    stole = true;
+                    alive &= !steal_vector(s, alive, vec, start, &scratch.ed);
+                }
                 let entry = if l3 {
                     // nf_hook runs a family's chains on its packets only; `type nat` chains
                     // run for a connection's first packet until it has a binding
@@ -574,6 +667,11 @@ impl Engine {
                 stats.2 += u64::from(dropped.count_ones());
                 // A stolen packet (`fwd`) leaves the hook: later base chains do not see it.
                 alive &= !(dropped | stolen);
+            }
+            if let Some(s) = steal.as_mut()
+                && !stole
+            {
+                steal_vector(s, alive, vec, start, &scratch.ed);
             }
             for (i, st) in state[..vec.len()].iter().enumerate() {
                 // Most packets ask nothing of their connection: a cheap test first.
@@ -743,4 +841,27 @@ fn inet_gate(prog: &Program, base: ChainId, p: &Packet<'_>) -> Gate {
         0x0800 | 0x86dd => Gate::Drop,
         _ => Gate::Skip,
     }
+}
+
+/// Offer the packets of `alive` (bits over `vec`, whose first packet is the call's `start`)
+/// to `s`, each as the chains so far left it; the bits of those it took.
+fn steal_vector(
+    s: &mut Steal<'_>,
+    alive: u64,
+    vec: &[Packet<'_>],
+    start: usize,
+    ed: &crate::ext::Edited,
+) -> u64 {
+    let mut took = 0;
+    for i in bits(alive) {
+        let got = if ed.has(i) {
+            (s.take)(start + i, &ed.packet(i, &vec[i]))
+        } else {
+            (s.take)(start + i, &vec[i])
+        };
+        if got {
+            took |= 1 << i;
+        }
+    }
+    took
 }

@@ -62,7 +62,7 @@ pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
     ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };
-pub use hooks::{At, ChainStats, HookResult};
+pub use hooks::{At, ChainStats, HookResult, Steal};
 pub use packet::{
     Decision, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR, OutId, OutTarget, Outcome, Packet, Reject,
     TraceEvent, TraceSink,

@@ -670,3 +670,4 @@ mod reject;
 mod semantics;
 mod sets;
 mod stateful;
+mod steal;

@@ -55,12 +55,11 @@
 //! again), and one that leaves through a tunnel with the tunnel's outer header cached (the
 //! fast path encapsulates it as the slow path would).
 //!
-//! Order at ingress: wasp looks flows up after every netdev ingress chain of the device has
-//! run; the kernel runs the flowtable's hook at its priority among them. The two agree when
-//! the device's netdev ingress chains have lower priorities than the flowtable (as in
-//! `samples/geneve-gateway/flowtable`); a netdev chain above the flowtable's priority sees an
-//! offloaded flow's packets in wasp and not in the kernel; `wasp replay` and `wasp run` say so
-//! for each such chain.
+//! Order at ingress: the flowtables' lookup is a hook among the device's netdev ingress
+//! chains at the flowtable's priority, as the kernel registers nf_flow_offload_ip_hook: the
+//! data path runs it inside the ingress hook call ([`wasp_core::Steal`],
+//! [`super::Forwarder::flow_lookup`]), so the chains of higher priority never see an
+//! offloaded packet, and hands the hits in ([`Looked`]); without that, step 1 looks up here.
 //!
 //! Not done: the output hook (wasp originates no packets but its replies, which skip the
 //! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
@@ -82,6 +81,62 @@ use super::netfilter::{IpFate, Netfilter, apply_fx, ct_detail, ct_meta, offload,
 use super::path::{Body, MAX_HOOK_LOGS, Routed, WayOut};
 use super::{Action, DevId, Gateway};
 use crate::DropReason;
+
+/// A packet of an offloaded flow: where the flowtable sends it and how it writes it.
+#[derive(Debug)]
+pub struct FlowHit {
+    pub(crate) out: DevId,
+    pub(crate) edit: wasp_flowtable::FlowEdit,
+}
+
+/// Whether a vector's flowtable lookups were done at the flowtable's priority in the ingress
+/// hook call: then `hits[i]` holds packet `i`'s hit (taken here), and step 1 looks nothing
+/// up.
+pub(crate) struct Looked<'h> {
+    pub hits: &'h mut [Option<FlowHit>],
+}
+
+/// The flowtables' fast path for `frame` (`meta` its parse) in on `dev` (`input` its gateway
+/// id): the hit of the first flowtable of `dev` that forwards it. A TCP FIN or RST of an
+/// offloaded flow tears the flow down and gives its connection back to conntrack (the packet
+/// then takes the slow path).
+pub(crate) fn flow_lookup(
+    nf: &Netfilter,
+    dev: &str,
+    input: DevId,
+    frame: &[u8],
+    meta: &PacketMeta,
+    now_ns: u64,
+) -> Option<FlowHit> {
+    if !matches!(meta.protocol, 0x0800 | 0x86dd) {
+        return None;
+    }
+    for (ft, devices) in nf.flowtables().iter().zip(nf.devices()) {
+        if !devices.iter().any(|d| d == dev) {
+            continue;
+        }
+        match ft.fast_path(frame, meta, input.0, now_ns) {
+            FastPath::Forward { out_dev, edit, .. } => {
+                return Some(FlowHit {
+                    out: DevId(out_dev),
+                    edit,
+                });
+            }
+            FastPath::Slow {
+                teardown: Some(t), ..
+            } => {
+                // The FIN or RST that tore the flow down is tracked next, from ESTABLISHED
+                // (what the fast path kept): it moves the connection to FIN_WAIT (120 s) or
+                // CLOSE (10 s) itself, as cases C19 require; setting FIN_WAIT here first would
+                // make this same FIN a second one (LAST_ACK).
+                nf.conntrack()
+                    .flow_teardown(t.ct_id, CtTeardown::Idle, now_ns);
+            }
+            FastPath::Slow { .. } | FastPath::Miss => {}
+        }
+    }
+    None
+}
 
 /// One packet of a vector for the IP path.
 #[derive(Debug, Clone, Copy)]
@@ -142,13 +197,14 @@ pub(crate) fn ip_vector(
     in_dev: &str,
     input: DevId,
     pkts: &[IpIn<'_>],
+    mut looked: Option<Looked<'_>>,
 ) {
     cx.nf.maybe_gc(cx.now_ns);
     let lanes: Vec<(IpIn<'_>, DevId, Cow<'_, str>)> = pkts
         .iter()
         .map(|p| (*p, input, Cow::Borrowed(in_dev)))
         .collect();
-    let decap = run(cx, g, &lanes, false);
+    let decap = run(cx, g, &lanes, false, looked.as_mut());
     if decap.is_empty() {
         return;
     }
@@ -165,7 +221,7 @@ pub(crate) fn ip_vector(
             (p, d.dev, Cow::Owned(g.name(d.dev).to_string()))
         })
         .collect();
-    let again = run(cx, g, &inner, true);
+    let again = run(cx, g, &inner, true, None);
     debug_assert!(again.is_empty());
     for d in &decap {
         let fate = match cx.fates[d.idx].take() {
@@ -217,6 +273,7 @@ fn run<'a>(
     g: &mut Gateway,
     pkts: &'a [(IpIn<'a>, DevId, Cow<'a, str>)],
     inner: bool,
+    mut looked: Option<&mut Looked<'_>>,
 ) -> Vec<Decap> {
     // Whether a hook reads an established connection: then each packet's connection is
     // read right after its conntrack step.
@@ -232,7 +289,11 @@ fn run<'a>(
     let mut batch: Vec<Lane<'a>> = Vec::with_capacity(pkts.len());
     let mut decap = Vec::new();
     for (p, input, dev) in pkts {
-        let Some(mut lane) = front(cx, g, p, *input, dev, reads_conn) else {
+        let hit = match looked.as_mut() {
+            Some(l) => Some(l.hits.get_mut(p.idx).and_then(Option::take)),
+            None => None,
+        };
+        let Some(mut lane) = front(cx, g, p, *input, dev, reads_conn, hit) else {
             continue;
         };
         let id = lane.info.id;
@@ -271,6 +332,7 @@ fn front<'a>(
     input: DevId,
     dev: &Cow<'a, str>,
     reads_conn: bool,
+    looked: Option<Option<FlowHit>>,
 ) -> Option<Lane<'a>> {
     let frame = p.frame;
     // The caller's parse of this very frame, when it has one (the ingress hook's).
@@ -283,32 +345,18 @@ fn front<'a>(
         return done(IpFate::NotIp);
     }
     let nf = cx.nf;
-    // 1. The flowtables of this device.
-    for (ft, devices) in nf.flowtables().iter().zip(nf.devices()) {
-        if !devices.iter().any(|d| d == dev.as_ref()) {
-            continue;
-        }
-        match ft.fast_path(frame, &meta, input.0, cx.now_ns) {
-            FastPath::Forward { out_dev, edit, .. } => {
-                return done(IpFate::Send {
-                    dev: DevId(out_dev),
-                    body: Body::Flow(Box::new(edit)),
-                    mark: p.mark,
-                    offloaded: true,
-                });
-            }
-            FastPath::Slow {
-                teardown: Some(t), ..
-            } => {
-                // The FIN or RST that tore the flow down is tracked next, from ESTABLISHED
-                // (what the fast path kept): it moves the connection to FIN_WAIT (120 s) or
-                // CLOSE (10 s) itself, as cases C19 require; setting FIN_WAIT here first would
-                // make this same FIN a second one (LAST_ACK).
-                nf.conntrack()
-                    .flow_teardown(t.ct_id, CtTeardown::Idle, cx.now_ns);
-            }
-            FastPath::Slow { .. } | FastPath::Miss => {}
-        }
+    // 1. The flowtables of this device (looked up at their priority by the caller, or now).
+    let hit = match looked {
+        Some(hit) => hit,
+        None => flow_lookup(nf, dev, input, frame, &meta, cx.now_ns),
+    };
+    if let Some(h) = hit {
+        return done(IpFate::Send {
+            dev: h.out,
+            body: Body::Flow(Box::new(h.edit)),
+            mark: p.mark,
+            offloaded: true,
+        });
     }
     let mut mark = p.mark;
     // 2a. Prerouting chains below conntrack's priority (`priority raw`): `ct zone set` puts

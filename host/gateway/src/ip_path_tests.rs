@@ -67,6 +67,7 @@ impl Rig {
             &decided,
             now_ns,
             &mut self.way,
+            None,
             &mut |i, fate, way| {
                 let sent = way
                     .sends

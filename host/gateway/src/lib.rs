@@ -80,6 +80,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+pub use ip_path::FlowHit;
 pub use neigh::{Neighbour, NeighbourTable};
 pub use netfilter::Netfilter;
 pub use path::{Decided, Fate, ForwardStats, Forwarder, MAX_HOOK_LOGS, Send, SendKind, WayOut};

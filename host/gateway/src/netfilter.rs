@@ -41,6 +41,8 @@ struct Shared {
     flowtables: Vec<Arc<Flowtable>>,
     /// Device names of each flowtable (parallel to `flowtables`).
     devices: Vec<Vec<String>>,
+    /// The priority of each flowtable's ingress hook (parallel to `flowtables`).
+    priorities: Vec<i32>,
     /// Clock of the next collection, ns.
     next_gc: AtomicU64,
 }
@@ -93,21 +95,26 @@ impl Netfilter {
         Netfilter::with_flowtables(
             conntrack,
             flowtables,
-            specs.iter().map(|s| s.devices.clone()).collect(),
+            specs
+                .iter()
+                .map(|s| (s.devices.clone(), s.priority))
+                .collect(),
         )
     }
 
     /// Conntrack and flowtables made by the caller (`flowtables[i]` serves the engine's
-    /// flowtable `i`, on `devices[i]`).
+    /// flowtable `i`, its hook on the devices `hooks[i].0` at priority `hooks[i].1`).
     pub fn with_flowtables(
         conntrack: Arc<Conntrack>,
         flowtables: Vec<Arc<Flowtable>>,
-        devices: Vec<Vec<String>>,
+        hooks: Vec<(Vec<String>, i32)>,
     ) -> Netfilter {
+        let (devices, priorities) = hooks.into_iter().unzip();
         Netfilter(Arc::new(Shared {
             conntrack,
             flowtables,
             devices,
+            priorities,
             next_gc: AtomicU64::new(0),
         }))
     }
@@ -125,6 +132,18 @@ impl Netfilter {
     /// Device names of each flowtable, parallel to [`Netfilter::flowtables`].
     pub(crate) fn devices(&self) -> &[Vec<String>] {
         &self.0.devices
+    }
+
+    /// The priority of the flowtables' ingress hook on `dev`: the lowest of the flowtables
+    /// that list it (the lookup runs there for all of them); `None` when none does.
+    pub fn flow_hook(&self, dev: &str) -> Option<i32> {
+        self.0
+            .devices
+            .iter()
+            .zip(&self.0.priorities)
+            .filter(|(d, _)| d.iter().any(|d| d == dev))
+            .map(|(_, &p)| p)
+            .min()
     }
 
     /// Register offload block `b` on every flowtable that does not have a block of its name

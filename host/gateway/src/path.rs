@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use wasp_ruleset::model::Hook;
 
-use super::ip_path::{Cx, IpIn, ip_vector};
+use super::ip_path::{Cx, FlowHit, IpIn, Looked, ip_vector};
 use super::netfilter::IpFate;
 use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use wasp_core::Engine;
@@ -403,17 +403,50 @@ impl Forwarder {
             outcome,
         };
         let mut fate = Fate::Local;
-        self.vector(engine, ext, in_dev, &[one], now_ns, way, &mut |_, f, _| {
-            fate = f;
-        });
+        self.vector(
+            engine,
+            ext,
+            in_dev,
+            &[one],
+            now_ns,
+            way,
+            None,
+            &mut |_, f, _| {
+                fate = f;
+            },
+        );
         fate
+    }
+
+    /// The priority of the flowtables' hook among the netdev ingress chains of `dev`, when
+    /// its packets take the IP path (a gateway with conntrack that knows `dev`) and a
+    /// flowtable lists it: run [`Forwarder::flow_lookup`] there ([`wasp_core::Steal`]) and
+    /// give [`Forwarder::vector`] the hits.
+    pub fn flow_hook(&self, dev: &str) -> Option<i32> {
+        self.gateway.as_ref()?.device(dev)?;
+        self.nf.as_ref()?.flow_hook(dev)
+    }
+
+    /// The flowtables' fast path for `frame` (`meta` its parse) in on `dev` at `now_ns`: the
+    /// hit when an offloaded flow forwards it (what [`Forwarder::vector`] sends for it).
+    pub fn flow_lookup(
+        &self,
+        dev: &str,
+        frame: &[u8],
+        meta: &wasp_wire::PacketMeta,
+        now_ns: u64,
+    ) -> Option<FlowHit> {
+        let input = self.gateway.as_ref()?.device(dev)?;
+        super::ip_path::flow_lookup(self.nf.as_ref()?, dev, input, frame, meta, now_ns)
     }
 
     /// [`Forwarder::after_ingress`] for a vector of packets that came in on `in_dev`: the IP
     /// path runs over the whole vector ([`super::ip_path`]), then each packet in order takes
     /// the rest of its way out and `done(i, fate, way)` is called with `way.sends` and
     /// `way.logs` holding what packet `i` sends and logged (the caller drains them there,
-    /// while the packet's frame is at hand).
+    /// while the packet's frame is at hand). `flows`: the flowtable lookups made in the
+    /// ingress hook call at [`Forwarder::flow_hook`]'s priority (packet `i`'s hit at `i`);
+    /// `None` when none were made (the IP path looks up then).
     #[allow(clippy::too_many_arguments)]
     pub fn vector(
         &mut self,
@@ -423,6 +456,7 @@ impl Forwarder {
         pkts: &[Decided<'_>],
         now_ns: u64,
         way: &mut WayOut,
+        flows: Option<&mut [Option<FlowHit>]>,
         done: &mut dyn FnMut(usize, Fate, &mut WayOut),
     ) {
         let mut fates: Vec<Option<IpFate>> = Vec::new();
@@ -450,7 +484,8 @@ impl Forwarder {
                     way: &mut *way,
                     fates: &mut fates,
                 };
-                ip_vector(&mut cx, g, in_dev, input, &ins);
+                let looked = flows.map(|hits| Looked { hits });
+                ip_vector(&mut cx, g, in_dev, input, &ins, looked);
                 // Given out per packet, in packet order.
                 way.ip_logs.sort_by_key(|l| l.0);
                 way.hook_dups.sort_by_key(|d| d.0);

@@ -23,8 +23,8 @@
 use std::sync::Arc;
 
 use wasp_conntrack::Conntrack;
-use wasp_core::{At, Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, TraceSink};
-use wasp_gateway::{Decided, Fate, Forwarder, Netfilter, Send, WayOut};
+use wasp_core::{Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, Steal, TraceSink};
+use wasp_gateway::{Decided, Fate, FlowHit, Forwarder, Netfilter, Send, WayOut};
 use wasp_plugin::{HostConfig, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 
@@ -336,6 +336,13 @@ impl Datapath {
         if packets.is_empty() {
             return counts;
         }
+        // The flowtables' hook among the device's ingress chains, at its priority: the
+        // packets of offloaded flows leave the hook there.
+        let flow_hook = forwarder.flow_hook(dev);
+        let mut hits: Vec<Option<FlowHit>> = Vec::new();
+        if flow_hook.is_some() {
+            hits.resize_with(packets.len(), || None);
+        }
         {
             // `log` lines come through a sink that wants only them when the exit traces
             // nothing (no cost without `log`).
@@ -345,7 +352,18 @@ impl Datapath {
                 None => own_logs.then_some(&mut *logs as &mut dyn TraceSink),
             };
             let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
-            engine.run(At::Ingress(dev), &packets, now_ns, res, sink, ext);
+            let fw = &*forwarder;
+            let mut take = |i: usize, p: &Packet<'_>| {
+                let hit = fw.flow_lookup(dev, p.frame, &p.meta, now_ns);
+                let took = hit.is_some();
+                hits[i] = hit;
+                took
+            };
+            let steal = flow_hook.map(|priority| Steal {
+                priority,
+                take: &mut take,
+            });
+            engine.run_ingress(dev, &packets, now_ns, res, sink, ext, steal);
         }
         if !logs.lines.is_empty() {
             logs.lines.sort_by_key(|l| l.0);
@@ -382,6 +400,7 @@ impl Datapath {
             })
             .collect();
         let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
+        let flows = flow_hook.map(|_| &mut hits[..]);
         forwarder.vector(
             engine,
             ext,
@@ -389,6 +408,7 @@ impl Datapath {
             &decided,
             now_ns,
             way,
+            flows,
             &mut |i, fate, way| {
                 if !way.logs.is_empty() {
                     let lines = std::mem::take(&mut way.logs);

@@ -243,32 +243,6 @@ impl Names {
         out
     }
 
-    /// Where wasp's order at ingress differs from the kernel's for `flowtables` (an engine's
-    /// [`wasp_core::Engine::flowtables`]): one note per netdev ingress chain on a flowtable's
-    /// device with a priority above the flowtable's. The kernel runs the flowtable's hook at
-    /// its priority, so an offloaded flow's packets never reach such a chain; wasp looks flows
-    /// up after every netdev ingress chain of the device, so they do.
-    pub fn flowtable_order_notes(&self, flowtables: &[wasp_core::FlowtableSpec]) -> Vec<String> {
-        let mut out = Vec::new();
-        for ft in flowtables {
-            for dev in &ft.devices {
-                for b in self.ingress_chains(dev) {
-                    if b.priority > ft.priority {
-                        out.push(format!(
-                            "netdev chain {} {} (priority {}) on \"{dev}\" runs after flowtable {} (priority {}) in the kernel, which forwards offloaded packets before it; wasp runs it on every packet",
-                            self.table(b.table),
-                            self.chain(b.table, b.chain),
-                            b.priority,
-                            ft.name,
-                            ft.priority
-                        ));
-                    }
-                }
-            }
-        }
-        out
-    }
-
     /// The base chains of ip, ip6 and inet tables on IP hook `hook` (prerouting, input,
     /// forward, postrouting), in the order the hook runs them: by priority, then in declaration
     /// order.
@@ -370,29 +344,5 @@ mod tests {
         assert_eq!(n.rule_text(0, 1, 5), "counter packets 0 bytes 0");
         assert_eq!(n.rule_text(1, 0, 4), "udp dport 53 accept");
         assert_eq!(n.rule_text(1, 0, 9), "handle 9");
-    }
-
-    #[test]
-    fn a_netdev_chain_above_the_flowtable_s_priority_gets_a_note() {
-        let text = r#"
-table netdev n {
-    chain early { type filter hook ingress device "t0" priority -10; policy accept; }
-    chain late { type filter hook ingress device "t0" priority 10; policy accept; }
-    chain other { type filter hook ingress device "t9" priority 10; policy accept; }
-}
-table inet f {
-    flowtable ft { hook ingress priority 0; devices = { t0, t1 }; }
-    chain fwd { type filter hook forward priority 0; ct state established flow add @ft; }
-}
-"#;
-        let rs = wasp_ruleset::parse_str(text, "t.nft").unwrap();
-        let engine = wasp_core::Engine::compile(&rs).unwrap();
-        let notes = Names::new(&rs).flowtable_order_notes(engine.flowtables());
-        assert_eq!(
-            notes,
-            [
-                "netdev chain n late (priority 10) on \"t0\" runs after flowtable ft (priority 0) in the kernel, which forwards offloaded packets before it; wasp runs it on every packet"
-            ]
-        );
     }
 }

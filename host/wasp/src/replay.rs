@@ -754,7 +754,6 @@ pub fn replay(
         }
         _ => None,
     };
-    let netfilter = bundle.netfilter.clone();
     let engine = &bundle.engine;
     if opts.trace {
         names.learn_rule_texts(&wasp_ruleset::print_ruleset(&ruleset, true));
@@ -777,9 +776,6 @@ pub fn replay(
         notes.push(
             "forwarding: netdev egress chains run on the frames sent (tx-DEV.pcap); accepted.pcap holds what is delivered to the host side".to_string(),
         );
-    }
-    if netfilter.is_some() {
-        notes.extend(names.flowtable_order_notes(engine.flowtables()));
     }
     if names.ingress_chains(&dev).is_empty() {
         notes.push(format!(

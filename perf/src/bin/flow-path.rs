@@ -235,6 +235,7 @@ impl Rig {
             &decided,
             now,
             &mut self.way,
+            None,
             &mut |i, _, way| {
                 for s in way.sends.drain(..) {
                     let n = s.body.len(frames[i]);

@@ -212,9 +212,6 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         .try_init();
     let ruleset = wasp_ruleset::parse_file(&args.ruleset)?;
     let engine = Engine::compile(&ruleset)?;
-    for note in crate::names::Names::new(&ruleset).flowtable_order_notes(engine.flowtables()) {
-        tracing::warn!("{note}");
-    }
     let mut gateway = match &args.gateway {
         Some(p) => {
             let text = std::fs::read_to_string(p)
