@@ -60,6 +60,10 @@
 //! data path runs it inside the ingress hook call ([`wasp_core::Steal`],
 //! [`super::Forwarder::flow_lookup`]), so the chains of higher priority never see an
 //! offloaded packet, and hands the hits in ([`Looked`]); without that, step 1 looks up here.
+//! A packet whose lookup missed before an earlier packet of its vector offloaded the flow is
+//! looked up again at step 1 and takes the fast path, as in the kernel; only the chains above
+//! the flowtable's priority saw it (in the kernel the lookup of each packet follows the
+//! previous packet's forward hook).
 //!
 //! Not done: the output hook (wasp originates no packets but its replies, which skip the
 //! chains), fragment reassembly (non-first fragments are `invalid` to conntrack, as the
@@ -162,6 +166,9 @@ pub(crate) struct Cx<'x, 'e> {
     pub way: &'x mut WayOut,
     /// Each packet's fate, by [`IpIn::idx`].
     pub fates: &'x mut [Option<IpFate>],
+    /// A packet of this call offloaded its connection: a lookup made before it (at the
+    /// flowtable's priority in the ingress hook call) may have missed a flow that exists now.
+    pub offloaded: bool,
 }
 
 /// One packet between conntrack and its fate.
@@ -347,6 +354,7 @@ fn front<'a>(
     let nf = cx.nf;
     // 1. The flowtables of this device (looked up at their priority by the caller, or now).
     let hit = match looked {
+        Some(None) if cx.offloaded => flow_lookup(nf, dev, input, frame, &meta, cx.now_ns),
         Some(hit) => hit,
         None => flow_lookup(nf, dev, input, frame, &meta, cx.now_ns),
     };
@@ -593,7 +601,7 @@ fn rest<'a>(
         if let Some(ft) = flow_adds[k]
             && !l.info.pending
         {
-            offload(
+            cx.offloaded |= offload(
                 cx.nf,
                 g,
                 &l.info,

@@ -5,9 +5,10 @@
 //! depends on what an earlier one did: new connections and their NAT bindings, `flow add`,
 //! `ct mark set` read by the next packet of the connection.
 
-use wasp_core::{At, HookResult, Packet};
+use wasp_core::{HookResult, Packet, Steal};
 use wasp_ruleset::model::Hook;
 
+use super::ip_path::FlowHit;
 use super::netfilter_tests::{ACK, CLIENT, FIN, PSH, Rig, SYN, W0, rig_with, tcp};
 use super::path::{Decided, Fate, SendKind};
 
@@ -31,8 +32,9 @@ const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
 type Seen = (Fate, Vec<(String, SendKind, Vec<u8>)>, Vec<String>);
 
 impl Rig {
-    /// `frames` in on `dev` at `now_ns` as one vector.
-    fn vector(&mut self, dev: &str, frames: &[Vec<u8>], now_ns: u64) -> Vec<Seen> {
+    /// `frames` in on `dev` at `now_ns` as one vector; with `steal`, the flowtables are
+    /// looked up at their priority in the ingress hook call, as the data path does.
+    fn vector(&mut self, dev: &str, frames: &[Vec<u8>], now_ns: u64, steal: bool) -> Vec<Seen> {
         let pkts: Vec<Packet<'_>> = frames
             .iter()
             .map(|f| Packet {
@@ -47,8 +49,21 @@ impl Rig {
             })
             .collect();
         let mut res = HookResult::new();
-        self.engine
-            .run(At::Ingress(dev), &pkts, now_ns, &mut res, None, None);
+        let mut hits: Vec<Option<FlowHit>> = (0..frames.len()).map(|_| None).collect();
+        let hook = self.fw.flow_hook(dev).filter(|_| steal);
+        {
+            let fw = &self.fw;
+            let mut take = |i: usize, p: &Packet<'_>| {
+                hits[i] = fw.flow_lookup(dev, p.frame, &p.meta, now_ns);
+                hits[i].is_some()
+            };
+            let steal = hook.map(|priority| Steal {
+                priority,
+                take: &mut take,
+            });
+            self.engine
+                .run_ingress(dev, &pkts, now_ns, &mut res, None, None, steal);
+        }
         let decided: Vec<Decided<'_>> = pkts
             .iter()
             .zip(&res.outcomes)
@@ -67,7 +82,7 @@ impl Rig {
             &decided,
             now_ns,
             &mut self.way,
-            None,
+            hook.map(|_| &mut hits[..]),
             &mut |i, fate, way| {
                 let sent = way
                     .sends
@@ -172,12 +187,18 @@ fn runs() -> Vec<(&'static str, Vec<Vec<u8>>)> {
 /// Both rigs of `rules` through [`runs`]: the same per packet, and the same state after each
 /// run. Returns the vector rig's results, per run.
 fn same_both_ways(rules: &str) -> Vec<Vec<Seen>> {
+    same_both_ways_with(rules, false)
+}
+
+/// [`same_both_ways`], the vector rig's flowtables looked up in the ingress hook call with
+/// `steal`.
+fn same_both_ways_with(rules: &str, steal: bool) -> Vec<Vec<Seen>> {
     let mut vec_rig = rig_with(GW, rules);
     let mut one_rig = rig_with(GW, rules);
     let mut all = Vec::new();
     for (k, (dev, frames)) in runs().into_iter().enumerate() {
         let now = 1_000_000_000 + k as u64 * 1_000_000;
-        let a = vec_rig.vector(dev, &frames, now);
+        let a = vec_rig.vector(dev, &frames, now, steal);
         let b = one_rig.one_by_one(dev, &frames, now);
         assert_eq!(a.len(), frames.len());
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
@@ -189,9 +210,7 @@ fn same_both_ways(rules: &str) -> Vec<Vec<Seen>> {
     all
 }
 
-#[test]
-fn nat_and_flow_add_over_vectors_give_what_one_packet_at_a_time_gives() {
-    let rules = r#"
+const FLOW_RULES: &str = r#"
 table ip nat {
     chain pre {
         type nat hook prerouting priority dstnat; policy accept;
@@ -213,8 +232,25 @@ table ip filter {
         ct state new iifname "w0" accept
     }
 }
+table netdev edge {
+    chain w0_in {
+        type filter hook ingress device "w0" priority -10; policy accept;
+    }
+    chain w1_in {
+        type filter hook ingress device "w1" priority -10; policy accept;
+    }
+}
 "#;
-    let all = same_both_ways(rules);
+
+#[test]
+fn nat_and_flow_add_over_vectors_give_what_one_packet_at_a_time_gives() {
+    for steal in [false, true] {
+        check_flow_runs(&same_both_ways_with(FLOW_RULES, steal));
+    }
+}
+
+/// What [`FLOW_RULES`] gives over [`runs`].
+fn check_flow_runs(all: &[Vec<Seen>]) {
     // Every packet of the handshakes went out (the retransmitted SYN too), and the data after
     // each connection's offload took the flowtable.
     let kinds: Vec<Vec<SendKind>> = all

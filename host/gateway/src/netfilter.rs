@@ -511,7 +511,7 @@ pub(crate) fn netmap(
 }
 
 /// Put the connection of `info` in flowtable `ft`, with both directions' routes from the
-/// gateway (nft_flow_offload_eval + flow_offload_route_init).
+/// gateway (nft_flow_offload_eval + flow_offload_route_init); `true` when it was added.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn offload(
     nf: &Netfilter,
@@ -522,26 +522,26 @@ pub(crate) fn offload(
     in_dev: DevId,
     out_dev: DevId,
     now_ns: u64,
-) {
+) -> bool {
     let ct = &nf.0.conntrack;
     let Some(table) = nf.0.flowtables.get(ft) else {
-        return;
+        return false;
     };
     let Some(e) = ct.get(info.id, now_ns) else {
-        return;
+        return false;
     };
     if e.status & wasp_conntrack::status::OFFLOAD != 0 {
-        return;
+        return false;
     }
     match e.orig.proto {
         wasp_conntrack::proto::TCP => {
             let fin_rst = tcp_flags & 0x05 != 0;
             if fin_rst || e.tcp_state != Some(wasp_conntrack::TcpState::Established) {
-                return;
+                return false;
             }
         }
         wasp_conntrack::proto::UDP => {}
-        _ => return,
+        _ => return false,
     }
     let (o, r) = (e.orig, e.reply);
     // The devices each direction comes in on.
@@ -552,10 +552,10 @@ pub(crate) fn offload(
     };
     // Original packets go to the reply's source; replies to the original's source.
     let (Some(h0), Some(h1)) = (g.hop(r.src), g.hop(o.src)) else {
-        return;
+        return false;
     };
     if h0.dev != reply_in || h1.dev != orig_in {
-        return;
+        return false;
     }
     // A direction that arrives on a tunnel device is keyed on its underlay with the VNI and
     // decapsulated; one that leaves on a tunnel device is encapsulated with the tunnel's outer
@@ -625,14 +625,19 @@ pub(crate) fn offload(
         route(&h0, &keys[0], orig_in, &r, nat(&o, &r)),
         route(&h1, &keys[1], reply_in, &o, nat(&r, &o)),
     ) else {
-        return;
+        return false;
     };
     let spec = FlowSpec {
         ct_id: info.id,
         keys,
         routes: [r0, r1],
     };
-    if ct.set_offload(info.id, true) && table.add(spec, now_ns).is_err() {
-        ct.set_offload(info.id, false);
+    if !ct.set_offload(info.id, true) {
+        return false;
     }
+    if table.add(spec, now_ns).is_err() {
+        ct.set_offload(info.id, false);
+        return false;
+    }
+    true
 }

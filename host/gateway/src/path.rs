@@ -437,7 +437,10 @@ impl Forwarder {
         now_ns: u64,
     ) -> Option<FlowHit> {
         let input = self.gateway.as_ref()?.device(dev)?;
-        super::ip_path::flow_lookup(self.nf.as_ref()?, dev, input, frame, meta, now_ns)
+        let nf = self.nf.as_ref()?;
+        // Idle flows expire first, as when the IP path looks up.
+        nf.maybe_gc(now_ns);
+        super::ip_path::flow_lookup(nf, dev, input, frame, meta, now_ns)
     }
 
     /// [`Forwarder::after_ingress`] for a vector of packets that came in on `in_dev`: the IP
@@ -483,6 +486,7 @@ impl Forwarder {
                     now_ns,
                     way: &mut *way,
                     fates: &mut fates,
+                    offloaded: false,
                 };
                 let looked = flows.map(|hits| Looked { hits });
                 ip_vector(&mut cx, g, in_dev, input, &ins, looked);
