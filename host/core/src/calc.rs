@@ -70,7 +70,7 @@ pub(crate) enum Calc {
     Map {
         keys: Box<[Calc]>,
         widths: Box<[u8]>,
-        set: u32,
+        set: crate::compiled::SetId,
     },
 }
 
@@ -143,7 +143,7 @@ impl Calc {
                     buf[at..at + w].copy_from_slice(&v.to_be_bytes()[16 - w..]);
                     at += w;
                 }
-                let e = env.sets.get(*set as usize)?.lookup(&buf[..at], env.now)?;
+                let e = env.sets.get(set.idx())?.lookup(&buf[..at], env.now)?;
                 u128::from(e.value)
             }
         })

@@ -12,7 +12,7 @@ use wasp_ruleset::model::{
 
 use crate::calc::Calc;
 use crate::compare::{ReadKey, Test};
-use crate::compiled::{self, ChainId, Op, Program};
+use crate::compiled::{self, ChainId, Op, Program, SetId};
 use crate::expr::{Cmp, Load, Src, mask_bits};
 use crate::ext::{COUNTER_PLUGIN, CounterUse, ExtKind, ExtSite, Fallback};
 use crate::field::{Dep, dep_check, dep_field_load, dtype_width, exthdr_bit, meta_src};
@@ -91,7 +91,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         cx.prog.tables.push((t.name.clone(), t.family));
         let mut ids = Vec::with_capacity(t.chains.len());
         for (ci, c) in t.chains.iter().enumerate() {
-            ids.push(cx.prog.chains.len() as ChainId);
+            ids.push(ChainId(cx.prog.chains.len() as u32));
             cx.prog.chains.push(compiled::Chain {
                 table: ti as u32,
                 index: ci as u32,
@@ -148,7 +148,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
                 let (handle, ops) = cx.rule(ti, ci, t, &named, r)?;
                 rules.push(compiled::Rule::new(handle, ops, rules.last()));
             }
-            let id = cx.prog.chain_ids[ti][ci] as usize;
+            let id = cx.prog.chain_ids[ti][ci].idx();
             cx.prog.chains[id].rules = rules;
         }
     }
@@ -362,7 +362,7 @@ impl Ctx<'_> {
         elems: &[SetElem],
         verdict_map: bool,
         owner: SetOwner<'_>,
-    ) -> Result<u32, Error> {
+    ) -> Result<SetId, Error> {
         let decl = match owner {
             SetOwner::Named(d) => Some(d),
             _ => None,
@@ -502,7 +502,7 @@ impl Ctx<'_> {
                     set.counter_site = Some(self.counter_site(ti, counter_args, use_, span));
                 }
                 self.prog.sets.push(set);
-                Ok((self.prog.sets.len() - 1) as u32)
+                Ok(SetId((self.prog.sets.len() - 1) as u32))
             }
             Err(i) => Err(self.err(
                 elems[ins_model[i]].span,
@@ -536,7 +536,7 @@ impl Ctx<'_> {
 
     /// Move named set `id` (declared as `s`, fields of `widths` bytes) to a
     /// [`crate::dynset::DynSet`] that set statements change, with its declared elements.
-    fn make_dynamic(&mut self, id: u32, s: &SetDecl, widths: &[u8]) -> Result<(), Error> {
+    fn make_dynamic(&mut self, id: SetId, s: &SetDecl, widths: &[u8]) -> Result<(), Error> {
         let timeout_ns = s.timeout_ms.map_or(0, |ms| ms.saturating_mul(1_000_000));
         let mut d = crate::dynset::DynSet::new(s.size.map_or(65_535, |n| n as usize), timeout_ns);
         for e in &s.elements {
@@ -545,11 +545,11 @@ impl Ctx<'_> {
                 let (a, _) = self.part_bounds(part, w, e.span)?;
                 key.extend_from_slice(&a.to_be_bytes()[16 - usize::from(w)..]);
             }
-            if let Some(elem) = self.prog.sets[id as usize].lookup(&key, 0) {
+            if let Some(elem) = self.prog.sets[id].lookup(&key, 0) {
                 d.preload(&key, *elem);
             }
         }
-        let set = &mut self.prog.sets[id as usize];
+        let set = &mut self.prog.sets[id];
         set.store = SetStore::Dynamic(self.stateful.dynsets.len() as u32);
         self.stateful.dynsets.push(d);
         Ok(())
@@ -559,7 +559,7 @@ impl Ctx<'_> {
         &mut self,
         ti: usize,
         t: &Table,
-    ) -> Result<HashMap<String, (u32, Vec<u8>)>, Error> {
+    ) -> Result<HashMap<String, (SetId, Vec<u8>)>, Error> {
         let mut out = HashMap::new();
         // The sets that set statements change (a map changed so is not `flags dynamic`).
         let changed: std::collections::HashSet<&str> = t
@@ -761,7 +761,7 @@ impl Ctx<'_> {
         &mut self,
         ti: usize,
         t: &Table,
-        named: &HashMap<String, (u32, Vec<u8>)>,
+        named: &HashMap<String, (SetId, Vec<u8>)>,
         e: &Expr,
         span: Span,
         ops: &mut RuleOps,
@@ -992,12 +992,12 @@ impl Ctx<'_> {
         &mut self,
         ti: usize,
         t: &Table,
-        named: &HashMap<String, (u32, Vec<u8>)>,
+        named: &HashMap<String, (SetId, Vec<u8>)>,
         sref: &SetRef,
         loads: &[Load],
         vmap: bool,
         span: Span,
-    ) -> Result<u32, Error> {
+    ) -> Result<SetId, Error> {
         let widths: Vec<u8> = loads.iter().map(|l| l.width).collect();
         self.set_ref_widths(ti, t, named, sref, &widths, vmap, span)
     }
@@ -1008,12 +1008,12 @@ impl Ctx<'_> {
         &mut self,
         ti: usize,
         t: &Table,
-        named: &HashMap<String, (u32, Vec<u8>)>,
+        named: &HashMap<String, (SetId, Vec<u8>)>,
         sref: &SetRef,
         widths: &[u8],
         vmap: bool,
         span: Span,
-    ) -> Result<u32, Error> {
+    ) -> Result<SetId, Error> {
         let widths = widths.to_vec();
         match sref {
             SetRef::Anonymous(elems) => {
@@ -1032,12 +1032,12 @@ impl Ctx<'_> {
                     ));
                 }
                 if vmap
-                    && self.prog.sets[*id as usize].verdicts.is_empty()
-                    && !self.prog.sets[*id as usize].is_empty()
+                    && self.prog.sets[*id].verdicts.is_empty()
+                    && !self.prog.sets[*id].is_empty()
                 {
                     return Err(self.err(span, format!("\"{n}\" is not a verdict map")));
                 }
-                if matches!(self.prog.sets[*id as usize].store, SetStore::Dynamic(_)) {
+                if matches!(self.prog.sets[*id].store, SetStore::Dynamic(_)) {
                     self.dyn_read = true;
                 }
                 Ok(*id)
@@ -1049,7 +1049,7 @@ impl Ctx<'_> {
         &mut self,
         ti: usize,
         t: &Table,
-        named: &HashMap<String, (u32, Vec<u8>)>,
+        named: &HashMap<String, (SetId, Vec<u8>)>,
         m: &Match,
         ops: &mut RuleOps,
     ) -> Result<(), Error> {
@@ -1267,7 +1267,7 @@ fn host_order_register(e: &Expr) -> bool {
 }
 
 fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
-    let ch = &prog.chains[c as usize];
+    let ch = &prog.chains[c];
     let model = &rs.tables[ch.table as usize].chains[ch.index as usize];
     let mut out = Vec::new();
     for (r, m) in ch.rules.iter().zip(&model.rules) {
@@ -1277,7 +1277,7 @@ fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
                     out.push((*t, m.span))
                 }
                 Op::Vmap { set, .. } => {
-                    for v in prog.sets[*set as usize].verdicts.iter() {
+                    for v in prog.sets[*set].verdicts.iter() {
                         if let compiled::Verdict::Jump(t) | compiled::Verdict::Goto(t) = v {
                             out.push((*t, m.span));
                         }
@@ -1296,7 +1296,8 @@ fn edges(prog: &Program, rs: &Ruleset, c: ChainId) -> Vec<(ChainId, Span)> {
 /// numbers the chains in topological order for the vector pipeline.
 fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
     let n = prog.chains.len();
-    let adj: Vec<Vec<(ChainId, Span)>> = (0..n as u32).map(|c| edges(prog, rs, c)).collect();
+    let adj: Vec<Vec<(ChainId, Span)>> =
+        (0..n as u32).map(|c| edges(prog, rs, ChainId(c))).collect();
     // 0 = unvisited, 1 = on stack, 2 = done
     let mut state = vec![0u8; n];
     let mut height = vec![0u32; n];
@@ -1311,7 +1312,7 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
         while let Some(&mut (c, ref mut i)) = stack.last_mut() {
             if let Some(&(t, span)) = adj[c].get(*i) {
                 *i += 1;
-                let t = t as usize;
+                let t = t.idx();
                 match state[t] {
                     0 => {
                         state[t] = 1;
@@ -1332,11 +1333,11 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
             } else {
                 height[c] = adj[c]
                     .iter()
-                    .map(|&(t, _)| height[t as usize] + 1)
+                    .map(|&(t, _)| height[t.idx()] + 1)
                     .max()
                     .unwrap_or(0);
                 state[c] = 2;
-                post.push(c as ChainId);
+                post.push(ChainId(c as u32));
                 stack.pop();
             }
         }
@@ -1344,7 +1345,7 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
             // Walk down the deepest path to the jump that reaches level 16.
             let mut c = root;
             let mut level = 0;
-            while let Some(&(t, span)) = adj[c].iter().max_by_key(|&&(t, _)| height[t as usize]) {
+            while let Some(&(t, span)) = adj[c].iter().max_by_key(|&&(t, _)| height[t.idx()]) {
                 level += 1;
                 if level >= MAX_JUMP_LEVEL {
                     return Err(Error::at(
@@ -1352,13 +1353,13 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
                         span,
                         format!(
                             "chain \"{}\" would be reached through {level} jumps from base chain \"{}\"; the kernel allows at most {} (Too many links)",
-                            prog.chains[t as usize].name,
+                            prog.chains[t].name,
                             prog.chains[root].name,
                             MAX_JUMP_LEVEL - 1
                         ),
                     ));
                 }
-                c = t as usize;
+                c = t.idx();
             }
         }
     }
@@ -1367,7 +1368,7 @@ fn check_graph(rs: &Ruleset, prog: &mut Program) -> Result<(), Error> {
         c.rank = n as u32;
     }
     for (i, &c) in post.iter().rev().enumerate() {
-        prog.chains[c as usize].rank = i as u32;
+        prog.chains[c].rank = i as u32;
     }
     Ok(())
 }

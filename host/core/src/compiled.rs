@@ -14,8 +14,55 @@ pub(crate) use crate::dynset::SetUpdate;
 pub(crate) use crate::setstore::{Elem, Set};
 pub(crate) use crate::trace::Log;
 
-/// Index of a chain in [`Program::chains`].
-pub(crate) type ChainId = u32;
+/// Index of a chain in [`Program::chains`] (which it indexes directly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub(crate) struct ChainId(pub u32);
+
+impl ChainId {
+    /// The index as a `usize`.
+    pub fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::ops::Index<ChainId> for Vec<Chain> {
+    type Output = Chain;
+
+    fn index(&self, c: ChainId) -> &Chain {
+        &self[c.idx()]
+    }
+}
+
+impl std::ops::IndexMut<ChainId> for Vec<Chain> {
+    fn index_mut(&mut self, c: ChainId) -> &mut Chain {
+        &mut self[c.idx()]
+    }
+}
+
+/// Index of a set in [`Program::sets`] (named and anonymous; it indexes them directly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub(crate) struct SetId(pub u32);
+
+impl SetId {
+    /// The index as a `usize`.
+    pub fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::ops::Index<SetId> for Vec<Set> {
+    type Output = Set;
+
+    fn index(&self, s: SetId) -> &Set {
+        &self[s.idx()]
+    }
+}
+
+impl std::ops::IndexMut<SetId> for Vec<Set> {
+    fn index_mut(&mut self, s: SetId) -> &mut Set {
+        &mut self[s.idx()]
+    }
+}
 
 /// A verdict with its target chain resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +91,12 @@ pub(crate) enum Op {
     /// Build a key from the loads and look it up in `sets[set]`; `neg` inverts.
     Lookup {
         keys: Box<[Load]>,
-        set: u32,
+        set: SetId,
         neg: bool,
     },
     /// Look the key up in a verdict map; a miss ends the rule, a hit gives the element's
     /// verdict.
-    Vmap { keys: Box<[Load]>, set: u32 },
+    Vmap { keys: Box<[Load]>, set: SetId },
     /// `log`: index into the log prefixes.
     Log(u32),
     /// A plugin use: index into [`Program::ext_sites`]. A match narrows the packets, a
@@ -74,7 +121,7 @@ pub(crate) enum Op {
     /// With `ct`, `ct mark set KEY map ...` (the connection's mark).
     SetMarkMap {
         keys: Box<[Load]>,
-        set: u32,
+        set: SetId,
         ct: bool,
     },
     /// `meta nftrace set`.
@@ -99,7 +146,7 @@ pub(crate) enum Op {
     /// counter's use site, a quota's or a limit's index); a miss ends the rule.
     ObjectMap {
         keys: Box<[Load]>,
-        set: u32,
+        set: SetId,
         kind: ObjKind,
     },
     /// A NAT statement: index into [`Program::nats`]; ends the rule with accept.
@@ -228,8 +275,8 @@ impl Program {
     /// The live element of set `set` holding `key` at `now` (ns after the epoch), for every
     /// back-end including the sets that set statements change.
     #[inline]
-    pub fn lookup(&self, set: u32, key: &[u8], now: u64) -> Option<Elem> {
-        let s = self.sets.get(set as usize)?;
+    pub fn lookup(&self, set: SetId, key: &[u8], now: u64) -> Option<Elem> {
+        let s = self.sets.get(set.idx())?;
         match s.store {
             crate::setstore::SetStore::Dynamic(d) => {
                 self.stateful.dynsets.get(d as usize)?.lookup(key, now)

@@ -155,20 +155,16 @@ impl Engine {
                         hooks.len() - 1
                     }
                 };
-                hooks[at].chains.push(id as ChainId);
+                hooks[at].chains.push(ChainId(id as u32));
             }
         }
         for h in &mut hooks {
             // Later registration first, then a stable sort by priority.
             h.chains.reverse();
-            h.chains.sort_by_key(|&c| {
-                prog.chains[c as usize]
-                    .base
-                    .as_ref()
-                    .map_or(0, |b| b.priority)
-            });
+            h.chains
+                .sort_by_key(|&c| prog.chains[c].base.as_ref().map_or(0, |b| b.priority));
             h.stats = vec![(0, 0, 0); h.chains.len()];
-            h.all_nat = h.chains.iter().all(|&c| prog.chains[c as usize].is_nat());
+            h.all_nat = h.chains.iter().all(|&c| prog.chains[c].is_nat());
         }
         let scratch = Scratch::new(prog.chains.len());
         let ops = || {
@@ -345,7 +341,7 @@ impl Engine {
             .chain_ids
             .get(table as usize)
             .and_then(|t| t.get(chain as usize))
-            .map_or("", |&id| self.prog.chains[id as usize].name.as_str())
+            .map_or("", |&id| self.prog.chains[id].name.as_str())
     }
 
     /// Devices that have ingress base chains, in the order their first chain was declared
@@ -357,7 +353,7 @@ impl Engine {
             .filter(|h| h.hook == Hook::Ingress)
             .map(|h| {
                 (
-                    h.chains.iter().copied().min().unwrap_or(0),
+                    h.chains.iter().copied().min().unwrap_or_default(),
                     h.device.as_str(),
                 )
             })
@@ -375,7 +371,7 @@ impl Engine {
                 h.chains
                     .iter()
                     .map(|&c| {
-                        let c = &self.prog.chains[c as usize];
+                        let c = &self.prog.chains[c];
                         (c.table, c.index)
                     })
                     .collect()

@@ -339,7 +339,7 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set as usize];
+            let s = &prog.sets[*set];
             let hit = prog.lookup(*set, &buf[..n], fx.now);
             if let Some(e) = hit {
                 fx.count_elem(e, s.counter_site, idx);
@@ -355,7 +355,7 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set as usize];
+            let s = &prog.sets[*set];
             match prog.lookup(*set, &buf[..n], fx.now) {
                 Some(e) => {
                     fx.count_elem(e, s.counter_site, idx);
@@ -371,7 +371,7 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set as usize];
+            let s = &prog.sets[*set];
             match prog.lookup(*set, &buf[..n], fx.now) {
                 Some(e) => {
                     fx.count_elem(e, s.counter_site, idx);
@@ -508,7 +508,7 @@ pub(crate) fn op_one(
             let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set as usize];
+            let s = &prog.sets[*set];
             let Some(e) = prog.lookup(*set, &buf[..n], fx.now) else {
                 return OpRes::Break;
             };
@@ -749,7 +749,7 @@ pub(crate) fn rule_event(
     idx: usize,
     v: Option<compiled::Verdict>,
 ) -> TraceEvent {
-    let c = &prog.chains[chain as usize];
+    let c = &prog.chains[chain];
     TraceEvent::Rule {
         packet: idx,
         table: c.table,
@@ -766,7 +766,7 @@ pub(crate) fn end_event(
     idx: usize,
     policy: Option<Policy>,
 ) -> TraceEvent {
-    let c = &prog.chains[chain as usize];
+    let c = &prog.chains[chain];
     TraceEvent::ChainEnd {
         packet: idx,
         table: c.table,
@@ -785,7 +785,7 @@ pub(crate) fn final_of(p: Policy) -> FinalVerdict {
 
 /// The policy of base chain `base` as the decision of a walk.
 pub(crate) fn policy_decision(prog: &Program, base: ChainId) -> (FinalVerdict, Decision) {
-    let c = &prog.chains[base as usize];
+    let c = &prog.chains[base];
     let pol = c.base.as_ref().map_or(Policy::Accept, |b| b.policy);
     (
         final_of(pol),
@@ -805,7 +805,7 @@ pub(crate) fn base_policy(
     base: ChainId,
     idx: usize,
 ) -> (FinalVerdict, Decision) {
-    let pol = prog.chains[base as usize]
+    let pol = prog.chains[base]
         .base
         .as_ref()
         .map_or(Policy::Accept, |b| b.policy);
@@ -815,7 +815,7 @@ pub(crate) fn base_policy(
 
 /// A rule's verdict as the decision of a walk.
 pub(crate) fn rule_decision(prog: &Program, chain: ChainId, handle: u64) -> Decision {
-    let c = &prog.chains[chain as usize];
+    let c = &prog.chains[chain];
     Decision {
         table: c.table,
         chain: c.index,
@@ -839,10 +839,10 @@ pub(crate) fn walk_one(
     st: &mut PktState,
     memo: bool,
 ) -> (FinalVerdict, Decision) {
-    let mut stack = [(0 as ChainId, 0u32); JUMP_STACK];
+    let mut stack = [(ChainId(0), 0u32); JUMP_STACK];
     let mut depth = 0usize;
     let (mut c, mut r) = (base, 0u32);
-    let mut rules = &prog.chains[c as usize].rules[..];
+    let mut rules = &prog.chains[c].rules[..];
     let mut m = Memo::default();
     loop {
         let Some(rule) = rules.get(r as usize) else {
@@ -853,7 +853,7 @@ pub(crate) fn walk_one(
             fx.emit(|| end_event(prog, c, idx, None));
             depth -= 1;
             (c, r) = stack[depth];
-            rules = &prog.chains[c as usize].rules;
+            rules = &prog.chains[c].rules;
             m.clear();
             continue;
         };
@@ -903,7 +903,7 @@ pub(crate) fn walk_one(
                 }
                 depth -= 1;
                 (c, r) = stack[depth];
-                rules = &prog.chains[c as usize].rules;
+                rules = &prog.chains[c].rules;
             }
             Some(compiled::Verdict::Jump(t)) => {
                 if depth == JUMP_STACK {
@@ -913,11 +913,11 @@ pub(crate) fn walk_one(
                 stack[depth] = (c, r + 1);
                 depth += 1;
                 (c, r) = (t, 0);
-                rules = &prog.chains[c as usize].rules;
+                rules = &prog.chains[c].rules;
             }
             Some(compiled::Verdict::Goto(t)) => {
                 (c, r) = (t, 0);
-                rules = &prog.chains[c as usize].rules;
+                rules = &prog.chains[c].rules;
             }
         }
     }

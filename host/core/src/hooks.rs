@@ -379,7 +379,7 @@ impl Engine {
         let mut stole = false;
         let mut taken = false;
         for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
-            let chain = &prog.chains[base as usize];
+            let chain = &prog.chains[base];
             if let Some(s) = steal.as_mut()
                 && !stole
                 && chain
@@ -612,7 +612,7 @@ impl Engine {
             }
             let mut stole = false;
             for (&base, stats) in h.chains.iter().zip(&mut h.stats) {
-                let chain = &prog.chains[base as usize];
+                let chain = &prog.chains[base];
                 if let Some(s) = steal.as_mut()
                     && !stole
                     && chain
@@ -712,7 +712,7 @@ impl Engine {
                     .iter()
                     .zip(&h.stats)
                     .map(|(&c, &(packets, accepted, dropped))| {
-                        let c = &self.prog.chains[c as usize];
+                        let c = &self.prog.chains[c];
                         ChainStats {
                             table: c.table,
                             chain: c.index,
@@ -833,7 +833,7 @@ enum Gate {
 }
 
 fn inet_gate(prog: &Program, base: ChainId, p: &Packet<'_>) -> Gate {
-    if prog.chains[base as usize].family != Family::Inet {
+    if prog.chains[base].family != Family::Inet {
         return Gate::Run;
     }
     match p.meta.protocol {

@@ -122,7 +122,7 @@ impl Scratch {
             queued: vec![false; chains],
             work: Vec::with_capacity(chains.min(64)),
             entries: Vec::with_capacity(MAX_VECTOR),
-            stacks: vec![[(0, 0); JUMP_STACK]; MAX_VECTOR],
+            stacks: vec![[(ChainId(0), 0); JUMP_STACK]; MAX_VECTOR],
             depth: [0; MAX_VECTOR],
             vslot: [None; MAX_VECTOR],
             memo: [(0, 0); MEMO],
@@ -142,8 +142,8 @@ impl Scratch {
     }
 
     fn enqueue(&mut self, c: ChainId) {
-        if !self.queued[c as usize] {
-            self.queued[c as usize] = true;
+        if !self.queued[c.idx()] {
+            self.queued[c.idx()] = true;
             self.work.push(c);
         }
     }
@@ -153,9 +153,9 @@ impl Scratch {
             .work
             .iter()
             .enumerate()
-            .min_by_key(|&(_, &c)| prog.chains[c as usize].rank)?;
+            .min_by_key(|&(_, &c)| prog.chains[c].rank)?;
         let c = self.work.swap_remove(at);
-        self.queued[c as usize] = false;
+        self.queued[c.idx()] = false;
         Some(c)
     }
 }
@@ -191,7 +191,7 @@ pub(crate) fn run_base(
     sc.dropped = 0;
     sc.stolen = 0;
     sc.deep = 0;
-    sc.start[base as usize] |= entry;
+    sc.start[base.idx()] |= entry;
     sc.enqueue(base);
     let (v, d) = policy_decision(prog, base);
     let cx = Ctx {
@@ -202,7 +202,7 @@ pub(crate) fn run_base(
         pkts,
     };
     while let Some(c) = sc.pop_min(prog) {
-        std::mem::swap(&mut sc.entries, &mut sc.resume[c as usize]);
+        std::mem::swap(&mut sc.entries, &mut sc.resume[c.idx()]);
         sc.entries.sort_unstable();
         run_chain(&cx, fx, sc, c, st, res);
         sc.entries.clear();
@@ -226,7 +226,7 @@ fn do_return(
             sc.deep &= !(1 << i);
         }
         let (c2, r2) = sc.stacks[i][usize::from(sc.depth[i])];
-        sc.resume[c2 as usize].push((r2, i as u8));
+        sc.resume[c2.idx()].push((r2, i as u8));
         sc.enqueue(c2);
     }
 }
@@ -305,13 +305,13 @@ fn follow(
                     sc.stacks[i][d] = (c, r as u32 + 1);
                     sc.depth[i] += 1;
                     sc.deep |= 1 << i;
-                    sc.start[t as usize] |= 1 << i;
+                    sc.start[t.idx()] |= 1 << i;
                     sc.enqueue(t);
                 }
             }
         }
         Some(compiled::Verdict::Goto(t)) => {
-            sc.start[t as usize] |= mask;
+            sc.start[t.idx()] |= mask;
             sc.enqueue(t);
         }
     }
@@ -349,8 +349,8 @@ fn run_chain(
     res: &mut [(FinalVerdict, Option<Decision>)],
 ) {
     let prog = cx.prog;
-    let rules = &prog.chains[c as usize].rules;
-    let mut active = std::mem::take(&mut sc.start[c as usize]);
+    let rules = &prog.chains[c].rules;
+    let mut active = std::mem::take(&mut sc.start[c.idx()]);
     sc.memo = [(0, 0); MEMO];
     let mut ei = 0;
     let mut r = 0usize;

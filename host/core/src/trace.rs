@@ -2,12 +2,12 @@
 
 use std::fmt::Write;
 
-use crate::compiled::{self, Program};
+use crate::compiled::{self, ChainId, Program};
 use crate::packet::Packet;
 
 /// A verdict as nft prints it (`accept`, `jump sub`, ...).
 pub(crate) fn verdict_text(prog: &Program, v: Option<compiled::Verdict>) -> String {
-    let name = |c: u32| prog.chains[c as usize].name.as_str();
+    let name = |c: ChainId| prog.chains[c].name.as_str();
     match v {
         None | Some(compiled::Verdict::Continue) => "continue".into(),
         Some(compiled::Verdict::Accept) => "accept".into(),

@@ -13,7 +13,7 @@ use wasp_ruleset::model::{
 
 use super::{Ctx, RuleOps, read_only};
 use crate::compare::Test;
-use crate::compiled::{CtSetKey, Op};
+use crate::compiled::{CtSetKey, Op, SetId};
 use crate::expr::Load;
 use crate::ext::{CounterUse, ExtKind, ExtSite, Fallback};
 use crate::merge::{MergeKind, reduce};
@@ -26,7 +26,7 @@ struct RuleIn<'a> {
     ti: usize,
     ci: usize,
     t: &'a Table,
-    named: &'a HashMap<String, (u32, Vec<u8>)>,
+    named: &'a HashMap<String, (SetId, Vec<u8>)>,
     r: &'a Rule,
     ops: RuleOps,
     /// Counter statements of the rule so far.
@@ -60,7 +60,7 @@ impl Ctx<'_> {
         ti: usize,
         ci: usize,
         t: &Table,
-        named: &HashMap<String, (u32, Vec<u8>)>,
+        named: &HashMap<String, (SetId, Vec<u8>)>,
         r: &Rule,
     ) -> Result<(u64, Box<[Op]>), Error> {
         self.rule_at = (ti as u32, ci as u32, r.handle);
@@ -590,7 +590,7 @@ impl Ctx<'_> {
             )
             .map(|_| *id)?;
         self.dyn_read = read;
-        let SetStore::Dynamic(d) = self.prog.sets[id as usize].store else {
+        let SetStore::Dynamic(d) = self.prog.sets[id].store else {
             return Err(self.err(
                 u.span,
                 format!("set \"{}\" cannot be changed from the packet path (it has `flags interval` or is a verdict map)", u.set),
