@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use wasp_io::capture::Format;
+
 use crate::error::Error;
 use crate::progress::Progress;
 use crate::replay::{Input, ReplayOptions, replay};
@@ -56,7 +58,8 @@ pub struct ReplayArgs {
     /// The ruleset file.
     #[arg(long, requires = "inputs")]
     pub ruleset: Option<PathBuf>,
-    /// A capture (pcap or pcapng, Ethernet); repeat for several, read in order.
+    /// A capture (pcap or pcapng, Ethernet; `-`: standard input), read as a stream; repeat
+    /// for several, read in order.
     #[arg(long = "in", value_name = "CAPTURE", requires = "ruleset")]
     pub inputs: Vec<PathBuf>,
     /// Device the packets enter on (default: the first ingress base chain's device); a pcapng
@@ -67,6 +70,11 @@ pub struct ReplayArgs {
     /// Directory for accepted.pcap and dropped.pcap (default: out/, or the sample's out dir).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Format of the output captures (accepted, dropped, tx-DEV): pcapng files get one
+    /// interface per device and each packet's verdict line as its comment. Default: pcapng
+    /// when the first input is a pcapng, pcap otherwise.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<FormatArg>,
     /// Write one line per packet: `<index> <accept|drop> <table> <chain> <handle|policy>`.
     #[arg(long, value_name = "FILE")]
     pub verdicts: Option<PathBuf>,
@@ -89,6 +97,15 @@ pub struct ReplayArgs {
     /// and the frames sent go to tx-DEV.pcap (instead of the sample's `gateway`).
     #[arg(long, value_name = "FILE")]
     pub gateway: Option<PathBuf>,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Classic pcap (`.pcap`).
+    Pcap,
+    /// pcapng (`.pcapng`).
+    Pcapng,
 }
 
 impl ReplayArgs {
@@ -126,6 +143,12 @@ impl ReplayArgs {
             return Err(Error::Output {
                 path: dir.clone(),
                 message: "exists and is not a directory (the output directory receives accepted.pcap and dropped.pcap)".to_string(),
+            });
+        }
+        if let Some(f) = self.format {
+            opts.format = Some(match f {
+                FormatArg::Pcap => Format::Pcap,
+                FormatArg::Pcapng => Format::PcapNg,
             });
         }
         opts.verdicts.clone_from(&self.verdicts);

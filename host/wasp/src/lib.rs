@@ -8,7 +8,8 @@
 //! - [`check::check`]: parse, compile and optionally print a ruleset.
 //! - [`replay::replay`]: captures through a ruleset ([`replay::ReplayOptions`]), giving a
 //!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
-//! - [`capture`]: pcap/pcapng reading (faults name file and byte offset) and pcap writing.
+//! - captures are read and written by `wasp_io::capture` (streamed pcap/pcapng; faults name
+//!   file and byte offset); `wasp replay`'s ports are `wasp_io::PcapGroup`'s.
 //! - [`sample`]: the `sample.toml` of a sample directory.
 //! - [`plugins`]: the ruleset's plugins in a replay (loading, configuration, `--swap`).
 //! - [`hooks`]: the base chains `wasp replay` does not run (it runs netdev ingress only).
@@ -17,7 +18,6 @@
 //! - [`ctl`]: `wasp ctl`, the control socket's command line.
 #![forbid(unsafe_code)]
 
-pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod ctl;

@@ -23,6 +23,13 @@
 //! before. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
 //!
+//! Captures are read and written by `wasp_io::capture`: each input as a stream (`-` is standard
+//! input), in bounded memory whatever its size. The output captures are pcap or pcapng
+//! ([`ReplayOptions::format`], `--format`; by default the format of the first input), named
+//! `.pcap` or `.pcapng` after it. A pcapng output has one interface per device (the device a
+//! packet entered on in `accepted`/`dropped`, the device sent on in `tx-DEV`), and each frame
+//! carries as its comment the verdict line of its packet (see [`crate::verdicts`]).
+//!
 //! Plugins ([`crate::plugins`]) run on the same clock: before each vector the runtime's clock
 //! moves to the vector's capture time and fires the timers that fell due, so an idle timer
 //! expires inside a capture at the capture time it falls due (to the vector); their events go
@@ -51,10 +58,12 @@ use std::path::{Path, PathBuf};
 
 use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
 use wasp_gateway::{Fate, Forwarder, Gateway, Send, SendKind};
+use wasp_io::capture::{
+    CaptureError, CaptureReader, CaptureWriter, Format, Frame, OutFrame, Source, TsResolution,
+};
 use wasp_plugin::HostConfig;
 use wasp_ruleset::model::Hook;
 
-use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
 use crate::datapath::{Clocks, Datapath, Exit, Shared, build};
 use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
@@ -69,20 +78,28 @@ use crate::summary::{
     SetCounterSummary, Summary,
 };
 use crate::trace::{Collector, format_packet_trace};
-use crate::verdicts::VerdictWriter;
+use crate::verdicts::{self, VerdictWriter};
 
 /// With plugins, the most capture time one vector spans (1 ms): their clock moves (and their
 /// timers fire) before each vector, so a timer fires at most this late on the packet clock.
 pub const TIME_STEP_NS: u64 = 1_000_000;
 
-/// File name of the accepted packets in the output directory.
-pub const ACCEPTED_FILE: &str = "accepted.pcap";
-/// File name of the dropped packets in the output directory.
-pub const DROPPED_FILE: &str = "dropped.pcap";
+/// File name of the accepted packets in the output directory: `accepted.pcap` or
+/// `accepted.pcapng`.
+pub fn accepted_file(format: Format) -> String {
+    format!("accepted.{}", format.name())
+}
 
-/// File name of the frames sent on device `dev` in the output directory: `tx-DEV.pcap`.
-pub fn tx_file(dev: &str) -> String {
-    format!("tx-{dev}.pcap")
+/// File name of the dropped packets in the output directory: `dropped.pcap` or
+/// `dropped.pcapng`.
+pub fn dropped_file(format: Format) -> String {
+    format!("dropped.{}", format.name())
+}
+
+/// File name of the frames sent on device `dev` in the output directory: `tx-DEV.pcap` or
+/// `tx-DEV.pcapng`.
+pub fn tx_file(dev: &str, format: Format) -> String {
+    format!("tx-{dev}.{}", format.name())
 }
 
 /// One capture to read.
@@ -130,6 +147,9 @@ pub struct ReplayOptions {
     /// The gateway file (devices, addresses, routes, neighbours; see
     /// [`wasp_gateway::Gateway::parse`]): accepted packets are routed.
     pub gateway: Option<PathBuf>,
+    /// Format of the output captures; `None`: pcapng when the first input is a pcapng, pcap
+    /// otherwise.
+    pub format: Option<Format>,
 }
 
 impl ReplayOptions {
@@ -152,6 +172,7 @@ impl ReplayOptions {
             trace: false,
             swaps: sample.swaps.clone(),
             gateway: sample.gateway.clone(),
+            format: None,
         }
     }
 }
@@ -219,20 +240,56 @@ impl ChainCounts {
     }
 }
 
+/// One output capture and, in pcapng, the devices its interfaces describe (added at the first
+/// frame of each).
+struct OutCapture {
+    w: CaptureWriter<BufWriter<File>>,
+    devices: Vec<String>,
+}
+
+impl OutCapture {
+    fn create(path: &Path, format: Format, resolution: TsResolution) -> Result<Self, Error> {
+        Ok(OutCapture {
+            w: CaptureWriter::create(path, format, resolution)?,
+            devices: Vec::new(),
+        })
+    }
+
+    /// Append `frame`, which entered on (or leaves by) `dev`.
+    fn write(&mut self, dev: &str, frame: OutFrame<'_>) -> Result<(), Error> {
+        let interface = match self.devices.iter().position(|d| d == dev) {
+            Some(i) => i as u32,
+            None => {
+                self.devices.push(dev.to_string());
+                self.w.add_interface(dev)?
+            }
+        };
+        self.w.write(&OutFrame { interface, ..frame })?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        self.w.finish()?;
+        Ok(())
+    }
+}
+
 /// Output files of a run.
 struct Outputs {
     dir: Option<PathBuf>,
-    accepted: Option<CaptureWriter>,
-    dropped: Option<CaptureWriter>,
+    /// The format of the output captures.
+    format: Format,
+    accepted: Option<OutCapture>,
+    dropped: Option<OutCapture>,
     /// `tx-DEV.pcap` by device, created at the first frame sent there (the others at the end).
-    tx: BTreeMap<String, CaptureWriter>,
+    tx: BTreeMap<String, OutCapture>,
     /// The resolution of the first frame (for the `tx-DEV.pcap` made at the end).
     resolution: Option<TsResolution>,
     verdicts: Option<(PathBuf, VerdictWriter<BufWriter<File>>)>,
 }
 
 impl Outputs {
-    fn open(opts: &ReplayOptions) -> Result<Self, Error> {
+    fn open(opts: &ReplayOptions, format: Format) -> Result<Self, Error> {
         if let Some(dir) = &opts.out_dir {
             std::fs::create_dir_all(dir).map_err(|e| Error::Output {
                 path: dir.clone(),
@@ -251,6 +308,7 @@ impl Outputs {
         };
         Ok(Outputs {
             dir: opts.out_dir.clone(),
+            format,
             accepted: None,
             dropped: None,
             tx: BTreeMap::new(),
@@ -259,68 +317,93 @@ impl Outputs {
         })
     }
 
-    /// Create the two pcaps (at the first packet, with its timestamp resolution).
-    fn ensure_pcaps(&mut self, resolution: TsResolution) -> Result<(), Error> {
+    /// Whether the frames written carry their verdict lines (pcapng comments).
+    fn comments(&self) -> bool {
+        self.dir.is_some() && self.format == Format::PcapNg
+    }
+
+    /// Create the accepted and dropped captures (at the first packet, with its timestamp
+    /// resolution).
+    fn ensure_captures(&mut self, resolution: TsResolution) -> Result<(), Error> {
         self.resolution.get_or_insert(resolution);
         let Some(dir) = &self.dir else { return Ok(()) };
         if self.accepted.is_none() {
-            self.accepted = Some(CaptureWriter::create(&dir.join(ACCEPTED_FILE), resolution)?);
-            self.dropped = Some(CaptureWriter::create(&dir.join(DROPPED_FILE), resolution)?);
+            let f = self.format;
+            self.accepted = Some(OutCapture::create(
+                &dir.join(accepted_file(f)),
+                f,
+                resolution,
+            )?);
+            self.dropped = Some(OutCapture::create(
+                &dir.join(dropped_file(f)),
+                f,
+                resolution,
+            )?);
         }
         Ok(())
     }
 
     /// Write a frame sent on `dev` to `tx-DEV.pcap`.
-    fn write_tx(&mut self, dev: &str, frame: &Frame<'_>) -> Result<(), Error> {
-        self.ensure_pcaps(frame.resolution)?;
+    fn write_tx(
+        &mut self,
+        dev: &str,
+        resolution: TsResolution,
+        frame: OutFrame<'_>,
+    ) -> Result<(), Error> {
+        self.ensure_captures(resolution)?;
         let Some(dir) = &self.dir else { return Ok(()) };
         if !self.tx.contains_key(dev) {
-            let w = CaptureWriter::create(&dir.join(tx_file(dev)), frame.resolution)?;
+            let w = OutCapture::create(
+                &dir.join(tx_file(dev, self.format)),
+                self.format,
+                resolution,
+            )?;
             self.tx.insert(dev.to_string(), w);
         }
         if let Some(w) = self.tx.get_mut(dev) {
-            w.write(frame)?;
+            w.write(dev, frame)?;
         }
         Ok(())
     }
 
-    fn write(&mut self, frame: &Frame<'_>, verdict: FinalVerdict) -> Result<(), Error> {
-        self.ensure_pcaps(frame.resolution)?;
+    /// Write a packet that entered on `dev` to the accepted or the dropped capture.
+    fn write(
+        &mut self,
+        dev: &str,
+        resolution: TsResolution,
+        frame: OutFrame<'_>,
+        verdict: FinalVerdict,
+    ) -> Result<(), Error> {
+        self.ensure_captures(resolution)?;
         let w = match verdict {
             FinalVerdict::Accept => self.accepted.as_mut(),
             FinalVerdict::Drop => self.dropped.as_mut(),
         };
         if let Some(w) = w {
-            w.write(frame)?;
+            w.write(dev, frame)?;
         }
         Ok(())
     }
 
-    fn verdict(
-        &mut self,
-        index: u64,
-        outcome: &Outcome,
-        names: &Names,
-        iif: Option<&str>,
-    ) -> Result<(), Error> {
+    fn verdict(&mut self, line: &str) -> Result<(), Error> {
         if let Some((path, w)) = &mut self.verdicts {
-            w.write_on(index, outcome, names, iif)
-                .map_err(|e| Error::Output {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
+            w.write_line(line).map_err(|e| Error::Output {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
         }
         Ok(())
     }
 
     /// Flush everything; `devices` get a `tx-DEV.pcap` even when nothing was sent there.
     fn finish(mut self, devices: &[String]) -> Result<(), Error> {
-        self.ensure_pcaps(TsResolution::Micro)?;
+        self.ensure_captures(TsResolution::Micro)?;
         if let Some(dir) = &self.dir {
             let res = self.resolution.unwrap_or(TsResolution::Micro);
             for d in devices {
                 if !self.tx.contains_key(d) {
-                    let w = CaptureWriter::create(&dir.join(tx_file(d)), res)?;
+                    let w =
+                        OutCapture::create(&dir.join(tx_file(d, self.format)), self.format, res)?;
                     self.tx.insert(d.clone(), w);
                 }
             }
@@ -372,25 +455,51 @@ struct Run<'o> {
 #[derive(Debug, Clone, Copy)]
 struct InFrame {
     ts_ns: u64,
+    /// Its bytes in the batch: `at..at + len`.
+    at: usize,
     len: usize,
     orig_len: u32,
-    offset: u64,
     resolution: TsResolution,
 }
 
 impl InFrame {
     /// The output frame of `data` made from this one: the same timestamp; the original
     /// length grown or shrunk by what the walk's edits did to the captured length.
-    fn out<'d>(&self, data: &'d [u8]) -> Frame<'d> {
+    fn out<'d>(&self, data: &'d [u8]) -> OutFrame<'d> {
         let grown = data.len() as i64 - self.len as i64;
-        Frame {
-            ts_ns: self.ts_ns,
-            data,
+        OutFrame {
             orig_len: (i64::from(self.orig_len) + grown).max(0) as u32,
-            offset: self.offset,
-            resolution: self.resolution,
-            interface: None,
+            ..OutFrame::new(self.ts_ns, data)
         }
+    }
+}
+
+/// The frames of the next vector, copied out of the reader's buffer (the reader moves on).
+#[derive(Debug, Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    frames: Vec<InFrame>,
+}
+
+impl Batch {
+    fn push(&mut self, f: &Frame<'_>) {
+        self.frames.push(InFrame {
+            ts_ns: f.ts_ns,
+            at: self.bytes.len(),
+            len: f.data.len(),
+            orig_len: f.orig_len,
+            resolution: f.resolution,
+        });
+        self.bytes.extend_from_slice(f.data);
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.frames.clear();
+    }
+
+    fn data(&self) -> impl Iterator<Item = &[u8]> {
+        self.frames.iter().map(|f| &self.bytes[f.at..f.at + f.len])
     }
 }
 
@@ -416,6 +525,10 @@ struct Record<'o> {
     input: InputSummary,
     /// The first output error of the vector (the run stops there).
     err: Option<Error>,
+    /// What the packet in flight sends, written once its verdict line is known.
+    sends: Vec<Send>,
+    /// The verdict line of the packet in flight (reused).
+    line: String,
 }
 
 impl Record<'_> {
@@ -444,13 +557,9 @@ impl Exit for Record<'_> {
         }
     }
 
-    fn send(&mut self, i: usize, s: &Send, frame: &[u8]) {
-        let bytes = s.frame(frame);
-        // A frame made on the way out is whole: its original length is its length.
-        let mut out = self.frames[i].out(&bytes);
-        out.orig_len = bytes.len() as u32;
-        let r = self.outputs.write_tx(&s.dev, &out);
-        self.check(r);
+    /// Kept until the packet is done: a frame sent carries its packet's verdict line.
+    fn send(&mut self, _: usize, s: &Send, _: &[u8]) {
+        self.sends.push(s.clone());
     }
 
     fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
@@ -499,18 +608,47 @@ impl Exit for Record<'_> {
                 *self.decisions.entry(key).or_default() += 1;
             }
         }
+        // The verdict line: the `--verdicts` file's, and the comment of every frame written
+        // for the packet in a pcapng.
+        let iif = self.named_dev.then_some(self.dev.as_str());
+        let line = std::mem::take(&mut self.line);
+        let mut line = line;
+        line.clear();
+        if self.outputs.verdicts.is_some() || self.outputs.comments() {
+            verdicts::write_line(&mut line, self.index, outcome, &self.names, iif);
+        }
+        let comment = self.outputs.comments().then_some(line.as_str());
+        let f = self.frames[i];
+        for s in std::mem::take(&mut self.sends) {
+            let bytes = s.frame(frame);
+            // A frame made on the way out is whole: its original length is its length.
+            let out = OutFrame {
+                comment,
+                ..OutFrame::new(f.ts_ns, &bytes)
+            };
+            let r = self.outputs.write_tx(&s.dev, f.resolution, out);
+            self.check(r);
+        }
         // accepted.pcap: what is delivered to the host side; dropped.pcap: what the ingress
         // hook dropped and what was lost on the way out.
-        let f = self.frames[i].out(frame);
+        let out = OutFrame {
+            comment,
+            ..f.out(frame)
+        };
         let r = match fate {
-            Fate::Local => self.outputs.write(&f, FinalVerdict::Accept),
-            Fate::Dropped(_) => self.outputs.write(&f, FinalVerdict::Drop),
+            Fate::Local => self
+                .outputs
+                .write(&self.dev, f.resolution, out, FinalVerdict::Accept),
+            Fate::Dropped(_) => {
+                self.outputs
+                    .write(&self.dev, f.resolution, out, FinalVerdict::Drop)
+            }
             Fate::Sent | Fate::Replied => Ok(()),
         };
         self.check(r);
-        let iif = self.named_dev.then_some(self.dev.as_str());
-        let r = self.outputs.verdict(self.index, outcome, &self.names, iif);
+        let r = self.outputs.verdict(&line);
         self.check(r);
+        self.line = line;
         if let Some(t) = self.trace.as_mut() {
             let text = format_packet_trace(
                 self.index,
@@ -555,33 +693,25 @@ impl Run<'_> {
     /// result.
     fn vector(
         &mut self,
-        frames: &[Frame<'_>],
+        batch: &Batch,
         dev_ix: usize,
         input: &mut InputSummary,
     ) -> Result<(), Error> {
-        if frames.is_empty() {
+        let Some(first) = batch.frames.first() else {
             return Ok(());
-        }
-        let now = frames[0].ts_ns;
+        };
+        let now = first.ts_ns;
         let rec = &mut self.rec;
         rec.summary.start_ns.get_or_insert(now);
         if let Some(p) = self.plugins.as_mut() {
             p.note_time(now);
         }
-        rec.frames.clear();
-        rec.frames.extend(frames.iter().map(|f| InFrame {
-            ts_ns: f.ts_ns,
-            len: f.data.len(),
-            orig_len: f.orig_len,
-            offset: f.offset,
-            resolution: f.resolution,
-        }));
+        rec.frames.clone_from(&batch.frames);
         rec.dev.clone_from(&self.devs[dev_ix]);
         // Verdict lines name the device only when it is not the default one.
         rec.named_dev = dev_ix != 0;
         rec.input = InputSummary::default();
-        self.dp
-            .vector(&self.devs[dev_ix], frames.iter().map(|f| f.data), now, rec);
+        self.dp.vector(&self.devs[dev_ix], batch.data(), now, rec);
         input.packets += rec.input.packets;
         input.malformed += rec.input.malformed;
         input.accepted += rec.input.accepted;
@@ -603,82 +733,77 @@ impl Run<'_> {
     /// Read one capture to its end or its first fault.
     fn input(
         &mut self,
-        cap: &Capture,
+        reader: &mut CaptureReader<Source>,
         input: &mut InputSummary,
         progress: &mut Progress,
     ) -> Result<Option<CaptureError>, Error> {
-        let mut frames = match cap.frames() {
-            Ok(f) => f,
-            Err(e) => return Ok(Some(e)),
-        };
-        input.format = Some(frames.format());
-        let mut batch: Vec<Frame<'_>> = Vec::with_capacity(MAX_VECTOR);
+        input.format = Some(reader.format());
+        let mut batch = Batch::default();
         // The device of the frames in `batch` (a vector enters on one device).
         let mut batch_dev = 0;
         let mut fault = None;
         let mut done_bytes = 0;
+        let path = reader.path().to_path_buf();
         loop {
-            match frames.next() {
-                Some(Ok(f)) => {
-                    if input.packets == 0
-                        && batch.is_empty()
-                        && f.ts_ns < self.clock_ns
-                        && self.dp.forwarder.netfilter().is_some()
-                    {
-                        // The packet clock drives conntrack's and the flowtables' timeouts.
-                        self.clock_notes.push(format!(
-                            "{} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
-                            cap.path().display(),
-                            (self.clock_ns - f.ts_ns) as f64 / 1e9
-                        ));
-                    }
-                    self.clock_ns = self.clock_ns.max(f.ts_ns);
-                    // A vector enters on one device: cut it where the device changes.
-                    let dev = self.device_of(f.interface);
-                    if dev != batch_dev && !batch.is_empty() {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                    }
-                    batch_dev = dev;
-                    // With plugins, a vector spans at most TIME_STEP_NS of capture time, so
-                    // that their timers fire (before each vector) close to when they fall due.
-                    if self.plugins.is_some()
-                        && batch
-                            .first()
-                            .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
-                    {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                    }
-                    batch.push(f);
-                    // A swap cuts the vector after its packet.
-                    let at = self.rec.index + batch.len() as u64;
-                    let swap = self
-                        .plugins
-                        .as_ref()
-                        .and_then(ReplayPlugins::next_swap)
-                        .is_some_and(|n| n <= at);
-                    if batch.len() == MAX_VECTOR || swap {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                        if let (Some(p), Some(rt)) =
-                            (self.plugins.as_mut(), self.dp.runtime.as_mut())
-                        {
-                            p.apply_swaps(rt, self.rec.index);
-                        }
-                        progress.advance(frames.offset() - done_bytes);
-                        done_bytes = frames.offset();
-                    }
-                }
+            let f = match reader.next_frame() {
+                Some(Ok(f)) => f,
                 Some(Err(e)) => {
                     fault = Some(e);
                     break;
                 }
                 None => break,
+            };
+            if input.packets == 0
+                && batch.frames.is_empty()
+                && f.ts_ns < self.clock_ns
+                && self.dp.forwarder.netfilter().is_some()
+            {
+                // The packet clock drives conntrack's and the flowtables' timeouts.
+                self.clock_notes.push(format!(
+                    "{} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
+                    path.display(),
+                    (self.clock_ns - f.ts_ns) as f64 / 1e9
+                ));
+            }
+            self.clock_ns = self.clock_ns.max(f.ts_ns);
+            // A vector enters on one device: cut it where the device changes.
+            let dev = self.device_of(f.interface);
+            if dev != batch_dev && !batch.frames.is_empty() {
+                self.vector(&batch, batch_dev, input)?;
+                batch.clear();
+            }
+            batch_dev = dev;
+            // With plugins, a vector spans at most TIME_STEP_NS of capture time, so that their
+            // timers fire (before each vector) close to when they fall due.
+            if self.plugins.is_some()
+                && batch
+                    .frames
+                    .first()
+                    .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
+            {
+                self.vector(&batch, batch_dev, input)?;
+                batch.clear();
+            }
+            batch.push(&f);
+            // A swap cuts the vector after its packet.
+            let at = self.rec.index + batch.frames.len() as u64;
+            let swap = self
+                .plugins
+                .as_ref()
+                .and_then(ReplayPlugins::next_swap)
+                .is_some_and(|n| n <= at);
+            if batch.frames.len() == MAX_VECTOR || swap {
+                self.vector(&batch, batch_dev, input)?;
+                batch.clear();
+                if let (Some(p), Some(rt)) = (self.plugins.as_mut(), self.dp.runtime.as_mut()) {
+                    p.apply_swaps(rt, self.rec.index);
+                }
+                progress.advance(reader.offset() - done_bytes);
+                done_bytes = reader.offset();
             }
         }
         self.vector(&batch, batch_dev, input)?;
-        progress.advance(cap.len_bytes().saturating_sub(done_bytes));
+        progress.advance(reader.offset().saturating_sub(done_bytes));
         Ok(fault)
     }
 }
@@ -696,7 +821,21 @@ pub fn replay(
     progress: &mut Progress,
 ) -> Result<Report, Error> {
     let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
-    let start_ns = first_timestamp(&opts.inputs).unwrap_or(0);
+    // The inputs, each opened at its turn; the first ones earlier, for the start of the clock
+    // and the output format.
+    let mut readers: Vec<Option<Opened>> = opts.inputs.iter().map(|_| None).collect();
+    let start_ns = first_timestamp(&opts.inputs, &mut readers).unwrap_or(0);
+    let format =
+        opts.format
+            .unwrap_or_else(|| match opts.inputs.first().filter(|i| is_present(i)) {
+                Some(first) => {
+                    match readers[0].get_or_insert_with(|| CaptureReader::open(&first.path)) {
+                        Ok(r) => r.format(),
+                        Err(_) => Format::Pcap,
+                    }
+                }
+                None => Format::Pcap,
+            });
     let mut names = Names::new(&ruleset);
     let mut notes = Vec::new();
     let dev = match (&opts.in_dev, names.first_ingress_device()) {
@@ -795,7 +934,7 @@ pub fn replay(
         ..Summary::default()
     };
     for input in &opts.inputs {
-        if input.path.exists() {
+        if is_present(input) {
             present.push(true);
         } else if input.required {
             return Err(Error::MissingCapture {
@@ -841,7 +980,7 @@ pub fn replay(
             names,
             trace: if opts.trace { trace_out } else { None },
             collector: Collector::default(),
-            outputs: Outputs::open(opts)?,
+            outputs: Outputs::open(opts, format)?,
             summary,
             index: 0,
             decisions: BTreeMap::new(),
@@ -851,6 +990,8 @@ pub fn replay(
             walks: Vec::new(),
             input: InputSummary::default(),
             err: None,
+            sends: Vec::new(),
+            line: String::new(),
         },
         known,
         devs: vec![dev],
@@ -861,7 +1002,7 @@ pub fn replay(
         clock_notes: Vec::new(),
     };
     let mut fault = None;
-    for (input, here) in opts.inputs.iter().zip(present) {
+    for ((input, here), reader) in opts.inputs.iter().zip(present).zip(&mut readers) {
         let mut s = InputSummary {
             path: input.display.clone(),
             ..InputSummary::default()
@@ -872,8 +1013,11 @@ pub fn replay(
             run.rec.summary.inputs.push(s);
             continue;
         }
-        let f = match Capture::open(&input.path) {
-            Ok(cap) => run.input(&cap, &mut s, progress)?,
+        let f = match reader
+            .take()
+            .unwrap_or_else(|| CaptureReader::open(&input.path))
+        {
+            Ok(mut r) => run.input(&mut r, &mut s, progress)?,
             Err(e) => Some(e),
         };
         if let Some(e) = f {
@@ -1094,14 +1238,30 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
     }
 }
 
+/// A capture opened, or why it could not be.
+type Opened = Result<CaptureReader<Source>, CaptureError>;
+
+/// Whether an input is there to be read: standard input (`-`) or an existing file.
+fn is_present(input: &Input) -> bool {
+    input.path == Path::new("-") || input.path.exists()
+}
+
 /// The capture time of the first frame of the first input that has one (the replay's clock
-/// starts there: plugins configured before the run arm their timers from it).
-fn first_timestamp(inputs: &[Input]) -> Option<u64> {
-    inputs.iter().find_map(|i| {
-        let cap = Capture::open(&i.path).ok()?;
-        let mut frames = cap.frames().ok()?;
-        frames.next()?.ok().map(|f| f.ts_ns)
-    })
+/// starts there: plugins configured before the run arm their timers from it). The inputs
+/// opened to find it are kept in `readers`, their first frame not taken.
+fn first_timestamp(inputs: &[Input], readers: &mut [Option<Opened>]) -> Option<u64> {
+    for (input, slot) in inputs.iter().zip(readers) {
+        if !is_present(input) {
+            continue;
+        }
+        let opened = slot.get_or_insert_with(|| CaptureReader::open(&input.path));
+        if let Ok(r) = opened
+            && let Some(Ok(f)) = r.peek_frame()
+        {
+            return Some(f.ts_ns);
+        }
+    }
+    None
 }
 
 /// Check that `path` is a sample directory (holds `sample.toml`).

@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use wasp::capture::{pcap_bytes, write_pcapng};
+use common::{pcap_bytes, write_pcapng};
 use wasp_gateway::checksum;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -113,7 +113,8 @@ fn each_packet_enters_on_the_device_of_its_interface() {
     );
     let out = tmp.path().join("out");
     let input = frames();
-    let accepted: Vec<Vec<u8>> = read_frames(&out.join("accepted.pcap"))
+    // A pcapng input gives pcapng outputs.
+    let accepted: Vec<Vec<u8>> = read_frames(&out.join("accepted.pcapng"))
         .into_iter()
         .map(|(_, f)| f)
         .collect();
@@ -307,7 +308,7 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
     assert!(f.lost.is_empty(), "{:?}", f.lost);
     // The request from lan0 leaves on wan0, the reply from wan0 on lan0: next hop's MAC, the
     // device's MAC, TTL 63, the header checksum updated, the capture timestamp kept.
-    let wan = read_frames(&out.join("tx-wan0.pcap"));
+    let wan = read_frames(&out.join("tx-wan0.pcapng"));
     assert_eq!(wan.len(), 1);
     assert_eq!(wan[0].0, T0);
     assert_eq!(&wan[0].1[..12], &[SERVER, WAN0].concat()[..]);
@@ -316,7 +317,7 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
         (&[10, 0, 1, 2, 10, 0, 2, 2][..], 63)
     );
     assert_eq!(checksum::checksum(&wan[0].1[14..34]), 0);
-    let lan = read_frames(&out.join("tx-lan0.pcap"));
+    let lan = read_frames(&out.join("tx-lan0.pcapng"));
     assert_eq!(lan.len(), 1);
     assert_eq!(lan[0].0, T0 + 1_000);
     assert_eq!(&lan[0].1[..12], &[CLIENT, LAN0].concat()[..]);
