@@ -40,7 +40,7 @@ mod live_tests;
 pub use afpacket::AfPacketGroup;
 pub use error::IoError;
 pub use netns::in_netns;
-pub use pcap::{PcapGroup, PcapPort};
+pub use pcap::{Captured, InputState, PcapGroup, PcapInput, PcapOptions, PcapPort};
 pub use port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
     TpacketConfig, TxMode, TxSide,

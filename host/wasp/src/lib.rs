@@ -5,6 +5,8 @@
 //!
 //! - [`datapath`]: the one loop of a worker, the same for `wasp run` and `wasp replay`: a
 //!   vector of frames through the ingress hook and the way out, into an [`datapath::Exit`].
+//! - [`port_exit`]: the port side of that loop's exit, shared by both: frames queued on the
+//!   port of their device, each packet's end counted.
 //! - [`check::check`]: parse, compile and optionally print a ruleset.
 //! - [`replay::replay`]: captures through a ruleset ([`replay::ReplayOptions`]), giving a
 //!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
@@ -27,6 +29,7 @@ pub mod error;
 pub mod hooks;
 pub mod names;
 pub mod plugins;
+pub mod port_exit;
 pub mod progress;
 pub mod replay;
 pub mod sample;

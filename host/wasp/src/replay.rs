@@ -59,7 +59,11 @@ use std::path::{Path, PathBuf};
 use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
 use wasp_gateway::{Fate, Forwarder, Gateway, Send, SendKind};
 use wasp_io::capture::{
-    CaptureError, CaptureReader, CaptureWriter, Format, Frame, OutFrame, Source, TsResolution,
+    CaptureError, CaptureReader, CaptureWriter, Format, OutFrame, Source, TsResolution,
+};
+use wasp_io::{
+    Captured, Frame as PortFrame, IoError, PcapGroup, PcapInput, PcapOptions, PcapPort, PortGroup,
+    TxSide,
 };
 use wasp_plugin::HostConfig;
 use wasp_ruleset::model::Hook;
@@ -70,6 +74,7 @@ use crate::names::{BaseChainRef, Names};
 use crate::plugins::{
     PluginCache, REPLAY_DEADLINE_TICKS, ReplayPlugins, RuntimeCounters, SwapSpec,
 };
+use crate::port_exit::PortExit;
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
@@ -274,16 +279,15 @@ impl OutCapture {
     }
 }
 
-/// Output files of a run.
+/// Output files of a run that are not ports' (those are the [`PcapGroup`]'s `tx-DEV`): what
+/// was delivered and what was dropped, and the verdict lines.
 struct Outputs {
     dir: Option<PathBuf>,
     /// The format of the output captures.
     format: Format,
     accepted: Option<OutCapture>,
     dropped: Option<OutCapture>,
-    /// `tx-DEV.pcap` by device, created at the first frame sent there (the others at the end).
-    tx: BTreeMap<String, OutCapture>,
-    /// The resolution of the first frame (for the `tx-DEV.pcap` made at the end).
+    /// The resolution of the first frame.
     resolution: Option<TsResolution>,
     verdicts: Option<(PathBuf, VerdictWriter<BufWriter<File>>)>,
 }
@@ -311,7 +315,6 @@ impl Outputs {
             format,
             accepted: None,
             dropped: None,
-            tx: BTreeMap::new(),
             resolution: None,
             verdicts,
         })
@@ -339,29 +342,6 @@ impl Outputs {
                 f,
                 resolution,
             )?);
-        }
-        Ok(())
-    }
-
-    /// Write a frame sent on `dev` to `tx-DEV.pcap`.
-    fn write_tx(
-        &mut self,
-        dev: &str,
-        resolution: TsResolution,
-        frame: OutFrame<'_>,
-    ) -> Result<(), Error> {
-        self.ensure_captures(resolution)?;
-        let Some(dir) = &self.dir else { return Ok(()) };
-        if !self.tx.contains_key(dev) {
-            let w = OutCapture::create(
-                &dir.join(tx_file(dev, self.format)),
-                self.format,
-                resolution,
-            )?;
-            self.tx.insert(dev.to_string(), w);
-        }
-        if let Some(w) = self.tx.get_mut(dev) {
-            w.write(dev, frame)?;
         }
         Ok(())
     }
@@ -395,22 +375,9 @@ impl Outputs {
         Ok(())
     }
 
-    /// Flush everything; `devices` get a `tx-DEV.pcap` even when nothing was sent there.
-    fn finish(mut self, devices: &[String]) -> Result<(), Error> {
+    /// Flush everything (the accepted and dropped captures exist even without packets).
+    fn finish(mut self) -> Result<(), Error> {
         self.ensure_captures(TsResolution::Micro)?;
-        if let Some(dir) = &self.dir {
-            let res = self.resolution.unwrap_or(TsResolution::Micro);
-            for d in devices {
-                if !self.tx.contains_key(d) {
-                    let w =
-                        OutCapture::create(&dir.join(tx_file(d, self.format)), self.format, res)?;
-                    self.tx.insert(d.clone(), w);
-                }
-            }
-        }
-        for (_, w) in std::mem::take(&mut self.tx) {
-            w.finish()?;
-        }
         if let Some(w) = self.accepted.take() {
             w.finish()?;
         }
@@ -433,12 +400,11 @@ struct Run<'o> {
     dp: Datapath,
     /// What the vectors' results are written into.
     rec: Record<'o>,
-    /// The devices packets entered on: the default input device first, then each device a
+    /// The ports' names (devices), by port index; port 0 is the default input device.
+    ports: Vec<String>,
+    /// The ports packets entered on: the default input device first, then each device a
     /// pcapng interface name chose, in the order of their first packet.
-    devs: Vec<String>,
-    /// The devices wasp knows (the gateway file's and those of netdev ingress base chains),
-    /// sorted: a pcapng interface name among them overrides the default device.
-    known: Vec<String>,
+    devs: Vec<usize>,
     /// The ruleset asks for forwarding (`fwd`, `dup`, `reject`) or a gateway file is given:
     /// the summary reports the way out.
     forwarding: bool,
@@ -449,14 +415,16 @@ struct Run<'o> {
     /// The latest capture time seen (ns), and notes of inputs that start before it.
     clock_ns: u64,
     clock_notes: Vec<String>,
+    /// Counts by input of the port group.
+    inputs: Vec<InputSummary>,
+    /// The input of the last frame seen.
+    last_input: Option<usize>,
 }
 
 /// A frame of the vector in flight, as the capture gave it (what its outputs keep).
 #[derive(Debug, Clone, Copy)]
 struct InFrame {
     ts_ns: u64,
-    /// Its bytes in the batch: `at..at + len`.
-    at: usize,
     len: usize,
     orig_len: u32,
     resolution: TsResolution,
@@ -474,37 +442,8 @@ impl InFrame {
     }
 }
 
-/// The frames of the next vector, copied out of the reader's buffer (the reader moves on).
-#[derive(Debug, Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    frames: Vec<InFrame>,
-}
-
-impl Batch {
-    fn push(&mut self, f: &Frame<'_>) {
-        self.frames.push(InFrame {
-            ts_ns: f.ts_ns,
-            at: self.bytes.len(),
-            len: f.data.len(),
-            orig_len: f.orig_len,
-            resolution: f.resolution,
-        });
-        self.bytes.extend_from_slice(f.data);
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.frames.clear();
-    }
-
-    fn data(&self) -> impl Iterator<Item = &[u8]> {
-        self.frames.iter().map(|f| &self.bytes[f.at..f.at + f.len])
-    }
-}
-
-/// Where replay writes a vector's results ([`Exit`]): the output captures, the verdict
-/// lines, the trace, the summary's counts.
+/// What replay writes of a vector's results: the accepted and dropped captures, the verdict
+/// lines, the trace, the summary's counts. (What leaves goes to the ports: [`ReplayExit`].)
 struct Record<'o> {
     names: Names,
     trace: Option<&'o mut dyn Write>,
@@ -525,7 +464,7 @@ struct Record<'o> {
     input: InputSummary,
     /// The first output error of the vector (the run stops there).
     err: Option<Error>,
-    /// What the packet in flight sends, written once its verdict line is known.
+    /// What the packet in flight sends, queued once its verdict line is known.
     sends: Vec<Send>,
     /// The verdict line of the packet in flight (reused).
     line: String,
@@ -537,32 +476,27 @@ impl Record<'_> {
             self.err.get_or_insert(e);
         }
     }
-}
-
-impl Exit for Record<'_> {
-    /// Trace events only when a trace is printed: the summary's counts come from the
-    /// outcomes and the engine's per-base-chain statistics.
-    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
-        match self.trace {
-            Some(_) => Some(&mut self.collector),
-            None => None,
-        }
-    }
 
     /// On standard error, in the order they ran, as the kernel log would show them.
-    fn log(&mut self, lines: Vec<String>, _: u64) {
+    fn log(lines: &[String]) {
         let mut err = std::io::stderr().lock();
-        for line in &lines {
+        for line in lines {
             let _ = writeln!(err, "{line}");
         }
     }
 
-    /// Kept until the packet is done: a frame sent carries its packet's verdict line.
-    fn send(&mut self, _: usize, s: &Send, _: &[u8]) {
-        self.sends.push(s.clone());
-    }
-
-    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
+    /// Packet `i` is done: its counts, its verdict line, what it sends (queued on `port`,
+    /// stamped with its capture time and its verdict line), its frame in the accepted or
+    /// dropped capture, its trace.
+    fn done(
+        &mut self,
+        i: usize,
+        p: &Packet<'_>,
+        outcome: &Outcome,
+        frame: &[u8],
+        fate: Fate,
+        port: &mut PortExit<'_>,
+    ) {
         if i == 0 && self.trace.is_some() {
             self.walks = self.collector.take_by_packet(self.frames.len());
             // `log` lines from the trace's events, in packet order.
@@ -575,9 +509,7 @@ impl Exit for Record<'_> {
                     _ => None,
                 })
                 .collect();
-            if !lines.is_empty() {
-                self.log(lines, 0);
-            }
+            Record::log(&lines);
         }
         self.index += 1;
         self.summary.packets += 1;
@@ -611,26 +543,21 @@ impl Exit for Record<'_> {
         // The verdict line: the `--verdicts` file's, and the comment of every frame written
         // for the packet in a pcapng.
         let iif = self.named_dev.then_some(self.dev.as_str());
-        let line = std::mem::take(&mut self.line);
-        let mut line = line;
+        let mut line = std::mem::take(&mut self.line);
         line.clear();
         if self.outputs.verdicts.is_some() || self.outputs.comments() {
             verdicts::write_line(&mut line, self.index, outcome, &self.names, iif);
         }
-        let comment = self.outputs.comments().then_some(line.as_str());
         let f = self.frames[i];
-        for s in std::mem::take(&mut self.sends) {
-            let bytes = s.frame(frame);
-            // A frame made on the way out is whole: its original length is its length.
-            let out = OutFrame {
-                comment,
-                ..OutFrame::new(f.ts_ns, &bytes)
-            };
-            let r = self.outputs.write_tx(&s.dev, f.resolution, out);
-            self.check(r);
+        // What leaves: on its port, at the packet's capture time.
+        for s in self.sends.drain(..) {
+            port.tx().describe(f.ts_ns, &line);
+            port.send(&s, frame);
         }
-        // accepted.pcap: what is delivered to the host side; dropped.pcap: what the ingress
-        // hook dropped and what was lost on the way out.
+        port.done(fate);
+        // accepted: what is delivered to the host side; dropped: what the ingress hook
+        // dropped and what was lost on the way out.
+        let comment = self.outputs.comments().then_some(line.as_str());
         let out = OutFrame {
             comment,
             ..f.out(frame)
@@ -668,50 +595,98 @@ impl Exit for Record<'_> {
     }
 }
 
-impl Run<'_> {
-    /// The index in `devs` of the device a frame enters on: its pcapng interface's name when
-    /// wasp knows that device, the default input device (index 0) otherwise. Allocates only
-    /// at the first packet of a device.
-    fn device_of(&mut self, interface: Option<&str>) -> usize {
-        let Some(name) = interface else { return 0 };
-        if let Some(i) = self.devs.iter().position(|d| d == name) {
-            return i;
+/// Replay's [`Exit`]: the ports' (shared with the daemon's worker: [`PortExit`]) and
+/// replay's own record.
+struct ReplayExit<'r, 'o, 'p> {
+    rec: &'r mut Record<'o>,
+    port: PortExit<'p>,
+}
+
+impl Exit for ReplayExit<'_, '_, '_> {
+    /// Trace events only when a trace is printed: the summary's counts come from the
+    /// outcomes and the engine's per-base-chain statistics.
+    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+        match self.rec.trace {
+            Some(_) => Some(&mut self.rec.collector),
+            None => None,
         }
-        if self
-            .known
-            .binary_search_by(|k| k.as_str().cmp(name))
-            .is_ok()
-        {
-            self.devs.push(name.to_string());
-            return self.devs.len() - 1;
-        }
-        0
     }
 
-    /// Classify one vector of frames from one input, all entering on device `devs[dev_ix]`,
-    /// through the data path at the capture time of its first frame, and record every
-    /// result.
+    fn log(&mut self, lines: Vec<String>, _: u64) {
+        Record::log(&lines);
+    }
+
+    /// Kept until the packet is done: a frame sent carries its packet's verdict line.
+    fn send(&mut self, _: usize, s: &Send, _: &[u8]) {
+        self.rec.sends.push(s.clone());
+    }
+
+    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
+        self.rec.done(i, p, outcome, frame, fate, &mut self.port);
+    }
+}
+
+impl Run<'_> {
+    /// Classify one poll of the port group (frames of one input entering on one port, see
+    /// [`PcapGroup`]) as one vector through the data path at the capture time of its first
+    /// frame, and record every result; what leaves is queued on `tx`.
     fn vector(
         &mut self,
-        batch: &Batch,
-        dev_ix: usize,
-        input: &mut InputSummary,
+        frames: &[PortFrame<'_>],
+        caps: &[Captured],
+        tx: &mut dyn TxSide,
     ) -> Result<(), Error> {
-        let Some(first) = batch.frames.first() else {
+        let (Some(first), Some(f0)) = (caps.first(), frames.first()) else {
             return Ok(());
         };
+        if self.last_input != Some(first.input) {
+            self.last_input = Some(first.input);
+            if first.ts_ns < self.clock_ns && self.dp.forwarder.netfilter().is_some() {
+                // The packet clock drives conntrack's and the flowtables' timeouts.
+                let path = self.inputs[first.input].path.clone();
+                self.clock_notes.push(format!(
+                    "{path} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
+                    (self.clock_ns - first.ts_ns) as f64 / 1e9
+                ));
+            }
+        }
+        for c in caps {
+            self.clock_ns = self.clock_ns.max(c.ts_ns);
+        }
+        let port = f0.port;
+        if !self.devs.contains(&port) {
+            self.devs.push(port);
+        }
         let now = first.ts_ns;
         let rec = &mut self.rec;
         rec.summary.start_ns.get_or_insert(now);
         if let Some(p) = self.plugins.as_mut() {
             p.note_time(now);
         }
-        rec.frames.clone_from(&batch.frames);
-        rec.dev.clone_from(&self.devs[dev_ix]);
+        rec.frames.clear();
+        rec.frames
+            .extend(frames.iter().zip(caps).map(|(f, c)| InFrame {
+                ts_ns: c.ts_ns,
+                len: f.data.len(),
+                orig_len: c.orig_len,
+                resolution: c.resolution,
+            }));
+        rec.dev.clone_from(&self.ports[port]);
         // Verdict lines name the device only when it is not the default one.
-        rec.named_dev = dev_ix != 0;
+        rec.named_dev = port != 0;
         rec.input = InputSummary::default();
-        self.dp.vector(&self.devs[dev_ix], batch.data(), now, rec);
+        let mut exit = ReplayExit {
+            rec,
+            port: PortExit::new(tx, &self.ports),
+        };
+        self.dp.vector(
+            &self.ports[port],
+            frames.iter().map(|f| f.data),
+            now,
+            &mut exit,
+        );
+        let rec = &mut self.rec;
+        let input = &mut self.inputs[first.input];
         input.packets += rec.input.packets;
         input.malformed += rec.input.malformed;
         input.accepted += rec.input.accepted;
@@ -729,82 +704,16 @@ impl Run<'_> {
             None => Ok(()),
         }
     }
+}
 
-    /// Read one capture to its end or its first fault.
-    fn input(
-        &mut self,
-        reader: &mut CaptureReader<Source>,
-        input: &mut InputSummary,
-        progress: &mut Progress,
-    ) -> Result<Option<CaptureError>, Error> {
-        input.format = Some(reader.format());
-        let mut batch = Batch::default();
-        // The device of the frames in `batch` (a vector enters on one device).
-        let mut batch_dev = 0;
-        let mut fault = None;
-        let mut done_bytes = 0;
-        let path = reader.path().to_path_buf();
-        loop {
-            let f = match reader.next_frame() {
-                Some(Ok(f)) => f,
-                Some(Err(e)) => {
-                    fault = Some(e);
-                    break;
-                }
-                None => break,
-            };
-            if input.packets == 0
-                && batch.frames.is_empty()
-                && f.ts_ns < self.clock_ns
-                && self.dp.forwarder.netfilter().is_some()
-            {
-                // The packet clock drives conntrack's and the flowtables' timeouts.
-                self.clock_notes.push(format!(
-                    "{} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
-                    path.display(),
-                    (self.clock_ns - f.ts_ns) as f64 / 1e9
-                ));
-            }
-            self.clock_ns = self.clock_ns.max(f.ts_ns);
-            // A vector enters on one device: cut it where the device changes.
-            let dev = self.device_of(f.interface);
-            if dev != batch_dev && !batch.frames.is_empty() {
-                self.vector(&batch, batch_dev, input)?;
-                batch.clear();
-            }
-            batch_dev = dev;
-            // With plugins, a vector spans at most TIME_STEP_NS of capture time, so that their
-            // timers fire (before each vector) close to when they fall due.
-            if self.plugins.is_some()
-                && batch
-                    .frames
-                    .first()
-                    .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
-            {
-                self.vector(&batch, batch_dev, input)?;
-                batch.clear();
-            }
-            batch.push(&f);
-            // A swap cuts the vector after its packet.
-            let at = self.rec.index + batch.frames.len() as u64;
-            let swap = self
-                .plugins
-                .as_ref()
-                .and_then(ReplayPlugins::next_swap)
-                .is_some_and(|n| n <= at);
-            if batch.frames.len() == MAX_VECTOR || swap {
-                self.vector(&batch, batch_dev, input)?;
-                batch.clear();
-                if let (Some(p), Some(rt)) = (self.plugins.as_mut(), self.dp.runtime.as_mut()) {
-                    p.apply_swaps(rt, self.rec.index);
-                }
-                progress.advance(reader.offset() - done_bytes);
-                done_bytes = reader.offset();
-            }
-        }
-        self.vector(&batch, batch_dev, input)?;
-        progress.advance(reader.offset().saturating_sub(done_bytes));
-        Ok(fault)
+/// A port group's error as the command's: the output capture it names.
+fn port_error(e: IoError) -> Error {
+    match e {
+        IoError::Pcap { path, msg } => Error::Output { path, message: msg },
+        other => Error::Output {
+            path: PathBuf::from("<ports>"),
+            message: other.to_string(),
+        },
     }
 }
 
@@ -958,17 +867,59 @@ pub fn replay(
             .map(|m| m.len())
             .sum(),
     );
-    let known = {
-        let mut k: Vec<String> = names
-            .ingress_devices()
-            .into_iter()
-            .map(str::to_string)
-            .chain(tx_gateway_devices)
-            .collect();
-        k.sort();
-        k.dedup();
-        k
-    };
+    // The ports: the input device first, then the devices a pcapng interface may name (those
+    // of netdev ingress base chains and of the gateway file), then those only sent on. Each
+    // writes what is sent on it to `tx-DEV.pcap`; the devices of the gateway and the fwd/dup
+    // targets get theirs even when nothing was sent.
+    let known: Vec<String> = names
+        .ingress_devices()
+        .into_iter()
+        .map(str::to_string)
+        .chain(tx_gateway_devices)
+        .collect();
+    let mut port_names = vec![dev.clone()];
+    for d in known.iter().chain(&tx_devices) {
+        if !port_names.contains(d) {
+            port_names.push(d.clone());
+        }
+    }
+    let ports = port_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| PcapPort {
+            name: name.clone(),
+            named_input: i == 0 || known.contains(name),
+            output: opts.out_dir.as_ref().map(|d| d.join(tx_file(name, format))),
+            empty_output: forwarding && tx_devices.contains(name),
+        })
+        .collect();
+    // The inputs there are, in order, each entering on the input device unless its pcapng
+    // interface names another; those opened already are read on from where they are.
+    let mut group_inputs = Vec::new();
+    let mut input_summaries = Vec::new();
+    for ((input, here), reader) in opts.inputs.iter().zip(&present).zip(&mut readers) {
+        if *here {
+            group_inputs.push(PcapInput {
+                reader: reader.take(),
+                ..PcapInput::new(&input.path, 0)
+            });
+            input_summaries.push(InputSummary {
+                path: input.display.clone(),
+                ..InputSummary::default()
+            });
+        }
+    }
+    let mut group = PcapGroup::open(
+        ports,
+        group_inputs,
+        PcapOptions {
+            format: Some(format),
+            // With plugins, a vector spans at most TIME_STEP_NS of capture time, so that
+            // their timers fire (before each vector) close to when they fall due.
+            max_span_ns: plugins.is_some().then_some(TIME_STEP_NS),
+        },
+    )
+    .map_err(port_error)?;
     let mut dp = Datapath::new(bundle, Forwarder::new(gateway));
     if let (Some(p), Some(rt)) = (plugins.as_mut(), dp.runtime.as_mut()) {
         // `@0`: before the first packet.
@@ -993,42 +944,77 @@ pub fn replay(
             sends: Vec::new(),
             line: String::new(),
         },
-        known,
-        devs: vec![dev],
+        ports: port_names,
+        devs: vec![0],
         forwarding,
         plugins,
         events: Vec::new(),
         clock_ns: 0,
         clock_notes: Vec::new(),
+        inputs: input_summaries,
+        last_input: None,
     };
-    let mut fault = None;
-    for ((input, here), reader) in opts.inputs.iter().zip(present).zip(&mut readers) {
-        let mut s = InputSummary {
-            path: input.display.clone(),
-            ..InputSummary::default()
+    // The worker's loop, on the capture clock: one poll of the ports is one vector.
+    let mut done_bytes = 0;
+    loop {
+        // A swap cuts the vector after its packet.
+        let max = match run.plugins.as_ref().and_then(ReplayPlugins::next_swap) {
+            Some(n) => usize::try_from(n.saturating_sub(run.rec.index))
+                .unwrap_or(MAX_VECTOR)
+                .clamp(1, MAX_VECTOR),
+            None => MAX_VECTOR,
         };
-        if !here {
-            s.status = InputStatus::Skipped;
-            s.note = Some("not found".to_string());
-            run.rec.summary.inputs.push(s);
+        let mut err = None;
+        let n = group
+            .poll_captured(max, &mut |frames, caps, tx| {
+                if let Err(e) = run.vector(frames, caps, tx) {
+                    err.get_or_insert(e);
+                }
+            })
+            .map_err(port_error)?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        group.flush().map_err(port_error)?;
+        if n == 0 {
+            break;
+        }
+        if let (Some(p), Some(rt)) = (run.plugins.as_mut(), run.dp.runtime.as_mut()) {
+            p.apply_swaps(rt, run.rec.index);
+        }
+        let read = group.bytes_read();
+        progress.advance(read.saturating_sub(done_bytes));
+        done_bytes = read;
+    }
+    // Each input's summary, in the order given; the first fault is the run's (later captures
+    // were still read: a capture cut short by a killed tcpdump should not hide the ones after
+    // it).
+    let mut fault = None;
+    let mut states = group.inputs();
+    let mut counted = std::mem::take(&mut run.inputs).into_iter();
+    for (input, here) in opts.inputs.iter().zip(&present) {
+        if !*here {
+            run.rec.summary.inputs.push(InputSummary {
+                path: input.display.clone(),
+                status: InputStatus::Skipped,
+                note: Some("not found".to_string()),
+                ..InputSummary::default()
+            });
             continue;
         }
-        let f = match reader
-            .take()
-            .unwrap_or_else(|| CaptureReader::open(&input.path))
-        {
-            Ok(mut r) => run.input(&mut r, &mut s, progress)?,
-            Err(e) => Some(e),
+        let (Some(state), Some(mut s)) = (states.next(), counted.next()) else {
+            continue;
         };
-        if let Some(e) = f {
+        s.format = state.format;
+        if let Some(e) = &state.fault {
             s.status = InputStatus::Fault;
             s.note = Some(e.to_string());
-            // The first fault is the run's; later captures are still read (a capture cut
-            // short by a killed tcpdump should not hide the ones after it).
-            fault.get_or_insert(e);
+            fault.get_or_insert(e.clone());
         }
         run.rec.summary.inputs.push(s);
     }
+    drop(states);
+    group.close().map_err(port_error)?;
     progress.finish();
     notes.append(&mut run.clock_notes);
     let mut conntrack = Vec::new();
@@ -1091,7 +1077,7 @@ pub fn replay(
     summary = run.rec.summary;
     // The ingress chains of the default device, then those of every other device packets
     // entered on (in the order of their first packet), each row naming its device.
-    for (i, dev) in run.devs.iter().enumerate() {
+    for (i, dev) in run.devs.iter().map(|&p| &run.ports[p]).enumerate() {
         let mut chains = ChainCounts::new(&run.rec.names, dev);
         chains.fill(&run.dp.engine, Hook::Ingress, dev);
         summary
@@ -1189,9 +1175,7 @@ pub fn replay(
         .then(|| forward_summary(&run.dp.forwarder, opts.gateway.as_deref()));
     let mut listed = ruleset.clone();
     run.dp.engine.store_counters(&mut listed, src);
-    run.rec
-        .outputs
-        .finish(if forwarding { &tx_devices } else { &[] })?;
+    run.rec.outputs.finish()?;
     Ok(Report {
         summary,
         notes,

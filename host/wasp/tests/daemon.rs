@@ -12,49 +12,80 @@ use std::time::Duration;
 use common::{eth, ipv4, tcp, udp};
 use wasp::daemon::events::EventBus;
 use wasp::daemon::mailbox::Mailbox;
-use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::{StatsSnapshot, WorkerStats};
 use wasp::daemon::worker::{Clock, Worker, WorkerLinks};
 use wasp_gateway::Forwarder;
+use wasp_io::{Frame, IoError, PortGroup, PortInfo, PortStats, TxSide};
 
 /// Frames by port index, shared between the test and the fake ports.
 type Queue = Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>;
 /// Frames sent, by port index.
 type Sent = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
 
-/// Ports fed from a shared queue of (port, frame); sends recorded.
+/// A port group fed from a shared queue of (port, frame); sends recorded.
 struct MemPorts {
-    names: Vec<String>,
+    info: Vec<PortInfo>,
     rx: Queue,
     sent: Sent,
-    counts: Vec<PortCounts>,
+    counts: Vec<PortStats>,
+}
+
+impl MemPorts {
+    fn new(names: &[&str], rx: Queue, sent: Sent) -> Self {
+        MemPorts {
+            info: names
+                .iter()
+                .map(|n| PortInfo {
+                    name: n.to_string(),
+                    ifindex: 0,
+                    mac: [0; 6],
+                    mtu: 1500,
+                })
+                .collect(),
+            rx,
+            sent,
+            counts: vec![PortStats::default(); names.len()],
+        }
+    }
 }
 
 struct MemTx<'a>(&'a Mutex<Vec<(usize, Vec<u8>)>>, usize);
 
-impl TxQueue for MemTx<'_> {
-    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+impl TxSide for MemTx<'_> {
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         if port >= self.1 {
             return false;
         }
-        self.0.lock().unwrap().push((port, frame.to_vec()));
+        let mut frame = vec![0; len];
+        fill(&mut frame);
+        self.0.lock().unwrap().push((port, frame));
         true
     }
 }
 
-impl Ports for MemPorts {
-    fn names(&self) -> Vec<String> {
-        self.names.clone()
+impl PortGroup for MemPorts {
+    fn ports(&self) -> &[PortInfo] {
+        &self.info
     }
 
     fn poll(
         &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError> {
+        self.poll_tx(min, max, timeout, &mut |f, _| on_rx(f))
+    }
+
+    fn poll_tx(
+        &mut self,
         _min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-    ) -> Result<usize, String> {
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
         let batch: Vec<(usize, Vec<u8>)> = {
             let mut q = self.rx.lock().unwrap();
             let n = q.len().min(max);
@@ -68,20 +99,24 @@ impl Ports for MemPorts {
             self.counts[*p].rx_packets += 1;
             self.counts[*p].rx_bytes += f.len() as u64;
         }
-        let frames: Vec<RxFrame<'_>> = batch
+        let frames: Vec<Frame<'_>> = batch
             .iter()
-            .map(|(p, f)| RxFrame { port: *p, data: f })
+            .map(|(p, f)| Frame { port: *p, data: f })
             .collect();
-        let mut tx = MemTx(&self.sent, self.names.len());
+        let mut tx = MemTx(&self.sent, self.info.len());
         on_rx(&frames, &mut tx);
         Ok(frames.len())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        MemTx(&self.sent, self.info.len()).queue(port, frame)
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
         Ok(())
     }
 
-    fn counts(&self) -> Vec<PortCounts> {
+    fn stats(&self) -> Vec<PortStats> {
         self.counts.clone()
     }
 }
@@ -144,12 +179,7 @@ impl Rig {
             .zip(links)
             .enumerate()
             .map(|(i, (b, l))| {
-                let ports = MemPorts {
-                    names: vec!["veth0".into()],
-                    rx: rx.clone(),
-                    sent: sent.clone(),
-                    counts: vec![PortCounts::default()],
-                };
+                let ports = MemPorts::new(&["veth0"], rx.clone(), sent.clone());
                 std::thread::spawn(move || {
                     Worker::new(i, ports, b, Forwarder::new(None), l)
                         .run()

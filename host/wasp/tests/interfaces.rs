@@ -10,6 +10,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 
 use common::*;
 use common::{pcap_bytes, write_pcapng};
@@ -327,6 +328,30 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
     );
     assert_eq!(checksum::checksum(&lan[0].1[14..34]), 0);
     assert_eq!(&lan[0].1[34..], &udp4(SERVER, WAN0, [0; 4], [0; 4])[34..]);
+    // Each frame sent carries the verdict line of the packet it came from, on the interface
+    // of the device it left by.
+    if Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("SKIPPED (tshark part): tshark not installed (apt-get install tshark)");
+        return;
+    }
+    let fields = |name: &str| {
+        let out = Command::new("tshark")
+            .args(["-r", out.join(name).to_str().unwrap(), "-T", "fields"])
+            .args(["-e", "frame.interface_name", "-e", "frame.comment"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(fields("tx-wan0.pcapng"), "wan0\t1 accept - - -\n");
+    assert_eq!(
+        fields("tx-lan0.pcapng"),
+        "lan0\t2 accept - - - iif \"wan0\"\n"
+    );
 }
 
 #[test]
