@@ -27,7 +27,9 @@ pub struct Cli {
 pub enum Command {
     /// Validate a ruleset (exit 0, or 1 with the error), optionally print it back.
     Check(CheckArgs),
-    /// Run captures through a ruleset: verdicts, accepted/dropped pcaps, trace, summary.
+    /// Run captures through a ruleset: verdicts, accepted/dropped/tx-DEV captures (pcap or
+    /// pcapng), trace, summary. Captures are read as streams (any size; `--in -` reads
+    /// standard input); a bad one is refused naming its file and byte offset.
     Replay(ReplayArgs),
     /// The daemon: open the ruleset's devices, run workers, answer the control socket.
     Run(crate::daemon::RunArgs),
@@ -67,12 +69,13 @@ pub struct ReplayArgs {
     /// there instead.
     #[arg(long)]
     pub in_dev: Option<String>,
-    /// Directory for accepted.pcap and dropped.pcap (default: out/, or the sample's out dir).
+    /// Directory for the output captures: accepted and dropped, and tx-DEV for each device
+    /// frames are sent on (default: out/, or the sample's out dir).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Format of the output captures (accepted, dropped, tx-DEV): pcapng files get one
-    /// interface per device and each packet's verdict line as its comment. Default: pcapng
-    /// when the first input is a pcapng, pcap otherwise.
+    /// Format of the output captures (`accepted.pcap`, or `.pcapng`): pcapng files get one
+    /// interface per device and, as each frame's comment, the verdict line of its packet.
+    /// Default: pcapng when the first input is a pcapng, pcap otherwise.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<FormatArg>,
     /// Write one line per packet: `<index> <accept|drop> <table> <chain> <handle|policy>`.
@@ -94,7 +97,7 @@ pub struct ReplayArgs {
     #[arg(long = "swap", value_name = "NAME=PATH@N")]
     pub swaps: Vec<crate::plugins::SwapSpec>,
     /// A gateway file (devices, addresses, routes, neighbours): accepted packets are routed,
-    /// and the frames sent go to tx-DEV.pcap (instead of the sample's `gateway`).
+    /// and the frames sent go to the tx-DEV captures (instead of the sample's `gateway`).
     #[arg(long, value_name = "FILE")]
     pub gateway: Option<PathBuf>,
 }

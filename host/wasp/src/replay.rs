@@ -2,15 +2,18 @@
 //!
 //! Replay is a daemon worker whose ports are capture files: the same bundle
 //! ([`crate::datapath::build`]) and the same loop ([`crate::datapath::Datapath::vector`]) as
-//! `wasp run`'s workers, with the capture's clock and an exit that writes files. Each input's
-//! frames are read in file order and go to the data path in vectors of up to [`MAX_VECTOR`]
-//! packets entering on their device, at the capture time of the vector's first packet
+//! `wasp run`'s workers, over a port group ([`PcapGroup`]: one port per device, the inputs
+//! read as streams, what is sent on a port written to its `tx-DEV` capture), leaving through
+//! the same port side ([`PortExit`]). What replay adds: the capture's clock, the accepted and
+//! dropped captures, the verdict lines, the trace and the [`Summary`]. The inputs are read in
+//! the order given, each in file order; one poll of the group is one vector of up to
+//! [`MAX_VECTOR`] packets entering on one device, run at the capture time of its first packet
 //! (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector never
 //! spans two inputs, nor two devices.
 //!
 //! Devices: every packet enters on the input device ([`ReplayOptions::in_dev`], `--in-dev`,
 //! `in-dev` in `sample.toml`; by default the device of the first netdev ingress base chain),
-//! except a packet of a pcapng interface whose `if_name` ([`Frame::interface`]) is a device
+//! except a packet of a pcapng interface whose `if_name` ([`wasp_io::capture::Frame::interface`]) is a device
 //! wasp knows, a device of the gateway file or of a netdev ingress base chain: it enters on
 //! that device (its `meta iifname`, the base chains it runs, where the gateway routes it from),
 //! as it did where the capture was taken (`dumpcap -i trunk0 -i lan0`). An interface without a
@@ -24,7 +27,9 @@
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
 //!
 //! Captures are read and written by `wasp_io::capture`: each input as a stream (`-` is standard
-//! input), in bounded memory whatever its size. The output captures are pcap or pcapng
+//! input), in bounded memory whatever its size (`perf/RESULTS.md`: about 20 MiB for 4.5 M
+//! frames). A frame sent keeps the capture time of the packet it was made from
+//! (`TxSide::describe`), and a pcapng carries that packet's verdict line with it. The output captures are pcap or pcapng
 //! ([`ReplayOptions::format`], `--format`; by default the format of the first input), named
 //! `.pcap` or `.pcapng` after it. A pcapng output has one interface per device (the device a
 //! packet entered on in `accepted`/`dropped`, the device sent on in `tx-DEV`), and each frame
