@@ -289,7 +289,10 @@ impl<R: Read> Buffer<R> {
                 Err(e) => {
                     return Err(CaptureError::Io {
                         path: self.path.clone(),
-                        message: e.to_string(),
+                        message: format!(
+                            "read error at byte offset {}: {e}",
+                            self.base + self.end as u64
+                        ),
                     });
                 }
             }
@@ -717,7 +720,8 @@ fn next_pcapng<R: Read>(
             .next_block(slice)
             .map_err(|e| corrupt(format!("pcapng block: {e}")))?;
         let end = start + (len - after.len());
-        // Where a part of the block is in the buffer.
+        // Where a part of the block is in the buffer (pcap-file's parsers borrow what they
+        // return from the slice they are given; anything else fails the check below).
         let at = |d: &[u8]| start + (d.as_ptr() as usize).saturating_sub(slice.as_ptr() as usize);
         // (interface index, data position, captured length, timestamp ns, original length)
         let packet = match block {

@@ -578,7 +578,7 @@ impl TxSide for PcapTx<'_> {
         if !self.takes(port) {
             return false;
         }
-        // `takes` counted nothing: the port is checked again by `write` without counting.
+        // `write` checks the port again (it takes frames: nothing more is counted).
         let mut buf = std::mem::take(self.scratch);
         buf.clear();
         buf.resize(len, 0);
@@ -636,6 +636,9 @@ impl PortGroup for PcapGroup {
         self.tx().queue_with(port, len, fill)
     }
 
+    /// Reports the first write error since the last flush. Frames are already in their
+    /// outputs' buffers, which reach the files as they fill and at [`PcapGroup::close`] (or
+    /// when the group is dropped).
     fn flush(&mut self) -> Result<(), IoError> {
         if let Some(e) = self.write_error.take() {
             return Err(e);

@@ -673,3 +673,39 @@ fn a_file_is_written_and_read_back() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A source that fails after `ok` bytes.
+struct Failing<'a> {
+    bytes: &'a [u8],
+    ok: usize,
+}
+
+impl Read for Failing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.ok == 0 {
+            return Err(std::io::Error::other("device gone"));
+        }
+        let n = self.ok.min(buf.len()).min(self.bytes.len());
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        self.ok -= n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_error_names_where_it_happened_after_the_frames_before_it() {
+    let a = [1u8; 20];
+    let bytes = pcap_bytes(&[(0, &a), (0, &a)]);
+    let src = Failing {
+        bytes: &bytes,
+        ok: 24 + 36 + 10,
+    };
+    let mut r = CaptureReader::new(Path::new("p"), src).unwrap();
+    assert_eq!(r.next_frame().unwrap().unwrap().data, &a);
+    assert_eq!(
+        r.next_frame().unwrap().unwrap_err().to_string(),
+        "p: read error at byte offset 70: device gone"
+    );
+    assert!(r.next_frame().is_none());
+}
