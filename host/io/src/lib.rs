@@ -11,7 +11,10 @@
 //!   `TPACKET_V3` mmap ring polled through io_uring ([`RxMode::TpacketV3`]); batched `SEND`s.
 //! - [`TapGroup`]: TAP devices (`/dev/net/tun`, `IFF_TAP | IFF_NO_PI`), multishot `READ`s into
 //!   the same kind of buffer ring, batched `WRITE`s.
-//! - [`PcapGroup`]: pcap/pcapng captures as input, one pcap per output port; no privileges.
+//! - [`PcapGroup`]: capture files as ports (`wasp replay`'s): inputs read as streams, one
+//!   capture written per port; no privileges.
+//! - [`capture`]: pcap and pcapng reading (streamed, faults naming file and byte offset) and
+//!   writing, on the `pcap-file` crate.
 //!
 //! Every system call goes through one internal seam (`sys`), the only module allowed `unsafe`;
 //! the ring and buffer logic (`uring`) is unit-tested against a fake of it.
@@ -20,6 +23,7 @@
 mod sys;
 
 mod afpacket;
+pub mod capture;
 mod csum;
 mod error;
 mod netns;
@@ -36,7 +40,7 @@ mod live_tests;
 pub use afpacket::AfPacketGroup;
 pub use error::IoError;
 pub use netns::in_netns;
-pub use pcap::{PcapGroup, PcapPort};
+pub use pcap::{Captured, InputState, PcapGroup, PcapInput, PcapOptions, PcapPort};
 pub use port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
     TpacketConfig, TxMode, TxSide,

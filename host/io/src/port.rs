@@ -109,6 +109,15 @@ pub trait TxSide {
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
         self.queue_with(port, frame.len(), &mut |b| b.copy_from_slice(frame))
     }
+
+    /// Say what the frames queued from now on (until the next call, or the end of the poll
+    /// that lent this side) were made from: the capture time `ts_ns` (ns since the Unix epoch)
+    /// of the received frame, and a note about it (`wasp replay`: the packet's verdict line).
+    /// A capture port ([`crate::PcapGroup`]) writes them with each frame (its timestamp; the
+    /// note as its pcapng comment); live ports ignore them (the default).
+    fn describe(&mut self, ts_ns: u64, note: &str) {
+        let _ = (ts_ns, note);
+    }
 }
 
 /// Every device one worker serves. Implemented by [`crate::AfPacketGroup`],

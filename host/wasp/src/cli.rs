@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use wasp_io::capture::Format;
+
 use crate::error::Error;
 use crate::progress::Progress;
 use crate::replay::{Input, ReplayOptions, replay};
@@ -25,7 +27,9 @@ pub struct Cli {
 pub enum Command {
     /// Validate a ruleset (exit 0, or 1 with the error), optionally print it back.
     Check(CheckArgs),
-    /// Run captures through a ruleset: verdicts, accepted/dropped pcaps, trace, summary.
+    /// Run captures through a ruleset: verdicts, accepted/dropped/tx-DEV captures (pcap or
+    /// pcapng), trace, summary. Captures are read as streams (any size; `--in -` reads
+    /// standard input); a bad one is refused naming its file and byte offset.
     Replay(ReplayArgs),
     /// The daemon: open the ruleset's devices, run workers, answer the control socket.
     Run(crate::daemon::RunArgs),
@@ -56,7 +60,8 @@ pub struct ReplayArgs {
     /// The ruleset file.
     #[arg(long, requires = "inputs")]
     pub ruleset: Option<PathBuf>,
-    /// A capture (pcap or pcapng, Ethernet); repeat for several, read in order.
+    /// A capture (pcap or pcapng, Ethernet; `-`: standard input), read as a stream; repeat
+    /// for several, read in order.
     #[arg(long = "in", value_name = "CAPTURE", requires = "ruleset")]
     pub inputs: Vec<PathBuf>,
     /// Device the packets enter on (default: the first ingress base chain's device); a pcapng
@@ -64,9 +69,15 @@ pub struct ReplayArgs {
     /// there instead.
     #[arg(long)]
     pub in_dev: Option<String>,
-    /// Directory for accepted.pcap and dropped.pcap (default: out/, or the sample's out dir).
+    /// Directory for the output captures: accepted and dropped, and tx-DEV for each device
+    /// frames are sent on (default: out/, or the sample's out dir).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Format of the output captures (`accepted.pcap`, or `.pcapng`): pcapng files get one
+    /// interface per device and, as each frame's comment, the verdict line of its packet.
+    /// Default: pcapng when the first input is a pcapng, pcap otherwise.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<FormatArg>,
     /// Write one line per packet: `<index> <accept|drop> <table> <chain> <handle|policy>`.
     #[arg(long, value_name = "FILE")]
     pub verdicts: Option<PathBuf>,
@@ -86,9 +97,18 @@ pub struct ReplayArgs {
     #[arg(long = "swap", value_name = "NAME=PATH@N")]
     pub swaps: Vec<crate::plugins::SwapSpec>,
     /// A gateway file (devices, addresses, routes, neighbours): accepted packets are routed,
-    /// and the frames sent go to tx-DEV.pcap (instead of the sample's `gateway`).
+    /// and the frames sent go to the tx-DEV captures (instead of the sample's `gateway`).
     #[arg(long, value_name = "FILE")]
     pub gateway: Option<PathBuf>,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Classic pcap (`.pcap`).
+    Pcap,
+    /// pcapng (`.pcapng`).
+    Pcapng,
 }
 
 impl ReplayArgs {
@@ -126,6 +146,12 @@ impl ReplayArgs {
             return Err(Error::Output {
                 path: dir.clone(),
                 message: "exists and is not a directory (the output directory receives accepted.pcap and dropped.pcap)".to_string(),
+            });
+        }
+        if let Some(f) = self.format {
+            opts.format = Some(match f {
+                FormatArg::Pcap => Format::Pcap,
+                FormatArg::Pcapng => Format::PcapNg,
             });
         }
         opts.verdicts.clone_from(&self.verdicts);

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::capture::CaptureError;
 use crate::sample::SampleError;
+use wasp_io::capture::CaptureError;
 
 /// Why a `wasp` command could not do its job.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

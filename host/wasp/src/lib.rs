@@ -5,10 +5,13 @@
 //!
 //! - [`datapath`]: the one loop of a worker, the same for `wasp run` and `wasp replay`: a
 //!   vector of frames through the ingress hook and the way out, into an [`datapath::Exit`].
+//! - [`port_exit`]: the port side of that loop's exit, shared by both: frames queued on the
+//!   port of their device, each packet's end counted.
 //! - [`check::check`]: parse, compile and optionally print a ruleset.
 //! - [`replay::replay`]: captures through a ruleset ([`replay::ReplayOptions`]), giving a
 //!   [`summary::Summary`], `accepted.pcap`/`dropped.pcap`, verdict lines and a trace.
-//! - [`capture`]: pcap/pcapng reading (faults name file and byte offset) and pcap writing.
+//! - captures are read and written by `wasp_io::capture` (streamed pcap/pcapng; faults name
+//!   file and byte offset); `wasp replay`'s ports are `wasp_io::PcapGroup`'s.
 //! - [`sample`]: the `sample.toml` of a sample directory.
 //! - [`plugins`]: the ruleset's plugins in a replay (loading, configuration, `--swap`).
 //! - [`hooks`]: the base chains `wasp replay` does not run (it runs netdev ingress only).
@@ -17,7 +20,6 @@
 //! - [`ctl`]: `wasp ctl`, the control socket's command line.
 #![forbid(unsafe_code)]
 
-pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod ctl;
@@ -27,6 +29,7 @@ pub mod error;
 pub mod hooks;
 pub mod names;
 pub mod plugins;
+pub mod port_exit;
 pub mod progress;
 pub mod replay;
 pub mod sample;

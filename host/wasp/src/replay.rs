@@ -2,15 +2,18 @@
 //!
 //! Replay is a daemon worker whose ports are capture files: the same bundle
 //! ([`crate::datapath::build`]) and the same loop ([`crate::datapath::Datapath::vector`]) as
-//! `wasp run`'s workers, with the capture's clock and an exit that writes files. Each input's
-//! frames are read in file order and go to the data path in vectors of up to [`MAX_VECTOR`]
-//! packets entering on their device, at the capture time of the vector's first packet
+//! `wasp run`'s workers, over a port group ([`PcapGroup`]: one port per device, the inputs
+//! read as streams, what is sent on a port written to its `tx-DEV` capture), leaving through
+//! the same port side ([`PortExit`]). What replay adds: the capture's clock, the accepted and
+//! dropped captures, the verdict lines, the trace and the [`Summary`]. The inputs are read in
+//! the order given, each in file order; one poll of the group is one vector of up to
+//! [`MAX_VECTOR`] packets entering on one device, run at the capture time of its first packet
 //! (`now_ns`; capture timestamps are the clock of a replay, DESIGN section 2). A vector never
 //! spans two inputs, nor two devices.
 //!
 //! Devices: every packet enters on the input device ([`ReplayOptions::in_dev`], `--in-dev`,
 //! `in-dev` in `sample.toml`; by default the device of the first netdev ingress base chain),
-//! except a packet of a pcapng interface whose `if_name` ([`Frame::interface`]) is a device
+//! except a packet of a pcapng interface whose `if_name` ([`wasp_io::capture::Frame::interface`]) is a device
 //! wasp knows, a device of the gateway file or of a netdev ingress base chain: it enters on
 //! that device (its `meta iifname`, the base chains it runs, where the gateway routes it from),
 //! as it did where the capture was taken (`dumpcap -i trunk0 -i lan0`). An interface without a
@@ -22,6 +25,15 @@
 //! in the order of its first packet, each naming it; with a single device the output is as
 //! before. Results: `accepted.pcap` / `dropped.pcap` (same timestamps and
 //! original lengths as the input), the verdict lines, the trace, and a [`Summary`].
+//!
+//! Captures are read and written by `wasp_io::capture`: each input as a stream (`-` is standard
+//! input), in bounded memory whatever its size (`perf/RESULTS.md`: about 20 MiB for 4.5 M
+//! frames). A frame sent keeps the capture time of the packet it was made from
+//! (`TxSide::describe`), and a pcapng carries that packet's verdict line with it. The output captures are pcap or pcapng
+//! ([`ReplayOptions::format`], `--format`; by default the format of the first input), named
+//! `.pcap` or `.pcapng` after it. A pcapng output has one interface per device (the device a
+//! packet entered on in `accepted`/`dropped`, the device sent on in `tx-DEV`), and each frame
+//! carries as its comment the verdict line of its packet (see [`crate::verdicts`]).
 //!
 //! Plugins ([`crate::plugins`]) run on the same clock: before each vector the runtime's clock
 //! moves to the vector's capture time and fires the timers that fell due, so an idle timer
@@ -51,16 +63,23 @@ use std::path::{Path, PathBuf};
 
 use wasp_core::{Engine, FinalVerdict, MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
 use wasp_gateway::{Fate, Forwarder, Gateway, Send, SendKind};
+use wasp_io::capture::{
+    CaptureError, CaptureReader, CaptureWriter, Format, OutFrame, Source, TsResolution,
+};
+use wasp_io::{
+    Captured, Frame as PortFrame, IoError, PcapGroup, PcapInput, PcapOptions, PcapPort, PortGroup,
+    TxSide,
+};
 use wasp_plugin::HostConfig;
 use wasp_ruleset::model::Hook;
 
-use crate::capture::{Capture, CaptureError, CaptureWriter, Frame, TsResolution};
 use crate::datapath::{Clocks, Datapath, Exit, Shared, build};
 use crate::error::Error;
 use crate::names::{BaseChainRef, Names};
 use crate::plugins::{
     PluginCache, REPLAY_DEADLINE_TICKS, ReplayPlugins, RuntimeCounters, SwapSpec,
 };
+use crate::port_exit::PortExit;
 use crate::progress::Progress;
 use crate::sample::Sample;
 use crate::summary::{
@@ -69,20 +88,28 @@ use crate::summary::{
     SetCounterSummary, Summary,
 };
 use crate::trace::{Collector, format_packet_trace};
-use crate::verdicts::VerdictWriter;
+use crate::verdicts::{self, VerdictWriter};
 
 /// With plugins, the most capture time one vector spans (1 ms): their clock moves (and their
 /// timers fire) before each vector, so a timer fires at most this late on the packet clock.
 pub const TIME_STEP_NS: u64 = 1_000_000;
 
-/// File name of the accepted packets in the output directory.
-pub const ACCEPTED_FILE: &str = "accepted.pcap";
-/// File name of the dropped packets in the output directory.
-pub const DROPPED_FILE: &str = "dropped.pcap";
+/// File name of the accepted packets in the output directory: `accepted.pcap` or
+/// `accepted.pcapng`.
+pub fn accepted_file(format: Format) -> String {
+    format!("accepted.{}", format.name())
+}
 
-/// File name of the frames sent on device `dev` in the output directory: `tx-DEV.pcap`.
-pub fn tx_file(dev: &str) -> String {
-    format!("tx-{dev}.pcap")
+/// File name of the dropped packets in the output directory: `dropped.pcap` or
+/// `dropped.pcapng`.
+pub fn dropped_file(format: Format) -> String {
+    format!("dropped.{}", format.name())
+}
+
+/// File name of the frames sent on device `dev` in the output directory: `tx-DEV.pcap` or
+/// `tx-DEV.pcapng`.
+pub fn tx_file(dev: &str, format: Format) -> String {
+    format!("tx-{dev}.{}", format.name())
 }
 
 /// One capture to read.
@@ -130,6 +157,9 @@ pub struct ReplayOptions {
     /// The gateway file (devices, addresses, routes, neighbours; see
     /// [`wasp_gateway::Gateway::parse`]): accepted packets are routed.
     pub gateway: Option<PathBuf>,
+    /// Format of the output captures; `None`: pcapng when the first input is a pcapng, pcap
+    /// otherwise.
+    pub format: Option<Format>,
 }
 
 impl ReplayOptions {
@@ -152,6 +182,7 @@ impl ReplayOptions {
             trace: false,
             swaps: sample.swaps.clone(),
             gateway: sample.gateway.clone(),
+            format: None,
         }
     }
 }
@@ -219,20 +250,55 @@ impl ChainCounts {
     }
 }
 
-/// Output files of a run.
+/// One output capture and, in pcapng, the devices its interfaces describe (added at the first
+/// frame of each).
+struct OutCapture {
+    w: CaptureWriter<BufWriter<File>>,
+    devices: Vec<String>,
+}
+
+impl OutCapture {
+    fn create(path: &Path, format: Format, resolution: TsResolution) -> Result<Self, Error> {
+        Ok(OutCapture {
+            w: CaptureWriter::create(path, format, resolution)?,
+            devices: Vec::new(),
+        })
+    }
+
+    /// Append `frame`, which entered on (or leaves by) `dev`.
+    fn write(&mut self, dev: &str, frame: OutFrame<'_>) -> Result<(), Error> {
+        let interface = match self.devices.iter().position(|d| d == dev) {
+            Some(i) => i as u32,
+            None => {
+                self.devices.push(dev.to_string());
+                self.w.add_interface(dev)?
+            }
+        };
+        self.w.write(&OutFrame { interface, ..frame })?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        self.w.finish()?;
+        Ok(())
+    }
+}
+
+/// Output files of a run that are not ports' (those are the [`PcapGroup`]'s `tx-DEV`): what
+/// was delivered and what was dropped, and the verdict lines.
 struct Outputs {
     dir: Option<PathBuf>,
-    accepted: Option<CaptureWriter>,
-    dropped: Option<CaptureWriter>,
-    /// `tx-DEV.pcap` by device, created at the first frame sent there (the others at the end).
-    tx: BTreeMap<String, CaptureWriter>,
-    /// The resolution of the first frame (for the `tx-DEV.pcap` made at the end).
+    /// The format of the output captures.
+    format: Format,
+    accepted: Option<OutCapture>,
+    dropped: Option<OutCapture>,
+    /// The resolution of the first frame.
     resolution: Option<TsResolution>,
     verdicts: Option<(PathBuf, VerdictWriter<BufWriter<File>>)>,
 }
 
 impl Outputs {
-    fn open(opts: &ReplayOptions) -> Result<Self, Error> {
+    fn open(opts: &ReplayOptions, format: Format) -> Result<Self, Error> {
         if let Some(dir) = &opts.out_dir {
             std::fs::create_dir_all(dir).map_err(|e| Error::Output {
                 path: dir.clone(),
@@ -251,83 +317,72 @@ impl Outputs {
         };
         Ok(Outputs {
             dir: opts.out_dir.clone(),
+            format,
             accepted: None,
             dropped: None,
-            tx: BTreeMap::new(),
             resolution: None,
             verdicts,
         })
     }
 
-    /// Create the two pcaps (at the first packet, with its timestamp resolution).
-    fn ensure_pcaps(&mut self, resolution: TsResolution) -> Result<(), Error> {
+    /// Whether the frames written carry their verdict lines (pcapng comments).
+    fn comments(&self) -> bool {
+        self.dir.is_some() && self.format == Format::PcapNg
+    }
+
+    /// Create the accepted and dropped captures (at the first packet, with its timestamp
+    /// resolution).
+    fn ensure_captures(&mut self, resolution: TsResolution) -> Result<(), Error> {
         self.resolution.get_or_insert(resolution);
         let Some(dir) = &self.dir else { return Ok(()) };
         if self.accepted.is_none() {
-            self.accepted = Some(CaptureWriter::create(&dir.join(ACCEPTED_FILE), resolution)?);
-            self.dropped = Some(CaptureWriter::create(&dir.join(DROPPED_FILE), resolution)?);
+            let f = self.format;
+            self.accepted = Some(OutCapture::create(
+                &dir.join(accepted_file(f)),
+                f,
+                resolution,
+            )?);
+            self.dropped = Some(OutCapture::create(
+                &dir.join(dropped_file(f)),
+                f,
+                resolution,
+            )?);
         }
         Ok(())
     }
 
-    /// Write a frame sent on `dev` to `tx-DEV.pcap`.
-    fn write_tx(&mut self, dev: &str, frame: &Frame<'_>) -> Result<(), Error> {
-        self.ensure_pcaps(frame.resolution)?;
-        let Some(dir) = &self.dir else { return Ok(()) };
-        if !self.tx.contains_key(dev) {
-            let w = CaptureWriter::create(&dir.join(tx_file(dev)), frame.resolution)?;
-            self.tx.insert(dev.to_string(), w);
-        }
-        if let Some(w) = self.tx.get_mut(dev) {
-            w.write(frame)?;
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, frame: &Frame<'_>, verdict: FinalVerdict) -> Result<(), Error> {
-        self.ensure_pcaps(frame.resolution)?;
+    /// Write a packet that entered on `dev` to the accepted or the dropped capture.
+    fn write(
+        &mut self,
+        dev: &str,
+        resolution: TsResolution,
+        frame: OutFrame<'_>,
+        verdict: FinalVerdict,
+    ) -> Result<(), Error> {
+        self.ensure_captures(resolution)?;
         let w = match verdict {
             FinalVerdict::Accept => self.accepted.as_mut(),
             FinalVerdict::Drop => self.dropped.as_mut(),
         };
         if let Some(w) = w {
-            w.write(frame)?;
+            w.write(dev, frame)?;
         }
         Ok(())
     }
 
-    fn verdict(
-        &mut self,
-        index: u64,
-        outcome: &Outcome,
-        names: &Names,
-        iif: Option<&str>,
-    ) -> Result<(), Error> {
+    fn verdict(&mut self, line: &str) -> Result<(), Error> {
         if let Some((path, w)) = &mut self.verdicts {
-            w.write_on(index, outcome, names, iif)
-                .map_err(|e| Error::Output {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
+            w.write_line(line).map_err(|e| Error::Output {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
         }
         Ok(())
     }
 
-    /// Flush everything; `devices` get a `tx-DEV.pcap` even when nothing was sent there.
-    fn finish(mut self, devices: &[String]) -> Result<(), Error> {
-        self.ensure_pcaps(TsResolution::Micro)?;
-        if let Some(dir) = &self.dir {
-            let res = self.resolution.unwrap_or(TsResolution::Micro);
-            for d in devices {
-                if !self.tx.contains_key(d) {
-                    let w = CaptureWriter::create(&dir.join(tx_file(d)), res)?;
-                    self.tx.insert(d.clone(), w);
-                }
-            }
-        }
-        for (_, w) in std::mem::take(&mut self.tx) {
-            w.finish()?;
-        }
+    /// Flush everything (the accepted and dropped captures exist even without packets).
+    fn finish(mut self) -> Result<(), Error> {
+        self.ensure_captures(TsResolution::Micro)?;
         if let Some(w) = self.accepted.take() {
             w.finish()?;
         }
@@ -350,12 +405,11 @@ struct Run<'o> {
     dp: Datapath,
     /// What the vectors' results are written into.
     rec: Record<'o>,
-    /// The devices packets entered on: the default input device first, then each device a
+    /// The ports' names (devices), by port index; port 0 is the default input device.
+    ports: Vec<String>,
+    /// The ports packets entered on: the default input device first, then each device a
     /// pcapng interface name chose, in the order of their first packet.
-    devs: Vec<String>,
-    /// The devices wasp knows (the gateway file's and those of netdev ingress base chains),
-    /// sorted: a pcapng interface name among them overrides the default device.
-    known: Vec<String>,
+    devs: Vec<usize>,
     /// The ruleset asks for forwarding (`fwd`, `dup`, `reject`) or a gateway file is given:
     /// the summary reports the way out.
     forwarding: bool,
@@ -366,6 +420,10 @@ struct Run<'o> {
     /// The latest capture time seen (ns), and notes of inputs that start before it.
     clock_ns: u64,
     clock_notes: Vec<String>,
+    /// Counts by input of the port group.
+    inputs: Vec<InputSummary>,
+    /// The input of the last frame seen.
+    last_input: Option<usize>,
 }
 
 /// A frame of the vector in flight, as the capture gave it (what its outputs keep).
@@ -374,28 +432,23 @@ struct InFrame {
     ts_ns: u64,
     len: usize,
     orig_len: u32,
-    offset: u64,
     resolution: TsResolution,
 }
 
 impl InFrame {
     /// The output frame of `data` made from this one: the same timestamp; the original
     /// length grown or shrunk by what the walk's edits did to the captured length.
-    fn out<'d>(&self, data: &'d [u8]) -> Frame<'d> {
+    fn out<'d>(&self, data: &'d [u8]) -> OutFrame<'d> {
         let grown = data.len() as i64 - self.len as i64;
-        Frame {
-            ts_ns: self.ts_ns,
-            data,
+        OutFrame {
             orig_len: (i64::from(self.orig_len) + grown).max(0) as u32,
-            offset: self.offset,
-            resolution: self.resolution,
-            interface: None,
+            ..OutFrame::new(self.ts_ns, data)
         }
     }
 }
 
-/// Where replay writes a vector's results ([`Exit`]): the output captures, the verdict
-/// lines, the trace, the summary's counts.
+/// What replay writes of a vector's results: the accepted and dropped captures, the verdict
+/// lines, the trace, the summary's counts. (What leaves goes to the ports: [`ReplayExit`].)
 struct Record<'o> {
     names: Names,
     trace: Option<&'o mut dyn Write>,
@@ -416,6 +469,10 @@ struct Record<'o> {
     input: InputSummary,
     /// The first output error of the vector (the run stops there).
     err: Option<Error>,
+    /// What the packet in flight sends, queued once its verdict line is known.
+    sends: Vec<Send>,
+    /// The verdict line of the packet in flight (reused).
+    line: String,
 }
 
 impl Record<'_> {
@@ -424,36 +481,27 @@ impl Record<'_> {
             self.err.get_or_insert(e);
         }
     }
-}
-
-impl Exit for Record<'_> {
-    /// Trace events only when a trace is printed: the summary's counts come from the
-    /// outcomes and the engine's per-base-chain statistics.
-    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
-        match self.trace {
-            Some(_) => Some(&mut self.collector),
-            None => None,
-        }
-    }
 
     /// On standard error, in the order they ran, as the kernel log would show them.
-    fn log(&mut self, lines: Vec<String>, _: u64) {
+    fn log(lines: &[String]) {
         let mut err = std::io::stderr().lock();
-        for line in &lines {
+        for line in lines {
             let _ = writeln!(err, "{line}");
         }
     }
 
-    fn send(&mut self, i: usize, s: &Send, frame: &[u8]) {
-        let bytes = s.frame(frame);
-        // A frame made on the way out is whole: its original length is its length.
-        let mut out = self.frames[i].out(&bytes);
-        out.orig_len = bytes.len() as u32;
-        let r = self.outputs.write_tx(&s.dev, &out);
-        self.check(r);
-    }
-
-    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
+    /// Packet `i` is done: its counts, its verdict line, what it sends (queued on `port`,
+    /// stamped with its capture time and its verdict line), its frame in the accepted or
+    /// dropped capture, its trace.
+    fn done(
+        &mut self,
+        i: usize,
+        p: &Packet<'_>,
+        outcome: &Outcome,
+        frame: &[u8],
+        fate: Fate,
+        port: &mut PortExit<'_>,
+    ) {
         if i == 0 && self.trace.is_some() {
             self.walks = self.collector.take_by_packet(self.frames.len());
             // `log` lines from the trace's events, in packet order.
@@ -466,9 +514,7 @@ impl Exit for Record<'_> {
                     _ => None,
                 })
                 .collect();
-            if !lines.is_empty() {
-                self.log(lines, 0);
-            }
+            Record::log(&lines);
         }
         self.index += 1;
         self.summary.packets += 1;
@@ -499,18 +545,42 @@ impl Exit for Record<'_> {
                 *self.decisions.entry(key).or_default() += 1;
             }
         }
-        // accepted.pcap: what is delivered to the host side; dropped.pcap: what the ingress
-        // hook dropped and what was lost on the way out.
-        let f = self.frames[i].out(frame);
+        // The verdict line: the `--verdicts` file's, and the comment of every frame written
+        // for the packet in a pcapng.
+        let iif = self.named_dev.then_some(self.dev.as_str());
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        if self.outputs.verdicts.is_some() || self.outputs.comments() {
+            verdicts::write_line(&mut line, self.index, outcome, &self.names, iif);
+        }
+        let f = self.frames[i];
+        // What leaves: on its port, at the packet's capture time.
+        for s in self.sends.drain(..) {
+            port.tx().describe(f.ts_ns, &line);
+            port.send(&s, frame);
+        }
+        port.done(fate);
+        // accepted: what is delivered to the host side; dropped: what the ingress hook
+        // dropped and what was lost on the way out.
+        let comment = self.outputs.comments().then_some(line.as_str());
+        let out = OutFrame {
+            comment,
+            ..f.out(frame)
+        };
         let r = match fate {
-            Fate::Local => self.outputs.write(&f, FinalVerdict::Accept),
-            Fate::Dropped(_) => self.outputs.write(&f, FinalVerdict::Drop),
+            Fate::Local => self
+                .outputs
+                .write(&self.dev, f.resolution, out, FinalVerdict::Accept),
+            Fate::Dropped(_) => {
+                self.outputs
+                    .write(&self.dev, f.resolution, out, FinalVerdict::Drop)
+            }
             Fate::Sent | Fate::Replied => Ok(()),
         };
         self.check(r);
-        let iif = self.named_dev.then_some(self.dev.as_str());
-        let r = self.outputs.verdict(self.index, outcome, &self.names, iif);
+        let r = self.outputs.verdict(&line);
         self.check(r);
+        self.line = line;
         if let Some(t) = self.trace.as_mut() {
             let text = format_packet_trace(
                 self.index,
@@ -530,58 +600,98 @@ impl Exit for Record<'_> {
     }
 }
 
-impl Run<'_> {
-    /// The index in `devs` of the device a frame enters on: its pcapng interface's name when
-    /// wasp knows that device, the default input device (index 0) otherwise. Allocates only
-    /// at the first packet of a device.
-    fn device_of(&mut self, interface: Option<&str>) -> usize {
-        let Some(name) = interface else { return 0 };
-        if let Some(i) = self.devs.iter().position(|d| d == name) {
-            return i;
+/// Replay's [`Exit`]: the ports' (shared with the daemon's worker: [`PortExit`]) and
+/// replay's own record.
+struct ReplayExit<'r, 'o, 'p> {
+    rec: &'r mut Record<'o>,
+    port: PortExit<'p>,
+}
+
+impl Exit for ReplayExit<'_, '_, '_> {
+    /// Trace events only when a trace is printed: the summary's counts come from the
+    /// outcomes and the engine's per-base-chain statistics.
+    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+        match self.rec.trace {
+            Some(_) => Some(&mut self.rec.collector),
+            None => None,
         }
-        if self
-            .known
-            .binary_search_by(|k| k.as_str().cmp(name))
-            .is_ok()
-        {
-            self.devs.push(name.to_string());
-            return self.devs.len() - 1;
-        }
-        0
     }
 
-    /// Classify one vector of frames from one input, all entering on device `devs[dev_ix]`,
-    /// through the data path at the capture time of its first frame, and record every
-    /// result.
+    fn log(&mut self, lines: Vec<String>, _: u64) {
+        Record::log(&lines);
+    }
+
+    /// Kept until the packet is done: a frame sent carries its packet's verdict line.
+    fn send(&mut self, _: usize, s: &Send, _: &[u8]) {
+        self.rec.sends.push(s.clone());
+    }
+
+    fn done(&mut self, i: usize, p: &Packet<'_>, outcome: &Outcome, frame: &[u8], fate: Fate) {
+        self.rec.done(i, p, outcome, frame, fate, &mut self.port);
+    }
+}
+
+impl Run<'_> {
+    /// Classify one poll of the port group (frames of one input entering on one port, see
+    /// [`PcapGroup`]) as one vector through the data path at the capture time of its first
+    /// frame, and record every result; what leaves is queued on `tx`.
     fn vector(
         &mut self,
-        frames: &[Frame<'_>],
-        dev_ix: usize,
-        input: &mut InputSummary,
+        frames: &[PortFrame<'_>],
+        caps: &[Captured],
+        tx: &mut dyn TxSide,
     ) -> Result<(), Error> {
-        if frames.is_empty() {
+        let (Some(first), Some(f0)) = (caps.first(), frames.first()) else {
             return Ok(());
+        };
+        if self.last_input != Some(first.input) {
+            self.last_input = Some(first.input);
+            if first.ts_ns < self.clock_ns && self.dp.forwarder.netfilter().is_some() {
+                // The packet clock drives conntrack's and the flowtables' timeouts.
+                let path = self.inputs[first.input].path.clone();
+                self.clock_notes.push(format!(
+                    "{path} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
+                    (self.clock_ns - first.ts_ns) as f64 / 1e9
+                ));
+            }
         }
-        let now = frames[0].ts_ns;
+        for c in caps {
+            self.clock_ns = self.clock_ns.max(c.ts_ns);
+        }
+        let port = f0.port;
+        if !self.devs.contains(&port) {
+            self.devs.push(port);
+        }
+        let now = first.ts_ns;
         let rec = &mut self.rec;
         rec.summary.start_ns.get_or_insert(now);
         if let Some(p) = self.plugins.as_mut() {
             p.note_time(now);
         }
         rec.frames.clear();
-        rec.frames.extend(frames.iter().map(|f| InFrame {
-            ts_ns: f.ts_ns,
-            len: f.data.len(),
-            orig_len: f.orig_len,
-            offset: f.offset,
-            resolution: f.resolution,
-        }));
-        rec.dev.clone_from(&self.devs[dev_ix]);
+        rec.frames
+            .extend(frames.iter().zip(caps).map(|(f, c)| InFrame {
+                ts_ns: c.ts_ns,
+                len: f.data.len(),
+                orig_len: c.orig_len,
+                resolution: c.resolution,
+            }));
+        rec.dev.clone_from(&self.ports[port]);
         // Verdict lines name the device only when it is not the default one.
-        rec.named_dev = dev_ix != 0;
+        rec.named_dev = port != 0;
         rec.input = InputSummary::default();
-        self.dp
-            .vector(&self.devs[dev_ix], frames.iter().map(|f| f.data), now, rec);
+        let mut exit = ReplayExit {
+            rec,
+            port: PortExit::new(tx, &self.ports),
+        };
+        self.dp.vector(
+            &self.ports[port],
+            frames.iter().map(|f| f.data),
+            now,
+            &mut exit,
+        );
+        let rec = &mut self.rec;
+        let input = &mut self.inputs[first.input];
         input.packets += rec.input.packets;
         input.malformed += rec.input.malformed;
         input.accepted += rec.input.accepted;
@@ -599,87 +709,16 @@ impl Run<'_> {
             None => Ok(()),
         }
     }
+}
 
-    /// Read one capture to its end or its first fault.
-    fn input(
-        &mut self,
-        cap: &Capture,
-        input: &mut InputSummary,
-        progress: &mut Progress,
-    ) -> Result<Option<CaptureError>, Error> {
-        let mut frames = match cap.frames() {
-            Ok(f) => f,
-            Err(e) => return Ok(Some(e)),
-        };
-        input.format = Some(frames.format());
-        let mut batch: Vec<Frame<'_>> = Vec::with_capacity(MAX_VECTOR);
-        // The device of the frames in `batch` (a vector enters on one device).
-        let mut batch_dev = 0;
-        let mut fault = None;
-        let mut done_bytes = 0;
-        loop {
-            match frames.next() {
-                Some(Ok(f)) => {
-                    if input.packets == 0
-                        && batch.is_empty()
-                        && f.ts_ns < self.clock_ns
-                        && self.dp.forwarder.netfilter().is_some()
-                    {
-                        // The packet clock drives conntrack's and the flowtables' timeouts.
-                        self.clock_notes.push(format!(
-                            "{} starts {:.3} s before the previous input's last packet: the packet clock goes back (conntrack and flowtable timeouts)",
-                            cap.path().display(),
-                            (self.clock_ns - f.ts_ns) as f64 / 1e9
-                        ));
-                    }
-                    self.clock_ns = self.clock_ns.max(f.ts_ns);
-                    // A vector enters on one device: cut it where the device changes.
-                    let dev = self.device_of(f.interface);
-                    if dev != batch_dev && !batch.is_empty() {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                    }
-                    batch_dev = dev;
-                    // With plugins, a vector spans at most TIME_STEP_NS of capture time, so
-                    // that their timers fire (before each vector) close to when they fall due.
-                    if self.plugins.is_some()
-                        && batch
-                            .first()
-                            .is_some_and(|b| f.ts_ns.saturating_sub(b.ts_ns) > TIME_STEP_NS)
-                    {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                    }
-                    batch.push(f);
-                    // A swap cuts the vector after its packet.
-                    let at = self.rec.index + batch.len() as u64;
-                    let swap = self
-                        .plugins
-                        .as_ref()
-                        .and_then(ReplayPlugins::next_swap)
-                        .is_some_and(|n| n <= at);
-                    if batch.len() == MAX_VECTOR || swap {
-                        self.vector(&batch, batch_dev, input)?;
-                        batch.clear();
-                        if let (Some(p), Some(rt)) =
-                            (self.plugins.as_mut(), self.dp.runtime.as_mut())
-                        {
-                            p.apply_swaps(rt, self.rec.index);
-                        }
-                        progress.advance(frames.offset() - done_bytes);
-                        done_bytes = frames.offset();
-                    }
-                }
-                Some(Err(e)) => {
-                    fault = Some(e);
-                    break;
-                }
-                None => break,
-            }
-        }
-        self.vector(&batch, batch_dev, input)?;
-        progress.advance(cap.len_bytes().saturating_sub(done_bytes));
-        Ok(fault)
+/// A port group's error as the command's: the output capture it names.
+fn port_error(e: IoError) -> Error {
+    match e {
+        IoError::Pcap { path, msg } => Error::Output { path, message: msg },
+        other => Error::Output {
+            path: PathBuf::from("<ports>"),
+            message: other.to_string(),
+        },
     }
 }
 
@@ -696,7 +735,21 @@ pub fn replay(
     progress: &mut Progress,
 ) -> Result<Report, Error> {
     let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
-    let start_ns = first_timestamp(&opts.inputs).unwrap_or(0);
+    // The inputs, each opened at its turn; the first ones earlier, for the start of the clock
+    // and the output format.
+    let mut readers: Vec<Option<Opened>> = opts.inputs.iter().map(|_| None).collect();
+    let start_ns = first_timestamp(&opts.inputs, &mut readers).unwrap_or(0);
+    let format =
+        opts.format
+            .unwrap_or_else(|| match opts.inputs.first().filter(|i| is_present(i)) {
+                Some(first) => {
+                    match readers[0].get_or_insert_with(|| CaptureReader::open(&first.path)) {
+                        Ok(r) => r.format(),
+                        Err(_) => Format::Pcap,
+                    }
+                }
+                None => Format::Pcap,
+            });
     let mut names = Names::new(&ruleset);
     let mut notes = Vec::new();
     let dev = match (&opts.in_dev, names.first_ingress_device()) {
@@ -791,7 +844,7 @@ pub fn replay(
         ..Summary::default()
     };
     for input in &opts.inputs {
-        if input.path.exists() {
+        if is_present(input) {
             present.push(true);
         } else if input.required {
             return Err(Error::MissingCapture {
@@ -815,17 +868,59 @@ pub fn replay(
             .map(|m| m.len())
             .sum(),
     );
-    let known = {
-        let mut k: Vec<String> = names
-            .ingress_devices()
-            .into_iter()
-            .map(str::to_string)
-            .chain(tx_gateway_devices)
-            .collect();
-        k.sort();
-        k.dedup();
-        k
-    };
+    // The ports: the input device first, then the devices a pcapng interface may name (those
+    // of netdev ingress base chains and of the gateway file), then those only sent on. Each
+    // writes what is sent on it to `tx-DEV.pcap`; the devices of the gateway and the fwd/dup
+    // targets get theirs even when nothing was sent.
+    let known: Vec<String> = names
+        .ingress_devices()
+        .into_iter()
+        .map(str::to_string)
+        .chain(tx_gateway_devices)
+        .collect();
+    let mut port_names = vec![dev.clone()];
+    for d in known.iter().chain(&tx_devices) {
+        if !port_names.contains(d) {
+            port_names.push(d.clone());
+        }
+    }
+    let ports = port_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| PcapPort {
+            name: name.clone(),
+            named_input: i == 0 || known.contains(name),
+            output: opts.out_dir.as_ref().map(|d| d.join(tx_file(name, format))),
+            empty_output: forwarding && tx_devices.contains(name),
+        })
+        .collect();
+    // The inputs there are, in order, each entering on the input device unless its pcapng
+    // interface names another; those opened already are read on from where they are.
+    let mut group_inputs = Vec::new();
+    let mut input_summaries = Vec::new();
+    for ((input, here), reader) in opts.inputs.iter().zip(&present).zip(&mut readers) {
+        if *here {
+            group_inputs.push(PcapInput {
+                reader: reader.take(),
+                ..PcapInput::new(&input.path, 0)
+            });
+            input_summaries.push(InputSummary {
+                path: input.display.clone(),
+                ..InputSummary::default()
+            });
+        }
+    }
+    let mut group = PcapGroup::open(
+        ports,
+        group_inputs,
+        PcapOptions {
+            format: Some(format),
+            // With plugins, a vector spans at most TIME_STEP_NS of capture time, so that
+            // their timers fire (before each vector) close to when they fall due.
+            max_span_ns: plugins.is_some().then_some(TIME_STEP_NS),
+        },
+    )
+    .map_err(port_error)?;
     let mut dp = Datapath::new(bundle, Forwarder::new(gateway));
     if let (Some(p), Some(rt)) = (plugins.as_mut(), dp.runtime.as_mut()) {
         // `@0`: before the first packet.
@@ -837,7 +932,7 @@ pub fn replay(
             names,
             trace: if opts.trace { trace_out } else { None },
             collector: Collector::default(),
-            outputs: Outputs::open(opts)?,
+            outputs: Outputs::open(opts, format)?,
             summary,
             index: 0,
             decisions: BTreeMap::new(),
@@ -847,40 +942,80 @@ pub fn replay(
             walks: Vec::new(),
             input: InputSummary::default(),
             err: None,
+            sends: Vec::new(),
+            line: String::new(),
         },
-        known,
-        devs: vec![dev],
+        ports: port_names,
+        devs: vec![0],
         forwarding,
         plugins,
         events: Vec::new(),
         clock_ns: 0,
         clock_notes: Vec::new(),
+        inputs: input_summaries,
+        last_input: None,
     };
-    let mut fault = None;
-    for (input, here) in opts.inputs.iter().zip(present) {
-        let mut s = InputSummary {
-            path: input.display.clone(),
-            ..InputSummary::default()
+    // The worker's loop, on the capture clock: one poll of the ports is one vector.
+    let mut done_bytes = 0;
+    loop {
+        // A swap cuts the vector after its packet.
+        let max = match run.plugins.as_ref().and_then(ReplayPlugins::next_swap) {
+            Some(n) => usize::try_from(n.saturating_sub(run.rec.index))
+                .unwrap_or(MAX_VECTOR)
+                .clamp(1, MAX_VECTOR),
+            None => MAX_VECTOR,
         };
-        if !here {
-            s.status = InputStatus::Skipped;
-            s.note = Some("not found".to_string());
-            run.rec.summary.inputs.push(s);
+        let mut err = None;
+        let n = group
+            .poll_captured(max, &mut |frames, caps, tx| {
+                if let Err(e) = run.vector(frames, caps, tx) {
+                    err.get_or_insert(e);
+                }
+            })
+            .map_err(port_error)?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        group.flush().map_err(port_error)?;
+        if n == 0 {
+            break;
+        }
+        if let (Some(p), Some(rt)) = (run.plugins.as_mut(), run.dp.runtime.as_mut()) {
+            p.apply_swaps(rt, run.rec.index);
+        }
+        let read = group.bytes_read();
+        progress.advance(read.saturating_sub(done_bytes));
+        done_bytes = read;
+    }
+    // Each input's summary, in the order given; the first fault is the run's (later captures
+    // were still read: a capture cut short by a killed tcpdump should not hide the ones after
+    // it).
+    let mut fault = None;
+    let mut states = group.inputs();
+    let mut counted = std::mem::take(&mut run.inputs).into_iter();
+    for (input, here) in opts.inputs.iter().zip(&present) {
+        if !*here {
+            run.rec.summary.inputs.push(InputSummary {
+                path: input.display.clone(),
+                status: InputStatus::Skipped,
+                note: Some("not found".to_string()),
+                ..InputSummary::default()
+            });
             continue;
         }
-        let f = match Capture::open(&input.path) {
-            Ok(cap) => run.input(&cap, &mut s, progress)?,
-            Err(e) => Some(e),
+        let (Some(state), Some(mut s)) = (states.next(), counted.next()) else {
+            continue;
         };
-        if let Some(e) = f {
+        s.format = state.format;
+        if let Some(e) = &state.fault {
             s.status = InputStatus::Fault;
             s.note = Some(e.to_string());
-            // The first fault is the run's; later captures are still read (a capture cut
-            // short by a killed tcpdump should not hide the ones after it).
-            fault.get_or_insert(e);
+            fault.get_or_insert(e.clone());
         }
         run.rec.summary.inputs.push(s);
     }
+    drop(states);
+    group.close().map_err(port_error)?;
     progress.finish();
     notes.append(&mut run.clock_notes);
     let mut conntrack = Vec::new();
@@ -943,7 +1078,7 @@ pub fn replay(
     summary = run.rec.summary;
     // The ingress chains of the default device, then those of every other device packets
     // entered on (in the order of their first packet), each row naming its device.
-    for (i, dev) in run.devs.iter().enumerate() {
+    for (i, dev) in run.devs.iter().map(|&p| &run.ports[p]).enumerate() {
         let mut chains = ChainCounts::new(&run.rec.names, dev);
         chains.fill(&run.dp.engine, Hook::Ingress, dev);
         summary
@@ -1041,9 +1176,7 @@ pub fn replay(
         .then(|| forward_summary(&run.dp.forwarder, opts.gateway.as_deref()));
     let mut listed = ruleset.clone();
     run.dp.engine.store_counters(&mut listed, src);
-    run.rec
-        .outputs
-        .finish(if forwarding { &tx_devices } else { &[] })?;
+    run.rec.outputs.finish()?;
     Ok(Report {
         summary,
         notes,
@@ -1090,14 +1223,30 @@ fn forward_summary(fw: &Forwarder, gateway: Option<&Path>) -> ForwardSummary {
     }
 }
 
+/// A capture opened, or why it could not be.
+type Opened = Result<CaptureReader<Source>, CaptureError>;
+
+/// Whether an input is there to be read: standard input (`-`) or an existing file.
+fn is_present(input: &Input) -> bool {
+    input.path == Path::new("-") || input.path.exists()
+}
+
 /// The capture time of the first frame of the first input that has one (the replay's clock
-/// starts there: plugins configured before the run arm their timers from it).
-fn first_timestamp(inputs: &[Input]) -> Option<u64> {
-    inputs.iter().find_map(|i| {
-        let cap = Capture::open(&i.path).ok()?;
-        let mut frames = cap.frames().ok()?;
-        frames.next()?.ok().map(|f| f.ts_ns)
-    })
+/// starts there: plugins configured before the run arm their timers from it). The inputs
+/// opened to find it are kept in `readers`, their first frame not taken.
+fn first_timestamp(inputs: &[Input], readers: &mut [Option<Opened>]) -> Option<u64> {
+    for (input, slot) in inputs.iter().zip(readers) {
+        if !is_present(input) {
+            continue;
+        }
+        let opened = slot.get_or_insert_with(|| CaptureReader::open(&input.path));
+        if let Ok(r) = opened
+            && let Some(Ok(f)) = r.peek_frame()
+        {
+            return Some(f.ts_ns);
+        }
+    }
+    None
 }
 
 /// Check that `path` is a sample directory (holds `sample.toml`).

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::capture::Format;
+use wasp_io::capture::Format;
 
 /// Counts of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -233,12 +233,21 @@ pub enum InputStatus {
     Fault,
 }
 
+/// `pcap`, `pcapng` or null.
+fn format_name<S: serde::Serializer>(f: &Option<Format>, s: S) -> Result<S::Ok, S::Error> {
+    match f {
+        Some(f) => s.serialize_str(f.name()),
+        None => s.serialize_none(),
+    }
+}
+
 /// Counts of one input file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct InputSummary {
     /// The path as given (command line or `sample.toml`).
     pub path: String,
-    /// Container format, when the file was opened.
+    /// Container format, when the file was opened (`pcap` or `pcapng` in JSON).
+    #[serde(serialize_with = "format_name")]
     pub format: Option<Format>,
     /// Read, skipped or stopped at a fault.
     pub status: InputStatus,

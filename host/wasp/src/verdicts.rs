@@ -12,22 +12,43 @@ use crate::names::Names;
 
 /// Format one verdict line (without its newline).
 pub fn verdict_line(index: u64, outcome: &Outcome, names: &Names) -> String {
+    let mut line = String::new();
+    write_line(&mut line, index, outcome, names, None);
+    line
+}
+
+/// Append the verdict line of packet `index` that entered on `iif` to `out` (without its
+/// newline): [`verdict_line`], then ` iif "DEV"` when `iif` is given. What the `--verdicts`
+/// file holds, and the comment of the packet's frames in a pcapng output.
+pub fn write_line(
+    out: &mut String,
+    index: u64,
+    outcome: &Outcome,
+    names: &Names,
+    iif: Option<&str>,
+) {
+    use std::fmt::Write as _;
     let verdict = match outcome.verdict {
         FinalVerdict::Accept => "accept",
         FinalVerdict::Drop => "drop",
     };
-    match outcome.decision {
-        None => format!("{index} {verdict} - - -"),
+    let _ = match outcome.decision {
+        None => write!(out, "{index} {verdict} - - -"),
         Some(d) => {
-            let by = d
-                .rule
-                .map_or_else(|| "policy".to_string(), |h| h.to_string());
-            format!(
-                "{index} {verdict} {} {} {by}",
+            let _ = write!(
+                out,
+                "{index} {verdict} {} {} ",
                 names.table(d.table),
                 names.chain(d.table, d.chain)
-            )
+            );
+            match d.rule {
+                Some(h) => write!(out, "{h}"),
+                None => write!(out, "policy"),
+            }
         }
+    };
+    if let Some(dev) = iif {
+        let _ = write!(out, " iif \"{dev}\"");
     }
 }
 
@@ -65,15 +86,18 @@ impl<W: Write> VerdictWriter<W> {
         names: &Names,
         iif: Option<&str>,
     ) -> io::Result<()> {
+        let mut line = String::new();
+        write_line(&mut line, index, outcome, names, iif);
+        self.write_line(&line)
+    }
+
+    /// Write one line made by [`write_line`] (the newline is added).
+    ///
+    /// # Errors
+    /// The writer's I/O error.
+    pub fn write_line(&mut self, line: &str) -> io::Result<()> {
         self.lines += 1;
-        match iif {
-            None => writeln!(self.out, "{}", verdict_line(index, outcome, names)),
-            Some(dev) => writeln!(
-                self.out,
-                "{} iif \"{dev}\"",
-                verdict_line(index, outcome, names)
-            ),
-        }
+        writeln!(self.out, "{line}")
     }
 
     /// Lines written so far.

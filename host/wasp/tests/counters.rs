@@ -41,7 +41,7 @@ const RULES: &str = "table netdev t {
 fn replay(dir: &Path, frames: &[(u64, Vec<u8>)], swaps: &[&str]) -> wasp::Report {
     std::fs::write(dir.join("r.nft"), RULES).unwrap();
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(dir.join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let opts = wasp::ReplayOptions {
         ruleset: dir.join("r.nft"),
         inputs: vec![wasp::Input::required(dir.join("c.pcap"))],
@@ -226,7 +226,7 @@ fn anonymous_set_element_counters_list_as_the_kernel_does() {
         sized(T0 + 3 * SEC, 3, 7),
     ];
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(dir.join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let opts = wasp::ReplayOptions {
         ruleset: dir.join("r.nft"),
         inputs: vec![wasp::Input::required(dir.join("c.pcap"))],

@@ -12,49 +12,80 @@ use std::time::Duration;
 use common::{eth, ipv4, tcp, udp};
 use wasp::daemon::events::EventBus;
 use wasp::daemon::mailbox::Mailbox;
-use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::{StatsSnapshot, WorkerStats};
 use wasp::daemon::worker::{Clock, Worker, WorkerLinks};
 use wasp_gateway::Forwarder;
+use wasp_io::{Frame, IoError, PortGroup, PortInfo, PortStats, TxSide};
 
 /// Frames by port index, shared between the test and the fake ports.
 type Queue = Arc<Mutex<VecDeque<(usize, Vec<u8>)>>>;
 /// Frames sent, by port index.
 type Sent = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
 
-/// Ports fed from a shared queue of (port, frame); sends recorded.
+/// A port group fed from a shared queue of (port, frame); sends recorded.
 struct MemPorts {
-    names: Vec<String>,
+    info: Vec<PortInfo>,
     rx: Queue,
     sent: Sent,
-    counts: Vec<PortCounts>,
+    counts: Vec<PortStats>,
+}
+
+impl MemPorts {
+    fn new(names: &[&str], rx: Queue, sent: Sent) -> Self {
+        MemPorts {
+            info: names
+                .iter()
+                .map(|n| PortInfo {
+                    name: n.to_string(),
+                    ifindex: 0,
+                    mac: [0; 6],
+                    mtu: 1500,
+                })
+                .collect(),
+            rx,
+            sent,
+            counts: vec![PortStats::default(); names.len()],
+        }
+    }
 }
 
 struct MemTx<'a>(&'a Mutex<Vec<(usize, Vec<u8>)>>, usize);
 
-impl TxQueue for MemTx<'_> {
-    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+impl TxSide for MemTx<'_> {
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         if port >= self.1 {
             return false;
         }
-        self.0.lock().unwrap().push((port, frame.to_vec()));
+        let mut frame = vec![0; len];
+        fill(&mut frame);
+        self.0.lock().unwrap().push((port, frame));
         true
     }
 }
 
-impl Ports for MemPorts {
-    fn names(&self) -> Vec<String> {
-        self.names.clone()
+impl PortGroup for MemPorts {
+    fn ports(&self) -> &[PortInfo] {
+        &self.info
     }
 
     fn poll(
         &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError> {
+        self.poll_tx(min, max, timeout, &mut |f, _| on_rx(f))
+    }
+
+    fn poll_tx(
+        &mut self,
         _min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-    ) -> Result<usize, String> {
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
         let batch: Vec<(usize, Vec<u8>)> = {
             let mut q = self.rx.lock().unwrap();
             let n = q.len().min(max);
@@ -68,20 +99,24 @@ impl Ports for MemPorts {
             self.counts[*p].rx_packets += 1;
             self.counts[*p].rx_bytes += f.len() as u64;
         }
-        let frames: Vec<RxFrame<'_>> = batch
+        let frames: Vec<Frame<'_>> = batch
             .iter()
-            .map(|(p, f)| RxFrame { port: *p, data: f })
+            .map(|(p, f)| Frame { port: *p, data: f })
             .collect();
-        let mut tx = MemTx(&self.sent, self.names.len());
+        let mut tx = MemTx(&self.sent, self.info.len());
         on_rx(&frames, &mut tx);
         Ok(frames.len())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        MemTx(&self.sent, self.info.len()).queue(port, frame)
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
         Ok(())
     }
 
-    fn counts(&self) -> Vec<PortCounts> {
+    fn stats(&self) -> Vec<PortStats> {
         self.counts.clone()
     }
 }
@@ -144,12 +179,7 @@ impl Rig {
             .zip(links)
             .enumerate()
             .map(|(i, (b, l))| {
-                let ports = MemPorts {
-                    names: vec!["veth0".into()],
-                    rx: rx.clone(),
-                    sent: sent.clone(),
-                    counts: vec![PortCounts::default()],
-                };
+                let ports = MemPorts::new(&["veth0"], rx.clone(), sent.clone());
                 std::thread::spawn(move || {
                     Worker::new(i, ports, b, Forwarder::new(None), l)
                         .run()
@@ -280,4 +310,82 @@ fn ruleset_change_keeps_counts_and_a_failing_one_changes_nothing() {
     let (r, g) = rig.daemon.ruleset().expect("ruleset");
     assert_eq!((g, rule_counts(&r)[0].0), (2, 10));
     rig.stop();
+}
+
+/// The daemon's worker over capture ports (the port group `wasp replay` drives): what it
+/// forwards is written to the output port's capture, and the worker's counts and the ports'
+/// agree. (The worker describes no frame it sends, as live ports need nothing: the group
+/// stamps them with the latest capture time of the poll; replay stamps each with its packet's.)
+#[test]
+fn the_worker_runs_over_capture_ports() {
+    use wasp_io::capture::{CaptureReader, CaptureWriter, Format, OutFrame, TsResolution};
+    use wasp_io::{PcapGroup, PcapInput, PcapOptions, PcapPort};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.pcap");
+    let out = tmp.path().join("tx-veth1.pcap");
+    let (s, d) = (ssh(), dns());
+    let mut w = CaptureWriter::create(&input, Format::Pcap, TsResolution::Micro).unwrap();
+    for (i, f) in [&s, &d, &d, &s].into_iter().enumerate() {
+        w.write(&OutFrame::new(1_000_000 * (i as u64 + 1), f))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let text = r#"
+table netdev filter {
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        tcp dport 22 counter drop
+        udp dport 53 counter fwd to "veth1"
+    }
+}
+"#;
+    let ruleset = wasp_ruleset::parse_str(text, "fwd.nft").expect("ruleset");
+    let links = vec![WorkerLinks {
+        mailbox: Arc::new(Mailbox::default()),
+        stats: Arc::new(WorkerStats::default()),
+        events: Arc::new(EventBus::default()),
+        stop: Arc::new(AtomicBool::new(false)),
+        clock: Clock::new(),
+    }];
+    let (daemon, bundles) = Daemon::new(
+        ruleset,
+        "fwd.nft".into(),
+        links.clone(),
+        links[0].events.clone(),
+        links[0].clock,
+    )
+    .expect("daemon");
+    let ports = PcapGroup::open(
+        vec![
+            PcapPort::input("veth0"),
+            PcapPort {
+                output: Some(out.clone()),
+                ..PcapPort::input("veth1")
+            },
+        ],
+        vec![PcapInput::new(&input, 0)],
+        PcapOptions::default(),
+    )
+    .unwrap();
+    let bundle = bundles.into_iter().next().unwrap();
+    let mut worker = Worker::new(0, ports, bundle, Forwarder::new(None), links[0].clone());
+    while !worker.ports().exhausted() {
+        worker.step(Duration::ZERO).unwrap();
+    }
+    let st = worker.ports().stats();
+    assert_eq!((st[0].rx_packets, st[1].tx_packets), (4, 2));
+    drop(worker);
+    let total = StatsSnapshot::sum(&daemon.stats());
+    assert_eq!(
+        (total.packets, total.transmitted, total.dropped()),
+        (4, 2, 2)
+    );
+    let mut r = CaptureReader::open(&out).unwrap();
+    let mut sent = Vec::new();
+    while let Some(f) = r.next_frame() {
+        let f = f.unwrap();
+        sent.push((f.ts_ns, f.data.to_vec()));
+    }
+    assert_eq!(sent, [(4_000_000, d.clone()), (4_000_000, d)]);
 }

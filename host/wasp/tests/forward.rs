@@ -114,7 +114,7 @@ fn replay(dir: &Path, gateway: Option<&str>) -> Result<wasp::Report, wasp::Error
     std::fs::write(dir.join("r.nft"), RULES).unwrap();
     let frames = frames();
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(dir.join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     if let Some(g) = gateway {
         std::fs::write(dir.join("gw.conf"), g).unwrap();
     }
@@ -247,7 +247,7 @@ fn no_forwarding_no_tx_files() {
     .unwrap();
     let frames = frames();
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(tmp.path().join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(tmp.path().join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let opts = wasp::ReplayOptions {
         ruleset: tmp.path().join("r.nft"),
         inputs: vec![wasp::Input::required(tmp.path().join("c.pcap"))],

@@ -10,9 +10,10 @@
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 
 use common::*;
-use wasp::capture::{pcap_bytes, write_pcapng};
+use common::{pcap_bytes, write_pcapng};
 use wasp_gateway::checksum;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -113,7 +114,8 @@ fn each_packet_enters_on_the_device_of_its_interface() {
     );
     let out = tmp.path().join("out");
     let input = frames();
-    let accepted: Vec<Vec<u8>> = read_frames(&out.join("accepted.pcap"))
+    // A pcapng input gives pcapng outputs.
+    let accepted: Vec<Vec<u8>> = read_frames(&out.join("accepted.pcapng"))
         .into_iter()
         .map(|(_, f)| f)
         .collect();
@@ -307,7 +309,7 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
     assert!(f.lost.is_empty(), "{:?}", f.lost);
     // The request from lan0 leaves on wan0, the reply from wan0 on lan0: next hop's MAC, the
     // device's MAC, TTL 63, the header checksum updated, the capture timestamp kept.
-    let wan = read_frames(&out.join("tx-wan0.pcap"));
+    let wan = read_frames(&out.join("tx-wan0.pcapng"));
     assert_eq!(wan.len(), 1);
     assert_eq!(wan[0].0, T0);
     assert_eq!(&wan[0].1[..12], &[SERVER, WAN0].concat()[..]);
@@ -316,7 +318,7 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
         (&[10, 0, 1, 2, 10, 0, 2, 2][..], 63)
     );
     assert_eq!(checksum::checksum(&wan[0].1[14..34]), 0);
-    let lan = read_frames(&out.join("tx-lan0.pcap"));
+    let lan = read_frames(&out.join("tx-lan0.pcapng"));
     assert_eq!(lan.len(), 1);
     assert_eq!(lan[0].0, T0 + 1_000);
     assert_eq!(&lan[0].1[..12], &[CLIENT, LAN0].concat()[..]);
@@ -326,6 +328,30 @@ fn the_gateway_routes_the_second_interfaces_packets_out_of_the_first_device() {
     );
     assert_eq!(checksum::checksum(&lan[0].1[14..34]), 0);
     assert_eq!(&lan[0].1[34..], &udp4(SERVER, WAN0, [0; 4], [0; 4])[34..]);
+    // Each frame sent carries the verdict line of the packet it came from, on the interface
+    // of the device it left by.
+    if Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("SKIPPED (tshark part): tshark not installed (apt-get install tshark)");
+        return;
+    }
+    let fields = |name: &str| {
+        let out = Command::new("tshark")
+            .args(["-r", out.join(name).to_str().unwrap(), "-T", "fields"])
+            .args(["-e", "frame.interface_name", "-e", "frame.comment"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(fields("tx-wan0.pcapng"), "wan0\t1 accept - - -\n");
+    assert_eq!(
+        fields("tx-lan0.pcapng"),
+        "lan0\t2 accept - - - iif \"wan0\"\n"
+    );
 }
 
 #[test]

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use wasp::capture::Capture;
 use wasp::progress::Progress;
+use wasp_io::capture::CaptureReader;
 
 fn is_root() -> bool {
     Command::new("id")
@@ -223,8 +223,8 @@ struct Wire {
 fn frames_of(captures: &[PathBuf], devs: &[&str]) -> Vec<Wire> {
     let mut out = Vec::new();
     for c in captures {
-        let cap = Capture::open(c).unwrap();
-        for f in cap.frames().unwrap() {
+        let mut r = CaptureReader::open(c).unwrap();
+        while let Some(f) = r.next_frame() {
             let f = f.unwrap();
             if !(14..=1514).contains(&f.data.len()) {
                 continue;
@@ -248,10 +248,9 @@ fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
     if !path.exists() {
         return Vec::new();
     }
-    let cap = Capture::open(path).unwrap();
-    cap.frames()
-        .unwrap()
-        .map(|f| f.unwrap().data.to_vec())
+    common::read_frames(path)
+        .into_iter()
+        .map(|(_, data)| data)
         .collect()
 }
 
@@ -312,7 +311,7 @@ fn one_path(
         .iter()
         .map(|w| (w.dev as u32, w.ts_ns, w.data.as_slice()))
         .collect();
-    wasp::capture::write_pcapng(&wire, devs, &blocks).unwrap();
+    common::write_pcapng(&wire, devs, &blocks).unwrap();
     // Replay.
     let mut opts = wasp::ReplayOptions {
         ruleset: ruleset.to_path_buf(),
@@ -335,7 +334,10 @@ fn one_path(
     drop(rig);
     // The same frames out of every port, byte for byte, in order.
     for d in devs {
-        let want = pcap_frames(&out.path().join(wasp::replay::tx_file(d)));
+        let want = pcap_frames(
+            &out.path()
+                .join(wasp::replay::tx_file(d, wasp_io::capture::Format::PcapNg)),
+        );
         let live = got.get(*d).cloned().unwrap_or_default();
         assert_eq!(
             live.len(),

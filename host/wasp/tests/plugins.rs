@@ -34,7 +34,7 @@ fn replay(
 ) -> Result<wasp::Report, wasp::Error> {
     std::fs::write(dir.join("r.nft"), ruleset).unwrap();
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(dir.join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let opts = wasp::ReplayOptions {
         ruleset: dir.join("r.nft"),
         inputs: vec![wasp::Input::required(dir.join("c.pcap"))],
@@ -263,7 +263,7 @@ fn the_command_line_takes_swaps_and_prints_events() {
     std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
     let frames: Vec<(u64, Vec<u8>)> = (0..3).map(|i| packet(T0 + i * SEC, 5)).collect();
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    std::fs::write(tmp.path().join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(tmp.path().join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let out = wasp(
         tmp.path(),
         &[

@@ -106,7 +106,7 @@ fn replies_go_to_the_output_capture_and_log_lines_to_stderr_as_the_kernel_s() {
         .enumerate()
         .map(|(i, f)| (1_000_000_000 * (1000 + i as u64), f.as_slice()))
         .collect();
-    std::fs::write(dir.join("c.pcap"), wasp::capture::pcap_bytes(&refs)).unwrap();
+    std::fs::write(dir.join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
     let out = wasp(
         dir,
         &[

@@ -274,7 +274,7 @@ fn geneve_flowtable_sample_offloads_with_the_tunnel_and_matches_its_summary() {
         .iter()
         .map(|(i, t, f)| (*i, *t, f.as_slice()))
         .collect();
-    let bytes = wasp::capture::pcapng_bytes(&["trunk0", "lan0"], &frames).unwrap();
+    let bytes = common::pcapng_bytes(&["trunk0", "lan0"], &frames).unwrap();
     let path = dir.join("flow.pcapng");
     if std::env::var_os("WASP_WRITE_SAMPLES").is_some() {
         std::fs::write(&path, &bytes).unwrap();
@@ -313,7 +313,7 @@ fn geneve_flowtable_sample_offloads_with_the_tunnel_and_matches_its_summary() {
     // Out on lan0: every inner packet that passed, decapsulated, TTL one lower, from lan0's
     // MAC to the server's. The SYN, ACK, FIN and ACK and the first and third DNS queries took
     // the chains; the rest the flowtable: the same bytes either way.
-    let lan = read_frames(&out_dir.join("tx-lan0.pcap"));
+    let lan = read_frames(&out_dir.join("tx-lan0.pcapng"));
     let want_lan: Vec<u64> = [10, 20, 30, 50, 70, 90, 200, 300, 400, 410, 40_000]
         .iter()
         .map(|ms| T0 + ms * MS)
@@ -323,7 +323,7 @@ fn geneve_flowtable_sample_offloads_with_the_tunnel_and_matches_its_summary() {
         forwarded(f, &inner_of(by_time(*ts)), LAN, SERVER_MAC);
     }
     // Out on trunk0: the ARP reply for 10.20.0.1 and every answer of the server, in Geneve.
-    let trunk = read_frames(&out_dir.join("tx-trunk0.pcap"));
+    let trunk = read_frames(&out_dir.join("tx-trunk0.pcapng"));
     let want_trunk: Vec<u64> = [0, 11, 31, 51, 71, 91, 201, 301, 401, 40_001]
         .iter()
         .map(|ms| T0 + ms * MS)
@@ -351,7 +351,7 @@ fn geneve_flowtable_sample_offloads_with_the_tunnel_and_matches_its_summary() {
     assert!(tcp.windows(2).all(|w| w[0] == w[1]), "{tcp:?}");
     assert!(dns.windows(2).all(|w| w[0] == w[1]), "{dns:?}");
     // Dropped: the experimental option (at ingress) and the LAN's new connection (forward).
-    let dropped = read_frames(&out_dir.join("dropped.pcap"));
+    let dropped = read_frames(&out_dir.join("dropped.pcapng"));
     assert_eq!(
         dropped.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
         [T0 + 120 * MS, T0 + 500 * MS]

@@ -32,7 +32,7 @@ fn sample(name: &str) -> PathBuf {
 /// Check the committed capture `path` holds `frames` (or write it with `WASP_WRITE_SAMPLES`).
 fn own_capture(path: &Path, frames: &[(u64, Vec<u8>)]) {
     let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
-    let bytes = wasp::capture::pcap_bytes(&refs);
+    let bytes = common::pcap_bytes(&refs);
     if std::env::var_os("WASP_WRITE_SAMPLES").is_some() {
         std::fs::write(path, &bytes).unwrap();
     }

@@ -47,7 +47,7 @@
 //! `cargo run --release -p wasp-perf --bin e2e -- [--packets N] [--runs R] [--workers 1,2]
 //! [--rx tpacket|multishot] [--rules 100] [--poll-min M]` (needs root). CI smoke mode (a few
 //! seconds): `--packets 20000 --runs 1`. `--poll-min 1` is a diagnostic: the workers' `poll`
-//! asks `wasp-io` for at least 1 frame instead of `MAX_VECTOR` (through a `Ports` wrapper), which
+//! asks `wasp-io` for at least 1 frame instead of `MAX_VECTOR` (through a `PortGroup` wrapper), which
 //! avoids the TPACKET_V3 wait that stalls the daemon's workers (see perf/RESULTS.md).
 
 use std::process::Command;
@@ -59,12 +59,14 @@ use clap::Parser;
 use wasp::daemon::events::EventBus;
 use wasp::daemon::live::IoPorts;
 use wasp::daemon::mailbox::Mailbox;
-use wasp::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use wasp::daemon::state::Daemon;
 use wasp::daemon::stats::WorkerStats;
 use wasp::daemon::worker::{Clock, POLL_TIMEOUT, Worker, WorkerLinks};
 use wasp_gateway::Forwarder;
-use wasp_io::{AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, in_netns};
+use wasp_io::{
+    AfPacketGroup, FanoutMode, FanoutSpec, Frame, IoError, PortGroup, PortInfo, PortStats,
+    RingConfig, RxMode, TxSide, in_netns,
+};
 use wasp_ruleset::model::Stmt;
 use wasp_sets::perfcases::{CASES, Kind};
 
@@ -104,7 +106,7 @@ struct Args {
     #[arg(long, default_value_t = 100)]
     rules: usize,
     /// Diagnostic: the `min` the workers' `poll` passes to `wasp-io` (default: the worker's
-    /// own, `MAX_VECTOR`), through a `Ports` wrapper; the floor loop's too (default 64).
+    /// own, `MAX_VECTOR`), through a `PortGroup` wrapper; the floor loop's too (default 64).
     #[arg(long)]
     poll_min: Option<usize>,
     /// Diagnostic (for `perf record`): run only the variants whose label contains this text
@@ -654,7 +656,7 @@ fn measure_rx(
                         };
                         let mut w = Worker::new(i, ports, bundle, Forwarder::new(None), link);
                         let r = rx_loop(&shared, &slot, || w.step(POLL_TIMEOUT));
-                        let dropped: u64 = w.ports().counts().iter().map(|c| c.rx_dropped).sum();
+                        let dropped: u64 = w.ports().stats().iter().map(|c| c.rx_dropped).sum();
                         let snap = stats.snapshot();
                         r.map(|()| (dropped, snap.packets, snap.vectors))
                     })
@@ -712,9 +714,9 @@ struct MinPorts {
     min: Option<usize>,
 }
 
-impl Ports for MinPorts {
-    fn names(&self) -> Vec<String> {
-        self.inner.names()
+impl PortGroup for MinPorts {
+    fn ports(&self) -> &[PortInfo] {
+        self.inner.ports()
     }
 
     fn poll(
@@ -722,18 +724,37 @@ impl Ports for MinPorts {
         min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-    ) -> Result<usize, String> {
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError> {
         self.inner
             .poll(self.min.unwrap_or(min), max, timeout, on_rx)
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn poll_tx(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
+        self.inner
+            .poll_tx(self.min.unwrap_or(min), max, timeout, on_rx)
+    }
+
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        self.inner.queue(port, frame)
+    }
+
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.inner.queue_with(port, len, fill)
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
         self.inner.flush()
     }
 
-    fn counts(&self) -> Vec<PortCounts> {
-        self.inner.counts()
+    fn stats(&self) -> Vec<PortStats> {
+        self.inner.stats()
     }
 }
 

@@ -17,8 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use wasp::capture::Capture;
 use wasp_core::{At, Engine, HookResult, Packet};
+use wasp_io::capture::CaptureReader;
 
 /// Rule counts of the table.
 const RULE_COUNTS: [usize; 4] = [0, 10, 100, 1000];
@@ -63,16 +63,15 @@ fn sample_captures() -> Vec<PathBuf> {
 fn load_frames(paths: &[PathBuf]) -> Vec<Vec<u8>> {
     let mut frames = Vec::new();
     for p in paths {
-        let cap = match Capture::open(p) {
-            Ok(c) => c,
+        let mut r = match CaptureReader::open(p) {
+            Ok(r) => r,
             Err(e) => {
                 eprintln!("skipping {}: {e}", p.display());
                 continue;
             }
         };
-        match cap.frames() {
-            Ok(it) => frames.extend(it.map_while(Result::ok).map(|f| f.data.to_vec())),
-            Err(e) => eprintln!("skipping {}: {e}", p.display()),
+        while let Some(Ok(f)) = r.next_frame() {
+            frames.push(f.data.to_vec());
         }
     }
     frames

@@ -17,6 +17,8 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
+use wasp_io::capture::{CaptureWriter, Format, OutFrame, TsResolution};
+
 use build::{Damage, ExtHeader, Net, PacketSpec, Tag, Transport, damage, tcp_flags};
 
 /// First timestamp of generated captures: 2024-03-01 09:00:00 UTC, in ns since the epoch.
@@ -350,24 +352,24 @@ pub fn generate(seed: u64, count: usize, mix: Mix) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// A classic pcap file (little-endian, microsecond timestamps, snap length 262144, Ethernet)
-/// holding `frames` as `(timestamp ns, bytes)`.
+/// holding `frames` as `(timestamp ns, bytes)`, made by wasp-io's capture writer.
+///
+/// # Panics
+/// When a frame is longer than the snap length or stamped after 2106 (the generator makes
+/// neither).
 pub fn pcap_bytes(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&262_144u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    let mut w = CaptureWriter::new(
+        Path::new("<memory>"),
+        Vec::new(),
+        Format::Pcap,
+        TsResolution::Micro,
+    )
+    .expect("a header in memory");
     for (ts, f) in frames {
-        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(((ts % 1_000_000_000) / 1_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
+        w.write(&OutFrame::new(*ts, f))
+            .expect("generated frames fit a pcap");
     }
-    out
+    w.finish().expect("a capture in memory")
 }
 
 /// Write `frames` to `path` as pcap (see [`pcap_bytes`]).

@@ -115,7 +115,7 @@ impl Control {
                     tx_packets: c.tx_packets,
                     tx_bytes: c.tx_bytes,
                     rx_dropped: c.rx_dropped,
-                    tx_dropped: c.tx_dropped,
+                    tx_dropped: super::tx_lost(&c),
                     ring_occupancy_pct: c.ring_occupancy_pct,
                 })
                 .collect(),
@@ -293,32 +293,35 @@ mod stats_tests {
     use super::*;
     use crate::daemon::events::EventBus;
     use crate::daemon::mailbox::Mailbox;
-    use crate::daemon::ports::{PortCounts, Ports, RxFrame, TxQueue};
     use crate::daemon::stats::WorkerStats;
     use crate::daemon::worker::{Clock, Worker, WorkerLinks};
+    use wasp_io::{Frame, IoError, PortGroup, PortInfo, PortStats};
 
     /// Ports that receive nothing and report fixed counts (as a port group's after a poll).
-    struct Fixed(PortCounts);
+    struct Fixed(Vec<PortInfo>, PortStats);
 
-    impl Ports for Fixed {
-        fn names(&self) -> Vec<String> {
-            vec!["w0".into()]
+    impl PortGroup for Fixed {
+        fn ports(&self) -> &[PortInfo] {
+            &self.0
         }
         fn poll(
             &mut self,
             _min: usize,
             _max: usize,
             timeout: Duration,
-            _on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-        ) -> Result<usize, String> {
+            _on_rx: &mut dyn FnMut(&[Frame<'_>]),
+        ) -> Result<usize, IoError> {
             std::thread::sleep(timeout.min(Duration::from_millis(1)));
             Ok(0)
         }
-        fn flush(&mut self) -> Result<(), String> {
+        fn queue(&mut self, _: usize, _: &[u8]) -> bool {
+            false
+        }
+        fn flush(&mut self) -> Result<(), IoError> {
             Ok(())
         }
-        fn counts(&self) -> Vec<PortCounts> {
-            vec![self.0]
+        fn stats(&self) -> Vec<PortStats> {
+            vec![self.1]
         }
     }
 
@@ -346,11 +349,20 @@ mod stats_tests {
             .enumerate()
             .map(|(i, (b, l))| {
                 // Worker 0's ring 3 of 8 blocks full (37 %), worker 1's empty.
-                let ports = Fixed(PortCounts {
-                    rx_packets: 10 + i as u64,
-                    ring_occupancy_pct: if i == 0 { 37 } else { 0 },
-                    ..PortCounts::default()
-                });
+                let w0 = PortInfo {
+                    name: "w0".into(),
+                    ifindex: 0,
+                    mac: [0; 6],
+                    mtu: 1500,
+                };
+                let ports = Fixed(
+                    vec![w0],
+                    PortStats {
+                        rx_packets: 10 + i as u64,
+                        ring_occupancy_pct: if i == 0 { 37 } else { 0 },
+                        ..PortStats::default()
+                    },
+                );
                 std::thread::spawn(move || {
                     Worker::new(i, ports, b, Forwarder::new(None), l)
                         .run()

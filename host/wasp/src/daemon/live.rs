@@ -1,9 +1,10 @@
-//! The worker's [`Ports`] over `wasp-io` port groups: the AF_PACKET group of the devices the
-//! worker shares with the others (fanout), and a TAP group of its own queues (`--tap`).
+//! The worker's ports: `wasp-io` port groups joined as one [`PortGroup`]: the AF_PACKET group
+//! of the devices the worker shares with the others (fanout), and a TAP group of its own
+//! queues (`--tap`).
 //!
 //! Each group lends its own send side to the receive callback (`PortGroup::poll_tx`): a frame
 //! sent to a port of the group whose frames are being handled (the common case: every
-//! AF_PACKET device of a worker is in one group) is written by `TxQueue::queue_with`'s `fill`
+//! AF_PACKET device of a worker is in one group) is written by `TxSide::queue_with`'s `fill`
 //! straight into that group's send memory (a `PACKET_TX_RING` frame, a send buffer): one copy
 //! between receive and send. A frame sent to a port of another group (TAP <-> AF_PACKET in one
 //! worker) cannot be queued there while this group's frames are borrowed, so it is staged in
@@ -14,9 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use wasp_io::{PortGroup, TxSide};
-
-use super::ports::{PortCounts, Ports, RxFrame, TxQueue};
+use wasp_io::{Frame, IoError, PortGroup, PortInfo, PortStats, TxSide};
 
 /// Longest wait on one group while another may have frames.
 pub const SLICE: Duration = Duration::from_millis(1);
@@ -24,13 +23,15 @@ pub const SLICE: Duration = Duration::from_millis(1);
 /// `wasp-io` port groups as one worker's ports (port indices run across the groups in order).
 pub struct IoPorts {
     parts: Vec<Box<dyn PortGroup>>,
+    /// The parts' ports, in order.
+    info: Vec<PortInfo>,
     /// First port index of each part.
     base: Vec<usize>,
     /// Staged sends to another group's ports: (global port, start, end) into `arena`.
     staged: Vec<(usize, usize, usize)>,
     arena: Vec<u8>,
     /// Reused allocation of the frame list handed to the callback.
-    list: Vec<RxFrame<'static>>,
+    list: Vec<Frame<'static>>,
 }
 
 impl IoPorts {
@@ -48,6 +49,10 @@ impl IoPorts {
             n += p.ports().len();
         }
         IoPorts {
+            info: parts
+                .iter()
+                .flat_map(|p| p.ports().iter().cloned())
+                .collect(),
             parts,
             base,
             staged: Vec::with_capacity(wasp_core::MAX_VECTOR * 2),
@@ -58,10 +63,7 @@ impl IoPorts {
 
     /// MAC addresses by port index.
     pub fn macs(&self) -> Vec<(String, [u8; 6])> {
-        self.parts
-            .iter()
-            .flat_map(|g| g.ports().iter().map(|p| (p.name.clone(), p.mac)))
-            .collect()
+        self.info.iter().map(|p| (p.name.clone(), p.mac)).collect()
     }
 
     /// Poll part `i` once: sends to part `i`'s ports go into its send side, others are staged.
@@ -71,9 +73,9 @@ impl IoPorts {
         min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-    ) -> Result<usize, String> {
-        let nports: usize = self.parts.iter().map(|p| p.ports().len()).sum();
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
+        let nports = self.info.len();
         let base = self.base[i];
         let IoPorts {
             parts,
@@ -83,32 +85,30 @@ impl IoPorts {
             ..
         } = self;
         let own = parts[i].ports().len();
-        parts[i]
-            .poll_tx(min, max, timeout, &mut |rx, side| {
-                // Reuse the allocation: an empty list of any lifetime.
-                let mut frames: Vec<RxFrame<'_>> = std::mem::take(list)
-                    .into_iter()
-                    .map(|_| unreachable!())
-                    .collect();
-                frames.extend(rx.iter().map(|f| RxFrame {
-                    port: base + f.port,
-                    data: f.data,
-                }));
-                let mut route = Route {
-                    side,
-                    base,
-                    own,
-                    stage: Stage {
-                        staged: &mut *staged,
-                        arena: &mut *arena,
-                        ports: nports,
-                    },
-                };
-                on_rx(&frames, &mut route);
-                frames.clear();
-                *list = frames.into_iter().map(|_| unreachable!()).collect();
-            })
-            .map_err(|e| e.to_string())
+        parts[i].poll_tx(min, max, timeout, &mut |rx, side| {
+            // Reuse the allocation: an empty list of any lifetime.
+            let mut frames: Vec<Frame<'_>> = std::mem::take(list)
+                .into_iter()
+                .map(|_| unreachable!())
+                .collect();
+            frames.extend(rx.iter().map(|f| Frame {
+                port: base + f.port,
+                data: f.data,
+            }));
+            let mut route = Route {
+                side,
+                base,
+                own,
+                stage: Stage {
+                    staged: &mut *staged,
+                    arena: &mut *arena,
+                    ports: nports,
+                },
+            };
+            on_rx(&frames, &mut route);
+            frames.clear();
+            *list = frames.into_iter().map(|_| unreachable!()).collect();
+        })
     }
 
     /// Queue the staged frames on their groups.
@@ -141,7 +141,7 @@ impl Route<'_, '_> {
     }
 }
 
-impl TxQueue for Route<'_, '_> {
+impl TxSide for Route<'_, '_> {
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
         match self.own(port) {
             Some(p) => self.side.queue(p, frame),
@@ -155,6 +155,11 @@ impl TxQueue for Route<'_, '_> {
             None => self.stage.queue_with(port, len, fill),
         }
     }
+
+    /// Given to the group whose frames are handled (staged frames go out undescribed).
+    fn describe(&mut self, ts_ns: u64, note: &str) {
+        self.side.describe(ts_ns, note);
+    }
 }
 
 /// The staging side for sends to another group's ports (queued after the callback).
@@ -164,7 +169,7 @@ struct Stage<'a> {
     ports: usize,
 }
 
-impl TxQueue for Stage<'_> {
+impl TxSide for Stage<'_> {
     fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
         if port >= self.ports {
             return false;
@@ -187,12 +192,9 @@ impl TxQueue for Stage<'_> {
     }
 }
 
-impl Ports for IoPorts {
-    fn names(&self) -> Vec<String> {
-        self.parts
-            .iter()
-            .flat_map(|g| g.ports().iter().map(|p| p.name.clone()))
-            .collect()
+impl PortGroup for IoPorts {
+    fn ports(&self) -> &[PortInfo] {
+        &self.info
     }
 
     fn poll(
@@ -200,8 +202,21 @@ impl Ports for IoPorts {
         min: usize,
         max: usize,
         timeout: Duration,
-        on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue),
-    ) -> Result<usize, String> {
+        on_rx: &mut dyn FnMut(&[Frame<'_>]),
+    ) -> Result<usize, IoError> {
+        self.poll_tx(min, max, timeout, &mut |frames, _| on_rx(frames))
+    }
+
+    /// One group: its poll. Several: each polled in turn for a [`SLICE`] at most while none
+    /// has frames, until `timeout`; sends to another group's ports are queued there after the
+    /// callback.
+    fn poll_tx(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Duration,
+        on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
+    ) -> Result<usize, IoError> {
         if self.parts.len() == 1 {
             let n = self.poll_part(0, min, max, timeout, on_rx)?;
             self.dispatch();
@@ -226,37 +241,37 @@ impl Ports for IoPorts {
         }
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn queue(&mut self, port: usize, frame: &[u8]) -> bool {
+        match self.base.iter().rposition(|&s| s <= port) {
+            Some(i) if port < self.info.len() => self.parts[i].queue(port - self.base[i], frame),
+            _ => false,
+        }
+    }
+
+    fn queue_with(&mut self, port: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.base.iter().rposition(|&s| s <= port) {
+            Some(i) if port < self.info.len() => {
+                self.parts[i].queue_with(port - self.base[i], len, fill)
+            }
+            _ => false,
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), IoError> {
         for p in &mut self.parts {
-            p.flush().map_err(|e| e.to_string())?;
+            p.flush()?;
         }
         Ok(())
     }
 
-    fn counts(&self) -> Vec<PortCounts> {
-        self.parts
-            .iter()
-            .flat_map(|g| g.stats())
-            .map(|s| PortCounts {
-                rx_packets: s.rx_packets,
-                rx_bytes: s.rx_bytes,
-                tx_packets: s.tx_packets,
-                tx_bytes: s.tx_bytes,
-                rx_dropped: s.rx_dropped,
-                tx_dropped: s.tx_dropped + s.tx_errors,
-                csum_completed: s.csum_completed,
-                csum_partial_left: s.csum_partial_left,
-                ring_occupancy_pct: s.ring_occupancy_pct,
-            })
-            .collect()
+    fn stats(&self) -> Vec<PortStats> {
+        self.parts.iter().flat_map(|g| g.stats()).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
-
-    use wasp_io::{Frame, IoError, PortInfo, PortStats};
 
     use super::*;
 
@@ -363,8 +378,8 @@ mod tests {
         }
     }
 
-    fn poll(ports: &mut IoPorts, on_rx: &mut dyn FnMut(&[RxFrame<'_>], &mut dyn TxQueue)) {
-        Ports::poll(ports, 1, 64, Duration::ZERO, on_rx).unwrap();
+    fn poll(ports: &mut IoPorts, on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide)) {
+        ports.poll_tx(1, 64, Duration::ZERO, on_rx).unwrap();
     }
 
     #[test]
@@ -378,7 +393,7 @@ mod tests {
         poll(&mut ports, &mut |fs, tx| {
             for f in fs {
                 seen.push((f.port, f.data[0]));
-                let rewrite = |to: usize, tx: &mut dyn TxQueue| {
+                let rewrite = |to: usize, tx: &mut dyn TxSide| {
                     tx.queue_with(to, f.data.len(), &mut |b| {
                         b.copy_from_slice(f.data);
                         b[0] = 0xaa;

@@ -6,8 +6,9 @@
 //! - [`worker`]: one worker's loop (receive, classify, send) and its context.
 //! - [`state`]: the control side: the running ruleset, changes, counters summed over workers.
 //! - [`mailbox`]: jobs the control side runs on workers at their vector boundaries.
-//! - [`ports`]: the worker's view of its ports (the seam to `wasp-io`), [`live`]: that view
-//!   over wasp-io's AF_PACKET and TAP groups.
+//! - [`live`]: the worker's ports: wasp-io's AF_PACKET and TAP groups joined as one
+//!   `wasp_io::PortGroup` (the worker drives any `PortGroup`: `wasp replay` drives its loop's
+//!   parts over `wasp_io::PcapGroup`, tests over in-memory fakes).
 //! - [`control`]: the answers on the control socket (`wasp ctl`).
 //! - [`stats`], [`events`]: worker counts, and events for `wasp ctl monitor`.
 
@@ -15,7 +16,6 @@ pub mod control;
 pub mod events;
 pub mod live;
 pub mod mailbox;
-pub mod ports;
 pub mod state;
 pub mod stats;
 pub mod worker;
@@ -30,7 +30,8 @@ use clap::{Args, ValueEnum};
 use wasp_core::Engine;
 use wasp_gateway::{Forwarder, Gateway};
 use wasp_io::{
-    AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, RingConfig, RxMode, TapGroup, TxMode,
+    AfPacketGroup, FanoutMode, FanoutSpec, PortGroup, PortStats, RingConfig, RxMode, TapGroup,
+    TxMode,
 };
 
 use crate::error::Error;
@@ -435,11 +436,13 @@ pub fn size_buffers(cfg: &mut RingConfig, devs: &[String]) {
     }
 }
 
+/// Frames a port could not send: refused (no send buffer free) or failed.
+pub fn tx_lost(c: &PortStats) -> u64 {
+    c.tx_dropped + c.tx_errors
+}
+
 /// The statistics `wasp run` prints when it stops.
-pub fn final_stats(
-    total: &StatsSnapshot,
-    ports: &[(usize, Vec<(String, ports::PortCounts)>)],
-) -> String {
+pub fn final_stats(total: &StatsSnapshot, ports: &[(usize, Vec<(String, PortStats)>)]) -> String {
     let mut s = format!(
         "packets {} bytes {} accepted {} transmitted {} local {} malformed {} dropped {}\n",
         total.packets,
@@ -457,7 +460,12 @@ pub fn final_stats(
         for (dev, c) in counts {
             s += &format!(
                 "worker {w} {dev}: rx {} ({} bytes, {} dropped) tx {} ({} bytes, {} dropped)\n",
-                c.rx_packets, c.rx_bytes, c.rx_dropped, c.tx_packets, c.tx_bytes, c.tx_dropped
+                c.rx_packets,
+                c.rx_bytes,
+                c.rx_dropped,
+                c.tx_packets,
+                c.tx_bytes,
+                tx_lost(c)
             );
         }
     }

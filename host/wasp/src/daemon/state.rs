@@ -395,7 +395,7 @@ impl Daemon {
     ///
     /// # Errors
     /// [`Error::Daemon`] when a worker does not answer.
-    pub fn port_counts(&self) -> Result<Vec<(usize, String, super::ports::PortCounts)>, Error> {
+    pub fn port_counts(&self) -> Result<Vec<(usize, String, wasp_io::PortStats)>, Error> {
         let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
             ctx.ports
                 .iter()

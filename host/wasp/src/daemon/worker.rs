@@ -12,14 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasp_core::{MAX_VECTOR, Outcome, Packet};
-use wasp_gateway::{Fate, Forwarder, Send, SendKind};
+use wasp_gateway::{Fate, Forwarder, Send};
+use wasp_io::{Frame, PortGroup, PortStats, TxSide};
 
 pub use crate::datapath::Bundle;
 use crate::datapath::{Datapath, Exit};
+use crate::port_exit::PortExit;
 
 use super::events::{Event, EventBus, LogLimit, publish_logs};
 use super::mailbox::Mailbox;
-use super::ports::{PortCounts, Ports, RxFrame, TxQueue};
 use super::stats::{DropReason, WorkerStats};
 
 /// Longest wait for frames before the loop comes round again (jobs, timers, shutdown).
@@ -72,7 +73,7 @@ pub struct WorkerCtx {
     /// Device names by port index.
     pub ports: Vec<String>,
     /// Port counts as of the last loop that served jobs.
-    pub port_counts: Vec<PortCounts>,
+    pub port_counts: Vec<PortStats>,
 }
 
 /// What a worker shares with the control side.
@@ -91,7 +92,7 @@ pub struct WorkerLinks {
 }
 
 /// A worker and its loop.
-pub struct Worker<P: Ports> {
+pub struct Worker<P: PortGroup> {
     ctx: WorkerCtx,
     ports: P,
     mailbox: Arc<Mailbox>,
@@ -105,7 +106,7 @@ pub struct Worker<P: Ports> {
     log_limit: LogLimit,
 }
 
-impl<P: Ports> Worker<P> {
+impl<P: PortGroup> Worker<P> {
     /// A worker over `ports` running `bundle`.
     pub fn new(
         id: usize,
@@ -121,13 +122,13 @@ impl<P: Ports> Worker<P> {
             stop,
             clock,
         } = links;
-        let names = ports.names();
+        let names: Vec<String> = ports.ports().iter().map(|p| p.name.clone()).collect();
         stats.generation.store(bundle.generation, Ordering::Relaxed);
         Worker {
             ctx: WorkerCtx {
                 id,
                 dp: Datapath::new(bundle, forwarder),
-                port_counts: vec![PortCounts::default(); names.len()],
+                port_counts: vec![PortStats::default(); names.len()],
                 ports: names,
             },
             ports,
@@ -146,14 +147,14 @@ impl<P: Ports> Worker<P> {
     ///
     /// # Errors
     /// A port that failed for good (its text); the worker stops.
-    pub fn run(mut self) -> Result<(WorkerCtx, Vec<PortCounts>), String> {
+    pub fn run(mut self) -> Result<(WorkerCtx, Vec<PortStats>), String> {
         while !self.stop.load(Ordering::Relaxed) {
             self.step(POLL_TIMEOUT)?;
         }
         // Jobs queued at the end still get an answer.
         self.serve_jobs();
-        self.ports.flush()?;
-        let counts = self.ports.counts();
+        self.ports.flush().map_err(|e| e.to_string())?;
+        let counts = self.ports.stats();
         Ok((self.ctx, counts))
     }
 
@@ -162,7 +163,7 @@ impl<P: Ports> Worker<P> {
             return;
         }
         // Port counts cost a syscall per port (PACKET_STATISTICS): read them only for jobs.
-        self.ctx.port_counts = self.ports.counts();
+        self.ctx.port_counts = self.ports.stats();
         let before = self.ctx.dp.generation;
         self.mailbox.serve(&mut self.ctx);
         if self.ctx.dp.generation != before {
@@ -195,13 +196,15 @@ impl<P: Ports> Worker<P> {
         // Wait for one frame, take up to a vector: waiting for a whole vector stalls when a
         // TPACKET_V3 block holds fewer frames and the kernel, its ring full, retires no block
         // to wake us (measured by perf's e2e: 93 % dropped with min = MAX_VECTOR).
-        let n = ports.poll(1, MAX_VECTOR, timeout, &mut |frames, tx| {
-            let now = clock.now_ns();
-            if let Err(e) = process(ctx, frames, tx, now, stats, idx, log_limit, events) {
-                err = Some(e);
-            }
-        })?;
-        self.ports.flush()?;
+        let n = ports
+            .poll_tx(1, MAX_VECTOR, timeout, &mut |frames, tx| {
+                let now = clock.now_ns();
+                if let Err(e) = process(ctx, frames, tx, now, stats, idx, log_limit, events) {
+                    err = Some(e);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        self.ports.flush().map_err(|e| e.to_string())?;
         self.publish_events();
         match err {
             Some(e) => Err(e),
@@ -231,20 +234,16 @@ impl<P: Ports> Worker<P> {
     }
 }
 
-/// Where a vector's results go in the daemon: the ports' send side, and counts added to the
-/// worker's statistics once per vector.
-struct PortExit<'a> {
-    tx: &'a mut dyn TxQueue,
-    ports: &'a [String],
+/// Where a vector's results go in the daemon: the ports ([`PortExit`]), `log` lines to the
+/// event bus; the counts are added to the worker's statistics once per vector.
+struct DaemonExit<'a> {
+    port: PortExit<'a>,
     stats: &'a WorkerStats,
     events: &'a EventBus,
     log_limit: &'a mut LogLimit,
-    local: u64,
-    verdict_drops: u64,
-    sent: u64,
 }
 
-impl Exit for PortExit<'_> {
+impl Exit for DaemonExit<'_> {
     fn log(&mut self, lines: Vec<String>, now_ns: u64) {
         let refused = publish_logs(self.events, self.log_limit, &lines, now_ns);
         WorkerStats::add(&self.stats.log_suppressed, refused);
@@ -252,44 +251,23 @@ impl Exit for PortExit<'_> {
 
     /// One copy into the send buffer, rewritten there.
     fn send(&mut self, _: usize, s: &Send, frame: &[u8]) {
-        if s.kind == SendKind::Reject {
-            WorkerStats::add(&self.stats.rejects, 1);
-        }
-        match self.ports.iter().position(|p| **p == *s.dev) {
-            Some(p) => {
-                let len = s.body.len(frame);
-                if self
-                    .tx
-                    .queue_with(p, len, &mut |buf| s.body.write(frame, buf))
-                {
-                    self.sent += 1;
-                } else {
-                    self.stats.drop(DropReason::TxFull, 1);
-                }
-            }
-            None => self.stats.drop(DropReason::NoPort, 1),
-        }
+        self.port.send(s, frame);
     }
 
     fn done(&mut self, _: usize, _: &Packet<'_>, _: &Outcome, _: &[u8], fate: Fate) {
-        match fate {
-            Fate::Local => self.local += 1,
-            Fate::Sent | Fate::Replied => {}
-            Fate::Dropped(DropReason::Verdict) => self.verdict_drops += 1,
-            Fate::Dropped(r) => self.stats.drop(r, 1),
-        }
+        self.port.done(fate);
     }
 }
 
 /// Classify one batch of frames (possibly from several ports): each input device's frames
 /// run as one vector through the data path ([`Datapath::vector`]), and what leaves is written
-/// straight into its port's send buffer ([`TxQueue::queue_with`]: a forwarded frame is copied
+/// straight into its port's send buffer ([`TxSide::queue_with`]: a forwarded frame is copied
 /// once, from the receive ring, and rewritten there).
 #[allow(clippy::too_many_arguments)]
 fn process(
     ctx: &mut WorkerCtx,
-    frames: &[RxFrame<'_>],
-    tx: &mut dyn TxQueue,
+    frames: &[Frame<'_>],
+    tx: &mut dyn TxSide,
     now: u64,
     stats: &WorkerStats,
     idx: &mut Vec<usize>,
@@ -316,25 +294,25 @@ fn process(
         idx.extend((first..frames.len()).filter(|&i| frames[i].port == port));
         let WorkerCtx { dp, ports, .. } = ctx;
         let dev: &str = ports.get(port).map_or("", String::as_str);
-        let mut exit = PortExit {
-            tx: &mut *tx,
-            ports,
+        let mut exit = DaemonExit {
+            port: PortExit::new(&mut *tx, ports),
             stats,
             events,
             log_limit: &mut *log_limit,
-            local: 0,
-            verdict_drops: 0,
-            sent: 0,
         };
         let c = dp.vector(dev, idx.iter().map(|&i| frames[i].data), now, &mut exit);
+        let e = exit.port.counts;
         WorkerStats::add(&stats.packets, c.packets);
         WorkerStats::add(&stats.bytes, c.bytes);
         WorkerStats::add(&stats.malformed, c.malformed);
         WorkerStats::add(&stats.accepted, c.accepted);
         WorkerStats::add(&stats.logged, c.logged);
-        WorkerStats::add(&stats.local, exit.local);
-        stats.drop(DropReason::Verdict, exit.verdict_drops);
-        WorkerStats::add(&stats.transmitted, exit.sent);
+        WorkerStats::add(&stats.local, e.local);
+        WorkerStats::add(&stats.transmitted, e.sent);
+        WorkerStats::add(&stats.rejects, e.rejects);
+        for (reason, n) in DropReason::ALL.iter().zip(e.drops) {
+            stats.drop(*reason, n);
+        }
     }
     Ok(())
 }

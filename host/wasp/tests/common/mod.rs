@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use wasp_io::capture::{CaptureReader, CaptureWriter, Format, OutFrame, TsResolution};
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -72,52 +74,85 @@ pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     t
 }
 
-/// A pcapng file: section header, one Ethernet interface (default microsecond resolution),
-/// one enhanced packet block per frame (`ts_us` microseconds since the epoch).
+/// A pcapng file (wasp-io's writer): one Ethernet interface without a name at microsecond
+/// resolution, one enhanced packet block per frame (`ts_us` microseconds since the epoch).
 pub fn pcapng(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    fn block(out: &mut Vec<u8>, ty: u32, body: &[u8]) {
-        let len = (12 + body.len()) as u32;
-        out.extend_from_slice(&ty.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(body);
-        out.extend_from_slice(&len.to_le_bytes());
-    }
-    let mut out = Vec::new();
-    let mut shb = Vec::new();
-    shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
-    shb.extend_from_slice(&1u16.to_le_bytes());
-    shb.extend_from_slice(&0u16.to_le_bytes());
-    shb.extend_from_slice(&u64::MAX.to_le_bytes());
-    block(&mut out, 0x0a0d_0d0a, &shb);
-    let mut idb = Vec::new();
-    idb.extend_from_slice(&1u16.to_le_bytes());
-    idb.extend_from_slice(&0u16.to_le_bytes());
-    idb.extend_from_slice(&0u32.to_le_bytes());
-    block(&mut out, 1, &idb);
+    let mut w = CaptureWriter::new(
+        Path::new("<memory>"),
+        Vec::new(),
+        Format::PcapNg,
+        TsResolution::Micro,
+    )
+    .expect("pcapng header");
+    w.add_interface("").expect("interface");
     for (ts_us, f) in frames {
-        let mut epb = Vec::new();
-        epb.extend_from_slice(&0u32.to_le_bytes());
-        epb.extend_from_slice(&((ts_us >> 32) as u32).to_le_bytes());
-        epb.extend_from_slice(&(*ts_us as u32).to_le_bytes());
-        epb.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        epb.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        epb.extend_from_slice(f);
-        while epb.len() % 4 != 0 {
-            epb.push(0);
-        }
-        block(&mut out, 6, &epb);
+        w.write(&OutFrame::new(ts_us * 1_000, f)).expect("frame");
     }
-    out
+    w.finish().expect("pcapng")
+}
+
+/// A classic pcap file (wasp-io's writer: little-endian, microseconds, Ethernet) of
+/// `(ts_ns, frame)` pairs.
+pub fn pcap_bytes(frames: &[(u64, &[u8])]) -> Vec<u8> {
+    let mut w = CaptureWriter::new(
+        Path::new("<memory>"),
+        Vec::new(),
+        Format::Pcap,
+        TsResolution::Micro,
+    )
+    .expect("pcap header");
+    for (ts_ns, f) in frames {
+        w.write(&OutFrame::new(*ts_ns, f)).expect("frame");
+    }
+    w.finish().expect("pcap")
+}
+
+/// A pcapng file as `dumpcap -i A -i B` records one (wasp-io's writer): one interface per
+/// entry of `interfaces` (named after it unless empty, nanosecond timestamps), one enhanced
+/// packet block per `(interface index, ts_ns, frame)`.
+///
+/// # Errors
+/// The writer's message when a frame names an interface not given.
+pub fn pcapng_bytes(interfaces: &[&str], frames: &[(u32, u64, &[u8])]) -> Result<Vec<u8>, String> {
+    let mut w = CaptureWriter::new(
+        Path::new("<memory>"),
+        Vec::new(),
+        Format::PcapNg,
+        TsResolution::Nano,
+    )
+    .map_err(|e| e.to_string())?;
+    for name in interfaces {
+        w.add_interface(name).map_err(|e| e.to_string())?;
+    }
+    for &(interface, ts_ns, data) in frames {
+        w.write(&OutFrame {
+            interface,
+            ..OutFrame::new(ts_ns, data)
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    w.finish().map_err(|e| e.to_string())
+}
+
+/// Write the pcapng of [`pcapng_bytes`] to `path`.
+///
+/// # Errors
+/// As [`pcapng_bytes`], or the file cannot be written.
+pub fn write_pcapng(
+    path: &Path,
+    interfaces: &[&str],
+    frames: &[(u32, u64, &[u8])],
+) -> Result<(), String> {
+    std::fs::write(path, pcapng_bytes(interfaces, frames)?).map_err(|e| e.to_string())
 }
 
 /// Frames of a pcap or pcapng file: `(ts_ns, bytes)`.
 pub fn read_frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
-    let cap = wasp::capture::Capture::open(path).expect("open capture");
-    cap.frames()
-        .expect("capture header")
-        .map(|f| {
-            let f = f.expect("frame");
-            (f.ts_ns, f.data.to_vec())
-        })
-        .collect()
+    let mut r = CaptureReader::open(path).expect("open capture");
+    let mut out = Vec::new();
+    while let Some(f) = r.next_frame() {
+        let f = f.expect("frame");
+        out.push((f.ts_ns, f.data.to_vec()));
+    }
+    out
 }
