@@ -49,6 +49,39 @@ pub struct SourceFile {
     pub text: String,
     /// The `include` statement that read this file (`None` for the main file).
     pub included_from: Option<Span>,
+    /// Byte offset in `text` where each line starts (line 1 at index 0).
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    /// A source file of `text`, read from `path` (by `included_from`, for an include).
+    pub fn new(path: PathBuf, text: String, included_from: Option<Span>) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        SourceFile {
+            path,
+            text,
+            included_from,
+            line_starts,
+        }
+    }
+
+    /// Line `n` (1-based) without its line ending, as `str::lines` gives it; `None` past the
+    /// end. O(1): the line starts are indexed once.
+    pub fn line(&self, n: u32) -> Option<&str> {
+        let i = (n as usize).checked_sub(1)?;
+        let start = *self.line_starts.get(i)?;
+        let end = self
+            .line_starts
+            .get(i + 1)
+            .map_or(self.text.len(), |&e| e - 1);
+        if start >= self.text.len() {
+            return None;
+        }
+        let l = &self.text[start..end];
+        Some(l.strip_suffix('\r').unwrap_or(l))
+    }
 }
 
 /// A whole ruleset: what `nft list ruleset` shows.
@@ -2055,6 +2088,32 @@ impl Expr {
                 ..
             } => Some(elems),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::SourceFile;
+
+    #[test]
+    fn line_gives_what_str_lines_gives() {
+        for text in [
+            "",
+            "a",
+            "a\n",
+            "a\nb",
+            "a\r\nb\r\n",
+            "\n\nx\n",
+            "table t {\n\tchain c {\n\t}\n}\n",
+            "one\r\ntwo\nthree",
+            "é\nß\n",
+        ] {
+            let f = SourceFile::new("t.nft".into(), text.to_string(), None);
+            for n in 0..6u32 {
+                let want = n.checked_sub(1).and_then(|i| text.lines().nth(i as usize));
+                assert_eq!(f.line(n), want, "{text:?} line {n}");
+            }
         }
     }
 }

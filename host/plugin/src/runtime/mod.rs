@@ -188,7 +188,7 @@ impl Runtime {
     /// effect for instances created from now on; call it before [`Runtime::add`].
     pub fn set_lookup(&mut self, f: SetLookup) {
         self.set_fn = Some(f);
-        self.update_book();
+        self.book_set_fn();
     }
 
     /// The plugin added under `name` (its current version).

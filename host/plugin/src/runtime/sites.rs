@@ -35,7 +35,7 @@ impl Runtime {
                         self.sites.resize_with(i + 1, || None);
                     }
                     self.sites[i] = Some(Site::new(slot, kind, &site.args, site.fallback));
-                    self.update_book();
+                    self.book_site(site.id);
                     return Ok(kind);
                 }
                 Err(e) => errors.push((kind, e)),
@@ -72,7 +72,7 @@ impl Runtime {
             self.sites.resize_with(i + 1, || None);
         }
         self.sites[i] = Some(Site::new(slot, kind, &site.args, site.fallback));
-        self.update_book();
+        self.book_site(site.id);
         Ok(())
     }
 
@@ -108,7 +108,7 @@ impl Runtime {
             return;
         };
         let slot = s.slot;
-        self.update_book();
+        self.book_site(site);
         if let Err(CallError::Failed(reason, msg)) =
             self.guarded_for(slot, self.host.config().setup_ticks, |live| {
                 let b = &live.bindings;

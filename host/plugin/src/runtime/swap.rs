@@ -67,7 +67,8 @@ struct Prepared {
 #[derive(Default)]
 struct SiteBook {
     generation: u64,
-    sites: Vec<(u32, Arc<str>, ExtKind, Vec<String>)>,
+    /// By site id: (plugin name, kind, arguments).
+    sites: std::collections::BTreeMap<u32, (Arc<str>, ExtKind, Vec<String>)>,
     set_fn: Option<SetLookup>,
 }
 
@@ -159,8 +160,8 @@ impl SwapHandle {
             let sites: Vec<_> = b
                 .sites
                 .iter()
-                .filter(|s| &*s.1 == name)
-                .map(|(id, _, kind, args)| (*id, *kind, args.clone()))
+                .filter(|(_, s)| &*s.0 == name)
+                .map(|(id, (_, kind, args))| (*id, *kind, args.clone()))
                 .collect();
             (b.generation, sites, b.set_fn.clone())
         };
@@ -237,25 +238,30 @@ impl Runtime {
         }
     }
 
-    /// Record the use sites for [`SwapHandle`]s (after configure or release).
-    pub(super) fn update_book(&mut self) {
-        let sites = self
+    /// Record use site `id` as it is now (configured or released) for [`SwapHandle`]s: one
+    /// entry changes, so configuring N sites costs O(N log N), not O(N²).
+    pub(super) fn book_site(&mut self, id: u32) {
+        let entry = self
             .sites
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let s = s.as_ref()?;
-                Some((
-                    i as u32,
-                    self.slots[s.slot].name.clone(),
-                    s.kind,
-                    s.args.clone(),
-                ))
-            })
-            .collect();
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .map(|s| (self.slots[s.slot].name.clone(), s.kind, s.args.clone()));
         let mut b = lock(&self.swaps.shared.book);
         b.generation += 1;
-        b.sites = sites;
+        match entry {
+            Some(e) => {
+                b.sites.insert(id, e);
+            }
+            None => {
+                b.sites.remove(&id);
+            }
+        }
+    }
+
+    /// Record the set look-up for [`SwapHandle`]s.
+    pub(super) fn book_set_fn(&mut self) {
+        let mut b = lock(&self.swaps.shared.book);
+        b.generation += 1;
         b.set_fn = self.set_fn.clone();
     }
 

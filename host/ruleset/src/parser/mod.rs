@@ -543,11 +543,7 @@ fn parse_source(
     let lines = text.lines().count().max(1) as u32;
     let last_len = text.lines().last().map_or(0, |l| l.chars().count()) as u32;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    st.sources.push(SourceFile {
-        path,
-        text,
-        included_from,
-    });
+    st.sources.push(SourceFile::new(path, text, included_from));
     let toks = toks.map_err(|e| {
         match bad
             .iter()

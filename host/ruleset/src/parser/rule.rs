@@ -732,7 +732,7 @@ impl Parser<'_> {
         self.st
             .sources
             .get(span.file as usize)
-            .and_then(|s| s.text.lines().nth(span.line.saturating_sub(1) as usize))
+            .and_then(|s| s.line(span.line))
             .map(|l| {
                 l.chars()
                     .skip(span.col.saturating_sub(1) as usize)
