@@ -24,6 +24,31 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Run `c` to its end (stdout and stderr discarded unless the caller set them): its exit
+/// status and peak resident set (wait4's `ru_maxrss` for that child alone), KiB.
+///
+/// # Errors
+/// The spawn or the wait failed.
+pub fn run_peak_rss(c: &mut std::process::Command) -> io::Result<(std::process::ExitStatus, u64)> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let child = c.spawn()?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for (the `Child` is never waited: it is
+    // dropped without `wait`); `status` and `ru` are valid and writable for the call.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    drop(child);
+    Ok((
+        std::process::ExitStatus::from_raw(status),
+        u64::try_from(ru.ru_maxrss).unwrap_or(0),
+    ))
+}
+
 /// A raw AF_PACKET socket bound to one device of a namespace.
 pub struct Sender {
     fd: OwnedFd,
