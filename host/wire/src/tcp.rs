@@ -1,6 +1,7 @@
-//! TCP header (RFC 9293 section 3.1) with options.
+//! TCP header (RFC 9293 section 3.1) with options; [`Repr`] builds a header without options.
 
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, put16, put32};
+use crate::checksum;
 use crate::options::OptionIter;
 use crate::{Error, Result};
 
@@ -127,6 +128,50 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// The flags byte of the TCP header at the start of `buf` when its fixed 20 bytes are there,
+/// the data offset not checked: what a reader that pulls only `sizeof(struct tcphdr)` sees
+/// (the kernel's flowtable, `nf_flow_tuple_ip`).
+pub fn flags_of(buf: &[u8]) -> Option<u8> {
+    buf.get(..MIN_HEADER_LEN).map(|h| h[field::FLAGS])
+}
+
+/// The fields of a TCP header without options (data offset 5, urgent pointer 0), for building
+/// one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// Flags byte (see [`flags`]).
+    pub flags: u8,
+    /// Window.
+    pub window: u16,
+}
+
+impl Repr {
+    /// The 20 header bytes of a segment without data, the checksum computed over them and
+    /// `pseudo`, the pseudo-header sum ([`checksum::pseudo_v4`] or [`checksum::pseudo_v6`] with
+    /// a length of 20 and protocol 6).
+    pub fn to_bytes(&self, pseudo: u32) -> [u8; MIN_HEADER_LEN] {
+        let mut h = [0u8; MIN_HEADER_LEN];
+        put16(&mut h, field::SRC_PORT, self.src_port);
+        put16(&mut h, field::DST_PORT, self.dst_port);
+        put32(&mut h, field::SEQ, self.seq);
+        put32(&mut h, field::ACK, self.ack);
+        h[field::DATA_OFF] = ((MIN_HEADER_LEN / 4) as u8) << 4;
+        h[field::FLAGS] = self.flags;
+        put16(&mut h, field::WINDOW, self.window);
+        let c = !checksum::sum(u64::from(pseudo), &h);
+        put16(&mut h, field::CHECKSUM, c);
+        h
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +202,42 @@ mod tests {
         let mut bad = SYN;
         bad[12] = 0x40;
         assert_eq!(Packet::new_checked(&bad), Err(Error::Malformed));
+    }
+
+    /// A reset as the kernel's nf_reject_ip_tcphdr_put writes one (80 -> 40000, seq 0, ack
+    /// 0x01020304, RST|ACK, window 0) from 10.0.0.2 to 10.0.0.1: known bytes, and the checksum
+    /// verifies over the pseudo-header.
+    #[test]
+    fn repr_reset() {
+        let r = Repr {
+            src_port: 80,
+            dst_port: 40000,
+            seq: 0,
+            ack: 0x0102_0304,
+            flags: flags::RST | flags::ACK,
+            window: 0,
+        };
+        let (s, d) = (
+            std::net::Ipv4Addr::new(10, 0, 0, 2),
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+        );
+        let pseudo = checksum::pseudo_v4(&s, &d, 20, 6);
+        let h = r.to_bytes(pseudo);
+        assert_eq!(
+            h[..16],
+            [0, 80, 0x9c, 0x40, 0, 0, 0, 0, 1, 2, 3, 4, 0x50, 0x14, 0, 0]
+        );
+        assert_eq!(&h[18..], &[0, 0]);
+        assert_eq!(checksum::sum(u64::from(pseudo), &h), 0xffff);
+        let t = Packet::new_checked(&h).unwrap();
+        assert_eq!((t.header_len(), t.flags()), (20, 0x14));
+    }
+
+    #[test]
+    fn flags_without_a_data_offset_check() {
+        let mut bad = SYN;
+        bad[12] = 0x40;
+        assert_eq!(flags_of(&bad), Some(flags::SYN));
+        assert_eq!(flags_of(&SYN[..19]), None);
     }
 }
