@@ -111,6 +111,11 @@ impl<'a> Frame<'a> {
         self.buf
     }
 
+    /// The 14 header bytes.
+    pub fn header(&self) -> &'a [u8] {
+        &self.buf[..HEADER_LEN]
+    }
+
     /// Everything after the 14-byte header (VLAN tags included, if any).
     pub fn payload(&self) -> &'a [u8] {
         &self.buf[field::PAYLOAD..]

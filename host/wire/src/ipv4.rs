@@ -68,6 +68,8 @@ pub mod protocol {
     pub const DSTOPTS: u8 = 60;
     /// DCCP.
     pub const DCCP: u8 = 33;
+    /// GRE.
+    pub const GRE: u8 = 47;
     /// SCTP.
     pub const SCTP: u8 = 132;
     /// Mobility header.

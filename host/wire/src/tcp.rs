@@ -135,6 +135,48 @@ pub fn flags_of(buf: &[u8]) -> Option<u8> {
     buf.get(..MIN_HEADER_LEN).map(|h| h[field::FLAGS])
 }
 
+/// A writable view of a TCP header's fixed part (20 bytes): ports and checksum, what NAT and
+/// the flowtable rewrite. Only the fixed part is checked, as the kernel's writers
+/// (`tcp_manip_pkt`, `nf_flow_nat_port_tcp`) pull only `sizeof(struct tcphdr)`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PacketMut<'a> {
+    buf: &'a mut [u8],
+}
+
+impl<'a> PacketMut<'a> {
+    /// Wrap `buf`, which starts at the TCP header, for writing.
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when `buf` is shorter than 20 bytes.
+    pub fn new_checked(buf: &'a mut [u8]) -> Result<Self> {
+        if buf.len() < MIN_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(PacketMut { buf })
+    }
+    /// Checksum as carried.
+    pub fn checksum(&self) -> u16 {
+        be16(self.buf, field::CHECKSUM)
+    }
+    /// Set the source port (the checksum is not updated).
+    pub fn set_src_port(&mut self, p: u16) {
+        put16(self.buf, field::SRC_PORT, p);
+    }
+    /// Set the destination port (the checksum is not updated).
+    pub fn set_dst_port(&mut self, p: u16) {
+        put16(self.buf, field::DST_PORT, p);
+    }
+    /// Set the checksum.
+    pub fn set_checksum(&mut self, c: u16) {
+        put16(self.buf, field::CHECKSUM, c);
+    }
+    /// Update the checksum with a precomputed [`checksum::delta`] (RFC 1624 eqn. 3).
+    pub fn apply_checksum_delta(&mut self, delta: u64) {
+        let c = checksum::apply(self.checksum(), delta);
+        self.set_checksum(c);
+    }
+}
+
 /// The fields of a TCP header without options (data offset 5, urgent pointer 0), for building
 /// one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,5 +281,36 @@ mod tests {
         bad[12] = 0x40;
         assert_eq!(flags_of(&bad), Some(flags::SYN));
         assert_eq!(flags_of(&SYN[..19]), None);
+    }
+
+    proptest::proptest! {
+        /// A port and pseudo-header address rewrite updated incrementally equals the checksum
+        /// recomputed from scratch.
+        #[test]
+        fn incremental_nat_equals_recompute(
+            mut seg in proptest::collection::vec(proptest::num::u8::ANY, 20..60),
+            src in proptest::array::uniform4(proptest::num::u8::ANY),
+            new_src in proptest::array::uniform4(proptest::num::u8::ANY),
+            port in proptest::num::u16::ANY,
+        ) {
+            let dst = std::net::Ipv4Addr::new(10, 0, 0, 2);
+            let len = seg.len() as u32;
+            let full = |seg: &mut Vec<u8>, s: [u8; 4]| {
+                seg[16] = 0;
+                seg[17] = 0;
+                let p = checksum::pseudo_v4(&s.into(), &dst, len, 6);
+                let c = !checksum::sum(u64::from(p), seg);
+                seg[16..18].copy_from_slice(&c.to_be_bytes());
+            };
+            full(&mut seg, src);
+            let old_port = [seg[0], seg[1]];
+            let d = checksum::delta(&src, &new_src) + checksum::delta(&old_port, &port.to_be_bytes());
+            let mut w = PacketMut::new_checked(&mut seg).unwrap();
+            w.set_src_port(port);
+            w.apply_checksum_delta(d);
+            let inc = w.checksum();
+            full(&mut seg, new_src);
+            proptest::prop_assert_eq!(inc, u16::from_be_bytes([seg[16], seg[17]]));
+        }
     }
 }
