@@ -200,6 +200,59 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// A view of an IPv4 header's fixed part (20 bytes), IHL not checked: what a reader that pulls
+/// only `sizeof(struct iphdr)` sees (the kernel's `nf_ct_get_tuplepr` on the header an ICMP
+/// error quotes, the flow hash of `udp_flow_src_port`). [`Packet`] is the checked view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedHeader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> FixedHeader<'a> {
+    /// Wrap `buf`, which starts at the IPv4 header.
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when `buf` is shorter than 20 bytes.
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
+        if buf.len() < MIN_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(FixedHeader { buf })
+    }
+    /// Version field.
+    pub fn version(&self) -> u8 {
+        self.buf[field::VER_IHL] >> 4
+    }
+    /// Header length in bytes, IHL * 4 as carried (0 to 60; not checked against anything).
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buf[field::VER_IHL] & 0x0f) * 4
+    }
+    /// Total length field in bytes.
+    pub fn total_len(&self) -> u16 {
+        be16(self.buf, field::TOTAL_LEN)
+    }
+    /// Fragment offset in bytes (the 13-bit field times 8).
+    pub fn frag_offset(&self) -> u16 {
+        (be16(self.buf, field::FLAGS_FRAG) & FRAG_OFFSET_MASK) * 8
+    }
+    /// Protocol of the payload.
+    pub fn protocol(&self) -> u8 {
+        self.buf[field::PROTOCOL]
+    }
+    /// Source address.
+    pub fn src(&self) -> [u8; 4] {
+        array(self.buf, field::SRC.start)
+    }
+    /// Destination address.
+    pub fn dst(&self) -> [u8; 4] {
+        array(self.buf, field::DST.start)
+    }
+    /// Source address.
+    pub fn src_addr(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.src())
+    }
+}
+
 /// The checksum delta of a TTL decrement by one ([`checksum::apply`] it): in the 16-bit word
 /// (TTL, protocol), `~m + (m - 0x0100)` is the constant 0xfeff for every TTL of at least 1
 /// (RFC 1624 eqn. 3 with a precomputed delta). With a TTL of 0 the decrement wraps and this
@@ -225,6 +278,14 @@ impl<'a> PacketMut<'a> {
             return Err(Error::Truncated);
         }
         Ok(PacketMut { buf })
+    }
+    /// Header length in bytes, IHL * 4 as carried (not checked: 0 to 60).
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buf[field::VER_IHL] & 0x0f) * 4
+    }
+    /// Protocol of the payload.
+    pub fn protocol(&self) -> u8 {
+        self.buf[field::PROTOCOL]
     }
     /// Time to live.
     pub fn ttl(&self) -> u8 {
@@ -296,7 +357,7 @@ impl<'a> PacketMut<'a> {
     /// [`Error::Malformed`] when IHL is below 5; [`Error::Truncated`] when the buffer is shorter
     /// than IHL * 4. Nothing is written then.
     pub fn fill_checksum(&mut self) -> Result<()> {
-        let hl = usize::from(self.buf[field::VER_IHL] & 0x0f) * 4;
+        let hl = self.header_len();
         if hl < MIN_HEADER_LEN {
             return Err(Error::Malformed);
         }
@@ -513,5 +574,20 @@ mod tests {
             w.adjust_checksum(&old, &a);
             proptest::prop_assert_eq!(checksum::checksum(&h), 0);
         }
+    }
+
+    #[test]
+    fn fixed_header_trusts_ihl() {
+        // IHL 4 and IHL 6 without its option: the checked view refuses, the fixed one reads.
+        let mut h = CAPTURED;
+        h[0] = 0x44;
+        assert_eq!(Packet::new_checked(&h), Err(Error::Malformed));
+        let f = FixedHeader::new_checked(&h).unwrap();
+        assert_eq!((f.version(), f.header_len(), f.protocol()), (4, 16, 17));
+        assert_eq!((f.total_len(), f.frag_offset()), (0x73, 0));
+        assert_eq!((f.src(), f.dst()), ([192, 168, 0, 1], [192, 168, 0, 199]));
+        h[0] = 0x46;
+        assert_eq!(FixedHeader::new_checked(&h).unwrap().header_len(), 24);
+        assert_eq!(FixedHeader::new_checked(&h[..19]), Err(Error::Truncated));
     }
 }

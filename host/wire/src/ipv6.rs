@@ -121,6 +121,10 @@ impl<'a> PacketMut<'a> {
         }
         Ok(PacketMut { buf })
     }
+    /// Next header.
+    pub fn next_header(&self) -> u8 {
+        self.buf[field::NEXT_HEADER]
+    }
     /// Hop limit.
     pub fn hop_limit(&self) -> u8 {
         self.buf[field::HOP_LIMIT]
