@@ -153,7 +153,9 @@ fn rewrite_l4(
         }
         proto::ICMP | proto::ICMPV6 => {
             // ICMP and ICMPv6 share the layout of type, checksum and identifier.
-            let t = *f.get(l4 + icmp::field::TYPE).ok_or(RewriteError::Truncated)?;
+            let t = *f
+                .get(l4 + icmp::field::TYPE)
+                .ok_or(RewriteError::Truncated)?;
             let has_id = if p == proto::ICMP {
                 icmp::has_ident(t)
             } else {

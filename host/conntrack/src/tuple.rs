@@ -329,7 +329,8 @@ pub(crate) fn l4_fields(k: &mut Key, frame: &[u8], at: usize) -> Result<(), NoTu
                 .get(at..at + icmp::HEADER_LEN)
                 .ok_or(NoTuple::Truncated)?;
             k.dport = u16::from_be_bytes([h[icmp::field::TYPE], h[icmp::field::CODE]]);
-            k.sport = u16::from_be_bytes([h[icmp::field::ECHO_IDENT], h[icmp::field::ECHO_IDENT + 1]]);
+            k.sport =
+                u16::from_be_bytes([h[icmp::field::ECHO_IDENT], h[icmp::field::ECHO_IDENT + 1]]);
         }
         _ => {}
     }

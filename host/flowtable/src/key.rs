@@ -163,12 +163,23 @@ pub(crate) fn parse_at(frame: &[u8], at: usize, iif: u16, tun_id: Option<u32>) -
                 return None;
             }
             let total = usize::from(h.total_len());
-            if total < ipv4::MIN_HEADER_LEN || total > ip.len() || h.more_frags() || h.frag_offset() != 0
+            if total < ipv4::MIN_HEADER_LEN
+                || total > ip.len()
+                || h.more_frags()
+                || h.frag_offset() != 0
             {
                 return None;
             }
             let (s, d): (IpAddr, IpAddr) = (h.src_addr().into(), h.dst_addr().into());
-            (s, d, ipv4::MIN_HEADER_LEN, total, h.protocol(), h.ttl(), false)
+            (
+                s,
+                d,
+                ipv4::MIN_HEADER_LEN,
+                total,
+                h.protocol(),
+                h.ttl(),
+                false,
+            )
         }
         ETH_IPV6 => {
             let h = ipv6::Packet::new_checked(ip).ok()?;
@@ -180,7 +191,15 @@ pub(crate) fn parse_at(frame: &[u8], at: usize, iif: u16, tun_id: Option<u32>) -
                 return None;
             }
             let (s, d): (IpAddr, IpAddr) = (h.src_addr().into(), h.dst_addr().into());
-            (s, d, ipv6::HEADER_LEN, total, h.next_header(), h.hop_limit(), true)
+            (
+                s,
+                d,
+                ipv6::HEADER_LEN,
+                total,
+                h.next_header(),
+                h.hop_limit(),
+                true,
+            )
         }
         _ => return None,
     };

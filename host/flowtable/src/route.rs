@@ -183,7 +183,8 @@ impl EncapTemplate {
             length: 0,
             checksum: 0,
         };
-        let mut b = Vec::with_capacity(ethernet::HEADER_LEN + ip.len() + 8 + gnv.len());
+        let mut b =
+            Vec::with_capacity(ethernet::HEADER_LEN + ip.len() + udp::HEADER_LEN + gnv.len());
         b.extend_from_slice(&eth.to_bytes());
         b.extend_from_slice(&ip);
         b.extend_from_slice(&outer_udp.to_bytes());
@@ -210,7 +211,9 @@ impl EncapTemplate {
                 _ => return bad(not_ip_udp),
             },
             ethernet::ethertype::IPV6 => match ipv6::Packet::new_checked(l3) {
-                Ok(h) if h.version() == 6 => (true, ipv6::HEADER_LEN, Some((h.src_addr(), h.dst_addr()))),
+                Ok(h) if h.version() == 6 => {
+                    (true, ipv6::HEADER_LEN, Some((h.src_addr(), h.dst_addr())))
+                }
                 _ => return bad(not_ip_udp),
             },
             _ => return bad(not_ip_udp),

@@ -66,7 +66,16 @@ pub fn v4_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v4_error(ip, icmp::msg_type::TIME_EXCEEDED, 0, 0, src, mac, to_mac, out);
+    v4_error(
+        ip,
+        icmp::msg_type::TIME_EXCEEDED,
+        0,
+        0,
+        src,
+        mac,
+        to_mac,
+        out,
+    );
 }
 
 /// How an ICMPv4 error's IP header is written and how much of the offending datagram it
@@ -218,7 +227,16 @@ pub fn v6_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v6_error(ip, icmpv6::msg_type::TIME_EXCEEDED, 0, 0, src, mac, to_mac, out);
+    v6_error(
+        ip,
+        icmpv6::msg_type::TIME_EXCEEDED,
+        0,
+        0,
+        src,
+        mac,
+        to_mac,
+        out,
+    );
 }
 
 /// Most bytes of the offending packet an ICMPv6 error of icmpv6_send quotes (1280 - 48).

@@ -1139,5 +1139,13 @@ pub fn raise_ttl_v4(ip: &mut [u8]) {
     }
 }
 
+/// Raise the hop limit of the IPv6 header at the start of `ip` by one (wrapping): the inverse
+/// of the forward path's decrement. Nothing happens to a buffer shorter than 40 bytes.
+pub fn raise_hop_limit_v6(ip: &mut [u8]) {
+    if let Ok(mut h) = ipv6::PacketMut::new_checked(ip) {
+        h.increment_hop_limit();
+    }
+}
+
 #[cfg(test)]
 mod tests;

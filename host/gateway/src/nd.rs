@@ -52,9 +52,7 @@ fn message(
         return None;
     }
     let plen = usize::from(ip.payload_len());
-    let msg = ip
-        .bytes()
-        .get(ipv6::HEADER_LEN..ipv6::HEADER_LEN + plen)?;
+    let msg = ip.bytes().get(ipv6::HEADER_LEN..ipv6::HEADER_LEN + plen)?;
     let m = ndisc::Message::new_checked(msg).ok()?;
     if m.msg_type() != typ || m.code() != 0 {
         return None;

@@ -163,7 +163,8 @@ impl Gateway {
     pub fn tunnel_rx(&self, input: DevId, frame: &[u8]) -> Option<(DevId, usize)> {
         let meta = wasp_wire::parse(frame);
         let t = meta.tunnel?;
-        if t.kind != wasp_wire::meta::TunnelKind::Geneve || t.inner_proto != ethernet::ethertype::TEB
+        if t.kind != wasp_wire::meta::TunnelKind::Geneve
+            || t.inner_proto != ethernet::ethertype::TEB
         {
             return None;
         }
@@ -224,7 +225,7 @@ impl Gateway {
     /// outer packet, wasp does not fragment).
     pub fn tunnel_tx(&self, dev: DevId, inner: &[u8]) -> Result<(DevId, Vec<u8>), DropReason> {
         let (under, tpl) = self.tunnel_template(dev, src_port(inner))?;
-        let outer_l3 = tpl.len() - 14 + inner.len();
+        let outer_l3 = tpl.len() - ethernet::HEADER_LEN + inner.len();
         if let Some(mtu) = self.devices.get(usize::from(under.0)).and_then(|d| d.mtu)
             && outer_l3 > mtu as usize
         {

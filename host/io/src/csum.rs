@@ -59,9 +59,7 @@ fn locate(f: &[u8]) -> Result<L4, Unresolved> {
     let m = wasp_wire::parse(f);
     let tags = &m.vlans[..usize::from(m.vlan_count)];
     if m.malformed == Some(Malformed::TruncatedVlan)
-        || tags
-            .iter()
-            .any(|t| !ethernet::is_kernel_vlan_tpid(t.tpid))
+        || tags.iter().any(|t| !ethernet::is_kernel_vlan_tpid(t.tpid))
     {
         return Err(Unresolved::NoL4);
     }
@@ -72,7 +70,8 @@ fn locate(f: &[u8]) -> Result<L4, Unresolved> {
             let h = ipv4::Packet::new_checked(l3).map_err(|_| Unresolved::NoL4)?;
             let total = usize::from(h.total_len());
             // A fragment (MF or an offset) is never partial: fragmentation completes first.
-            if h.version() != 4 || h.more_frags() || h.frag_offset() != 0 || total < h.header_len() {
+            if h.version() != 4 || h.more_frags() || h.frag_offset() != 0 || total < h.header_len()
+            {
                 return Err(Unresolved::NoL4);
             }
             let proto = h.protocol();

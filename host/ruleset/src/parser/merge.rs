@@ -28,8 +28,8 @@
 //! dport 2` for `udp dport 2 counter udp sport 1`); the model has no statement for it.
 
 use crate::model::{DataType, Dependency, Family};
-use crate::proto::Proto;
 use crate::model::{Expr, KeyPart, Match, MetaKey, PayloadBase, PayloadField, RelOp, Rhs, Stmt};
+use crate::proto::Proto;
 
 /// A member of a merge run: a statement of the rule or an implicit dependency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
