@@ -51,13 +51,13 @@ fn put16(f: &mut [u8], at: usize, v: u16) {
 
 /// Adjust the 16-bit checksum field at `at` (if it is whole in the frame: a transport header
 /// quoted in an ICMP error may be cut after 8 bytes) for `old` -> `new` (RFC 1624 eqn. 3);
-/// with `udp`, RFC 768's zero rule ([`udp::apply_checksum_delta`]).
-fn adjust_at(f: &mut [u8], at: usize, old: &[u8], new: &[u8], udp: bool) {
+/// with `zero_rule`, UDP's ([`udp::apply_checksum_delta`]).
+fn adjust_at(f: &mut [u8], at: usize, old: &[u8], new: &[u8], zero_rule: bool) {
     let Some(c) = get16(f, at) else {
         return;
     };
     let delta = wasp_wire::checksum::delta(old, new);
-    let n = if udp {
+    let n = if zero_rule {
         udp::apply_checksum_delta(c, delta)
     } else {
         wasp_wire::checksum::apply(c, delta)
@@ -133,14 +133,14 @@ fn rewrite_l4(
                 .map_err(|_| RewriteError::Truncated)?
                 .bytes();
             // UDP-Lite has UDP's layout (RFC 3828), not its zero rule.
-            let (coff, udp) = match p {
+            let (coff, zero_rule) = match p {
                 proto::TCP => (tcp::field::CHECKSUM, false),
                 proto::UDP => (udp::field::CHECKSUM, true),
                 _ => (udp::field::CHECKSUM, false),
             };
             // Only when the whole checksum field is there (ICMP errors quote 8 bytes), as
             // adjust_at checks.
-            adjust_at(seg, coff, old_a, new_a, udp);
+            adjust_at(seg, coff, old_a, new_a, zero_rule);
             let mut ports = th::PortsMut::new_checked(seg).map_err(|_| RewriteError::Truncated)?;
             if let Some(s) = sport {
                 ports.set_src_port(s);
@@ -149,7 +149,7 @@ fn rewrite_l4(
                 ports.set_dst_port(d);
             }
             let new_ports = ports.bytes();
-            adjust_at(seg, coff, &old_ports, &new_ports, udp);
+            adjust_at(seg, coff, &old_ports, &new_ports, zero_rule);
         }
         proto::ICMP | proto::ICMPV6 => {
             // ICMP and ICMPv6 share the layout of type, checksum and identifier.
