@@ -3,8 +3,9 @@
 //! `*_manip_pkt` of `nf_nat_proto.c`, and `nf_nat_icmp_reply_translation` for ICMP errors.
 
 use std::net::IpAddr;
+use std::ops::Range;
 
-use wasp_wire::{L3Kind, PacketMeta};
+use wasp_wire::{L3Kind, PacketMeta, icmp, icmpv6, ipv4, ipv6, tcp, th, udp};
 
 use crate::nat::Manip;
 use crate::table::ip_end;
@@ -38,16 +39,6 @@ pub enum RewriteError {
     Truncated,
 }
 
-/// RFC 1624 eqn. 3: the checksum `check` after `old` became `new` (both of even length).
-fn csum_adjust(check: u16, old: &[u8], new: &[u8]) -> u16 {
-    wasp_wire::checksum::adjust(check, old, new)
-}
-
-/// The Internet checksum of `data` plus `initial` (a folded-or-not partial sum).
-pub(crate) fn checksum(data: &[u8], initial: u32) -> u16 {
-    !wasp_wire::checksum::sum(u64::from(initial), data)
-}
-
 fn get16(f: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
 }
@@ -58,19 +49,19 @@ fn put16(f: &mut [u8], at: usize, v: u16) {
     }
 }
 
-/// Adjust the 16-bit checksum at `at` (if it is in the frame) for `old` -> `new`; with
-/// `udp`, a zero checksum (none) stays zero and a result of zero is written as 0xffff.
-fn adjust_at(f: &mut [u8], at: usize, old: &[u8], new: &[u8], udp: bool) {
+/// Adjust the 16-bit checksum field at `at` (if it is whole in the frame: a transport header
+/// quoted in an ICMP error may be cut after 8 bytes) for `old` -> `new` (RFC 1624 eqn. 3);
+/// with `zero_rule`, UDP's ([`udp::apply_checksum_delta`]).
+fn adjust_at(f: &mut [u8], at: usize, old: &[u8], new: &[u8], zero_rule: bool) {
     let Some(c) = get16(f, at) else {
         return;
     };
-    if udp && c == 0 {
-        return;
-    }
-    let mut n = csum_adjust(c, old, new);
-    if udp && n == 0 {
-        n = 0xffff;
-    }
+    let delta = wasp_wire::checksum::delta(old, new);
+    let n = if zero_rule {
+        udp::apply_checksum_delta(c, delta)
+    } else {
+        wasp_wire::checksum::apply(c, delta)
+    };
     put16(f, at, n);
 }
 
@@ -82,31 +73,42 @@ fn addr_vec(a: IpAddr, v4: bool) -> Result<Vec<u8>, RewriteError> {
     }
 }
 
-/// ICMP types whose header carries an identifier (echo, timestamp, information, address mask
-/// requests and replies).
-fn icmp_has_id(t: u8) -> bool {
-    matches!(t, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18)
-}
-
-fn icmpv6_has_id(t: u8) -> bool {
-    matches!(t, 128 | 129 | 139 | 140)
-}
-
-/// One IP header's layout in the frame.
+/// One IP header in the frame: where it starts and its version.
 struct Ip {
     at: usize,
     v4: bool,
 }
 
 impl Ip {
-    fn src(&self) -> usize {
-        self.at + if self.v4 { 12 } else { 8 }
+    /// The source and destination addresses, one after the other, in the frame.
+    fn addrs(&self) -> Range<usize> {
+        let (s, d) = if self.v4 {
+            (ipv4::field::SRC, ipv4::field::DST)
+        } else {
+            (ipv6::field::SRC, ipv6::field::DST)
+        };
+        self.at + s.start..self.at + d.end
     }
-    fn dst(&self) -> usize {
-        self.at + if self.v4 { 16 } else { 24 }
-    }
+    /// Length of one address in bytes.
     fn alen(&self) -> usize {
-        if self.v4 { 4 } else { 16 }
+        self.addrs().len() / 2
+    }
+    /// Update the IPv4 header checksum for addresses `old` -> `new` (concatenated source and
+    /// destination) and write them; for IPv6 (no header checksum) only write them. The caller
+    /// has checked that the addresses are in `f`.
+    fn set_addrs(&self, f: &mut [u8], old: &[u8], new: &[u8]) {
+        let al = self.alen();
+        let (src, dst) = new.split_at(al);
+        if self.v4 {
+            if let Ok(mut h) = ipv4::PacketMut::new_checked(&mut f[self.at..]) {
+                h.adjust_checksum(old, new);
+                h.set_src(src.try_into().unwrap_or_default());
+                h.set_dst(dst.try_into().unwrap_or_default());
+            }
+        } else if let Ok(mut h) = ipv6::PacketMut::new_checked(&mut f[self.at..]) {
+            h.set_src(src.try_into().unwrap_or_default());
+            h.set_dst(dst.try_into().unwrap_or_default());
+        }
     }
 }
 
@@ -126,44 +128,48 @@ fn rewrite_l4(
 ) -> Result<(), RewriteError> {
     match p {
         proto::TCP | proto::UDP | proto::UDPLITE => {
-            if f.len() < l4 + 4 {
-                return Err(RewriteError::Truncated);
-            }
-            let (coff, udp) = match p {
-                proto::TCP => (16, false),
-                proto::UDP => (6, true),
-                _ => (6, false),
+            let seg = f.get_mut(l4..).ok_or(RewriteError::Truncated)?;
+            let old_ports = th::PortsMut::new_checked(seg)
+                .map_err(|_| RewriteError::Truncated)?
+                .bytes();
+            // UDP-Lite has UDP's layout (RFC 3828), not its zero rule.
+            let (coff, zero_rule) = match p {
+                proto::TCP => (tcp::field::CHECKSUM, false),
+                proto::UDP => (udp::field::CHECKSUM, true),
+                _ => (udp::field::CHECKSUM, false),
             };
-            // Only when the whole checksum field is there (ICMP errors quote 8 bytes).
-            let has_csum = f.len() >= l4 + coff + 2;
-            let old_ports = [f[l4], f[l4 + 1], f[l4 + 2], f[l4 + 3]];
-            let mut new_ports = old_ports;
+            // Only when the whole checksum field is there (ICMP errors quote 8 bytes), as
+            // adjust_at checks.
+            adjust_at(seg, coff, old_a, new_a, zero_rule);
+            let mut ports = th::PortsMut::new_checked(seg).map_err(|_| RewriteError::Truncated)?;
             if let Some(s) = sport {
-                new_ports[..2].copy_from_slice(&s.to_be_bytes());
+                ports.set_src_port(s);
             }
             if let Some(d) = dport {
-                new_ports[2..].copy_from_slice(&d.to_be_bytes());
+                ports.set_dst_port(d);
             }
-            if has_csum {
-                adjust_at(f, l4 + coff, old_a, new_a, udp);
-                adjust_at(f, l4 + coff, &old_ports, &new_ports, udp);
-            }
-            f[l4..l4 + 4].copy_from_slice(&new_ports);
+            let new_ports = ports.bytes();
+            adjust_at(seg, coff, &old_ports, &new_ports, zero_rule);
         }
         proto::ICMP | proto::ICMPV6 => {
-            let t = *f.get(l4).ok_or(RewriteError::Truncated)?;
+            // ICMP and ICMPv6 share the layout of type, checksum and identifier.
+            let t = *f
+                .get(l4 + icmp::field::TYPE)
+                .ok_or(RewriteError::Truncated)?;
             let has_id = if p == proto::ICMP {
-                icmp_has_id(t)
+                icmp::has_ident(t)
             } else {
-                icmpv6_has_id(t)
+                icmpv6::has_ident(t)
             };
+            let csum = l4 + icmp::field::CHECKSUM;
             if p == proto::ICMPV6 {
-                adjust_at(f, l4 + 2, old_a, new_a, false);
+                adjust_at(f, csum, old_a, new_a, false);
             }
             if has_id && let Some(id) = id {
-                let old = get16(f, l4 + 4).ok_or(RewriteError::Truncated)?;
-                adjust_at(f, l4 + 2, &old.to_be_bytes(), &id.to_be_bytes(), false);
-                put16(f, l4 + 4, id);
+                let ident = l4 + icmp::field::ECHO_IDENT;
+                let old = get16(f, ident).ok_or(RewriteError::Truncated)?;
+                adjust_at(f, csum, &old.to_be_bytes(), &id.to_be_bytes(), false);
+                put16(f, ident, id);
             }
         }
         _ => {}
@@ -213,12 +219,12 @@ impl NatRewrite {
             v4,
         };
         let end = ip_end(frame, meta).ok_or(RewriteError::NotIp)?;
-        if end < ip.dst() + ip.alen() {
+        if end < ip.addrs().end {
             return Err(RewriteError::NotIp);
         }
         let new_src = self.src.map(|(a, _)| addr_vec(a, v4)).transpose()?;
         let new_dst = self.dst.map(|(a, _)| addr_vec(a, v4)).transpose()?;
-        let old_a = frame[ip.src()..ip.dst() + ip.alen()].to_vec();
+        let old_a = frame[ip.addrs()].to_vec();
         let mut new_a = old_a.clone();
         let al = ip.alen();
         if let Some(s) = &new_src {
@@ -232,8 +238,8 @@ impl NatRewrite {
             let f = &mut frame[..end];
             let t = f.get(lo).copied().unwrap_or(0);
             let is_err = match l4.proto {
-                proto::ICMP => matches!(t, 3 | 4 | 5 | 11 | 12),
-                proto::ICMPV6 => t < 128,
+                proto::ICMP => icmp::is_error(t),
+                proto::ICMPV6 => icmpv6::is_error(t),
                 _ => false,
             };
             if is_err {
@@ -251,10 +257,7 @@ impl NatRewrite {
                 )?;
             }
         }
-        if v4 {
-            adjust_at(frame, ip.at + 10, &old_a, &new_a, false);
-        }
-        frame[ip.src()..ip.dst() + al].copy_from_slice(&new_a);
+        ip.set_addrs(frame, &old_a, &new_a);
         Ok(())
     }
 
@@ -267,22 +270,27 @@ impl NatRewrite {
         lo: usize,
         new_a: &[u8],
     ) -> Result<(), RewriteError> {
-        let inner_at = lo + 8;
+        // ICMP and ICMPv6 errors quote the packet after the same 8 bytes.
+        let inner_at = lo + icmp::field::QUOTE;
         let ip = Ip {
             at: inner_at,
             v4: outer.v4,
         };
         let al = ip.alen();
-        if f.len() < ip.dst() + al {
+        if f.len() < ip.addrs().end {
             return Err(RewriteError::Truncated);
         }
+        // The inner header's length as carried (nf_nat_ipv4_manip_pkt pulls only the fixed
+        // part and trusts IHL).
+        let inner = &mut f[inner_at..];
         let (iproto, il4) = if ip.v4 {
-            let ihl = usize::from(f[inner_at] & 0xf) * 4;
-            (f[inner_at + 9], inner_at + ihl)
+            let h = ipv4::PacketMut::new_checked(inner).map_err(|_| RewriteError::Truncated)?;
+            (h.protocol(), inner_at + h.header_len())
         } else {
-            (f[inner_at + 6], inner_at + 40)
+            let h = ipv6::PacketMut::new_checked(inner).map_err(|_| RewriteError::Truncated)?;
+            (h.next_header(), inner_at + ipv6::HEADER_LEN)
         };
-        let old_ia = f[ip.src()..ip.dst() + al].to_vec();
+        let old_ia = f[ip.addrs()].to_vec();
         let mut new_ia = old_ia.clone();
         // The quoted packet went the other way: its source is our destination.
         if let Some((a, _)) = self.dst {
@@ -303,24 +311,19 @@ impl NatRewrite {
                 self.icmp_id,
             )?;
         }
-        if ip.v4 {
-            adjust_at(f, inner_at + 10, &old_ia, &new_ia, false);
-        }
-        f[ip.src()..ip.dst() + al].copy_from_slice(&new_ia);
+        ip.set_addrs(f, &old_ia, &new_ia);
         // The whole ICMP message.
-        put16(f, lo + 2, 0);
-        let c = if outer.v4 {
-            checksum(&f[lo..], 0)
-        } else {
-            let len = (f.len() - lo) as u32;
-            let mut pseudo = 0u32;
-            for w in new_a.chunks(2) {
-                pseudo += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        let msg = &mut f[lo..];
+        if outer.v4 {
+            if let Ok(mut m) = icmp::PacketMut::new_checked(msg) {
+                m.fill_checksum();
             }
-            pseudo += (len >> 16) + (len & 0xffff) + u32::from(proto::ICMPV6);
-            checksum(&f[lo..], pseudo)
-        };
-        put16(f, lo + 2, c);
+        } else if let Ok(mut m) = icmpv6::PacketMut::new_checked(msg) {
+            let (s, d) = new_a.split_at(al);
+            let s: [u8; 16] = s.try_into().unwrap_or_default();
+            let d: [u8; 16] = d.try_into().unwrap_or_default();
+            m.fill_checksum(&s.into(), &d.into());
+        }
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
-use wasp_wire::{L3Kind, PacketMeta};
+use wasp_wire::{L3Kind, PacketMeta, icmp, icmpv6, ipv4, ipv6, tcp as tcp_hdr, udp};
 
 use crate::count::Counts;
 use crate::display::EntryInfo;
@@ -409,15 +409,19 @@ impl Conntrack {
                 None => return CtInfo::INVALID,
             },
             proto::UDP => {
-                let len = be16(frame, l4 + 4).map_or(0, usize::from);
-                if len < 8 || len > ip_end.saturating_sub(l4) {
+                let len = be16(frame, l4 + udp::field::LENGTH).map_or(0, usize::from);
+                if len < udp::HEADER_LEN || len > ip_end.saturating_sub(l4) {
                     return CtInfo::INVALID;
                 }
             }
             proto::UDPLITE => {
-                let cov = be16(frame, l4 + 4).map_or(0, usize::from);
+                // UDP-Lite has UDP's layout, its length field the checksum coverage (RFC 3828);
+                // the fields are read as far as they are there (udplite_error).
+                let cov = be16(frame, l4 + udp::field::LENGTH).map_or(0, usize::from);
                 let udplen = ip_end.saturating_sub(l4);
-                if (cov != 0 && (cov < 8 || cov > udplen)) || be16(frame, l4 + 6) == Some(0) {
+                if (cov != 0 && (cov < udp::HEADER_LEN || cov > udplen))
+                    || be16(frame, l4 + udp::field::CHECKSUM) == Some(0)
+                {
                     return CtInfo::INVALID;
                 }
             }
@@ -426,8 +430,8 @@ impl Conntrack {
                 if t > 18 {
                     return CtInfo::INVALID;
                 }
-                if matches!(t, 3 | 4 | 5 | 11 | 12) {
-                    return self.related(frame, meta, &key, l4 + 8, ip_end, now);
+                if icmp::is_error(t) {
+                    return self.related(frame, meta, &key, l4 + icmp::field::QUOTE, ip_end, now);
                 }
             }
             proto::ICMPV6 => {
@@ -438,8 +442,9 @@ impl Conntrack {
                         ..CtInfo::INVALID
                     };
                 }
-                if t < 128 {
-                    return self.related(frame, meta, &key, l4 + 8, ip_end, now);
+                if icmpv6::is_error(t) {
+                    let quote = l4 + icmpv6::field::QUOTE;
+                    return self.related(frame, meta, &key, quote, ip_end, now);
                 }
             }
             _ => {}
@@ -1228,25 +1233,17 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
-#[inline]
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes([
-        *b.get(at)?,
-        *b.get(at + 1)?,
-        *b.get(at + 2)?,
-        *b.get(at + 3)?,
-    ]))
-}
-
 /// End of the IP packet in the frame (total length / payload length), never past the frame.
+/// `meta.l4` being set, the header at `net_offset` passed validation (so its view builds).
 pub(crate) fn ip_end(frame: &[u8], meta: &PacketMeta) -> Option<usize> {
     let net = usize::from(meta.net_offset);
+    let ip = frame.get(net..)?;
     let end = match meta.l3 {
-        L3Kind::Ipv4 => net + usize::from(be16(frame, net + 2)?),
-        L3Kind::Ipv6 => {
-            let pl = usize::from(be16(frame, net + 4)?);
-            if pl == 0 { frame.len() } else { net + 40 + pl }
-        }
+        L3Kind::Ipv4 => net + usize::from(ipv4::Packet::new_checked(ip).ok()?.total_len()),
+        L3Kind::Ipv6 => match ipv6::Packet::new_checked(ip).ok()?.payload_len() {
+            0 => frame.len(),
+            pl => net + ipv6::HEADER_LEN + usize::from(pl),
+        },
         _ => return None,
     };
     Some(end.min(frame.len()))
@@ -1254,20 +1251,17 @@ pub(crate) fn ip_end(frame: &[u8], meta: &PacketMeta) -> Option<usize> {
 
 /// The TCP segment at `at` (`tcp_error`: header within the packet, flags valid).
 fn tcp_segment(frame: &[u8], at: usize, end: usize) -> Option<Segment> {
-    let doff = usize::from(*frame.get(at + 12)? >> 4) * 4;
-    if doff < 20 || end < at + doff || frame.len() < at + doff {
-        return None;
-    }
-    let flags = frame[at + 13];
-    if !tcp::valid_flags(flags) {
+    let seg = frame.get(at..end.min(frame.len()))?;
+    let t = tcp_hdr::Packet::new_checked(seg).ok()?;
+    if !tcp::valid_flags(t.flags()) {
         return None;
     }
     Some(Segment {
-        flags,
-        seq: be32(frame, at + 4)?,
-        ack: be32(frame, at + 8)?,
-        win: be16(frame, at + 14)?,
-        payload: (end - at - doff) as u32,
+        flags: t.flags(),
+        seq: t.seq(),
+        ack: t.ack(),
+        win: t.window(),
+        payload: (end - at - t.header_len()) as u32,
     })
 }
 
@@ -1279,28 +1273,30 @@ pub(crate) fn inner_key(frame: &[u8], _meta: &PacketMeta, outer: &Key, at: usize
         family: outer.family,
         ..Key::default()
     };
+    let quoted = frame.get(at..)?;
     let l4 = if outer.is_v4() {
-        let h = frame.get(at..at + 20)?;
-        if h[0] >> 4 != 4 || h[0] & 0xf < 5 {
+        // The fixed part only: the options of a quoted header may be cut off.
+        let h = ipv4::FixedHeader::new_checked(quoted).ok()?;
+        if h.version() != 4 || h.header_len() < ipv4::MIN_HEADER_LEN {
             return None;
         }
         // Inner non-first fragments have no ports.
-        if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
+        if h.frag_offset() != 0 {
             return None;
         }
-        k.proto = h[9];
-        k.src[..4].copy_from_slice(&h[12..16]);
-        k.dst[..4].copy_from_slice(&h[16..20]);
-        at + usize::from(h[0] & 0xf) * 4
+        k.proto = h.protocol();
+        k.src[..4].copy_from_slice(&h.src());
+        k.dst[..4].copy_from_slice(&h.dst());
+        at + h.header_len()
     } else {
-        let h = frame.get(at..at + 40)?;
-        if h[0] >> 4 != 6 {
+        let h = ipv6::Packet::new_checked(quoted).ok()?;
+        if h.version() != 6 {
             return None;
         }
-        k.proto = h[6];
-        k.src.copy_from_slice(&h[8..24]);
-        k.dst.copy_from_slice(&h[24..40]);
-        at + 40
+        k.proto = h.next_header();
+        k.src.copy_from_slice(&h.src());
+        k.dst.copy_from_slice(&h.dst());
+        at + ipv6::HEADER_LEN
     };
     l4_fields(&mut k, frame, l4).ok()?;
     Some(k)

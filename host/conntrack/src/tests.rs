@@ -4,7 +4,10 @@ use std::net::IpAddr;
 
 use wasp_wire::parse;
 
-use crate::rewrite::checksum;
+/// The Internet checksum of `data` plus `initial` (a folded-or-not partial sum).
+fn checksum(data: &[u8], initial: u32) -> u16 {
+    !wasp_wire::checksum::sum(u64::from(initial), data)
+}
 use crate::tcp::NS;
 use crate::tuple::Key;
 use crate::*;

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use wasp_wire::{L3Kind, PacketMeta};
+use wasp_wire::{L3Kind, PacketMeta, icmp, ipv4, ipv6, th};
 
 /// IP protocol numbers the trackers know.
 pub mod proto {
@@ -170,11 +170,6 @@ pub(crate) fn bytes_addr(b: &[u8; 16], family: u8) -> IpAddr {
     }
 }
 
-#[inline]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
 impl Key {
     /// Five words for hashing.
     #[inline]
@@ -294,15 +289,17 @@ impl Key {
         };
         match meta.l3 {
             L3Kind::Ipv4 => {
-                let h = frame.get(net..net + 20).ok_or(NoTuple::NotIp)?;
-                k.src[..4].copy_from_slice(&h[12..16]);
-                k.dst[..4].copy_from_slice(&h[16..20]);
+                let ip = frame.get(net..).ok_or(NoTuple::NotIp)?;
+                let h = ipv4::FixedHeader::new_checked(ip).map_err(|_| NoTuple::NotIp)?;
+                k.src[..4].copy_from_slice(&h.src());
+                k.dst[..4].copy_from_slice(&h.dst());
                 k.family = FAMILY_V4;
             }
             L3Kind::Ipv6 => {
-                let h = frame.get(net..net + 40).ok_or(NoTuple::NotIp)?;
-                k.src.copy_from_slice(&h[8..24]);
-                k.dst.copy_from_slice(&h[24..40]);
+                let ip = frame.get(net..).ok_or(NoTuple::NotIp)?;
+                let h = ipv6::Packet::new_checked(ip).map_err(|_| NoTuple::NotIp)?;
+                k.src.copy_from_slice(&h.src());
+                k.dst.copy_from_slice(&h.dst());
                 k.family = FAMILY_V6;
             }
             _ => return Err(NoTuple::NotIp),
@@ -320,14 +317,20 @@ impl Key {
 pub(crate) fn l4_fields(k: &mut Key, frame: &[u8], at: usize) -> Result<(), NoTuple> {
     match k.proto {
         p if has_ports(p) => {
-            k.sport = be16(frame, at).ok_or(NoTuple::Truncated)?;
-            k.dport = be16(frame, at + 2).ok_or(NoTuple::Truncated)?;
+            let l4 = frame.get(at..).ok_or(NoTuple::Truncated)?;
+            let ports = th::Ports::new_checked(l4).map_err(|_| NoTuple::Truncated)?;
+            k.sport = ports.src_port();
+            k.dport = ports.dst_port();
         }
         proto::ICMP | proto::ICMPV6 => {
-            // icmp_pkt_to_tuple reads the whole 8-byte header.
-            let h = frame.get(at..at + 8).ok_or(NoTuple::Truncated)?;
-            k.dport = u16::from_be_bytes([h[0], h[1]]);
-            k.sport = u16::from_be_bytes([h[4], h[5]]);
+            // icmp_pkt_to_tuple reads the whole 8-byte header: (type, code) as the
+            // destination "port", the identifier as the source. ICMPv6 has ICMP's layout.
+            let h = frame
+                .get(at..at + icmp::HEADER_LEN)
+                .ok_or(NoTuple::Truncated)?;
+            k.dport = u16::from_be_bytes([h[icmp::field::TYPE], h[icmp::field::CODE]]);
+            k.sport =
+                u16::from_be_bytes([h[icmp::field::ECHO_IDENT], h[icmp::field::ECHO_IDENT + 1]]);
         }
         _ => {}
     }

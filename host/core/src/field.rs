@@ -156,11 +156,7 @@ pub(crate) fn dep_check(d: Dep, family: Family) -> (Load, u128) {
         Dep::Arp => (Load::meta(Src::Protocol, 2), 0x0806),
         Dep::L4Proto(p) => (Load::meta(Src::L4proto, 1), u128::from(p)),
         Dep::IcmpType(t) => (
-            payload_load(FieldPos {
-                src: Src::Transport,
-                off_bits: 0,
-                len_bits: 8,
-            }),
+            payload_load(payload_field(PayloadField::ICMP_TYPE).0),
             u128::from(t),
         ),
         Dep::Vlan(0) => (

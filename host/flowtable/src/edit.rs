@@ -4,7 +4,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::checksum;
+use wasp_wire::{ethernet, ipv4, ipv6, tcp, th, udp};
+
 use crate::key::{Dir, TCP};
 use crate::route::{DirPlan, TunnelWork};
 
@@ -60,13 +61,13 @@ impl FlowEdit {
     /// Length in bytes of the frame [`FlowEdit::write`] makes: the template (encap) + 14 + the
     /// IP packet's length.
     pub fn out_len(&self) -> usize {
-        self.plan.encap_len() + 14 + self.l3_len
+        self.plan.encap_len() + ethernet::HEADER_LEN + self.l3_len
     }
 
     /// Bytes of the input frame the edit reads: the outer headers (decap) + 14 + the IP
     /// packet's length. Bytes after these (Ethernet padding) are not sent.
     pub fn in_len(&self) -> usize {
-        self.strip + 14 + self.l3_len
+        self.strip + ethernet::HEADER_LEN + self.l3_len
     }
 
     /// Which direction of the flow the packet is.
@@ -97,7 +98,7 @@ impl FlowEdit {
             });
         }
         let t = self.plan.encap_len();
-        let inner_len = 14 + self.l3_len;
+        let inner_len = ethernet::HEADER_LEN + self.l3_len;
         let frame = &mut out[t..t + inner_len];
         frame.copy_from_slice(&input[self.strip..self.strip + inner_len]);
         self.rewrite(frame);
@@ -114,51 +115,76 @@ impl FlowEdit {
         Ok(v)
     }
 
-    /// Steps 2-4 on `f`, the forwarded Ethernet frame (14 + `l3_len` bytes).
+    /// Steps 2-4 on `f`, the forwarded Ethernet frame (14 + `l3_len` bytes; the fast path's
+    /// packets have an IP header without options or extension headers, and a whole TCP or UDP
+    /// header: `parse_at`).
     fn rewrite(&self, f: &mut [u8]) {
         let r = &self.plan.route;
-        f[0..6].copy_from_slice(&r.dmac);
-        f[6..12].copy_from_slice(&r.smac);
-        let l4 = 14 + if self.ipv6 { 40 } else { 20 };
-        let csum_at = l4 + if self.plan.l4proto == TCP { 16 } else { 6 };
+        let Ok(mut eth) = ethernet::FrameMut::new_checked(f) else {
+            return;
+        };
+        eth.set_dst(r.dmac);
+        eth.set_src(r.smac);
+        let ip_len = if self.ipv6 {
+            ipv6::HEADER_LEN
+        } else {
+            ipv4::MIN_HEADER_LEN
+        };
+        let Some((l3, l4)) = eth.payload_mut().split_at_mut_checked(ip_len) else {
+            return;
+        };
         if let Some(n) = &self.plan.nat {
-            if let Some(p) = n.src_port {
-                f[l4..l4 + 2].copy_from_slice(&p.to_be_bytes());
-            }
-            if let Some(p) = n.dst_port {
-                f[l4 + 2..l4 + 4].copy_from_slice(&p.to_be_bytes());
-            }
-            let (s_at, d_at) = if self.ipv6 { (22, 38) } else { (26, 30) };
-            for (a, at) in [(n.src, s_at), (n.dst, d_at)] {
-                match a {
-                    Some(IpAddr::V4(a)) => f[at..at + 4].copy_from_slice(&a.octets()),
-                    Some(IpAddr::V6(a)) => f[at..at + 16].copy_from_slice(&a.octets()),
-                    None => {}
+            if let Ok(mut ports) = th::PortsMut::new_checked(l4) {
+                if let Some(p) = n.src_port {
+                    ports.set_src_port(p);
+                }
+                if let Some(p) = n.dst_port {
+                    ports.set_dst_port(p);
                 }
             }
-            let hc = u16::from_be_bytes([f[csum_at], f[csum_at + 1]]);
-            let udp = self.plan.l4proto != TCP;
-            if !(udp && hc == 0) {
-                let mut c = checksum::apply(hc, n.l4_delta);
-                if udp && c == 0 {
-                    c = 0xffff;
+            match (n.src, n.dst) {
+                (s, d) if !self.ipv6 => {
+                    if let Ok(mut h) = ipv4::PacketMut::new_checked(l3) {
+                        if let Some(IpAddr::V4(a)) = s {
+                            h.set_src(a.octets());
+                        }
+                        if let Some(IpAddr::V4(a)) = d {
+                            h.set_dst(a.octets());
+                        }
+                    }
                 }
-                f[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+                (s, d) => {
+                    if let Ok(mut h) = ipv6::PacketMut::new_checked(l3) {
+                        if let Some(IpAddr::V6(a)) = s {
+                            h.set_src(a.octets());
+                        }
+                        if let Some(IpAddr::V6(a)) = d {
+                            h.set_dst(a.octets());
+                        }
+                    }
+                }
+            }
+            if self.plan.l4proto == TCP {
+                if let Ok(mut t) = tcp::PacketMut::new_checked(l4) {
+                    t.apply_checksum_delta(n.l4_delta);
+                }
+            } else if let Ok(mut u) = udp::PacketMut::new_checked(l4) {
+                let c = udp::apply_checksum_delta(u.checksum(), n.l4_delta);
+                u.set_checksum(c);
             }
         }
         if self.ipv6 {
-            if r.dec_ttl {
-                f[14 + 7] = f[14 + 7].wrapping_sub(1);
+            if let (true, Ok(mut h)) = (r.dec_ttl, ipv6::PacketMut::new_checked(l3)) {
+                h.decrement_hop_limit();
             }
-        } else {
+        } else if let Ok(mut h) = ipv4::PacketMut::new_checked(l3) {
             let mut delta = self.plan.nat.as_ref().map_or(0, |n| n.l3_delta);
             if r.dec_ttl {
-                f[14 + 8] = f[14 + 8].wrapping_sub(1);
-                delta += checksum::TTL_DEC_DELTA;
+                h.set_ttl(h.ttl().wrapping_sub(1));
+                delta += ipv4::TTL_DECREMENT_DELTA;
             }
             if delta != 0 {
-                let hc = u16::from_be_bytes([f[24], f[25]]);
-                f[24..26].copy_from_slice(&checksum::apply(hc, delta).to_be_bytes());
+                h.apply_checksum_delta(delta);
             }
         }
     }

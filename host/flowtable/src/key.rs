@@ -3,20 +3,21 @@
 //! net/netfilter/nf_flow_table_ip.c).
 
 use std::hash::{BuildHasherDefault, Hasher};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use wasp_wire::meta::{PacketMeta, TunnelKind};
+use wasp_wire::{ethernet, ipv4, ipv6, tcp, th, udp};
 
 /// IP protocol number of TCP.
-pub const TCP: u8 = 6;
+pub const TCP: u8 = ipv4::protocol::TCP;
 /// IP protocol number of UDP.
-pub const UDP: u8 = 17;
+pub const UDP: u8 = ipv4::protocol::UDP;
 
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
+const ETH_IPV4: u16 = ethernet::ethertype::IPV4;
+const ETH_IPV6: u16 = ethernet::ethertype::IPV6;
 /// Geneve's protocol type for an Ethernet payload (RFC 8926 3.4, "Transparent Ethernet
 /// Bridging").
-pub(crate) const ETH_TEB: u16 = 0x6558;
+pub(crate) const ETH_TEB: u16 = ethernet::ethertype::TEB;
 
 /// One direction of a flow as the fast path looks it up: the kernel's `flow_offload_tuple`
 /// (addresses, ports, L3 and L4 protocol, input interface), plus the Geneve VNI the packet came
@@ -152,59 +153,72 @@ pub(crate) struct Parsed {
 /// UDP (8 bytes) header inside the IP packet's length. The TTL is read, not judged (the caller
 /// sends TTL <= 1 to the slow path after the lookup).
 pub(crate) fn parse_at(frame: &[u8], at: usize, iif: u16, tun_id: Option<u32>) -> Option<Parsed> {
-    let f = frame.get(at..)?;
-    if f.len() < 14 {
-        return None;
-    }
-    let ethertype = u16::from_be_bytes([f[12], f[13]]);
-    let ip = &f[14..];
-    let (src, dst, l4off, l3_len, proto, ttl, ipv6) = match ethertype {
+    let eth = ethernet::Frame::new_checked(frame.get(at..)?).ok()?;
+    let ip = eth.payload();
+    let (src, dst, l4off, l3_len, proto, ttl, ipv6) = match eth.ethertype() {
         ETH_IPV4 => {
-            if ip.len() < 20 || ip[0] != 0x45 {
+            let h = ipv4::Packet::new_checked(ip).ok()?;
+            if h.version() != 4 || h.header_len() != ipv4::MIN_HEADER_LEN {
                 // Wrong version, or options (ihl != 5): ip_has_options() keeps it slow.
                 return None;
             }
-            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-            let frag = u16::from_be_bytes([ip[6], ip[7]]);
-            if total < 20 || total > ip.len() || frag & 0x3fff != 0 {
+            let total = usize::from(h.total_len());
+            if total < ipv4::MIN_HEADER_LEN
+                || total > ip.len()
+                || h.more_frags()
+                || h.frag_offset() != 0
+            {
                 return None;
             }
-            let s = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-            let d = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-            (IpAddr::V4(s), IpAddr::V4(d), 20, total, ip[9], ip[8], false)
+            let (s, d): (IpAddr, IpAddr) = (h.src_addr().into(), h.dst_addr().into());
+            (
+                s,
+                d,
+                ipv4::MIN_HEADER_LEN,
+                total,
+                h.protocol(),
+                h.ttl(),
+                false,
+            )
         }
         ETH_IPV6 => {
-            if ip.len() < 40 || ip[0] >> 4 != 6 {
+            let h = ipv6::Packet::new_checked(ip).ok()?;
+            if h.version() != 6 {
                 return None;
             }
-            let total = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            let total = ipv6::HEADER_LEN + usize::from(h.payload_len());
             if total > ip.len() {
                 return None;
             }
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&ip[8..24]);
-            d.copy_from_slice(&ip[24..40]);
-            let (s, d) = (Ipv6Addr::from(s), Ipv6Addr::from(d));
-            (IpAddr::V6(s), IpAddr::V6(d), 40, total, ip[6], ip[7], true)
+            let (s, d): (IpAddr, IpAddr) = (h.src_addr().into(), h.dst_addr().into());
+            (
+                s,
+                d,
+                ipv6::HEADER_LEN,
+                total,
+                h.next_header(),
+                h.hop_limit(),
+                true,
+            )
         }
         _ => return None,
     };
     let need = match proto {
-        TCP => 20,
-        UDP => 8,
+        TCP => tcp::MIN_HEADER_LEN,
+        UDP => udp::HEADER_LEN,
         _ => return None,
     };
     if l3_len < l4off + need {
         return None;
     }
     let l4 = &ip[l4off..];
+    let ports = th::Ports::new_checked(l4).ok()?;
     Some(Parsed {
         key: FlowKey {
             src,
             dst,
-            src_port: u16::from_be_bytes([l4[0], l4[1]]),
-            dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+            src_port: ports.src_port(),
+            dst_port: ports.dst_port(),
             l4proto: proto,
             iif,
             tun_id,
@@ -213,7 +227,11 @@ pub(crate) fn parse_at(frame: &[u8], at: usize, iif: u16, tun_id: Option<u32>) -
         l3_len,
         ipv6,
         ttl,
-        tcp_flags: if proto == TCP { l4[13] } else { 0 },
+        tcp_flags: if proto == TCP {
+            tcp::flags_of(l4).unwrap_or(0)
+        } else {
+            0
+        },
     })
 }
 

@@ -6,6 +6,8 @@
 
 use std::net::IpAddr;
 
+use wasp_wire::{ethernet, geneve, ipv4, ipv6, udp};
+
 use crate::checksum;
 use crate::key::{ETH_TEB, FlowKey, UDP};
 use crate::table::AddError;
@@ -93,6 +95,8 @@ pub struct EncapTemplate {
     udp: usize,
     /// Sum of the IPv4 header with its total length and checksum fields zero.
     ip_sum: u16,
+    /// The outer IPv6 addresses (for the UDP checksum's pseudo-header).
+    v6_addrs: Option<(std::net::Ipv6Addr, std::net::Ipv6Addr)>,
 }
 
 /// The parts of a Geneve outer header, for [`EncapTemplate::geneve`].
@@ -126,40 +130,65 @@ impl EncapTemplate {
     /// Build the template from its parts. Errors: mixed address families, a VNI over 24 bits,
     /// options not a multiple of 4 bytes or longer than 252 bytes.
     pub fn geneve(g: &GeneveEncap) -> Result<EncapTemplate, AddError> {
-        if !g.options.len().is_multiple_of(4) || g.options.len() > 252 || g.vni > 0xff_ffff {
-            return Err(AddError::Invalid("geneve options or vni"));
-        }
-        let mut b = Vec::with_capacity(14 + 40 + 16 + g.options.len());
-        b.extend_from_slice(&g.dmac);
-        b.extend_from_slice(&g.smac);
-        match (g.src, g.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                b.extend_from_slice(&0x0800u16.to_be_bytes());
-                let df = if g.df { 0x40 } else { 0 };
-                b.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, df, 0, g.ttl, UDP, 0, 0]);
-                b.extend_from_slice(&s.octets());
-                b.extend_from_slice(&d.octets());
+        let tunnel = geneve::Repr {
+            oam: false,
+            critical: g.critical,
+            protocol: ETH_TEB,
+            vni: g.vni,
+            options: &g.options,
+        };
+        let mut gnv = vec![0; tunnel.header_len()];
+        tunnel
+            .emit(&mut gnv)
+            .map_err(|_| AddError::Invalid("geneve options or vni"))?;
+        // Lengths and checksums are set per packet (`write`): 0 here.
+        let (ethertype, ip) = match (g.src, g.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let ip = ipv4::Repr {
+                    src,
+                    dst,
+                    protocol: UDP,
+                    payload_len: 0,
+                    ttl: g.ttl,
+                    tos: 0,
+                    ident: 0,
+                    dont_frag: g.df,
+                };
+                (ethernet::ethertype::IPV4, ip.to_bytes().to_vec())
             }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                b.extend_from_slice(&0x86ddu16.to_be_bytes());
-                b.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, UDP, g.ttl]);
-                b.extend_from_slice(&s.octets());
-                b.extend_from_slice(&d.octets());
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let ip = ipv6::Repr {
+                    src,
+                    dst,
+                    next_header: UDP,
+                    payload_len: 0,
+                    hop_limit: g.ttl,
+                };
+                (ethernet::ethertype::IPV6, ip.to_bytes().to_vec())
             }
             _ => {
                 return Err(AddError::Invalid(
                     "geneve outer addresses of mixed families",
                 ));
             }
-        }
-        b.extend_from_slice(&g.src_port.to_be_bytes());
-        b.extend_from_slice(&g.dst_port.to_be_bytes());
-        b.extend_from_slice(&[0, 0, 0, 0]);
-        b.push((g.options.len() / 4) as u8);
-        b.push(if g.critical { 0x40 } else { 0 });
-        b.extend_from_slice(&ETH_TEB.to_be_bytes());
-        b.extend_from_slice(&(g.vni << 8).to_be_bytes());
-        b.extend_from_slice(&g.options);
+        };
+        let eth = ethernet::Repr {
+            dst: g.dmac,
+            src: g.smac,
+            ethertype,
+        };
+        let outer_udp = udp::Repr {
+            src_port: g.src_port,
+            dst_port: g.dst_port,
+            length: 0,
+            checksum: 0,
+        };
+        let mut b =
+            Vec::with_capacity(ethernet::HEADER_LEN + ip.len() + udp::HEADER_LEN + gnv.len());
+        b.extend_from_slice(&eth.to_bytes());
+        b.extend_from_slice(&ip);
+        b.extend_from_slice(&outer_udp.to_bytes());
+        b.extend_from_slice(&gnv);
         EncapTemplate::from_bytes(&b)
     }
 
@@ -169,40 +198,69 @@ impl EncapTemplate {
     /// Length, checksum fields are ignored (set per packet).
     pub fn from_bytes(bytes: &[u8]) -> Result<EncapTemplate, AddError> {
         let bad = |what| Err(AddError::Invalid(what));
-        if bytes.len() < 14 {
+        let Ok(eth) = ethernet::Frame::new_checked(bytes) else {
             return bad("encap template shorter than Ethernet");
-        }
-        let (ipv6, udp) = match u16::from_be_bytes([bytes[12], bytes[13]]) {
-            0x0800 if bytes.len() >= 34 && bytes[14] == 0x45 && bytes[23] == UDP => (false, 34),
-            0x86dd if bytes.len() >= 54 && bytes[14] >> 4 == 6 && bytes[20] == UDP => (true, 54),
-            _ => return bad("encap template: not Ethernet + IPv4/IPv6 (no options) + UDP"),
         };
-        let geneve = udp + 8;
-        if bytes.len() < geneve + 8 {
+        let not_ip_udp = "encap template: not Ethernet + IPv4/IPv6 (no options) + UDP";
+        let l3 = eth.payload();
+        let (ipv6, ip_len, v6_addrs) = match eth.ethertype() {
+            ethernet::ethertype::IPV4 => match ipv4::Packet::new_checked(l3) {
+                Ok(h) if h.version() == 4 && h.header_len() == ipv4::MIN_HEADER_LEN => {
+                    (false, ipv4::MIN_HEADER_LEN, None)
+                }
+                _ => return bad(not_ip_udp),
+            },
+            ethernet::ethertype::IPV6 => match ipv6::Packet::new_checked(l3) {
+                Ok(h) if h.version() == 6 => {
+                    (true, ipv6::HEADER_LEN, Some((h.src_addr(), h.dst_addr())))
+                }
+                _ => return bad(not_ip_udp),
+            },
+            _ => return bad(not_ip_udp),
+        };
+        let next = if ipv6 {
+            ipv6::Packet::new_checked(l3).map(|h| h.next_header())
+        } else {
+            ipv4::Packet::new_checked(l3).map(|h| h.protocol())
+        };
+        if next != Ok(UDP) {
+            return bad(not_ip_udp);
+        }
+        let udp = ethernet::HEADER_LEN + ip_len;
+        let gnv = bytes.get(udp + udp::HEADER_LEN..).unwrap_or(&[]);
+        if gnv.len() < geneve::MIN_HEADER_LEN {
             return bad("encap template: Geneve header cut short");
         }
-        let opt_len = usize::from(bytes[geneve] & 0x3f) * 4;
-        if bytes[geneve] >> 6 != 0
-            || u16::from_be_bytes([bytes[geneve + 2], bytes[geneve + 3]]) != ETH_TEB
-            || bytes.len() != geneve + 8 + opt_len
-        {
-            return bad("encap template: Geneve version, protocol (0x6558) or option length");
+        match geneve::Header::new_checked(gnv) {
+            Ok(h) if h.version() == 0 && h.protocol() == ETH_TEB && h.payload().is_empty() => {}
+            _ => {
+                return bad("encap template: Geneve version, protocol (0x6558) or option length");
+            }
         }
         let mut b = bytes.to_vec();
         let ip_sum = if ipv6 {
-            b[18..20].copy_from_slice(&[0, 0]);
+            if let Ok(mut h) = ipv6::PacketMut::new_checked(&mut b[ethernet::HEADER_LEN..]) {
+                h.set_payload_len(0);
+            }
             0
         } else {
-            b[16..18].copy_from_slice(&[0, 0]);
-            b[24..26].copy_from_slice(&[0, 0]);
-            checksum::sum(0, &b[14..34])
+            let ip = &mut b[ethernet::HEADER_LEN..udp];
+            if let Ok(mut h) = ipv4::PacketMut::new_checked(ip) {
+                h.set_total_len(0);
+                h.set_checksum(0);
+            }
+            checksum::sum(0, ip)
         };
-        b[udp + 4..udp + 8].copy_from_slice(&[0, 0, 0, 0]);
+        if let Ok(mut u) = udp::PacketMut::new_checked(&mut b[udp..]) {
+            u.set_length(0);
+            u.set_checksum(0);
+        }
         Ok(EncapTemplate {
             bytes: b,
             ipv6,
             udp,
             ip_sum,
+            v6_addrs,
         })
     }
 
@@ -237,22 +295,28 @@ impl EncapTemplate {
     pub(crate) fn write(&self, out: &mut [u8], inner_len: usize) {
         let t = self.bytes.len();
         out[..t].copy_from_slice(&self.bytes);
-        let udp_len = (t - self.udp + inner_len) as u16;
-        out[self.udp + 4..self.udp + 6].copy_from_slice(&udp_len.to_be_bytes());
-        if self.ipv6 {
-            out[18..20].copy_from_slice(&udp_len.to_be_bytes());
-            // Pseudo-header (RFC 8200 8.1): addresses, upper-layer length, next header.
-            let pseudo = u64::from(checksum::sum(0, &out[22..54])) + u64::from(udp_len) + 17;
-            let mut c = !checksum::sum(pseudo, &out[self.udp..t + inner_len]);
-            if c == 0 {
-                c = 0xffff;
+        let end = t + inner_len;
+        let udp_len = (end - self.udp) as u16;
+        let (l3, datagram) = out[..end].split_at_mut(self.udp);
+        let l3 = &mut l3[ethernet::HEADER_LEN..];
+        let Ok(mut u) = udp::PacketMut::new_checked(datagram) else {
+            return;
+        };
+        u.set_length(udp_len);
+        match self.v6_addrs {
+            Some((src, dst)) => {
+                if let Ok(mut h) = ipv6::PacketMut::new_checked(l3) {
+                    h.set_payload_len(udp_len);
+                }
+                u.fill_checksum_v6(&src, &dst);
             }
-            out[self.udp + 6..self.udp + 8].copy_from_slice(&c.to_be_bytes());
-        } else {
-            let total = (t - 14 + inner_len) as u16;
-            out[16..18].copy_from_slice(&total.to_be_bytes());
-            let c = !checksum::fold(u64::from(self.ip_sum) + u64::from(total));
-            out[24..26].copy_from_slice(&c.to_be_bytes());
+            None => {
+                let total = (end - ethernet::HEADER_LEN) as u16;
+                if let Ok(mut h) = ipv4::PacketMut::new_checked(l3) {
+                    h.set_total_len(total);
+                    h.set_checksum(!checksum::fold(u64::from(self.ip_sum) + u64::from(total)));
+                }
+            }
         }
     }
 }

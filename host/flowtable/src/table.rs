@@ -686,14 +686,18 @@ impl Flowtable {
             return FastPath::Miss;
         }
         let out_l3 = match &plan.route.tunnel {
-            TunnelWork::Encap(t) => t.len() - 14 + 14 + p.l3_len,
+            // The outer IP packet: the template after its Ethernet header, the inner frame.
+            TunnelWork::Encap(t) => {
+                t.len() - wasp_wire::ethernet::HEADER_LEN
+                    + wasp_wire::ethernet::HEADER_LEN
+                    + p.l3_len
+            }
             _ => p.l3_len,
         };
         if out_l3 > plan.route.mtu as usize {
             return slow(SlowReason::Mtu);
         }
-        const FIN: u8 = 0x01;
-        const RST: u8 = 0x04;
+        use wasp_wire::tcp::flags::{FIN, RST};
         if p.tcp_flags & (FIN | RST) != 0 {
             let (sr, tr) = if p.tcp_flags & RST != 0 {
                 (SlowReason::Rst, TeardownReason::Rst)

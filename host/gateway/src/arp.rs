@@ -4,14 +4,16 @@
 
 use std::net::Ipv4Addr;
 
+use wasp_wire::{arp, ethernet};
+
 /// Ethernet + ARP for IPv4 over Ethernet: 14 + 28 bytes.
-pub const FRAME_LEN: usize = 42;
+pub const FRAME_LEN: usize = ethernet::HEADER_LEN + arp::ETHER_IPV4_LEN;
 /// EtherType of ARP.
-pub const ETHERTYPE: u16 = 0x0806;
+pub const ETHERTYPE: u16 = ethernet::ethertype::ARP;
 /// `ar_op` of a request.
-pub const OP_REQUEST: u16 = 1;
+pub const OP_REQUEST: u16 = arp::OPER_REQUEST;
 /// `ar_op` of a reply.
-pub const OP_REPLY: u16 = 2;
+pub const OP_REPLY: u16 = arp::OPER_REPLY;
 
 /// An ARP packet for IPv4 over Ethernet, read from a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,57 +33,58 @@ pub struct Arp {
 /// The ARP packet of an Ethernet frame (EtherType 0x0806, hardware type 1, protocol 0x0800,
 /// lengths 6 and 4); `None` for anything else or a frame too short.
 pub fn read(frame: &[u8]) -> Option<Arp> {
-    let a = frame.get(14..FRAME_LEN)?;
-    if u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE
-        || a[0..2] != [0, 1]
-        || a[2..4] != [0x08, 0x00]
-        || a[4] != 6
-        || a[5] != 4
-    {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    if eth.ethertype() != ETHERTYPE {
         return None;
     }
-    let mut sha = [0u8; 6];
-    let mut tha = [0u8; 6];
-    sha.copy_from_slice(&a[8..14]);
-    tha.copy_from_slice(&a[18..24]);
+    let r = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).ok()?)?;
     Some(Arp {
-        op: u16::from_be_bytes([a[6], a[7]]),
-        sha,
-        spa: Ipv4Addr::new(a[14], a[15], a[16], a[17]),
-        tha,
-        tpa: Ipv4Addr::new(a[24], a[25], a[26], a[27]),
+        op: r.oper,
+        sha: r.sha,
+        spa: r.spa,
+        tha: r.tha,
+        tpa: r.tpa,
     })
+}
+
+/// Write into `out` the frame from `mac` to `to_mac` carrying `packet`. 42 bytes (no padding:
+/// the device pads short frames).
+fn put(packet: &arp::Repr, mac: [u8; 6], to_mac: [u8; 6], out: &mut Vec<u8>) {
+    out.clear();
+    let eth = ethernet::Repr {
+        dst: to_mac,
+        src: mac,
+        ethertype: ETHERTYPE,
+    };
+    out.extend_from_slice(&eth.to_bytes());
+    out.extend_from_slice(&packet.to_bytes());
 }
 
 /// The reply to `req` from the owner of `req.tpa` whose MAC is `mac` (arp_send(ARPOP_REPLY,
 /// ..., sip, dev, tip, sha, dev->dev_addr, sha)): to the requester's hardware address, sender
 /// `mac`/`tpa`, target the requester. 42 bytes (no padding: the device pads short frames).
 pub fn reply(req: &Arp, mac: [u8; 6], out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&req.sha);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&ETHERTYPE.to_be_bytes());
-    out.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
-    out.extend_from_slice(&OP_REPLY.to_be_bytes());
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&req.tpa.octets());
-    out.extend_from_slice(&req.sha);
-    out.extend_from_slice(&req.spa.octets());
+    let packet = arp::Repr {
+        oper: OP_REPLY,
+        sha: mac,
+        spa: req.tpa,
+        tha: req.sha,
+        tpa: req.spa,
+    };
+    put(&packet, mac, req.sha, out);
 }
 
 /// A request for `target` from the owner of `mac`/`spa`, as the kernel's arp_solicit sends
 /// it: broadcast, target hardware address zero. 42 bytes.
 pub fn request(target: Ipv4Addr, spa: Ipv4Addr, mac: [u8; 6], out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&[0xff; 6]);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&ETHERTYPE.to_be_bytes());
-    out.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
-    out.extend_from_slice(&OP_REQUEST.to_be_bytes());
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&spa.octets());
-    out.extend_from_slice(&[0; 6]);
-    out.extend_from_slice(&target.octets());
+    let packet = arp::Repr {
+        oper: OP_REQUEST,
+        sha: mac,
+        spa,
+        tha: [0; 6],
+        tpa: target,
+    };
+    put(&packet, mac, [0xff; 6], out);
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::checksum;
+use wasp_wire::{ethernet, icmp, icmpv6, ipv4, ipv6};
 
 /// Largest IPv4 datagram carrying an ICMP error (RFC 1812 4.3.2.3; the kernel's icmp_send
 /// limits the quote the same way).
@@ -25,19 +25,14 @@ pub const V6_ERROR_MAX: usize = 1280;
 /// hop_limit: 64).
 pub const DEFAULT_TTL: u8 = 64;
 
-/// ICMPv4 types that are errors (the kernel's icmp_pointers[].error): destination unreachable,
-/// source quench, redirect, time exceeded, parameter problem.
-fn v4_is_error(t: u8) -> bool {
-    matches!(t, 3 | 4 | 5 | 11 | 12)
-}
-
 /// `true` when an ICMP error may be sent about the IPv4 datagram `ip` (its header first): not
 /// about an ICMP error, not about a fragment other than the first, not to a source that is
 /// not a unicast host (0.0.0.0/8, 127/8, multicast, broadcast) (RFC 1122 3.2.2, icmp_send).
 pub fn v4_may_answer(ip: &[u8]) -> bool {
-    let Some(h) = ip.get(..20) else { return false };
-    let ihl = usize::from(h[0] & 0x0f) * 4;
-    let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    let Ok(h) = ipv4::FixedHeader::new_checked(ip) else {
+        return false;
+    };
+    let src = h.src_addr();
     if src.is_unspecified()
         || src.octets()[0] == 0
         || src.is_loopback()
@@ -46,13 +41,14 @@ pub fn v4_may_answer(ip: &[u8]) -> bool {
     {
         return false;
     }
-    let frag_off = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
-    if frag_off != 0 {
+    if h.frag_offset() != 0 {
         return false;
     }
-    if h[9] == 1 {
+    if h.protocol() == ipv4::protocol::ICMP {
         // ICMP: only when its type is not an error (unknown/short: the kernel sends nothing).
-        return ip.get(ihl).is_some_and(|&t| !v4_is_error(t));
+        return ip
+            .get(h.header_len() + icmp::field::TYPE)
+            .is_some_and(|&t| !icmp::is_error(t));
     }
     true
 }
@@ -70,7 +66,16 @@ pub fn v4_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v4_error(ip, 11, 0, 0, src, mac, to_mac, out);
+    v4_error(
+        ip,
+        icmp::msg_type::TIME_EXCEEDED,
+        0,
+        0,
+        src,
+        mac,
+        to_mac,
+        out,
+    );
 }
 
 /// How an ICMPv4 error's IP header is written and how much of the offending datagram it
@@ -113,27 +118,24 @@ pub fn v4_headers(
     (mac, to_mac): ([u8; 6], [u8; 6]),
     out: &mut Vec<u8>,
 ) {
-    use wasp_wire::ipv4::field;
     out.clear();
-    out.extend_from_slice(&to_mac);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&wasp_wire::ethernet::ethertype::IPV4.to_be_bytes());
-    let mut h = [0u8; wasp_wire::ipv4::MIN_HEADER_LEN];
-    h[field::VER_IHL] = 0x45;
-    h[field::DSCP_ECN] = shape.tos;
-    let total = (h.len() + payload_len) as u16;
-    h[field::TOTAL_LEN..field::TOTAL_LEN + 2].copy_from_slice(&total.to_be_bytes());
-    if shape.df {
-        h[field::FLAGS_FRAG..field::FLAGS_FRAG + 2]
-            .copy_from_slice(&wasp_wire::ipv4::FLAG_DF.to_be_bytes());
-    }
-    h[field::TTL] = DEFAULT_TTL;
-    h[field::PROTOCOL] = protocol;
-    h[field::SRC].copy_from_slice(&src);
-    h[field::DST].copy_from_slice(&dst);
-    let c = checksum::checksum(&h);
-    h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
-    out.extend_from_slice(&h);
+    let eth = ethernet::Repr {
+        dst: to_mac,
+        src: mac,
+        ethertype: ethernet::ethertype::IPV4,
+    };
+    out.extend_from_slice(&eth.to_bytes());
+    let ip = ipv4::Repr {
+        src: src.into(),
+        dst: dst.into(),
+        protocol,
+        payload_len: payload_len as u16,
+        ttl: DEFAULT_TTL,
+        tos: shape.tos,
+        ident: 0,
+        dont_frag: shape.df,
+    };
+    out.extend_from_slice(&ip.to_bytes());
 }
 
 /// [`v4_time_exceeded`] with another `typ`, `code` and `rest` (the ICMP header's last four
@@ -168,41 +170,50 @@ pub fn v4_error_shaped(
     out: &mut Vec<u8>,
 ) {
     out.clear();
-    let Some(dst) = ip.get(wasp_wire::ipv4::field::SRC) else {
+    let Ok(h) = ipv4::FixedHeader::new_checked(ip) else {
         return;
     };
-    let dst: [u8; 4] = dst.try_into().unwrap_or_default();
+    let dst = h.src();
     let quote = &ip[..ip.len().min(shape.quote_max_bytes)];
-    v4_headers(shape, 1, src.octets(), dst, 8 + quote.len(), l2, out);
+    v4_headers(
+        shape,
+        ipv4::protocol::ICMP,
+        src.octets(),
+        dst,
+        icmp::HEADER_LEN + quote.len(),
+        l2,
+        out,
+    );
     let at = out.len();
-    out.extend_from_slice(&[type_code[0], type_code[1], 0, 0]);
-    out.extend_from_slice(&rest.to_be_bytes());
+    let header = icmp::Repr {
+        msg_type: type_code[0],
+        code: type_code[1],
+        rest,
+    };
+    out.extend_from_slice(&header.to_bytes());
     out.extend_from_slice(quote);
-    let c = checksum::checksum(&out[at..]);
-    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+    if let Ok(mut m) = icmp::PacketMut::new_checked(&mut out[at..]) {
+        m.fill_checksum();
+    }
 }
 
 /// `true` when an ICMPv6 time exceeded may be sent about the IPv6 packet `ip`: its source is
 /// not unspecified or multicast, its destination not multicast (RFC 4443 2.4 (e)), and it is not
 /// an ICMPv6 error message (type below 128) directly after the fixed header (2.4 (e.1)).
 pub fn v6_may_answer(ip: &[u8]) -> bool {
-    let Some(h) = ip.get(..40) else { return false };
-    let src = v6(&h[8..24]);
-    let dst = v6(&h[24..40]);
+    let Ok(h) = ipv6::Packet::new_checked(ip) else {
+        return false;
+    };
+    let (src, dst) = (h.src_addr(), h.dst_addr());
     if src.is_unspecified() || src.is_multicast() || dst.is_multicast() {
         return false;
     }
-    if h[6] == 58 {
-        return ip.get(40).is_some_and(|&t| t >= 128);
+    if h.next_header() == ipv4::protocol::ICMPV6 {
+        return ip
+            .get(ipv6::HEADER_LEN + icmpv6::field::TYPE)
+            .is_some_and(|&t| !icmpv6::is_error(t));
     }
     true
-}
-
-/// The IPv6 address in 16 bytes.
-pub(crate) fn v6(b: &[u8]) -> Ipv6Addr {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[..16]);
-    Ipv6Addr::from(a)
 }
 
 /// Write into `out` the Ethernet frame of an ICMPv6 time exceeded (type 3, code 0, "hop limit
@@ -216,7 +227,16 @@ pub fn v6_time_exceeded(
     to_mac: [u8; 6],
     out: &mut Vec<u8>,
 ) {
-    v6_error(ip, 3, 0, 0, src, mac, to_mac, out);
+    v6_error(
+        ip,
+        icmpv6::msg_type::TIME_EXCEEDED,
+        0,
+        0,
+        src,
+        mac,
+        to_mac,
+        out,
+    );
 }
 
 /// Most bytes of the offending packet an ICMPv6 error of icmpv6_send quotes (1280 - 48).
@@ -251,20 +271,21 @@ pub fn v6_headers(
     (mac, to_mac): ([u8; 6], [u8; 6]),
     out: &mut Vec<u8>,
 ) {
-    use wasp_wire::ipv6::field;
     out.clear();
-    out.extend_from_slice(&to_mac);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&wasp_wire::ethernet::ethertype::IPV6.to_be_bytes());
-    let mut h = [0u8; wasp_wire::ipv6::HEADER_LEN];
-    h[field::VER_TC_FLOW] = 0x60;
-    h[field::PAYLOAD_LEN..field::PAYLOAD_LEN + 2]
-        .copy_from_slice(&(payload_len as u16).to_be_bytes());
-    h[field::NEXT_HEADER] = next_header;
-    h[field::HOP_LIMIT] = DEFAULT_TTL;
-    h[field::SRC].copy_from_slice(&src.octets());
-    h[field::DST].copy_from_slice(&dst.octets());
-    out.extend_from_slice(&h);
+    let eth = ethernet::Repr {
+        dst: to_mac,
+        src: mac,
+        ethertype: ethernet::ethertype::IPV6,
+    };
+    out.extend_from_slice(&eth.to_bytes());
+    let ip = ipv6::Repr {
+        src: *src,
+        dst: *dst,
+        next_header,
+        payload_len: payload_len as u16,
+        hop_limit: DEFAULT_TTL,
+    };
+    out.extend_from_slice(&ip.to_bytes());
 }
 
 /// [`v6_error`] quoting at most `quote_max_bytes` of the IPv6 packet `ip` (icmpv6_send:
@@ -281,23 +302,40 @@ pub fn v6_error_quoting(
     out: &mut Vec<u8>,
 ) {
     out.clear();
-    if ip.len() < wasp_wire::ipv6::HEADER_LEN {
+    let Ok(h) = ipv6::Packet::new_checked(ip) else {
         return;
-    }
+    };
+    let dst = h.src_addr();
     let quote = &ip[..ip.len().min(quote_max_bytes)];
-    let dst = v6(&ip[wasp_wire::ipv6::field::SRC]);
-    v6_headers(58, &src, &dst, 8 + quote.len(), l2, out);
+    v6_headers(
+        ipv4::protocol::ICMPV6,
+        &src,
+        &dst,
+        icmpv6::HEADER_LEN + quote.len(),
+        l2,
+        out,
+    );
     let at = out.len();
-    out.extend_from_slice(&[type_code[0], type_code[1], 0, 0]);
-    out.extend_from_slice(&rest.to_be_bytes());
+    let header = icmpv6::Repr {
+        msg_type: type_code[0],
+        code: type_code[1],
+        rest,
+    };
+    out.extend_from_slice(&header.to_bytes());
     out.extend_from_slice(quote);
-    let c = checksum::icmpv6(&src, &dst, &out[at..]);
-    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+    if let Ok(mut m) = icmpv6::PacketMut::new_checked(&mut out[at..]) {
+        m.fill_checksum(&src, &dst);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checksum;
+
+    fn v6(b: &[u8]) -> Ipv6Addr {
+        Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap())
+    }
 
     fn udp_v4(ttl: u8, payload: usize) -> Vec<u8> {
         let total = 20 + 8 + payload;

@@ -828,7 +828,7 @@ fn raise_ttl(frame: &mut [u8]) {
             }
         }
         wasp_wire::meta::L3Kind::Ipv6 if frame.len() >= net + 40 => {
-            frame[net + 7] = frame[net + 7].wrapping_add(1);
+            super::raise_hop_limit_v6(&mut frame[net..]);
         }
         _ => {}
     }

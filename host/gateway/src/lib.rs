@@ -79,6 +79,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
+use wasp_wire::{ethernet, ipv4, ipv6};
 
 pub use ip_path::FlowHit;
 pub use neigh::{Neighbour, NeighbourTable};
@@ -318,7 +319,8 @@ pub struct Rewrite {
     pub dmac: [u8; 6],
     /// New source MAC (the output device's).
     pub smac: [u8; 6],
-    /// The IP version whose TTL / hop limit (at byte 14 + 8 / 14 + 7) is decremented.
+    /// The IP version whose TTL / hop limit (of the header after the Ethernet header) is
+    /// decremented.
     pub ipv6: bool,
 }
 
@@ -326,16 +328,23 @@ impl Rewrite {
     /// Apply to `buf`, a copy of the received frame's first [`Rewrite::len`] bytes (shorter
     /// buffers are left as they are).
     pub fn apply(&self, buf: &mut [u8]) {
-        let need = 14 + if self.ipv6 { 40 } else { 20 };
-        if buf.len() < need {
+        let Ok(mut eth) = ethernet::FrameMut::new_checked(buf) else {
             return;
-        }
-        rewrite_macs(buf, self.dmac, self.smac);
+        };
+        let ip = eth.payload_mut();
         if self.ipv6 {
-            buf[14 + 7] = buf[14 + 7].wrapping_sub(1);
+            let Ok(mut ip) = ipv6::PacketMut::new_checked(ip) else {
+                return;
+            };
+            ip.decrement_hop_limit();
         } else {
-            decrement_ttl_v4(&mut buf[14..]);
+            let Ok(mut ip) = ipv4::PacketMut::new_checked(ip) else {
+                return;
+            };
+            ip.decrement_ttl();
         }
+        eth.set_dst(self.dmac);
+        eth.set_src(self.smac);
     }
 
     /// The frame to send: `input`'s first [`Rewrite::len`] bytes, rewritten (a new buffer).
@@ -374,10 +383,6 @@ pub struct Gateway {
 
 /// Least time between two solicitations for one next hop (the kernel's retrans_time, 1 s).
 pub const SOLICIT_INTERVAL_NS: u64 = 1_000_000_000;
-
-/// EtherTypes.
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
 
 impl Gateway {
     /// The devices, indexed by [`DevId`].
@@ -502,10 +507,10 @@ impl Gateway {
         if !up {
             return self.drop(DropReason::DeviceDown);
         }
-        if frame.len() < 14 {
+        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
             return self.drop(DropReason::BadHeader);
-        }
-        let dst_mac: [u8; 6] = frame[..6].try_into().unwrap_or_default();
+        };
+        let dst_mac = eth.dst();
         let group = dst_mac[0] & 1 != 0;
         // A unicast frame for another MAC is another host's (PACKET_OTHERHOST).
         let for_us = in_mac.is_none_or(|m| m == dst_mac);
@@ -517,10 +522,10 @@ impl Gateway {
             // capture from a network whose gateway MAC the file does not give).
             self.devices[usize::from(input.0)].mac = Some(dst_mac);
         }
-        match u16::from_be_bytes([frame[12], frame[13]]) {
-            arp::ETHERTYPE => self.arp(input, frame, now_ns),
-            ETH_IPV4 => self.ipv4(input, frame, group, now_ns, in_place),
-            ETH_IPV6 => self.ipv6(input, frame, group, now_ns, in_place),
+        match eth.ethertype() {
+            ethernet::ethertype::ARP => self.arp(input, frame, now_ns),
+            ethernet::ethertype::IPV4 => self.ipv4(input, frame, group, now_ns, in_place),
+            ethernet::ethertype::IPV6 => self.ipv6(input, frame, group, now_ns, in_place),
             _ => self.drop(DropReason::NotIp),
         }
     }
@@ -551,16 +556,29 @@ impl Gateway {
         Action::Local
     }
 
-    /// The IPv4 header of `frame` when it passes ip_rcv_core's checks; its total length.
-    fn v4_header(frame: &[u8]) -> Option<usize> {
-        let ip = frame.get(14..)?;
-        let h = ip.get(..20)?;
-        let ihl = usize::from(h[0] & 0x0f) * 4;
-        let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-        if h[0] >> 4 != 4 || ihl < 20 || ip.len() < ihl || total < ihl || total > ip.len() {
+    /// The IPv4 header of `frame` when it passes ip_rcv_core's checks: version 4, IHL at
+    /// least 5 and within the frame, total length within the frame and at least the header, a
+    /// good checksum. Its view over the IP packet (total length bytes).
+    fn v4_header(frame: &[u8]) -> Option<ipv4::Packet<'_>> {
+        let ip = frame.get(ethernet::HEADER_LEN..)?;
+        let h = ipv4::Packet::new_checked(ip).ok()?;
+        let total = usize::from(h.total_len());
+        if h.version() != 4 || total < h.header_len() || total > ip.len() || !h.checksum_ok() {
             return None;
         }
-        (checksum::checksum(&ip[..ihl]) == 0).then_some(total)
+        ipv4::Packet::new_checked(&ip[..total]).ok()
+    }
+
+    /// The IPv6 header of `frame` when its version is 6 and its payload is within the frame;
+    /// its view over the IP packet (40 + payload length bytes).
+    fn v6_header(frame: &[u8]) -> Option<ipv6::Packet<'_>> {
+        let ip = frame.get(ethernet::HEADER_LEN..)?;
+        let h = ipv6::Packet::new_checked(ip).ok()?;
+        let total = ipv6::HEADER_LEN + usize::from(h.payload_len());
+        if h.version() != 6 || total > ip.len() {
+            return None;
+        }
+        ipv6::Packet::new_checked(&ip[..total]).ok()
     }
 
     fn ipv4(
@@ -571,12 +589,11 @@ impl Gateway {
         now_ns: u64,
         in_place: bool,
     ) -> Action<'_> {
-        let Some(total) = Self::v4_header(frame) else {
+        let Some(ip) = Self::v4_header(frame) else {
             return self.drop(DropReason::BadHeader);
         };
-        let ip = &frame[14..14 + total];
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+        let total = usize::from(ip.total_len());
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
         let martian = |a: Ipv4Addr| a.octets()[0] == 0 || a.is_loopback();
         if martian(src) || src.is_multicast() || src.is_broadcast() || martian(dst) {
             return self.drop(DropReason::Martian);
@@ -600,14 +617,14 @@ impl Gateway {
             Err(DropReason::NoRoute) => return self.unreachable_v4(input, frame, total),
             Err(r) => return self.drop(r),
         };
-        if ip[8] <= 1 {
+        if ip.ttl() <= 1 {
             return self.time_exceeded_v4(input, frame, total);
         }
         if let Some(mtu) = self.devices.get(usize::from(out.0)).and_then(|d| d.mtu)
             && total > mtu as usize
         {
             // ip_forward: ip_exceeds_mtu only with DF set (otherwise the kernel fragments).
-            let df = ip[6] & 0x40 != 0;
+            let df = ip.dont_frag();
             self.stats.dropped[DropReason::TooBig.index()] += 1;
             if !df || !self.error_v4(input, frame, total, 3, 4, mtu.min(0xffff)) {
                 return Action::Drop(DropReason::TooBig);
@@ -625,7 +642,7 @@ impl Gateway {
             Err(r) => return self.drop(r),
         };
         let rewrite = Rewrite {
-            len: 14 + total,
+            len: ethernet::HEADER_LEN + total,
             dmac,
             smac,
             ipv6: false,
@@ -794,13 +811,15 @@ impl Gateway {
         code: u8,
         rest: u32,
     ) -> bool {
-        let ip = &frame[14..14 + total];
+        let Some(ip) = frame.get(ethernet::HEADER_LEN..ethernet::HEADER_LEN + total) else {
+            return false;
+        };
         let d = &self.devices[usize::from(input.0)];
         let src = self.error_src_v4(input);
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v4_may_answer(ip)) else {
             return false;
         };
-        let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        let to_mac = ethernet::Frame::new_checked(frame).map_or([0; 6], |e| e.src());
         icmp::v4_error(ip, typ, code, rest, src, mac, to_mac, &mut self.buf);
         true
     }
@@ -850,16 +869,11 @@ impl Gateway {
         now_ns: u64,
         in_place: bool,
     ) -> Action<'_> {
-        let Some(ip) = frame.get(14..54) else {
+        let Some(ip) = Self::v6_header(frame) else {
             return self.drop(DropReason::BadHeader);
         };
-        let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-        if ip[0] >> 4 != 6 || frame.len() < 54 + plen {
-            return self.drop(DropReason::BadHeader);
-        }
-        let total = 40 + plen;
-        let src = icmp::v6(&ip[8..24]);
-        let dst = icmp::v6(&ip[24..40]);
+        let total = ipv6::HEADER_LEN + usize::from(ip.payload_len());
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
         if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
             return self.drop(DropReason::Martian);
         }
@@ -896,7 +910,7 @@ impl Gateway {
             Err(DropReason::NoRoute) => return self.unreachable_v6(input, frame, total),
             Err(r) => return self.drop(r),
         };
-        if ip[7] <= 1 {
+        if ip.hop_limit() <= 1 {
             return self.time_exceeded_v6(input, frame, total);
         }
         if let Some(mtu) = self.devices.get(usize::from(out.0)).and_then(|d| d.mtu)
@@ -920,7 +934,7 @@ impl Gateway {
             Err(r) => return self.drop(r),
         };
         let rewrite = Rewrite {
-            len: 14 + total,
+            len: ethernet::HEADER_LEN + total,
             dmac,
             smac,
             ipv6: true,
@@ -951,7 +965,7 @@ impl Gateway {
         let Some(mac) = mac else {
             return self.drop(DropReason::NoMac);
         };
-        let frame_src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        let frame_src = ethernet::Frame::new_checked(frame).map_or([0; 6], |e| e.src());
         nd::advertise(&ns, frame_src, mac, &mut self.buf);
         self.stats.nd_replies += 1;
         Action::Reply {
@@ -988,15 +1002,20 @@ impl Gateway {
     /// the checksum) about the packet, from an address of `input`; `false` when none may or
     /// can be sent.
     fn error_v6(&mut self, input: DevId, frame: &[u8], total: usize, typ: u8, rest: u32) -> bool {
-        let ip = &frame[14..14 + total];
+        let Some(ip) = frame.get(ethernet::HEADER_LEN..ethernet::HEADER_LEN + total) else {
+            return false;
+        };
+        let Ok(h) = ipv6::Packet::new_checked(ip) else {
+            return false;
+        };
         let d = &self.devices[usize::from(input.0)];
-        let orig_src = icmp::v6(&ip[8..24]);
+        let orig_src = h.src_addr();
         // An address of the input device, of the source's scope where there is one.
         let src = self.error_src_v6(input, &orig_src);
         let (Some(src), Some(mac), true) = (src, d.mac, icmp::v6_may_answer(ip)) else {
             return false;
         };
-        let to_mac: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        let to_mac = ethernet::Frame::new_checked(frame).map_or([0; 6], |e| e.src());
         icmp::v6_error(ip, typ, 0, rest, src, mac, to_mac, &mut self.buf);
         true
     }
@@ -1040,12 +1059,17 @@ impl Gateway {
             Err(DropReason::NoNeighbour) => return self.resolve(out, via, now_ns),
             Err(r) => return self.drop(r),
         };
-        let ethertype = frame.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));
+        let ethertype = ethernet::Frame::new_checked(frame).map(|e| e.ethertype());
         let total = match (via, ethertype) {
-            (IpAddr::V4(_), Some(ETH_IPV4)) => Self::v4_header(frame),
-            (IpAddr::V6(_), Some(ETH_IPV6)) if frame.len() >= 54 => {
-                let plen = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
-                (frame.len() >= 54 + plen).then_some(40 + plen)
+            (IpAddr::V4(_), Ok(ethernet::ethertype::IPV4)) => {
+                Self::v4_header(frame).map(|h| usize::from(h.total_len()))
+            }
+            (IpAddr::V6(_), Ok(ethernet::ethertype::IPV6))
+                if frame.len() >= ethernet::HEADER_LEN + ipv6::HEADER_LEN =>
+            {
+                let ip = ipv6::Packet::new_checked(&frame[ethernet::HEADER_LEN..]).ok();
+                let total = ip.map(|h| ipv6::HEADER_LEN + usize::from(h.payload_len()));
+                total.filter(|&t| frame.len() >= ethernet::HEADER_LEN + t)
             }
             _ => return self.drop(DropReason::NotIp),
         };
@@ -1053,7 +1077,7 @@ impl Gateway {
             return self.drop(DropReason::BadHeader);
         };
         let rewrite = Rewrite {
-            len: 14 + total,
+            len: ethernet::HEADER_LEN + total,
             dmac,
             smac,
             ipv6: via.is_ipv6(),
@@ -1090,12 +1114,6 @@ fn is_link_local(a: &Ipv6Addr) -> bool {
     a.segments()[0] & 0xffc0 == 0xfe80
 }
 
-/// Set the Ethernet destination and source of `frame`.
-fn rewrite_macs(frame: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
-    frame[..6].copy_from_slice(&dst);
-    frame[6..12].copy_from_slice(&src);
-}
-
 impl Gateway {
     /// The output device of the route to `dst` (`None`: no route).
     pub fn route_dev(&self, dst: IpAddr) -> Option<DevId> {
@@ -1105,26 +1123,28 @@ impl Gateway {
 
 /// Decrement the TTL of the IPv4 header at the start of `ip` and update its checksum
 /// incrementally (RFC 1624 eqn. 3 over the TTL/protocol word), as the kernel's
-/// ip_decrease_ttl. A TTL of 0 wraps to 255 (only `fwd ip to` decrements without a check).
+/// ip_decrease_ttl: [`ipv4::PacketMut::decrement_ttl`]. A TTL of 0 wraps to 255 (only `fwd ip
+/// to` decrements without a check). Nothing happens to a buffer shorter than 20 bytes.
 pub fn decrement_ttl_v4(ip: &mut [u8]) {
-    step_ttl_v4(ip, u8::wrapping_sub);
+    if let Ok(mut h) = ipv4::PacketMut::new_checked(ip) {
+        h.decrement_ttl();
+    }
 }
 
 /// Raise the TTL of the IPv4 header at the start of `ip` by one (wrapping), checksum updated:
 /// the inverse of [`decrement_ttl_v4`].
 pub fn raise_ttl_v4(ip: &mut [u8]) {
-    step_ttl_v4(ip, u8::wrapping_add);
+    if let Ok(mut h) = ipv4::PacketMut::new_checked(ip) {
+        h.increment_ttl();
+    }
 }
 
-fn step_ttl_v4(ip: &mut [u8], step: fn(u8, u8) -> u8) {
-    if ip.len() < 20 {
-        return;
+/// Raise the hop limit of the IPv6 header at the start of `ip` by one (wrapping): the inverse
+/// of the forward path's decrement. Nothing happens to a buffer shorter than 40 bytes.
+pub fn raise_hop_limit_v6(ip: &mut [u8]) {
+    if let Ok(mut h) = ipv6::PacketMut::new_checked(ip) {
+        h.increment_hop_limit();
     }
-    let old = u16::from_be_bytes([ip[8], ip[9]]);
-    ip[8] = step(ip[8], 1);
-    let new = u16::from_be_bytes([ip[8], ip[9]]);
-    let hc = u16::from_be_bytes([ip[10], ip[11]]);
-    ip[10..12].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
 }
 
 #[cfg(test)]

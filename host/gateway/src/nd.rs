@@ -7,19 +7,21 @@
 
 use std::net::Ipv6Addr;
 
-use super::checksum;
-use super::icmp::v6;
+use wasp_wire::{checksum, ethernet, icmpv6, ipv4, ipv6, ndisc};
 
 /// ICMPv6 type of a neighbour solicitation.
-pub const NS: u8 = 135;
+pub const NS: u8 = icmpv6::msg_type::NEIGHBOUR_SOLICIT;
 /// ICMPv6 type of a neighbour advertisement.
-pub const NA: u8 = 136;
+pub const NA: u8 = icmpv6::msg_type::NEIGHBOUR_ADVERT;
 /// NA flags: router, solicited, override (RFC 4861 4.4).
-pub const FLAG_ROUTER: u8 = 0x80;
+pub const FLAG_ROUTER: u8 = ndisc::flags::ROUTER;
 /// Solicited flag.
-pub const FLAG_SOLICITED: u8 = 0x40;
+pub const FLAG_SOLICITED: u8 = ndisc::flags::SOLICITED;
 /// Override flag.
-pub const FLAG_OVERRIDE: u8 = 0x20;
+pub const FLAG_OVERRIDE: u8 = ndisc::flags::OVERRIDE;
+/// Hop limit of every neighbour discovery message (RFC 4861 7.1.1: a message received with
+/// another one was forwarded, and is invalid).
+const ND_HOP_LIMIT: u8 = 255;
 
 /// A valid neighbour solicitation read from a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,58 +34,105 @@ pub struct Solicitation {
     pub sllao: Option<[u8; 6]>,
 }
 
+/// The IPv6 header and the neighbour discovery message of type `typ` in an IPv6 frame (fixed
+/// header directly followed by ICMPv6), when they pass the checks RFC 4861 7.1.1 and 7.1.2
+/// share: hop limit 255, the whole payload in the frame, at least 24 bytes, code 0, a good
+/// ICMPv6 checksum, a target that is not multicast; and the link-layer address option of type
+/// `ll_kind` in it, when options of non-zero length fill the message.
+fn message(
+    frame: &[u8],
+    typ: u8,
+    ll_kind: u8,
+) -> Option<(ipv6::Packet<'_>, ndisc::Message<'_>, Option<[u8; 6]>)> {
+    let ip = ipv6::Packet::new_checked(frame.get(ethernet::HEADER_LEN..)?).ok()?;
+    if ip.version() != 6
+        || ip.next_header() != ipv4::protocol::ICMPV6
+        || ip.hop_limit() != ND_HOP_LIMIT
+    {
+        return None;
+    }
+    let plen = usize::from(ip.payload_len());
+    let msg = ip.bytes().get(ipv6::HEADER_LEN..ipv6::HEADER_LEN + plen)?;
+    let m = ndisc::Message::new_checked(msg).ok()?;
+    if m.msg_type() != typ || m.code() != 0 {
+        return None;
+    }
+    let pseudo = checksum::pseudo_v6(
+        &ip.src_addr(),
+        &ip.dst_addr(),
+        plen as u32,
+        ipv4::protocol::ICMPV6,
+    );
+    if checksum::sum(u64::from(pseudo), msg) != 0xffff || m.target().is_multicast() {
+        return None;
+    }
+    let mut ll = None;
+    let mut opts = m.options();
+    for o in opts.by_ref() {
+        if o.kind == ll_kind {
+            ll = o.ll_addr().or(ll);
+        }
+    }
+    if opts.malformed() {
+        return None;
+    }
+    Some((ip, m, ll))
+}
+
 /// The neighbour solicitation in an IPv6 frame (fixed header directly followed by ICMPv6), when
 /// it passes RFC 4861 7.1.1's checks: hop limit 255, a good ICMPv6 checksum, code 0, at least
 /// 24 bytes, a target that is not multicast, options of non-zero length, and from the
 /// unspecified address only to a solicited-node multicast address and without a source
 /// link-layer address option.
 pub fn read(frame: &[u8]) -> Option<Solicitation> {
-    let ip = frame.get(14..54)?;
-    if ip[0] >> 4 != 6 || ip[6] != 58 || ip[7] != 255 {
+    let (ip, m, sllao) = message(frame, NS, ndisc::option::SOURCE_LL_ADDR)?;
+    let src = ip.src_addr();
+    if src.is_unspecified() && (!is_solicited_node(&ip.dst_addr()) || sllao.is_some()) {
         return None;
     }
-    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    let msg = frame.get(54..54 + plen)?;
-    if msg.len() < 24 || msg[0] != NS || msg[1] != 0 {
-        return None;
-    }
-    let src = v6(&ip[8..24]);
-    let dst = v6(&ip[24..40]);
-    if checksum::sum(
-        u64::from(checksum::pseudo_v6(&src, &dst, plen as u32, 58)),
-        msg,
-    ) != 0xffff
-    {
-        return None;
-    }
-    let target = v6(&msg[8..24]);
-    if target.is_multicast() {
-        return None;
-    }
-    let mut sllao = None;
-    let mut opts = &msg[24..];
-    while opts.len() >= 2 {
-        let len = usize::from(opts[1]) * 8;
-        if len == 0 || len > opts.len() {
-            return None;
-        }
-        if opts[0] == 1 && len >= 8 {
-            let mut m = [0u8; 6];
-            m.copy_from_slice(&opts[2..8]);
-            sllao = Some(m);
-        }
-        opts = &opts[len..];
-    }
-    if src.is_unspecified() && (!is_solicited_node(&dst) || sllao.is_some()) {
-        return None;
-    }
-    Some(Solicitation { src, target, sllao })
+    Some(Solicitation {
+        src,
+        target: m.target(),
+        sllao,
+    })
 }
 
 /// `true` for a solicited-node multicast address ff02::1:ffXX:XXXX.
 fn is_solicited_node(a: &Ipv6Addr) -> bool {
     let o = a.octets();
     o[..13] == [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff]
+}
+
+/// Write into `out` the Ethernet frame from `mac` to `to_mac` of an IPv6 packet from `src` to
+/// `dst` (hop limit 255) carrying the neighbour discovery message `msg`, its checksum filled.
+fn put_message(
+    msg: &ndisc::Repr,
+    (src, dst): (&Ipv6Addr, &Ipv6Addr),
+    (mac, to_mac): ([u8; 6], [u8; 6]),
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    let eth = ethernet::Repr {
+        dst: to_mac,
+        src: mac,
+        ethertype: ethernet::ethertype::IPV6,
+    };
+    out.extend_from_slice(&eth.to_bytes());
+    let ip = ipv6::Repr {
+        src: *src,
+        dst: *dst,
+        next_header: ipv4::protocol::ICMPV6,
+        payload_len: msg.len() as u16,
+        hop_limit: ND_HOP_LIMIT,
+    };
+    out.extend_from_slice(&ip.to_bytes());
+    let at = out.len();
+    out.resize(at + msg.len(), 0);
+    if msg.emit(&mut out[at..]).is_ok()
+        && let Ok(mut m) = icmpv6::PacketMut::new_checked(&mut out[at..])
+    {
+        m.fill_checksum(src, dst);
+    }
 }
 
 /// Write into `out` the advertisement answering `ns` (whose frame came from `frame_src`) for
@@ -105,19 +154,13 @@ pub fn advertise(ns: &Solicitation, frame_src: [u8; 6], mac: [u8; 6], out: &mut 
             FLAG_ROUTER | FLAG_SOLICITED | FLAG_OVERRIDE,
         )
     };
-    out.clear();
-    out.extend_from_slice(&to_mac);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255]);
-    out.extend_from_slice(&ns.target.octets());
-    out.extend_from_slice(&dst.octets());
-    let at = out.len();
-    out.extend_from_slice(&[NA, 0, 0, 0, flags, 0, 0, 0]);
-    out.extend_from_slice(&ns.target.octets());
-    out.extend_from_slice(&[2, 1]);
-    out.extend_from_slice(&mac);
-    let c = checksum::icmpv6(&ns.target, &dst, &out[at..]);
-    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+    let msg = ndisc::Repr {
+        msg_type: NA,
+        flags,
+        target: ns.target,
+        ll_option: Some((ndisc::option::TARGET_LL_ADDR, mac)),
+    };
+    put_message(&msg, (&ns.target, &dst), (mac, to_mac), out);
 }
 
 /// A valid neighbour advertisement read from a frame: its target and target link-layer
@@ -134,43 +177,11 @@ pub struct Advertisement {
 /// when it passes RFC 4861 7.1.2's checks: hop limit 255, a good checksum, code 0, at least 24
 /// bytes, a target that is not multicast, options of non-zero length.
 pub fn read_advert(frame: &[u8]) -> Option<Advertisement> {
-    let ip = frame.get(14..54)?;
-    if ip[0] >> 4 != 6 || ip[6] != 58 || ip[7] != 255 {
-        return None;
-    }
-    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    let msg = frame.get(54..54 + plen)?;
-    if msg.len() < 24 || msg[0] != NA || msg[1] != 0 {
-        return None;
-    }
-    let src = v6(&ip[8..24]);
-    let dst = v6(&ip[24..40]);
-    if checksum::sum(
-        u64::from(checksum::pseudo_v6(&src, &dst, plen as u32, 58)),
-        msg,
-    ) != 0xffff
-    {
-        return None;
-    }
-    let target = v6(&msg[8..24]);
-    if target.is_multicast() {
-        return None;
-    }
-    let mut tllao = None;
-    let mut opts = &msg[24..];
-    while opts.len() >= 2 {
-        let len = usize::from(opts[1]) * 8;
-        if len == 0 || len > opts.len() {
-            return None;
-        }
-        if opts[0] == 2 && len >= 8 {
-            let mut m = [0u8; 6];
-            m.copy_from_slice(&opts[2..8]);
-            tllao = Some(m);
-        }
-        opts = &opts[len..];
-    }
-    Some(Advertisement { target, tllao })
+    let (_, m, tllao) = message(frame, NA, ndisc::option::TARGET_LL_ADDR)?;
+    Some(Advertisement {
+        target: m.target(),
+        tllao,
+    })
 }
 
 /// Write into `out` a neighbour solicitation for `target` from `src` (an address of the
@@ -179,19 +190,13 @@ pub fn read_advert(frame: &[u8]) -> Option<Advertisement> {
 /// link-layer address option.
 pub fn solicit(target: &Ipv6Addr, src: &Ipv6Addr, mac: [u8; 6], out: &mut Vec<u8>) {
     let (dst, dmac) = solicited_node(target);
-    out.clear();
-    out.extend_from_slice(&dmac);
-    out.extend_from_slice(&mac);
-    out.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255]);
-    out.extend_from_slice(&src.octets());
-    out.extend_from_slice(&dst.octets());
-    let at = out.len();
-    out.extend_from_slice(&[NS, 0, 0, 0, 0, 0, 0, 0]);
-    out.extend_from_slice(&target.octets());
-    out.extend_from_slice(&[1, 1]);
-    out.extend_from_slice(&mac);
-    let c = checksum::icmpv6(src, &dst, &out[at..]);
-    out[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
+    let msg = ndisc::Repr {
+        msg_type: NS,
+        flags: 0,
+        target: *target,
+        ll_option: Some((ndisc::option::SOURCE_LL_ADDR, mac)),
+    };
+    put_message(&msg, (src, &dst), (mac, dmac), out);
 }
 
 /// The solicited-node multicast address of `a` (RFC 4291 2.7.1) and its MAC (RFC 2464 7).
@@ -205,6 +210,10 @@ pub fn solicited_node(a: &Ipv6Addr) -> (Ipv6Addr, [u8; 6]) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    fn v6(b: &[u8]) -> Ipv6Addr {
+        Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap())
+    }
 
     /// A solicitation for `target` from `src` (with its MAC in a source link-layer address
     /// option unless `src` is `::`), to the target's solicited-node address, as Linux sends it.

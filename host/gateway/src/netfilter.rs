@@ -399,7 +399,9 @@ pub(crate) fn rejected(
         return IpFate::Dropped(DropReason::Verdict);
     };
     let net = usize::from(wasp_wire::parse(at_hook).net_offset);
-    let from: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+    let from = wasp_wire::ethernet::Frame::new_checked(frame)
+        .ok()
+        .map(|e| e.src());
     let mut out = Vec::new();
     let made = match (at_hook.get(net..), from) {
         (Some(ip), Some(from)) => g.reject_reply(r.kind, input, from, ip, false, local, &mut out),

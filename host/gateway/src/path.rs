@@ -669,7 +669,7 @@ impl Forwarder {
             super::reject::netdev_reply(r.kind, frame, &meta, &mut out)
         } else {
             let ip = frame.get(usize::from(meta.net_offset)..)?;
-            let from: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+            let from = wasp_wire::ethernet::Frame::new_checked(frame).ok()?.src();
             match self
                 .gateway
                 .as_ref()
@@ -677,7 +677,7 @@ impl Forwarder {
             {
                 Some((g, input)) => g.reject_reply(r.kind, input, from, ip, true, false, &mut out),
                 None => {
-                    let to: [u8; 6] = frame.get(..6)?.try_into().ok()?;
+                    let to = wasp_wire::ethernet::Frame::new_checked(frame).ok()?.dst();
                     let v6 = meta.protocol == wasp_wire::ethernet::ethertype::IPV6;
                     let icmp_src = meta.ip_addrs(frame).map(|(_, d)| d);
                     let way = super::reject::RejectWay::Routed { icmp_src };

@@ -42,9 +42,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wasp_ruleset::model::RejectKind;
-use wasp_wire::{ipv4, ipv6, tcp};
+use wasp_wire::{checksum, icmp as icmp4, icmpv6, ipv4, ipv6, tcp, udp};
 
-use super::checksum;
 use super::icmp;
 
 /// How the kernel replies, by the family of the chain whose `reject` ran.
@@ -125,8 +124,11 @@ fn v4_valid(ip: &[u8]) -> Option<usize> {
 fn csum_unchecked(l3: &[u8], thoff: usize, proto: u8) -> bool {
     use ipv4::protocol as p;
     match proto {
-        p::UDP => l3.get(thoff + 6..thoff + 8).is_some_and(|c| c == [0, 0]),
-        47 | p::AH | p::ESP | p::SCTP | p::UDPLITE | p::DCCP => true,
+        p::UDP => l3
+            .get(thoff..)
+            .and_then(|b| udp::Packet::new_checked(b).ok())
+            .is_some_and(|u| u.checksum() == 0),
+        p::GRE | p::AH | p::ESP | p::SCTP | p::UDPLITE | p::DCCP => true,
         _ => false,
     }
 }
@@ -135,28 +137,24 @@ fn csum_unchecked(l3: &[u8], thoff: usize, proto: u8) -> bool {
 /// header included, which adds nothing when its own checksum is right) and, for TCP and UDP,
 /// the pseudo-header of `ip.len() - thoff` bytes, folds to 0xffff.
 fn v4_csum_ok(ip: &[u8], thoff: usize, proto: u8) -> bool {
-    let mut init = 0u64;
+    let mut init = 0u32;
     if matches!(proto, ipv4::protocol::TCP | ipv4::protocol::UDP) {
-        let len = ip.len().saturating_sub(thoff) as u64;
-        for w in ip[ipv4::field::SRC.start..ipv4::field::DST.end].chunks_exact(2) {
-            init += u64::from(u16::from_be_bytes([w[0], w[1]]));
-        }
-        init += u64::from(proto) + len;
+        let Ok(h) = ipv4::Packet::new_checked(ip) else {
+            return false;
+        };
+        let len = ip.len().saturating_sub(thoff) as u32;
+        init = checksum::pseudo_v4(&h.src_addr(), &h.dst_addr(), len, proto);
     }
-    checksum::sum(init, ip) == 0xffff
+    checksum::sum(u64::from(init), ip) == 0xffff
 }
 
 /// nf_ip6_checksum: the transport bytes from `thoff` with the pseudo-header of protocol
 /// `proto` fold to 0xffff.
 fn v6_csum_ok(ip: &[u8], thoff: usize, proto: u8) -> bool {
-    let (Some(l4), Some(s), Some(d)) = (
-        ip.get(thoff..),
-        ip.get(ipv6::field::SRC),
-        ip.get(ipv6::field::DST),
-    ) else {
+    let (Some(l4), Ok(h)) = (ip.get(thoff..), ipv6::Packet::new_checked(ip)) else {
         return false;
     };
-    let pseudo = checksum::pseudo_v6(&icmp::v6(s), &icmp::v6(d), l4.len() as u32, proto);
+    let pseudo = checksum::pseudo_v6(&h.src_addr(), &h.dst_addr(), l4.len() as u32, proto);
     checksum::sum(u64::from(pseudo), l4) == 0xffff
 }
 
@@ -171,16 +169,11 @@ fn tcp_to_reset(l3: &[u8], thoff: usize) -> Option<tcp::Packet<'_>> {
 /// `out`, its checksum over the pseudo-header sum `pseudo` (nf_reject_ip_tcphdr_put,
 /// nf_reject_ip6_tcphdr_put): ports swapped; with ACK in `t`, sequence = its ack number and
 /// no ACK; without, sequence 0 and ACK of its sequence + SYN + FIN + data length.
-fn put_reset(t: &tcp::Packet<'_>, seg_len: usize, pseudo: u64, out: &mut Vec<u8>) {
-    use tcp::{field, flags};
-    let mut h = [0u8; tcp::MIN_HEADER_LEN];
-    h[field::SRC_PORT..field::SRC_PORT + 2].copy_from_slice(&t.dst_port().to_be_bytes());
-    h[field::DST_PORT..field::DST_PORT + 2].copy_from_slice(&t.src_port().to_be_bytes());
-    h[field::DATA_OFF] = (tcp::MIN_HEADER_LEN as u8 / 4) << 4;
+fn put_reset(t: &tcp::Packet<'_>, seg_len: usize, pseudo: u32, out: &mut Vec<u8>) {
+    use tcp::flags;
     let f = t.flags();
-    if f & flags::ACK != 0 {
-        h[field::SEQ..field::SEQ + 4].copy_from_slice(&t.ack().to_be_bytes());
-        h[field::FLAGS] = flags::RST;
+    let (seq, ack, flags) = if f & flags::ACK != 0 {
+        (t.ack(), 0, flags::RST)
     } else {
         let data = seg_len.saturating_sub(t.header_len()) as u32;
         let ack = t
@@ -188,12 +181,17 @@ fn put_reset(t: &tcp::Packet<'_>, seg_len: usize, pseudo: u64, out: &mut Vec<u8>
             .wrapping_add(u32::from(f & flags::SYN != 0))
             .wrapping_add(u32::from(f & flags::FIN != 0))
             .wrapping_add(data);
-        h[field::ACK..field::ACK + 4].copy_from_slice(&ack.to_be_bytes());
-        h[field::FLAGS] = flags::RST | flags::ACK;
-    }
-    let c = !checksum::sum(pseudo, &h);
-    h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
-    out.extend_from_slice(&h);
+        (0, ack, flags::RST | flags::ACK)
+    };
+    let reset = tcp::Repr {
+        src_port: t.dst_port(),
+        dst_port: t.src_port(),
+        seq,
+        ack,
+        flags,
+        window: 0,
+    };
+    out.extend_from_slice(&reset.to_bytes(pseudo));
 }
 
 /// `true` for a broadcast or multicast IPv4 address (the kernel's RTCF_BROADCAST |
@@ -232,10 +230,12 @@ fn v4_reset(way: RejectWay, ip: &[u8], l2: ([u8; 6], [u8; 6]), out: &mut Vec<u8>
         l2,
         out,
     );
-    let mut pseudo = u64::from(ipv4::protocol::TCP) + tcp::MIN_HEADER_LEN as u64;
-    for w in src.chunks_exact(2).chain(dst.chunks_exact(2)) {
-        pseudo += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
+    let pseudo = checksum::pseudo_v4(
+        &src.into(),
+        &dst.into(),
+        tcp::MIN_HEADER_LEN as u32,
+        ipv4::protocol::TCP,
+    );
     put_reset(&t, ip.len() - ihl, pseudo, out);
     true
 }
@@ -257,7 +257,10 @@ fn v4_unreach(
         return false;
     }
     // nf_skb_is_icmp_unreach reads the type right after a 20-byte header, whatever the IHL.
-    if h.protocol() == ipv4::protocol::ICMP && ip.get(ipv4::MIN_HEADER_LEN) == Some(&3) {
+    let unreach = icmp4::msg_type::DEST_UNREACHABLE;
+    if h.protocol() == ipv4::protocol::ICMP
+        && ip.get(ipv4::MIN_HEADER_LEN + icmp4::field::TYPE) == Some(&unreach)
+    {
         return false;
     }
     // Checked on the packet cut to its length (pskb_trim_rcsum); quoted from the skb.
@@ -268,7 +271,7 @@ fn v4_unreach(
     let dst = Ipv4Addr::from(h.dst());
     match way {
         RejectWay::Netdev => {
-            icmp::v4_error_shaped(icmp::NF_REJECT, ip, [3, code], 0, dst, l2, out);
+            icmp::v4_error_shaped(icmp::NF_REJECT, ip, [unreach, code], 0, dst, l2, out);
         }
         RejectWay::Routed { icmp_src } => {
             let Some(IpAddr::V4(src)) = icmp_src else {
@@ -277,7 +280,7 @@ fn v4_unreach(
             if v4_group(h.dst()) || !icmp::v4_may_answer(packet) {
                 return false;
             }
-            icmp::v4_error_shaped(icmp::ICMP_SEND, packet, [3, code], 0, src, l2, out);
+            icmp::v4_error_shaped(icmp::ICMP_SEND, packet, [unreach, code], 0, src, l2, out);
         }
     }
     !out.is_empty()
@@ -315,14 +318,16 @@ fn v6_reset(way: RejectWay, ip: &[u8], l2: ([u8; 6], [u8; 6]), out: &mut Vec<u8>
     if !v6_csum_ok(ip, thoff, proto) {
         return false;
     }
-    let src = icmp::v6(&ip[ipv6::field::DST]);
-    let dst = icmp::v6(&ip[ipv6::field::SRC]);
+    let Ok(h) = ipv6::Packet::new_checked(ip) else {
+        return false;
+    };
+    let (src, dst) = (h.dst_addr(), h.src_addr());
     if matches!(way, RejectWay::Routed { .. }) && (v6_not_unicast(&src) || v6_not_unicast(&dst)) {
         return false;
     }
     icmp::v6_headers(proto, &src, &dst, tcp::MIN_HEADER_LEN, l2, out);
     let pseudo = checksum::pseudo_v6(&src, &dst, tcp::MIN_HEADER_LEN as u32, proto);
-    put_reset(&t, ip.len() - thoff, u64::from(pseudo), out);
+    put_reset(&t, ip.len() - thoff, pseudo, out);
     true
 }
 
@@ -347,7 +352,9 @@ fn v6_unreach(
         return false;
     }
     // No unreachable about an ICMPv6 destination unreachable (nf_skb_is_icmp6_unreach).
-    if proto == ipv4::protocol::ICMPV6 && packet.get(thoff) == Some(&1) {
+    let unreach = icmpv6::msg_type::DEST_UNREACHABLE;
+    if proto == ipv4::protocol::ICMPV6 && packet.get(thoff + icmpv6::field::TYPE) == Some(&unreach)
+    {
         return false;
     }
     if !csum_unchecked(packet, thoff, proto) && !v6_csum_ok(packet, thoff, proto) {
@@ -355,8 +362,10 @@ fn v6_unreach(
     }
     match way {
         RejectWay::Netdev => {
-            let src = icmp::v6(&ip[ipv6::field::DST]);
-            icmp::v6_error_quoting(1220, ip, [1, code], 0, src, l2, out);
+            let Ok(h) = ipv6::Packet::new_checked(ip) else {
+                return false;
+            };
+            icmp::v6_error_quoting(1220, ip, [unreach, code], 0, h.dst_addr(), l2, out);
         }
         RejectWay::Routed { icmp_src } => {
             let Some(IpAddr::V6(src)) = icmp_src else {
@@ -365,7 +374,7 @@ fn v6_unreach(
             if !icmp::v6_may_answer(packet) {
                 return false;
             }
-            icmp::v6_error_quoting(icmp::V6_QUOTE_MAX, packet, [1, code], 0, src, l2, out);
+            icmp::v6_error_quoting(icmp::V6_QUOTE_MAX, packet, [unreach, code], 0, src, l2, out);
         }
     }
     !out.is_empty()
@@ -447,22 +456,22 @@ impl super::Gateway {
             ipv4::Packet::new_checked(ip).map_or(ip.len(), |h| usize::from(h.total_len()))
         };
         let icmp_src = if v6 {
-            let (Some(s), Some(d)) = (ip.get(ipv6::field::SRC), ip.get(ipv6::field::DST)) else {
+            let Ok(h) = ipv6::Packet::new_checked(ip) else {
                 return false;
             };
-            let (s, d) = (icmp::v6(s), icmp::v6(d));
+            let (s, d) = (h.src_addr(), h.dst_addr());
             if local || self.is_local(IpAddr::V6(d)) {
                 Some(IpAddr::V6(d))
             } else {
                 self.error_src_v6(input, &s).map(IpAddr::V6)
             }
         } else {
-            let Some(d) = ip.get(ipv4::field::DST) else {
+            // 20 bytes: build() refuses a shorter header (or an IHL that does not fit) too.
+            let Ok(h) = ipv4::Packet::new_checked(ip) else {
                 return false;
             };
-            let d: [u8; 4] = d.try_into().unwrap_or_default();
             if local {
-                Some(IpAddr::V4(d.into()))
+                Some(IpAddr::V4(h.dst_addr()))
             } else {
                 self.error_src_v4(input).map(IpAddr::V4)
             }

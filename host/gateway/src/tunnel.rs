@@ -34,11 +34,12 @@
 use std::net::IpAddr;
 
 use wasp_flowtable::{EncapTemplate, GeneveEncap};
+use wasp_wire::{ethernet, geneve, ipv4, ipv6, th, udp};
 
 use super::{DevId, DropReason, Gateway};
 
 /// The Geneve UDP port (RFC 8926).
-pub const GENEVE_PORT: u16 = 6081;
+pub const GENEVE_PORT: u16 = udp::PORT_GENEVE;
 
 /// Outer TTL / hop limit of the frames a tunnel sends.
 pub const TUNNEL_TTL: u8 = 64;
@@ -60,23 +61,49 @@ pub struct Tunnel {
 /// Bytes a Geneve encapsulation without options takes from the underlay's MTU (IP packet
 /// bytes): the inner Ethernet header 14 + outer IP 20 or 40 + UDP 8 + Geneve 8.
 pub fn overhead(v6: bool) -> u32 {
-    14 + if v6 { 40 } else { 20 } + 8 + 8
+    let ip = if v6 {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::MIN_HEADER_LEN
+    };
+    (ethernet::HEADER_LEN + ip + udp::HEADER_LEN + geneve::MIN_HEADER_LEN) as u32
 }
 
 /// The UDP source port of a Geneve frame carrying `inner` (an Ethernet frame): see
-/// [`flow_src_port`]; non-IP frames hash their Ethernet header.
+/// [`flow_src_port`] (the ports left out when the transport header is cut off before them,
+/// found at the IHL the IPv4 header carries); non-IP frames, and IP frames shorter than their
+/// fixed header, hash their Ethernet header.
 pub fn src_port(inner: &[u8]) -> u16 {
-    let et = inner.get(12..14).map(|e| u16::from_be_bytes([e[0], e[1]]));
-    let ports = |at: usize| inner.get(at..at + 4);
-    match et {
-        Some(0x0800) if inner.len() >= 34 => {
-            let ihl = usize::from(inner[14] & 0x0f) * 4;
-            hash_port(&[&inner[26..34], &[inner[23]], ports(14 + ihl).unwrap_or(&[])])
-        }
-        Some(0x86dd) if inner.len() >= 54 => {
-            hash_port(&[&inner[22..54], &[inner[20]], ports(54).unwrap_or(&[])])
-        }
-        _ => hash_port(&[&inner[..inner.len().min(14)]]),
+    let Ok(eth) = ethernet::Frame::new_checked(inner) else {
+        return hash_port(&[inner]);
+    };
+    let ports = |l4: Option<&[u8]>| {
+        l4.and_then(|b| th::Ports::new_checked(b).ok())
+            .map_or(Vec::new(), |p| {
+                [p.src_port().to_be_bytes(), p.dst_port().to_be_bytes()].concat()
+            })
+    };
+    let ip = eth.payload();
+    match eth.ethertype() {
+        ethernet::ethertype::IPV4 => match ipv4::FixedHeader::new_checked(ip) {
+            Ok(h) => hash_port(&[
+                &h.src(),
+                &h.dst(),
+                &[h.protocol()],
+                &ports(ip.get(h.header_len()..)),
+            ]),
+            Err(_) => hash_port(&[eth.header()]),
+        },
+        ethernet::ethertype::IPV6 => match ipv6::Packet::new_checked(ip) {
+            Ok(h) => hash_port(&[
+                &h.src(),
+                &h.dst(),
+                &[h.next_header()],
+                &ports(ip.get(ipv6::HEADER_LEN..)),
+            ]),
+            Err(_) => hash_port(&[eth.header()]),
+        },
+        _ => hash_port(&[eth.header()]),
     }
 }
 
@@ -136,12 +163,14 @@ impl Gateway {
     pub fn tunnel_rx(&self, input: DevId, frame: &[u8]) -> Option<(DevId, usize)> {
         let meta = wasp_wire::parse(frame);
         let t = meta.tunnel?;
-        if t.kind != wasp_wire::meta::TunnelKind::Geneve || t.inner_proto != 0x6558 {
+        if t.kind != wasp_wire::meta::TunnelKind::Geneve
+            || t.inner_proto != ethernet::ethertype::TEB
+        {
             return None;
         }
         let inner = usize::from(t.inner_offset?);
         let (src, dst) = meta.ip_addrs(frame)?;
-        if frame.len() < inner + 14 {
+        if frame.len() < inner + ethernet::HEADER_LEN {
             return None;
         }
         self.devices.iter().enumerate().find_map(|(i, d)| {
@@ -196,7 +225,7 @@ impl Gateway {
     /// outer packet, wasp does not fragment).
     pub fn tunnel_tx(&self, dev: DevId, inner: &[u8]) -> Result<(DevId, Vec<u8>), DropReason> {
         let (under, tpl) = self.tunnel_template(dev, src_port(inner))?;
-        let outer_l3 = tpl.len() - 14 + inner.len();
+        let outer_l3 = tpl.len() - ethernet::HEADER_LEN + inner.len();
         if let Some(mtu) = self.devices.get(usize::from(under.0)).and_then(|d| d.mtu)
             && outer_l3 > mtu as usize
         {

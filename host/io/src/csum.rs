@@ -15,6 +15,10 @@
 //! the outermost TCP or UDP header is taken: for a tunnel whose inner segment is the partial
 //! one, the outer checksum is recomputed (to the value it had) and the inner one stays partial.
 
+use wasp_wire::ipv4::protocol;
+use wasp_wire::meta::Malformed;
+use wasp_wire::{checksum, ethernet, ipv4, ipv6, ipv6_ext, tcp, udp};
+
 /// Why a partial checksum was not completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unresolved {
@@ -26,43 +30,8 @@ pub(crate) enum Unresolved {
     Truncated,
 }
 
-const ETH_HLEN: usize = 14;
-const ETH_P_IP: u16 = 0x0800;
-const ETH_P_IPV6: u16 = 0x86dd;
-const ETH_P_8021Q: u16 = 0x8100;
-const ETH_P_8021AD: u16 = 0x88a8;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-/// Offset of the checksum field in the TCP and UDP headers.
-const TCP_CSUM: usize = 16;
-const UDP_CSUM: usize = 6;
-
-fn be16(b: &[u8], off: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(off)?, *b.get(off + 1)?]))
-}
-
-/// Ones'-complement sum of `b` as big-endian 16-bit words (an odd last byte padded with
-/// zero), added to `acc`; not folded.
-fn sum(b: &[u8], mut acc: u64) -> u64 {
-    let mut words = b.chunks_exact(2);
-    for w in &mut words {
-        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = words.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
-
-/// Where a frame's L4 segment is: its IP version's pseudo-header sum (without the length),
-/// the protocol, and the segment's bounds in the frame.
+/// Where a frame's L4 segment is: its pseudo-header sum (addresses and protocol, without the
+/// length), the protocol, and the segment's bounds in the frame.
 struct L4 {
     pseudo: u64,
     proto: u8,
@@ -70,60 +39,82 @@ struct L4 {
     end: usize,
 }
 
-/// Finds the outermost TCP or UDP segment of an Ethernet frame (802.1Q/802.1ad tags in the
-/// frame skipped; IPv6 hop-by-hop, routing and destination options headers walked).
-fn locate(f: &[u8]) -> Result<L4, Unresolved> {
-    let mut off = ETH_HLEN - 2;
-    let mut ethertype = be16(f, off).ok_or(Unresolved::NoL4)?;
-    while matches!(ethertype, ETH_P_8021Q | ETH_P_8021AD) {
-        off += 4;
-        ethertype = be16(f, off).ok_or(Unresolved::NoL4)?;
+impl L4 {
+    /// Offset of the checksum field in the frame.
+    fn checksum_at(&self) -> usize {
+        self.start
+            + if self.proto == protocol::TCP {
+                tcp::field::CHECKSUM
+            } else {
+                udp::field::CHECKSUM
+            }
     }
-    let ip = off + 2;
-    match ethertype {
-        ETH_P_IP => {
-            let vihl = *f.get(ip).ok_or(Unresolved::NoL4)?;
-            let ihl = usize::from(vihl & 0x0f) * 4;
-            if vihl >> 4 != 4 || ihl < 20 || f.len() < ip + ihl {
-                return Err(Unresolved::NoL4);
-            }
-            let total = usize::from(be16(f, ip + 2).ok_or(Unresolved::NoL4)?);
+}
+
+/// Finds the outermost TCP or UDP segment of an Ethernet frame: behind the 802.1Q/802.1ad tags
+/// in the frame ([`wasp_wire::parse`]'s walk; a frame with another tag, 0x9100, is left
+/// alone), an IPv4 header that is not a fragment, or an IPv6 header and its hop-by-hop, routing
+/// and destination options headers.
+fn locate(f: &[u8]) -> Result<L4, Unresolved> {
+    let m = wasp_wire::parse(f);
+    let tags = &m.vlans[..usize::from(m.vlan_count)];
+    if m.malformed == Some(Malformed::TruncatedVlan)
+        || tags.iter().any(|t| !ethernet::is_kernel_vlan_tpid(t.tpid))
+    {
+        return Err(Unresolved::NoL4);
+    }
+    let ip = usize::from(m.inner_l3_offset);
+    let l3 = f.get(ip..).ok_or(Unresolved::NoL4)?;
+    match m.inner_ethertype {
+        ethernet::ethertype::IPV4 => {
+            let h = ipv4::Packet::new_checked(l3).map_err(|_| Unresolved::NoL4)?;
+            let total = usize::from(h.total_len());
             // A fragment (MF or an offset) is never partial: fragmentation completes first.
-            if be16(f, ip + 6).ok_or(Unresolved::NoL4)? & 0x3fff != 0 || total < ihl {
+            if h.version() != 4 || h.more_frags() || h.frag_offset() != 0 || total < h.header_len()
+            {
                 return Err(Unresolved::NoL4);
             }
-            let proto = f[ip + 9];
-            if proto != IPPROTO_TCP && proto != IPPROTO_UDP {
+            let proto = h.protocol();
+            if proto != protocol::TCP && proto != protocol::UDP {
                 return Err(Unresolved::NoL4);
             }
+            let pseudo = checksum::pseudo_v4(&h.src_addr(), &h.dst_addr(), 0, proto);
             Ok(L4 {
-                pseudo: sum(&f[ip + 12..ip + 20], u64::from(proto)),
+                pseudo: u64::from(pseudo),
                 proto,
-                start: ip + ihl,
+                start: ip + h.header_len(),
                 end: ip + total,
             })
         }
-        ETH_P_IPV6 => {
-            if f.len() < ip + 40 || f[ip] >> 4 != 6 {
+        ethernet::ethertype::IPV6 => {
+            let h = ipv6::Packet::new_checked(l3).map_err(|_| Unresolved::NoL4)?;
+            if h.version() != 6 {
                 return Err(Unresolved::NoL4);
             }
-            let end = ip + 40 + usize::from(be16(f, ip + 4).ok_or(Unresolved::NoL4)?);
-            let mut next = f[ip + 6];
-            let mut at = ip + 40;
-            // Hop-by-hop, routing, destination options: (next header, length in 8-octet
-            // units not counting the first 8).
-            while matches!(next, 0 | 43 | 60) {
-                let len = usize::from(*f.get(at + 1).ok_or(Unresolved::NoL4)?) * 8 + 8;
-                next = f[at];
-                at += len;
+            let end = ip + ipv6::HEADER_LEN + usize::from(h.payload_len());
+            // Hop-by-hop, routing, destination options; not a fragment header or AH.
+            let mut chain = ipv6_ext::Chain::new(h);
+            for item in chain.by_ref() {
+                if matches!(item.header.kind(), protocol::FRAGMENT | protocol::AH) {
+                    return Err(Unresolved::NoL4);
+                }
             }
-            if next != IPPROTO_TCP && next != IPPROTO_UDP {
+            if chain.end() != ipv6_ext::ChainEnd::Upper {
+                return Err(if end > f.len() {
+                    Unresolved::Truncated
+                } else {
+                    Unresolved::NoL4
+                });
+            }
+            let proto = chain.next_header();
+            if proto != protocol::TCP && proto != protocol::UDP {
                 return Err(Unresolved::NoL4);
             }
+            let pseudo = checksum::pseudo_v6(&h.src_addr(), &h.dst_addr(), 0, proto);
             Ok(L4 {
-                pseudo: sum(&f[ip + 8..ip + 40], u64::from(next)),
-                proto: next,
-                start: at,
+                pseudo: u64::from(pseudo),
+                proto,
+                start: ip + chain.offset(),
                 end,
             })
         }
@@ -137,12 +128,7 @@ fn locate(f: &[u8]) -> Result<L4, Unresolved> {
 /// padding after it is not summed). Returns what stopped it, leaving `f` untouched.
 pub(crate) fn complete(f: &mut [u8]) -> Result<(), Unresolved> {
     let l4 = locate(f)?;
-    let field = l4.start
-        + if l4.proto == IPPROTO_TCP {
-            TCP_CSUM
-        } else {
-            UDP_CSUM
-        };
+    let field = l4.checksum_at();
     if l4.end > f.len() || field + 2 > l4.end || l4.start > l4.end {
         return Err(if l4.end > f.len() {
             Unresolved::Truncated
@@ -151,9 +137,8 @@ pub(crate) fn complete(f: &mut [u8]) -> Result<(), Unresolved> {
         });
     }
     let len = (l4.end - l4.start) as u64;
-    f[field] = 0;
-    f[field + 1] = 0;
-    let c = !fold(sum(&f[l4.start..l4.end], l4.pseudo + len));
+    f[field..field + 2].fill(0);
+    let c = !checksum::sum(l4.pseudo + len, &f[l4.start..l4.end]);
     let c = if c == 0 { 0xffff } else { c };
     f[field..field + 2].copy_from_slice(&c.to_be_bytes());
     Ok(())
@@ -162,6 +147,15 @@ pub(crate) fn complete(f: &mut [u8]) -> Result<(), Unresolved> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use wasp_wire::checksum::fold;
+
+    const ETH_P_IP: u16 = ethernet::ethertype::IPV4;
+    const ETH_P_IPV6: u16 = ethernet::ethertype::IPV6;
+
+    /// Ones'-complement sum of `b` added to `acc`.
+    fn sum(b: &[u8], acc: u64) -> u64 {
+        u64::from(checksum::sum(acc, b))
+    }
 
     /// The checksum a receiver computes over the pseudo-header and the segment (0 or 0xffff,
     /// i.e. ones'-complement zero, when the field is right), as `tcp_v4_check` et al.
@@ -265,8 +259,7 @@ pub(crate) mod tests {
     fn completes_as_the_kernels_skb_checksum_help() {
         for (hex, want) in KERNEL_PARTIAL {
             let mut f = unhex(hex);
-            let l4 = locate(&f).unwrap();
-            let field = l4.start + if l4.proto == IPPROTO_TCP { 16 } else { 6 };
+            let field = locate(&f).unwrap().checksum_at();
             assert!(!verify(&f), "partial as captured");
             complete(&mut f).unwrap();
             assert_eq!(u16::from_be_bytes([f[field], f[field + 1]]), want, "{hex}");
@@ -311,6 +304,25 @@ pub(crate) mod tests {
         let mut p = plain.clone();
         complete(&mut p).unwrap();
         assert_eq!(&f[16..], &p[12..], "same checksum as untagged");
+    }
+
+    #[test]
+    fn a_9100_tag_is_left_alone() {
+        // Only 802.1Q and 802.1ad tags are walked (the TPIDs of the kernel's eth_type_vlan);
+        // behind a 0x9100 tag the frame is left as it is.
+        let plain = partial_udp4(b"tagged");
+        let mut f = plain[..12].to_vec();
+        f.extend_from_slice(&[0x91, 0x00, 0x00, 0x05]);
+        f.extend_from_slice(&plain[12..]);
+        let before = f.clone();
+        assert_eq!(complete(&mut f), Err(Unresolved::NoL4));
+        assert_eq!(f, before);
+        // Two kernel tags are walked.
+        let mut g = plain[..12].to_vec();
+        g.extend_from_slice(&[0x88, 0xa8, 0x00, 0x05, 0x81, 0x00, 0x00, 0x06]);
+        g.extend_from_slice(&plain[12..]);
+        complete(&mut g).unwrap();
+        assert!(verify(&g));
     }
 
     #[test]

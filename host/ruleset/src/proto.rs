@@ -564,6 +564,13 @@ impl PayloadField {
         field: 5,
         depth: 0,
     };
+    /// `icmp type` (ICMPv6's type sits at the same place: the hidden match of
+    /// [`Dependency::IcmpType`] reads either).
+    pub const ICMP_TYPE: PayloadField = PayloadField {
+        proto: Proto::Icmp,
+        field: 0,
+        depth: 0,
+    };
 
     /// The field `field` of protocol `proto` (`("ip", "saddr")`; an alias such as `vlan cfi`
     /// too), at vlan depth 0.
@@ -678,6 +685,13 @@ mod tests {
         assert_eq!(PayloadField::VLAN_TYPE.name(), "vlan type");
         assert_eq!(PayloadField::IP_PROTOCOL.name(), "ip protocol");
         assert_eq!(PayloadField::IP6_NEXTHDR.name(), "ip6 nexthdr");
+        assert_eq!(PayloadField::ICMP_TYPE.name(), "icmp type");
+        let v6 = PayloadField::named("icmpv6", "type").unwrap().desc();
+        let v4 = PayloadField::ICMP_TYPE.desc();
+        assert_eq!(
+            (v4.base, v4.offset_bits, v4.len_bits),
+            (v6.base, v6.offset_bits, v6.len_bits)
+        );
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! ARP (RFC 826): hardware and protocol types and lengths, operation, and the four addresses
-//! whose sizes those lengths give (6 and 4 bytes for Ethernet/IPv4).
+//! whose sizes those lengths give (6 and 4 bytes for Ethernet/IPv4). [`Repr`] reads and builds
+//! the Ethernet/IPv4 form.
 
-use crate::bytes::be16;
+use std::net::Ipv4Addr;
+
+use crate::bytes::{array, be16, put16};
+use crate::ethernet::ethertype;
 use crate::{Error, Result};
 
 /// Byte offsets of the fixed ARP fields.
@@ -22,6 +26,11 @@ pub mod field {
 
 /// Length in bytes of the fixed part, before the addresses.
 pub const FIXED_LEN: usize = field::SHA;
+
+/// Hardware type of Ethernet.
+pub const HTYPE_ETHERNET: u16 = 1;
+/// Length in bytes of an ARP packet for IPv4 over Ethernet (8 + 2 * (6 + 4)).
+pub const ETHER_IPV4_LEN: usize = FIXED_LEN + 2 * (6 + 4);
 
 /// ARP operation: request.
 pub const OPER_REQUEST: u16 = 1;
@@ -94,6 +103,58 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// An ARP packet for IPv4 over Ethernet (hardware type 1, protocol 0x0800, lengths 6 and 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Operation ([`OPER_REQUEST`], [`OPER_REPLY`], or any other number).
+    pub oper: u16,
+    /// Sender hardware address.
+    pub sha: [u8; 6],
+    /// Sender protocol address.
+    pub spa: Ipv4Addr,
+    /// Target hardware address.
+    pub tha: [u8; 6],
+    /// Target protocol address.
+    pub tpa: Ipv4Addr,
+}
+
+impl Repr {
+    /// The packet `p` holds when it is IPv4 over Ethernet; `None` for other hardware or
+    /// protocol types or lengths.
+    pub fn parse(p: &Packet<'_>) -> Option<Repr> {
+        if p.htype() != HTYPE_ETHERNET
+            || p.ptype() != ethertype::IPV4
+            || p.hlen() != 6
+            || p.plen() != 4
+        {
+            return None;
+        }
+        Some(Repr {
+            oper: p.oper(),
+            sha: array(p.sha(), 0),
+            spa: Ipv4Addr::from(array::<4>(p.spa(), 0)),
+            tha: array(p.tha(), 0),
+            tpa: Ipv4Addr::from(array::<4>(p.tpa(), 0)),
+        })
+    }
+
+    /// The 28 bytes of the packet.
+    pub fn to_bytes(&self) -> [u8; ETHER_IPV4_LEN] {
+        let mut b = [0u8; ETHER_IPV4_LEN];
+        put16(&mut b, field::HTYPE, HTYPE_ETHERNET);
+        put16(&mut b, field::PTYPE, ethertype::IPV4);
+        b[field::HLEN] = 6;
+        b[field::PLEN] = 4;
+        put16(&mut b, field::OPER, self.oper);
+        let sha = field::SHA;
+        b[sha..sha + 6].copy_from_slice(&self.sha);
+        b[sha + 6..sha + 10].copy_from_slice(&self.spa.octets());
+        b[sha + 10..sha + 16].copy_from_slice(&self.tha);
+        b[sha + 16..sha + 20].copy_from_slice(&self.tpa.octets());
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +189,24 @@ mod tests {
         let mut big = REQUEST;
         big[4] = 255;
         assert_eq!(Packet::new_checked(&big), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn repr_reads_and_builds() {
+        let r = Repr::parse(&Packet::new_checked(&REQUEST).unwrap()).unwrap();
+        assert_eq!(
+            r,
+            Repr {
+                oper: OPER_REQUEST,
+                sha: [2, 0, 0, 0, 0, 2],
+                spa: Ipv4Addr::new(192, 168, 1, 2),
+                tha: [0; 6],
+                tpa: Ipv4Addr::new(192, 168, 1, 1),
+            }
+        );
+        assert_eq!(r.to_bytes(), REQUEST[..28]);
+        let mut other = REQUEST;
+        other[1] = 6; // IEEE 802
+        assert_eq!(Repr::parse(&Packet::new_checked(&other).unwrap()), None);
     }
 }

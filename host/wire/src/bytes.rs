@@ -33,3 +33,15 @@ pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
     out.copy_from_slice(&buf[at..at + N]);
     out
 }
+
+/// Write `v` big-endian at `at`. The caller has checked `at + 2 <= buf.len()`.
+#[inline]
+pub(crate) fn put16(buf: &mut [u8], at: usize, v: u16) {
+    buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Write `v` big-endian at `at`. The caller has checked `at + 4 <= buf.len()`.
+#[inline]
+pub(crate) fn put32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}

@@ -1,7 +1,7 @@
 //! Ethernet II frame header (DIX / IEEE 802.3 type interpretation): destination MAC, source MAC,
 //! EtherType. No FCS: captures and `AF_PACKET` deliver frames without it.
 
-use crate::bytes::{array, be16, get_be16};
+use crate::bytes::{array, be16, get_be16, put16};
 use crate::{Error, Result};
 
 /// Byte offsets of the Ethernet II header fields.
@@ -111,9 +111,75 @@ impl<'a> Frame<'a> {
         self.buf
     }
 
+    /// The 14 header bytes.
+    pub fn header(&self) -> &'a [u8] {
+        &self.buf[..HEADER_LEN]
+    }
+
     /// Everything after the 14-byte header (VLAN tags included, if any).
     pub fn payload(&self) -> &'a [u8] {
         &self.buf[field::PAYLOAD..]
+    }
+}
+
+/// A writable view of an Ethernet II header, at least [`HEADER_LEN`] bytes long.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FrameMut<'a> {
+    buf: &'a mut [u8],
+}
+
+impl<'a> FrameMut<'a> {
+    /// Wrap `buf` (a whole frame) for writing.
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when `buf` is shorter than 14 bytes.
+    pub fn new_checked(buf: &'a mut [u8]) -> Result<Self> {
+        if buf.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(FrameMut { buf })
+    }
+    /// The read view of the same bytes.
+    pub fn as_frame(&self) -> Frame<'_> {
+        Frame { buf: self.buf }
+    }
+    /// Set the destination MAC address.
+    pub fn set_dst(&mut self, mac: [u8; 6]) {
+        self.buf[field::DST].copy_from_slice(&mac);
+    }
+    /// Set the source MAC address.
+    pub fn set_src(&mut self, mac: [u8; 6]) {
+        self.buf[field::SRC].copy_from_slice(&mac);
+    }
+    /// Set the EtherType.
+    pub fn set_ethertype(&mut self, t: u16) {
+        put16(self.buf, field::ETHERTYPE, t);
+    }
+    /// Everything after the 14-byte header, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[field::PAYLOAD..]
+    }
+}
+
+/// The fields of an Ethernet II header, for building one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Destination MAC address.
+    pub dst: [u8; 6],
+    /// Source MAC address.
+    pub src: [u8; 6],
+    /// EtherType (see [`ethertype`]).
+    pub ethertype: u16,
+}
+
+impl Repr {
+    /// The 14 header bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[field::DST].copy_from_slice(&self.dst);
+        b[field::SRC].copy_from_slice(&self.src);
+        put16(&mut b, field::ETHERTYPE, self.ethertype);
+        b
     }
 }
 
@@ -163,5 +229,29 @@ mod tests {
         assert!(is_vlan_tpid(0x8100) && is_vlan_tpid(0x88a8) && is_vlan_tpid(0x9100));
         assert!(!is_vlan_tpid(0x8847));
         assert!(is_kernel_vlan_tpid(0x88a8) && !is_kernel_vlan_tpid(0x9100));
+    }
+
+    #[test]
+    fn write_and_build() {
+        let mut f = FRAME;
+        let mut w = FrameMut::new_checked(&mut f).unwrap();
+        w.set_dst([0xff; 6]);
+        w.set_src([2, 0, 0, 0, 0, 1]);
+        w.set_ethertype(ethertype::ARP);
+        w.payload_mut()[0] = 0x61;
+        assert_eq!(w.as_frame().ethertype(), 0x0806);
+        assert_eq!(
+            f,
+            [
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06, 0x61, 0x00
+            ]
+        );
+        let r = Repr {
+            dst: [0xff; 6],
+            src: [2, 0, 0, 0, 0, 1],
+            ethertype: ethertype::ARP,
+        };
+        assert_eq!(r.to_bytes(), f[..14]);
+        assert_eq!(FrameMut::new_checked(&mut [0u8; 13]), Err(Error::Truncated));
     }
 }

@@ -2,7 +2,7 @@
 //! VNI, and the option TLVs (class, type whose top bit is the critical bit, length in 4-byte
 //! words, data).
 
-use crate::bytes::{be16, be24};
+use crate::bytes::{be16, be24, put16};
 use crate::{Error, Result};
 
 /// Byte offsets of the Geneve header fields.
@@ -175,6 +175,50 @@ impl<'a> Iterator for OptionIter<'a> {
     }
 }
 
+/// The fields of a Geneve header (version 0), for building one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr<'a> {
+    /// O bit: a control packet.
+    pub oam: bool,
+    /// C bit: critical options are present.
+    pub critical: bool,
+    /// Protocol type of the payload (an EtherType; 0x6558 = Ethernet).
+    pub protocol: u16,
+    /// Virtual network identifier (24 bits).
+    pub vni: u32,
+    /// The options, already encoded as TLVs: a multiple of 4 bytes, at most 252.
+    pub options: &'a [u8],
+}
+
+impl Repr<'_> {
+    /// Length in bytes of the header with its options.
+    pub fn header_len(&self) -> usize {
+        MIN_HEADER_LEN + self.options.len()
+    }
+
+    /// Write the header and its options into `buf[..self.header_len()]`.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] for options that are not a multiple of 4 bytes or longer than 252
+    /// bytes (the 6-bit length field), or a VNI over 24 bits; [`Error::Truncated`] when `buf`
+    /// is shorter than the header. Nothing is written then.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
+        let words = self.options.len() / 4;
+        if !self.options.len().is_multiple_of(4) || words > 0x3f || self.vni > 0xff_ffff {
+            return Err(Error::Malformed);
+        }
+        let buf = buf.get_mut(..self.header_len()).ok_or(Error::Truncated)?;
+        buf[field::VER_OPTLEN] = words as u8;
+        buf[field::FLAGS] =
+            if self.oam { FLAG_O } else { 0 } | if self.critical { FLAG_C } else { 0 };
+        put16(buf, field::PROTOCOL, self.protocol);
+        buf[field::VNI..field::VNI + 3].copy_from_slice(&self.vni.to_be_bytes()[1..]);
+        buf[field::RESERVED] = 0;
+        buf[field::OPTIONS..].copy_from_slice(self.options);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +285,40 @@ mod tests {
         assert_eq!(it.next().map(|o| o.len_words), Some(0));
         assert_eq!(it.next(), None);
         assert_eq!(it.remainder().len(), 3);
+    }
+
+    #[test]
+    fn repr_builds_the_header() {
+        let r = Repr {
+            oam: false,
+            critical: true,
+            protocol: 0x0800,
+            vni: 0,
+            options: &HDR[8..40],
+        };
+        let mut b = [0xaa; 41];
+        r.emit(&mut b).unwrap();
+        assert_eq!(b[..40], HDR[..40]);
+        assert_eq!(b[40], 0xaa, "nothing past the header");
+        let r = Repr {
+            oam: true,
+            critical: false,
+            protocol: 0x6558,
+            vni: 0x00ab_cdef,
+            options: &[],
+        };
+        let mut b = [0u8; 8];
+        r.emit(&mut b).unwrap();
+        assert_eq!(b, [0, 0x80, 0x65, 0x58, 0xab, 0xcd, 0xef, 0]);
+        let h = Header::new_checked(&b).unwrap();
+        assert_eq!((h.vni(), h.oam(), h.protocol()), (0xab_cdef, true, 0x6558));
+        assert_eq!(r.emit(&mut b[..7]), Err(Error::Truncated));
+        let bad = Repr { vni: 1 << 24, ..r };
+        assert_eq!(bad.emit(&mut b), Err(Error::Malformed));
+        let bad = Repr {
+            options: &[0; 3],
+            ..r
+        };
+        assert_eq!(bad.emit(&mut [0; 11]), Err(Error::Malformed));
     }
 }

@@ -1,7 +1,10 @@
 //! IPv6 fixed header (RFC 8200 section 3). Extension headers and the walk that finds the
-//! transport header behind them are in [`crate::ipv6_ext`].
+//! transport header behind them are in [`crate::ipv6_ext`]. [`PacketMut`] writes the hop limit,
+//! addresses and payload length; [`Repr`] builds a header.
 
-use crate::bytes::{array, be16, be32};
+use std::net::Ipv6Addr;
+
+use crate::bytes::{array, be16, be32, put16};
 use crate::{Error, Result};
 
 /// Byte offsets of the IPv6 header fields.
@@ -81,6 +84,14 @@ impl<'a> Packet<'a> {
     pub fn dst(&self) -> [u8; 16] {
         array(self.buf, field::DST.start)
     }
+    /// Source address.
+    pub fn src_addr(&self) -> Ipv6Addr {
+        Ipv6Addr::from(self.src())
+    }
+    /// Destination address.
+    pub fn dst_addr(&self) -> Ipv6Addr {
+        Ipv6Addr::from(self.dst())
+    }
     /// The payload: `payload_len` bytes after the header, cut at the end of the buffer; the
     /// whole rest of the buffer when `payload_len` is 0 (jumbogram or broken).
     pub fn payload(&self) -> &'a [u8] {
@@ -89,6 +100,96 @@ impl<'a> Packet<'a> {
             0 => rest,
             n => &rest[..usize::from(n).min(rest.len())],
         }
+    }
+}
+
+/// A writable view of an IPv6 fixed header (IPv6 has no header checksum: every write stands
+/// alone; the upper-layer checksums over the pseudo-header are the caller's).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PacketMut<'a> {
+    buf: &'a mut [u8],
+}
+
+impl<'a> PacketMut<'a> {
+    /// Wrap `buf`, which starts at the IPv6 header, for writing.
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when `buf` is shorter than 40 bytes.
+    pub fn new_checked(buf: &'a mut [u8]) -> Result<Self> {
+        if buf.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(PacketMut { buf })
+    }
+    /// Next header.
+    pub fn next_header(&self) -> u8 {
+        self.buf[field::NEXT_HEADER]
+    }
+    /// Hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.buf[field::HOP_LIMIT]
+    }
+    /// Source address.
+    pub fn src(&self) -> [u8; 16] {
+        array(self.buf, field::SRC.start)
+    }
+    /// Destination address.
+    pub fn dst(&self) -> [u8; 16] {
+        array(self.buf, field::DST.start)
+    }
+    /// Set the payload length in bytes.
+    pub fn set_payload_len(&mut self, len: u16) {
+        put16(self.buf, field::PAYLOAD_LEN, len);
+    }
+    /// Set the hop limit.
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.buf[field::HOP_LIMIT] = h;
+    }
+    /// Decrement the hop limit by one (0 wraps to 255), as `ip6_forward`'s `hop_limit--`.
+    pub fn decrement_hop_limit(&mut self) {
+        self.buf[field::HOP_LIMIT] = self.buf[field::HOP_LIMIT].wrapping_sub(1);
+    }
+    /// Raise the hop limit by one (255 wraps to 0).
+    pub fn increment_hop_limit(&mut self) {
+        self.buf[field::HOP_LIMIT] = self.buf[field::HOP_LIMIT].wrapping_add(1);
+    }
+    /// Set the source address.
+    pub fn set_src(&mut self, a: [u8; 16]) {
+        self.buf[field::SRC].copy_from_slice(&a);
+    }
+    /// Set the destination address.
+    pub fn set_dst(&mut self, a: [u8; 16]) {
+        self.buf[field::DST].copy_from_slice(&a);
+    }
+}
+
+/// The fields of an IPv6 fixed header with traffic class and flow label 0, for building one
+/// (RFC 8200 section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Source address.
+    pub src: Ipv6Addr,
+    /// Destination address.
+    pub dst: Ipv6Addr,
+    /// Next header.
+    pub next_header: u8,
+    /// Payload length in bytes.
+    pub payload_len: u16,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+impl Repr {
+    /// The 40 header bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[field::VER_TC_FLOW] = 0x60;
+        put16(&mut h, field::PAYLOAD_LEN, self.payload_len);
+        h[field::NEXT_HEADER] = self.next_header;
+        h[field::HOP_LIMIT] = self.hop_limit;
+        h[field::SRC].copy_from_slice(&self.src.octets());
+        h[field::DST].copy_from_slice(&self.dst.octets());
+        h
     }
 }
 
@@ -129,5 +230,39 @@ mod tests {
         let mut jumbo = PKT;
         jumbo[5] = 0;
         assert_eq!(Packet::new_checked(&jumbo).unwrap().payload().len(), 6);
+    }
+
+    #[test]
+    fn repr_and_writes() {
+        let r = Repr {
+            src: "2001:db8::1".parse().unwrap(),
+            dst: "ff02::fb".parse().unwrap(),
+            next_header: 17,
+            payload_len: 4,
+            hop_limit: 64,
+        };
+        let b = r.to_bytes();
+        // PKT without its traffic class and flow label.
+        assert_eq!(&b[..4], &[0x60, 0, 0, 0]);
+        assert_eq!(b[4..], PKT[4..40]);
+        let p = Packet::new_checked(&b).unwrap();
+        assert_eq!((p.src_addr(), p.dst_addr()), (r.src, r.dst));
+        let mut f = PKT;
+        let mut w = PacketMut::new_checked(&mut f).unwrap();
+        w.decrement_hop_limit();
+        assert_eq!(w.hop_limit(), 63);
+        w.increment_hop_limit();
+        w.set_payload_len(6);
+        w.set_src(r.dst.octets());
+        w.set_dst(r.src.octets());
+        w.set_hop_limit(0);
+        w.decrement_hop_limit();
+        assert_eq!((f[4], f[5], f[7]), (0, 6, 255));
+        assert_eq!(f[8..24], b[24..40]);
+        assert_eq!(f[24..40], b[8..24]);
+        assert_eq!(
+            PacketMut::new_checked(&mut [0u8; 39]),
+            Err(Error::Truncated)
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! [`ipv4::Packet`]). A view is checked once at construction (`new_checked`) so that none of its
 //! accessors can panic or read past the captured length afterwards. Field offsets are named
 //! constants in each module's `field` submodule; unknown protocol numbers are kept as numbers,
-//! never treated as errors.
+//! never treated as errors. This crate is the one place that knows header layouts: what other
+//! crates write goes through a module's writable view (`PacketMut`, `FrameMut`: fields and
+//! incremental checksum updates, RFC 1624) or its `Repr` (a header built from its fields).
 //!
 //! [`parse`] walks a whole frame once and fills a [`PacketMeta`]: the offsets of every layer, the
 //! L3/L4 protocol, fragment information, and the view of the packet that the kernel's netdev
@@ -24,9 +26,11 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
 pub mod meta;
+pub mod ndisc;
 pub mod options;
 pub mod samples;
 pub mod tcp;
+pub mod th;
 pub mod udp;
 pub mod vlan;
 pub mod vxlan;

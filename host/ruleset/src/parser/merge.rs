@@ -29,6 +29,7 @@
 
 use crate::model::{DataType, Dependency, Family};
 use crate::model::{Expr, KeyPart, Match, MetaKey, PayloadBase, PayloadField, RelOp, Rhs, Stmt};
+use crate::proto::Proto;
 
 /// A member of a merge run: a statement of the rule or an implicit dependency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,9 +95,13 @@ enum Link {
 }
 
 /// The EtherType field a dependency reads: `ether type` (depth 0) or `vlan type` of tag
-/// `depth - 1`, as (offset in bytes).
+/// `depth - 1`, as its offset in bytes in the protocol tables.
 fn type_field_off(depth: u8) -> u16 {
-    12 + 4 * u16::from(depth)
+    let field = match depth.checked_sub(1) {
+        None => PayloadField::ETHER_TYPE,
+        Some(tag) => PayloadField::VLAN_TYPE.at_depth(tag),
+    };
+    field.desc().offset_bits / 8
 }
 
 /// The rule as `stmt_reduce` sees it: statements and implicit payload dependencies in order.
@@ -162,15 +167,15 @@ fn members(stmts: &[Stmt], family: Family) -> Vec<Kind> {
                         _ => {}
                     }
                     if d.base == PayloadBase::Link {
-                        let off = d.offset_bits / 8;
                         if p.is_link_type() {
-                            types.push(off);
+                            types.push(d.offset_bits / 8);
                         }
-                        link = match (off.checked_sub(14), link) {
-                            (Some(o), Link::Vlan(v)) => Link::Vlan(v.max((o / 4) as u8)),
-                            (Some(o), _) => Link::Vlan((o / 4) as u8),
-                            (None, Link::Unknown) => Link::Ether,
-                            (None, l) => l,
+                        // A vlan field names its tag; an ether field only the link layer.
+                        link = match (p.proto, link) {
+                            (Proto::Vlan, Link::Vlan(v)) => Link::Vlan(v.max(p.depth)),
+                            (Proto::Vlan, _) => Link::Vlan(p.depth),
+                            (_, Link::Unknown) => Link::Ether,
+                            (_, l) => l,
                         };
                     }
                 }
