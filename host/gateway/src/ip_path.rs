@@ -154,6 +154,9 @@ pub(crate) struct IpIn<'a> {
     pub meta: Option<&'a PacketMeta>,
     /// `meta mark` after the ingress hook.
     pub mark: u32,
+    /// The device it came in on, and its gateway id.
+    pub dev: &'a str,
+    pub input: DevId,
 }
 
 /// What the IP path is run with, shared by the packets of a call.
@@ -176,7 +179,7 @@ struct Lane<'a> {
     idx: usize,
     /// The device it came in on, and its name.
     input: DevId,
-    dev: Cow<'a, str>,
+    dev: &'a str,
     /// The frame as it came in (what a `reject` reply answers).
     frame0: &'a [u8],
     /// The frame as the hooks, NAT and the route left it, and its parse.
@@ -195,37 +198,31 @@ struct Lane<'a> {
     live: bool,
 }
 
-/// Run the IP path for `pkts`, which came in on `in_dev` (`input` its gateway id), after an
-/// ingress hook that accepted them: each packet's fate goes to `cx.fates[idx]`. See the
-/// module documentation.
+/// Run the IP path for `pkts`, which an ingress hook accepted: each packet's fate goes to
+/// `cx.fates[idx]`. See the module documentation.
 pub(crate) fn ip_vector(
     cx: &mut Cx<'_, '_>,
     g: &mut Gateway,
-    in_dev: &str,
-    input: DevId,
     pkts: &[IpIn<'_>],
     mut looked: Option<Looked<'_>>,
 ) {
     cx.nf.maybe_gc(cx.now_ns);
-    let lanes: Vec<(IpIn<'_>, DevId, Cow<'_, str>)> = pkts
-        .iter()
-        .map(|p| (*p, input, Cow::Borrowed(in_dev)))
-        .collect();
-    let decap = run(cx, g, &lanes, false, looked.as_mut());
+    let decap = run(cx, g, pkts, false, looked.as_mut());
     if decap.is_empty() {
         return;
     }
     // A tunnel's packets: their inner frames enter from the tunnel devices, once.
-    let inner: Vec<(IpIn<'_>, DevId, Cow<'_, str>)> = decap
+    let names: Vec<String> = decap.iter().map(|d| g.name(d.dev).to_string()).collect();
+    let inner: Vec<IpIn<'_>> = decap
         .iter()
-        .map(|d| {
-            let p = IpIn {
-                idx: d.idx,
-                frame: &d.frame,
-                meta: None,
-                mark: d.mark,
-            };
-            (p, d.dev, Cow::Owned(g.name(d.dev).to_string()))
+        .zip(&names)
+        .map(|(d, name)| IpIn {
+            idx: d.idx,
+            frame: &d.frame,
+            meta: None,
+            mark: d.mark,
+            dev: name,
+            input: d.dev,
         })
         .collect();
     let again = run(cx, g, &inner, true, None);
@@ -278,29 +275,23 @@ struct Decap {
 fn run<'a>(
     cx: &mut Cx<'_, '_>,
     g: &mut Gateway,
-    pkts: &'a [(IpIn<'a>, DevId, Cow<'a, str>)],
+    pkts: &[IpIn<'a>],
     inner: bool,
     mut looked: Option<&mut Looked<'_>>,
 ) -> Vec<Decap> {
-    // Whether a hook reads an established connection: then each packet's connection is
-    // read right after its conntrack step.
-    let reads_conn = [
-        Hook::Prerouting,
-        Hook::Input,
-        Hook::Forward,
-        Hook::Postrouting,
-    ]
-    .into_iter()
-    .any(|h| cx.engine.ip_hook_runs(h, false));
     let (writes, flow_add) = (cx.engine.writes_conn(), cx.engine.has_flow_add());
-    let mut batch: Vec<Lane<'a>> = Vec::with_capacity(pkts.len());
+    // Whether a hook reads an established connection: then each packet's connection is
+    // read right after its conntrack step (found out at the first packet that needs it).
+    let mut reads_conn = None;
+    // Packets of offloaded flows need no batch: it is made for the first packet that does.
+    let mut batch: Vec<Lane<'a>> = Vec::new();
     let mut decap = Vec::new();
-    for (p, input, dev) in pkts {
+    for p in pkts {
         let hit = match looked.as_mut() {
             Some(l) => Some(l.hits.get_mut(p.idx).and_then(Option::take)),
             None => None,
         };
-        let Some(mut lane) = front(cx, g, p, *input, dev, reads_conn, hit) else {
+        let Some(mut lane) = front(cx, g, p, &mut reads_conn, hit) else {
             continue;
         };
         let id = lane.info.id;
@@ -336,11 +327,10 @@ fn front<'a>(
     cx: &mut Cx<'_, '_>,
     g: &Gateway,
     p: &IpIn<'a>,
-    input: DevId,
-    dev: &Cow<'a, str>,
-    reads_conn: bool,
+    reads_conn: &mut Option<bool>,
     looked: Option<Option<FlowHit>>,
 ) -> Option<Lane<'a>> {
+    let (dev, input) = (p.dev, p.input);
     let frame = p.frame;
     // The caller's parse of this very frame, when it has one (the ingress hook's).
     let meta = p.meta.copied().unwrap_or_else(|| wasp_wire::parse(frame));
@@ -423,8 +413,18 @@ fn front<'a>(
     }
     // The connection as this packet left it, for the hooks' `ct` expressions.
     let mut detail = None;
+    let reads = *reads_conn.get_or_insert_with(|| {
+        [
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Postrouting,
+        ]
+        .into_iter()
+        .any(|h| cx.engine.ip_hook_runs(h, false))
+    });
     if info.id != 0
-        && (reads_conn || info.pending)
+        && (reads || info.pending)
         && let Some(e) = ct.get(info.id, cx.now_ns)
     {
         info.status = e.status;
@@ -440,7 +440,7 @@ fn front<'a>(
     Some(Lane {
         idx: p.idx,
         input,
-        dev: dev.clone(),
+        dev,
         frame0: frame,
         cur: Cow::Borrowed(frame),
         meta,

@@ -475,6 +475,8 @@ impl Forwarder {
                     frame: p.frame,
                     meta: p.meta,
                     mark: p.outcome.mark,
+                    dev: in_dev,
+                    input,
                 })
                 .collect();
             if !ins.is_empty() {
@@ -489,7 +491,7 @@ impl Forwarder {
                     offloaded: false,
                 };
                 let looked = flows.map(|hits| Looked { hits });
-                ip_vector(&mut cx, g, in_dev, input, &ins, looked);
+                ip_vector(&mut cx, g, &ins, looked);
                 // Given out per packet, in packet order.
                 way.ip_logs.sort_by_key(|l| l.0);
                 way.hook_dups.sort_by_key(|d| d.0);

@@ -31,7 +31,11 @@ use wasp_perf::netns::{Res, VethPair, cmd, ip};
 #[command(about = "ruleset load time by size: wasp check, wasp ctl -f, nft -f")]
 struct Args {
     /// Rules (elements) per ruleset.
-    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000,200000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000,10000,100000,200000"
+    )]
     sizes: Vec<usize>,
     /// Runs per case (the median is printed).
     #[arg(long, default_value_t = 3)]
@@ -176,7 +180,11 @@ impl Drop for Daemon {
 fn nft(file: &Path, n: usize) -> Res<Duration> {
     let ns = format!("wasp-load-nft-{}-{n}", std::process::id());
     ip(&["netns", "add", &ns])?;
-    let r = timed(Command::new("ip").args(["netns", "exec", &ns, "nft", "-f"]).arg(file));
+    let r = timed(
+        Command::new("ip")
+            .args(["netns", "exec", &ns, "nft", "-f"])
+            .arg(file),
+    );
     let _ = ip(&["netns", "del", &ns]);
     r.map(|(d, _)| d)
 }
