@@ -719,7 +719,7 @@ fn hook(
                 Packet {
                     frame: &l.cur,
                     meta: l.meta,
-                    iifname: &l.dev,
+                    iifname: l.dev,
                     mark: l.mark,
                     oifname: l.out.map_or("", |d| g.name(d)),
                     ct: ct_meta(&l.info, pending(l)),
