@@ -9,24 +9,10 @@ use wasp_core::{HookResult, Packet, Steal};
 use wasp_ruleset::model::Hook;
 
 use super::ip_path::FlowHit;
-use super::netfilter_tests::{ACK, CLIENT, FIN, PSH, Rig, SYN, W0, rig_with, tcp};
+use super::netfilter_tests::{
+    ACK, C, CLIENT, FIN, GW, PSH, ROUTER_IN, ROUTER_OUT, Rig, S, SERVER, SYN, W0, W1, rig_with, tcp,
+};
 use super::path::{Decided, Fate, SendKind};
-
-const GW: &str = "\
-device w0 mac 02:00:00:00:00:01
-device w1 mac 02:00:00:00:00:02 mtu 1500
-address w0 10.1.0.1/24
-address w1 10.2.0.1/24
-neighbour 10.1.0.2 lladdr 02:00:00:00:01:02 dev w0
-neighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1
-";
-
-const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
-const C: [u8; 4] = [10, 1, 0, 2];
-const S: [u8; 4] = [10, 2, 0, 2];
-const ROUTER_IN: [u8; 4] = [10, 1, 0, 1];
-const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
 
 /// What a packet gave: its fate, the frames it sent and its `log` lines.
 type Seen = (Fate, Vec<(String, SendKind, Vec<u8>)>, Vec<String>);

@@ -15,7 +15,7 @@ use wasp_core::Engine;
 use wasp_core::Packet;
 
 /// client 10.1.0.2 (02:..:01:02) -- w0 [gateway] w1 -- server 10.2.0.2 (02:..:02:02).
-const GW: &str = "\
+pub(super) const GW: &str = "\
 device w0 mac 02:00:00:00:00:01
 device w1 mac 02:00:00:00:00:02 mtu 1500
 address w0 10.1.0.1/24
@@ -25,9 +25,9 @@ neighbour 10.2.0.2 lladdr 02:00:00:00:02:02 dev w1
 ";
 
 pub(super) const W0: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
+pub(super) const W1: [u8; 6] = [2, 0, 0, 0, 0, 2];
 pub(super) const CLIENT: [u8; 6] = [2, 0, 0, 0, 1, 2];
-const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
+pub(super) const SERVER: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
 pub(super) const SYN: u8 = 0x02;
 pub(super) const ACK: u8 = 0x10;
@@ -234,7 +234,7 @@ impl Rig {
 
 pub(super) const C: [u8; 4] = [10, 1, 0, 2];
 pub(super) const ROUTER_IN: [u8; 4] = [10, 1, 0, 1];
-const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
+pub(super) const ROUTER_OUT: [u8; 4] = [10, 2, 0, 1];
 pub(super) const S: [u8; 4] = [10, 2, 0, 2];
 
 /// The client's segment of the port-forwarded connection (to 10.1.0.1:8080).
