@@ -88,8 +88,8 @@ fn resolve(path: &str, base: &Path) -> PathBuf {
 /// A swap waiting for its packet.
 struct PendingSwap {
     spec: SwapSpec,
-    /// The new version, loaded before the run (off the packet path), or why it could not be.
-    plugin: Result<Plugin, String>,
+    /// The new version, loaded before the run (off the packet path).
+    plugin: Plugin,
 }
 
 /// The plugin swaps of a replay (`--swap`), applied to its one worker's runtime.
@@ -139,7 +139,14 @@ impl ReplayPlugins {
                 )));
             }
             let file = resolve(&s.path, Path::new(""));
-            let plugin = host.load(&file).map_err(|e| e.to_string());
+            // A component that cannot be loaded is known before the first packet: refused,
+            // as a bad argument (a swap that loads and then fails stays an event of the run).
+            let plugin = host.load(&file).map_err(|e| {
+                Error::Usage(format!(
+                    "--swap {}={}@{}: cannot load the component: {e}",
+                    s.name, s.path, s.after
+                ))
+            })?;
             pending.push(PendingSwap {
                 spec: s.clone(),
                 plugin,
@@ -166,10 +173,7 @@ impl ReplayPlugins {
         while self.swaps.first().is_some_and(|s| s.spec.after <= done) {
             let s = self.swaps.remove(0);
             let name = &s.spec.name;
-            let failed = match &s.plugin {
-                Err(e) => Some(format!("cannot load {}: {e}", s.spec.path)),
-                Ok(p) => runtime.swap(name, p).err().map(|e| e.to_string()),
-            };
+            let failed = runtime.swap(name, &s.plugin).err().map(|e| e.to_string());
             if let Some(why) = failed {
                 self.events.push(PluginEvent {
                     at_ns: self.last_now,

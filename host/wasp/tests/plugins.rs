@@ -148,28 +148,30 @@ fn a_swap_that_fails_changes_nothing_and_says_why() {
     );
     let frames: Vec<(u64, Vec<u8>)> = (0..10).map(|i| packet(T0 + i * 1000, 5)).collect();
     let bad = format!("swapper={}@3", v2.display());
-    let report = replay(
+    let report = replay(tmp.path(), &rules, &frames, &[&bad]).unwrap();
+    let s = &report.summary;
+    assert_eq!((s.accepted, s.dropped), (10, 0));
+    let ev = events(s);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(
+        ev[0].1.contains("after packet 3 failed, nothing changed") && ev[0].1.contains("v1-only"),
+        "{ev:?}"
+    );
+    assert_eq!(s.plugin_state[0].state, ["packets 10 (v1)"]);
+    // A component that cannot be loaded is refused before the first packet.
+    let err = replay(
         tmp.path(),
         &rules,
         &frames,
         &[&bad, "swapper=missing/nothing.wasm@5"],
     )
-    .unwrap();
-    let s = &report.summary;
-    assert_eq!((s.accepted, s.dropped), (10, 0));
-    let ev = events(s);
-    assert_eq!(ev.len(), 2, "{ev:?}");
+    .map(|_| ())
+    .expect_err("refused");
+    let msg = err.to_string();
     assert!(
-        ev[0].1.contains("after packet 3 failed, nothing changed") && ev[0].1.contains("v1-only"),
-        "{ev:?}"
+        msg.contains("--swap swapper=missing/nothing.wasm@5: cannot load the component"),
+        "{msg}"
     );
-    assert!(
-        ev[1]
-            .1
-            .contains("after packet 5 failed, nothing changed: cannot load missing/nothing.wasm"),
-        "{ev:?}"
-    );
-    assert_eq!(s.plugin_state[0].state, ["packets 10 (v1)"]);
 }
 
 #[test]
