@@ -509,6 +509,13 @@ fn serve_client(stream: &UnixStream, shared: &Shared, handler: &dyn Handler) {
             }
         };
         if line.iter().all(u8::is_ascii_whitespace) {
+            // A client that sent nothing but a newline waits for an answer: it gets one.
+            let mut s = stream;
+            let reply =
+                Reply::Error("bad request: empty line (a request is one JSON object)".into());
+            if s.write_all(proto::encode_reply(&reply).as_bytes()).is_err() {
+                return;
+            }
             continue;
         }
         let mut sink = ClientSink {

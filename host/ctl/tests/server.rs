@@ -258,11 +258,11 @@ fn garbage_gets_an_error_and_the_connection_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, _fake, path) = start(dir.path());
     let mut s = UnixStream::connect(&path).unwrap();
-    s.write_all(b"hello\n{\"req\":\"stats\"}\n{\"v\":9,\"req\":\"stats\"}\n{\"v\":1,\"req\":\"nope\"}\n\xff\xfe\n{\"v\":1,\"req\":\"stats\"}\n")
+    s.write_all(b"hello\n{\"req\":\"stats\"}\n{\"v\":9,\"req\":\"stats\"}\n{\"v\":1,\"req\":\"nope\"}\n\xff\xfe\n \n{\"v\":1,\"req\":\"stats\"}\n")
         .unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut lines = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..7 {
         let mut l = String::new();
         r.read_line(&mut l).unwrap();
         lines.push(l);
@@ -277,6 +277,7 @@ fn garbage_gets_an_error_and_the_connection_goes_on() {
         "unsupported protocol version 9 (this daemon speaks 1)",
         "bad request: unknown variant `nope`",
         "bad request: expected value",
+        "bad request: empty line",
     ]
     .iter()
     .enumerate()
@@ -287,7 +288,7 @@ fn garbage_gets_an_error_and_the_connection_goes_on() {
         }
     }
     assert_eq!(
-        errs[5],
+        errs[6],
         Reply::Ok(
             serde_json::json!({"ports": [], "workers": [], "drops": {"policy": 7},
             "rejects": 0, "logged": 0, "log_suppressed": 0})
