@@ -13,7 +13,7 @@
 //!
 //! A statement's edits change the packet for the rest of its walk, as the kernel's `payload
 //! set` changes the skb: later matches, set lookups, plugin calls and `fwd`/`dup` see the
-//! edited bytes ([`Edited`]), and each edit is made on the frame the edits before it left.
+//! edited bytes (`Edited`), and each edit is made on the frame the edits before it left.
 
 use wasp_wire::PacketMeta;
 

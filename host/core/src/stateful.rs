@@ -1,5 +1,5 @@
 //! The state behind `limit` and `quota` (statements and named objects), and the sets that set
-//! statements change ([`crate::dynset`]): one token bucket per
+//! statements change (`dynset`): one token bucket per
 //! `limit` statement or limit object, one consumed-bytes count per `quota` statement or quota
 //! object, as the kernel has one per expression or object. The state is shared by the workers'
 //! engines ([`Engine::stateful`](crate::Engine::stateful),

@@ -59,7 +59,7 @@
 //! chains at the flowtable's priority, as the kernel registers nf_flow_offload_ip_hook: the
 //! data path runs it inside the ingress hook call ([`wasp_core::Steal`],
 //! [`super::Forwarder::flow_lookup`]), so the chains of higher priority never see an
-//! offloaded packet, and hands the hits in ([`Looked`]); without that, step 1 looks up here.
+//! offloaded packet, and hands the hits in (`Looked`); without that, step 1 looks up here.
 //! A packet whose lookup missed before an earlier packet of its vector offloaded the flow is
 //! looked up again at step 1 and takes the fast path, as in the kernel; only the chains above
 //! the flowtable's priority saw it (in the kernel the lookup of each packet follows the

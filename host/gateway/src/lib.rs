@@ -60,7 +60,7 @@ mod fib;
 #[cfg(test)]
 mod fib_tests;
 pub mod icmp;
-mod ip_path;
+pub mod ip_path;
 #[cfg(test)]
 mod ip_path_tests;
 pub mod nd;
