@@ -265,6 +265,82 @@ impl Engine {
     }
 }
 
+/// Whose a quota is, for picking the quotas a reset zeroes ([`Engine::reset_quotas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaOf<'a> {
+    /// A `quota` statement in chain `chain` (index) of table `table` (index).
+    Rule {
+        /// Table index.
+        table: u32,
+        /// Chain index in its table.
+        chain: u32,
+    },
+    /// Quota object `name` of table `table` (index).
+    Object {
+        /// Table index.
+        table: u32,
+        /// Object name.
+        name: &'a str,
+    },
+}
+
+impl Engine {
+    /// Zero the quotas `pick` selects, each in one atomic step (a packet's bytes count either
+    /// before or after), and write the bytes each had consumed into `ruleset` (the one this
+    /// engine was compiled from) as its `used`, as `nft reset quotas` lists them.
+    pub fn reset_quotas(&self, ruleset: &mut Ruleset, pick: impl Fn(QuotaOf<'_>) -> bool) {
+        let st = &self.prog.stateful;
+        for (q, owner) in st.quotas.iter().zip(&st.quota_owners) {
+            match owner {
+                crate::stateful::QuotaOwner::Rule {
+                    table,
+                    chain,
+                    handle,
+                    nth,
+                } => {
+                    if !pick(QuotaOf::Rule {
+                        table: *table,
+                        chain: *chain,
+                    }) {
+                        continue;
+                    }
+                    let used = q.take();
+                    let stmt = ruleset
+                        .tables
+                        .get_mut(*table as usize)
+                        .and_then(|t| t.chains.get_mut(*chain as usize))
+                        .and_then(|c| c.rules.iter_mut().find(|r| r.handle == *handle))
+                        .and_then(|r| {
+                            r.stmts
+                                .iter_mut()
+                                .filter(|s| matches!(s, Stmt::Quota { .. }))
+                                .nth(*nth as usize)
+                        });
+                    if let Some(Stmt::Quota { quota, .. }) = stmt {
+                        quota.used = used;
+                    }
+                }
+                crate::stateful::QuotaOwner::Object { table, name } => {
+                    if !pick(QuotaOf::Object {
+                        table: *table,
+                        name,
+                    }) {
+                        continue;
+                    }
+                    let used = q.take();
+                    if let Some(o) = ruleset
+                        .tables
+                        .get_mut(*table as usize)
+                        .and_then(|t| t.quotas.iter_mut().find(|o| &o.name == name))
+                    {
+                        o.quota.used = used;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `(element, packets, bytes)` for each of `elements` (model indices) of the element counter
 /// site `site`: the plugin lists element `i` as entry `i + 1`; an element not listed counts 0.
 pub(crate) fn element_counts(

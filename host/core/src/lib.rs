@@ -27,6 +27,7 @@
 
 mod anon_counters;
 mod calc;
+pub mod carry;
 mod compare;
 mod compile;
 mod compiled;
@@ -56,7 +57,7 @@ pub use anon_counters::AnonSetElemCounter;
 pub use calc::jhash;
 pub use compile::MAX_JUMP_LEVEL;
 pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec, NatTarget};
-pub use counters::{CounterValue, NamedCounter, SetElemCounter};
+pub use counters::{CounterValue, NamedCounter, QuotaOf, SetElemCounter};
 pub use engine::Engine;
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,

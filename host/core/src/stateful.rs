@@ -6,8 +6,8 @@
 //! [`Engine::share_stateful`](crate::Engine::share_stateful)): a bucket behind a lock (the
 //! kernel's `nft_limit` spinlock), a quota in an atomic (the kernel's `atomic64_t consumed`).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use wasp_ruleset::model::{LIMIT_PKT_BURST_DEFAULT, Limit, Quota};
 
@@ -98,8 +98,9 @@ pub(crate) struct QuotaState {
     quota: u64,
     /// `over` (NFT_QUOTA_F_INV).
     invert: bool,
-    /// Bytes consumed (starts at `used`).
-    consumed: AtomicU64,
+    /// Bytes consumed (starts at `used`); shared with the quota of the previous program that
+    /// this one continues ([`QuotaState::share_consumed`]).
+    consumed: Arc<AtomicU64>,
 }
 
 impl QuotaState {
@@ -108,7 +109,7 @@ impl QuotaState {
         QuotaState {
             quota: q.bytes,
             invert: q.over,
-            consumed: AtomicU64::new(q.used),
+            consumed: Arc::new(AtomicU64::new(q.used)),
         }
     }
 
@@ -127,6 +128,17 @@ impl QuotaState {
     /// Bytes consumed so far.
     pub fn consumed(&self) -> u64 {
         self.consumed.load(Ordering::Relaxed)
+    }
+
+    /// The bytes consumed, zeroed in the same step (`reset quotas`).
+    pub fn take(&self) -> u64 {
+        self.consumed.swap(0, Ordering::Relaxed)
+    }
+
+    /// Count in `other`'s cell from now on (this quota continues `other` across a ruleset
+    /// change: the bytes either consumes count once).
+    pub fn share_consumed(&mut self, other: &QuotaState) {
+        self.consumed = Arc::clone(&other.consumed);
     }
 }
 

@@ -120,6 +120,15 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
 /// # Errors
 /// As [`find_elements`].
 pub fn get_text(rs: &Ruleset, req: &ElementRequest) -> Result<String, String> {
+    elements_text(rs, req, false)
+}
+
+/// The found elements as [`get_text`] prints them, with their counters when `counters` (as
+/// `nft reset element` lists them: the values in `rs`).
+///
+/// # Errors
+/// As [`find_elements`].
+pub fn elements_text(rs: &Ruleset, req: &ElementRequest, counters: bool) -> Result<String, String> {
     let elems = find_elements(rs, req)?;
     let family = parse_family(req.family.as_deref().unwrap_or("ip"))
         .unwrap_or(wasp_ruleset::model::Family::Ip);
@@ -138,7 +147,7 @@ pub fn get_text(rs: &Ruleset, req: &ElementRequest) -> Result<String, String> {
     shown.elements = elems
         .into_iter()
         .map(|mut e| {
-            e.counter = false;
+            e.counter &= counters;
             e
         })
         .collect();

@@ -182,13 +182,36 @@ pub enum ElementOp {
     Get,
 }
 
-/// `reset counters [table FAMILY T]` / `reset element FAMILY T S { ... }`.
+/// `reset counters [table FAMILY T]` / `reset rules [table FAMILY T [chain C]]` / `reset
+/// quotas [table FAMILY T]` / `reset element FAMILY T S { ... }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum ResetRequest {
     /// Every counter (rule counters, named counter objects, set element counters), or those
     /// of one table.
     Counters {
+        /// Family of `table` (default `ip`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        family: Option<String>,
+        /// Only this table.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        table: Option<String>,
+    },
+    /// The `counter` and `quota` statements of the rules of every table, of one table, or of
+    /// one chain.
+    Rules {
+        /// Family of `table` (default `ip`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        family: Option<String>,
+        /// Only this table.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        table: Option<String>,
+        /// Only this chain of `table`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<String>,
+    },
+    /// Named quota objects, of every table or of one.
+    Quotas {
         /// Family of `table` (default `ip`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         family: Option<String>,
@@ -470,6 +493,15 @@ mod tests {
             elements: "{ 10.0.0.1 }".into(),
         }));
         round_trip(Request::Reset(ResetRequest::Counters {
+            family: None,
+            table: None,
+        }));
+        round_trip(Request::Reset(ResetRequest::Rules {
+            family: Some("inet".into()),
+            table: Some("t".into()),
+            chain: Some("c".into()),
+        }));
+        round_trip(Request::Reset(ResetRequest::Quotas {
             family: None,
             table: None,
         }));

@@ -872,7 +872,7 @@ pub enum SetRef {
 }
 
 /// One part of a key (one field of a concatenation).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum KeyPart {
     /// An exact value.
     Value(Value),

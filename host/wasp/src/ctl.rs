@@ -25,8 +25,10 @@ use crate::error::Error;
 ///
 /// Commands: `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
 /// set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
-/// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset element
-/// [FAMILY] TABLE SET { ELEMENTS }`, `plugin load|swap NAME PATH`, `plugin unload NAME`,
+/// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset rules
+/// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]
+/// TABLE]`, `reset element [FAMILY] TABLE SET { ELEMENTS }` (each reads and zeroes in one step:
+/// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload NAME`,
 /// `monitor`, `stats`, `dump rules [--brief]`.
 #[derive(Debug, Args)]
 #[command(trailing_var_arg = true)]
@@ -61,7 +63,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "list ..., list conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "list ..., list conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|rules|quotas|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,6 +217,44 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                 Request::Reset(ResetRequest::Counters {
                     family,
                     table: Some(table.to_string()),
+                }),
+                Output::Text,
+            )
+        }
+        ["reset", "rules", rest @ ..] => {
+            let (family, table, chain) = match rest {
+                [] => (None, None, None),
+                ["table", f, t] if parse_family(f).is_some() => (Some(*f), Some(*t), None),
+                ["table", t] => (None, Some(*t), None),
+                ["chain", f, t, c] if parse_family(f).is_some() => (Some(*f), Some(*t), Some(*c)),
+                ["chain", t, c] => (None, Some(*t), Some(*c)),
+                _ => {
+                    return Err(usage(
+                        "reset rules [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]",
+                    ));
+                }
+            };
+            let own = |s: Option<&str>| s.map(str::to_string);
+            plan(
+                Request::Reset(ResetRequest::Rules {
+                    family: own(family),
+                    table: own(table),
+                    chain: own(chain),
+                }),
+                Output::Text,
+            )
+        }
+        ["reset", "quotas", rest @ ..] => {
+            let (family, table) = match rest {
+                [] => (None, None),
+                ["table", f, t] if parse_family(f).is_some() => (Some((*f).to_string()), Some(*t)),
+                ["table", t] => (None, Some(*t)),
+                _ => return Err(usage("reset quotas [table [FAMILY] TABLE]")),
+            };
+            plan(
+                Request::Reset(ResetRequest::Quotas {
+                    family,
+                    table: table.map(str::to_string),
                 }),
                 Output::Text,
             )

@@ -23,13 +23,14 @@
 use std::sync::Arc;
 
 use wasp_conntrack::Conntrack;
+use wasp_core::carry::CounterCarry;
 use wasp_core::{Engine, Extensions, FinalVerdict, HookResult, Outcome, Packet, Steal, TraceSink};
 use wasp_gateway::{Decided, Fate, FlowHit, Forwarder, Netfilter, Send, WayOut};
 use wasp_plugin::{HostConfig, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 
 use crate::error::Error;
-use crate::plugins::{PluginCache, build_runtime};
+use crate::plugins::{PluginCache, build_runtime, carry_counts};
 use crate::trace::LogLines;
 
 /// What a ruleset generation gives one worker: its engine and, when the ruleset uses
@@ -43,6 +44,9 @@ pub struct Bundle {
     pub generation: u64,
     /// Conntrack and flowtables shared by the workers, when the ruleset takes the IP path.
     pub netfilter: Option<Netfilter>,
+    /// The counts this bundle's counters continue from the program it replaces (moved by
+    /// [`Datapath::install`] between two vectors: exact per worker).
+    pub carry: Arc<CounterCarry>,
 }
 
 /// The plugin host that instantiates a build's plugins.
@@ -204,6 +208,7 @@ pub fn build(
         runtime,
         generation,
         netfilter: shared.netfilter.clone(),
+        carry: Arc::default(),
     })
 }
 
@@ -273,8 +278,15 @@ impl Datapath {
         dp
     }
 
-    /// Switch to `b` (at a vector boundary). The old plugin instances are dropped here.
-    pub fn install(&mut self, b: Bundle) {
+    /// Switch to `b` (at a vector boundary): the counts `b.carry` names move from the running
+    /// plugin instances into `b`'s first ([`carry_counts`]), so every packet this worker
+    /// counted stays counted once; then the old plugin instances are dropped.
+    pub fn install(&mut self, mut b: Bundle) {
+        if let (Some(old), Some(new)) = (self.runtime.as_mut(), b.runtime.as_mut())
+            && !b.carry.is_empty()
+        {
+            carry_counts(old, new, &b.engine, &b.carry);
+        }
         self.engine = b.engine;
         self.install_parts(b.runtime, b.generation, b.netfilter);
     }

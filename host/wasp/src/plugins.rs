@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use wasp_core::carry::CounterCarry;
 use wasp_core::{COUNTER_PLUGIN, CounterSource, Engine, ExtKind};
 use wasp_plugin::{Plugin, PluginEvent, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
@@ -452,6 +453,81 @@ impl CounterSource for RuntimeCounters<'_> {
         // A failed reset leaves an event in the runtime (its instance is re-created).
         let _ = self.0.reset_state(site, 0);
     }
+}
+
+/// Move the counts `carry` names from `old` (the running instances of one worker) into `new`
+/// (the instances configured for `new_engine`, about to replace them), between two vectors:
+/// each continuing counter site of `new` is configured again with its arguments and, as its
+/// initial counts, what `old` counted for the entries it continues (entries that do not
+/// continue keep the counts the ruleset gives them). Each worker moves its own counts, so the
+/// sum over workers stays exact. A site the counter plugin refuses keeps the counts it had
+/// (its failure is in the runtime's events).
+pub fn carry_counts(
+    old: &mut Runtime,
+    new: &mut Runtime,
+    new_engine: &Engine,
+    carry: &CounterCarry,
+) {
+    let mut was: HashMap<u32, HashMap<u32, (u64, u64)>> = HashMap::new();
+    for site in carry.old_sites() {
+        let counts = RuntimeCounters(old).counts(site);
+        was.insert(
+            site,
+            counts.into_iter().map(|(e, p, b)| (e, (p, b))).collect(),
+        );
+    }
+    for sc in &carry.sites {
+        let (Some(site), Some(kind)) = (
+            new_engine.ext_sites().get(sc.site as usize),
+            new.site_kind(sc.site),
+        ) else {
+            continue;
+        };
+        let count = |old_site: u32, old_elem: u32| {
+            was.get(&old_site)
+                .and_then(|m| m.get(&old_elem))
+                .copied()
+                .unwrap_or_default()
+        };
+        let args = carried_args(
+            &site.args,
+            sc.entries.iter().map(|&(e, s, oe)| (e, count(s, oe))),
+        );
+        let again = wasp_core::ExtSite {
+            args,
+            ..site.clone()
+        };
+        let _ = new.configure_as(&again, kind);
+    }
+}
+
+/// The counter plugin's arguments `args` (`[name N] [packets P] [bytes B] [elem E packets P
+/// bytes B]...`) with the counts of `entries` (`(elem, (packets, bytes))`, elem 0 the site's
+/// own) in place of those written: the plugin takes the last value given for an entry.
+fn carried_args(args: &[String], entries: impl Iterator<Item = (u32, (u64, u64))>) -> Vec<String> {
+    // The site's own arguments end at the first `elem` key (keys are every other token).
+    let own = args
+        .chunks(2)
+        .position(|kv| kv[0] == "elem")
+        .map_or(args.len(), |i| i * 2);
+    let mut out: Vec<String> = args[..own].to_vec();
+    let mut elems: Vec<String> = args[own..].to_vec();
+    for (elem, (p, b)) in entries {
+        let counts = [
+            "packets".into(),
+            p.to_string(),
+            "bytes".into(),
+            b.to_string(),
+        ];
+        if elem == 0 {
+            out.extend(counts);
+        } else {
+            elems.extend(["elem".into(), elem.to_string()]);
+            elems.extend(counts);
+        }
+    }
+    out.extend(elems);
+    out
 }
 
 /// No counts at all (a ruleset without counters).

@@ -257,7 +257,12 @@ fn verdicts_stats_and_counters_summed_over_two_workers() {
             (60, 60 * (d.len() - 14) as u64)
         ]
     );
-    rig.daemon.reset_counters().expect("reset");
+    rig.daemon
+        .reset(&wasp_ctl::proto::ResetRequest::Counters {
+            family: None,
+            table: None,
+        })
+        .expect("reset");
     let (r, _) = rig.daemon.ruleset().expect("ruleset");
     assert_eq!(rule_counts(&r), vec![(0, 0), (0, 0)]);
     rig.stop();
@@ -279,7 +284,7 @@ fn ruleset_change_keeps_counts_and_a_failing_one_changes_nothing() {
     )
     .expect("new");
     r.tables[0].chains[0].rules = more.tables[0].chains[0].rules.clone();
-    let g = rig.daemon.replace(r, true).expect("replace");
+    let g = rig.daemon.replace(r).expect("replace");
     assert_eq!(g, 2);
     rig.send((0..5).map(|_| {
         eth(
@@ -303,7 +308,7 @@ fn ruleset_change_keeps_counts_and_a_failing_one_changes_nothing() {
     )
     .expect("parses");
     bad.tables[0].chains.retain(|c| c.name != "x");
-    assert!(rig.daemon.replace(bad, false).is_err());
+    assert!(rig.daemon.replace(bad).is_err());
     rig.send([dns()]);
     let st = rig.wait_packets(16);
     assert_eq!(st.accepted, 1, "policy accept of generation 2 still runs");
@@ -388,4 +393,128 @@ table netdev filter {
         sent.push((f.ts_ns, f.data.to_vec()));
     }
     assert_eq!(sent, [(4_000_000, d.clone()), (4_000_000, d)]);
+}
+
+/// The counts of the `udp dport 53` rule (the one with a quota): its counter's packets and its
+/// quota's used bytes; and the packets of set element 10.0.0.1's counter.
+fn dns_counts(r: &wasp_ruleset::Ruleset) -> (u64, u64, u64) {
+    use wasp_ruleset::model::{KeyPart, Stmt};
+    let t = &r.tables[0];
+    let rule = t.chains[0]
+        .rules
+        .iter()
+        .find(|r| r.stmts.iter().any(|s| matches!(s, Stmt::Quota { .. })))
+        .expect("the dns rule");
+    let (mut packets, mut used) = (0, 0);
+    for s in &rule.stmts {
+        match s {
+            Stmt::Counter { packets: p, .. } => packets = *p,
+            Stmt::Quota { quota, .. } => used = quota.used,
+            _ => {}
+        }
+    }
+    let elem = t.sets[0]
+        .elements
+        .iter()
+        .find(|e| matches!(&e.key[..], [KeyPart::Value(v)] if v.bytes == [10, 0, 0, 1]))
+        .expect("element 10.0.0.1");
+    (packets, used, elem.packets)
+}
+
+/// Counts are exact through changes and concurrent resets: while 20 000 frames pass two
+/// workers, 100 batches delete and add set elements (moving the counted element's position)
+/// and insert and add rules, and three threads reset every counter in a loop. What the resets
+/// listed plus the final counts equals the frames sent, for the rule's counter and the
+/// element's; the rule's quota (which `reset counters` leaves alone) consumed every frame's
+/// bytes once.
+#[test]
+fn counts_stay_exact_through_changes_and_concurrent_resets() {
+    const FRAMES: u64 = 20_000;
+    let text = r#"
+table netdev filter {
+    set s {
+        type ipv4_addr
+        counter
+        elements = { 10.9.0.1, 10.9.0.2, 10.0.0.1 }
+    }
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        tcp dport 22 counter drop
+        ip saddr @s
+        udp dport 53 quota 1000 mbytes counter accept
+    }
+}
+"#;
+    let rig = Rig::start(text, 2);
+    let done = Arc::new(AtomicBool::new(false));
+    let resetters: Vec<_> = (0..3)
+        .map(|_| {
+            let (daemon, done) = (rig.daemon.clone(), done.clone());
+            std::thread::spawn(move || {
+                let (mut packets, mut elem) = (0, 0);
+                while !done.load(Ordering::Relaxed) {
+                    let (r, _) = daemon
+                        .reset(&wasp_ctl::proto::ResetRequest::Counters {
+                            family: None,
+                            table: None,
+                        })
+                        .expect("reset");
+                    let (p, _, e) = dns_counts(&r);
+                    packets += p;
+                    elem += e;
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+                (packets, elem)
+            })
+        })
+        .collect();
+    let changer = {
+        let daemon = rig.daemon.clone();
+        std::thread::spawn(move || {
+            for i in 0..100 {
+                let batch = match i % 10 {
+                    0 => {
+                        "insert rule netdev filter ingress tcp dport 10 counter drop\n".to_string()
+                    }
+                    1 => "add rule netdev filter ingress tcp dport 9 counter drop\n".to_string(),
+                    _ if i % 2 == 0 => format!(
+                        "delete element netdev filter s {{ 10.9.0.{} }}\n",
+                        1 + (i / 2) % 2
+                    ),
+                    _ => format!(
+                        "add element netdev filter s {{ 10.9.0.{} }}\n",
+                        1 + (i / 2) % 2
+                    ),
+                };
+                daemon.apply(&batch, "<batch>").expect(&batch);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let d = dns();
+    for _ in 0..FRAMES / 100 {
+        rig.send((0..100).map(|_| d.clone()));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let st = rig.wait_packets(FRAMES);
+    changer.join().expect("changes");
+    done.store(true, Ordering::Relaxed);
+    let (mut packets, mut elem) = (0, 0);
+    for t in resetters {
+        let (p, e) = t.join().expect("resetter");
+        packets += p;
+        elem += e;
+    }
+    assert_eq!((st.packets, st.accepted), (FRAMES, FRAMES));
+    let (r, g) = rig.daemon.ruleset().expect("ruleset");
+    assert_eq!(g, 101);
+    let (p, used, e) = dns_counts(&r);
+    assert_eq!(
+        packets + p,
+        FRAMES,
+        "resets listed {packets}, then {p} remained"
+    );
+    assert_eq!(elem + e, FRAMES, "resets listed {elem}, then {e} remained");
+    assert_eq!(used, FRAMES * (d.len() as u64 - 14));
+    rig.stop();
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use wasp_ctl::proto::{self, ElementOp, ElementRequest, PluginOp, Reply, Request, ResetRequest};
 use wasp_ctl::server::{Handler, ReplySink, ReplySinkExt};
+use wasp_ruleset::{PrintOptions, Ruleset};
 
+use super::reset::Reset;
 use super::state::Daemon;
 use super::stats::StatsSnapshot;
 
@@ -28,14 +30,19 @@ impl Control {
     }
 
     /// Apply `text` (a ruleset file or a batch of commands, as `nft -f`) to the running
-    /// ruleset: all or nothing.
+    /// ruleset: all or nothing ([`Daemon::apply`]).
     fn apply(&self, text: &str, name: &str) -> Result<Json, String> {
-        let (base, _) = self.daemon.ruleset().map_err(|e| e.to_string())?;
-        let new = wasp_ruleset::apply_batch(&base, text, name).map_err(|e| e.to_string())?;
-        // `flush ruleset` starts over: counts come from the text, not from the running rules.
-        let keep = !text.contains("flush ruleset");
-        let generation = self.daemon.replace(new, keep).map_err(|e| e.to_string())?;
+        let generation = self.daemon.apply(text, name).map_err(|e| e.to_string())?;
         Ok(serde_json::json!({ "generation": generation }))
+    }
+
+    /// `reset ...`: zero what `req` picks ([`Daemon::reset`]) and list it with the values it
+    /// had.
+    fn reset(&self, req: &ResetRequest, out: &mut dyn ReplySink) -> Result<Json, String> {
+        let (before, what) = self.daemon.reset(req).map_err(|e| e.to_string())?;
+        let text = reset_text(&before, req, &what)?;
+        out.text(&text).map_err(|e| format!("client gone: {e}"))?;
+        Ok(Json::Null)
     }
 
     /// Tell `wasp ctl monitor` what a successful change did, as `nft monitor` prints it: the
@@ -182,6 +189,79 @@ impl Control {
     }
 }
 
+/// What `req` (resolved as `what`) lists: the reset objects of `before` (the ruleset with the
+/// values they had), as nft prints them.
+fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<String, String> {
+    let opts = PrintOptions::default();
+    let table = |t: Option<u32>| t.and_then(|t| before.tables.get(t as usize));
+    Ok(match (req, what) {
+        (
+            ResetRequest::Element {
+                family,
+                table,
+                set,
+                elements,
+            },
+            _,
+        ) => {
+            let e = ElementRequest {
+                op: ElementOp::Get,
+                family: family.clone(),
+                table: table.clone(),
+                set: set.clone(),
+                elements: elements.clone(),
+            };
+            wasp_ctl::element::elements_text(before, &e, true)?
+        }
+        (_, Reset::Quotas { table: t }) => {
+            // The tables with their quota objects only.
+            let mut only = Ruleset {
+                tables: Vec::new(),
+                sources: Vec::new(),
+            };
+            for (i, tb) in before.tables.iter().enumerate() {
+                if t.is_some_and(|t| t as usize != i) || tb.quotas.is_empty() {
+                    continue;
+                }
+                let mut shown = tb.clone();
+                shown.chains.clear();
+                shown.sets.clear();
+                shown.counters.clear();
+                shown.limits.clear();
+                shown.flowtables.clear();
+                shown.plugins.clear();
+                only.tables.push(shown);
+            }
+            wasp_ruleset::print_ruleset_with(&only, &opts)
+        }
+        (
+            _,
+            Reset::Rules {
+                table: t,
+                chain: Some(c),
+            },
+        ) => match table(*t) {
+            Some(tb) => {
+                let mut shown = tb.clone();
+                shown.chains = tb.chains.get(*c as usize).cloned().into_iter().collect();
+                shown.sets.clear();
+                shown.counters.clear();
+                shown.quotas.clear();
+                shown.limits.clear();
+                shown.flowtables.clear();
+                shown.plugins.clear();
+                wasp_ruleset::print_table(&shown, &opts)
+            }
+            None => String::new(),
+        },
+        (_, Reset::Rules { table: t, .. } | Reset::Counters { table: t }) => match table(*t) {
+            Some(tb) => wasp_ruleset::print_table(tb, &opts),
+            None => wasp_ruleset::print_ruleset_with(before, &opts),
+        },
+        (_, Reset::Elements { .. }) => String::new(),
+    })
+}
+
 /// `true` for a table or set name nft would take as an identifier (letters, digits, `_`, `.`,
 /// `-`, `/`, starting with a letter or `_`, as nft's scanner reads identifiers).
 fn identifier(s: &str) -> bool {
@@ -247,24 +327,7 @@ impl Handler for Control {
                 self.announce(&cmd, "<element>");
                 return Ok(r);
             }
-            Request::Reset(ResetRequest::Counters { .. }) => {
-                // What is reset, with the values it had, then zeroed: wasp's `reset counters`
-                // zeroes every counter (rules', named objects', elements'), so it lists the
-                // ruleset as `nft reset rules` and `nft reset counters` together would.
-                let (ruleset, _) = self.daemon.ruleset().map_err(|e| e.to_string())?;
-                let list = Request::List(proto::ListRequest {
-                    what: proto::ListWhat::Ruleset,
-                    ..proto::ListRequest::default()
-                });
-                if let Some(Err(e)) = wasp_ctl::readonly::answer(&ruleset, &list, out) {
-                    return Err(e);
-                }
-                self.daemon.reset_counters().map_err(|e| e.to_string())?;
-                return Ok(Json::Null);
-            }
-            Request::Reset(ResetRequest::Element { .. }) => {
-                return Err("reset element: not supported yet (reset counters zeroes every counter, elements' included)".to_string());
-            }
+            Request::Reset(r) => return self.reset(r, out),
             Request::Plugin { op, name, path } => return self.plugin(*op, name, path.as_deref()),
             Request::Monitor => return self.monitor(out),
             Request::Stats => return self.stats(),

@@ -9,13 +9,15 @@
 //! - [`live`]: the worker's ports: wasp-io's AF_PACKET and TAP groups joined as one
 //!   `wasp_io::PortGroup` (the worker drives any `PortGroup`: `wasp replay` drives its loop's
 //!   parts over `wasp_io::PcapGroup`, tests over in-memory fakes).
-//! - [`control`]: the answers on the control socket (`wasp ctl`).
+//! - [`control`]: the answers on the control socket (`wasp ctl`); [`reset`]: what a reset
+//!   zeroes.
 //! - [`stats`], [`events`]: worker counts, and events for `wasp ctl monitor`.
 
 pub mod control;
 pub mod events;
 pub mod live;
 pub mod mailbox;
+pub mod reset;
 pub mod state;
 pub mod stats;
 pub mod worker;

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use wasp_conntrack::Conntrack;
+use wasp_core::carry::CounterCarry;
 use wasp_core::{CounterSource, Engine};
+use wasp_ctl::proto::ResetRequest;
 use wasp_gateway::Netfilter;
 use wasp_plugin::{HostConfig, PluginHost, SharedTimers};
 use wasp_ruleset::Ruleset;
@@ -23,6 +25,7 @@ pub const DEFAULT_PLUGIN_DEADLINE_MS: u64 = 100;
 
 use super::events::{Event, EventBus};
 use super::mailbox::ask_all;
+use super::reset::Reset;
 use super::stats::StatsSnapshot;
 use super::worker::{Clock, WorkerLinks};
 use crate::datapath::{Bundle, Clocks, HostSlot, Shared, build};
@@ -80,6 +83,32 @@ type SiteCounts = (u32, Vec<(u32, u64, u64)>);
 /// Counts summed over workers, by counter use site.
 #[derive(Debug, Default)]
 struct Summed(HashMap<u32, Vec<(u32, u64, u64)>>);
+
+impl Summed {
+    /// The sum of the workers' counts.
+    fn of(per: Vec<Vec<SiteCounts>>) -> Summed {
+        let mut sum: HashMap<u32, HashMap<u32, (u64, u64)>> = HashMap::new();
+        for worker in per {
+            for (site, counts) in worker {
+                let m = sum.entry(site).or_default();
+                for (elem, p, b) in counts {
+                    let e = m.entry(elem).or_default();
+                    e.0 += p;
+                    e.1 += b;
+                }
+            }
+        }
+        Summed(
+            sum.into_iter()
+                .map(|(site, m)| {
+                    let mut v: Vec<_> = m.into_iter().map(|(e, (p, b))| (e, p, b)).collect();
+                    v.sort_unstable();
+                    (site, v)
+                })
+                .collect(),
+        )
+    }
+}
 
 impl CounterSource for Summed {
     fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)> {
@@ -260,26 +289,7 @@ impl Daemon {
             }
         })
         .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
-        let mut sum: HashMap<u32, HashMap<u32, (u64, u64)>> = HashMap::new();
-        for worker in per {
-            for (site, counts) in worker {
-                let m = sum.entry(site).or_default();
-                for (elem, p, b) in counts {
-                    let e = m.entry(elem).or_default();
-                    e.0 += p;
-                    e.1 += b;
-                }
-            }
-        }
-        Ok(Summed(
-            sum.into_iter()
-                .map(|(site, m)| {
-                    let mut v: Vec<_> = m.into_iter().map(|(e, (p, b))| (e, p, b)).collect();
-                    v.sort_unstable();
-                    (site, v)
-                })
-                .collect(),
-        ))
+        Ok(Summed::of(per))
     }
 
     fn mailboxes(&self) -> Vec<Arc<super::mailbox::Mailbox>> {
@@ -301,26 +311,43 @@ impl Daemon {
 
     /// Replace the running ruleset by `new` (a whole ruleset, or the running one with a batch
     /// applied): every worker's engine and plugins are built first; if any of that fails the
-    /// running configuration stays as it was. `keep_counts` carries the running counts into
-    /// rules, named counters and elements that `new` still has (a batch), instead of the
-    /// counts `new` declares (a fresh ruleset file). Returns the new generation. (The caller
-    /// tells `wasp ctl monitor` what changed: it has the commands.)
+    /// running configuration stays as it was. Counters and quotas that `new` keeps (same
+    /// table, rule, object or element: [`wasp_core::carry`]) continue counting exactly: each
+    /// worker moves its own counts when it switches, between two vectors, so no packet is
+    /// lost or counted twice; what `new` adds starts from the counts it declares. Returns the
+    /// new generation. (The caller tells `wasp ctl monitor` what changed: it has the commands.)
     ///
     /// # Errors
     /// [`Error::Ruleset`] at the place in `new` that cannot run; [`Error::Daemon`] when a
-    /// worker does not answer.
-    pub fn replace(&self, mut new: Ruleset, keep_counts: bool) -> Result<u64, Error> {
+    /// worker does not answer (it takes the new ruleset at its next vector).
+    pub fn replace(&self, new: Ruleset) -> Result<u64, Error> {
         let mut cur = self.lock();
-        if keep_counts {
-            let mut sum = self.summed()?;
-            // Counts land by table/chain/handle, named counter and element index: what the
-            // batch kept keeps counting on.
-            cur.engine.store_counters(&mut new, &mut sum);
-        }
-        let engine = Engine::compile(&new)?;
+        self.replace_locked(&mut cur, new)
+    }
+
+    /// `wasp ctl -f`: apply `text` (a ruleset file or a batch of commands, as `nft -f`; `name`
+    /// for messages) to the running ruleset, all or nothing, as [`Daemon::replace`]. Changes
+    /// are serialized: each applies to what the one before made.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] for text that does not parse or apply (file:line:col) or a result
+    /// that cannot run; [`Error::Daemon`] as [`Daemon::replace`].
+    pub fn apply(&self, text: &str, name: &str) -> Result<u64, Error> {
+        let mut cur = self.lock();
+        let new = wasp_ruleset::apply_batch(&cur.ruleset, text, name)?;
+        self.replace_locked(&mut cur, new)
+    }
+
+    fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
+        let mut engine = Engine::compile(&new)?;
+        engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
+        let carry = Arc::new(CounterCarry::plan(&cur.engine, &cur.ruleset, &engine, &new));
         let generation = cur.generation + 1;
-        let (bundles, netfilter) =
+        let (mut bundles, netfilter) =
             self.bundles(&new, generation, cur.netfilter.as_ref(), engine.stateful())?;
+        for b in &mut bundles {
+            b.carry = carry.clone();
+        }
         let acks: Vec<_> = self
             .workers
             .iter()
@@ -334,6 +361,14 @@ impl Daemon {
                 rx
             })
             .collect();
+        // Posted: every worker switches at its next vector, so the control side describes the
+        // new ruleset from now on, whether or not a worker answers in time.
+        *cur = Current {
+            ruleset: new,
+            generation,
+            engine,
+            netfilter,
+        };
         for (i, rx) in acks.into_iter().enumerate() {
             rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
                 Error::Daemon(format!(
@@ -341,29 +376,57 @@ impl Daemon {
                 ))
             })?;
         }
-        *cur = Current {
-            ruleset: new,
-            generation,
-            engine,
-            netfilter,
-        };
-        drop(cur);
         Ok(generation)
     }
 
-    /// Zero every counter on every worker (set elements keep their expiry).
+    /// Read and zero the counts `req` picks (resolved against the running ruleset:
+    /// [`Reset::resolve`]), on every worker in one step each (between two
+    /// vectors: a packet is counted either in what is returned or in what stays), serialized
+    /// with other resets and changes, so that concurrent resets never report a count twice.
+    /// Returns the running ruleset with the values the picked counters had (summed over the
+    /// workers), the others as they are now, and what was picked.
     ///
     /// # Errors
-    /// [`Error::Daemon`] when a worker does not answer.
-    pub fn reset_counters(&self) -> Result<(), Error> {
-        let _cur = self.lock();
-        ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
-            if let Some(rt) = ctx.dp.runtime.as_mut() {
-                ctx.dp.engine.reset_counters(&mut RuntimeCounters(rt));
+    /// [`Error::Daemon`] for a request that names what the ruleset does not have (nft's
+    /// message) or when a worker does not answer.
+    pub fn reset(&self, req: &ResetRequest) -> Result<(Ruleset, Reset), Error> {
+        let cur = self.lock();
+        let what = Reset::resolve(&cur.ruleset, req).map_err(Error::Daemon)?;
+        let picked: Arc<Vec<(u32, Option<Vec<u32>>)>> = Arc::new(
+            cur.engine
+                .counter_uses()
+                .filter_map(|(site, u)| what.counters(u).map(|elems| (site, elems)))
+                .collect(),
+        );
+        let per = ask_all(&self.mailboxes(), WORKER_ANSWER, move |ctx| {
+            let sites: Vec<u32> = ctx.dp.engine.counter_uses().map(|(s, _)| s).collect();
+            let Some(rt) = ctx.dp.runtime.as_mut() else {
+                return Vec::new();
+            };
+            let out: Vec<SiteCounts> = sites
+                .into_iter()
+                .map(|site| (site, RuntimeCounters(rt).counts(site)))
+                .collect();
+            for (site, elems) in picked.iter() {
+                // A failed reset leaves an event in the runtime (its instance is re-created).
+                match elems {
+                    None => {
+                        let _ = rt.reset_state(*site, 0);
+                    }
+                    Some(es) => {
+                        for &e in es {
+                            let _ = rt.reset_state(*site, e);
+                        }
+                    }
+                }
             }
+            out
         })
-        .map(|_| ())
-        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
+        let mut r = cur.ruleset.clone();
+        cur.engine.store_counters(&mut r, &mut Summed::of(per));
+        cur.engine.reset_quotas(&mut r, |o| what.quota(o));
+        Ok((r, what))
     }
 
     /// Give every flowtable, now and in later rulesets, offload block `b` too (after the

@@ -1,0 +1,280 @@
+//! What a ruleset change keeps: the counters and quotas of a new program that continue those of
+//! the running one, so that a packet counted by the running configuration stays counted after
+//! the change and no packet is counted twice.
+//!
+//! An object continues when the kernel would keep it across the same change: the same table
+//! (by handle: a table deleted and declared again, and every table after `flush ruleset`, is a
+//! new one, whose counts start from what the text says), the same rule (by handle) and its
+//! `nth` `counter` or `quota`, the same named object (by handle: deleted and added again is
+//! new), the same element (by key) of the same named set (by handle) or of the same rule's
+//! `nth` anonymous set. Element ids may differ between the two programs (an element deleted
+//! before it shifts them): the plan maps them.
+//!
+//! Counters live in the workers' plugin instances, so the control side only plans
+//! ([`CounterCarry`]); each worker moves its own counts at the moment it switches programs
+//! (between two vectors), which is what makes the carry exact. Quotas live in the shared
+//! [`crate::Stateful`]: a continuing quota shares its consumed-bytes cell with the running one
+//! ([`Engine::carry_quotas`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wasp_ruleset::Ruleset;
+use wasp_ruleset::model::{KeyPart, Table};
+
+use crate::engine::Engine;
+use crate::ext::CounterUse;
+use crate::stateful::QuotaOwner;
+
+/// The identity of one counted thing across ruleset changes (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CountKey {
+    /// The `nth` counter (or quota) statement of rule `rule` in table `table`.
+    Rule {
+        /// Table handle.
+        table: u64,
+        /// Rule handle (unique in its table).
+        rule: u64,
+        /// Which of the rule's statements of that kind (from 0).
+        nth: u32,
+    },
+    /// A named counter or quota object.
+    Object {
+        /// Table handle.
+        table: u64,
+        /// Object handle.
+        object: u64,
+    },
+    /// One element of a named set.
+    Elem {
+        /// Table handle.
+        table: u64,
+        /// Set handle.
+        set: u64,
+        /// The element's key.
+        key: Vec<KeyPart>,
+    },
+    /// One element of the `nth` anonymous set of rule `rule`.
+    AnonElem {
+        /// Table handle.
+        table: u64,
+        /// Rule handle.
+        rule: u64,
+        /// Which anonymous set of the rule (from 0).
+        nth: u32,
+        /// The element's key.
+        key: Vec<KeyPart>,
+    },
+}
+
+/// One counter site of the new program that continues counts of the old one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteCarry {
+    /// The site in the new program.
+    pub site: u32,
+    /// `(new elem, old site, old elem)`: entry `new elem` of the site (0: the site's own
+    /// count, `id + 1`: an element's) continues entry `old elem` of `old site`.
+    pub entries: Vec<(u32, u32, u32)>,
+}
+
+/// Which counter sites of a new program continue which counts of the running one. Built on the
+/// control side ([`CounterCarry::plan`]); each worker applies it to its own plugin instances
+/// when it switches programs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterCarry {
+    /// In new-site order.
+    pub sites: Vec<SiteCarry>,
+}
+
+impl CounterCarry {
+    /// The carry from `old` (compiled from `old_model`) to `new` (compiled from `new_model`):
+    /// every counted thing of `new` whose [`CountKey`] `old` has too. O(sites + counted
+    /// elements) of both programs.
+    pub fn plan(old: &Engine, old_model: &Ruleset, new: &Engine, new_model: &Ruleset) -> Self {
+        let before: HashMap<CountKey, (u32, u32)> = old
+            .counter_keys(old_model)
+            .into_iter()
+            .map(|(k, site, elem)| (k, (site, elem)))
+            .collect();
+        let mut sites: Vec<SiteCarry> = Vec::new();
+        for (k, site, elem) in new.counter_keys(new_model) {
+            let Some(&(old_site, old_elem)) = before.get(&k) else {
+                continue;
+            };
+            match sites.last_mut() {
+                Some(s) if s.site == site => s.entries.push((elem, old_site, old_elem)),
+                _ => sites.push(SiteCarry {
+                    site,
+                    entries: vec![(elem, old_site, old_elem)],
+                }),
+            }
+        }
+        CounterCarry { sites }
+    }
+
+    /// `true` when nothing continues.
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+
+    /// The old sites the carry reads, each once, ascending.
+    pub fn old_sites(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .sites
+            .iter()
+            .flat_map(|s| s.entries.iter().map(|e| e.1))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+impl Engine {
+    /// Every counted thing of this engine (compiled from `model`) with its identity: `(key,
+    /// site, elem)`, `elem` 0 for a site's own count and element id + 1 for an element's, in
+    /// site order.
+    pub fn counter_keys(&self, model: &Ruleset) -> Vec<(CountKey, u32, u32)> {
+        let th = |t: u32| model.tables.get(t as usize);
+        let mut out = Vec::new();
+        for (site, u) in self.counter_uses() {
+            match u {
+                CounterUse::Rule {
+                    table, handle, nth, ..
+                } => {
+                    if let Some(t) = th(*table) {
+                        let k = CountKey::Rule {
+                            table: t.handle,
+                            rule: *handle,
+                            nth: *nth,
+                        };
+                        out.push((k, site, 0));
+                    }
+                }
+                CounterUse::Object { table, name } => {
+                    if let Some(t) = th(*table)
+                        && let Some(o) = t.counters.iter().find(|o| &o.name == name)
+                    {
+                        let k = CountKey::Object {
+                            table: t.handle,
+                            object: o.handle,
+                        };
+                        out.push((k, site, 0));
+                    }
+                }
+                CounterUse::Set {
+                    table,
+                    set,
+                    elements,
+                } => {
+                    let Some(t) = th(*table) else { continue };
+                    let Some(s) = t.sets.iter().find(|s| &s.name == set) else {
+                        continue;
+                    };
+                    for &e in elements {
+                        if let Some(el) = s.elements.get(e) {
+                            let k = CountKey::Elem {
+                                table: t.handle,
+                                set: s.handle,
+                                key: el.key.clone(),
+                            };
+                            out.push((k, site, e as u32 + 1));
+                        }
+                    }
+                }
+                CounterUse::AnonSet {
+                    table,
+                    chain,
+                    handle,
+                    nth,
+                    elements,
+                } => {
+                    let Some(t) = th(*table) else { continue };
+                    let Some(keys) = anon_set_keys(t, *chain, *handle, *nth) else {
+                        continue;
+                    };
+                    for &e in elements {
+                        if let Some(key) = keys.get(e) {
+                            let k = CountKey::AnonElem {
+                                table: t.handle,
+                                rule: *handle,
+                                nth: *nth,
+                                key: key.clone(),
+                            };
+                            out.push((k, site, e as u32 + 1));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Let every quota of this engine that continues one of `old`'s (same [`CountKey`];
+    /// `old` compiled from `old_model`, this engine from `new_model`) share `old`'s
+    /// consumed-bytes cell, so that bytes consumed under either program count once, whenever
+    /// the workers switch. Call it before the engine's state is shared with other engines
+    /// ([`Engine::share_stateful`]); returns `false` (and changes nothing) when it already is.
+    pub fn carry_quotas(&mut self, old: &Engine, old_model: &Ruleset, new_model: &Ruleset) -> bool {
+        let before: HashMap<CountKey, usize> = quota_keys(&old.prog.stateful, old_model)
+            .into_iter()
+            .filter_map(|(i, k)| k.map(|k| (k, i)))
+            .collect();
+        let keys = quota_keys(&self.prog.stateful, new_model);
+        let Some(st) = Arc::get_mut(&mut self.prog.stateful) else {
+            return false;
+        };
+        for (i, k) in keys {
+            if let Some(&j) = k.as_ref().and_then(|k| before.get(k)) {
+                st.quotas[i].share_consumed(&old.prog.stateful.quotas[j]);
+            }
+        }
+        true
+    }
+}
+
+/// The identity of each quota of `st` (compiled from `model`), by index.
+fn quota_keys(st: &crate::Stateful, model: &Ruleset) -> Vec<(usize, Option<CountKey>)> {
+    st.quota_owners
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let k = match o {
+                QuotaOwner::Rule {
+                    table, handle, nth, ..
+                } => model.tables.get(*table as usize).map(|t| CountKey::Rule {
+                    table: t.handle,
+                    rule: *handle,
+                    nth: *nth,
+                }),
+                QuotaOwner::Object { table, name } => {
+                    model.tables.get(*table as usize).and_then(|t| {
+                        t.quotas
+                            .iter()
+                            .find(|q| &q.name == name)
+                            .map(|q| CountKey::Object {
+                                table: t.handle,
+                                object: q.handle,
+                            })
+                    })
+                }
+            };
+            (i, k)
+        })
+        .collect()
+}
+
+/// The keys of the elements of the `nth` anonymous set of rule `handle` in chain `chain` of
+/// `t`. (The model walks anonymous sets mutably only; the rule is cloned, which only rules
+/// whose anonymous sets count pay.)
+fn anon_set_keys(t: &Table, chain: u32, handle: u64, nth: u32) -> Option<Vec<Vec<KeyPart>>> {
+    let mut rule = t
+        .chains
+        .get(chain as usize)?
+        .rules
+        .iter()
+        .find(|r| r.handle == handle)?
+        .clone();
+    let set = rule.anonymous_sets_mut().nth(nth as usize)?;
+    Some(set.iter().map(|e| e.key.clone()).collect())
+}
