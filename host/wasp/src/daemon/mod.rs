@@ -87,8 +87,10 @@ pub struct RunArgs {
     /// Time a plugin call on the packet path may take before it is interrupted and its packets
     /// get the fallback, in ms (epoch ticks of 1 ms, then as much again of the worker's CPU
     /// time, so that a worker descheduled in the middle of a call on a loaded machine does not
-    /// lose that call's packets; default 100, as `wasp replay`; a plugin that keeps failing is
-    /// backed off). Calls that configure run under their own 1 s limit.
+    /// lose that call's packets: a call that loops is stopped within twice this; default 3, so
+    /// 6 ms; a plugin that keeps failing is backed off and its packets get the fallback without
+    /// a call while the worker keeps draining its rings). Calls that configure run under their
+    /// own 1 s limit.
     #[arg(long, value_name = "MS", default_value_t = state::DEFAULT_PLUGIN_DEADLINE_MS)]
     pub plugin_deadline: u64,
     /// Receive path of the AF_PACKET ports.

@@ -18,10 +18,12 @@ use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::Stmt;
 
 /// The daemon's deadline of a plugin call on the packet path, in ms (`wasp run
-/// --plugin-deadline`; the epoch ticks are 1 ms). Longer than the plugin host's own default
-/// (10 ms): the ticks run on wall time, and a worker descheduled in the middle of a call on a
-/// loaded machine would otherwise lose that vector to the fallback.
-pub const DEFAULT_PLUGIN_DEADLINE_MS: u64 = 100;
+/// --plugin-deadline`; the epoch ticks are 1 ms). A call still running after this much wall
+/// time goes on only while it has used less than as much again of the worker's CPU time (a
+/// worker descheduled on a loaded machine does not lose its vector; see
+/// `wasp_plugin::HostConfig::deadline_ticks`): a call that loops gives its vector the fallback
+/// within twice this, 6 ms, and the ring keeps that little (5 kpps: 30 frames).
+pub const DEFAULT_PLUGIN_DEADLINE_MS: u64 = 3;
 
 use super::events::{Event, EventBus};
 use super::mailbox::ask_all;
