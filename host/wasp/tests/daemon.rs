@@ -518,3 +518,29 @@ table netdev filter {
     assert_eq!(used, FRAMES * (d.len() as u64 - 14));
     rig.stop();
 }
+
+/// `plugin load counter FILE` would silently replace what serves every `counter` statement:
+/// refused, naming the ways that say so; another name loads.
+#[test]
+fn the_built_in_counter_name_cannot_be_taken_by_a_load() {
+    let rig = Rig::start(RULESET, 1);
+    let counter = wasp_guests::plugin_dir().join("counter.wasm");
+    let e = rig
+        .daemon
+        .load_plugin("counter", &counter)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        e.contains("built-in counter") && e.contains("plugin swap counter"),
+        "{e}"
+    );
+    rig.daemon
+        .load_plugin("mycounter", &counter)
+        .expect("another name loads");
+    // The rules still count with the bundled counter.
+    rig.send([dns(), dns()]);
+    rig.wait_packets(2);
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    assert_eq!(rule_counts(&r)[1].0, 2);
+    rig.stop();
+}

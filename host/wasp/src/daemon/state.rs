@@ -487,8 +487,17 @@ impl Daemon {
     /// Running rules are not touched (apply a ruleset that declares it to use it, or swap).
     ///
     /// # Errors
-    /// [`Error::Daemon`] when the component cannot be loaded (nothing is registered).
+    /// [`Error::Daemon`] when the component cannot be loaded (nothing is registered), or when
+    /// `name` is a built-in's ([`wasp_core::COUNTER_PLUGIN`], which serves every `counter`
+    /// statement): it cannot be taken silently. To serve a table's counters with another
+    /// component, declare it in the table (`plugin counter { path "FILE"; }`, which listings
+    /// show), or swap the running one explicitly ([`Daemon::swap_plugin`]).
     pub fn load_plugin(&self, name: &str, path: &std::path::Path) -> Result<(), Error> {
+        if name == wasp_core::COUNTER_PLUGIN {
+            return Err(Error::Daemon(format!(
+                "plugin {name}: the name is the built-in counter's, which serves every `counter` statement; load the component under another name, declare it in a table (`plugin {name} {{ path \"FILE\"; }}`), or swap the running counter with `plugin swap {name} PATH`"
+            )));
+        }
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .register(&self.host, name, path)
