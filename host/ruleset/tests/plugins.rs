@@ -201,11 +201,15 @@ fn errors() {
         "{e}"
     );
     assert!(e.contains("note: first declared here: p.nft:2:2"), "{e}");
-    let e = error("table ip t {\n\tplugin g\n}\ntable ip t {\n\tplugin g\n}\n");
+    let e = error("table ip t {\n\tplugin g\n}\ntable ip t {\n\tplugin g { path \"g.wasm\"; }\n}\n");
     assert!(
-        e.starts_with("p.nft:5:9: error: plugin `g` is already declared"),
+        e.starts_with("p.nft:5:9: error: plugin `g` is already declared in table `ip t` with another path"),
         "{e}"
     );
+    // Declared again the same way (a file applied twice): one declaration, as for a set.
+    let twice = "table ip t {\n\tplugin g\n}\ntable ip t {\n\tplugin g\n}\n";
+    let r = wasp_ruleset::parse_str(twice, "p.nft").expect("the same declaration again");
+    assert_eq!(r.tables[0].plugins.len(), 1);
     // Missing path.
     let e = error("table ip t {\n\tplugin g { }\n}\n");
     assert!(

@@ -544,3 +544,25 @@ fn the_built_in_counter_name_cannot_be_taken_by_a_load() {
     assert_eq!(rule_counts(&r)[1].0, 2);
     rig.stop();
 }
+
+/// A file that declares a plugin applies twice, as a file that declares a set does (nft's
+/// declarations are idempotent); the same name with another path is refused and changes
+/// nothing.
+#[test]
+fn a_file_declaring_a_plugin_applies_twice() {
+    let rig = Rig::start(RULESET, 1);
+    let probe = wasp_guests::test_guest("probe");
+    let file = format!(
+        "table netdev extra {{\n\tplugin probe {{ path \"{}\"; }}\n\tset s {{ type ipv4_addr; }}\n}}\n",
+        probe.display()
+    );
+    assert_eq!(rig.daemon.apply(&file, "extra.nft").expect("first"), 2);
+    assert_eq!(rig.daemon.apply(&file, "extra.nft").expect("again"), 3);
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    assert_eq!(r.tables[1].plugins.len(), 1);
+    let other = "table netdev extra {\n\tplugin probe { path \"other.wasm\"; }\n}\n";
+    let e = rig.daemon.apply(other, "other.nft").expect_err("another path");
+    assert!(e.to_string().contains("with another path"), "{e}");
+    assert_eq!(rig.daemon.ruleset().expect("ruleset").1, 3);
+    rig.stop();
+}

@@ -97,21 +97,6 @@ impl Parser<'_> {
                 format!("`{name}` cannot name a plugin: rules already give it a meaning"),
             ));
         }
-        let table = &self.st.tables[ti];
-        if let Some(prev) = table.plugins.iter().find(|p| p.name == name) {
-            let note = format!("note: first declared here: {}", self.st.place(prev.span));
-            return Err(self
-                .st
-                .error(
-                    nspan,
-                    format!(
-                        "plugin `{name}` is already declared in table `{} {}`",
-                        table.family.name(),
-                        table.name
-                    ),
-                )
-                .with_note(note));
-        }
         let mut path = None;
         let open = self.peek_span()?;
         if self.eat_punct("{")? {
@@ -152,6 +137,26 @@ impl Parser<'_> {
                     ),
                 ));
             }
+        }
+        // Declared again the same way (a ruleset file applied twice): nothing to do, as for a
+        // set or chain declared again.
+        let table = &self.st.tables[ti];
+        if let Some(prev) = table.plugins.iter().find(|p| p.name == name) {
+            if prev.path == path {
+                return Ok(());
+            }
+            let note = format!("note: first declared here: {}", self.st.place(prev.span));
+            return Err(self
+                .st
+                .error(
+                    nspan,
+                    format!(
+                        "plugin `{name}` is already declared in table `{} {}` with another path",
+                        table.family.name(),
+                        table.name
+                    ),
+                )
+                .with_note(note));
         }
         self.st.tables[ti].plugins.push(PluginDecl {
             name,
