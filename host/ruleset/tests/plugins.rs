@@ -201,9 +201,12 @@ fn errors() {
         "{e}"
     );
     assert!(e.contains("note: first declared here: p.nft:2:2"), "{e}");
-    let e = error("table ip t {\n\tplugin g\n}\ntable ip t {\n\tplugin g { path \"g.wasm\"; }\n}\n");
+    let e =
+        error("table ip t {\n\tplugin g\n}\ntable ip t {\n\tplugin g { path \"g.wasm\"; }\n}\n");
     assert!(
-        e.starts_with("p.nft:5:9: error: plugin `g` is already declared in table `ip t` with another path"),
+        e.starts_with(
+            "p.nft:5:9: error: plugin `g` is already declared in table `ip t` with another path"
+        ),
         "{e}"
     );
     // Declared again the same way (a file applied twice): one declaration, as for a set.

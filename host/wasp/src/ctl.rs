@@ -334,7 +334,7 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
 /// [`Error::Usage`] for a bad command line; [`Error::Ctl`] when the daemon cannot be
 /// reached or answers with an error (its message as nft prints it); [`Error::Output`] when
 /// stdout fails.
-pub fn main(args: &CtlArgs, stdout: &mut dyn Write, _stderr: &mut dyn Write) -> Result<(), Error> {
+pub fn main(args: &CtlArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(), Error> {
     let plan = plan(args)?;
     let mut client = Client::connect(&args.socket).map_err(ctl_error)?;
     let out_err = |e: std::io::Error| Error::Output {
@@ -395,6 +395,27 @@ pub fn main(args: &CtlArgs, stdout: &mut dyn Write, _stderr: &mut dyn Write) -> 
             return Err(ctl_error(e));
         }
     };
+    if let Request::Plugin {
+        op: PluginOp::Swap,
+        name,
+        ..
+    } = &plan.request
+    {
+        // A swap whose new version did not take the old one's state succeeded, but what the
+        // plugin counted or remembered starts over: say so.
+        let workers = value["workers"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for (i, w) in workers.iter().enumerate() {
+            if let Some(why) = w.as_str().and_then(|w| w.strip_prefix("fresh: ")) {
+                let _ = writeln!(
+                    stderr,
+                    "wasp ctl: warning: plugin {name} on worker {i} started without the old version's state ({why}): what it counted or remembered starts over"
+                );
+            }
+        }
+    }
     if plan.output == Output::Raw {
         out.write_all(wasp_ctl::proto::encode_reply(&Reply::Ok(value.clone())).as_bytes())
             .map_err(out_err)?;

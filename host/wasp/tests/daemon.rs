@@ -561,8 +561,56 @@ fn a_file_declaring_a_plugin_applies_twice() {
     let (r, _) = rig.daemon.ruleset().expect("ruleset");
     assert_eq!(r.tables[1].plugins.len(), 1);
     let other = "table netdev extra {\n\tplugin probe { path \"other.wasm\"; }\n}\n";
-    let e = rig.daemon.apply(other, "other.nft").expect_err("another path");
+    let e = rig
+        .daemon
+        .apply(other, "other.nft")
+        .expect_err("another path");
     assert!(e.to_string().contains("with another path"), "{e}");
     assert_eq!(rig.daemon.ruleset().expect("ruleset").1, 3);
+    rig.stop();
+}
+
+/// `wasp ctl plugin swap` to a version that takes no state succeeds and warns, per worker, that
+/// what the plugin kept starts over; a swap that carries the state is quiet.
+#[test]
+fn a_swap_that_drops_the_state_says_so() {
+    use clap::Parser;
+    let v1 = wasp_guests::test_guest("swap_v1");
+    let rules = format!(
+        "table netdev filter {{\n\tplugin swapper {{ path \"{}\"; }}\n\tchain ingress {{\n\t\ttype filter hook ingress device \"veth0\" priority 0; policy accept;\n\t\tswapper x accept\n\t}}\n}}\n",
+        v1.display()
+    );
+    let rig = Rig::start(&rules, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("wasp.sock");
+    let control = wasp::daemon::control::Control::new(rig.daemon.clone());
+    let _server =
+        wasp_ctl::Server::start(wasp_ctl::ServerConfig::new(&sock), Arc::new(control)).unwrap();
+    let swap = |to: &str| {
+        let path = wasp_guests::test_guest(to);
+        let cli = wasp::cli::Cli::try_parse_from([
+            "wasp",
+            "ctl",
+            "--socket",
+            sock.to_str().unwrap(),
+            "plugin",
+            "swap",
+            "swapper",
+            path.to_str().unwrap(),
+        ])
+        .unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        wasp::cli::run(&cli, &mut out, &mut err).expect("swap");
+        String::from_utf8(err).unwrap()
+    };
+    assert_eq!(swap("swap_v2"), "", "state carried: nothing to say");
+    let err = swap("swap_v3");
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.starts_with(
+            "wasp ctl: warning: plugin swapper on worker 0 started without the old version's state"
+        ),
+        "{err}"
+    );
     rig.stop();
 }

@@ -544,7 +544,8 @@ impl Daemon {
     /// Swap plugin `name` to the component at `path` on every worker while packets flow:
     /// compiled here once, instantiated and configured off the workers, switched at each
     /// worker's next vector boundary (each packet sees exactly one version). Returns what
-    /// each worker did with the state (`carried N bytes` / `fresh: why`).
+    /// each worker did with the state, in worker order: `carried N bytes`, or `fresh: WHY`
+    /// when the new version started without it (`wasp ctl` warns about those).
     ///
     /// # Errors
     /// [`Error::Daemon`]: the component cannot be loaded (nothing changes), the running
@@ -580,7 +581,10 @@ impl Daemon {
         let mut done = Vec::with_capacity(pending.len());
         for (i, rx) in pending.into_iter().enumerate() {
             match rx.recv_timeout(WORKER_ANSWER) {
-                Ok(Ok(o)) => done.push(format!("{:?}", o.state)),
+                Ok(Ok(o)) => done.push(match o.state {
+                    wasp_plugin::StateMove::Carried { bytes } => format!("carried {bytes} bytes"),
+                    wasp_plugin::StateMove::Fresh { reason } => format!("fresh: {reason}"),
+                }),
                 Ok(Err(e)) => {
                     return Err(Error::Daemon(format!("worker {i}: swap refused: {e}")));
                 }
