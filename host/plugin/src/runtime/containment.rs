@@ -109,7 +109,17 @@ impl Runtime {
         let r = f(live);
         let r = r.map_err(|e| {
             let reason = classify(&e, live);
-            CallError::Failed(reason, describe_error(&e, deadline))
+            let msg = match reason {
+                // What the guest did after its allocation failed (abort, a missing import to
+                // print a message) says less than the limit it reached.
+                FailureReason::MemoryLimit => format!(
+                    "its memory would have grown past {} bytes (then: {})",
+                    live.store.data().limit.max,
+                    describe_error(&e, deadline)
+                ),
+                _ => describe_error(&e, deadline),
+            };
+            CallError::Failed(reason, msg)
         });
         self.drain(slot);
         r
@@ -283,7 +293,16 @@ pub(super) fn describe_error(e: &wasmtime::Error, ticks: u64) -> String {
             format!("interrupted after {ticks} epoch ticks and as long again of CPU time")
         }
         Some(t) => t.to_string(),
-        None => format!("{e}"),
+        // What went wrong at the bottom, without the guest's backtrace (wasmtime attaches it
+        // as a context whose text is a line per frame, mostly `<unknown>!<wasm function N>`
+        // in a stripped guest).
+        None => e
+            .root_cause()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("failed")
+            .to_string(),
     }
 }
 
