@@ -12,7 +12,12 @@
 //! - a client that stops reading blocks only its own thread, for at most the write timeout
 //!   ([`ServerConfig::write_timeout`]), after which its connection is dropped;
 //! - a handler that panics answers `{"error":"internal error: ..."}` and the daemon goes on;
-//! - at most [`ServerConfig::max_clients`] clients at once; one more gets an error and is closed.
+//! - at most [`ServerConfig::max_clients`] clients at once: when all slots are taken, the
+//!   client idle the longest (connected, no request running) is closed to make room, so idle
+//!   connections never lock the administrator out; when every client is inside a request, one
+//!   more gets an error and is closed;
+//! - a client that sends no request for [`ServerConfig::idle_timeout`] is closed (with an
+//!   error line saying so).
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};
@@ -117,15 +122,18 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// How long a write to a client may block before the client is dropped.
     pub write_timeout: Duration,
+    /// How long a client may stay connected without a request running before it is closed.
+    pub idle_timeout: Duration,
 }
 
 impl ServerConfig {
-    /// Defaults for `path`: 64 clients, 10 s write timeout.
+    /// Defaults for `path`: 64 clients, 10 s write timeout, 60 s idle timeout.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         ServerConfig {
             path: path.into(),
             max_clients: 64,
             write_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -163,6 +171,8 @@ struct Shared {
     clients: Mutex<HashMap<u64, UnixStream>>,
     /// Client threads still running, by client number.
     threads: Mutex<HashMap<u64, JoinHandle<()>>>,
+    /// Clients waiting for a request (not inside one), with when they started waiting.
+    idle: Mutex<HashMap<u64, std::time::Instant>>,
     next_id: AtomicU64,
 }
 
@@ -181,6 +191,7 @@ impl Server {
             stop: AtomicBool::new(false),
             clients: Mutex::new(HashMap::new()),
             threads: Mutex::new(HashMap::new()),
+            idle: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
@@ -308,7 +319,7 @@ fn accept_loop(
             let clients = lock(&shared.clients);
             lock(&shared.threads).retain(|id, _| clients.contains_key(id));
         }
-        if lock(&shared.clients).len() >= cfg.max_clients {
+        if lock(&shared.clients).len() >= cfg.max_clients && !evict_idle(shared) {
             let mut s = &stream;
             let _ = s.write_all(
                 proto::encode_reply(&Reply::Error(format!(
@@ -320,17 +331,21 @@ fn accept_loop(
             continue;
         }
         let _ = stream.set_write_timeout(Some(cfg.write_timeout));
+        let _ = stream.set_read_timeout(Some(cfg.idle_timeout.max(Duration::from_millis(1))));
         let Ok(clone) = stream.try_clone() else {
             continue;
         };
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         lock(&shared.clients).insert(id, clone);
+        lock(&shared.idle).insert(id, std::time::Instant::now());
         let s = Arc::clone(shared);
         let h = Arc::clone(handler);
+        let idle = cfg.idle_timeout;
         let spawned = std::thread::Builder::new()
             .name(format!("ctl-client-{id}"))
             .spawn(move || {
-                serve_client(&stream, &s, &*h);
+                serve_client(&stream, id, idle, &s, &*h);
+                lock(&s.idle).remove(&id);
                 lock(&s.clients).remove(&id);
             });
         match spawned {
@@ -338,10 +353,35 @@ fn accept_loop(
                 lock(&shared.threads).insert(id, t);
             }
             Err(_) => {
+                lock(&shared.idle).remove(&id);
                 lock(&shared.clients).remove(&id);
             }
         }
     }
+}
+
+/// Close the client idle the longest to make room for a new one; `false` when every client is
+/// inside a request.
+fn evict_idle(shared: &Shared) -> bool {
+    let oldest = lock(&shared.idle)
+        .iter()
+        .min_by_key(|(_, since)| **since)
+        .map(|(id, _)| *id);
+    let Some(id) = oldest else {
+        return false;
+    };
+    lock(&shared.idle).remove(&id);
+    if let Some(c) = lock(&shared.clients).remove(&id) {
+        let mut s = &c;
+        let _ = s.write_all(
+            proto::encode_reply(&Reply::Error(
+                "closing: the most idle client makes room for a new one".into(),
+            ))
+            .as_bytes(),
+        );
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    true
 }
 
 /// Reads request lines from a client, keeping what a sink's `closed()` probe read ahead.
@@ -356,6 +396,8 @@ struct LineReader<'a> {
 
 enum LineError {
     TooLong,
+    /// No request within the read timeout (the idle timeout).
+    Idle,
     Io,
 }
 
@@ -392,6 +434,14 @@ impl LineReader<'_> {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(LineError::Idle);
+                }
                 Err(_) => return Err(LineError::Io),
             }
         }
@@ -483,7 +533,13 @@ impl ReplySink for ClientSink<'_, '_> {
     }
 }
 
-fn serve_client(stream: &UnixStream, shared: &Shared, handler: &dyn Handler) {
+fn serve_client(
+    stream: &UnixStream,
+    id: u64,
+    idle: Duration,
+    shared: &Shared,
+    handler: &dyn Handler,
+) {
     let mut reader = LineReader {
         stream,
         buf: Vec::new(),
@@ -494,9 +550,25 @@ fn serve_client(stream: &UnixStream, shared: &Shared, handler: &dyn Handler) {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let line = match reader.line() {
+        lock(&shared.idle)
+            .entry(id)
+            .or_insert_with(std::time::Instant::now);
+        let line = reader.line();
+        lock(&shared.idle).remove(&id);
+        let line = match line {
             Ok(Some(l)) => l,
             Ok(None) | Err(LineError::Io) => return,
+            Err(LineError::Idle) => {
+                let mut s = stream;
+                let _ = s.write_all(
+                    proto::encode_reply(&Reply::Error(format!(
+                        "closing: no request for {} s",
+                        idle.as_secs_f64()
+                    )))
+                    .as_bytes(),
+                );
+                return;
+            }
             Err(LineError::TooLong) => {
                 let mut s = stream;
                 let _ = s.write_all(

@@ -555,7 +555,9 @@ fn an_endless_line_is_refused() {
     writer.join().unwrap();
 }
 
-/// Past `max_clients`, a new client gets an error and is closed; a slot that frees is reused.
+/// Past `max_clients`, the client idle the longest is closed to make room, so idle
+/// connections never lock the administrator out; when every client is inside a request, a new
+/// one gets an error; a slot that frees is reused.
 #[test]
 fn too_many_clients() {
     let dir = tempfile::tempdir().unwrap();
@@ -566,14 +568,54 @@ fn too_many_clients() {
     let mut a = Client::connect(&path).unwrap();
     let mut b = Client::connect(&path).unwrap();
     assert!(a.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    std::thread::sleep(Duration::from_millis(20));
     assert!(b.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    // Both idle: a, idle the longest, makes room for c.
     let mut c = Client::connect(&path).unwrap();
-    match c.call(&Request::Stats, &mut |_| Ok(())) {
+    assert!(c.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    assert!(
+        a.call(&Request::Stats, &mut |_| Ok(())).is_err(),
+        "a was closed"
+    );
+    assert!(b.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    // Both slots inside a request (monitors): no one to close, the newcomer is refused.
+    drop((b, c));
+    assert!(eventually(|| server.clients() == 0));
+    let mut m1 = Client::connect(&path).unwrap();
+    let mut m2 = Client::connect(&path).unwrap();
+    for m in [&mut m1, &mut m2] {
+        m.send(&Request::Monitor).unwrap();
+        assert!(matches!(
+            m.next_item().unwrap(),
+            Incoming::Reply(Reply::Event(_))
+        ));
+    }
+    let mut d = Client::connect(&path).unwrap();
+    match d.call(&Request::Stats, &mut |_| Ok(())) {
         Err(ClientError::Daemon(m)) => assert_eq!(m, "too many clients (at most 2)"),
         other => panic!("{other:?}"),
     }
-    drop(a);
+    drop(m1);
     assert!(eventually(|| server.clients() == 1));
-    let mut d = Client::connect(&path).unwrap();
-    assert!(d.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+    let mut e = Client::connect(&path).unwrap();
+    assert!(e.call(&Request::Stats, &mut |_| Ok(())).is_ok());
+}
+
+/// A client that sends no request for the idle timeout is told so and closed.
+#[test]
+fn idle_clients_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wasp.sock");
+    let mut cfg = ServerConfig::new(&path);
+    cfg.idle_timeout = Duration::from_millis(200);
+    let server = Server::start(cfg, Arc::new(Fake::default())).unwrap();
+    let s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    let mut r = BufReader::new(&s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Reply>(&line).unwrap(),
+        Reply::Error("closing: no request for 0.2 s".into())
+    );
+    assert!(eventually(|| server.clients() == 0));
 }
