@@ -41,7 +41,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use wasp_plugin_sdk::hdr::{self, Geneve, GeneveOpt, Udp};
 use wasp_plugin_sdk::{
-    Edit, Info, Kind, NFPROTO_IPV4, NFPROTO_IPV6, Packets, Pkt, Plugin, Sites, Verdict, args,
+    Edit, Info, Kind, NFPROTO_IPV4, NFPROTO_IPV6, Packets, Pkt, Plugin, Sites, StateEntry, Verdict,
+    args,
 };
 
 /// Bytes of each frame the plugin sees: Ethernet (14) + IPv6 (40) + UDP (8) + Geneve (8) + the
@@ -141,8 +142,18 @@ pub enum Site {
     Write(Write),
     /// `encap ...`.
     Encap(tunnel::Encap),
-    /// `decap`.
-    Decap,
+    /// `decap`, with what it did so far.
+    Decap(DecapCounts),
+}
+
+/// What one `decap` use site did: listed as its state (`decapsulated N malformed M`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DecapCounts {
+    /// Packets decapsulated.
+    pub decapsulated: u64,
+    /// Packets left as they were because the inner header the Geneve header names does not
+    /// fit ([`tunnel::Decap::Malformed`]).
+    pub malformed: u64,
 }
 
 /// The plugin.
@@ -258,7 +269,7 @@ pub fn parse(kind: Kind, args: &[String]) -> Result<Site, String> {
             }
             if verb == "decap" {
                 return match args.get(1) {
-                    None => Ok(Site::Decap),
+                    None => Ok(Site::Decap(DecapCounts::default())),
                     Some(t) => Err(format!("geneve: decap takes no arguments (got {t:?})")),
                 };
             }
@@ -547,6 +558,22 @@ impl Plugin for GenevePlugin {
         self.compiled.remove(site);
     }
 
+    fn list_state(&mut self, site: u32) -> Vec<StateEntry> {
+        match self.sites.get(site) {
+            Some(Site::Decap(c)) => vec![StateEntry::values(
+                0,
+                &[("decapsulated", c.decapsulated), ("malformed", c.malformed)],
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    fn reset_state(&mut self, site: u32, _elem: u32) {
+        if let Some(Site::Decap(c)) = self.sites.get_mut(site) {
+            *c = DecapCounts::default();
+        }
+    }
+
     fn matches(&mut self, site: u32, pkts: Packets<'_>, out: &mut [bool]) {
         let (Some(Site::Match(m)), Some(c)) = (self.sites.get(site), self.compiled.get(site))
         else {
@@ -592,7 +619,7 @@ impl Plugin for GenevePlugin {
         _verdicts: &mut [Verdict],
         edits: &mut Vec<Edit>,
     ) {
-        let Some(s) = self.sites.get(site) else {
+        let Some(s) = self.sites.get_mut(site) else {
             return;
         };
         for (i, p) in pkts.iter().enumerate() {
@@ -600,7 +627,11 @@ impl Plugin for GenevePlugin {
             match s {
                 Site::Write(w) => eval_write(w, i, &p, edits),
                 Site::Encap(e) => tunnel::eval_encap(e, i, &p, edits),
-                Site::Decap => tunnel::eval_decap(i, &p, edits),
+                Site::Decap(c) => match tunnel::eval_decap(i, &p, edits) {
+                    tunnel::Decap::Done => c.decapsulated += 1,
+                    tunnel::Decap::Malformed => c.malformed += 1,
+                    tunnel::Decap::NotGeneve | tunnel::Decap::Other => {}
+                },
                 Site::Match(_) => return,
             }
         }

@@ -908,3 +908,70 @@ fn compiled_clauses_that_never_hold() {
     assert!(eval_match(&m, &pkt));
     assert!(Compiled::new(&m).eval(&m, &pkt));
 }
+
+/// A Geneve packet (VNI 7, no options) over IPv4 whose Geneve header names `protocol` and
+/// carries `inner`.
+fn carrying(protocol: u16, inner: &[u8]) -> TestPkt {
+    let mut gnv = vec![0, 0];
+    gnv.extend_from_slice(&protocol.to_be_bytes());
+    gnv.extend_from_slice(&[0, 0, 7, 0]);
+    gnv.extend_from_slice(inner);
+    let udp_len = (8 + gnv.len()) as u16;
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+    ];
+    ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+    let c = hdr::ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x30, 0x39, 0x17, 0xc1]);
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&gnv);
+    TestPkt {
+        frame: f,
+        l3: 14,
+        l4: 34,
+        l4proto: 17,
+        nfproto: NFPROTO_IPV4,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn decap_counts_an_inner_header_that_does_not_fit_as_malformed() {
+    let mut g = GenevePlugin::default();
+    g.configure(1, Kind::Statement, &args("decap")).unwrap();
+    let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 59, 64];
+    v6.extend_from_slice(&[0x20; 32]);
+    let pkts = [
+        // IPv6 named, 20 bytes inside: not an IPv6 header.
+        carrying(0x86dd, &[0x60; 20]),
+        // IPv4 named, an IPv6 header inside.
+        carrying(0x0800, &v6),
+        // IPv4 named, a header length (IHL 15: 60 bytes) beyond the 20 bytes inside.
+        carrying(0x0800, &[0x4f; 20]),
+        // Ethernet named, 10 bytes inside.
+        carrying(0x6558, &[0xaa; 10]),
+        // A whole IPv6 header inside: decapsulated.
+        carrying(0x86dd, &v6),
+    ];
+    let (buf, n, stride) = batch(&pkts, WINDOW);
+    let r = wasp_plugin_sdk::__glue::apply(&mut g, 1, &buf, n, stride);
+    assert!(r.edits.iter().all(|e| e.packet == 4), "{:?}", r.edits);
+    let mut out = pkts[4].frame.clone();
+    apply_edits(&mut out, &r.edits);
+    assert_eq!(&out[12..14], &[0x86, 0xdd]);
+    assert_eq!(&out[14..], &v6[..]);
+    let state = g.list_state(1);
+    assert_eq!(
+        state[0].values,
+        [
+            ("decapsulated".to_string(), 1),
+            ("malformed".to_string(), 4)
+        ]
+    );
+    g.reset_state(1, 0);
+    assert_eq!(g.list_state(1)[0].values[1].1, 0);
+}

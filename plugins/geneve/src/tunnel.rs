@@ -322,23 +322,58 @@ pub fn eval_encap(e: &Encap, index: u32, p: &Pkt<'_>, edits: &mut Vec<Edit>) {
     edits.push(Edit::insert(index, 0, out));
 }
 
-/// The edits that decapsulate packet `index`.
-pub fn eval_decap(index: u32, p: &Pkt<'_>, edits: &mut Vec<Edit>) {
-    let Some((_, g)) = geneve_of(p) else { return };
+/// What `decap` did with one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decap {
+    /// Not a complete Geneve packet, or nothing inside: left as it is.
+    NotGeneve,
+    /// The inner frame or packet replaced the outer one.
+    Done,
+    /// The Geneve header names an inner protocol whose header does not fit what follows (an
+    /// Ethernet frame shorter than its header, an IPv4 or IPv6 packet shorter than its header
+    /// or of another version): left as it is, counted as malformed.
+    Malformed,
+    /// An inner protocol `decap` does not take (not Ethernet, IPv4 or IPv6): left as it is.
+    Other,
+}
+
+/// The edits that decapsulate packet `index`, and what became of it.
+pub fn eval_decap(index: u32, p: &Pkt<'_>, edits: &mut Vec<Edit>) -> Decap {
+    let Some((_, g)) = geneve_of(p) else {
+        return Decap::NotGeneve;
+    };
     if !g.complete {
-        return;
+        return Decap::NotGeneve;
     }
     let inner = p.l4 as usize + Udp::LEN + Geneve::LEN + g.options.len();
     if inner >= p.len as usize {
-        return; // nothing inside (zeek-geneve-truncated.pcapng)
+        return Decap::NotGeneve; // nothing inside (zeek-geneve-truncated.pcapng)
     }
+    let rest = p.len as usize - inner;
+    // The first byte of the inner packet (the window may hold less than the whole frame).
+    let first = p.bytes.get(inner).copied();
     match g.protocol {
-        0x6558 => edits.push(Edit::remove(index, 0, inner as u32)),
+        0x6558 if rest < 14 => Decap::Malformed,
+        0x6558 => {
+            edits.push(Edit::remove(index, 0, inner as u32));
+            Decap::Done
+        }
         0x0800 | 0x86dd => {
+            let (need, version) = match g.protocol {
+                0x0800 => (20, 4),
+                _ => (40, 6),
+            };
+            // IPv4's header length (IHL, in 32-bit words) within what follows.
+            let ihl = |b: u8| usize::from(b & 0x0f) * 4;
+            let ihl_bad =
+                g.protocol == 0x0800 && first.is_some_and(|b| ihl(b) < 20 || ihl(b) > rest);
+            if rest < need || first.is_some_and(|b| b >> 4 != version) || ihl_bad {
+                return Decap::Malformed;
+            }
             let l3 = p.l3 as usize;
             // The EtherType in front of the outer IP header (none without an Ethernet header).
             if l3 < 14 {
-                return;
+                return Decap::Other;
             }
             edits.push(Edit::set(
                 index,
@@ -346,7 +381,8 @@ pub fn eval_decap(index: u32, p: &Pkt<'_>, edits: &mut Vec<Edit>) {
                 g.protocol.to_be_bytes().to_vec(),
             ));
             edits.push(Edit::remove(index, l3 as u32, (inner - l3) as u32));
+            Decap::Done
         }
-        _ => {}
+        _ => Decap::Other,
     }
 }
