@@ -560,7 +560,7 @@ impl Plugin for GenevePlugin {
 
     fn list_state(&mut self, site: u32) -> Vec<StateEntry> {
         match self.sites.get(site) {
-            Some(Site::Decap(c)) => vec![StateEntry::values(
+            Some(Site::Decap(c)) => alloc::vec![StateEntry::values(
                 0,
                 &[("decapsulated", c.decapsulated), ("malformed", c.malformed)],
             )],
