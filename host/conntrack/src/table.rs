@@ -977,6 +977,17 @@ impl Conntrack {
         self.remove_where(id, |_| true)
     }
 
+    /// Kill every confirmed, unexpired connection `pick` selects (`conntrack -D` with a filter,
+    /// `conntrack -F` with none), each as [`Conntrack::kill`]: its tuples, and with them its NAT
+    /// binding, leave the table at once. Returns the ids killed.
+    pub fn kill_where(&self, now_ns: u64, pick: impl Fn(&EntryInfo) -> bool) -> Vec<u64> {
+        self.entries(now_ns)
+            .into_iter()
+            .filter(|e| pick(e))
+            .filter_map(|e| self.kill(e.id).then_some(e.id))
+            .collect()
+    }
+
     /// One bounded garbage-collection pass (`gc_worker`): look at up to `max_slots` slots from
     /// where the last pass stopped, remove confirmed entries expired at `now_ns` and free
     /// unconfirmed entries older than 10 s (forgotten by their caller), and give offloaded

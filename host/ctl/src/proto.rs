@@ -51,6 +51,10 @@ pub enum Request {
     Stats,
     /// `list conntrack`: every connection, one `conntrack -L` line each (text replies).
     Conntrack,
+    /// `delete conntrack [FILTER]` / `flush conntrack`: delete the connections the filter
+    /// selects (all with an empty one), as `conntrack -D` / `conntrack -F`; their flowtable
+    /// entries go with them. Answers `{"deleted": N}`.
+    ConntrackDelete(CtFilter),
     /// `list flowtable [[FAMILY] TABLE] NAME` / `list flows`: the flows of a flowtable (or of
     /// every flowtable when `name` is absent) with their age, counters and offload state
     /// (text replies).
@@ -180,6 +184,36 @@ pub enum ElementOp {
     Delete,
     /// `get element`
     Get,
+}
+
+/// Which connections `delete conntrack` deletes: those whose original direction has every
+/// field given (`conntrack -D -p P -s A -d A --sport N --dport N -m M[/MASK] -w Z`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtFilter {
+    /// Protocol: a name (`tcp`, `udp`, `icmp`, ...) or a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<String>,
+    /// Original source address, or a prefix (`10.0.0.0/8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Original destination address, or a prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// Original source port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sport: Option<u16>,
+    /// Original destination port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dport: Option<u16>,
+    /// `ct mark`, compared under `mark_mask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<u32>,
+    /// Mask of the mark comparison (all bits when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark_mask: Option<u32>,
+    /// Conntrack zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<u16>,
 }
 
 /// `reset counters [table FAMILY T]` / `reset rules [table FAMILY T [chain C]]` / `reset
@@ -516,6 +550,15 @@ mod tests {
             name: "geneve".into(),
             path: Some("/x/geneve.wasm".into()),
         });
+        round_trip(Request::ConntrackDelete(CtFilter {
+            proto: Some("tcp".into()),
+            src: Some("10.0.0.0/8".into()),
+            dport: Some(22),
+            mark: Some(1),
+            mark_mask: Some(0xff),
+            ..CtFilter::default()
+        }));
+        round_trip(Request::ConntrackDelete(CtFilter::default()));
         round_trip(Request::Monitor);
         round_trip(Request::Stats);
         round_trip(Request::Dump {

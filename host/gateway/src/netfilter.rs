@@ -184,6 +184,34 @@ impl Netfilter {
         (flows, ct.gc(now_ns, GC_SLOTS))
     }
 
+    /// Delete the connections `pick` selects (`conntrack -D`/`-F`,
+    /// [`Conntrack::kill_where`]) and, at once, the flowtable entries of those connections:
+    /// an offloaded flow whose connection is deleted leaves the fast path now (not at the next
+    /// collection), so its next packet takes the chains and is tracked anew. Returns how many
+    /// connections were deleted.
+    pub fn delete_conns(
+        &self,
+        now_ns: u64,
+        pick: impl Fn(&wasp_conntrack::EntryInfo) -> bool,
+    ) -> usize {
+        let killed: std::collections::HashSet<u64> = self
+            .0
+            .conntrack
+            .kill_where(now_ns, pick)
+            .into_iter()
+            .collect();
+        if !killed.is_empty() {
+            for ft in &self.0.flowtables {
+                for f in ft.flows(now_ns) {
+                    if killed.contains(&f.ct_id) {
+                        ft.teardown(f.id, TeardownReason::Dying, now_ns);
+                    }
+                }
+            }
+        }
+        killed.len()
+    }
+
     /// [`Netfilter::gc`] when the packets' clock passed the next collection time (one worker
     /// wins each round).
     pub(crate) fn maybe_gc(&self, now_ns: u64) {

@@ -766,3 +766,42 @@ table ip t {
     assert_eq!(&dups[0].2[..6], &SERVER);
     assert_eq!(read(&dups[0].2).4, 63, "decremented once at prerouting");
 }
+
+#[test]
+fn a_deleted_connection_leaves_the_fast_path_at_once_and_its_next_packet_is_tracked_anew() {
+    let mut r = rig(NAT_RULES);
+    handshake(&mut r);
+    assert_eq!(r.nf.flowtables()[0].flows(1_300_000_000).len(), 1);
+    let (_, sent) = r.send("w0", &c2s(ACK | PSH, 64, b"one"), 1.3);
+    assert_eq!(sent[0].1, SendKind::Flow);
+    // A filter that matches nothing deletes nothing.
+    assert_eq!(r.nf.delete_conns(1_350_000_000, |e| e.mark == 7), 0);
+    // By mark (the ruleset set 0x2a): the connection, its NAT binding and its flow go now.
+    assert_eq!(r.nf.delete_conns(1_350_000_000, |e| e.mark == 0x2a), 1);
+    assert_eq!(r.ct().len(), 0);
+    assert!(r.nf.flowtables()[0].flows(1_360_000_000).is_empty());
+    // The next packet takes the chains (no flow) and is tracked anew: a mid-stream ACK is
+    // picked up as a new connection (nf_conntrack_tcp_loose), DNATed again by the rules.
+    let (fate, sent) = r.send("w0", &c2s(ACK | PSH, 64, b"two"), 1.4);
+    assert_eq!(fate, Fate::Sent);
+    assert_eq!(
+        sent[0].1,
+        SendKind::Forward,
+        "the chains, not the flowtable"
+    );
+    assert_eq!(
+        read(&sent[0].2),
+        (
+            Ipv4Addr::from(ROUTER_OUT),
+            40000,
+            Ipv4Addr::from(S),
+            80,
+            63,
+            true,
+            true
+        )
+    );
+    let e = r.ct().entries(1_400_000_000);
+    assert_eq!(e.len(), 1, "tracked anew");
+    assert_eq!(e[0].mark, 0x2a);
+}

@@ -14,8 +14,8 @@ use clap::Args;
 use wasp_ctl::client::Incoming;
 use wasp_ctl::dump::{FLAG_COUNTER, RECORD_BYTES, Record, push_u64};
 use wasp_ctl::proto::{
-    BriefEncoding, ChainInfo, DumpMode, ElementOp, ElementRequest, ListFlags, PluginOp, Reply,
-    Request, ResetRequest, Stats, parse_family,
+    BriefEncoding, ChainInfo, CtFilter, DumpMode, ElementOp, ElementRequest, ListFlags, PluginOp,
+    Reply, Request, ResetRequest, Stats, parse_family,
 };
 use wasp_ctl::{Client, ClientError};
 
@@ -29,7 +29,9 @@ use crate::error::Error;
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]
 /// TABLE]`, `reset element [FAMILY] TABLE SET { ELEMENTS }` (each reads and zeroes in one step:
 /// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload NAME`,
-/// `monitor`, `stats`, `dump rules [--brief]`.
+/// `list conntrack`, `delete conntrack [proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N]
+/// [dport N] [mark M[/MASK]] [zone Z]`, `flush conntrack`, `monitor`, `stats`, `dump rules
+/// [--brief]`.
 #[derive(Debug, Args)]
 #[command(trailing_var_arg = true)]
 pub struct CtlArgs {
@@ -63,7 +65,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "list ..., list conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|rules|quotas|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|rules|quotas|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +93,78 @@ pub enum Output {
     DumpBrief,
     /// The protocol's lines as they come (`-j` with `dump` or `monitor`).
     Raw,
+    /// How many connections were deleted (`delete|flush conntrack`), as `conntrack -D` says.
+    Deleted,
+}
+
+/// `delete conntrack` words: `[proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N] [dport N]
+/// [mark M[/MASK]] [zone Z]`, each at most once.
+fn ct_filter(words: &[&str]) -> Result<CtFilter, Error> {
+    const USAGE: &str = "delete conntrack [proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N] [dport N] [mark M[/MASK]] [zone Z]";
+    let mut f = CtFilter::default();
+    let num = |w: &str| -> Result<u64, Error> {
+        let (digits, radix) = match w.strip_prefix("0x") {
+            Some(h) => (h, 16),
+            None => (w, 10),
+        };
+        u64::from_str_radix(digits, radix)
+            .map_err(|_| usage(format!("`{w}` is not a number: {USAGE}")))
+    };
+    let small = |w: &str, max: u64| -> Result<u64, Error> {
+        let n = num(w)?;
+        if n > max {
+            return Err(usage(format!("`{w}` is out of range (at most {max})")));
+        }
+        Ok(n)
+    };
+    let mut it = words.iter();
+    while let Some(&key) = it.next() {
+        let &value = it
+            .next()
+            .ok_or_else(|| usage(format!("`{key}` needs a value: {USAGE}")))?;
+        let dup = |set: bool| -> Result<(), Error> {
+            match set {
+                true => Err(usage(format!("`{key}` given twice"))),
+                false => Ok(()),
+            }
+        };
+        match key {
+            "proto" => {
+                dup(f.proto.is_some())?;
+                f.proto = Some(value.to_string());
+            }
+            "src" => {
+                dup(f.src.is_some())?;
+                f.src = Some(value.to_string());
+            }
+            "dst" => {
+                dup(f.dst.is_some())?;
+                f.dst = Some(value.to_string());
+            }
+            "sport" => {
+                dup(f.sport.is_some())?;
+                f.sport = Some(small(value, 65535)? as u16);
+            }
+            "dport" => {
+                dup(f.dport.is_some())?;
+                f.dport = Some(small(value, 65535)? as u16);
+            }
+            "mark" => {
+                dup(f.mark.is_some())?;
+                let (m, mask) = value.split_once('/').unwrap_or((value, ""));
+                f.mark = Some(small(m, u64::from(u32::MAX))? as u32);
+                if !mask.is_empty() {
+                    f.mark_mask = Some(small(mask, u64::from(u32::MAX))? as u32);
+                }
+            }
+            "zone" => {
+                dup(f.zone.is_some())?;
+                f.zone = Some(small(value, 65535)? as u16);
+            }
+            other => return Err(usage(format!("unknown filter `{other}`: {USAGE}"))),
+        }
+    }
+    Ok(f)
 }
 
 fn usage(msg: impl Into<String>) -> Error {
@@ -165,6 +239,13 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
     match words.as_slice() {
         [] => Err(usage(format!("wasp ctl: expected a command: {COMMANDS}"))),
         ["list", "conntrack"] => plan(Request::Conntrack, Output::Text),
+        ["flush", "conntrack"] => plan(
+            Request::ConntrackDelete(CtFilter::default()),
+            Output::Deleted,
+        ),
+        ["delete", "conntrack", rest @ ..] => {
+            plan(Request::ConntrackDelete(ct_filter(rest)?), Output::Deleted)
+        }
         ["list", "flows"] => plan(Request::Flows { name: None }, Output::Text),
         ["list", "flowtable", .., name] if words.len() <= 5 => plan(
             Request::Flows {
@@ -419,6 +500,10 @@ pub fn main(args: &CtlArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> R
     if plan.output == Output::Raw {
         out.write_all(wasp_ctl::proto::encode_reply(&Reply::Ok(value.clone())).as_bytes())
             .map_err(out_err)?;
+    }
+    if plan.output == Output::Deleted {
+        let n = value["deleted"].as_u64().unwrap_or(0);
+        writeln!(out, "{n} connections deleted").map_err(out_err)?;
     }
     if plan.output == Output::Stats {
         let stats: Stats = serde_json::from_value(value.clone()).unwrap_or_default();

@@ -56,6 +56,18 @@ impl Handler for Fake {
                 out.text("table netdev filt {\n}\n").map_err(gone)?;
                 Ok(serde_json::Value::Null)
             }
+            Request::ConntrackDelete(f) => {
+                // Two connections match the filter the test gives, none another.
+                let want = wasp_ctl::proto::CtFilter {
+                    proto: Some("tcp".into()),
+                    dport: Some(22),
+                    mark: Some(0x2a),
+                    mark_mask: Some(0xff),
+                    ..Default::default()
+                };
+                let n = if f == want { 2 } else { 0 };
+                Ok(serde_json::json!({ "deleted": n }))
+            }
             Request::Reset(_) | Request::Conntrack | Request::Flows { .. } => {
                 Err("Error: not in the fake".into())
             }
@@ -323,5 +335,51 @@ fn no_daemon_and_bad_commands() {
             ),
             "{bad:?}"
         );
+    }
+}
+
+#[test]
+fn conntrack_delete_and_flush_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, sock) = start(dir.path());
+    let out = ctl(
+        &sock,
+        &[
+            "delete",
+            "conntrack",
+            "proto",
+            "tcp",
+            "dport",
+            "22",
+            "mark",
+            "0x2a/0xff",
+        ],
+    )
+    .unwrap();
+    assert_eq!(out, "2 connections deleted\n");
+    assert_eq!(
+        ctl(&sock, &["flush", "conntrack"]).unwrap(),
+        "0 connections deleted\n"
+    );
+    for (words, why) in [
+        (
+            &["delete", "conntrack", "dport"][..],
+            "`dport` needs a value",
+        ),
+        (
+            &["delete", "conntrack", "port", "22"][..],
+            "unknown filter `port`",
+        ),
+        (
+            &["delete", "conntrack", "dport", "70000"][..],
+            "out of range",
+        ),
+        (
+            &["delete", "conntrack", "zone", "1", "zone", "2"][..],
+            "`zone` given twice",
+        ),
+    ] {
+        let e = ctl(&sock, words).unwrap_err().to_string();
+        assert!(e.contains(why), "{words:?}: {e}");
     }
 }

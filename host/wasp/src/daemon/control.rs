@@ -332,6 +332,11 @@ impl Handler for Control {
             Request::Monitor => return self.monitor(out),
             Request::Stats => return self.stats(),
             Request::Conntrack => return self.conntrack(out),
+            Request::ConntrackDelete(f) => {
+                let pick = super::ct_filter::ConnPick::new(f)?;
+                let n = self.daemon.delete_conns(&pick);
+                return Ok(serde_json::json!({ "deleted": n }));
+            }
             Request::Flows { name } => return self.flows(name.as_deref(), out),
             _ => {}
         }

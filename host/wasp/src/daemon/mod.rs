@@ -10,10 +10,11 @@
 //!   `wasp_io::PortGroup` (the worker drives any `PortGroup`: `wasp replay` drives its loop's
 //!   parts over `wasp_io::PcapGroup`, tests over in-memory fakes).
 //! - [`control`]: the answers on the control socket (`wasp ctl`); [`reset`]: what a reset
-//!   zeroes.
+//!   zeroes; [`ct_filter`]: which connections `delete conntrack` deletes.
 //! - [`stats`], [`events`]: worker counts, and events for `wasp ctl monitor`.
 
 pub mod control;
+pub mod ct_filter;
 pub mod events;
 pub mod live;
 pub mod mailbox;

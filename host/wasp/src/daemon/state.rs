@@ -445,6 +445,17 @@ impl Daemon {
             .push(b);
     }
 
+    /// `delete conntrack` / `flush conntrack`: delete the connections `pick` selects, with
+    /// their NAT bindings and, at once, their flowtable entries (the connection table outlives
+    /// rulesets; without flowtables only the connections go). Returns how many.
+    pub fn delete_conns(&self, pick: &super::ct_filter::ConnPick) -> usize {
+        let now = self.clock.now_ns();
+        match self.netfilter() {
+            Some(nf) => nf.delete_conns(now, |e| pick.picks(e)),
+            None => self.conntrack.kill_where(now, |e| pick.picks(e)).len(),
+        }
+    }
+
     /// The conntrack and flowtables the workers share now (none when the ruleset does not take
     /// the IP path).
     pub fn netfilter(&self) -> Option<Netfilter> {
