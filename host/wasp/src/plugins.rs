@@ -489,10 +489,21 @@ pub fn carry_counts(
                 .copied()
                 .unwrap_or_default()
         };
-        let args = carried_args(
-            &site.args,
-            sc.entries.iter().map(|&(e, s, oe)| (e, count(s, oe))),
-        );
+        let entries: Vec<(u32, (u64, u64))> = sc
+            .entries
+            .iter()
+            .map(|&(e, s, oe)| (e, count(s, oe)))
+            .collect();
+        // Nothing to move when the new site already starts where the old one is (no traffic
+        // since the counts it was configured with: the usual case of a big ruleset change).
+        let declared = declared_counts(&site.args);
+        if entries
+            .iter()
+            .all(|(e, c)| declared.get(e).copied().unwrap_or_default() == *c)
+        {
+            continue;
+        }
+        let args = carried_args(&site.args, entries.into_iter());
         let again = wasp_core::ExtSite {
             args,
             ..site.clone()
@@ -530,6 +541,23 @@ fn carried_args(args: &[String], entries: impl Iterator<Item = (u32, (u64, u64))
     out
 }
 
+/// The counts the counter plugin's arguments `args` give each entry (0: the site's own,
+/// `elem E`: element E's), as the plugin reads them: the last value given wins.
+fn declared_counts(args: &[String]) -> HashMap<u32, (u64, u64)> {
+    let mut out: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut elem = 0;
+    for kv in args.chunks(2) {
+        let [k, v] = kv else { break };
+        match k.as_str() {
+            "elem" => elem = v.parse().unwrap_or(0),
+            "packets" => out.entry(elem).or_default().0 = v.parse().unwrap_or(0),
+            "bytes" => out.entry(elem).or_default().1 = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// No counts at all (a ruleset without counters).
 #[derive(Debug, Default)]
 pub struct NoCounters;
@@ -553,6 +581,22 @@ fn source_path(ruleset: &Ruleset, span: wasp_ruleset::model::Span) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carried_counts_replace_what_the_arguments_declare() {
+        let args: Vec<String> = [
+            "name", "\"x\"", "packets", "5", "bytes", "10", "elem", "2", "packets", "1", "bytes",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        let out = carried_args(&args, [(0, (7, 70)), (3, (1, 1))].into_iter());
+        let got = declared_counts(&out);
+        assert_eq!(got[&0], (7, 70), "the site's own, before any elem: {out:?}");
+        assert_eq!(got[&2], (1, 2), "an element not carried keeps its count");
+        assert_eq!(got[&3], (1, 1));
+        assert_eq!(&out[..2], &args[..2], "the name stays");
+    }
 
     #[test]
     fn swap_specs() {
