@@ -216,8 +216,9 @@ pub struct CtFilter {
     pub zone: Option<u16>,
 }
 
-/// `reset counters [table FAMILY T]` / `reset rules [table FAMILY T [chain C]]` / `reset
-/// quotas [table FAMILY T]` / `reset element FAMILY T S { ... }`.
+/// `reset counters [table FAMILY T]` / `reset counter FAMILY T NAME` / `reset rules [table
+/// FAMILY T [chain C]]` / `reset quotas [table FAMILY T]` / `reset quota FAMILY T NAME` /
+/// `reset element FAMILY T S { ... }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum ResetRequest {
@@ -243,6 +244,26 @@ pub enum ResetRequest {
         /// Only this chain of `table`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         chain: Option<String>,
+    },
+    /// One named counter object.
+    Counter {
+        /// Family of `table` (default `ip`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        family: Option<String>,
+        /// Table.
+        table: String,
+        /// The counter's name.
+        name: String,
+    },
+    /// One named quota object.
+    Quota {
+        /// Family of `table` (default `ip`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        family: Option<String>,
+        /// Table.
+        table: String,
+        /// The quota's name.
+        name: String,
     },
     /// Named quota objects, of every table or of one.
     Quotas {
@@ -534,6 +555,16 @@ mod tests {
             family: Some("inet".into()),
             table: Some("t".into()),
             chain: Some("c".into()),
+        }));
+        round_trip(Request::Reset(ResetRequest::Counter {
+            family: Some("inet".into()),
+            table: "t".into(),
+            name: "c".into(),
+        }));
+        round_trip(Request::Reset(ResetRequest::Quota {
+            family: None,
+            table: "t".into(),
+            name: "q".into(),
         }));
         round_trip(Request::Reset(ResetRequest::Quotas {
             family: None,

@@ -25,7 +25,8 @@ use crate::error::Error;
 ///
 /// Commands: `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
 /// set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
-/// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset rules
+/// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset
+/// counter|quota [FAMILY] TABLE NAME`, `reset rules
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]
 /// TABLE]`, `reset element [FAMILY] TABLE SET { ELEMENTS }` (each reads and zeroes in one step:
 /// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload NAME`,
@@ -65,7 +66,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|rules|quotas|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -324,6 +325,27 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                 }),
                 Output::Text,
             )
+        }
+        ["reset", what @ ("counter" | "quota"), rest @ ..] => {
+            let (family, table, name) = match rest {
+                [f, t, n] if parse_family(f).is_some() => (Some((*f).to_string()), *t, *n),
+                [t, n] => (None, *t, *n),
+                _ => return Err(usage(format!("reset {what} [FAMILY] TABLE NAME"))),
+            };
+            let (table, name) = (table.to_string(), name.to_string());
+            let req = match *what {
+                "counter" => ResetRequest::Counter {
+                    family,
+                    table,
+                    name,
+                },
+                _ => ResetRequest::Quota {
+                    family,
+                    table,
+                    name,
+                },
+            };
+            plan(Request::Reset(req), Output::Text)
         }
         ["reset", "quotas", rest @ ..] => {
             let (family, table) = match rest {

@@ -614,3 +614,97 @@ fn a_swap_that_drops_the_state_says_so() {
     );
     rig.stop();
 }
+
+/// nft's reset commands through `wasp ctl`: each lists what it zeroes with the values it had
+/// and zeroes only that.
+#[test]
+fn reset_element_counter_quota_and_rules_zero_what_they_name() {
+    use clap::Parser;
+    let rules = r#"
+table netdev filter {
+    counter c {
+    }
+    quota q {
+        1000 mbytes
+    }
+    set s {
+        type ipv4_addr
+        counter
+        elements = { 10.0.0.1, 10.0.0.9 }
+    }
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        ip saddr @s
+        udp dport 53 counter name "c"
+        udp dport 53 quota name "q"
+        udp dport 53 quota 1000 mbytes counter accept
+    }
+}
+"#;
+    let rig = Rig::start(rules, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("wasp.sock");
+    let control = wasp::daemon::control::Control::new(rig.daemon.clone());
+    let _server =
+        wasp_ctl::Server::start(wasp_ctl::ServerConfig::new(&sock), Arc::new(control)).unwrap();
+    let ctl = |words: &[&str]| {
+        let mut argv = vec!["wasp", "ctl", "--socket", sock.to_str().unwrap()];
+        argv.extend_from_slice(words);
+        let cli = wasp::cli::Cli::try_parse_from(argv).unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        wasp::cli::run(&cli, &mut out, &mut err).expect("ctl");
+        String::from_utf8(out).unwrap()
+    };
+    let d = dns();
+    let b = 3 * (d.len() as u64 - 14);
+    rig.send((0..3).map(|_| d.clone()));
+    rig.wait_packets(3);
+    let out = ctl(&["reset", "element", "netdev", "filter", "s", "{ 10.0.0.1 }"]);
+    assert!(
+        out.contains(&format!(
+            "elements = {{ 10.0.0.1 counter packets 3 bytes {b} }}"
+        )),
+        "{out}"
+    );
+    let out = ctl(&["reset", "counter", "netdev", "filter", "c"]);
+    assert!(
+        out.contains(&format!("counter c {{\n\t\tpackets 3 bytes {b}\n")) && !out.contains("quota"),
+        "{out}"
+    );
+    let out = ctl(&["reset", "quota", "netdev", "filter", "q"]);
+    assert!(
+        out.contains(&format!("1000 mbytes used {b} bytes")),
+        "{out}"
+    );
+    let listing = ctl(&["list", "ruleset"]);
+    for zeroed in [
+        "10.0.0.1 counter packets 0 bytes 0",
+        "packets 0 bytes 0\n\t}",
+    ] {
+        assert!(listing.contains(zeroed), "{zeroed}: {listing}");
+    }
+    assert!(
+        !listing.contains("quota q {\n\t\t1000 mbytes used"),
+        "{listing}"
+    );
+    // The rule's own counter and quota were not reset by any of those.
+    assert!(
+        listing.contains(&format!(
+            "quota 1000 mbytes used {b} bytes counter packets 3 bytes {b} accept"
+        )),
+        "{listing}"
+    );
+    let out = ctl(&["reset", "rules", "table", "netdev", "filter"]);
+    assert!(
+        out.contains(&format!(
+            "quota 1000 mbytes used {b} bytes counter packets 3 bytes {b} accept"
+        )),
+        "{out}"
+    );
+    let listing = ctl(&["list", "ruleset"]);
+    assert!(
+        listing.contains("udp dport 53 quota 1000 mbytes counter packets 0 bytes 0 accept"),
+        "{listing}"
+    );
+    rig.stop();
+}

@@ -234,6 +234,21 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             }
             wasp_ruleset::print_ruleset_with(&only, &opts)
         }
+        (_, Reset::Object { table, name, quota }) => {
+            // The table with that object only, as `nft reset counter` lists it.
+            let Some(tb) = before.tables.get(*table as usize) else {
+                return Ok(String::new());
+            };
+            let mut shown = tb.clone();
+            shown.chains.clear();
+            shown.sets.clear();
+            shown.limits.clear();
+            shown.flowtables.clear();
+            shown.plugins.clear();
+            shown.counters.retain(|c| !quota && &c.name == name);
+            shown.quotas.retain(|q| *quota && &q.name == name);
+            wasp_ruleset::print_table(&shown, &opts)
+        }
         (
             _,
             Reset::Rules {

@@ -30,6 +30,15 @@ pub enum Reset {
         /// Only this table.
         table: Option<u32>,
     },
+    /// `reset counter T NAME` / `reset quota T NAME`: one named object.
+    Object {
+        /// Its table.
+        table: u32,
+        /// Its name.
+        name: String,
+        /// A quota (else a counter).
+        quota: bool,
+    },
     /// `reset element T S { ... }`: the counters of these elements of a named set.
     Elements {
         /// The set's table.
@@ -72,6 +81,36 @@ impl Reset {
             ResetRequest::Quotas { family, table: t } => Reset::Quotas {
                 table: t.as_deref().map(|n| table(family, n)).transpose()?,
             },
+            ResetRequest::Counter {
+                family,
+                table: t,
+                name,
+            }
+            | ResetRequest::Quota {
+                family,
+                table: t,
+                name,
+            } => {
+                let ti = table(family, t)?;
+                let quota = matches!(req, ResetRequest::Quota { .. });
+                let tb = &ruleset.tables[ti as usize];
+                let known = match quota {
+                    true => tb.quotas.iter().any(|q| &q.name == name),
+                    false => tb.counters.iter().any(|c| &c.name == name),
+                };
+                if !known {
+                    let what = if quota { "quota" } else { "counter" };
+                    return Err(format!(
+                        "Error: No such file or directory: {what} {name} does not exist in table {}",
+                        tb.name
+                    ));
+                }
+                Reset::Object {
+                    table: ti,
+                    name: name.clone(),
+                    quota,
+                }
+            }
             ResetRequest::Rules {
                 family,
                 table: t,
@@ -142,6 +181,14 @@ impl Reset {
         match (self, u) {
             (Reset::Counters { table }, u) => in_table(table, use_table(u)).then_some(None),
             (
+                Reset::Object {
+                    table,
+                    name,
+                    quota: false,
+                },
+                CounterUse::Object { table: t, name: n },
+            ) => (table == t && name == n).then_some(None),
+            (
                 Reset::Rules { table, chain },
                 CounterUse::Rule {
                     table: t, chain: c, ..
@@ -177,6 +224,14 @@ impl Reset {
                 in_table(table, t) && in_table(chain, c)
             }
             (Reset::Quotas { table }, QuotaOf::Object { table: t, .. }) => in_table(table, t),
+            (
+                Reset::Object {
+                    table,
+                    name,
+                    quota: true,
+                },
+                QuotaOf::Object { table: t, name: n },
+            ) => *table == t && name == n,
             _ => false,
         }
     }
