@@ -158,6 +158,16 @@ struct Rig {
 impl Rig {
     fn start(text: &str, n: usize) -> Rig {
         let ruleset = wasp_ruleset::parse_str(text, "test.nft").expect("ruleset");
+        Rig::with(ruleset, "test.nft".into(), n)
+    }
+
+    /// A rig running the ruleset file `path` (which `Daemon::reload` reads again).
+    fn start_file(path: &std::path::Path, n: usize) -> Rig {
+        let ruleset = wasp_ruleset::parse_file(path).expect("ruleset");
+        Rig::with(ruleset, path.to_path_buf(), n)
+    }
+
+    fn with(ruleset: wasp_ruleset::Ruleset, path: std::path::PathBuf, n: usize) -> Rig {
         let stop = Arc::new(AtomicBool::new(false));
         let events = Arc::new(EventBus::default());
         let clock = Clock::new();
@@ -171,7 +181,7 @@ impl Rig {
             })
             .collect();
         let (daemon, bundles) =
-            Daemon::new(ruleset, "test.nft".into(), links.clone(), events, clock).expect("daemon");
+            Daemon::new(ruleset, path, links.clone(), events, clock).expect("daemon");
         let rx = Arc::new(Mutex::new(VecDeque::new()));
         let sent = Arc::new(Mutex::new(Vec::new()));
         let threads = bundles
@@ -706,5 +716,51 @@ table netdev filter {
         listing.contains("udp dport 53 quota 1000 mbytes counter packets 0 bytes 0 accept"),
         "{listing}"
     );
+    rig.stop();
+}
+
+/// A reload (SIGHUP) replaces the ruleset by the file's, keeps the elements added at run time
+/// to sets the file still declares, and leaves everything as it was when the file is broken.
+#[test]
+fn a_reload_takes_the_file_and_keeps_runtime_elements() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.nft");
+    let rules = |elements: &str, extra: &str| {
+        format!(
+            "table netdev filter {{\n\tset s {{\n\t\ttype ipv4_addr\n\t\telements = {{ {elements} }}\n\t}}\n{extra}\tchain ingress {{\n\t\ttype filter hook ingress device \"veth0\" priority 0; policy accept;\n\t\tip saddr @s counter drop\n\t}}\n}}\n"
+        )
+    };
+    std::fs::write(&file, rules("10.0.0.1, 10.0.0.2", "")).unwrap();
+    let rig = Rig::start_file(&file, 1);
+    rig.daemon
+        .apply("add element netdev filter s { 10.0.0.7 }\n", "<element>")
+        .expect("runtime element");
+    // The file now drops 10.0.0.2, adds 10.0.0.8 and a set t.
+    std::fs::write(
+        &file,
+        rules("10.0.0.1, 10.0.0.8", "\tset t {\n\t\ttype ipv4_addr\n\t}\n"),
+    )
+    .unwrap();
+    let (g, note) = rig.daemon.reload().expect("reload");
+    assert_eq!((g, note), (3, None));
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    let text = wasp_ruleset::print_ruleset(&r, false);
+    // The file's elements and the one added at run time (listed sorted, as nft does); not the
+    // one the file dropped.
+    assert!(
+        text.contains("elements = { 10.0.0.1, 10.0.0.7,\n\t\t\t     10.0.0.8 }"),
+        "{text}"
+    );
+    assert!(!text.contains("10.0.0.2"), "{text}");
+    assert!(text.contains("set t {"), "{text}");
+    // A broken file: refused at its place, nothing changes.
+    std::fs::write(
+        &file,
+        "table netdev filter {\n\tchain c {\n\t\tfrobnicate\n\t}\n}\n",
+    )
+    .unwrap();
+    let e = rig.daemon.reload().expect_err("broken").to_string();
+    assert!(e.contains(&format!("{}:3:3", file.display())), "{e}");
+    assert_eq!(rig.daemon.ruleset().expect("ruleset").1, 3);
     rig.stop();
 }

@@ -1,7 +1,9 @@
 //! `wasp run`: the daemon. It opens the devices the ruleset's base chains name, starts one
 //! worker per core (each with its own rings, spread by PACKET_FANOUT), answers the control
-//! socket, and stops cleanly on SIGINT/SIGTERM: the vectors in flight finish, the final
-//! statistics are printed.
+//! socket, reloads its ruleset file on SIGHUP ([`state::Daemon::reload`]: all or nothing,
+//! conntrack and flows kept), tells systemd when it is ready, reloading and stopping
+//! (`Type=notify`), and stops cleanly on SIGINT/SIGTERM: the vectors in flight finish, the
+//! final statistics are printed.
 //!
 //! - [`worker`]: one worker's loop (receive, classify, send) and its context.
 //! - [`state`]: the control side: the running ruleset, changes, counters summed over workers.
@@ -66,7 +68,9 @@ pub enum TxArg {
 /// `wasp run RULESET [options]`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The ruleset file (nft syntax); its netdev base chains name the devices to open.
+    /// The ruleset file (nft syntax); its netdev base chains name the devices to open. Loaded
+    /// again on SIGHUP (`systemctl reload wasp`).
+    #[arg(default_value = "/etc/wasp/wasp.nft")]
     pub ruleset: PathBuf,
     /// Workers (0: one per core).
     #[arg(long, default_value_t = 0)]
@@ -302,6 +306,9 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| Error::Daemon(format!("cannot install the signal handler: {e}")))?;
     }
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+        .map_err(|e| Error::Daemon(format!("cannot install the signal handler: {e}")))?;
     let events = Arc::new(EventBus::default());
     let clock = Clock::new();
     let links: Vec<WorkerLinks> = (0..workers)
@@ -319,7 +326,8 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     };
     let (daemon, bundles) = Daemon::with_host(
         ruleset,
-        args.ruleset.clone(),
+        // Absolute: a reload reads the same file whatever the working directory.
+        std::path::absolute(&args.ruleset).unwrap_or_else(|_| args.ruleset.clone()),
         links.clone(),
         events,
         clock,
@@ -386,9 +394,17 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             .map_err(|e| Error::Daemon(format!("cannot start worker {i}: {e}")))?;
         threads.push(t);
     }
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("running"),
+    ]);
     while !stop.load(Ordering::Relaxed) {
+        if reload.swap(false, Ordering::Relaxed) {
+            reload_ruleset(&daemon);
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("stopping");
     server.shutdown();
     let mut failure = None;
@@ -411,6 +427,50 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         Some(f) => Err(Error::Daemon(f)),
         None => Ok(()),
     }
+}
+
+/// Tell systemd (`Type=notify`) where the daemon is; nothing happens outside systemd (no
+/// `NOTIFY_SOCKET`), and a failure to tell is logged, not fatal.
+fn notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+/// SIGHUP: [`Daemon::reload`] the ruleset file, telling systemd (`RELOADING=1` with the
+/// monotonic time, then `READY=1`), the log and `wasp ctl monitor` how it went. A file that
+/// does not load is refused with its file:line:col and the running configuration stays.
+fn reload_ruleset(daemon: &Daemon) {
+    let mut states = vec![sd_notify::NotifyState::Reloading];
+    if let Ok(t) = sd_notify::NotifyState::monotonic_usec_now() {
+        states.push(t);
+    }
+    notify(&states);
+    let file = daemon.ruleset_path.display().to_string();
+    let text = match daemon.reload() {
+        Ok((generation, note)) => {
+            tracing::info!(file = %file, generation, "ruleset reloaded");
+            if let Some(n) = &note {
+                tracing::warn!(file = %file, "{n}");
+            }
+            match note {
+                Some(n) => format!("ruleset {file} reloaded (generation {generation}); {n}"),
+                None => format!("ruleset {file} reloaded (generation {generation})"),
+            }
+        }
+        Err(e) => {
+            tracing::error!(file = %file, "reload refused, the running ruleset stays: {e}");
+            format!("reload of {file} refused, the running ruleset stays: {e}")
+        }
+    };
+    daemon.events.publish(events::Event {
+        kind: "ruleset",
+        text,
+    });
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("running"),
+    ]);
 }
 
 /// Grow `cfg`'s buffers to hold a whole frame of the largest MTU among `devs` (read from

@@ -147,6 +147,60 @@ fn zero_counts(r: &mut Ruleset) {
     }
 }
 
+/// `fresh` (a reloaded file) with the elements of `running` that were added at run time (their
+/// source is not a file `fresh` was read from) put back into the sets `fresh` declares with
+/// the same name and key type, unless `fresh` already holds their key.
+fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
+    // The files the reload read: its own command text and what it included, transitively
+    // (an included file comes after the file that includes it).
+    let mut read = vec![false; fresh.sources.len()];
+    for (i, f) in fresh.sources.iter().enumerate() {
+        read[i] = f.path.as_os_str() == "<reload>"
+            || f.included_from
+                .is_some_and(|sp| read.get(sp.file as usize).copied().unwrap_or(false));
+    }
+    let files: std::collections::HashSet<&std::path::Path> = fresh
+        .sources
+        .iter()
+        .zip(&read)
+        .filter(|(_, r)| **r)
+        .map(|(f, _)| f.path.as_path())
+        .collect();
+    let from_file = |e: &wasp_ruleset::model::SetElem| {
+        running
+            .sources
+            .get(e.span.file as usize)
+            .is_some_and(|f| files.contains(f.path.as_path()))
+    };
+    let mut out = fresh.clone();
+    for t in &mut out.tables {
+        let Some(old_t) = running
+            .tables
+            .iter()
+            .find(|o| o.family == t.family && o.name == t.name)
+        else {
+            continue;
+        };
+        for set in &mut t.sets {
+            let Some(old) = old_t.sets.iter().find(|o| {
+                o.name == set.name
+                    && o.key == set.key
+                    && o.flags == set.flags
+                    && o.is_map == set.is_map
+                    && o.data == set.data
+            }) else {
+                continue;
+            };
+            for e in old.elements.iter().filter(|e| !from_file(e)) {
+                if !set.elements.iter().any(|n| n.key == e.key) {
+                    set.elements.push(e.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 impl Daemon {
     /// [`Daemon::with_host`] with the default plugin limits and the daemon's packet-path deadline
     /// ([`DEFAULT_PLUGIN_DEADLINE_MS`], as `wasp run`).
@@ -338,6 +392,48 @@ impl Daemon {
         let mut cur = self.lock();
         let new = wasp_ruleset::apply_batch(&cur.ruleset, text, name)?;
         self.replace_locked(&mut cur, new)
+    }
+
+    /// SIGHUP (`systemctl reload`): load the ruleset file the daemon was started with again,
+    /// as `nft -f` of a file that starts with `flush ruleset` (nftables.service's reload): every
+    /// table is replaced by the file's (new objects: their counters start from what the file
+    /// says, as in the kernel). The connection table and the flowtables' flows the new
+    /// ruleset still declares are kept, and so are the elements added at run time (`wasp ctl`
+    /// element commands and batches: elements that did not come from the file or its includes)
+    /// to sets the new file still declares with the same key; when those no longer fit the new
+    /// set (an interval overlap) the reload goes on without them, and says so in its result.
+    /// All or nothing: a file that does not load leaves the running configuration as it was.
+    /// Returns the new generation and what was dropped, if anything.
+    ///
+    /// # Errors
+    /// [`Error::Ruleset`] at the file's line and column; [`Error::Daemon`] when the path
+    /// cannot be named in an `include` or a worker does not answer.
+    pub fn reload(&self) -> Result<(u64, Option<String>), Error> {
+        let path = self.ruleset_path.display().to_string();
+        if path.contains('"') || path.contains('\n') {
+            return Err(Error::Daemon(format!(
+                "{path}: a ruleset path with a quote or newline cannot be reloaded"
+            )));
+        }
+        let mut cur = self.lock();
+        // `include` reads the file with its own name in messages (file:line:col).
+        let text = format!("flush ruleset\ninclude \"{path}\"\n");
+        let fresh = wasp_ruleset::apply_batch(&cur.ruleset, &text, "<reload>")?;
+        let merged = with_runtime_elements(&cur.ruleset, &fresh);
+        if merged.tables != fresh.tables {
+            match self.replace_locked(&mut cur, merged) {
+                Ok(g) => return Ok((g, None)),
+                Err(Error::Ruleset(e)) => {
+                    let g = self.replace_locked(&mut cur, fresh)?;
+                    let why = format!(
+                        "the elements added at run time do not fit the reloaded sets and were dropped: {e}"
+                    );
+                    return Ok((g, Some(why)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((self.replace_locked(&mut cur, fresh)?, None))
     }
 
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
