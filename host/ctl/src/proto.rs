@@ -31,6 +31,14 @@ pub enum Request {
         /// The file's name, used in error messages (file:line:col).
         name: String,
     },
+    /// `-c -f FILE` / `-c COMMAND...` (nft -c): check that `text` would apply to the running
+    /// ruleset (parse, apply to a copy, compile), and change nothing. Answers as `apply`.
+    Check {
+        /// The file's text, or the command.
+        text: String,
+        /// The file's name, used in error messages (file:line:col).
+        name: String,
+    },
     /// `add|delete|get element FAMILY TABLE SET { ... }`.
     Element(ElementRequest),
     /// `reset counters` / `reset element ...`.
@@ -536,6 +544,10 @@ mod tests {
                 json: false,
             },
         }));
+        round_trip(Request::Check {
+            text: "add rule ip t c accept".into(),
+            name: "<command>".into(),
+        });
         round_trip(Request::Apply {
             text: "add rule netdev t c drop\n# \"quoted\"\n".into(),
             name: "batch.nft".into(),

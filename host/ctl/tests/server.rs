@@ -94,7 +94,10 @@ impl Handler for Fake {
                 Ok(serde_json::Value::Null)
             }
             Request::Plugin { .. } => Err("Error: no plugin host in the fake".into()),
-            Request::Conntrack | Request::ConntrackDelete(_) | Request::Flows { .. } => {
+            Request::Conntrack
+            | Request::ConntrackDelete(_)
+            | Request::Check { .. }
+            | Request::Flows { .. } => {
                 Err("Error: no conntrack in the fake".into())
             }
             Request::Monitor => {

@@ -21,9 +21,11 @@ use wasp_ctl::{Client, ClientError};
 
 use crate::error::Error;
 
-/// `wasp ctl [--socket PATH] [-a] [-s] [-t] [-j] (-f FILE | COMMAND...)`.
+/// `wasp ctl [--socket PATH] [-a] [-s] [-t] [-j] [-c] (-f FILE | COMMAND...)`.
 ///
-/// Commands: `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
+/// Commands: nft's changes, each one transaction: `add|create|insert|replace|delete|destroy
+/// rule|table|chain|set|map|counter|quota|limit|flowtable ...` (rules placed by `position
+/// H`, `handle H` or `index N`), `flush ruleset|table|chain|set ...`; `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
 /// set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
 /// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset
 /// counter|quota [FAMILY] TABLE NAME`, `reset rules
@@ -51,6 +53,10 @@ pub struct CtlArgs {
     /// JSON output (nft -j); for `dump rules` and `monitor`, the protocol's lines as they come.
     #[arg(short = 'j', long)]
     pub json: bool,
+    /// Check only (nft -c): the file or command is parsed, applied to a copy of the running
+    /// ruleset and compiled; nothing changes. Exit 0 when it would apply.
+    #[arg(short = 'c', long)]
+    pub check: bool,
     /// Apply a ruleset or a batch of add/create/delete/flush commands atomically (`-` reads
     /// standard input).
     #[arg(
@@ -66,7 +72,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -227,10 +233,11 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                 })
             })?
         };
+        let name = file.display().to_string();
         return Ok(Plan {
-            request: Request::Apply {
-                text,
-                name: file.display().to_string(),
+            request: match args.check {
+                true => Request::Check { text, name },
+                false => Request::Apply { text, name },
             },
             output: Output::Quiet,
         });
@@ -423,6 +430,24 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                 (true, true) => (DumpMode::Brief, BriefEncoding::Json, Output::Raw),
             };
             plan(Request::Dump { mode, encoding }, output)
+        }
+        // nft's other changes, one command as a one-line batch (nft joins its words the same
+        // way): all or nothing.
+        [
+            "add" | "create" | "insert" | "replace" | "delete" | "destroy" | "flush",
+            "table" | "chain" | "rule" | "set" | "map" | "counter" | "quota" | "limit"
+            | "flowtable" | "ruleset",
+            ..,
+        ] => {
+            let text = format!("{}\n", words.join(" "));
+            let name = "<command>".to_string();
+            plan(
+                match args.check {
+                    true => Request::Check { text, name },
+                    false => Request::Apply { text, name },
+                },
+                Output::Quiet,
+            )
         }
         _ => Err(usage(format!(
             "wasp ctl: unknown command `{}`: {COMMANDS}",

@@ -1994,3 +1994,88 @@ fn sighup_reloads_the_ruleset_file_all_or_nothing_under_traffic() {
     );
     drop(reader);
 }
+
+/// nft's command words through `wasp ctl`, each against a live daemon and the kernel's nft
+/// with the same ruleset: after every command the two `list table` outputs (with handles) are
+/// the same, and a command one refuses the other refuses too.
+#[test]
+fn nft_command_words_give_the_kernels_listing() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("wn{}", std::process::id() % 100_000);
+    let (k, w) = (format!("{tag}k"), format!("{tag}w"));
+    let mut t = Topo {
+        ns: vec![k.clone(), w.clone()],
+        children: Vec::new(),
+    };
+    for n in &t.ns {
+        ok(&["ip", "netns", "add", n]);
+        ok(&["ip", "-n", n, "link", "add", "w0", "type", "veth", "peer", "name", "w9"]);
+        ok(&["ip", "-n", n, "link", "set", "w0", "up"]);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = "table ip t {\n\tchain c {\n\t\ttcp dport 1 accept\n\t\ttcp dport 2 accept\n\t}\n}\ntable netdev f {\n\tchain in0 {\n\t\ttype filter hook ingress device \"w0\" priority 0; policy accept;\n\t}\n}\n";
+    let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "1"]);
+    let file = dir.path().join("rules.nft");
+    ok(&["ip", "netns", "exec", &k, "nft", "-f", file.to_str().unwrap()]);
+    let commands = [
+        "add rule ip t c tcp dport 3 accept",
+        "add rule ip t c position 2 tcp dport 4 accept",
+        "insert rule ip t c position 3 tcp dport 5 accept",
+        "add rule ip t c index 0 tcp dport 6 accept",
+        "insert rule ip t c index 1 tcp dport 7 accept",
+        "add rule ip t c handle 4 tcp dport 8 accept",
+        "replace rule ip t c handle 2 tcp dport 9 drop",
+        "delete rule ip t c handle 3",
+        "add rule ip t c position 99 tcp dport 10 accept",
+        "add chain ip t d",
+        "add rule ip t d counter",
+        "flush chain ip t d",
+        "delete chain ip t d",
+        "create chain ip t c",
+        "create table ip t",
+        "add set ip t s { type ipv4_addr ; }",
+        "create set ip t s { type ipv4_addr ; }",
+        "add element ip t s { 10.0.0.1 }",
+        "flush set ip t s",
+        "add map ip t m { type ipv4_addr : verdict ; }",
+        "delete set ip t s",
+        "add counter ip t cnt",
+        "add quota ip t q { 100 bytes }",
+        "add limit ip t l { rate 1/second }",
+        "add rule ip t c quota name q accept",
+        "delete quota ip t q",
+        "delete counter ip t cnt",
+        "delete limit ip t l",
+        "delete counter ip t nope",
+        "add table ip t2",
+        "delete table ip t2",
+        "flush table ip t",
+    ];
+    for cmd in commands {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
+        nft.extend(&words);
+        let kernel = sh(&nft);
+        let (wasp_ok, _, wasp_err) = ctl(&w, &sock, &words);
+        assert_eq!(
+            wasp_ok,
+            kernel.status.success(),
+            "{cmd}: wasp {wasp_err} / nft {}",
+            String::from_utf8_lossy(&kernel.stderr)
+        );
+        let listed = sh(&["ip", "netns", "exec", &k, "nft", "-a", "list", "table", "ip", "t"]);
+        let (okk, ours, err) = ctl(&w, &sock, &["-a", "list", "table", "ip", "t"]);
+        assert!(okk, "{cmd}: {err}");
+        assert_eq!(ours, String::from_utf8_lossy(&listed.stdout), "after `{cmd}`");
+    }
+    // -c checks without changing anything.
+    let (okk, _, err) = ctl(&w, &sock, &["-c", "add", "rule", "ip", "t", "c", "tcp", "dport", "11", "accept"]);
+    assert!(okk, "{err}");
+    let (okk, _, _) = ctl(&w, &sock, &["-c", "add", "rule", "ip", "t", "c", "frobnicate"]);
+    assert!(!okk, "-c refuses what would not apply");
+    let (_, ours, _) = ctl(&w, &sock, &["list", "table", "ip", "t"]);
+    assert!(!ours.contains("dport 11"), "{ours}");
+}

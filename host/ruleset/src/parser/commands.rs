@@ -6,7 +6,7 @@
 use super::handles::{Block, ChainDecl, NamedObj};
 use super::{PResult, Parser};
 use crate::lexer::Tok;
-use crate::model::{Family, Span};
+use crate::model::{Family, Span, Stmt};
 
 fn family_from(w: &str) -> Option<Family> {
     Some(match w {
@@ -18,6 +18,31 @@ fn family_from(w: &str) -> Option<Family> {
         "netdev" => Family::Netdev,
         _ => return None,
     })
+}
+
+/// The kernel's EEXIST for `create` of what exists, as nft prints it.
+const EXISTS: &str = "Could not process rule: File exists";
+
+/// The kernel's ENOENT, as nft prints it.
+const NO_SUCH: &str = "Could not process rule: No such file or directory";
+
+/// Remove the first of `v` that `f` picks; `false` when none does.
+fn remove_named<T>(v: &mut Vec<T>, f: impl Fn(&T) -> bool) -> bool {
+    match v.iter().position(f) {
+        Some(i) => {
+            v.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Which rule command: where the rule goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RuleVerb {
+    Add,
+    Insert,
+    Replace,
 }
 
 impl Parser<'_> {
@@ -51,7 +76,12 @@ impl Parser<'_> {
             "insert" => {
                 self.advance();
                 self.expect_word("rule")?;
-                self.rule_command(true)
+                self.rule_command(RuleVerb::Insert)
+            }
+            "replace" => {
+                self.advance();
+                self.expect_word("rule")?;
+                self.rule_command(RuleVerb::Replace)
             }
             "flush" => {
                 self.advance();
@@ -104,12 +134,32 @@ impl Parser<'_> {
         };
         self.advance();
         match w.as_str() {
-            "table" => self.table_command(span, false),
+            "table" => {
+                if create {
+                    // `create` refuses what exists (the kernel's EEXIST), at the name.
+                    let start = self.pos;
+                    let family = self.family()?;
+                    let (tname, tspan) = self.name("a table name")?;
+                    if self
+                        .st
+                        .tables
+                        .iter()
+                        .any(|t| t.family == family && t.name == tname)
+                    {
+                        return Err(self.st.error(tspan, EXISTS));
+                    }
+                    self.pos = start;
+                }
+                self.table_command(span, false)
+            }
             "chain" => {
                 let family = self.family()?;
                 let (tname, tspan) = self.name("a table name")?;
                 let ti = self.existing_table(family, &tname, tspan)?;
                 let (cname, cspan) = self.name("a chain name")?;
+                if create && self.st.tables[ti].chains.iter().any(|c| c.name == cname) {
+                    return Err(self.st.error(cspan, EXISTS));
+                }
                 let mut block = Block::default();
                 self.plugins = self.st.tables[ti]
                     .plugins
@@ -128,14 +178,18 @@ impl Parser<'_> {
                 let family = self.family()?;
                 let (tname, tspan) = self.name("a table name")?;
                 let ti = self.existing_table(family, &tname, tspan)?;
+                let nspan = self.peek_span()?;
                 let set = self.set_decl(w == "map", span)?;
+                if create && self.st.tables[ti].sets.iter().any(|s| s.name == set.name) {
+                    return Err(self.st.error(nspan, EXISTS));
+                }
                 let block = Block {
                     sets: vec![set],
                     ..Block::default()
                 };
                 self.apply_block(ti, block)
             }
-            "rule" => self.rule_command(false),
+            "rule" => self.rule_command(RuleVerb::Add),
             "ct" | "synproxy" | "secmark" => {
                 // Named objects of nft that wasp does not read yet.
                 let what = if w == "ct" {
@@ -246,14 +300,44 @@ impl Parser<'_> {
         }
     }
 
-    /// `add rule [family] TABLE CHAIN ...` / `insert rule ...`.
-    fn rule_command(&mut self, insert: bool) -> PResult<()> {
+    /// `add|insert rule [family] TABLE CHAIN [position H | handle H | index N] ...` and
+    /// `replace rule [family] TABLE CHAIN handle H ...`, placed as nft places them: `add` after
+    /// the rule of handle `H` (or at index `N`, from 0), else last; `insert` before it, else
+    /// first; `replace` in the place of rule `H`, keeping its handle (as the kernel's replace,
+    /// which takes no new handle). An unknown handle or an index beyond the chain is the kernel's ENOENT.
+    fn rule_command(&mut self, verb: RuleVerb) -> PResult<()> {
         let family = self.family()?;
         let (tname, tspan) = self.name("a table name")?;
         let ti = self.existing_table(family, &tname, tspan)?;
         let (cname, cspan) = self.name("a chain name")?;
-        if !self.st.tables[ti].chains.iter().any(|c| c.name == cname) {
+        let Some(ci) = self.st.tables[ti].chains.iter().position(|c| c.name == cname) else {
             return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
+        };
+        let anchor = if self.eat_word("position")? || self.eat_word("handle")? {
+            let (h, span) = self.rule_number("a rule handle")?;
+            let rules = &self.st.tables[ti].chains[ci].rules;
+            let Some(i) = rules.iter().position(|r| r.handle == h) else {
+                return Err(self.st.error(
+                    span,
+                    format!("Could not process rule: No such file or directory (no rule with handle {h})"),
+                ));
+            };
+            Some(i)
+        } else if verb != RuleVerb::Replace && self.eat_word("index")? {
+            let (n, span) = self.rule_number("a rule index")?;
+            let len = self.st.tables[ti].chains[ci].rules.len();
+            if n as usize >= len {
+                return Err(self.st.error(
+                    span,
+                    format!("Could not process rule: No such file or directory (the chain has {len} rules)"),
+                ));
+            }
+            Some(n as usize)
+        } else {
+            None
+        };
+        if verb == RuleVerb::Replace && anchor.is_none() {
+            return self.expected("`handle` and the handle of the rule to replace");
         }
         let mut block = Block::default();
         self.plugins = self.st.tables[ti]
@@ -262,11 +346,37 @@ impl Parser<'_> {
             .map(|p| p.name.clone())
             .collect();
         let rule = self.rule(family)?;
+        let at = match (verb, anchor) {
+            (RuleVerb::Add, None) => None,
+            (RuleVerb::Add, Some(i)) => Some(i + 1),
+            (RuleVerb::Insert, None) => Some(0),
+            (RuleVerb::Insert | RuleVerb::Replace, Some(i)) => Some(i),
+            (RuleVerb::Replace, None) => None,
+        };
         let mut decl = ChainDecl::new(cname, cspan);
+        if verb == RuleVerb::Replace
+            && let Some(i) = anchor
+        {
+            let old = self.st.tables[ti].chains[ci].rules.remove(i);
+            decl.keep_handle = Some(old.handle);
+        }
         decl.rules.push(rule);
-        decl.insert = insert;
+        decl.at = at;
         block.chains.push(decl);
         self.apply_block(ti, block)
+    }
+
+    /// A rule handle or index after `position`, `handle` or `index`.
+    fn rule_number(&mut self, what: &str) -> PResult<(u64, Span)> {
+        let span = self.peek_span()?;
+        let Some(Tok::Word(w)) = self.peek_tok()? else {
+            return self.expected(what);
+        };
+        let Some(n) = crate::datatypes::parse_uint(&w) else {
+            return self.expected(what);
+        };
+        self.advance();
+        Ok((n as u64, span))
     }
 
     fn flush_command(&mut self) -> PResult<()> {
@@ -330,8 +440,16 @@ impl Parser<'_> {
             "element"
         } else if self.eat_word("flowtable")? {
             "flowtable"
+        } else if self.eat_word("counter")? {
+            "counter"
+        } else if self.eat_word("quota")? {
+            "quota"
+        } else if self.eat_word("limit")? {
+            "limit"
         } else {
-            return self.expected("`table`, `chain`, `set`, `rule`, `element` or `flowtable`");
+            return self.expected(
+                "`table`, `chain`, `set`, `rule`, `element`, `flowtable`, `counter`, `quota` or `limit`",
+            );
         };
         let family = self.family()?;
         let (tname, tspan) = self.name("a table name")?;
@@ -340,6 +458,38 @@ impl Parser<'_> {
             "table" => {
                 self.st.tables.remove(ti);
                 self.st.next_handle.remove(ti);
+            }
+            "counter" | "quota" | "limit" => {
+                // By name (or `handle H`); one that rules still name is busy (EBUSY).
+                let (name, nspan) = self.name(&format!("a {what} name"))?;
+                let t = &mut self.st.tables[ti];
+                let gone = match what {
+                    "counter" => remove_named(&mut t.counters, |o| o.name == name),
+                    "quota" => remove_named(&mut t.quotas, |o| o.name == name),
+                    _ => remove_named(&mut t.limits, |o| o.name == name),
+                };
+                if !gone {
+                    return Err(self.st.error(nspan, NO_SUCH));
+                }
+                // A rule that names it (an object map's elements name objects too: those the
+                // kernel also holds, not checked here).
+                let used = self.st.tables[ti]
+                    .chains
+                    .iter()
+                    .flat_map(|c| c.rules.iter())
+                    .flat_map(|r| r.stmts.iter())
+                    .any(|st| match (what, st) {
+                        ("counter", Stmt::CounterRef { name: n, .. })
+                        | ("quota", Stmt::QuotaRef { name: n, .. })
+                        | ("limit", Stmt::LimitRef { name: n, .. }) => *n == name,
+                        _ => false,
+                    });
+                if used {
+                    return Err(self.st.error(
+                        nspan,
+                        format!("Could not process rule: Device or resource busy ({what} `{name}` is used by a rule)"),
+                    ));
+                }
             }
             "chain" => {
                 let (cname, cspan) = self.name("a chain name")?;

@@ -76,8 +76,12 @@ pub(crate) struct ChainDecl {
     pub policy: Option<(Policy, Span)>,
     pub comment: Option<String>,
     pub rules: Vec<Rule>,
-    /// `insert rule`: the rules go first.
-    pub insert: bool,
+    /// Where the rules go in the chain (an index into its rules: `insert rule` 0, `add rule
+    /// ... position H` after rule H); `None`: last.
+    pub at: Option<usize>,
+    /// `replace rule ... handle H`: the new rule keeps handle H (the kernel's replace takes no
+    /// new handle).
+    pub keep_handle: Option<u64>,
 }
 
 impl ChainDecl {
@@ -90,7 +94,8 @@ impl ChainDecl {
             policy: None,
             comment: None,
             rules: Vec::new(),
-            insert: false,
+            at: None,
+            keep_handle: None,
         }
     }
 }
@@ -374,19 +379,23 @@ impl Parser<'_> {
                 .iter()
                 .position(|c| c.name == decl.name)
                 .unwrap_or(0);
-            let mut at = 0usize;
+            let mut at = decl.at;
             for mut rule in decl.rules {
                 let anon = anonymous_sets(&rule);
                 self.st.next_handle[ti] += anon;
-                rule.handle = self.take_handle(ti);
+                rule.handle = match decl.keep_handle {
+                    Some(h) => h,
+                    None => self.take_handle(ti),
+                };
                 let rspan = rule.span;
                 let check = hook_checks && rule.stmts.iter().any(|s| hook_bound(s) || leads_on(s));
                 let chain = &mut self.st.tables[ti].chains[ci];
-                if decl.insert {
-                    chain.rules.insert(at, rule);
-                    at += 1;
-                } else {
-                    chain.rules.push(rule);
+                match at.as_mut() {
+                    Some(i) => {
+                        chain.rules.insert((*i).min(chain.rules.len()), rule);
+                        *i += 1;
+                    }
+                    None => chain.rules.push(rule),
                 }
                 if check {
                     // The kernel validates the table when the rule is added (the batch is

@@ -46,7 +46,7 @@ pub(crate) const TABLE_ITEMS: &[&str] = &["ct", "secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[
-    "list", "reset", "rename", "replace", "monitor", "describe", "export", "import",
+    "list", "reset", "rename", "monitor", "describe", "export", "import",
 ];
 
 /// Raw payload bases: `@ll,OFFSET,LENGTH`, `@nh,...`, `@th,...`, `@ih,...`.

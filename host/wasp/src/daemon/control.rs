@@ -331,6 +331,10 @@ impl Handler for Control {
             check_element(e)?;
         }
         match &req {
+            Request::Check { text, name } => {
+                self.daemon.check(text, name).map_err(|e| e.to_string())?;
+                return Ok(Json::Null);
+            }
             Request::Apply { text, name } => {
                 let r = self.apply(text, name)?;
                 self.announce(text, name);

@@ -436,6 +436,18 @@ impl Daemon {
         Ok((self.replace_locked(&mut cur, fresh)?, None))
     }
 
+    /// `wasp ctl -c`: whether `text` would apply ([`Daemon::apply`]): parsed, applied to a
+    /// copy of the running ruleset and compiled; nothing changes.
+    ///
+    /// # Errors
+    /// As [`Daemon::apply`]'s, for text that would not apply.
+    pub fn check(&self, text: &str, name: &str) -> Result<(), Error> {
+        let base = self.lock().ruleset.clone();
+        let new = wasp_ruleset::apply_batch(&base, text, name)?;
+        Engine::compile(&new)?;
+        Ok(())
+    }
+
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
         let mut engine = Engine::compile(&new)?;
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
