@@ -5,6 +5,8 @@
 //! - [`traffic`]: deterministic Ethernet frames from a seed (VLAN stacks, IPv4/IPv6 with
 //!   extension headers, TCP/UDP/ICMP/ICMPv6, ARP, malformed frames), written as pcap; also the
 //!   capture of `samples/firewall` (`wasp-traffic office`).
+//! - [`daemon`]: a real `wasp run` on a veth in a namespace of its own, driven through its
+//!   control socket, its resident memory read from `/proc` (`load-time`, `apply-soak`).
 //! - [`netns`]: namespaces joined by a veth, commands, `ksoftirqd` CPU time (the veth
 //!   benchmarks).
 //! - [`sys`]: the system calls of the veth benchmarks (root check, thread CPU time, a
@@ -12,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod acl;
+pub mod daemon;
 pub mod netns;
 pub mod sys;
 pub mod traffic;

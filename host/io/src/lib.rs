@@ -46,3 +46,44 @@ pub use port::{
     TpacketConfig, TxMode, TxSide,
 };
 pub use tap::TapGroup;
+
+/// Give the memory the allocator holds free back to the system (glibc: `malloc_trim(0)` over
+/// every thread's arena; other C libraries: nothing). Returns whether any was released.
+///
+/// For the control side after a change that freed much (a ruleset replaced: the old engines,
+/// sets and plugin instances, the copies the change was built from), never on the packet path:
+/// it takes each arena's lock in turn and makes one `madvise` per free stretch of pages.
+/// Without it a daemon's resident memory after a change depends on where the freed chunks
+/// happened to lie in the arenas of the threads that built and dropped them (issue 17: the
+/// same ruleset applied again and again settled a few MiB higher or lower from run to run).
+pub fn release_free_heap() -> bool {
+    sys::trim_heap()
+}
+
+/// Bytes of heap in use now, over every thread's arena, as the allocator counts them (glibc:
+/// `mallinfo2`, chunks in use and blocks mapped on their own; `None` with other C libraries).
+/// What a test or a benchmark reads to see whether something is kept, whatever the arenas'
+/// layout (resident memory also counts free chunks the arenas hold).
+pub fn heap_in_use_bytes() -> Option<u64> {
+    sys::heap_in_use()
+}
+
+#[cfg(all(test, target_env = "gnu"))]
+mod heap_tests {
+    /// A 64 MiB block is counted while it lives (other tests of this binary may allocate
+    /// meanwhile: 8 MiB of slack either way).
+    #[test]
+    fn heap_in_use_counts_a_block_while_it_lives() {
+        const BLOCK: u64 = 64 << 20;
+        const SLACK: u64 = 8 << 20;
+        let before = super::heap_in_use_bytes().expect("glibc");
+        let block = vec![1u8; BLOCK as usize];
+        let during = super::heap_in_use_bytes().expect("glibc");
+        drop(std::hint::black_box(block));
+        let after = super::heap_in_use_bytes().expect("glibc");
+        assert!(during + SLACK >= before + BLOCK, "{before} {during}");
+        assert!(after + BLOCK <= during + SLACK, "{during} {after}");
+        // Nothing to check but that it runs: what it gives back depends on the arenas.
+        super::release_free_heap();
+    }
+}

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::model::{Ruleset, SourceFile, Span};
+use crate::model::{Ruleset, SourceFile, Span, source_in};
 
 /// A ruleset that cannot be read, parsed or given a meaning.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -179,14 +179,12 @@ impl Error {
 /// The include statements that led to the file of `span`, innermost first.
 pub(crate) fn included_from(sources: &[SourceFile], span: Span) -> Vec<(PathBuf, u32, u32)> {
     let mut out = Vec::new();
-    let mut at = sources
-        .get(span.file as usize)
-        .and_then(|s| s.included_from);
+    let mut at = source_in(sources, span.file).and_then(|s| s.included_from);
     // Each file is included from an earlier one, so this ends; the bound guards the rest.
     while let Some(site) = at
         && out.len() < sources.len()
     {
-        let Some(src) = sources.get(site.file as usize) else {
+        let Some(src) = source_in(sources, site.file) else {
             break;
         };
         out.push((src.path.clone(), site.line, site.col));
@@ -197,7 +195,7 @@ pub(crate) fn included_from(sources: &[SourceFile], span: Span) -> Vec<(PathBuf,
 
 /// A [`Located`] error at `span` of one of `sources`.
 pub(crate) fn located(sources: &[SourceFile], span: Span, message: String) -> Located {
-    let (path, line_text) = match sources.get(span.file as usize) {
+    let (path, line_text) = match source_in(sources, span.file) {
         Some(src) => (
             src.path.clone(),
             src.text

@@ -40,9 +40,15 @@ impl Span {
     }
 }
 
-/// One source file that contributed to a ruleset (the main file and each `include`).
+/// One source file that contributed to a ruleset (the main file and each `include`; for a
+/// ruleset changed by batches, each batch's text and its includes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
+    /// What the spans of this file's text carry as [`Span::file`]. Ids rise in the order the
+    /// files were read and are not given twice within a ruleset's life (a batch's files get
+    /// ids after the running ruleset's last one), so a span keeps naming its file when earlier
+    /// files are dropped ([`Ruleset::source`]).
+    pub id: FileId,
     /// Path as given (the main file) or as resolved (includes).
     pub path: PathBuf,
     /// Full text, kept so that later errors (compile time) can show the offending line.
@@ -54,12 +60,13 @@ pub struct SourceFile {
 }
 
 impl SourceFile {
-    /// A source file of `text`, read from `path` (by `included_from`, for an include).
-    pub fn new(path: PathBuf, text: String, included_from: Option<Span>) -> Self {
+    /// Source file `id` of `text`, read from `path` (by `included_from`, for an include).
+    pub fn new(id: FileId, path: PathBuf, text: String, included_from: Option<Span>) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
         SourceFile {
+            id,
             path,
             text,
             included_from,
@@ -89,8 +96,32 @@ impl SourceFile {
 pub struct Ruleset {
     /// Tables in the order they were first declared.
     pub tables: Vec<Table>,
-    /// Source files, for error messages. `sources[0]` is the main file.
+    /// Source files, for error messages, in the order they were read (ids rising): the main
+    /// file first, then its includes. A batch ([`crate::apply_batch`]) adds its own files and
+    /// drops those no table, chain, rule, set, element or object comes from any more, so that
+    /// a long-running ruleset keeps the text of what it holds, not of every change it went
+    /// through. Look a span's file up with [`Ruleset::source`] (ids are not positions).
     pub sources: Vec<SourceFile>,
+}
+
+impl Ruleset {
+    /// The source file of id `file` (a [`Span::file`]); `None` when the ruleset has none of
+    /// that id (a span made by hand, or of a file dropped since).
+    pub fn source(&self, file: FileId) -> Option<&SourceFile> {
+        source_in(&self.sources, file)
+    }
+}
+
+/// The file of id `file` among `sources` (ids rising): at its position when no file before it
+/// was dropped, else found by binary search.
+pub(crate) fn source_in(sources: &[SourceFile], file: FileId) -> Option<&SourceFile> {
+    match sources.get(file as usize) {
+        Some(s) if s.id == file => Some(s),
+        _ => sources
+            .binary_search_by_key(&file, |s| s.id)
+            .ok()
+            .map(|i| &sources[i]),
+    }
 }
 
 /// Address family of a table.
@@ -294,7 +325,7 @@ pub enum PluginSource {
 
 impl PluginDecl {
     /// Where the component is: a bundled plugin, or a file resolved against the folder of the
-    /// source file that holds the declaration (`rs.sources[span.file]`).
+    /// source file that holds the declaration ([`Ruleset::source`] of its span).
     pub fn source(&self, rs: &Ruleset) -> PluginSource {
         let path = match &self.path {
             None => return PluginSource::Bundled(self.name.clone()),
@@ -308,8 +339,7 @@ impl PluginDecl {
             return PluginSource::File(p.to_path_buf());
         }
         let dir = rs
-            .sources
-            .get(self.span.file as usize)
+            .source(self.span.file)
             .and_then(|s| s.path.parent())
             .map(std::path::Path::to_path_buf)
             .unwrap_or_default();
@@ -2109,7 +2139,7 @@ mod source_tests {
             "one\r\ntwo\nthree",
             "é\nß\n",
         ] {
-            let f = SourceFile::new("t.nft".into(), text.to_string(), None);
+            let f = SourceFile::new(0, "t.nft".into(), text.to_string(), None);
             for n in 0..6u32 {
                 let want = n.checked_sub(1).and_then(|i| text.lines().nth(i as usize));
                 assert_eq!(f.line(n), want, "{text:?} line {n}");

@@ -573,8 +573,7 @@ impl CounterSource for NoCounters {
 /// The path of the file of `span`, for messages.
 fn source_path(ruleset: &Ruleset, span: wasp_ruleset::model::Span) -> String {
     ruleset
-        .sources
-        .get(span.file as usize)
+        .source(span.file)
         .map_or_else(|| "<ruleset>".to_string(), |s| s.path.display().to_string())
 }
 

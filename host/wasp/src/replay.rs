@@ -1064,8 +1064,7 @@ pub fn replay(
             .map(|(site, plugin, state)| {
                 let span = run.dp.engine.ext_site_span(site).unwrap_or_default();
                 let file = ruleset
-                    .sources
-                    .get(span.file as usize)
+                    .source(span.file)
                     .map_or_else(String::new, |s| s.path.display().to_string());
                 PluginStateSummary {
                     at: format!("{file}:{}:{}", span.line, span.col),

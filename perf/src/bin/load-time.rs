@@ -21,11 +21,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use wasp_perf::netns::{Res, VethPair, cmd, ip};
+use wasp_perf::daemon::{WaspRun, wasp_binary};
+use wasp_perf::netns::{Res, ip};
 
 #[derive(Parser)]
 #[command(about = "ruleset load time by size: wasp check, wasp ctl -f, nft -f")]
@@ -94,88 +95,6 @@ fn timed(c: &mut Command) -> Res<(Duration, u64)> {
     Ok((d, rss))
 }
 
-/// `wasp run` with an empty ruleset on a veth end in its own namespace.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-    wasp: PathBuf,
-    _pair: VethPair,
-}
-
-impl Daemon {
-    fn start(wasp: &Path, dir: &Path, n: usize) -> Res<Daemon> {
-        let pair = VethPair::create("wasp-load-", n, "l0", "l1")?;
-        let empty = dir.join("empty.nft");
-        std::fs::write(
-            &empty,
-            "table netdev e {\n chain c {\n  type filter hook ingress device \"l1\" priority 0; policy accept;\n }\n}\n",
-        )
-        .map_err(|e| e.to_string())?;
-        let sock = dir.join(format!("wasp-{n}.sock"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &pair.rx])
-            .arg(wasp)
-            .arg("run")
-            .arg(&empty)
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--workers", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("{}: {e}", wasp.display()))?;
-        let d = Daemon {
-            child,
-            sock,
-            wasp: wasp.to_path_buf(),
-            _pair: pair,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !d.sock.exists() {
-            if Instant::now() > deadline {
-                return Err("wasp run did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(d)
-    }
-
-    /// Wall time of `wasp ctl -f file`.
-    fn apply(&self, file: &Path) -> Res<Duration> {
-        let t0 = Instant::now();
-        cmd(
-            Command::new(&self.wasp)
-                .arg("ctl")
-                .arg("--socket")
-                .arg(&self.sock)
-                .arg("-f")
-                .arg(file),
-            None,
-        )?;
-        Ok(t0.elapsed())
-    }
-
-    /// The daemon's RSS now, KiB (`VmRSS` of the `wasp` process under `ip netns exec`).
-    fn rss_kib(&self) -> u64 {
-        let pid = self.child.id();
-        let find = |pid: u32| -> Option<u64> {
-            let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            l.split_whitespace().nth(1)?.parse().ok()
-        };
-        // `ip netns exec` execs wasp in place: the child's pid is wasp's.
-        find(pid).unwrap_or(0)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Wall time of `nft -f file` into a fresh namespace.
 fn nft(file: &Path, n: usize) -> Res<Duration> {
     let ns = format!("wasp-load-nft-{}-{n}", std::process::id());
@@ -204,12 +123,7 @@ fn main() -> Res<()> {
         println!("load-time: skipped (needs root for namespaces)");
         return Ok(());
     }
-    let wasp = match &args.wasp {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| e.to_string())?
-            .with_file_name("wasp"),
-    };
+    let wasp = wasp_binary(args.wasp.as_deref())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     println!(
         "load-time: wall time to load, median of {} runs; per-item columns in µs ({})",
@@ -234,8 +148,8 @@ fn main() -> Res<()> {
                 check.push(d.as_secs_f64());
                 rss = r;
                 n_ns += 1;
-                let daemon = Daemon::start(&wasp, dir.path(), n_ns)?;
-                apply.push(daemon.apply(&file)?.as_secs_f64());
+                let daemon = WaspRun::start(&wasp, dir.path(), "wasp-load-", n_ns, 1)?;
+                apply.push(daemon.apply_file(&file)?.as_secs_f64());
                 daemon_rss = daemon.rss_kib();
                 drop(daemon);
                 kernel.push(nft(&file, n_ns)?.as_secs_f64());

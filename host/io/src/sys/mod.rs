@@ -18,7 +18,7 @@ pub(crate) mod real;
 #[cfg(test)]
 pub(crate) mod fake;
 
-pub(crate) use real::{RealSys, enter_netns};
+pub(crate) use real::{RealSys, enter_netns, heap_in_use, trim_heap};
 
 /// An operation on one port of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

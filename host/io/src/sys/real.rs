@@ -136,6 +136,36 @@ pub(crate) fn enter_netns(ns: &std::fs::File) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives the pages the C library's allocator holds free back to the kernel: glibc's
+/// `malloc_trim(0)`, over every arena (the main heap's top and, inside each arena, every free
+/// chunk's whole pages, by `madvise(MADV_DONTNEED)`). `true` when memory was released. Other C
+/// libraries: nothing (`false`).
+pub(crate) fn trim_heap() -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: malloc_trim(3) takes a size and touches only the allocator's own free
+        // memory, under each arena's lock.
+        unsafe { libc::malloc_trim(0) != 0 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    false
+}
+
+/// Bytes the C library's allocator has handed out and not had back, over every arena: glibc's
+/// `mallinfo2()`, `uordblks` (chunks in use) + `hblkhd` (blocks mapped on their own). Other C
+/// libraries: `None`.
+pub(crate) fn heap_in_use() -> Option<u64> {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallinfo2(3) takes no arguments and returns a plain struct by value; it only
+        // reads the allocator's statistics, under each arena's lock.
+        let m = unsafe { libc::mallinfo2() };
+        Some((m.uordblks + m.hblkhd) as u64)
+    }
+    #[cfg(not(target_env = "gnu"))]
+    None
+}
+
 /// Test helper: removes `CAP_NET_RAW` and `CAP_NET_ADMIN` from the calling thread's effective
 /// set (capabilities are per thread), so that the next privileged call fails with `EPERM`.
 #[cfg(test)]

@@ -45,8 +45,61 @@ pub(crate) fn apply(base: &Ruleset, bytes: &[u8], path: &Path) -> Result<Ruleset
         .collect();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
-    Ok(Ruleset {
+    let mut r = Ruleset {
         tables: st.tables,
         sources: st.sources,
-    })
+    };
+    drop_unused_sources(&mut r);
+    Ok(r)
+}
+
+/// Drop the source files no part of `r` comes from any more (a ruleset that a daemon keeps
+/// changing would otherwise keep the text of every batch it was ever given: a `flush
+/// ruleset` and a whole new file, applied again and again, grew it by the file each time).
+///
+/// A file is kept with every file of its batch (the batch's text and the files it included):
+/// the batch of the newest file (the batch just applied, so that ids keep rising), and each
+/// batch that a table, chain, rule, set, set element (or its `counter`), plugin declaration,
+/// named counter, quota, limit or flowtable of `r` was declared in. What lies inside a rule
+/// (expressions, statements, anonymous sets) was parsed in the rule's batch: its spans name
+/// that batch's files (a `define` from an included file included).
+fn drop_unused_sources(r: &mut Ruleset) {
+    use std::collections::{HashMap, HashSet};
+
+    use crate::model::FileId;
+    // Each file's batch: the file it was included from, up to the batch's own text.
+    let mut batch: HashMap<FileId, FileId> = HashMap::with_capacity(r.sources.len());
+    for s in &r.sources {
+        let b = s
+            .included_from
+            .and_then(|at| batch.get(&at.file).copied())
+            .unwrap_or(s.id);
+        batch.insert(s.id, b);
+    }
+    let mut used: HashSet<FileId> = HashSet::new();
+    if let Some(newest) = r.sources.last() {
+        used.insert(newest.id);
+    }
+    for t in &r.tables {
+        used.insert(t.span.file);
+        for c in &t.chains {
+            used.insert(c.span.file);
+            used.extend(c.rules.iter().map(|rule| rule.span.file));
+        }
+        for s in &t.sets {
+            used.insert(s.span.file);
+            for e in &s.elements {
+                used.insert(e.span.file);
+                used.extend(e.counter_span.map(|c| c.file));
+            }
+        }
+        used.extend(t.plugins.iter().map(|p| p.span.file));
+        used.extend(t.counters.iter().map(|o| o.span.file));
+        used.extend(t.quotas.iter().map(|o| o.span.file));
+        used.extend(t.limits.iter().map(|o| o.span.file));
+        used.extend(t.flowtables.iter().map(|f| f.span.file));
+    }
+    let keep: HashSet<FileId> = used.iter().filter_map(|f| batch.get(f).copied()).collect();
+    r.sources
+        .retain(|s| batch.get(&s.id).is_some_and(|b| keep.contains(b)));
 }

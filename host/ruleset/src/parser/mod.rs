@@ -97,9 +97,7 @@ impl State {
 
     /// "FILE:LINE:COL" of `span`, for notes.
     pub fn place(&self, span: Span) -> String {
-        let path = self
-            .sources
-            .get(span.file as usize)
+        let path = crate::model::source_in(&self.sources, span.file)
             .map_or_else(|| "<ruleset>".to_string(), |s| s.path.display().to_string());
         format!("{path}:{}:{}", span.line, span.col)
     }
@@ -537,13 +535,16 @@ fn parse_source(
     bytes: &[u8],
     included_from: Option<Span>,
 ) -> PResult<()> {
-    let file = st.sources.len() as FileId;
+    // After the files read before (a batch's: after the running ruleset's, some of which
+    // may have been dropped).
+    let file: FileId = st.sources.last().map_or(0, |s| s.id + 1);
     let (text, bad) = decode(bytes);
     let toks = lexer::lex(&text, file);
     let lines = text.lines().count().max(1) as u32;
     let last_len = text.lines().last().map_or(0, |l| l.chars().count()) as u32;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    st.sources.push(SourceFile::new(path, text, included_from));
+    st.sources
+        .push(SourceFile::new(file, path, text, included_from));
     let toks = toks.map_err(|e| {
         match bad
             .iter()

@@ -729,9 +729,7 @@ impl Parser<'_> {
 
     /// The source text a span covers (for messages).
     pub(super) fn st_text(&self, span: Span) -> String {
-        self.st
-            .sources
-            .get(span.file as usize)
+        crate::model::source_in(&self.st.sources, span.file)
             .and_then(|s| s.line(span.line))
             .map(|l| {
                 l.chars()
