@@ -579,6 +579,7 @@ fn chain(name: &str, base: Option<(i32, Policy)>, rules: Vec<Rule>) -> Chain {
 
 fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> Table {
     Table {
+        next_handle: 0,
         family,
         name: name.into(),
         handle: 0,
@@ -614,6 +615,7 @@ fn ruleset(mut tables: Vec<Table>) -> Ruleset {
         }
     }
     Ruleset {
+        table_handle: 0,
         tables,
         sources: vec![],
     }

@@ -81,6 +81,7 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
     let mut table = t.clone_header();
     table.sets.push(set);
     let scratch = Ruleset {
+        table_handle: 0,
         tables: vec![table],
         sources: Vec::new(),
     };
@@ -167,6 +168,7 @@ trait CloneHeader {
 impl CloneHeader for Table {
     fn clone_header(&self) -> Table {
         Table {
+            next_handle: 0,
             family: self.family,
             name: self.name.clone(),
             handle: self.handle,

@@ -97,9 +97,7 @@ impl Handler for Fake {
             Request::Conntrack
             | Request::ConntrackDelete(_)
             | Request::Check { .. }
-            | Request::Flows { .. } => {
-                Err("Error: no conntrack in the fake".into())
-            }
+            | Request::Flows { .. } => Err("Error: no conntrack in the fake".into()),
             Request::Monitor => {
                 let mut i = 0u64;
                 loop {

@@ -102,6 +102,9 @@ pub struct Ruleset {
     /// a long-running ruleset keeps the text of what it holds, not of every change it went
     /// through. Look a span's file up with [`Ruleset::source`] (ids are not positions).
     pub sources: Vec<SourceFile>,
+    /// The last table handle given out (0: none yet, or a ruleset made by hand: the tables'
+    /// own handles say). The kernel never gives a handle twice, also after a table is deleted.
+    pub table_handle: u64,
 }
 
 impl Ruleset {
@@ -185,6 +188,10 @@ pub struct Table {
     pub comment: Option<String>,
     /// Where the table was first declared.
     pub span: Span,
+    /// The next handle this table gives out (0: one above its objects' handles, for a table
+    /// made by hand). The kernel's per-table counter never goes back, also after the objects
+    /// with the highest handles are deleted.
+    pub next_handle: u64,
 }
 
 /// A flowtable: `flowtable NAME { hook ingress priority N; devices = { a, b }; counter; }`

@@ -159,3 +159,22 @@ fn a_batch_keeps_the_files_it_included() {
     assert!(e.contains("included-table.nft:3:"), "{e}");
     assert!(e.contains("with-include.nft:2:"), "{e}");
 }
+
+/// Handles are never given twice, as the kernel's counters: a rule added after the rule with
+/// the highest handle was deleted takes a new one, and so does a table added after the last
+/// table was deleted.
+#[test]
+fn handles_are_not_given_twice_after_deletes() {
+    let base = wasp_ruleset::parse_str(
+        "table ip t {\n\tchain c {\n\t\taccept\n\t\tdrop\n\t}\n}\ntable ip u {\n}\n",
+        "base.nft",
+    )
+    .unwrap();
+    let r = wasp_ruleset::apply_batch(&base, "delete rule ip t c handle 3\n", "b1").unwrap();
+    let r = wasp_ruleset::apply_batch(&r, "add rule ip t c accept\n", "b2").unwrap();
+    let handles: Vec<u64> = r.tables[0].chains[0].rules.iter().map(|x| x.handle).collect();
+    assert_eq!(handles, [2, 4]);
+    let r = wasp_ruleset::apply_batch(&r, "delete table ip u\n", "b3").unwrap();
+    let r = wasp_ruleset::apply_batch(&r, "add table ip v\n", "b4").unwrap();
+    assert_eq!(r.tables[1].handle, 3);
+}

@@ -46,9 +46,10 @@ fn norm_elems(elems: &mut [SetElem]) {
 /// keep; the kernel test checks them.
 fn normalize(mut r: Ruleset) -> Ruleset {
     r.sources.clear();
+    r.table_handle = 0;
     for t in &mut r.tables {
         t.span = Span::default();
-        t.handle = 0;
+        (t.handle, t.next_handle) = (0, 0);
         for s in &mut t.sets {
             s.handle = 0;
         }

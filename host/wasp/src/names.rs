@@ -293,6 +293,7 @@ mod tests {
 
     fn ruleset() -> Ruleset {
         let t = |name: &str, chains| Table {
+            next_handle: 0,
             family: Family::Netdev,
             name: name.to_string(),
             handle: 1,
@@ -307,6 +308,7 @@ mod tests {
             span: Span::default(),
         };
         Ruleset {
+            table_handle: 0,
             tables: vec![
                 t(
                     "a",

@@ -132,7 +132,9 @@ mod tests {
             span: Span::default(),
         };
         Names::new(&Ruleset {
+            table_handle: 0,
             tables: vec![Table {
+                next_handle: 0,
                 family: Family::Netdev,
                 name: "office".to_string(),
                 handle: 1,

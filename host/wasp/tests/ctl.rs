@@ -68,9 +68,10 @@ impl Handler for Fake {
                 let n = if f == want { 2 } else { 0 };
                 Ok(serde_json::json!({ "deleted": n }))
             }
-            Request::Reset(_) | Request::Check { .. } | Request::Conntrack | Request::Flows { .. } => {
-                Err("Error: not in the fake".into())
-            }
+            Request::Reset(_)
+            | Request::Check { .. }
+            | Request::Conntrack
+            | Request::Flows { .. } => Err("Error: not in the fake".into()),
             Request::Plugin { name, path, .. } => Err(format!(
                 "Error: plugin {name}: cannot read {}",
                 path.unwrap_or_default()

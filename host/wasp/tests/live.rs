@@ -2012,14 +2012,24 @@ fn nft_command_words_give_the_kernels_listing() {
     };
     for n in &t.ns {
         ok(&["ip", "netns", "add", n]);
-        ok(&["ip", "-n", n, "link", "add", "w0", "type", "veth", "peer", "name", "w9"]);
+        ok(&[
+            "ip", "-n", n, "link", "add", "w0", "type", "veth", "peer", "name", "w9",
+        ]);
         ok(&["ip", "-n", n, "link", "set", "w0", "up"]);
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let rules = "table ip t {\n\tchain c {\n\t\ttcp dport 1 accept\n\t\ttcp dport 2 accept\n\t}\n}\ntable netdev f {\n\tchain in0 {\n\t\ttype filter hook ingress device \"w0\" priority 0; policy accept;\n\t}\n}\n";
     let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "1"]);
     let file = dir.path().join("rules.nft");
-    ok(&["ip", "netns", "exec", &k, "nft", "-f", file.to_str().unwrap()]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &k,
+        "nft",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
     let commands = [
         "add rule ip t c tcp dport 3 accept",
         "add rule ip t c position 2 tcp dport 4 accept",
@@ -2066,15 +2076,31 @@ fn nft_command_words_give_the_kernels_listing() {
             "{cmd}: wasp {wasp_err} / nft {}",
             String::from_utf8_lossy(&kernel.stderr)
         );
-        let listed = sh(&["ip", "netns", "exec", &k, "nft", "-a", "list", "table", "ip", "t"]);
+        let listed = sh(&[
+            "ip", "netns", "exec", &k, "nft", "-a", "list", "table", "ip", "t",
+        ]);
         let (okk, ours, err) = ctl(&w, &sock, &["-a", "list", "table", "ip", "t"]);
         assert!(okk, "{cmd}: {err}");
-        assert_eq!(ours, String::from_utf8_lossy(&listed.stdout), "after `{cmd}`");
+        assert_eq!(
+            ours,
+            String::from_utf8_lossy(&listed.stdout),
+            "after `{cmd}`"
+        );
     }
     // -c checks without changing anything.
-    let (okk, _, err) = ctl(&w, &sock, &["-c", "add", "rule", "ip", "t", "c", "tcp", "dport", "11", "accept"]);
+    let (okk, _, err) = ctl(
+        &w,
+        &sock,
+        &[
+            "-c", "add", "rule", "ip", "t", "c", "tcp", "dport", "11", "accept",
+        ],
+    );
     assert!(okk, "{err}");
-    let (okk, _, _) = ctl(&w, &sock, &["-c", "add", "rule", "ip", "t", "c", "frobnicate"]);
+    let (okk, _, _) = ctl(
+        &w,
+        &sock,
+        &["-c", "add", "rule", "ip", "t", "c", "frobnicate"],
+    );
     assert!(!okk, "-c refuses what would not apply");
     let (_, ours, _) = ctl(&w, &sock, &["list", "table", "ip", "t"]);
     assert!(!ours.contains("dport 11"), "{ours}");

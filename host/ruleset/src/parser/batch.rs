@@ -35,8 +35,18 @@ pub(crate) fn apply(base: &Ruleset, bytes: &[u8], path: &Path) -> Result<Ruleset
     let mut st = State::new();
     st.sources.clone_from(&base.sources);
     st.tables.clone_from(&base.tables);
-    st.next_handle = base.tables.iter().map(|t| last_handle(t) + 1).collect();
-    st.table_handle = base.tables.iter().map(|t| t.handle).max().unwrap_or(0);
+    st.next_handle = base
+        .tables
+        .iter()
+        .map(|t| (last_handle(t) + 1).max(t.next_handle))
+        .collect();
+    st.table_handle = base
+        .tables
+        .iter()
+        .map(|t| t.handle)
+        .max()
+        .unwrap_or(0)
+        .max(base.table_handle);
     st.hook_bound = base
         .tables
         .iter()
@@ -45,9 +55,13 @@ pub(crate) fn apply(base: &Ruleset, bytes: &[u8], path: &Path) -> Result<Ruleset
         .collect();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
+    for (t, next) in st.tables.iter_mut().zip(&st.next_handle) {
+        t.next_handle = *next;
+    }
     let mut r = Ruleset {
         tables: st.tables,
         sources: st.sources,
+        table_handle: st.table_handle,
     };
     drop_unused_sources(&mut r);
     Ok(r)

@@ -310,7 +310,11 @@ impl Parser<'_> {
         let (tname, tspan) = self.name("a table name")?;
         let ti = self.existing_table(family, &tname, tspan)?;
         let (cname, cspan) = self.name("a chain name")?;
-        let Some(ci) = self.st.tables[ti].chains.iter().position(|c| c.name == cname) else {
+        let Some(ci) = self.st.tables[ti]
+            .chains
+            .iter()
+            .position(|c| c.name == cname)
+        else {
             return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
         };
         let anchor = if self.eat_word("position")? || self.eat_word("handle")? {

@@ -22,6 +22,7 @@ impl Parser<'_> {
         }
         self.st.table_handle += 1;
         self.st.tables.push(Table {
+            next_handle: 0,
             family,
             name: name.to_string(),
             handle: self.st.table_handle,

@@ -602,9 +602,13 @@ pub(crate) fn parse(bytes: &[u8], path: &Path) -> Result<Ruleset, Error> {
     let mut st = State::new();
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
+    for (t, next) in st.tables.iter_mut().zip(&st.next_handle) {
+        t.next_handle = *next;
+    }
     Ok(Ruleset {
         tables: st.tables,
         sources: st.sources,
+        table_handle: st.table_handle,
     })
 }
 

@@ -216,6 +216,7 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
         (_, Reset::Quotas { table: t }) => {
             // The tables with their quota objects only.
             let mut only = Ruleset {
+                table_handle: 0,
                 tables: Vec::new(),
                 sources: Vec::new(),
             };

@@ -153,23 +153,24 @@ fn zero_counts(r: &mut Ruleset) {
 fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
     // The files the reload read: its own command text and what it included, transitively
     // (an included file comes after the file that includes it).
-    let mut read = vec![false; fresh.sources.len()];
-    for (i, f) in fresh.sources.iter().enumerate() {
-        read[i] = f.path.as_os_str() == "<reload>"
-            || f.included_from
-                .is_some_and(|sp| read.get(sp.file as usize).copied().unwrap_or(false));
+    let mut read: std::collections::HashSet<wasp_ruleset::model::FileId> =
+        std::collections::HashSet::new();
+    for f in &fresh.sources {
+        if f.path.as_os_str() == "<reload>"
+            || f.included_from.is_some_and(|sp| read.contains(&sp.file))
+        {
+            read.insert(f.id);
+        }
     }
     let files: std::collections::HashSet<&std::path::Path> = fresh
         .sources
         .iter()
-        .zip(&read)
-        .filter(|(_, r)| **r)
-        .map(|(f, _)| f.path.as_path())
+        .filter(|f| read.contains(&f.id))
+        .map(|f| f.path.as_path())
         .collect();
     let from_file = |e: &wasp_ruleset::model::SetElem| {
         running
-            .sources
-            .get(e.span.file as usize)
+            .source(e.span.file)
             .is_some_and(|f| files.contains(f.path.as_path()))
     };
     let mut out = fresh.clone();
