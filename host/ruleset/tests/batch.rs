@@ -172,7 +172,11 @@ fn handles_are_not_given_twice_after_deletes() {
     .unwrap();
     let r = wasp_ruleset::apply_batch(&base, "delete rule ip t c handle 3\n", "b1").unwrap();
     let r = wasp_ruleset::apply_batch(&r, "add rule ip t c accept\n", "b2").unwrap();
-    let handles: Vec<u64> = r.tables[0].chains[0].rules.iter().map(|x| x.handle).collect();
+    let handles: Vec<u64> = r.tables[0].chains[0]
+        .rules
+        .iter()
+        .map(|x| x.handle)
+        .collect();
     assert_eq!(handles, [2, 4]);
     let r = wasp_ruleset::apply_batch(&r, "delete table ip u\n", "b3").unwrap();
     let r = wasp_ruleset::apply_batch(&r, "add table ip v\n", "b4").unwrap();
