@@ -73,7 +73,7 @@ pub struct PluginBlockCounts {
     pub memory: u64,
     /// Other traps.
     pub trap: u64,
-    /// Malformed answers (a value that does not lift, a latency over [`MAX_LATENCY_NS`]).
+    /// Malformed answers (a value that does not lift, a latency over `MAX_LATENCY_NS`).
     pub malformed: u64,
     /// Instances re-created after a failure.
     pub recreated: u64,

@@ -296,7 +296,7 @@ impl Kernel {
     }
 
     /// Sends one frame into the peer end and waits for the end of its walk through the
-    /// ingress chains of the device. When the walk goes quiet for [`QUIET`] without ending,
+    /// ingress chains of the device. When the walk goes quiet for `QUIET` without ending,
     /// a probe frame follows; if the probe's walk begins first, the frame was dropped silently
     /// ([`KernelOutcome::Silent`]).
     ///
