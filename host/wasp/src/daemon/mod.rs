@@ -367,7 +367,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     let daemon = Arc::new(daemon);
     let server = wasp_ctl::server::Server::start(
         wasp_ctl::server::ServerConfig::new(&args.socket),
-        Arc::new(control::Control::new(daemon.clone())),
+        Arc::new(ReleaseAfterChange(control::Control::new(daemon.clone()))),
     )
     .map_err(|e| Error::Daemon(format!("control socket: {e}")))?;
     tracing::info!(
@@ -467,10 +467,49 @@ fn reload_ruleset(daemon: &Daemon) {
         kind: "ruleset",
         text,
     });
+    // As after a change over the control socket (see [`ReleaseAfterChange`]).
+    wasp_io::release_free_heap();
     notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status("running"),
     ]);
+}
+
+/// The control handler `wasp run` serves: [`control::Control`]'s answers; after a request
+/// that changes the configuration (a ruleset or batch applied, elements added or deleted, a
+/// plugin loaded, unloaded or swapped), whether it succeeded or not, the memory it freed goes
+/// back to the system ([`wasp_io::release_free_heap`]): a change builds the new ruleset's
+/// engines, sets and plugin instances on the client's thread and drops the old ones on the
+/// workers', so what the daemon keeps resident would otherwise depend on where those freed
+/// chunks lie in the threads' arenas (issue 17).
+#[derive(Debug)]
+pub struct ReleaseAfterChange(pub control::Control);
+
+impl ReleaseAfterChange {
+    /// Whether `req` changes the configuration.
+    pub fn changes(req: &wasp_ctl::proto::Request) -> bool {
+        use wasp_ctl::proto::{ElementOp, Request};
+        match req {
+            Request::Apply { .. } | Request::Plugin { .. } => true,
+            Request::Element(e) => e.op != ElementOp::Get,
+            _ => false,
+        }
+    }
+}
+
+impl wasp_ctl::server::Handler for ReleaseAfterChange {
+    fn handle(
+        &self,
+        req: wasp_ctl::proto::Request,
+        out: &mut dyn wasp_ctl::server::ReplySink,
+    ) -> Result<serde_json::Value, String> {
+        let release = Self::changes(&req);
+        let r = self.0.handle(req, out);
+        if release {
+            wasp_io::release_free_heap();
+        }
+        r
+    }
 }
 
 /// Grow `cfg`'s buffers to hold a whole frame of the largest MTU among `devs` (read from
@@ -563,6 +602,36 @@ mod flag_tests {
             offload_plugin_names(&[p("/a/t.wasm"), p("/b/t.wasm"), p("u.wasm"), p("t.wasm")]),
             ["t", "t-2", "u", "t-3"]
         );
+    }
+
+    /// Changes release the freed memory; reads do not.
+    #[test]
+    fn what_counts_as_a_change() {
+        use wasp_ctl::proto::{ElementOp, ElementRequest, ListRequest, Request};
+        let element = |op| {
+            Request::Element(ElementRequest {
+                op,
+                family: None,
+                table: "t".into(),
+                set: "s".into(),
+                elements: "{ 10.0.0.1 }".into(),
+            })
+        };
+        let apply = Request::Apply {
+            text: "flush ruleset\n".into(),
+            name: "f.nft".into(),
+        };
+        for (req, change) in [
+            (apply, true),
+            (element(ElementOp::Add), true),
+            (element(ElementOp::Delete), true),
+            (element(ElementOp::Get), false),
+            (Request::List(ListRequest::default()), false),
+            (Request::Stats, false),
+            (Request::Monitor, false),
+        ] {
+            assert_eq!(ReleaseAfterChange::changes(&req), change, "{req:?}");
+        }
     }
 
     /// The flag through clap, repeated, next to `--hw-offload`.
