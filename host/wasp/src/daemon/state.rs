@@ -290,8 +290,13 @@ impl Daemon {
         stateful: Arc<wasp_core::Stateful>,
     ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
         let now = self.clock.now_ns();
-        let mut zeroed = ruleset.clone();
-        zero_counts(&mut zeroed);
+        // Workers after the first start from zero (one copy of the ruleset, made only when
+        // there is such a worker).
+        let zeroed = (self.workers.len() > 1).then(|| {
+            let mut z = ruleset.clone();
+            zero_counts(&mut z);
+            z
+        });
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let events = self.events.clone();
         let mut shared = Shared {
@@ -315,7 +320,10 @@ impl Daemon {
         };
         let bundles = (0..self.workers.len())
             .map(|i| {
-                let r = if i == 0 { ruleset } else { &zeroed };
+                let r = match (i, &zeroed) {
+                    (0, _) | (_, None) => ruleset,
+                    (_, Some(z)) => z,
+                };
                 build(r, i, generation, clocks, true, &mut shared)
             })
             .collect::<Result<Vec<_>, Error>>()?;
