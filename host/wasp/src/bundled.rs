@@ -273,11 +273,14 @@ pub fn embedded_names() -> Vec<&'static str> {
 /// What a component is, as `wasp plugin list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Described {
-    /// Its version (`describe`'s; `-` for an offload block, whose world has no `describe`).
+    /// Its version (`describe`'s; `-` for an offload block, whose world has no `describe`, or
+    /// a component that does not load).
     pub version: String,
-    /// Its kinds (`match`, `statement`, `stateful`), or `offload-block`; or, when it does not
-    /// load, `error: WHY`.
+    /// Its kinds (`match`, `statement`, `stateful`, comma-separated), `offload-block`, or
+    /// `error` when it does not load.
     pub kinds: String,
+    /// Why it does not load (the plugin load's error, on one line).
+    pub error: Option<String>,
 }
 
 /// Load `c` with `host` and say what it is: a plugin (its `describe`), else an offload block
@@ -299,16 +302,24 @@ pub fn describe(host: &PluginHost, c: &Component) -> Described {
             Described {
                 version: info.version.clone(),
                 kinds,
+                error: None,
             }
         }
         Err(e) => match c.load_block(host, "list", "") {
             Ok(_) => Described {
                 version: "-".to_string(),
                 kinds: "offload-block".to_string(),
+                error: None,
             },
             Err(_) => Described {
                 version: "-".to_string(),
-                kinds: format!("error: {e}"),
+                kinds: "error".to_string(),
+                error: Some(
+                    e.to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
             },
         },
     }
@@ -316,11 +327,13 @@ pub fn describe(host: &PluginHost, c: &Component) -> Described {
 
 /// `wasp plugin list`: one line per name the search knows (sorted): name, version, kinds,
 /// and where it comes from (`embedded`, or the file and which directory of the search), under
-/// a header; then the search order. Loads each component with `host` to ask its version.
+/// a header, each followed by `  error: WHY` when its component does not load; then the
+/// search order. Loads each component with `host` to ask its version.
 ///
 /// # Errors
 /// Those of writing to `out`.
 pub fn list(host: &PluginHost, search: &SearchPath, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut errors: Vec<Option<String>> = Vec::new();
     let rows: Vec<[String; 4]> = search
         .all()
         .into_iter()
@@ -330,6 +343,7 @@ pub fn list(host: &PluginHost, search: &SearchPath, out: &mut dyn Write) -> std:
                 Component::Embedded(_) => "embedded".to_string(),
                 Component::File(p) => format!("{} ({})", p.display(), f.origin.label()),
             };
+            errors.push(d.error);
             [f.name, d.version, d.kinds, from]
         })
         .collect();
@@ -340,7 +354,8 @@ pub fn list(host: &PluginHost, search: &SearchPath, out: &mut dyn Write) -> std:
             *w = (*w).max(cell.len());
         }
     }
-    for r in std::iter::once(&header).chain(&rows) {
+    let errors = std::iter::once(None).chain(errors);
+    for (r, error) in std::iter::once(&header).chain(&rows).zip(errors) {
         writeln!(
             out,
             "{:<w0$}  {:<w1$}  {:<w2$}  {}",
@@ -352,6 +367,9 @@ pub fn list(host: &PluginHost, search: &SearchPath, out: &mut dyn Write) -> std:
             w1 = width[1],
             w2 = width[2]
         )?;
+        if let Some(e) = error {
+            writeln!(out, "  error: {e}")?;
+        }
     }
     writeln!(out)?;
     let mut order = Vec::new();
@@ -449,7 +467,13 @@ mod tests {
         let s = SearchPath::with_dirs(vec![(Origin::EnvPath, bad.path().to_path_buf())]);
         let f = s.find("counter").unwrap();
         let d = describe(&host, &f.component);
-        assert!(d.kinds.starts_with("error: "), "{d:?}");
+        assert_eq!(d.kinds, "error", "{d:?}");
+        let why = d.error.unwrap();
+        assert!(
+            why.contains("counter.wasm: not a valid WebAssembly component: ")
+                && !why.contains('\n'),
+            "{why}"
+        );
         let mut out = Vec::new();
         list(&host, &s, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -457,21 +481,26 @@ mod tests {
         assert!(lines[0].starts_with("NAME "), "{text}");
         assert!(
             lines[1].starts_with("counter ")
-                && lines[1].contains("error: ")
+                && lines[1].contains(" error ")
                 && lines[1].ends_with(&format!(
                     "{} (WASP_PLUGIN_PATH)",
                     bad.path().join("counter.wasm").display()
                 )),
             "{text}"
         );
-        assert!(lines[2].starts_with("geneve ") && lines[2].ends_with(" embedded"));
+        assert!(lines[2].starts_with("  error: "), "{text}");
+        assert!(lines[3].starts_with("geneve ") && lines[3].ends_with(" embedded"));
         assert!(
-            lines[4].starts_with("offload_table ") && lines[4].contains(" offload-block "),
+            lines[5].starts_with("offload_table ") && lines[5].contains(" offload-block "),
             "{text}"
         );
-        assert_eq!(lines[5], "");
-        assert!(
-            lines[6].starts_with("search order: ") && lines[6].ends_with(", embedded"),
+        assert_eq!(lines[6], "");
+        assert_eq!(
+            lines[7],
+            format!(
+                "search order: {} (WASP_PLUGIN_PATH), embedded",
+                bad.path().display()
+            ),
             "{text}"
         );
     }

@@ -170,9 +170,9 @@ mod tests {
         assert!(root.contains("\\fBwasp\\-ctl\\fR(1)"), "{root}");
         assert!(root.contains("\\fBnft\\fR(8)"), "{root}");
         let ctl = text(&["ctl"]);
-        assert!(ctl.contains(".TH wasp\\-ctl 1"), "{ctl}");
+        assert!(ctl.contains(".TH wasp-ctl 1"), "{ctl}");
         let list = text(&["plugin", "list"]);
-        assert!(list.contains(".TH wasp\\-plugin\\-list 1"), "{list}");
+        assert!(list.contains(".TH wasp-plugin-list 1"), "{list}");
         assert!(matches!(page(&["frob"]), Err(Error::Usage(m)) if m.contains("ctl")));
     }
 
