@@ -21,7 +21,8 @@
 //! the embedded copy); the package's unit through `systemd-analyze verify` (when it exists;
 //! the Debian package `systemd`), its man pages (wasp-ctl(1) lists ctl's command words) and
 //! completions; and, as root with `ip`, the default `/etc/wasp/wasp.nft` running live in a
-//! network namespace.
+//! network namespace as the unit runs it (`Type=notify`: READY=1; `ExecReload`'s SIGHUP:
+//! RELOADING=1 then READY=1; SIGTERM: STOPPING=1, a clean stop).
 
 mod common;
 
@@ -568,6 +569,23 @@ fn the_default_configuration_runs_live() {
     ok(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
     let socket = tmp.path().join("wasp.sock");
     let conf = checkout().join("packaging/wasp.nft");
+    // systemd's side of Type=notify: a datagram socket named by NOTIFY_SOCKET.
+    let notify_path = tmp.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut told = String::new();
+    let wait_for = |what: &str, told: &mut String| {
+        let mut buf = [0u8; 4096];
+        while !told.lines().any(|l| l == what) {
+            let n = notify
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no {what} from wasp run (told {told:?}): {e}"));
+            told.push_str(&String::from_utf8_lossy(&buf[..n]));
+            told.push('\n');
+        }
+    };
     let mut daemon = Command::new("ip")
         .args(["netns", "exec", &ns.0])
         .arg(built())
@@ -576,6 +594,7 @@ fn the_default_configuration_runs_live() {
         .arg("--socket")
         .arg(&socket)
         .args(["--workers", "1"])
+        .env("NOTIFY_SOCKET", &notify_path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -589,6 +608,7 @@ fn the_default_configuration_runs_live() {
         assert!(t0.elapsed() < Duration::from_secs(30), "no control socket");
         std::thread::sleep(Duration::from_millis(50));
     }
+    wait_for("READY=1", &mut told);
     ok(&[
         "ip",
         "netns",
@@ -632,7 +652,14 @@ fn the_default_configuration_runs_live() {
         listing.contains("table netdev wasp {") && counted,
         "{listing}"
     );
+    // ExecReload: SIGHUP reloads the file (RELOADING=1, then READY=1 again).
+    told.clear();
+    ok(&["kill", "-HUP", &daemon.id().to_string()]);
+    wait_for("RELOADING=1", &mut told);
+    told.clear();
+    wait_for("READY=1", &mut told);
     ok(&["kill", "-TERM", &daemon.id().to_string()]);
+    wait_for("STOPPING=1", &mut told);
     let out = daemon.wait_with_output().unwrap();
     let (so, se) = text(&out);
     assert!(out.status.success(), "wasp run: {se}");
