@@ -37,7 +37,8 @@ The ruleset the packaged service runs (\fBwasp.service\fR).
 The control socket of \fBwasp run\fR, which \fBwasp ctl\fR talks to (\fB--socket\fR).
 .TP
 \fB/usr/lib/wasp/plugins\fR
-Plugin overrides for the whole system (empty as packaged: the bundled plugins are embedded).
+Plugin overrides for the whole system (the package creates none: the bundled plugins are
+embedded in the binary).
 "#;
 
 /// The clap command as the pages and completions see it: built (so that subcommands have
