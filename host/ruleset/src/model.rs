@@ -310,7 +310,8 @@ pub struct LimitObj {
 /// Where the Wasm component comes from ([`PluginDecl::source`]): a path with a `/` or ending
 /// in `.wasm` is a file, relative to the folder of the ruleset file that declares the plugin
 /// (or absolute); any other path (`path "counter"`), and the bare form, name a bundled plugin,
-/// found as `NAME.wasm` in the plugin directory the build produces.
+/// which the `wasp` command finds (override directories, then the copy embedded in its binary:
+/// `wasp::bundled`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginDecl {
     /// The name rules use it by (unique in its table).
@@ -324,7 +325,7 @@ pub struct PluginDecl {
 /// Where a plugin's component is to be read from (see [`PluginDecl::source`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PluginSource {
-    /// A bundled plugin: `NAME.wasm` in the build's plugin directory.
+    /// A bundled plugin by name, found by the `wasp` command (`wasp::bundled`).
     Bundled(String),
     /// A file (already joined to the declaring ruleset file's folder when relative).
     File(PathBuf),

@@ -1,5 +1,8 @@
-//! The command line: `wasp check` and `wasp replay` (clap), and [`run`], which does what a
-//! parsed command line asks and writes to the given stdout and stderr.
+//! The command line: `wasp check`, `wasp replay`, `wasp run`, `wasp ctl`, `wasp plugin list`,
+//! `wasp completions` and `wasp man` (clap), and [`run`], which does what a parsed command
+//! line asks and writes to the given stdout and stderr. The shell completions and man pages
+//! are generated from this same clap command ([`Cli::command`](clap::CommandFactory)), so they
+//! list what the parser accepts.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,7 +37,57 @@ pub enum Command {
     /// The daemon: open the ruleset's devices, run workers, answer the control socket.
     Run(crate::daemon::RunArgs),
     /// Talk to a running daemon over its control socket (nft's words where they exist).
+    // `wasp ctl --help` and wasp-ctl(1) show `CtlArgs`'s doc comment: the command words.
+    #[command(long_about = ctl_long_about())]
     Ctl(crate::ctl::CtlArgs),
+    /// The bundled plugins (counter, geneve, idletimer, offload_table).
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Print the completion script of a shell to standard output (e.g. `wasp completions bash
+    /// > /usr/share/bash-completion/completions/wasp`).
+    Completions(CompletionsArgs),
+    /// Print a man page (roff) to standard output: wasp(1), or a command's (`wasp man ctl`
+    /// is wasp-ctl(1)); with --dir, write every page to a directory.
+    Man(ManArgs),
+}
+
+/// The long help of `wasp ctl`: [`crate::ctl::CtlArgs`]'s doc comment (its usage and command
+/// words), which the variant's one-line doc comment would otherwise replace.
+fn ctl_long_about() -> clap::builder::StyledStr {
+    <crate::ctl::CtlArgs as Args>::augment_args(clap::Command::new("ctl"))
+        .get_long_about()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `wasp plugin ...`.
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Print each bundled plugin (and each `NAME.wasm` of the override directories): its
+    /// version (from its `describe`), kinds, and where it comes from (`embedded`, or the file
+    /// that overrides it), then the search order: `WASP_PLUGIN_PATH` (`:`-separated
+    /// directories), `plugins/` beside the executable, `/usr/lib/wasp/plugins`, embedded.
+    List,
+}
+
+/// `wasp completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `wasp man [COMMAND...] [--dir DIR]`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print (`ctl`, `replay`, `plugin list`, ...); none: wasp(1).
+    #[arg(value_name = "COMMAND", conflicts_with = "dir")]
+    pub command: Vec<String>,
+    /// Write every page (wasp.1, wasp-check.1, wasp-ctl.1, ...) into DIR instead, and print
+    /// their paths.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `wasp check [--print [-a]] FILE`.
@@ -176,6 +229,35 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         message: e.to_string(),
     };
     match &cli.command {
+        Command::Plugin(PluginCommand::List) => {
+            let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default())
+                .map_err(|e| Error::Plugin(e.to_string()))?;
+            crate::bundled::list(&host, &crate::bundled::SearchPath::from_env(), stdout).map_err(io)
+        }
+        Command::Completions(a) => {
+            // Into memory first: clap_complete panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(
+                a.shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "wasp",
+                &mut script,
+            );
+            stdout.write_all(&script).map_err(io)
+        }
+        Command::Man(a) => match &a.dir {
+            Some(dir) => {
+                for p in crate::man::write_all(dir)? {
+                    writeln!(stdout, "{}", p.display()).map_err(io)?;
+                }
+                Ok(())
+            }
+            None => {
+                let words: Vec<&str> = a.command.iter().map(String::as_str).collect();
+                let page = crate::man::page(&words)?;
+                stdout.write_all(&page).map_err(io)
+            }
+        },
         Command::Run(a) => crate::daemon::run(a, stdout, stderr),
         Command::Ctl(a) => crate::ctl::main(a, stdout, stderr),
         Command::Check(a) => {

@@ -90,7 +90,7 @@ impl HostSlot<'_> {
 pub struct Shared<'a> {
     /// The plugin host that instantiates the plugins.
     pub host: HostSlot<'a>,
-    /// Compiled plugins by file.
+    /// Compiled plugins by component, and the search for bundled ones.
     pub cache: &'a mut PluginCache,
     /// One timer per key across the workers (an IDLETIMER label expires once); `None` for a
     /// single worker of its own (replay).

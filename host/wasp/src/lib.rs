@@ -1,4 +1,5 @@
-//! The `wasp` command as a library: `wasp check`, `wasp replay`, `wasp run` and `wasp ctl`,
+//! The `wasp` command as a library: `wasp check`, `wasp replay`, `wasp run`, `wasp ctl`,
+//! `wasp plugin list`, `wasp completions` and `wasp man`,
 //! kept here so that tests
 //! (and the conformance harness and benchmarks) can call them; `main.rs` only parses the command
 //! line and maps errors to exit codes.
@@ -14,12 +15,16 @@
 //!   file and byte offset); `wasp replay`'s ports are `wasp_io::PcapGroup`'s.
 //! - [`sample`]: the `sample.toml` of a sample directory.
 //! - [`plugins`]: the ruleset's plugins in a replay (loading, configuration, `--swap`).
+//! - [`bundled`]: where a bare plugin name's component comes from (override directories,
+//!   then the copy embedded in the binary), and `wasp plugin list`.
+//! - [`man`]: the man pages, from the clap command (`wasp man`).
 //! - [`hooks`]: the base chains `wasp replay` does not run (it runs netdev ingress only).
 //! - [`verdicts`], [`trace`], [`summary`]: the output formats.
 //! - [`daemon`]: `wasp run`, the live daemon (workers over wasp-io ports, the control side).
 //! - [`ctl`]: `wasp ctl`, the control socket's command line.
 #![forbid(unsafe_code)]
 
+pub mod bundled;
 pub mod check;
 pub mod cli;
 pub mod ctl;
@@ -27,6 +32,7 @@ pub mod daemon;
 pub mod datapath;
 pub mod error;
 pub mod hooks;
+pub mod man;
 pub mod names;
 pub mod plugins;
 pub mod port_exit;

@@ -4,14 +4,15 @@
 //!
 //! Where a plugin comes from: a declaration's path ending in `.wasm` or holding a `/` is a
 //! file relative to the ruleset file that declares it; a bare name (`plugin counter`, `path
-//! "counter"`) is `NAME.wasm` in the plugin directory the build produces
-//! ([`wasp_guests::plugin_dir`]). A `--swap` path reads the same way, relative to the current
-//! directory.
+//! "counter"`) is a bundled plugin, found by [`crate::bundled`]'s search (`WASP_PLUGIN_PATH`,
+//! `plugins/` beside the executable, `/usr/lib/wasp/plugins`, then the copy embedded in the
+//! binary), unless `wasp ctl plugin load` registered the name. A `--swap` path reads the same
+//! way, relative to the current directory.
 //!
 //! Counters: every `counter` of the ruleset (in rules, `counter name X` and named counter
 //! objects, set elements) is a use site of the counter plugin ([`wasp_core::COUNTER_PLUGIN`]),
-//! loaded from the plugin directory without a declaration (a table's own `plugin counter`
-//! declaration takes its place). Their counts are read and reset through [`RuntimeCounters`].
+//! the bundled one, loaded without a declaration (a table's own `plugin counter` declaration
+//! takes its place). Their counts are read and reset through [`RuntimeCounters`].
 //!
 //! Calls run with a 100 ms deadline ([`REPLAY_DEADLINE_TICKS`]).
 //!
@@ -31,6 +32,7 @@ use wasp_plugin::{Plugin, PluginEvent, PluginHost, Runtime, SharedTimers};
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::PluginSource;
 
+use crate::bundled::{Component, SearchPath};
 use crate::error::Error;
 
 /// Epoch ticks (1 ms each) a plugin call may run in a replay before it is interrupted: 100 ms,
@@ -77,13 +79,20 @@ pub fn is_file_path(path: &str) -> bool {
     path.contains('/') || path.ends_with(".wasm")
 }
 
-/// Where a plugin's component is, for a path as written in a declaration or a `--swap`
-/// (`base`: the folder relative paths start from).
-fn resolve(path: &str, base: &Path) -> PathBuf {
+/// Where a plugin's component is, for a path as written in a `--swap` (`base`: the folder
+/// relative paths start from; a bare name is looked up by `search`).
+///
+/// # Errors
+/// [`SearchPath::require`]'s, for a bare name found nowhere.
+fn resolve(
+    path: &str,
+    base: &Path,
+    search: &SearchPath,
+) -> Result<Component, wasp_plugin::PluginError> {
     if !is_file_path(path) {
-        return wasp_guests::plugin_dir().join(format!("{path}.wasm"));
+        return search.require(path).map(|f| f.component);
     }
-    base.join(path)
+    Ok(Component::File(base.join(path)))
 }
 
 /// A swap waiting for its packet.
@@ -114,11 +123,14 @@ impl ReplayPlugins {
     /// Load the new versions `swaps` asks for with `host`, for a runtime made for `ruleset`
     /// (`engine` compiled from it) whose clock starts at `start_ns` (the first packet's time).
     ///
+    /// A bare name in a swap is looked up by `search` (the replay's [`PluginCache::search`]).
+    ///
     /// # Errors
     /// [`Error::Usage`] for a `--swap` of a plugin the ruleset neither declares nor uses (the
-    /// counter plugin serves its counters).
+    /// counter plugin serves its counters), or whose component cannot be found or loaded.
     pub fn load(
         host: &PluginHost,
+        search: &SearchPath,
         ruleset: &Ruleset,
         engine: &Engine,
         swaps: &[SwapSpec],
@@ -139,15 +151,16 @@ impl ReplayPlugins {
                     s.name, s.name
                 )));
             }
-            let file = resolve(&s.path, Path::new(""));
             // A component that cannot be loaded is known before the first packet: refused,
             // as a bad argument (a swap that loads and then fails stays an event of the run).
-            let plugin = host.load(&file).map_err(|e| {
-                Error::Usage(format!(
-                    "--swap {}={}@{}: cannot load the component: {e}",
-                    s.name, s.path, s.after
-                ))
-            })?;
+            let plugin = resolve(&s.path, Path::new(""), search)
+                .and_then(|c| c.load(host))
+                .map_err(|e| {
+                    Error::Usage(format!(
+                        "--swap {}={}@{}: cannot load the component: {e}",
+                        s.name, s.path, s.after
+                    ))
+                })?;
             pending.push(PendingSwap {
                 spec: s.clone(),
                 plugin,
@@ -257,13 +270,21 @@ impl ReplayPlugins {
     }
 }
 
-/// Compiled plugins by file, so that each worker's runtime (and each new ruleset) reuses one
-/// compilation per component file; and the names `wasp ctl plugin load NAME PATH` registered,
-/// which a ruleset's bare `plugin NAME;` then means instead of the bundled `NAME.wasm`.
-#[derive(Default)]
+/// Compiled plugins by component (file or embedded), so that each worker's runtime (and each
+/// new ruleset) reuses one compilation per component; the names `wasp ctl plugin load NAME
+/// PATH` registered, which a ruleset's bare `plugin NAME;` then means instead of the bundled
+/// one; and the search that finds the bundled ones ([`SearchPath`]; `default()` is this
+/// process's, [`SearchPath::from_env`]).
 pub struct PluginCache {
-    compiled: HashMap<PathBuf, Plugin>,
+    compiled: HashMap<Component, Plugin>,
     names: HashMap<String, PathBuf>,
+    search: SearchPath,
+}
+
+impl Default for PluginCache {
+    fn default() -> Self {
+        Self::with_search(SearchPath::from_env())
+    }
 }
 
 impl std::fmt::Debug for PluginCache {
@@ -271,25 +292,41 @@ impl std::fmt::Debug for PluginCache {
         f.debug_struct("PluginCache")
             .field("compiled", &self.compiled.keys().collect::<Vec<_>>())
             .field("names", &self.names)
+            .field("search", &self.search)
             .finish()
     }
 }
 
 impl PluginCache {
-    /// The plugin compiled from `file`, compiling it on first use.
+    /// An empty cache whose bundled names are found by `search`.
+    pub fn with_search(search: SearchPath) -> Self {
+        PluginCache {
+            compiled: HashMap::new(),
+            names: HashMap::new(),
+            search,
+        }
+    }
+
+    /// The search that finds bundled plugins.
+    pub fn search(&self) -> &SearchPath {
+        &self.search
+    }
+
+    /// The plugin compiled from `component`, compiling it on first use.
     ///
     /// # Errors
-    /// The host's error for a file that cannot be read, compiled or checked against the world.
+    /// The host's error for a component that cannot be read, compiled or checked against the
+    /// world.
     pub fn load(
         &mut self,
         host: &PluginHost,
-        file: &Path,
+        component: &Component,
     ) -> Result<Plugin, wasp_plugin::PluginError> {
-        if let Some(p) = self.compiled.get(file) {
+        if let Some(p) = self.compiled.get(component) {
             return Ok(p.clone());
         }
-        let p = host.load(file)?;
-        self.compiled.insert(file.to_path_buf(), p.clone());
+        let p = component.load(host)?;
+        self.compiled.insert(component.clone(), p.clone());
         Ok(p)
     }
 
@@ -303,7 +340,7 @@ impl PluginCache {
         name: &str,
         file: &Path,
     ) -> Result<Plugin, wasp_plugin::PluginError> {
-        let p = self.load(host, file)?;
+        let p = self.load(host, &Component::File(file.to_path_buf()))?;
         self.names.insert(name.to_string(), file.to_path_buf());
         Ok(p)
     }
@@ -313,18 +350,21 @@ impl PluginCache {
         self.names.remove(name).is_some()
     }
 
-    /// The component file of a bundled name: the registered file, else `NAME.wasm` in the
-    /// build's plugin directory.
-    pub fn bundled(&self, name: &str) -> PathBuf {
-        self.names
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| wasp_guests::plugin_dir().join(format!("{name}.wasm")))
+    /// The component of a bare name: the registered file, else what the search finds
+    /// (a file of an override directory, or the embedded copy).
+    ///
+    /// # Errors
+    /// [`SearchPath::require`]'s, for a name found nowhere.
+    pub fn bundled(&self, name: &str) -> Result<Component, wasp_plugin::PluginError> {
+        match self.names.get(name) {
+            Some(file) => Ok(Component::File(file.clone())),
+            None => self.search.require(name).map(|f| f.component),
+        }
     }
 }
 
-/// Plugins loaded for one ruleset in one runtime: name -> (component file, declaration).
-pub type Loaded = HashMap<String, (PathBuf, wasp_ruleset::model::Span)>;
+/// Plugins loaded for one ruleset in one runtime: name -> (component, declaration).
+pub type Loaded = HashMap<String, (Component, wasp_ruleset::model::Span)>;
 
 /// One worker's [`Runtime`] for `ruleset`: the plugins it declares (and the bundled counter
 /// plugin when `engine` has counters), every use site of `engine` (compiled from `ruleset`)
@@ -350,13 +390,15 @@ pub fn build_runtime(
     // The replay's clock starts at the first packet: timers armed while configuring count
     // from there.
     runtime.set_clocks(start_ns, start_ns);
-    // name -> (file, declaration) of the first declaration.
-    let mut loaded: HashMap<String, (PathBuf, wasp_ruleset::model::Span)> = HashMap::new();
+    // name -> (component, declaration) of the first declaration.
+    let mut loaded: Loaded = HashMap::new();
     for t in &ruleset.tables {
         for d in &t.plugins {
             let file = match d.source(ruleset) {
-                PluginSource::Bundled(n) => cache.bundled(&n),
-                PluginSource::File(p) => p,
+                PluginSource::Bundled(n) => cache.bundled(&n).map_err(|e| {
+                    wasp_ruleset::Error::at(ruleset, d.span, format!("plugin `{}`: {e}", d.name))
+                })?,
+                PluginSource::File(p) => Component::File(p),
             };
             if let Some((first, at)) = loaded.get(&d.name) {
                 if *first != file {
@@ -366,7 +408,7 @@ pub fn build_runtime(
                         format!(
                             "plugin `{}` is declared by another table with another file ({}): a replay runs one plugin per name",
                             d.name,
-                            first.display()
+                            first
                         ),
                     )
                     .with_note(format!(
@@ -390,12 +432,11 @@ pub fn build_runtime(
     }
     if counters && !loaded.contains_key(COUNTER_PLUGIN) {
         // The bundled counter serves the ruleset's counters without a declaration.
-        let file = cache.bundled(COUNTER_PLUGIN);
-        let plugin = cache.load(host, &file).map_err(|e| {
-            Error::Plugin(format!(
-                "the bundled counter plugin ({}) cannot be loaded: {e}",
-                file.display()
-            ))
+        let plugin = cache
+            .bundled(COUNTER_PLUGIN)
+            .and_then(|file| Ok((cache.load(host, &file)?, file)));
+        let (plugin, file) = plugin.map_err(|e| {
+            Error::Plugin(format!("the bundled counter plugin cannot be loaded: {e}"))
         })?;
         runtime
             .add(COUNTER_PLUGIN, &plugin)
@@ -624,13 +665,15 @@ mod tests {
         ] {
             assert!(bad.parse::<SwapSpec>().is_err(), "{bad}");
         }
+        let search = SearchPath::with_dirs(Vec::new());
         assert_eq!(
-            resolve("counter", Path::new("/x")),
-            wasp_guests::plugin_dir().join("counter.wasm")
+            resolve("counter", Path::new("/x"), &search).unwrap(),
+            Component::Embedded("counter")
         );
         assert_eq!(
-            resolve("a/b.wasm", Path::new("/x")),
-            PathBuf::from("/x/a/b.wasm")
+            resolve("a/b.wasm", Path::new("/x"), &search).unwrap(),
+            Component::File(PathBuf::from("/x/a/b.wasm"))
         );
+        assert!(resolve("nothing", Path::new("/x"), &search).is_err());
     }
 }

@@ -793,6 +793,7 @@ pub fn replay(
     let mut plugins = match (&bundle.runtime, shared.host.made()) {
         (Some(_), Some(host)) => Some(ReplayPlugins::load(
             host,
+            shared.cache.search(),
             &ruleset,
             &bundle.engine,
             &opts.swaps,

@@ -345,23 +345,25 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         .iter()
         .zip(offload_plugin_names(&args.offload_plugins))
     {
-        // A bare name (no `/`, no `.wasm`) is a bundled plugin, as in a ruleset's `plugin NAME`.
+        // A bare name (no `/`, no `.wasm`) is a bundled plugin, as in a ruleset's `plugin NAME`
+        // (found by the same search: override directories, then the embedded copy).
         let text = path.to_string_lossy();
-        let path = &if crate::plugins::is_file_path(&text) {
-            path.clone()
+        let component = if crate::plugins::is_file_path(&text) {
+            crate::bundled::Component::File(path.clone())
         } else {
-            let p = wasp_guests::plugin_dir().join(format!("{text}.wasm"));
-            if !p.exists() {
-                return Err(Error::Plugin(format!(
-                    "--offload-plugin {text}: no bundled plugin of that name (in {}); give a path to a .wasm file",
-                    wasp_guests::plugin_dir().display()
-                )));
-            }
-            p
+            crate::bundled::SearchPath::from_env()
+                .require(&text)
+                .map_err(|e| {
+                    Error::Plugin(format!(
+                        "--offload-plugin {text}: {e}; give a path to a .wasm file"
+                    ))
+                })?
+                .component
         };
-        let b = wasp_plugin::PluginBlock::load(daemon.host(), path, &name, block_args)
+        let b = component
+            .load_block(daemon.host(), &name, block_args)
             .map_err(|e| Error::Plugin(e.to_string()))?;
-        tracing::info!(block = %name, path = %path.display(), args = %block_args, "offload plugin loaded");
+        tracing::info!(block = %name, path = %component, args = %block_args, "offload plugin loaded");
         daemon.set_offload_block(Arc::new(b));
     }
     let daemon = Arc::new(daemon);
