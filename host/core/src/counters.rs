@@ -61,39 +61,7 @@ impl Engine {
     pub fn store_quotas(&self, ruleset: &mut Ruleset) {
         let st = &self.prog.stateful;
         for (q, owner) in st.quotas.iter().zip(&st.quota_owners) {
-            let used = q.consumed();
-            match owner {
-                crate::stateful::QuotaOwner::Rule {
-                    table,
-                    chain,
-                    handle,
-                    nth,
-                } => {
-                    let stmt = ruleset
-                        .tables
-                        .get_mut(*table as usize)
-                        .and_then(|t| t.chains.get_mut(*chain as usize))
-                        .and_then(|c| c.rules.iter_mut().find(|r| r.handle == *handle))
-                        .and_then(|r| {
-                            r.stmts
-                                .iter_mut()
-                                .filter(|s| matches!(s, Stmt::Quota { .. }))
-                                .nth(*nth as usize)
-                        });
-                    if let Some(Stmt::Quota { quota, .. }) = stmt {
-                        quota.used = used;
-                    }
-                }
-                crate::stateful::QuotaOwner::Object { table, name } => {
-                    if let Some(o) = ruleset
-                        .tables
-                        .get_mut(*table as usize)
-                        .and_then(|t| t.quotas.iter_mut().find(|o| &o.name == name))
-                    {
-                        o.quota.used = used;
-                    }
-                }
-            }
+            write_used(ruleset, owner, q.consumed());
         }
     }
 
@@ -291,51 +259,55 @@ impl Engine {
     pub fn reset_quotas(&self, ruleset: &mut Ruleset, pick: impl Fn(QuotaOf<'_>) -> bool) {
         let st = &self.prog.stateful;
         for (q, owner) in st.quotas.iter().zip(&st.quota_owners) {
-            match owner {
-                crate::stateful::QuotaOwner::Rule {
-                    table,
-                    chain,
-                    handle,
-                    nth,
-                } => {
-                    if !pick(QuotaOf::Rule {
-                        table: *table,
-                        chain: *chain,
-                    }) {
-                        continue;
-                    }
-                    let used = q.take();
-                    let stmt = ruleset
-                        .tables
-                        .get_mut(*table as usize)
-                        .and_then(|t| t.chains.get_mut(*chain as usize))
-                        .and_then(|c| c.rules.iter_mut().find(|r| r.handle == *handle))
-                        .and_then(|r| {
-                            r.stmts
-                                .iter_mut()
-                                .filter(|s| matches!(s, Stmt::Quota { .. }))
-                                .nth(*nth as usize)
-                        });
-                    if let Some(Stmt::Quota { quota, .. }) = stmt {
-                        quota.used = used;
-                    }
-                }
-                crate::stateful::QuotaOwner::Object { table, name } => {
-                    if !pick(QuotaOf::Object {
-                        table: *table,
-                        name,
-                    }) {
-                        continue;
-                    }
-                    let used = q.take();
-                    if let Some(o) = ruleset
-                        .tables
-                        .get_mut(*table as usize)
-                        .and_then(|t| t.quotas.iter_mut().find(|o| &o.name == name))
-                    {
-                        o.quota.used = used;
-                    }
-                }
+            let of = match owner {
+                crate::stateful::QuotaOwner::Rule { table, chain, .. } => QuotaOf::Rule {
+                    table: *table,
+                    chain: *chain,
+                },
+                crate::stateful::QuotaOwner::Object { table, name } => QuotaOf::Object {
+                    table: *table,
+                    name,
+                },
+            };
+            if pick(of) {
+                write_used(ruleset, owner, q.take());
+            }
+        }
+    }
+}
+
+/// Write `used` bytes into the quota statement or object `owner` names in `ruleset` (nothing
+/// when it is not there).
+fn write_used(ruleset: &mut Ruleset, owner: &crate::stateful::QuotaOwner, used: u64) {
+    match owner {
+        crate::stateful::QuotaOwner::Rule {
+            table,
+            chain,
+            handle,
+            nth,
+        } => {
+            let stmt = ruleset
+                .tables
+                .get_mut(*table as usize)
+                .and_then(|t| t.chains.get_mut(*chain as usize))
+                .and_then(|c| c.rules.iter_mut().find(|r| r.handle == *handle))
+                .and_then(|r| {
+                    r.stmts
+                        .iter_mut()
+                        .filter(|s| matches!(s, Stmt::Quota { .. }))
+                        .nth(*nth as usize)
+                });
+            if let Some(Stmt::Quota { quota, .. }) = stmt {
+                quota.used = used;
+            }
+        }
+        crate::stateful::QuotaOwner::Object { table, name } => {
+            if let Some(o) = ruleset
+                .tables
+                .get_mut(*table as usize)
+                .and_then(|t| t.quotas.iter_mut().find(|o| &o.name == name))
+            {
+                o.quota.used = used;
             }
         }
     }
