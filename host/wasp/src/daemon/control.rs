@@ -224,13 +224,8 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
                 if t.is_some_and(|t| t as usize != i) || tb.quotas.is_empty() {
                     continue;
                 }
-                let mut shown = tb.clone();
-                shown.chains.clear();
-                shown.sets.clear();
-                shown.counters.clear();
-                shown.limits.clear();
-                shown.flowtables.clear();
-                shown.plugins.clear();
+                let mut shown = bare(tb);
+                shown.quotas.clone_from(&tb.quotas);
                 only.tables.push(shown);
             }
             wasp_ruleset::print_ruleset_with(&only, &opts)
@@ -240,14 +235,25 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             let Some(tb) = before.tables.get(*table as usize) else {
                 return Ok(String::new());
             };
-            let mut shown = tb.clone();
-            shown.chains.clear();
-            shown.sets.clear();
-            shown.limits.clear();
-            shown.flowtables.clear();
-            shown.plugins.clear();
-            shown.counters.retain(|c| !quota && &c.name == name);
-            shown.quotas.retain(|q| *quota && &q.name == name);
+            let mut shown = bare(tb);
+            match quota {
+                true => {
+                    shown.quotas = tb
+                        .quotas
+                        .iter()
+                        .filter(|q| &q.name == name)
+                        .cloned()
+                        .collect()
+                }
+                false => {
+                    shown.counters = tb
+                        .counters
+                        .iter()
+                        .filter(|c| &c.name == name)
+                        .cloned()
+                        .collect()
+                }
+            }
             wasp_ruleset::print_table(&shown, &opts)
         }
         (
@@ -258,14 +264,8 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             },
         ) => match table(*t) {
             Some(tb) => {
-                let mut shown = tb.clone();
+                let mut shown = bare(tb);
                 shown.chains = tb.chains.get(*c as usize).cloned().into_iter().collect();
-                shown.sets.clear();
-                shown.counters.clear();
-                shown.quotas.clear();
-                shown.limits.clear();
-                shown.flowtables.clear();
-                shown.plugins.clear();
                 wasp_ruleset::print_table(&shown, &opts)
             }
             None => String::new(),
@@ -276,6 +276,22 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
         },
         (_, Reset::Elements { .. }) => String::new(),
     })
+}
+
+/// `t` without its chains, sets and objects (what a reset lists is put back in).
+fn bare(t: &wasp_ruleset::model::Table) -> wasp_ruleset::model::Table {
+    wasp_ruleset::model::Table {
+        chains: Vec::new(),
+        sets: Vec::new(),
+        plugins: Vec::new(),
+        counters: Vec::new(),
+        quotas: Vec::new(),
+        limits: Vec::new(),
+        flowtables: Vec::new(),
+        comment: t.comment.clone(),
+        name: t.name.clone(),
+        ..*t
+    }
 }
 
 /// `true` for a table or set name nft would take as an identifier (letters, digits, `_`, `.`,

@@ -149,8 +149,9 @@ fn zero_counts(r: &mut Ruleset) {
 
 /// `fresh` (a reloaded file) with the elements of `running` that were added at run time (their
 /// source is not a file `fresh` was read from) put back into the sets `fresh` declares with
-/// the same name and key type, unless `fresh` already holds their key.
-fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
+/// the same name and key type, unless `fresh` already holds their key; `None` when there is
+/// no such element.
+fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Option<Ruleset> {
     // The files the reload read: its own command text and what it included, transitively
     // (an included file comes after the file that includes it).
     let mut read: std::collections::HashSet<wasp_ruleset::model::FileId> =
@@ -174,7 +175,8 @@ fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
             .is_some_and(|f| files.contains(f.path.as_path()))
     };
     let mut out = fresh.clone();
-    for t in &mut out.tables {
+    let mut added = false;
+    for (ti, t) in out.tables.iter_mut().enumerate() {
         let Some(old_t) = running
             .tables
             .iter()
@@ -182,7 +184,7 @@ fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
         else {
             continue;
         };
-        for set in &mut t.sets {
+        for (si, set) in t.sets.iter_mut().enumerate() {
             let Some(old) = old_t.sets.iter().find(|o| {
                 o.name == set.name
                     && o.key == set.key
@@ -192,14 +194,24 @@ fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Ruleset {
             }) else {
                 continue;
             };
+            // `out` is a copy of `fresh`: the same set there holds the file's keys.
+            let mut held: std::collections::HashSet<&[wasp_ruleset::model::KeyPart]> =
+                fresh.tables[ti].sets[si]
+                    .elements
+                    .iter()
+                    .map(|e| e.key.as_slice())
+                    .collect();
+            let mut more = Vec::new();
             for e in old.elements.iter().filter(|e| !from_file(e)) {
-                if !set.elements.iter().any(|n| n.key == e.key) {
-                    set.elements.push(e.clone());
+                if held.insert(&e.key) {
+                    more.push(e.clone());
                 }
             }
+            added |= !more.is_empty();
+            set.elements.extend(more);
         }
     }
-    out
+    added.then_some(out)
 }
 
 impl Daemon {
@@ -428,8 +440,7 @@ impl Daemon {
         // `include` reads the file with its own name in messages (file:line:col).
         let text = format!("flush ruleset\ninclude \"{path}\"\n");
         let fresh = wasp_ruleset::apply_batch(&cur.ruleset, &text, "<reload>")?;
-        let merged = with_runtime_elements(&cur.ruleset, &fresh);
-        if merged.tables != fresh.tables {
+        if let Some(merged) = with_runtime_elements(&cur.ruleset, &fresh) {
             match self.replace_locked(&mut cur, merged) {
                 Ok(g) => return Ok((g, None)),
                 Err(Error::Ruleset(e)) => {
