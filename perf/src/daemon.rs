@@ -133,6 +133,23 @@ impl WaspRun {
         Ok(t0.elapsed())
     }
 
+    /// Wall time of `wasp ctl ARGS` (a process of its own, as a user types it).
+    ///
+    /// # Errors
+    /// The command failed (its stderr).
+    pub fn ctl(&self, args: &[&str]) -> Res<Duration> {
+        let t0 = Instant::now();
+        cmd(
+            Command::new(&self.wasp)
+                .arg("ctl")
+                .arg("--socket")
+                .arg(&self.sock)
+                .args(args),
+            None,
+        )?;
+        Ok(t0.elapsed())
+    }
+
     /// Wall time of applying `text` as `wasp ctl -f NAME` does (one connection to the control
     /// socket, one `apply` request, its answer), without starting a process.
     ///

@@ -77,7 +77,7 @@ pub(crate) enum Calc {
 /// What [`Calc::eval`] reads besides the packet.
 pub(crate) struct CalcEnv<'a> {
     /// The program's sets (for [`Calc::Map`]).
-    pub sets: &'a [crate::compiled::Set],
+    pub sets: &'a [std::sync::Arc<crate::compiled::Set>],
     /// The `numgen inc` counters.
     pub numgens: &'a [AtomicU32],
     /// Set elements' time (expiry).

@@ -199,6 +199,35 @@ fn value_u128(rs: &Ruleset, span: Span, v: &Value) -> Result<u128, Error> {
     Ok(v.bytes.iter().fold(0u128, |a, &b| (a << 8) | u128::from(b)))
 }
 
+/// Inclusive bounds of a key part in a field of `w` bytes (`rs` names the place of an
+/// error).
+pub(crate) fn part_bounds(
+    rs: &Ruleset,
+    part: &KeyPart,
+    w: u8,
+    span: Span,
+) -> Result<(u128, u128), Error> {
+    let full = mask_bits(u32::from(w) * 8);
+    Ok(match part {
+        KeyPart::Value(v) if v.wildcard => {
+            let m = ifname_prefix_mask(v);
+            let x = value_u128(rs, span, v)? & m;
+            (x, x | !m)
+        }
+        KeyPart::Value(v) => {
+            let x = value_u128(rs, span, v)?;
+            (x, x)
+        }
+        KeyPart::Range(a, b) => (value_u128(rs, span, a)?, value_u128(rs, span, b)?),
+        KeyPart::Prefix(v, plen) => {
+            let bits = u32::from(w) * 8;
+            let host = mask_bits(bits.saturating_sub(u32::from(*plen)));
+            let x = value_u128(rs, span, v)? & full & !host;
+            (x, x | host)
+        }
+    })
+}
+
 /// Mask of the first `n` bytes of a 16-byte interface name.
 fn ifname_prefix_mask(v: &Value) -> u128 {
     let n = v.bytes.iter().take_while(|&&b| b != 0).count() as u32;
@@ -501,7 +530,7 @@ impl Ctx<'_> {
                 if let Some((use_, span)) = site {
                     set.counter_site = Some(self.counter_site(ti, counter_args, use_, span));
                 }
-                self.prog.sets.push(set);
+                self.prog.sets.push(std::sync::Arc::new(set));
                 Ok(SetId((self.prog.sets.len() - 1) as u32))
             }
             Err(i) => Err(self.err(
@@ -511,27 +540,9 @@ impl Ctx<'_> {
         }
     }
 
-    /// Inclusive bounds of a key part in a field of `w` bytes.
+    /// Inclusive bounds of a key part in a field of `w` bytes ([`part_bounds`]).
     fn part_bounds(&self, part: &KeyPart, w: u8, span: Span) -> Result<(u128, u128), Error> {
-        let full = mask_bits(u32::from(w) * 8);
-        Ok(match part {
-            KeyPart::Value(v) if v.wildcard => {
-                let m = ifname_prefix_mask(v);
-                let x = value_u128(self.rs, span, v)? & m;
-                (x, x | !m)
-            }
-            KeyPart::Value(v) => {
-                let x = value_u128(self.rs, span, v)?;
-                (x, x)
-            }
-            KeyPart::Range(a, b) => (value_u128(self.rs, span, a)?, value_u128(self.rs, span, b)?),
-            KeyPart::Prefix(v, plen) => {
-                let bits = u32::from(w) * 8;
-                let host = mask_bits(bits.saturating_sub(u32::from(*plen)));
-                let x = value_u128(self.rs, span, v)? & full & !host;
-                (x, x | host)
-            }
-        })
+        part_bounds(self.rs, part, w, span)
     }
 
     /// Move named set `id` (declared as `s`, fields of `widths` bytes) to a
@@ -561,6 +572,7 @@ impl Ctx<'_> {
         t: &Table,
     ) -> Result<HashMap<String, (SetId, Vec<u8>)>, Error> {
         let mut out = HashMap::new();
+        let mut ids = Vec::with_capacity(t.sets.len());
         // The sets that set statements change (a map changed so is not `flags dynamic`).
         let changed: std::collections::HashSet<&str> = t
             .chains
@@ -583,7 +595,12 @@ impl Ctx<'_> {
                 self.make_dynamic(id, s, &widths)?;
             }
             out.insert(s.name.clone(), (id, widths));
+            ids.push(id);
         }
+        if self.prog.named_sets.len() <= ti {
+            self.prog.named_sets.resize(ti + 1, Vec::new());
+        }
+        self.prog.named_sets[ti] = ids;
         Ok(out)
     }
 

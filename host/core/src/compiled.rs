@@ -50,7 +50,7 @@ impl SetId {
     }
 }
 
-impl std::ops::Index<SetId> for Vec<Set> {
+impl std::ops::Index<SetId> for Vec<std::sync::Arc<Set>> {
     type Output = Set;
 
     fn index(&self, s: SetId) -> &Set {
@@ -58,9 +58,10 @@ impl std::ops::Index<SetId> for Vec<Set> {
     }
 }
 
-impl std::ops::IndexMut<SetId> for Vec<Set> {
+impl std::ops::IndexMut<SetId> for Vec<std::sync::Arc<Set>> {
+    /// The set, copied first when another program shares it.
     fn index_mut(&mut self, s: SetId) -> &mut Set {
-        &mut self[s.idx()]
+        std::sync::Arc::make_mut(&mut self[s.idx()])
     }
 }
 
@@ -295,8 +296,11 @@ pub(crate) struct Program {
     pub chains: Vec<Chain>,
     /// `chain_ids[t][c]`: global id of chain `c` of table `t`.
     pub chain_ids: Vec<Vec<ChainId>>,
-    /// Sets (named and anonymous).
-    pub sets: Vec<Set>,
+    /// Sets (named and anonymous), each shared with the programs an element change made from
+    /// this one ([`crate::SetUpdate`]).
+    pub sets: Vec<std::sync::Arc<Set>>,
+    /// `named_sets[t][s]`: the set of the `s`th named set of table `t` (model order).
+    pub named_sets: Vec<Vec<SetId>>,
     /// Log prefixes.
     pub logs: Vec<Log>,
     /// Plugin use sites, dense ids in rule order (tables, chains, rules, statements).

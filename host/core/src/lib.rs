@@ -46,6 +46,7 @@ pub mod packet;
 mod payload_set;
 mod pipeline;
 pub mod route;
+mod set_update;
 mod setstore;
 pub mod stateful;
 mod trace;
@@ -68,4 +69,5 @@ pub use packet::{
     Decision, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR, OutId, OutTarget, Outcome, Packet, Reject,
     TraceEvent, TraceSink,
 };
+pub use set_update::SetUpdate;
 pub use stateful::Stateful;

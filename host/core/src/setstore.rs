@@ -55,6 +55,8 @@ pub(crate) struct Set {
     /// (`nft_set_catchall_lookup`, which the kernel's `nft_lookup_eval` tries after the
     /// back-end misses), while it lives.
     pub catch_all: Option<Elem>,
+    /// Slots of [`Set::elems`] that removed elements left, for the next added ones.
+    pub free: Vec<u32>,
 }
 
 /// An element to add: per-field bounds concatenated, and its data.
@@ -88,6 +90,7 @@ impl Set {
             verdicts,
             counter_site: None,
             catch_all: None,
+            free: Vec::new(),
         };
         if exact {
             let mut s = ExactSet::new(key_len);

@@ -21,6 +21,8 @@ pub mod system_names;
 
 pub use error::Error;
 pub use model::Ruleset;
+pub use parser::batch::ElementTxn;
+pub use parser::setcheck::{ElementOp, SetShadows};
 pub use print::options::PrintOptions;
 
 use std::path::Path;
@@ -83,7 +85,48 @@ pub fn element_key_text(e: &model::SetElem) -> String {
 /// As [`parse_str`], and the kernel's refusals (an unknown table, chain or set, a rule
 /// handle that does not exist, an element that exists for `create`, ...).
 pub fn apply_batch(base: &Ruleset, text: &str, name: &str) -> Result<Ruleset, Error> {
-    parser::batch::apply(base, text.as_bytes(), Path::new(name))
+    parser::batch::apply(
+        base,
+        text.as_bytes(),
+        Path::new(name),
+        &mut SetShadows::default(),
+    )
+}
+
+/// [`apply_batch`], checking elements against the sets' kernel back-ends kept in `shadows`
+/// from the batches before (built from the model when missing), and leaving there the new
+/// ruleset's. On an error `shadows` is emptied.
+///
+/// # Errors
+/// As [`apply_batch`].
+pub fn apply_batch_with(
+    base: &Ruleset,
+    text: &str,
+    name: &str,
+    shadows: &mut SetShadows,
+) -> Result<Ruleset, Error> {
+    parser::batch::apply(base, text.as_bytes(), Path::new(name), shadows)
+}
+
+/// Apply a batch of element commands (`add`/`create`/`delete`/`destroy element`, `flush
+/// set`, with `define` and `include`) to `ruleset` in place, checking them as [`apply_batch`]
+/// does against the sets' kernel back-ends kept in `shadows`. Nothing is copied but the
+/// elements that change: a one-element command on a set of a million elements costs about
+/// as much as on a set of ten (plus a scan for the element a `delete` removes).
+///
+/// Returns `Ok(None)`, with `ruleset` as it was, when the batch holds any other command (the
+/// caller then uses [`apply_batch_with`]); else the applied batch, to keep
+/// ([`ElementTxn::commit`]) or take back ([`ElementTxn::rollback`]).
+///
+/// # Errors
+/// As [`apply_batch`]; `ruleset` is then as it was.
+pub fn apply_elements<'r>(
+    ruleset: &'r mut Ruleset,
+    shadows: &'r mut SetShadows,
+    text: &str,
+    name: &str,
+) -> Result<Option<ElementTxn<'r>>, Error> {
+    parser::batch::apply_elements(ruleset, shadows, text.as_bytes(), Path::new(name))
 }
 
 /// Print `ruleset` with nft's output flags (`-a`, `-s`, `-t`), as `nft list ruleset` does.

@@ -1742,6 +1742,30 @@ pub struct SetDecl {
     pub span: Span,
 }
 
+impl SetDecl {
+    /// The declaration without its elements (what parsing an element of it needs; a copy that
+    /// does not copy a large set).
+    pub fn without_elements(&self) -> SetDecl {
+        SetDecl {
+            name: self.name.clone(),
+            handle: self.handle,
+            is_map: self.is_map,
+            key: self.key.clone(),
+            key_typeof: self.key_typeof.clone(),
+            data_typeof: self.data_typeof.clone(),
+            data: self.data,
+            flags: self.flags,
+            timeout_ms: self.timeout_ms,
+            gc_interval_ms: self.gc_interval_ms,
+            size: self.size,
+            counter: self.counter,
+            elements: Vec::new(),
+            comment: self.comment.clone(),
+            span: self.span,
+        }
+    }
+}
+
 impl DataType {
     /// The data type a set declaration's `type NAME` names (`ipv4_addr`, `time`).
     pub fn from_name(name: &str) -> Option<DataType> {

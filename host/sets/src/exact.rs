@@ -37,6 +37,11 @@ impl ExactSet {
         true
     }
 
+    /// Remove `key`; its data, or `None` when it was not present.
+    pub fn remove(&mut self, key: &[u8]) -> Option<u32> {
+        self.map.remove(key)
+    }
+
     /// The data of `key`, if present.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u32> {

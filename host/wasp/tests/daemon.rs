@@ -764,3 +764,95 @@ fn a_reload_takes_the_file_and_keeps_runtime_elements() {
     assert_eq!(rig.daemon.ruleset().expect("ruleset").1, 3);
     rig.stop();
 }
+
+/// A UDP frame to `dst` port 53.
+fn udp_to(dst: [u8; 4]) -> Vec<u8> {
+    eth(1, 0x0800, &ipv4([10, 9, 9, 9], dst, 17, &udp(40000, 53)))
+}
+
+/// Element batches change the running sets in place (set transactions, not whole compiles)
+/// while two workers look up other elements: 1 000 batches that add and delete elements of a
+/// 2 000-element concatenated interval set, a hash set and an interval set; every frame to an
+/// element that no batch touches is dropped throughout (0 wrong verdicts), and afterwards the
+/// frames to the changed elements get the verdicts of what the sets hold.
+#[test]
+fn element_batches_are_set_transactions_and_other_lookups_never_miss() {
+    let mut text = String::from(
+        "table netdev filter {\n set c {\n  type ipv4_addr . inet_service\n  flags interval\n  elements = { ",
+    );
+    for i in 0..2000u32 {
+        let sep = if i == 0 { "" } else { ", " };
+        text += &format!("{sep}10.1.{}.{}/32 . 50-60", i / 250, i % 250);
+    }
+    text += " }\n }\n set h {\n  type ipv4_addr\n  elements = { 10.2.0.1 }\n }\n set i {\n  type ipv4_addr\n  flags interval\n  elements = { 10.3.0.0/24 }\n }\n chain ingress {\n  type filter hook ingress device \"veth0\" priority 0; policy accept;\n  ip daddr . udp dport @c counter drop\n  ip daddr @h drop\n  ip daddr @i drop\n }\n}\n";
+    let rig = Rig::start(&text, 2);
+    let changer = {
+        let daemon = rig.daemon.clone();
+        std::thread::spawn(move || {
+            for k in 0..1000u32 {
+                let (a, b) = ((k / 2) % 200, k % 2);
+                let batch = if b == 0 {
+                    format!(
+                        "add element netdev filter c {{ 10.4.0.{a} . 53 }}\nadd element netdev filter h {{ 10.5.0.{a} }}\nadd element netdev filter i {{ 10.6.{a}.0/24 }}\n"
+                    )
+                } else {
+                    format!(
+                        "delete element netdev filter c {{ 10.4.0.{a} . 53 }}\ndelete element netdev filter h {{ 10.5.0.{a} }}\ndelete element netdev filter i {{ 10.6.{a}.0/24 }}\n"
+                    )
+                };
+                daemon.apply(&batch, "<batch>").expect(&batch);
+            }
+            // Left in: the last 100 adds of a kept range.
+            for a in 0..100u32 {
+                let batch = format!("add element netdev filter c {{ 10.4.1.{a} . 53 }}\n");
+                daemon.apply(&batch, "<batch>").expect(&batch);
+            }
+        })
+    };
+    let stable = [
+        udp_to([10, 1, 0, 0]),
+        udp_to([10, 1, 7, 249]),
+        udp_to([10, 2, 0, 1]),
+        udp_to([10, 3, 0, 200]),
+    ];
+    let mut sent = 0;
+    while !changer.is_finished() {
+        rig.send((0..50).flat_map(|_| stable.iter().cloned()));
+        sent += 200;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    changer.join().expect("changes");
+    let st = rig.wait_packets(sent);
+    assert_eq!(
+        (st.packets, st.accepted),
+        (sent, 0),
+        "a frame to a kept element was accepted"
+    );
+    assert_eq!(rig.daemon.set_transactions(), 1100);
+    // Now: 10.4.1.0-99 . 53 are in `c`, every 10.4.0.x / 10.5.0.x / 10.6.x.0/24 was deleted.
+    let after = [
+        (udp_to([10, 4, 1, 7]), false),
+        (udp_to([10, 4, 1, 99]), false),
+        (udp_to([10, 4, 1, 100]), true),
+        (udp_to([10, 4, 0, 7]), true),
+        (udp_to([10, 5, 0, 7]), true),
+        (udp_to([10, 6, 7, 1]), true),
+        (udp_to([10, 1, 3, 3]), false),
+    ];
+    rig.send(after.iter().map(|(f, _)| f.clone()));
+    let st = rig.wait_packets(sent + after.len() as u64);
+    let accepted = after.iter().filter(|(_, a)| *a).count() as u64;
+    assert_eq!(st.accepted, accepted);
+    // The listing holds what the batches left, and the rule's counter counted every drop.
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    let t = &r.tables[0];
+    assert_eq!(t.sets[0].elements.len(), 2100);
+    assert_eq!(t.sets[1].elements.len(), 1);
+    assert_eq!(t.sets[2].elements.len(), 1);
+    let counted = t.chains[0].rules[0].stmts.iter().find_map(|s| match s {
+        wasp_ruleset::model::Stmt::Counter { packets, .. } => Some(*packets),
+        _ => None,
+    });
+    assert_eq!(counted, Some(sent / 2 + 3));
+    rig.stop();
+}

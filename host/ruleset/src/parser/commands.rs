@@ -46,12 +46,35 @@ enum RuleVerb {
 }
 
 impl Parser<'_> {
+    /// Under [`super::State::elements_only`], stop at a command that is not an element
+    /// command (`what`, at `span`): the caller applies the batch another way.
+    fn only_elements(&mut self, ok: bool, span: Span) -> PResult<()> {
+        if !self.st.elements_only || ok {
+            return Ok(());
+        }
+        self.st.not_elements = true;
+        Err(self.st.error(span, "not an element command"))
+    }
+
     /// One top-level command.
     pub(super) fn command(&mut self) -> PResult<()> {
         let span = self.peek_span()?;
         let Some(Tok::Word(w)) = self.peek_tok()? else {
             return self.expected("`table`, `define`, `include`, `add`, `flush` or `delete`");
         };
+        let element_word = matches!(
+            w.as_str(),
+            "define"
+                | "redefine"
+                | "undefine"
+                | "include"
+                | "add"
+                | "create"
+                | "flush"
+                | "delete"
+                | "destroy"
+        );
+        self.only_elements(element_word, span)?;
         match w.as_str() {
             "table" => {
                 self.advance();
@@ -133,6 +156,7 @@ impl Parser<'_> {
             );
         };
         self.advance();
+        self.only_elements(w == "element", span)?;
         match w.as_str() {
             "table" => {
                 if create {
@@ -267,7 +291,7 @@ impl Parser<'_> {
                 let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
                     return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
                 };
-                let set = self.st.tables[ti].sets[si].clone();
+                let set = self.st.tables[ti].sets[si].without_elements();
                 self.expect_punct("{")?;
                 let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
                 self.check_elem_counters(&set, &elems)?;
@@ -384,7 +408,9 @@ impl Parser<'_> {
     }
 
     fn flush_command(&mut self) -> PResult<()> {
+        let at = self.peek_span()?;
         if self.eat_word("ruleset")? {
+            self.only_elements(false, at)?;
             self.st.tables.clear();
             self.st.next_handle.clear();
             return Ok(());
@@ -399,6 +425,7 @@ impl Parser<'_> {
         } else {
             return self.expected("`ruleset`, `table`, `chain` or `set`");
         };
+        self.only_elements(what == "set", span)?;
         let family = self.family()?;
         let (tname, tspan) = self.name("a table name")?;
         let ti = self.existing_table(family, &tname, tspan)?;
@@ -432,6 +459,7 @@ impl Parser<'_> {
     }
 
     fn delete_command(&mut self) -> PResult<()> {
+        let span = self.peek_span()?;
         let what = if self.eat_word("table")? {
             "table"
         } else if self.eat_word("chain")? {
@@ -455,6 +483,7 @@ impl Parser<'_> {
                 "`table`, `chain`, `set`, `rule`, `element`, `flowtable`, `counter`, `quota` or `limit`",
             );
         };
+        self.only_elements(what == "element", span)?;
         let family = self.family()?;
         let (tname, tspan) = self.name("a table name")?;
         let ti = self.existing_table(family, &tname, tspan)?;
@@ -569,10 +598,13 @@ impl Parser<'_> {
                 let Some(si) = self.st.tables[ti].sets.iter().position(|s| s.name == sname) else {
                     return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
                 };
-                let set = self.st.tables[ti].sets[si].clone();
+                let set = self.st.tables[ti].sets[si].without_elements();
                 self.expect_punct("{")?;
-                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
-                self.delete_elements(ti, si, elems)?;
+                // A map's element is deleted by its key; data written after it is read too.
+                self.data_optional = true;
+                let elems = self.elements(&set.key, set.data, Some(set.flags.interval));
+                self.data_optional = false;
+                self.delete_elements(ti, si, elems?)?;
             }
         }
         Ok(())

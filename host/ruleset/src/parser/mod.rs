@@ -22,7 +22,7 @@ mod plugin;
 mod reject;
 mod rule;
 mod set_decl;
-mod setcheck;
+pub(crate) mod setcheck;
 mod stateful;
 mod unsupported;
 pub(crate) mod value;
@@ -69,6 +69,13 @@ pub(crate) struct State {
     /// Tables (family, name) that hold a NAT or `flow add` statement: only their rules need
     /// the kernel's hook validation (an entry of a deleted table only costs a check).
     pub hook_bound: std::collections::HashSet<(crate::model::Family, String)>,
+    /// Element commands applied so far, with their undo ([`crate::apply_elements`] only).
+    pub element_log: Option<setcheck::ElementLog>,
+    /// Only element commands are taken: any other command stops the batch
+    /// ([`State::not_elements`] set).
+    pub elements_only: bool,
+    /// The batch held a command other than an element command (under `elements_only`).
+    pub not_elements: bool,
 }
 
 impl State {
@@ -83,6 +90,9 @@ impl State {
             expansions: 0,
             shadows: HashMap::new(),
             hook_bound: std::collections::HashSet::new(),
+            element_log: None,
+            elements_only: false,
+            not_elements: false,
         }
     }
 
@@ -128,6 +138,9 @@ pub(crate) struct Parser<'s> {
     /// Reading the elements of a NAT map (`dnat to KEY map { k : DATA }`): the data is an
     /// address (value, range or prefix) and maybe `. PORT` ([`crate::model::ElemData::Nat`]).
     pub(crate) nat_map: bool,
+    /// Map elements may come without their data (`delete element` of a map: the kernel keys
+    /// it by the key alone).
+    pub(crate) data_optional: bool,
 }
 
 pub(crate) type PResult<T> = Result<T, Error>;
@@ -588,6 +601,7 @@ fn parse_source(
         refs: Vec::new(),
         nesting: 0,
         nat_map: false,
+        data_optional: false,
         plugins: Vec::new(),
         block_sets: Vec::new(),
     };

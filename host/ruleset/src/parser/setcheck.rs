@@ -54,6 +54,24 @@ pub(crate) fn bounds(key: &[KeyPart]) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
+/// Whether `key`'s bounds ([`bounds`]) are `b`: the start points are compared in place, and
+/// only a key that starts at `b`'s start has its bounds built (a scan of a large set for the
+/// element to delete allocates nothing per element).
+fn has_bounds(key: &[KeyPart], b: &(Vec<u8>, Vec<u8>)) -> bool {
+    let mut at = 0;
+    for p in key {
+        let lo = match p {
+            KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => &v.bytes,
+        };
+        let end = at + lo.len();
+        if b.0.get(at..end) != Some(&lo[..]) {
+            return false;
+        }
+        at = end;
+    }
+    at == b.0.len() && bounds(key) == *b
+}
+
 /// The last value of the prefix `v/len`: `v` with every bit after the first `len` set.
 fn prefix_end(v: &Value, len: u8) -> Vec<u8> {
     let width = v.dtype.width_bits();
@@ -285,7 +303,81 @@ impl Shadow {
         self.store.flush();
         self.catch_all = None;
     }
+
+    /// Forget what only lasts for one transaction (the rbtree's ranges deleted in it).
+    fn end_transaction(&mut self) {
+        if let Backend::Rbtree(_, deleted) = &mut self.store {
+            deleted.clear();
+        }
+    }
 }
+
+/// The kernel back-end's view of each named set, kept from one batch to the next so that a
+/// batch of element commands checks its elements against the set without rebuilding it
+/// ([`crate::apply_elements`]). Keyed by table and set handle (never reused); a view whose
+/// element count differs from its set's is rebuilt from the model when next used.
+#[derive(Debug, Default)]
+pub struct SetShadows(pub(crate) HashMap<ShadowKey, Shadow>);
+
+impl SetShadows {
+    /// Views kept: one per named set a batch has checked elements of.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `true` when no view is kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Drop every view (after the ruleset changed by other means than a batch).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Start a transaction: forget what only lasted for the one before.
+    pub(crate) fn begin(&mut self) {
+        for s in self.0.values_mut() {
+            s.end_transaction();
+        }
+    }
+
+    /// Keep only the views of sets that `tables` still declares.
+    pub(crate) fn retain_declared(&mut self, tables: &[crate::model::Table]) {
+        let live: std::collections::HashSet<ShadowKey> = tables
+            .iter()
+            .flat_map(|t| t.sets.iter().map(move |s| (t.handle, s.handle)))
+            .collect();
+        self.0.retain(|k, _| live.contains(k));
+    }
+}
+
+/// One element command's effect on the model, as [`crate::ElementTxn`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElementOp {
+    /// `add`/`create element`: the element as the set now holds it (normalized, with the
+    /// set's `counter`).
+    Add(SetElem),
+    /// `delete element`: the element the set held.
+    Delete(SetElem),
+    /// `flush set`: every element removed.
+    Flush,
+}
+
+/// How to take one [`ElementOp`] back.
+#[derive(Debug)]
+pub(crate) enum Undo {
+    /// An element was pushed at the end of the set.
+    Added,
+    /// The element at this position was removed.
+    Removed(usize, SetElem),
+    /// These were the set's elements.
+    Flushed(Vec<SetElem>),
+}
+
+/// The element commands of a transaction, with what undoes each: (table, set) index, the
+/// change, its undo.
+pub(crate) type ElementLog = Vec<(usize, usize, ElementOp, Undo)>;
 
 /// Key of a set's shadow: table handle (never reused in a namespace) and set handle.
 pub(crate) type ShadowKey = (u64, u64);
@@ -339,6 +431,9 @@ impl Parser<'_> {
                     if size.is_some_and(|n| set.elements.len() >= n as usize) {
                         return Err(self.st.error(e.span, FULL));
                     }
+                    if let Some(log) = self.st.element_log.as_mut() {
+                        log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added));
+                    }
                     set.elements.push(e);
                 }
                 Ok(false) => {}
@@ -360,8 +455,16 @@ impl Parser<'_> {
             match res {
                 Ok(b) => {
                     let set = &mut self.st.tables[ti].sets[si];
-                    if let Some(i) = set.elements.iter().position(|x| bounds(&x.key) == b) {
-                        set.elements.remove(i);
+                    if let Some(i) = set.elements.iter().position(|x| has_bounds(&x.key, &b)) {
+                        let gone = set.elements.remove(i);
+                        if let Some(log) = self.st.element_log.as_mut() {
+                            log.push((
+                                ti,
+                                si,
+                                ElementOp::Delete(gone.clone()),
+                                Undo::Removed(i, gone),
+                            ));
+                        }
                     }
                 }
                 Err(m) => {
@@ -430,7 +533,10 @@ impl Parser<'_> {
     /// `flush set`: the set's elements and its shadow emptied.
     pub(super) fn flush_elements(&mut self, ti: usize, si: usize) {
         self.shadow(ti, si).flush();
-        self.st.tables[ti].sets[si].elements.clear();
+        let old = std::mem::take(&mut self.st.tables[ti].sets[si].elements);
+        if let Some(log) = self.st.element_log.as_mut() {
+            log.push((ti, si, ElementOp::Flush, Undo::Flushed(old)));
+        }
     }
 }
 

@@ -364,6 +364,9 @@ impl Parser<'_> {
         }
         if let Some(d) = data {
             if !matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+                if self.data_optional {
+                    return Ok(elem);
+                }
                 return self.expected("`:` and the element's data");
             }
             self.advance();

@@ -47,6 +47,9 @@ struct Current {
     /// Conntrack and the ruleset's flowtables, shared by the workers (when the ruleset takes
     /// the IP path).
     netfilter: Option<Netfilter>,
+    /// The kernel back-end's view of each named set that a batch checked elements against,
+    /// kept for the next batch (`wasp_ruleset::apply_elements`).
+    shadows: wasp_ruleset::SetShadows,
 }
 
 /// The daemon's shared state (one per `wasp run`).
@@ -68,6 +71,8 @@ pub struct Daemon {
     /// The offload blocks every flowtable gets (`wasp run --hw-offload`, `--offload-plugin`),
     /// also those of later rulesets, in the order given.
     offload: Mutex<Vec<Arc<dyn wasp_flowtable::OffloadBlock>>>,
+    /// Element batches applied as set transactions ([`Daemon::set_transactions`]).
+    set_txns: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -255,13 +260,16 @@ impl Daemon {
         host: HostConfig,
     ) -> Result<(Daemon, Vec<Bundle>), Error> {
         let host = PluginHost::new(host).map_err(|e| Error::Plugin(e.to_string()))?;
-        let engine = Engine::compile(&ruleset)?;
+        let mut engine = Engine::compile(&ruleset)?;
+        let now = clock.now_ns();
+        engine.set_epoch(now);
         let d = Daemon {
             current: Mutex::new(Current {
                 ruleset,
                 generation: 1,
                 engine,
                 netfilter: None,
+                shadows: wasp_ruleset::SetShadows::default(),
             }),
             host,
             cache: Mutex::new(PluginCache::default()),
@@ -271,11 +279,12 @@ impl Daemon {
             ruleset_path,
             conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
             offload: Mutex::new(Vec::new()),
+            set_txns: std::sync::atomic::AtomicU64::new(0),
         };
         let bundles = {
             let mut cur = d.lock();
             let shared = cur.engine.stateful();
-            let (b, nf) = d.bundles(&cur.ruleset, 1, None, shared)?;
+            let (b, nf) = d.bundles(&cur.ruleset, 1, None, shared, now)?;
             cur.netfilter = nf;
             b
         };
@@ -293,15 +302,16 @@ impl Daemon {
     ///
     /// Every worker's engine uses `stateful` (the control engine's, compiled from `ruleset`)
     /// for its `limit` buckets and `quota` counts: one state across the workers, as in the
-    /// kernel, that the control side reads for listings.
+    /// kernel, that the control side reads for listings. `now` (the packet clock) is the
+    /// engines' epoch, as the control engine's.
     fn bundles(
         &self,
         ruleset: &Ruleset,
         generation: u64,
         prev: Option<&Netfilter>,
         stateful: Arc<wasp_core::Stateful>,
+        now: u64,
     ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
-        let now = self.clock.now_ns();
         // Workers after the first start from zero (one copy of the ruleset, made only when
         // there is such a worker).
         let zeroed = (self.workers.len() > 1).then(|| {
@@ -409,10 +419,79 @@ impl Daemon {
     /// # Errors
     /// [`Error::Ruleset`] for text that does not parse or apply (file:line:col) or a result
     /// that cannot run; [`Error::Daemon`] as [`Daemon::replace`].
+    ///
+    /// A batch of element commands only (`add`/`create`/`delete`/`destroy element`, `flush
+    /// set`) changes the running sets in place when it can ([`Daemon::apply_elements`]); any
+    /// other batch builds every worker's program anew.
     pub fn apply(&self, text: &str, name: &str) -> Result<u64, Error> {
         let mut cur = self.lock();
-        let new = wasp_ruleset::apply_batch(&cur.ruleset, text, name)?;
-        self.replace_locked(&mut cur, new)
+        if let Some(g) = self.apply_elements(&mut cur, text, name)? {
+            return Ok(g);
+        }
+        // The sets' views go with the new ruleset; on an error they are dropped.
+        let mut shadows = std::mem::take(&mut cur.shadows);
+        let new = wasp_ruleset::apply_batch_with(&cur.ruleset, text, name, &mut shadows)?;
+        let g = self.replace_locked(&mut cur, new)?;
+        cur.shadows = shadows;
+        Ok(g)
+    }
+
+    /// A batch of element commands as set transactions: the model changes in place, the
+    /// control engine makes new copies of the changed sets ([`Engine::set_update`]), and every
+    /// worker swaps them in at its next vector boundary; the rest of the program, its counters
+    /// and the plugins stay as they are, and lookups never wait. `Ok(None)` with nothing
+    /// changed when the batch holds another command or a change that needs a whole compile.
+    ///
+    /// # Errors
+    /// As [`Daemon::apply`] for a batch that does not apply (nothing changed).
+    fn apply_elements(
+        &self,
+        cur: &mut Current,
+        text: &str,
+        name: &str,
+    ) -> Result<Option<u64>, Error> {
+        let Current {
+            ruleset,
+            shadows,
+            engine,
+            generation,
+            ..
+        } = cur;
+        let Some(txn) = wasp_ruleset::apply_elements(ruleset, shadows, text, name)? else {
+            return Ok(None);
+        };
+        let Some(update) = engine.set_update(txn.ruleset(), txn.ops(), self.clock.now_ns()) else {
+            txn.rollback();
+            return Ok(None);
+        };
+        txn.commit();
+        engine.apply_set_update(&update);
+        *generation += 1;
+        self.set_txns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let g = *generation;
+        let acks: Vec<_> = self
+            .workers
+            .iter()
+            .map(|w| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let u = update.clone();
+                w.mailbox.post(Box::new(move |ctx| {
+                    ctx.dp.engine.apply_set_update(&u);
+                    ctx.dp.generation = g;
+                    let _ = tx.send(());
+                }));
+                rx
+            })
+            .collect();
+        for (i, rx) in acks.into_iter().enumerate() {
+            rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
+                Error::Daemon(format!(
+                    "worker {i} did not take the new sets in time (it will at its next vector)"
+                ))
+            })?;
+        }
+        Ok(Some(g))
     }
 
     /// SIGHUP (`systemctl reload`): load the ruleset file the daemon was started with again,
@@ -468,13 +547,26 @@ impl Daemon {
         Ok(())
     }
 
+    /// How many batches applied as set transactions, changing the running sets in place
+    /// (the others compiled the whole ruleset).
+    pub fn set_transactions(&self) -> u64 {
+        self.set_txns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
         let mut engine = Engine::compile(&new)?;
+        let now = self.clock.now_ns();
+        engine.set_epoch(now);
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
         let carry = Arc::new(CounterCarry::plan(&cur.engine, &cur.ruleset, &engine, &new));
         let generation = cur.generation + 1;
-        let (mut bundles, netfilter) =
-            self.bundles(&new, generation, cur.netfilter.as_ref(), engine.stateful())?;
+        let (mut bundles, netfilter) = self.bundles(
+            &new,
+            generation,
+            cur.netfilter.as_ref(),
+            engine.stateful(),
+            now,
+        )?;
         for b in &mut bundles {
             b.carry = carry.clone();
         }
@@ -493,11 +585,13 @@ impl Daemon {
             .collect();
         // Posted: every worker switches at its next vector, so the control side describes the
         // new ruleset from now on, whether or not a worker answers in time.
+        // The sets' views stay only where the caller says they describe `new`.
         *cur = Current {
             ruleset: new,
             generation,
             engine,
             netfilter,
+            shadows: wasp_ruleset::SetShadows::default(),
         };
         for (i, rx) in acks.into_iter().enumerate() {
             rx.recv_timeout(WORKER_ANSWER).map_err(|_| {

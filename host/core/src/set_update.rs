@@ -1,0 +1,393 @@
+//! Element changes applied to a compiled program's sets without compiling it again: the
+//! control side copies each changed set once, applies the batch's adds, deletes and flushes to
+//! the copy in the kernel back-end's terms, indexes it again, and hands the copies to every
+//! engine ([`Engine::apply_set_update`]), which swaps its pointer to the set between two
+//! vectors. The rest of the program, its counters and its state are untouched. (The kernel's
+//! nft_set_pipapo also commits a changed clone of the set; its hash and rbtree change in place
+//! under RCU.)
+//!
+//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): sets whose
+//! elements count (their counters belong to the plugin's use site, numbered by element), sets
+//! that set statements change (they live in the shared dynamic state), anonymous range lists,
+//! map data other than a value or an `accept`/`drop`/`continue`/`return` verdict (a new
+//! `jump` needs the loop check of the whole graph; NAT data lives in the program), and a range
+//! added to a set that holds only exact keys.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wasp_ruleset::model::{ElemData, SetElem, Verdict};
+use wasp_ruleset::{ElementOp, Ruleset};
+use wasp_sets::{InsertMode, NewElem};
+
+use crate::compile::part_bounds;
+use crate::compiled::{self, SetId};
+use crate::engine::Engine;
+use crate::field::dtype_width;
+use crate::setstore::{Elem, Set, SetStore};
+
+/// New copies of the sets an element batch changed, ready to be swapped into every engine
+/// compiled from the same ruleset ([`Engine::apply_set_update`]). Cheap to clone (the sets are
+/// shared).
+#[derive(Debug, Clone, Default)]
+pub struct SetUpdate {
+    sets: Vec<(SetId, Arc<Set>)>,
+}
+
+impl SetUpdate {
+    /// How many sets it replaces.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// `true` when it replaces no set.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
+impl Engine {
+    /// The sets of this engine's program with `ops` applied: each op is (table index, set
+    /// index in the table, change) of `rs`, the ruleset with the changes already made (as
+    /// `wasp_ruleset::ElementTxn::ops` lists them). `now_ns` is the packet clock now (an added
+    /// element's `timeout` counts from it, as the kernel's from the commit). `None` when a
+    /// change needs a whole compile (see the module documentation); the engine is unchanged
+    /// either way.
+    pub fn set_update<'a>(
+        &self,
+        rs: &Ruleset,
+        ops: impl IntoIterator<Item = (usize, usize, &'a ElementOp)>,
+        now_ns: u64,
+    ) -> Option<SetUpdate> {
+        let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
+        let mut work: BTreeMap<SetId, Set> = BTreeMap::new();
+        for (ti, si, op) in ops {
+            let id = *self.prog.named_sets.get(ti)?.get(si)?;
+            let decl = rs.tables.get(ti)?.sets.get(si)?;
+            let set = match work.entry(id) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    let s = self.prog.sets.get(id.idx())?;
+                    if s.counter_site.is_some()
+                        || matches!(s.store, SetStore::Dynamic(_) | SetStore::Ranges(_))
+                    {
+                        return None;
+                    }
+                    v.insert(Set::clone(s))
+                }
+            };
+            let widths: Vec<u8> = decl.key.iter().map(|&d| dtype_width(d)).collect();
+            match op {
+                ElementOp::Add(e) => {
+                    let elem = compiled_elem(set, e, decl.timeout_ms, now)?;
+                    if e.is_catch_all() {
+                        set.catch_all = Some(elem);
+                    } else {
+                        let (lo, hi) = key_bounds(rs, e, &widths)?;
+                        set.insert(&lo, &hi, elem, now)?;
+                    }
+                }
+                ElementOp::Delete(e) if e.is_catch_all() => set.catch_all = None,
+                ElementOp::Delete(e) => {
+                    let (lo, hi) = key_bounds(rs, e, &widths)?;
+                    set.remove(&lo, &hi, now)?;
+                }
+                ElementOp::Flush => set.flush(),
+            }
+        }
+        let sets = work
+            .into_iter()
+            .map(|(id, mut s)| {
+                // Lookups are as fast after a change as before it.
+                if let SetStore::Pipapo(p) = &mut s.store {
+                    p.build_index();
+                }
+                (id, Arc::new(s))
+            })
+            .collect();
+        Some(SetUpdate { sets })
+    }
+
+    /// Swap in the sets of `u` (made by [`Engine::set_update`] from an engine compiled from the
+    /// same ruleset as this one). Between two vectors: a lookup sees the set before or after
+    /// the batch, never a part of it.
+    pub fn apply_set_update(&mut self, u: &SetUpdate) {
+        for (id, s) in &u.sets {
+            if let Some(slot) = self.prog.sets.get_mut(id.idx()) {
+                *slot = Arc::clone(s);
+            }
+        }
+    }
+}
+
+/// The element's start and end keys (each field's bounds concatenated, big-endian).
+fn key_bounds(rs: &Ruleset, e: &SetElem, widths: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    if e.key.len() != widths.len() {
+        return None;
+    }
+    let key_len: usize = widths.iter().map(|&w| usize::from(w)).sum();
+    let (mut lo, mut hi) = (Vec::with_capacity(key_len), Vec::with_capacity(key_len));
+    for (part, &w) in e.key.iter().zip(widths) {
+        let (a, b) = part_bounds(rs, part, w, e.span).ok()?;
+        let wb = usize::from(w);
+        lo.extend_from_slice(&a.to_be_bytes()[16 - wb..]);
+        hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
+    }
+    Some((lo, hi))
+}
+
+/// The compiled data of an added element: its value or verdict (appended to the set's
+/// verdicts), its expiry (`expires`, else its `timeout`, else the set's, from `now`).
+fn compiled_elem(set: &mut Set, e: &SetElem, set_timeout: Option<u64>, now: u64) -> Option<Elem> {
+    if e.counter {
+        return None;
+    }
+    let (value, verdict) = match &e.data {
+        None => (0, 0),
+        Some(ElemData::Value(v)) if v.bytes.len() <= 4 => {
+            let x = v.bytes.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b));
+            (x, 0)
+        }
+        Some(ElemData::Verdict(v)) => {
+            let c = match v {
+                Verdict::Accept => compiled::Verdict::Accept,
+                Verdict::Drop => compiled::Verdict::Drop,
+                Verdict::Continue => compiled::Verdict::Continue,
+                Verdict::Return => compiled::Verdict::Return,
+                Verdict::Jump(_) | Verdict::Goto(_) => return None,
+            };
+            let mut vs = std::mem::take(&mut set.verdicts).into_vec();
+            let at = vs.iter().position(|x| *x == c).unwrap_or_else(|| {
+                vs.push(c);
+                vs.len() - 1
+            });
+            set.verdicts = vs.into();
+            (0, at as u32)
+        }
+        Some(_) => return None,
+    };
+    let life_ms = e.expires_ms.or(e.timeout_ms).or(set_timeout);
+    let expires = life_ms.map_or(u64::MAX, |ms| {
+        now.saturating_add(ms.saturating_mul(1_000_000))
+    });
+    Some(Elem {
+        verdict,
+        value,
+        expires,
+        counter: 0,
+    })
+}
+
+impl Set {
+    /// Add an element of bounds `lo`..=`hi` (the parser has checked it against the kernel's
+    /// back-end: an identical element is kept once). `None` when the back-end cannot hold it
+    /// (a range in a set of exact keys) or refuses it.
+    fn insert(&mut self, lo: &[u8], hi: &[u8], elem: Elem, now: u64) -> Option<()> {
+        let at = self.free_slot(elem);
+        let ok = match &mut self.store {
+            SetStore::Exact(s) => lo == hi && s.insert(lo, at),
+            SetStore::Interval(s) => s
+                .insert(new_elem(lo, hi, at, elem), InsertMode::Add, now)
+                .is_ok(),
+            SetStore::Pipapo(p) => p
+                .insert(new_elem(lo, hi, at, elem), InsertMode::Add, now)
+                .is_ok(),
+            SetStore::Dynamic(_) | SetStore::Ranges(_) => false,
+        };
+        ok.then_some(())
+    }
+
+    /// Remove the element of bounds `lo`..=`hi`; its data slot is reused by a later add.
+    fn remove(&mut self, lo: &[u8], hi: &[u8], now: u64) -> Option<()> {
+        let at = match &mut self.store {
+            SetStore::Exact(s) => s.remove(lo)?,
+            SetStore::Interval(s) => s.delete(lo, (lo != hi).then_some(hi), now).ok()?.data,
+            SetStore::Pipapo(p) => p.delete(lo, now).ok()?.data,
+            SetStore::Dynamic(_) | SetStore::Ranges(_) => return None,
+        };
+        self.free.push(at);
+        Some(())
+    }
+
+    /// Remove every element, the catch-all too.
+    fn flush(&mut self) {
+        match &mut self.store {
+            SetStore::Exact(s) => *s = wasp_sets::ExactSet::new(s.key_len()),
+            SetStore::Interval(s) => s.flush(),
+            SetStore::Pipapo(p) => p.flush(),
+            SetStore::Dynamic(_) | SetStore::Ranges(_) => {}
+        }
+        self.elems.clear();
+        self.free.clear();
+        self.catch_all = None;
+    }
+
+    /// A slot of [`Set::elems`] holding `elem`: one a removal freed, else a new one.
+    fn free_slot(&mut self, elem: Elem) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.elems[i as usize] = elem;
+                i
+            }
+            None => {
+                self.elems.push(elem);
+                (self.elems.len() - 1) as u32
+            }
+        }
+    }
+}
+
+fn new_elem<'k>(lo: &'k [u8], hi: &'k [u8], data: u32, e: Elem) -> NewElem<'k, ()> {
+    NewElem {
+        start: lo,
+        end: (lo != hi).then_some(hi),
+        data,
+        expires: (e.expires != u64::MAX).then_some(e.expires),
+        ext: (),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sets of every back-end the in-place path serves, and a verdict map.
+    const RULESET: &str = r#"
+table netdev t {
+    set c {
+        type ipv4_addr . inet_service
+        flags interval
+        elements = { 10.0.0.0/30 . 1000-2000, 10.0.1.0/24 . 53 }
+    }
+    set h {
+        type ipv4_addr
+        elements = { 10.0.0.1, 10.0.0.2 }
+    }
+    set i {
+        type ipv4_addr
+        flags interval
+        elements = { 10.1.0.0/16, 10.3.0.0-10.3.0.9 }
+    }
+    map v {
+        type ipv4_addr : verdict
+        elements = { 10.0.0.1 : drop }
+    }
+    chain in {
+        type filter hook ingress device "eth0" priority 0; policy accept;
+        ip daddr . udp dport @c drop
+        ip daddr @h drop
+        ip daddr @i drop
+        ip daddr vmap @v
+    }
+}
+"#;
+
+    /// What every named set of `e` answers for each key of `keys` (per set: the element's
+    /// verdict and value, or none).
+    fn answers(e: &Engine, keys: &[Vec<u8>]) -> Vec<Option<(compiled::Verdict, u32)>> {
+        let mut out = Vec::new();
+        for &id in &e.prog.named_sets[0] {
+            let s = &e.prog.sets[id];
+            let w = if id == e.prog.named_sets[0][0] { 6 } else { 4 };
+            for k in keys {
+                out.push(s.lookup(&k[..w], 0).map(|x| {
+                    (
+                        s.verdicts
+                            .get(x.verdict as usize)
+                            .copied()
+                            .unwrap_or(compiled::Verdict::Continue),
+                        x.value,
+                    )
+                }));
+            }
+        }
+        out
+    }
+
+    fn key(a: [u8; 4], port: u16) -> Vec<u8> {
+        let mut k = a.to_vec();
+        k.extend_from_slice(&port.to_be_bytes());
+        k
+    }
+
+    /// A run of element batches applied in place answers every lookup as a whole compile of
+    /// the resulting ruleset does, batch after batch (adds, deletes, flushes, catch-all,
+    /// verdicts new to the map).
+    #[test]
+    fn in_place_batches_answer_as_a_whole_compile() {
+        let mut rs = wasp_ruleset::parse_str(RULESET, "t.nft").unwrap();
+        let mut shadows = wasp_ruleset::SetShadows::default();
+        let mut live = Engine::compile(&rs).unwrap();
+        let batches = [
+            "add element netdev t c { 10.0.2.0/24 . 1-100 }",
+            "delete element netdev t c { 10.0.0.0/30 . 1000-2000 }",
+            "add element netdev t h { 10.0.0.3, 10.0.0.4 }\ndelete element netdev t h { 10.0.0.1 }",
+            "add element netdev t i { 10.2.0.0/16 }\ndelete element netdev t i { 10.1.0.0/16 }",
+            "add element netdev t v { 10.0.0.2 : accept, 10.0.0.3 : return }",
+            "delete element netdev t v { 10.0.0.1 }",
+            "add element netdev t v { * : drop }",
+            "flush set netdev t h",
+            "add element netdev t h { 10.0.0.1 }",
+            "add element netdev t c { 10.0.0.0/30 . 1000-2000 }",
+        ];
+        let mut keys = Vec::new();
+        for a in [
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            [10, 0, 0, 3],
+            [10, 0, 0, 4],
+            [10, 0, 1, 9],
+            [10, 0, 2, 7],
+            [10, 1, 2, 3],
+            [10, 2, 2, 3],
+            [10, 3, 0, 5],
+            [10, 3, 0, 10],
+        ] {
+            for p in [53, 50, 1500, 2001] {
+                keys.push(key(a, p));
+            }
+        }
+        for b in batches {
+            let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
+                .unwrap()
+                .expect("element commands only");
+            let u = live.set_update(txn.ruleset(), txn.ops(), 0).expect(b);
+            txn.commit();
+            live.apply_set_update(&u);
+            let whole = Engine::compile(&rs).unwrap();
+            assert_eq!(answers(&live, &keys), answers(&whole, &keys), "after {b}");
+        }
+        // The pipapo set is indexed again after its changes.
+        let SetStore::Pipapo(p) = &live.prog.sets[live.prog.named_sets[0][0]].store else {
+            panic!("pipapo")
+        };
+        assert!(p.has_index());
+    }
+
+    /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and
+    /// elements of a set that counts them.
+    #[test]
+    fn jumps_and_counted_elements_take_a_whole_compile() {
+        let text = format!(
+            "{RULESET}\ntable netdev u {{\n set s {{\n  type ipv4_addr\n  counter\n }}\n map m {{\n  type ipv4_addr : verdict\n }}\n chain x {{\n }}\n chain in {{\n  type filter hook ingress device \"eth0\" priority 0;\n  ip saddr @s\n  ip daddr vmap @m\n }}\n}}\n"
+        );
+        let mut rs = wasp_ruleset::parse_str(&text, "t.nft").unwrap();
+        let live = Engine::compile(&rs).unwrap();
+        let mut shadows = wasp_ruleset::SetShadows::default();
+        for b in [
+            "add element netdev u s { 10.0.0.1 }",
+            "add element netdev u m { 10.0.0.1 : jump x }",
+        ] {
+            let before = rs.clone();
+            let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
+                .unwrap()
+                .unwrap();
+            assert!(
+                live.set_update(txn.ruleset(), txn.ops(), 0).is_none(),
+                "{b}"
+            );
+            txn.rollback();
+            assert_eq!(rs, before, "{b}: rolled back");
+        }
+    }
+}

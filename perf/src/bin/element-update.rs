@@ -1,0 +1,214 @@
+//! element-update: how long one element command takes on a loaded set, wasp's daemon against
+//! the kernel, in the same run. For each shape and size, the same file is loaded into a running
+//! `wasp run` (one worker, `wasp ctl -f`) and into the kernel (`nft -f` in a namespace of its
+//! own with a veth end of the chain's device name); then, alternately, `add element` of one new
+//! element and `delete element` of it, each a process of its own as a user types it (`wasp ctl
+//! add element ...` against `nft add element ...`), and `list set`. Medians of `--runs`.
+//!
+//! Shapes (one netdev ingress chain that looks the set up, as an engineer's blocklist):
+//! - **hash**: `type ipv4_addr`, N addresses, `ip daddr @s`;
+//! - **interval**: `type ipv4_addr; flags interval`, N disjoint /30s, `ip daddr @s`;
+//! - **concat**: `type ipv4_addr . inet_service; flags interval`, N elements `/30 . port range`,
+//!   `ip daddr . udp dport @s` (the pipapo back-end in both).
+//!
+//! Also the daemon's resident memory after the load (the kernel's is not a process's).
+//!
+//! Needs root. `--smoke`: size 1000, one run (CI).
+//!
+//! `cargo run --release -p wasp-perf --bin element-update -- [--sizes 1000,100000]
+//! [--shapes hash,interval,concat] [--runs 5]`
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use wasp_perf::daemon::{DEVICE, WaspRun, wasp_binary};
+use wasp_perf::netns::{Res, cmd, ip};
+
+#[derive(Parser)]
+#[command(about = "one element command on a loaded set: wasp ctl against nft")]
+struct Args {
+    /// Elements in the set.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
+    sizes: Vec<usize>,
+    /// Shapes: `hash`, `interval`, `concat`.
+    #[arg(long, value_delimiter = ',', default_value = "hash,interval,concat")]
+    shapes: Vec<String>,
+    /// Add/delete pairs per case (medians are printed).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Daemon workers.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// The wasp binary (default: next to this one).
+    #[arg(long)]
+    wasp: Option<PathBuf>,
+    /// CI smoke mode: size 1000, one run.
+    #[arg(long)]
+    smoke: bool,
+}
+
+/// Address number `i` as dotted quad, from 10.0.0.0 on in steps of `step`.
+fn addr(i: usize, step: u32) -> String {
+    let a = (10u32 << 24).wrapping_add(i as u32 * step);
+    let b = a.to_be_bytes();
+    format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+}
+
+/// Element `i` of `shape` in nft's syntax.
+fn element(shape: &str, i: usize) -> String {
+    match shape {
+        "hash" => addr(i, 1),
+        "interval" => format!("{}/30", addr(i, 4)),
+        _ => format!("{}/30 . {}-{}", addr(i, 4), 1000 + i % 50, 2000 + i % 50),
+    }
+}
+
+/// The set's declaration and the rule that looks it up.
+fn decl(shape: &str) -> (&'static str, &'static str) {
+    match shape {
+        "hash" => ("type ipv4_addr;", "ip daddr @s counter drop"),
+        "interval" => (
+            "type ipv4_addr; flags interval;",
+            "ip daddr @s counter drop",
+        ),
+        _ => (
+            "type ipv4_addr . inet_service; flags interval;",
+            "ip daddr . udp dport @s counter drop",
+        ),
+    }
+}
+
+/// The ruleset of `shape` with `n` elements.
+fn ruleset(shape: &str, n: usize) -> String {
+    let (ty, rule) = decl(shape);
+    let mut s = String::with_capacity(n * 40);
+    let _ = write!(s, "table netdev u {{\n set s {{\n  {ty}\n  elements = {{");
+    for i in 0..n {
+        let sep = if i == 0 { " " } else { ", " };
+        let _ = write!(s, "{sep}{}", element(shape, i));
+    }
+    let _ = write!(
+        s,
+        " }}\n }}\n chain c {{\n  type filter hook ingress device \"{DEVICE}\" priority 0; policy accept;\n  {rule}\n }}\n}}\n"
+    );
+    s
+}
+
+/// Wall time of `c`, which must succeed.
+fn timed(c: &mut Command) -> Res<Duration> {
+    let t0 = Instant::now();
+    cmd(c, None)?;
+    Ok(t0.elapsed())
+}
+
+/// The kernel side: a namespace with a veth end named as the chain's device.
+struct Kernel {
+    ns: String,
+}
+
+impl Kernel {
+    fn load(n: usize, file: &Path) -> Res<Kernel> {
+        let k = Kernel {
+            ns: format!("wasp-elem-nft-{}-{n}", std::process::id()),
+        };
+        ip(&["netns", "add", &k.ns])?;
+        ip(&[
+            "-n", &k.ns, "link", "add", DEVICE, "type", "veth", "peer", "name", "l1p",
+        ])?;
+        ip(&["-n", &k.ns, "link", "set", DEVICE, "up"])?;
+        k.nft(&["-f", &file.display().to_string()])?;
+        Ok(k)
+    }
+
+    fn nft(&self, args: &[&str]) -> Res<Duration> {
+        timed(
+            Command::new("ip")
+                .args(["netns", "exec", &self.ns, "nft"])
+                .args(args),
+        )
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.ns]);
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Medians in ms of (add, delete, list) of `runs` rounds through `run`.
+fn rounds(
+    shape: &str,
+    size: usize,
+    runs: usize,
+    mut run: impl FnMut(&[&str]) -> Res<Duration>,
+) -> Res<[f64; 3]> {
+    let (mut add, mut del, mut list) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let e = format!("{{ {} }}", element(shape, size + 1 + r));
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        add.push(ms(run(&["add", "element", "netdev", "u", "s", &e])?));
+        del.push(ms(run(&["delete", "element", "netdev", "u", "s", &e])?));
+        list.push(ms(run(&["list", "set", "netdev", "u", "s"])?));
+    }
+    Ok([median(add), median(del), median(list)])
+}
+
+fn main() -> Res<()> {
+    let mut args = Args::parse();
+    if args.smoke {
+        args.sizes = vec![1000];
+        args.runs = 1;
+    }
+    if !wasp_perf::sys::is_root() {
+        println!("element-update: skipped (needs root for namespaces)");
+        return Ok(());
+    }
+    let wasp = wasp_binary(args.wasp.as_deref())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    println!(
+        "element-update: wall time of one command, ms, median of {} ({}, {} worker(s))",
+        args.runs,
+        wasp.display(),
+        args.workers
+    );
+    println!();
+    println!(
+        "| shape | size | wasp add | nft add | wasp delete | nft delete | wasp list set | nft list set | daemon RSS MiB |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut n = 0;
+    for shape in &args.shapes {
+        for &size in &args.sizes {
+            n += 1;
+            let file = dir.path().join(format!("{shape}-{size}.nft"));
+            std::fs::write(&file, ruleset(shape, size)).map_err(|e| e.to_string())?;
+            let daemon = WaspRun::start(&wasp, dir.path(), "wasp-elem-", n, args.workers)?;
+            daemon.apply_file(&file)?;
+            let rss = daemon.rss_kib();
+            let w = rounds(shape, size, args.runs, |a| daemon.ctl(a))?;
+            drop(daemon);
+            let kernel = Kernel::load(n, &file)?;
+            let k = rounds(shape, size, args.runs, |a| kernel.nft(a))?;
+            drop(kernel);
+            println!(
+                "| {shape} | {size} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+                w[0],
+                k[0],
+                w[1],
+                k[1],
+                w[2],
+                k[2],
+                rss as f64 / 1024.0
+            );
+        }
+    }
+    Ok(())
+}
