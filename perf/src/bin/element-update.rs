@@ -48,6 +48,11 @@ struct Args {
     /// CI smoke mode: size 1000, one run.
     #[arg(long)]
     smoke: bool,
+    /// Also print where the daemon's time goes, in process (no root needed): the model's
+    /// change, the sets' copies with the change (`Engine::set_update`), and for the concat
+    /// shape the pipapo copy and index build alone.
+    #[arg(long)]
+    phases: bool,
 }
 
 /// Address number `i` as dotted quad, from 10.0.0.0 on in steps of `step`.
@@ -161,11 +166,107 @@ fn rounds(
     Ok([median(add), median(del), median(list)])
 }
 
+/// CPU µs of `f` on this thread.
+fn cpu_us(f: impl FnOnce()) -> f64 {
+    let t0 = cpu_time::ThreadTime::now();
+    f();
+    t0.elapsed().as_secs_f64() * 1e6
+}
+
+/// The daemon's element path in process: medians of `runs` add/delete pairs, CPU µs per phase.
+fn phases(shape: &str, size: usize, runs: usize) -> Res<()> {
+    let mut rs =
+        wasp_ruleset::parse_str(&ruleset(shape, size), "p.nft").map_err(|e| e.to_string())?;
+    let mut engine = wasp_core::Engine::compile(&rs).map_err(|e| e.to_string())?;
+    let mut shadows = wasp_ruleset::SetShadows::default();
+    let (mut model, mut sets, mut swap) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..=runs {
+        for verb in ["add", "delete"] {
+            let text = format!(
+                "{verb} element netdev u s {{ {} }}",
+                element(shape, size + 1 + r)
+            );
+            let (mut txn, mut upd) = (None, None);
+            let m = cpu_us(|| {
+                txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, &text, "b.nft")
+                    .ok()
+                    .flatten();
+            });
+            let txn = txn.ok_or("not an element batch")?;
+            let s = cpu_us(|| upd = engine.set_update(txn.ruleset(), txn.ops(), 0));
+            let upd = upd.ok_or("needs a whole compile")?;
+            let c = cpu_us(|| txn.commit());
+            let w = cpu_us(|| drop(engine.apply_set_update(&upd)));
+            // The first round builds the kernel back-end's view of the set once.
+            if r > 0 {
+                model.push(m + c);
+                sets.push(s);
+                swap.push(w);
+            }
+        }
+    }
+    let mut extra = String::new();
+    if shape == "concat" {
+        let mut p = wasp_sets::Pipapo::<()>::new(&[4, 2]).map_err(|e| format!("{e:?}"))?;
+        for i in 0..size {
+            let a = (10u32 << 24) + i as u32 * 4;
+            let lo: Vec<u8> = a
+                .to_be_bytes()
+                .into_iter()
+                .chain(((1000 + i % 50) as u16).to_be_bytes())
+                .collect();
+            let hi: Vec<u8> = (a + 3)
+                .to_be_bytes()
+                .into_iter()
+                .chain(((2000 + i % 50) as u16).to_be_bytes())
+                .collect();
+            let e = wasp_sets::NewElem {
+                start: &lo,
+                end: Some(&hi),
+                data: i as u32,
+                expires: None,
+                ext: (),
+            };
+            p.insert(e, wasp_sets::InsertMode::Add, 0)
+                .map_err(|e| format!("{e:?}"))?;
+        }
+        let mut copy = None;
+        let clone = cpu_us(|| copy = Some(p.clone()));
+        let mut copy = copy.ok_or("clone")?;
+        let index = cpu_us(|| copy.build_index());
+        let _ = write!(extra, " (pipapo copy {clone:.0}, index build {index:.0})");
+    }
+    println!(
+        "| {shape} | {size} | {:.0} | {:.0}{extra} | {:.1} |",
+        median(model),
+        median(sets),
+        median(swap)
+    );
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let mut args = Args::parse();
     if args.smoke {
         args.sizes = vec![1000];
         args.runs = 1;
+    }
+    if args.phases {
+        println!(
+            "element-update phases: CPU µs per command in process, median of {} add/delete pairs",
+            args.runs
+        );
+        println!();
+        println!(
+            "| shape | size | model change | set copies with the change | swap into an engine |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        for shape in &args.shapes {
+            for &size in &args.sizes {
+                phases(shape, size, args.runs)?;
+            }
+        }
+        println!();
     }
     if !wasp_perf::sys::is_root() {
         println!("element-update: skipped (needs root for namespaces)");

@@ -220,9 +220,15 @@ fn drop_unused_sources(r: &mut Ruleset) {
         }
         for s in &t.sets {
             used.insert(s.span.file);
+            // Elements come in runs of one file: one insertion per run.
+            let mut last = None;
             for e in &s.elements {
-                used.insert(e.span.file);
-                used.extend(e.counter_span.map(|c| c.file));
+                for f in std::iter::once(e.span.file).chain(e.counter_span.map(|c| c.file)) {
+                    if last != Some(f) {
+                        used.insert(f);
+                        last = Some(f);
+                    }
+                }
             }
         }
         used.extend(t.plugins.iter().map(|p| p.span.file));

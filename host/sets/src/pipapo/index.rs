@@ -238,6 +238,13 @@ impl Index {
     /// Build the index of `p`'s current elements; `None` when the set has more elements than
     /// a tagged entry can name (2^30).
     pub(crate) fn build<X: Clone>(p: &Pipapo<X>) -> Option<Index> {
+        let handles: Vec<ElemHandle> = p.handles().collect();
+        Self::build_of(p, &handles)
+    }
+
+    /// Build the index of the elements `handles` of `p` (in insertion order: the first is the
+    /// oldest); `None` as [`Index::build`], or when a handle is not stored.
+    pub(crate) fn build_of<X: Clone>(p: &Pipapo<X>, handles: &[ElemHandle]) -> Option<Index> {
         let spans: Vec<Span> = p
             .field_lens()
             .iter()
@@ -248,7 +255,6 @@ impl Index {
             })
             .collect();
         let nf = spans.len();
-        let handles: Vec<ElemHandle> = p.handles().collect();
         let n = handles.len();
         // Handles go into 30-bit entries; records are indexed by handle.
         let slots = handles.iter().map(|h| h.0 as usize + 1).max().unwrap_or(0);
@@ -259,7 +265,7 @@ impl Index {
         let mut lo = Vec::with_capacity(n * nf);
         let mut hi = Vec::with_capacity(n * nf);
         let mut expires = Vec::with_capacity(n);
-        for &h in &handles {
+        for &h in handles {
             let (s, e) = p.bounds(h)?;
             for &sp in &spans {
                 lo.push(read(s, sp));
@@ -671,9 +677,11 @@ impl<X: Clone> Pipapo<X> {
     /// machine of `perf/RESULTS.md`), memory [`Pipapo::index_bytes`].
     pub fn build_index(&mut self) {
         self.index = Index::build(self).map(Arc::new);
+        self.delta = None;
     }
 
-    /// `true` while a field index built by [`Pipapo::build_index`] is valid (no change since).
+    /// `true` while a field index is kept (built by [`Pipapo::build_index`]; changes since are
+    /// in its overlay until [`Pipapo::refresh_index`]).
     pub fn has_index(&self) -> bool {
         self.index.is_some()
     }
@@ -688,10 +696,11 @@ impl<X: Clone> Pipapo<X> {
         self.index.as_ref().map_or(0, |i| i.bytes())
     }
 
-    /// Drop the field index: every change to the set's elements calls this.
+    /// Drop the field index and its overlay (a flush).
     #[inline]
     pub(super) fn touched(&mut self) {
         self.index = None;
+        self.delta = None;
     }
 
     /// The oldest live element containing `key` through the field index, pipapo's best
@@ -699,9 +708,9 @@ impl<X: Clone> Pipapo<X> {
     /// [`Pipapo::lookup_variant`].
     #[inline]
     pub fn lookup_index(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
-        match self.index.as_deref().map(|i| i.probe(key, now)) {
-            Some(Probe::Found(r)) => r,
-            _ => self.lookup_variant(Variant::best(), key, now),
+        match self.index.as_deref().and_then(|i| self.probe_indexed(i, key, now)) {
+            Some(r) => r,
+            None => self.lookup_variant(Variant::best(), key, now),
         }
     }
 
@@ -712,6 +721,9 @@ impl<X: Clone> Pipapo<X> {
         let Some(ix) = self.index.as_deref() else {
             return self.lookup_batch_variant(Variant::best(), keys, now, out);
         };
+        if self.delta.is_some() {
+            return self.lookup_batch_delta(keys, now, out);
+        }
         let kl = self.key_len.max(1);
         let (head, tail) = out.split_at_mut(out.len().min(keys.len() / kl));
         tail.fill(None);

@@ -72,7 +72,7 @@ impl<X: Clone> Pipapo<X> {
                 h
             }
         };
-        self.touched();
+        self.note_insert(h);
         let firsts: Vec<usize> = self.fields.iter().map(|f| f.rules).collect();
         let last = self.fields.len() - 1;
         for (i, f) in self.fields.iter_mut().enumerate() {

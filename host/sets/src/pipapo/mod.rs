@@ -22,6 +22,7 @@
 //! `expires = Some(t)` is expired when `now >= t` (the kernel's `nft_set_elem_expired`).
 
 mod bits;
+mod delta;
 pub mod expand;
 pub(crate) mod fast;
 pub mod field;
@@ -31,6 +32,7 @@ pub(crate) mod lookup;
 mod remove;
 
 pub use field::{Block, GroupPolicy, LT_SIZE_HIGH, LT_SIZE_LOW, Map};
+pub use delta::REBUILD_AT;
 pub use index::{Index, MAX_CANDIDATES};
 pub use lookup::{BATCH_MAX, Scratch, Variant};
 
@@ -188,8 +190,11 @@ pub struct Pipapo<X = ()> {
     order: Vec<u32>,
     /// Largest bucket size over the fields, in blocks.
     bblocks_max: usize,
-    /// Field index ([`Pipapo::build_index`]); dropped by every change (`touched`).
+    /// Field index ([`Pipapo::build_index`]); kept through inserts and removals, with what
+    /// changed since in `delta`; dropped by a flush (`touched`).
     index: Option<std::sync::Arc<Index>>,
+    /// Changes since `index` was built (`None`: none).
+    delta: Option<Box<delta::Delta>>,
 }
 
 impl<X: Clone> Pipapo<X> {
@@ -225,6 +230,7 @@ impl<X: Clone> Pipapo<X> {
             order: Vec::new(),
             bblocks_max: 0,
             index: None,
+            delta: None,
         })
     }
 

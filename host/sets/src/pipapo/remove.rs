@@ -44,7 +44,7 @@ impl<X: Clone> Pipapo<X> {
         if !any {
             return Vec::new();
         }
-        self.touched();
+        self.note_remove((0..gone.len() as u32).filter(|&h| gone[h as usize]));
         // Rule spans to cut per field, merged where gone elements are adjacent.
         let nf = self.fields.len();
         let mut cuts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nf];

@@ -529,7 +529,7 @@ fn index_fallback_on_cross_product() {
 /// Every change drops the index (insert, delete, flush, gc), and lookups stay right without
 /// it; rebuilt, it answers for the new contents.
 #[test]
-fn index_dropped_by_every_change() {
+fn index_kept_through_changes_and_dropped_by_a_flush() {
     let elems: Vec<_> = (0..20u128)
         .map(|i| {
             (
@@ -555,25 +555,94 @@ fn index_dropped_by_every_change() {
         ext: (),
     };
     let h = p.insert(elem, InsertMode::Create, 0).unwrap();
-    assert!(!p.has_index(), "insert");
+    assert!(p.has_index(), "insert");
+    assert_eq!(p.index_lag(), 1);
+    // Not refreshed: the added element is found through pipapo.
     assert_eq!(p.lookup_index(&key, 0), Some(h));
-    p.build_index();
+    p.refresh_index();
     assert_eq!(p.lookup_index(&key, 0), Some(h));
     index_agrees(&p, &keys, 0);
     p.delete(&elems[4].0, 0).unwrap();
-    assert!(!p.has_index(), "delete");
-    assert_eq!(p.lookup_index(&elems[4].0, 0), None);
-    p.build_index();
+    assert!(p.has_index(), "delete");
+    assert_eq!(p.index_lag(), 2);
     assert_eq!(p.lookup_index(&elems[4].0, 0), None);
     assert_eq!(p.lookup_index(&elems[5].0, 0), Some(hs[5]));
-    p.build_index();
+    // A new element in the removed one's slot: the index's record of the slot is not used.
+    let again = NewElem {
+        start: &elems[4].0,
+        end: Some(&elems[4].1[..]),
+        data: 7,
+        expires: None,
+        ext: (),
+    };
+    let h4 = p.insert(again, InsertMode::Create, 0).unwrap();
+    p.refresh_index();
+    assert_eq!(p.lookup_index(&elems[4].0, 0), Some(h4));
+    index_agrees(&p, &keys, 0);
     assert_eq!(p.gc(60), 7);
-    assert!(!p.has_index(), "gc");
-    p.build_index();
+    assert!(p.has_index(), "gc");
     index_agrees(&p, &keys, 0);
     assert_eq!(p.lookup_index(&elems[3].0, 0), None);
+    p.build_index();
+    assert_eq!(p.index_lag(), 0);
     p.flush();
     assert!(!p.has_index(), "flush");
     p.build_index();
     assert_eq!(p.lookup_index(&elems[5].0, 0), None);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The field index kept through changes: after each insertion or deletion of a random
+    /// sequence, the index with its overlay (stale, then refreshed) answers every probe as the
+    /// linear-scan oracle, and once the overlay passes its size the refresh builds it anew.
+    #[test]
+    fn index_kept_through_changes_matches_oracle(
+        (lens, elems, _policy, _deletes) in set_strategy(),
+        ops in prop::collection::vec((any::<bool>(), any::<usize>()), 1..40),
+    ) {
+        let mut p: Pipapo = Pipapo::new(&lens).unwrap();
+        let mut o = Oracle { lens: lens.clone(), ..Oracle::default() };
+        let mut all_probes = Vec::new();
+        let mut pool = Vec::new();
+        for (i, (fields, expires)) in elems.iter().enumerate() {
+            let s: Vec<u8> = fields.iter().flat_map(|f| f.start.clone()).collect();
+            let e: Vec<u8> = fields.iter().flat_map(|f| f.end.clone()).collect();
+            all_probes.extend(probes(&lens, &s, &e));
+            // Half go in before the index is built, the rest are added through changes.
+            if i % 2 == 0 {
+                if let Ok(h) = p.insert(NewElem { start: &s, end: Some(&e), data: 0, expires: *expires, ext: () }, InsertMode::Create, 0) {
+                    o.elems.push((s, e, *expires, h));
+                }
+            } else {
+                pool.push((s, e, *expires));
+            }
+        }
+        p.build_index();
+        for (insert, pick) in ops {
+            if insert && !pool.is_empty() {
+                let (s, e, x) = pool.swap_remove(pick % pool.len());
+                if let Ok(h) = p.insert(NewElem { start: &s, end: Some(&e), data: 0, expires: x, ext: () }, InsertMode::Create, 0) {
+                    o.elems.push((s, e, x, h));
+                }
+            } else if !o.elems.is_empty() {
+                let i = pick % o.elems.len();
+                let (s, e, x, h) = o.elems[i].clone();
+                if p.remove(h).is_some() {
+                    o.elems.remove(i);
+                    pool.push((s, e, x));
+                }
+            }
+            for k in &all_probes {
+                prop_assert_eq!(p.lookup_index(k, 5), o.lookup(k, 5), "stale overlay {:?}", k);
+            }
+            p.refresh_index();
+            prop_assert!(p.has_index());
+            for k in &all_probes {
+                prop_assert_eq!(p.lookup_index(k, 5), o.lookup(k, 5), "refreshed {:?}", k);
+            }
+            check_batch(&p, &o, &all_probes, 5)?;
+        }
+    }
 }

@@ -465,7 +465,9 @@ impl Daemon {
             return Ok(None);
         };
         txn.commit();
-        engine.apply_set_update(&update);
+        // Every replaced set is dropped here, on the control side, when the last worker has
+        // handed its copy back (a worker never frees a large set between two vectors).
+        let mut retired = vec![engine.apply_set_update(&update)];
         *generation += 1;
         self.set_txns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -477,20 +479,21 @@ impl Daemon {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let u = update.clone();
                 w.mailbox.post(Box::new(move |ctx| {
-                    ctx.dp.engine.apply_set_update(&u);
+                    let old = ctx.dp.engine.apply_set_update(&u);
                     ctx.dp.generation = g;
-                    let _ = tx.send(());
+                    let _ = tx.send(old);
                 }));
                 rx
             })
             .collect();
         for (i, rx) in acks.into_iter().enumerate() {
-            rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
+            retired.push(rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
                 Error::Daemon(format!(
                     "worker {i} did not take the new sets in time (it will at its next vector)"
                 ))
-            })?;
+            })?);
         }
+        drop(retired);
         Ok(Some(g))
     }
 
