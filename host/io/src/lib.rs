@@ -43,7 +43,7 @@ pub use netns::in_netns;
 pub use pcap::{Captured, InputState, PcapGroup, PcapInput, PcapOptions, PcapPort};
 pub use port::{
     FanoutMode, FanoutSpec, Frame, PortGroup, PortInfo, PortStats, RingConfig, RxMode,
-    TpacketConfig, TxMode, TxSide,
+    TpacketConfig, TxMode, TxSide, Waker,
 };
 pub use tap::TapGroup;
 

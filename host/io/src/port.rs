@@ -202,6 +202,11 @@ pub trait PortGroup: Send {
     /// Counters per port, in [`PortGroup::ports`] order.
     fn stats(&self) -> Vec<PortStats>;
 
+    /// From now on [`Waker::wake`] of `w` (from any thread) ends a [`PortGroup::poll`] that
+    /// waits for frames: it returns with what is ready, possibly nothing. Groups that never
+    /// wait (captures) ignore it.
+    fn set_waker(&mut self, _w: &Waker) {}
+
     /// True when no frame will ever arrive again (a capture read to its end). Live groups
     /// return false.
     fn exhausted(&self) -> bool {
@@ -479,5 +484,26 @@ mod tests {
                 .unwrap(),
             0
         );
+    }
+}
+
+/// Ends a port group's wait for frames from another thread ([`PortGroup::set_waker`]): the
+/// control side wakes a worker that has a job for it instead of waiting for its poll timeout.
+/// An eventfd; clones share it.
+#[derive(Debug, Clone)]
+pub struct Waker(pub(crate) std::sync::Arc<crate::sys::EventFd>);
+
+impl Waker {
+    /// A new waker.
+    ///
+    /// # Errors
+    /// The eventfd cannot be made (descriptor limit).
+    pub fn new() -> std::io::Result<Waker> {
+        Ok(Waker(std::sync::Arc::new(crate::sys::EventFd::new()?)))
+    }
+
+    /// End the wait of the group it is set on (now, or its next wait if it is not waiting).
+    pub fn wake(&self) {
+        self.0.signal();
     }
 }

@@ -125,6 +125,10 @@ pub(crate) fn open_with<S: Sys, D: AsRef<str>>(
 }
 
 impl PortGroup for TapGroup {
+    fn set_waker(&mut self, w: &crate::port::Waker) {
+        self.inner.set_waker(w.0.clone());
+    }
+
     fn ports(&self) -> &[PortInfo] {
         self.inner.ports()
     }

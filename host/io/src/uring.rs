@@ -104,6 +104,11 @@ pub(crate) struct UringPorts<R: Ring> {
     tagged_at: Vec<(usize, usize)>,
     /// Rotates the first TPACKET_V3 port read per poll (fairness when `max` cuts).
     tp_start: usize,
+    /// A waker is set ([`UringPorts::set_waker`]), its poll is in flight, it fired during
+    /// this poll.
+    waker: bool,
+    waker_armed: bool,
+    woke: bool,
 }
 
 impl<R: Ring> UringPorts<R> {
@@ -140,7 +145,17 @@ impl<R: Ring> UringPorts<R> {
             tagged: Vec::new(),
             tagged_at: Vec::new(),
             tp_start: 0,
+            waker: false,
+            waker_armed: false,
+            woke: false,
         }
+    }
+
+    /// From now on a signal of `w` ends a wait for frames early (`poll` returns, with the
+    /// frames that are ready, possibly none).
+    pub(crate) fn set_waker(&mut self, w: std::sync::Arc<crate::sys::EventFd>) {
+        self.ring.set_waker(w);
+        self.waker = true;
     }
 
     pub(crate) fn ports(&self) -> &[PortInfo] {
@@ -167,6 +182,13 @@ impl<R: Ring> UringPorts<R> {
     /// them (otherwise they would end with `ENOBUFS` at once), polls for TPACKET_V3 ports
     /// whose next block is not ready yet.
     fn arm(&mut self, retry_failed: bool) -> Result<(), IoError> {
+        if self.waker && !self.waker_armed {
+            self.push(Sqe {
+                port: 0,
+                op: Op::Wake,
+            })?;
+            self.waker_armed = true;
+        }
         let any_buf = self.backlog.len() < self.ring.rx_count() as usize;
         for p in 0..self.ports.len() {
             let st = &mut self.ports[p];
@@ -203,6 +225,11 @@ impl<R: Ring> UringPorts<R> {
     fn complete(&mut self, c: Cqe) {
         let p = c.sqe.port as usize;
         match c.sqe.op {
+            Op::Wake => {
+                self.waker_armed = false;
+                self.woke = true;
+                self.ring.drain_waker();
+            }
             Op::Recv | Op::Read => {
                 if let Some(bid) = c.buf {
                     if c.res >= 0 {
@@ -328,10 +355,11 @@ impl<R: Ring> UringPorts<R> {
         timeout: Duration,
         on_rx: &mut dyn FnMut(&[Frame<'_>], &mut dyn TxSide),
     ) -> Result<usize, IoError> {
+        self.woke = false;
         self.reap();
         self.arm(true)?;
         let mut ready = self.ready();
-        if ready < min {
+        if ready < min && !self.woke {
             let deadline = Instant::now() + timeout;
             let only_blocks = self.ports.iter().all(|p| p.rx == RxPath::Tpacket);
             loop {
@@ -344,7 +372,7 @@ impl<R: Ring> UringPorts<R> {
                 self.reap();
                 self.arm(false)?;
                 ready = self.ready();
-                if ready >= min || Instant::now() >= deadline {
+                if ready >= min || self.woke || Instant::now() >= deadline {
                     break;
                 }
             }
@@ -785,6 +813,32 @@ mod tests {
         assert_eq!(n, got.len());
         assert!(calls <= 1, "one slice per poll");
         got
+    }
+
+    /// A signalled waker ends a long wait with no frame, is drained once and armed again;
+    /// frames that are ready come with it.
+    #[test]
+    fn a_waker_ends_the_wait_for_frames() {
+        let mut g = group(1, 8, 4);
+        g.set_waker(std::sync::Arc::new(crate::sys::EventFd::new().unwrap()));
+        g.ring.wake_signalled = true;
+        let t0 = Instant::now();
+        let n = g
+            .poll(1, 64, Duration::from_secs(30), &mut |_, _| {
+                panic!("no frame")
+            })
+            .unwrap();
+        assert_eq!(n, 0);
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the wait ended early"
+        );
+        assert_eq!(g.ring.wake_drains, 1);
+        assert!(g.waker_armed, "armed again for the next wait");
+        g.ring.incoming[0].push_back(frame(0, 7));
+        g.ring.wake_signalled = true;
+        assert_eq!(poll(&mut g, 64).len(), 1);
+        assert_eq!(g.ring.wake_drains, 2);
     }
 
     #[test]

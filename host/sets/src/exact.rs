@@ -5,20 +5,43 @@ use std::collections::HashMap;
 
 use crate::fxhash::FxBuild;
 
+/// Keys of up to 16 bytes are stored as numbers (a copy of the set copies the table and
+/// allocates nothing per key); longer keys (concatenations of IPv6 addresses) each on the heap.
+#[derive(Debug, Clone)]
+enum Keys {
+    Short(HashMap<u128, u32, FxBuild>),
+    Long(HashMap<Box<[u8]>, u32, FxBuild>),
+}
+
 /// Exact-match set: every key has the same length (`key_len` bytes).
 #[derive(Debug, Clone)]
 pub struct ExactSet {
     key_len: usize,
-    map: HashMap<Box<[u8]>, u32, FxBuild>,
+    map: Keys,
+}
+
+/// A key of at most 16 bytes as a number (big-endian).
+#[inline(always)]
+fn short(key: &[u8]) -> u128 {
+    match *key {
+        [a, b, c, d] => u128::from(u32::from_be_bytes([a, b, c, d])),
+        [a, b, c, d, e, f] => {
+            u128::from(u32::from_be_bytes([a, b, c, d])) << 16
+                | u128::from(u16::from_be_bytes([e, f]))
+        }
+        _ => key.iter().fold(0u128, |v, &b| (v << 8) | u128::from(b)),
+    }
 }
 
 impl ExactSet {
     /// An empty set of keys of `key_len` bytes.
     pub fn new(key_len: usize) -> Self {
-        ExactSet {
-            key_len,
-            map: HashMap::with_hasher(FxBuild),
-        }
+        let map = if key_len <= 16 {
+            Keys::Short(HashMap::with_hasher(FxBuild))
+        } else {
+            Keys::Long(HashMap::with_hasher(FxBuild))
+        };
+        ExactSet { key_len, map }
     }
 
     /// Key length in bytes.
@@ -30,32 +53,61 @@ impl ExactSet {
     /// the first element and refuses the duplicate unless `add` is used, which ignores it).
     /// Returns `false` when the key was already present or has the wrong length.
     pub fn insert(&mut self, key: &[u8], data: u32) -> bool {
-        if key.len() != self.key_len || self.map.contains_key(key) {
+        if key.len() != self.key_len {
             return false;
         }
-        self.map.insert(key.into(), data);
-        true
+        match &mut self.map {
+            Keys::Short(m) => match m.entry(short(key)) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(data);
+                    true
+                }
+            },
+            Keys::Long(m) => {
+                if m.contains_key(key) {
+                    return false;
+                }
+                m.insert(key.into(), data);
+                true
+            }
+        }
     }
 
     /// Remove `key`; its data, or `None` when it was not present.
     pub fn remove(&mut self, key: &[u8]) -> Option<u32> {
-        self.map.remove(key)
+        if key.len() != self.key_len {
+            return None;
+        }
+        match &mut self.map {
+            Keys::Short(m) => m.remove(&short(key)),
+            Keys::Long(m) => m.remove(key),
+        }
     }
 
     /// The data of `key`, if present.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<u32> {
-        self.map.get(key).copied()
+        if key.len() != self.key_len {
+            return None;
+        }
+        match &self.map {
+            Keys::Short(m) => m.get(&short(key)).copied(),
+            Keys::Long(m) => m.get(key).copied(),
+        }
     }
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.map {
+            Keys::Short(m) => m.len(),
+            Keys::Long(m) => m.len(),
+        }
     }
 
     /// `true` when empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 }
 
@@ -76,5 +128,23 @@ mod tests {
         assert_eq!(s.get(&[10, 0, 0, 1, 0, 80]), None);
         assert_eq!(s.get(&[10, 0, 0, 1]), None);
         assert_eq!(s.len(), 2);
+        assert_eq!(s.remove(&[10, 0, 0, 1, 0, 22]), Some(0));
+        assert_eq!(s.get(&[10, 0, 0, 1, 0, 22]), None);
+        assert_eq!(s.remove(&[10, 0, 0, 1, 0, 22]), None);
+    }
+
+    /// Keys over 16 bytes (two IPv6 addresses and a port) are kept whole.
+    #[test]
+    fn long_keys() {
+        let mut s = ExactSet::new(34);
+        let mut k = [0u8; 34];
+        k[33] = 1;
+        assert!(s.insert(&k, 3));
+        k[0] = 1;
+        assert_eq!(s.get(&k), None);
+        k[0] = 0;
+        assert_eq!(s.get(&k), Some(3));
+        assert_eq!(s.remove(&k), Some(3));
+        assert!(s.is_empty());
     }
 }

@@ -8,11 +8,15 @@
 //! Checked on the local kernel (nft 1.0.6, `inet_service` `flags interval`): the 15 vectors of
 //! nftables' `0044interval_overlap_0` (test `c09_single_field_vectors`), delete of a point or
 //! sub-range inside an element is ENOENT, get of a point returns the containing range.
+//!
+//! Element storage is flat (keys in one byte array, one fixed-size slot per element): a copy
+//! of the set (every transaction copies the set it changes) copies a few buffers and
+//! allocates nothing per element.
 
 use crate::pipapo::expand::be_value;
 use crate::pipapo::{ElemHandle, InsertMode, NewElem, SetError};
 
-/// A stored interval element.
+/// An interval element taken out of the set ([`IntervalSet::delete`]).
 #[derive(Debug, Clone)]
 pub struct IntervalElem<X> {
     /// Start key (field bytes, big-endian).
@@ -25,6 +29,29 @@ pub struct IntervalElem<X> {
     pub expires: Option<u64>,
     /// Extension slot for stateful expressions.
     pub ext: X,
+}
+
+/// A stored interval element, borrowed from the set.
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalRef<'a, X> {
+    /// Start key (field bytes, big-endian).
+    pub start: &'a [u8],
+    /// End key (inclusive).
+    pub end: &'a [u8],
+    /// Element data (map value or verdict index).
+    pub data: u32,
+    /// Expiry, `None` for never (`now >= expires` is expired).
+    pub expires: Option<u64>,
+    /// Extension slot for stateful expressions.
+    pub ext: &'a X,
+}
+
+/// What a slot holds besides its keys.
+#[derive(Debug, Clone, Copy)]
+struct Slot<X> {
+    data: u32,
+    expires: Option<u64>,
+    ext: X,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +67,10 @@ struct Item {
 pub struct IntervalSet<X = ()> {
     len: usize,
     items: Vec<Item>,
-    slab: Vec<Option<IntervalElem<X>>>,
+    /// Per slot: data, expiry and extension (`None` for a free slot).
+    slab: Vec<Option<Slot<X>>>,
+    /// Per slot `2 * len` bytes: start key, then end key.
+    keys: Vec<u8>,
     free: Vec<u32>,
 }
 
@@ -54,6 +84,7 @@ impl<X: Clone> IntervalSet<X> {
             len,
             items: Vec::new(),
             slab: Vec::new(),
+            keys: Vec::new(),
             free: Vec::new(),
         })
     }
@@ -74,8 +105,23 @@ impl<X: Clone> IntervalSet<X> {
     }
 
     /// The element behind a handle.
-    pub fn elem(&self, h: ElemHandle) -> Option<&IntervalElem<X>> {
-        self.slab.get(h.0 as usize).and_then(|e| e.as_ref())
+    pub fn elem(&self, h: ElemHandle) -> Option<IntervalRef<'_, X>> {
+        let slot = self.slab.get(h.0 as usize)?.as_ref()?;
+        let (start, end) = self.keys_of(h.0);
+        Some(IntervalRef {
+            start,
+            end,
+            data: slot.data,
+            expires: slot.expires,
+            ext: &slot.ext,
+        })
+    }
+
+    /// The start and end keys of slot `h`.
+    fn keys_of(&self, h: u32) -> (&[u8], &[u8]) {
+        let at = h as usize * 2 * self.len;
+        let k = &self.keys[at..at + 2 * self.len];
+        k.split_at(self.len)
     }
 
     fn key(&self, k: &[u8]) -> Result<u128, SetError> {
@@ -157,16 +203,18 @@ impl<X: Clone> IntervalSet<X> {
             None => {
                 let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
                 self.slab.push(None);
+                self.keys.resize(self.keys.len() + 2 * self.len, 0);
                 h
             }
         };
-        self.slab[h as usize] = Some(IntervalElem {
-            start: e.start.into(),
-            end: e.end.unwrap_or(e.start).into(),
+        self.slab[h as usize] = Some(Slot {
             data: e.data,
             expires: e.expires,
             ext: e.ext,
         });
+        let at = h as usize * 2 * self.len;
+        self.keys[at..at + self.len].copy_from_slice(e.start);
+        self.keys[at + self.len..at + 2 * self.len].copy_from_slice(e.end.unwrap_or(e.start));
         let at = self.items.partition_point(|it| it.start < s);
         self.items.insert(
             at,
@@ -181,9 +229,16 @@ impl<X: Clone> IntervalSet<X> {
     }
 
     fn release(&mut self, h: u32) -> Option<IntervalElem<X>> {
-        let e = self.slab.get_mut(h as usize)?.take();
+        let slot = self.slab.get_mut(h as usize)?.take()?;
         self.free.push(h);
-        e
+        let (start, end) = self.keys_of(h);
+        Some(IntervalElem {
+            start: start.into(),
+            end: end.into(),
+            data: slot.data,
+            expires: slot.expires,
+            ext: slot.ext,
+        })
     }
 
     /// Delete the live element with exactly this start and end (`end` `None` = single value);
@@ -209,6 +264,7 @@ impl<X: Clone> IntervalSet<X> {
     pub fn flush(&mut self) {
         self.items.clear();
         self.slab.clear();
+        self.keys.clear();
         self.free.clear();
     }
 

@@ -22,7 +22,7 @@ mod simd;
 pub mod txn;
 
 pub use exact::ExactSet;
-pub use interval::{IntervalElem, IntervalSet};
+pub use interval::{IntervalElem, IntervalRef, IntervalSet};
 pub use pipapo::{ElemHandle, ElemRef, InsertMode, NewElem, Pipapo, SetError};
 pub use ranges::{RangeElem, RangeList};
 pub use txn::{Expiring, Shared, Txn};

@@ -209,6 +209,12 @@ pub(crate) struct FakeRing {
     /// Slices of send memory lent to be written (send buffers and TX ring frames): one per
     /// frame written into send memory, whatever it was written from.
     pub tx_lends: usize,
+    /// The waker's poll is armed.
+    pub wake_armed: bool,
+    /// The waker was signalled: an armed poll completes at the next `enter`.
+    pub wake_signalled: bool,
+    /// Times the waker was drained.
+    pub wake_drains: usize,
 }
 
 impl FakeRing {
@@ -235,6 +241,9 @@ impl FakeRing {
             sock_err: vec![0; nports],
             recv_errno: vec![None; nports],
             tx_lends: 0,
+            wake_armed: false,
+            wake_signalled: false,
+            wake_drains: 0,
         }
     }
 
@@ -388,6 +397,10 @@ impl FakeRing {
                     t.poll_armed = true;
                 }
                 Op::CancelAll => {}
+                Op::Wake => {
+                    assert!(!self.wake_armed, "a second waker poll armed");
+                    self.wake_armed = true;
+                }
             }
         }
     }
@@ -496,6 +509,18 @@ impl Ring for FakeRing {
         for p in 0..self.tp.len() {
             self.fill_blocks(p);
         }
+        if self.wake_armed && self.wake_signalled {
+            self.wake_armed = false;
+            self.cq.push_back(Cqe {
+                sqe: Sqe {
+                    port: 0,
+                    op: Op::Wake,
+                },
+                res: libc::POLLIN as i32,
+                buf: None,
+                more: false,
+            });
+        }
         Ok(())
     }
 
@@ -585,6 +610,13 @@ impl Ring for FakeRing {
             t.cancelled += 1;
         }
     }
+    fn set_waker(&mut self, _waker: std::sync::Arc<super::EventFd>) {}
+
+    fn drain_waker(&mut self) {
+        self.wake_signalled = false;
+        self.wake_drains += 1;
+    }
+
     fn txr_kick(&mut self, port: u32) -> io::Result<usize> {
         let p = port as usize;
         let t = self.txr[p].as_mut().expect("tx ring");

@@ -18,7 +18,7 @@ pub(crate) mod real;
 #[cfg(test)]
 pub(crate) mod fake;
 
-pub(crate) use real::{RealSys, enter_netns, heap_in_use, trim_heap};
+pub(crate) use real::{EventFd, RealSys, enter_netns, heap_in_use, trim_heap};
 
 /// An operation on one port of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,9 @@ pub(crate) enum Op {
     },
     /// One-shot `POLL_ADD` for `POLLIN` on the port's fd (a `TPACKET_V3` block is ready).
     PollIn,
+    /// One-shot `POLL_ADD` for `POLLIN` on the ring's waker ([`Ring::set_waker`]); `port` is
+    /// ignored.
+    Wake,
     /// Cancel every request in flight (`ASYNC_CANCEL` with `ANY`); `port` is ignored.
     CancelAll,
 }
@@ -219,4 +222,8 @@ pub(crate) trait Ring {
     /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: the kernel sends every requested frame of `port`'s
     /// TX ring, in ring order; returns the bytes sent.
     fn txr_kick(&mut self, port: u32) -> io::Result<usize>;
+    /// The eventfd whose signal ends a wait ([`Op::Wake`]).
+    fn set_waker(&mut self, waker: std::sync::Arc<EventFd>);
+    /// Clear the waker's signal (after its poll completed).
+    fn drain_waker(&mut self);
 }

@@ -515,6 +515,40 @@ const K_READ: u64 = 2;
 const K_TX: u64 = 3;
 const K_POLL: u64 = 4;
 const K_CANCEL: u64 = 5;
+const K_WAKE: u64 = 6;
+
+/// A non-blocking eventfd: another thread signals it to end a ring's wait.
+#[derive(Debug)]
+pub(crate) struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A new eventfd, count 0.
+    pub(crate) fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd takes no pointers and returns a new descriptor or -1.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Add 1 to the count (the fd becomes readable). Never blocks: a count at its maximum
+    /// (EAGAIN) is readable already.
+    pub(crate) fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to a descriptor this value owns.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&raw const one).cast(), 8) };
+    }
+
+    /// Reset the count to 0 (nothing to read: EAGAIN, ignored).
+    pub(crate) fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from a descriptor this value owns.
+        let _ = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut v).cast(), 8) };
+    }
+
+    fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
 
 /// The `msghdr` of every multishot `recvmsg`: no name, `recvmsg::CONTROL_LEN` control bytes
 /// reserved per buffer (the kernel reads the lengths when it prepares the request).
@@ -554,6 +588,9 @@ pub(crate) struct RealRing {
     tx_busy: Vec<Option<u32>>,
     /// Requests that can still complete (multishots count once).
     inflight: u64,
+    /// The eventfd whose poll ends a wait ([`Ring::set_waker`]); kept open while its poll
+    /// can be in flight.
+    waker: Option<std::sync::Arc<EventFd>>,
     enabled: bool,
     drops: Vec<Cell<u64>>,
     /// Read by the kernel when a multishot `recvmsg` is prepared.
@@ -599,6 +636,7 @@ impl RealRing {
             tx_bytes: spec.tx_buffer_bytes as usize,
             tx_busy: vec![None; spec.tx_buffers as usize],
             inflight: 0,
+            waker: None,
             enabled: false,
             drops: (0..nports).map(|_| Cell::new(0)).collect(),
             msghdr: MsgHdr::new(),
@@ -829,6 +867,14 @@ impl Ring for RealRing {
             Op::CancelAll => opcode::AsyncCancel2::new(CancelBuilder::any())
                 .build()
                 .user_data(K_CANCEL << 56),
+            Op::Wake => {
+                let Some(w) = &self.waker else {
+                    return false;
+                };
+                opcode::PollAdd::new(io_uring::types::Fd(w.raw()), libc::POLLIN as u32)
+                    .build()
+                    .user_data(K_WAKE << 56)
+            }
         };
         // SAFETY: every buffer the entry points at outlives the request: the msghdr lives as
         // long as the ring (boxed, never moved), send buffers stay
@@ -909,6 +955,7 @@ impl Ring for RealRing {
                 }
             }
             K_POLL => Op::PollIn,
+            K_WAKE => Op::Wake,
             _ => Op::CancelAll,
         };
         if op != Op::CancelAll && !more {
@@ -1074,6 +1121,16 @@ impl Ring for RealRing {
             return Err(io::Error::last_os_error());
         }
         Ok(n as usize)
+    }
+
+    fn set_waker(&mut self, waker: std::sync::Arc<EventFd>) {
+        self.waker = Some(waker);
+    }
+
+    fn drain_waker(&mut self) {
+        if let Some(w) = &self.waker {
+            w.drain();
+        }
     }
 
     fn kernel_drops(&self, port: u32) -> u64 {

@@ -182,7 +182,7 @@ impl Backend {
                 match s.insert(new, mode, 0) {
                     Ok(h) => {
                         if s.len() == before {
-                            let old = s.elem(h).map(|x| &x.ext);
+                            let old = s.elem(h).map(|x| x.ext);
                             if old != Some(&e.data) {
                                 return Err(EXISTS);
                             }
@@ -317,7 +317,26 @@ impl Shadow {
 /// ([`crate::apply_elements`]). Keyed by table and set handle (never reused); a view whose
 /// element count differs from its set's is rebuilt from the model when next used.
 #[derive(Debug, Default)]
-pub struct SetShadows(pub(crate) HashMap<ShadowKey, Shadow>);
+pub struct SetShadows(pub(crate) HashMap<ShadowKey, Shadow>, pub(crate) SourceGc);
+
+/// When element batches drop the source files no element uses any more: once the ruleset
+/// holds twice as many as after the last time (and at least [`SourceGc::MIN`]), so that a
+/// stream of one-element commands pays for one scan of the elements per that many commands.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SourceGc {
+    /// Source files after the last drop.
+    pub after: usize,
+}
+
+impl SourceGc {
+    /// Fewest source files worth a scan.
+    pub const MIN: usize = 32;
+
+    /// Whether a ruleset holding `n` source files should drop its unused ones now.
+    pub fn due(&self, n: usize) -> bool {
+        n >= Self::MIN.max(2 * self.after)
+    }
+}
 
 impl SetShadows {
     /// Views kept: one per named set a batch has checked elements of.

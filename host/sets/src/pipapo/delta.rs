@@ -128,7 +128,12 @@ impl<X: Clone> Pipapo<X> {
 
     /// The answer through the index and its overlay, or `None` for "ask pipapo".
     #[inline(always)]
-    pub(super) fn probe_indexed(&self, ix: &Index, key: &[u8], now: u64) -> Option<Option<ElemHandle>> {
+    pub(super) fn probe_indexed(
+        &self,
+        ix: &Index,
+        key: &[u8],
+        now: u64,
+    ) -> Option<Option<ElemHandle>> {
         let found = match ix.probe(key, now) {
             Probe::Found(r) => r,
             Probe::Fallback => return None,

@@ -708,7 +708,11 @@ impl<X: Clone> Pipapo<X> {
     /// [`Pipapo::lookup_variant`].
     #[inline]
     pub fn lookup_index(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
-        match self.index.as_deref().and_then(|i| self.probe_indexed(i, key, now)) {
+        match self
+            .index
+            .as_deref()
+            .and_then(|i| self.probe_indexed(i, key, now))
+        {
             Some(r) => r,
             None => self.lookup_variant(Variant::best(), key, now),
         }

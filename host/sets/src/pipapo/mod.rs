@@ -31,8 +31,8 @@ mod insert;
 pub(crate) mod lookup;
 mod remove;
 
-pub use field::{Block, GroupPolicy, LT_SIZE_HIGH, LT_SIZE_LOW, Map};
 pub use delta::REBUILD_AT;
+pub use field::{Block, GroupPolicy, LT_SIZE_HIGH, LT_SIZE_LOW, Map};
 pub use index::{Index, MAX_CANDIDATES};
 pub use lookup::{BATCH_MAX, Scratch, Variant};
 

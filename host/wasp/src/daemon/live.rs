@@ -197,6 +197,12 @@ impl PortGroup for IoPorts {
         &self.info
     }
 
+    fn set_waker(&mut self, w: &wasp_io::Waker) {
+        for p in &mut self.parts {
+            p.set_waker(w);
+        }
+    }
+
     fn poll(
         &mut self,
         min: usize,
@@ -232,8 +238,14 @@ impl PortGroup for IoPorts {
                 } else {
                     Duration::ZERO
                 };
-                got += self.poll_part(i, 1, max, wait, on_rx)?;
+                let t0 = Instant::now();
+                let n = self.poll_part(i, 1, max, wait, on_rx)?;
                 self.dispatch();
+                got += n;
+                // A wait that ended early without frames was woken (a job for the worker).
+                if n == 0 && !wait.is_zero() && t0.elapsed() < wait {
+                    return Ok(got);
+                }
             }
             if got > 0 || Instant::now() >= deadline {
                 return Ok(got);

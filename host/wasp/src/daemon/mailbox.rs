@@ -1,7 +1,8 @@
 //! Jobs the control side hands to a worker, run on the worker at its next vector boundary:
 //! installing a new ruleset, reading or resetting counters, listing plugin state. The worker
 //! owns its engine and plugin instances, so whatever touches them runs there; the worker checks
-//! one atomic flag per loop and takes the lock only when a job is waiting.
+//! one atomic flag per loop and takes the lock only when a job is waiting. Posting a job wakes
+//! the worker when it waits for frames ([`Mailbox::set_waker`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -18,6 +19,8 @@ pub type Job = Box<dyn FnOnce(&mut WorkerCtx) + Send>;
 pub struct Mailbox {
     pending: AtomicBool,
     jobs: Mutex<Vec<Job>>,
+    /// Ends the worker's wait for frames.
+    waker: std::sync::OnceLock<wasp_io::Waker>,
 }
 
 impl std::fmt::Debug for Mailbox {
@@ -29,10 +32,19 @@ impl std::fmt::Debug for Mailbox {
 }
 
 impl Mailbox {
-    /// Queue `job`.
+    /// Queue `job`, and wake the worker if it waits for frames.
     pub fn post(&self, job: Job) {
         self.lock().push(job);
         self.pending.store(true, Ordering::Release);
+        if let Some(w) = self.waker.get() {
+            w.wake();
+        }
+    }
+
+    /// Wake the worker's port group with `w` whenever a job is posted (the worker sets it on
+    /// its ports; once).
+    pub fn set_waker(&self, w: wasp_io::Waker) {
+        let _ = self.waker.set(w);
     }
 
     /// `true` when a job is waiting (one relaxed load).

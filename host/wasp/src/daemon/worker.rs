@@ -124,6 +124,16 @@ impl<P: PortGroup> Worker<P> {
         } = links;
         let names: Vec<String> = ports.ports().iter().map(|p| p.name.clone()).collect();
         stats.generation.store(bundle.generation, Ordering::Relaxed);
+        // A job ends the worker's wait for frames; without a waker (no descriptor left) the
+        // worker still serves it within its poll timeout.
+        let mut ports = ports;
+        match wasp_io::Waker::new() {
+            Ok(w) => {
+                ports.set_waker(&w);
+                mailbox.set_waker(w);
+            }
+            Err(e) => tracing::warn!("worker {id}: no waker ({e}): jobs wait for the poll timeout"),
+        }
         Worker {
             ctx: WorkerCtx {
                 id,
