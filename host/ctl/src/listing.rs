@@ -567,10 +567,19 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
         }
         Stmt::Nat(n) => nat_json(n),
         // nft 1.0.6's `dup_stmt_json`: `{"dup": {"addr": "192.168.2.1", "dev": "lo"}}`.
-        Stmt::Dup { dev, via, .. } => {
+        Stmt::Dup { dev, via, map, .. } => {
             let mut o = serde_json::Map::new();
             if let Some(a) = via {
                 o.insert("addr".into(), json!(a.to_string()));
+            }
+            if let Some(m) = map {
+                // The map gives the device (netdev) or the address.
+                let what = if m.dtype() == wasp_ruleset::model::DataType::IfaceIndex {
+                    "dev"
+                } else {
+                    "addr"
+                };
+                o.insert(what.into(), expr_json(m));
             }
             if !dev.is_empty() {
                 o.insert("dev".into(), json!(dev));

@@ -607,10 +607,16 @@ pub enum Stmt {
     /// `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh): the TTL or hop limit is decremented and
     /// the frame goes to the neighbour `ADDR` on `dev`. Terminal.
     Fwd {
-        /// Output device name.
+        /// Output device name (empty when `map` gives the device).
         dev: String,
         /// Next hop of `fwd ip|ip6 to ADDR device "dev"`.
         via: Option<std::net::IpAddr>,
+        /// `fwd to KEY map { k : "dev", ... }` / `fwd ip|ip6 to KEY map { k : ADDR, ... }
+        /// device "dev"`: the [`Expr::Map`] whose data, looked up per packet, is the device
+        /// (data type `iface_index`) or the next hop (an address, `dev` being the device).
+        /// A key the map does not hold ends the rule (the kernel's nft_lookup_eval with a
+        /// destination register: NFT_BREAK), so nothing is forwarded.
+        map: Option<Box<Expr>>,
         /// Where the statement is.
         span: Span,
     },
@@ -658,10 +664,15 @@ pub enum Stmt {
     /// ip6 families (nft_dup_ipv4/ipv6): the copy goes to the neighbour `ADDR`, out of `dev`
     /// or (`dev` empty) of the route to `ADDR`.
     Dup {
-        /// Output device name (empty: the route's).
+        /// Output device name (empty: the route's, or the one `map` gives).
         dev: String,
         /// The next hop of `dup to ADDR` (ip, ip6 tables).
         via: Option<std::net::IpAddr>,
+        /// `dup to KEY map { k : "dev", ... }` (netdev) / `dup to KEY map { k : ADDR, ... }
+        /// [device "dev"]` (ip, ip6): the [`Expr::Map`] whose data, looked up per packet, is
+        /// the device (data type `iface_index`) or the next hop. A key the map does not hold
+        /// ends the rule (nft_lookup_eval: NFT_BREAK): no copy leaves.
+        map: Option<Box<Expr>>,
         /// Where the statement is.
         span: Span,
     },

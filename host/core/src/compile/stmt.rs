@@ -116,11 +116,23 @@ impl Ctx<'_> {
             } => self.stmt_object_map(rule, *kind, key, map, *span),
             Stmt::Reject { kind, .. } => self.stmt_reject(rule, *kind),
             Stmt::Plugin(u) => self.stmt_plugin(rule, u),
-            Stmt::Fwd { dev, via, span } => self.stmt_fwd(rule, dev, *via, *span),
+            Stmt::Fwd {
+                dev,
+                map: Some(m),
+                span,
+                ..
+            } => self.stmt_out_map(rule, true, dev, m, *span),
+            Stmt::Dup {
+                dev,
+                map: Some(m),
+                span,
+                ..
+            } => self.stmt_out_map(rule, false, dev, m, *span),
+            Stmt::Fwd { dev, via, span, .. } => self.stmt_fwd(rule, dev, *via, *span),
             Stmt::CtCount { over, count, .. } => self.stmt_ct_count(rule, *over, *count),
             Stmt::Nat(n) => self.stmt_nat(rule, n),
             Stmt::FlowAdd { flowtable, span } => self.stmt_flow_add(rule, flowtable, *span),
-            Stmt::Dup { dev, via, span } => self.stmt_dup(rule, dev, *via, *span),
+            Stmt::Dup { dev, via, span, .. } => self.stmt_dup(rule, dev, *via, *span),
             Stmt::Log(l) => self.stmt_log(rule, l),
             Stmt::MetaSet {
                 key: MetaKey::Mark,
@@ -463,6 +475,71 @@ impl Ctx<'_> {
     ) -> Result<(), Error> {
         let id = self.out_target(dev, via, span)?;
         rule.ops.push(Op::Dup(id), MergeKind::Fence);
+        Ok(())
+    }
+
+    /// `dup to KEY map { k : TARGET }` / `fwd [ip|ip6] to KEY map { ... }` (`fwd`): each
+    /// element's target (a device name, or a next hop out of `dev`) becomes an output target,
+    /// and the element's value its id, so that the lookup gives the target as the kernel's
+    /// nft_lookup_eval gives nft_dup/nft_fwd their register. A miss ends the rule.
+    fn stmt_out_map(
+        &mut self,
+        rule: &mut RuleIn<'_>,
+        fwd: bool,
+        dev: &str,
+        m: &Expr,
+        span: Span,
+    ) -> Result<(), Error> {
+        let (ti, t, named) = (rule.ti, rule.t, rule.named);
+        let Expr::Map {
+            key,
+            map: SetRef::Anonymous(elems),
+            data,
+        } = m
+        else {
+            return Err(self.err(
+                span,
+                "the targets of `dup`/`fwd` come from an anonymous map",
+            ));
+        };
+        let mut elems = elems.clone();
+        for e in &mut elems {
+            let Some(ElemData::Value(v)) = &e.data else {
+                continue;
+            };
+            let id = match (*data, v.bytes.as_slice()) {
+                (DataType::IfaceIndex, b) => {
+                    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+                    let name = String::from_utf8_lossy(&b[..end]).into_owned();
+                    self.out_target(&name, None, e.span)?
+                }
+                (_, &[a, b, c, d]) => {
+                    self.out_target(dev, Some(std::net::IpAddr::from([a, b, c, d])), e.span)?
+                }
+                (_, b) => {
+                    let Ok(b16) = <[u8; 16]>::try_from(b) else {
+                        return Err(self.err(e.span, "expected a device name or an address"));
+                    };
+                    self.out_target(dev, Some(std::net::IpAddr::from(b16)), e.span)?
+                }
+            };
+            e.data = Some(ElemData::Value(Value {
+                dtype: DataType::Integer(32),
+                bytes: u32::from(id).to_be_bytes().to_vec(),
+                wildcard: false,
+            }));
+        }
+        let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
+        let anon = SetRef::Anonymous(elems);
+        let set = self.set_ref(ti, t, named, &anon, &loads, false, span)?;
+        rule.ops.push(
+            Op::OutMap {
+                keys: loads.into(),
+                set,
+                fwd,
+            },
+            MergeKind::Fence,
+        );
         Ok(())
     }
 

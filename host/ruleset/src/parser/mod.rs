@@ -111,6 +111,8 @@ pub(crate) struct Parser<'s> {
     pending: Vec<Token>,
     /// Span of the end of the file (for "found end of file").
     eof: Span,
+    /// Span of the token consumed last (the end of what was just read).
+    last: Span,
     file: FileId,
     /// Folder that relative includes resolve against.
     dir: PathBuf,
@@ -164,9 +166,20 @@ impl<'s> Parser<'s> {
     }
 
     fn advance(&mut self) {
-        if self.pending.pop().is_none() {
-            self.pos += 1;
+        match self.pending.pop() {
+            Some(t) => self.last = t.span,
+            None => {
+                if let Some(t) = self.toks.get(self.pos) {
+                    self.last = t.span;
+                }
+                self.pos += 1;
+            }
         }
+    }
+
+    /// Span of the token consumed last.
+    pub(crate) fn last_span(&self) -> Span {
+        self.last
     }
 
     /// Consume and return the next token.
@@ -581,6 +594,12 @@ fn parse_source(
             line: lines,
             col: last_len + 1,
             len: 1,
+        },
+        last: Span {
+            file,
+            line: 1,
+            col: 1,
+            len: 0,
         },
         file,
         dir,

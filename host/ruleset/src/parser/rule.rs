@@ -150,7 +150,7 @@ impl Parser<'_> {
                     stmts.push(self.opt_reset(&mut ctx, sspan)?);
                 }
                 "fwd" | "dup" => {
-                    let stmt = self.fwd_or_dup(family, sspan)?;
+                    let stmt = self.fwd_or_dup(&mut ctx, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {
                         // nft: fwd is terminal (the packet is stolen).
                         terminal = Some(self.st_text(*span));
@@ -197,7 +197,7 @@ impl Parser<'_> {
     }
 
     /// After `KEY map`: `{ k : v, ... }` or `@m`, giving values of type `data`.
-    fn data_map(&mut self, key: Expr, kspan: Span, data: DataType) -> PResult<Expr> {
+    pub(super) fn data_map(&mut self, key: Expr, kspan: Span, data: DataType) -> PResult<Expr> {
         let types = key.key_types();
         let mspan = self.peek_span()?;
         let map = if self.eat_punct("{")? {
