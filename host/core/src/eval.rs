@@ -547,6 +547,9 @@ pub(crate) fn op_one(
                     Some(b) if b.eval(fx.clock, st.skb_len) => OpRes::Pass,
                     _ => OpRes::Break,
                 },
+                // The conntrack objects do nothing in wasp (`wasp_ruleset::model::CtObj`): only
+                // the map's miss above ends the rule, as nft_objref_map_eval's NFT_BREAK.
+                ObjKind::CtHelper | ObjKind::CtTimeout | ObjKind::CtExpectation => OpRes::Pass,
             }
         }
         Op::Quota(i) => {

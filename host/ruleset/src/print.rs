@@ -570,8 +570,9 @@ pub(crate) fn stmt(s: &Stmt) -> String {
         Stmt::QuotaRef { name, .. } => format!("quota name \"{name}\""),
         Stmt::Reject { kind, verbose, .. } => reject_text(*kind, *verbose),
         Stmt::ObjectMap { kind, key, map, .. } => {
-            format!("{} name {} map {}", kind.name(), expr(key), set_ref(map))
+            format!("{} {} map {}", kind.reference(), expr(key), set_ref(map))
         }
+        Stmt::CtObjRef { kind, name, .. } => format!("{} \"{name}\"", kind.reference()),
         Stmt::Log(l) => {
             // nft 1.0.6's order: prefix, group, snaplen, queue-threshold, level, flags.
             let mut s = "log".to_string();

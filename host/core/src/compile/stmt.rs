@@ -35,6 +35,14 @@ struct RuleIn<'a> {
     quota_nth: u32,
 }
 
+/// The index of table `t`'s conntrack object of `kind` named `name`.
+fn ct_object(t: &Table, kind: ObjKind, name: &str) -> Option<u32> {
+    t.ct_objects
+        .iter()
+        .position(|o| o.config.kind() == kind && o.name == name)
+        .map(|i| i as u32)
+}
+
 /// A statement that is one op, with nothing to look up (`notrack`, `reset tcp option`).
 fn stmt_op(rule: &mut RuleIn<'_>, op: Op) -> Result<(), Error> {
     rule.ops.push(op, MergeKind::Fence);
@@ -114,6 +122,7 @@ impl Ctx<'_> {
                 map,
                 span,
             } => self.stmt_object_map(rule, *kind, key, map, *span),
+            Stmt::CtObjRef { kind, name, span } => self.stmt_ct_obj_ref(rule, *kind, name, *span),
             Stmt::Reject { kind, .. } => self.stmt_reject(rule, *kind),
             Stmt::Plugin(u) => self.stmt_plugin(rule, u),
             Stmt::Fwd {
@@ -289,8 +298,34 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// `counter|quota|limit name KEY map { ... }`: the map's object names become the objects'
-    /// indices (counters: their use sites).
+    /// `ct helper|timeout|expectation set "NAME"`: the table's object must exist (nft_objref
+    /// init: ENOENT); the statement itself does nothing in wasp ([`wasp_ruleset::model::CtObj`]
+    /// says why), so it compiles to no op.
+    fn stmt_ct_obj_ref(
+        &mut self,
+        rule: &mut RuleIn<'_>,
+        kind: ObjKind,
+        name: &str,
+        span: Span,
+    ) -> Result<(), Error> {
+        let t = rule.t;
+        if ct_object(t, kind, name).is_none() {
+            return Err(self.err(
+                span,
+                format!(
+                    "unknown {k} `{name}`: table `{} {}` declares no {k} object of that name (nft: Could not process rule: No such file or directory)",
+                    t.family.name(),
+                    t.name,
+                    k = kind.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `counter|quota|limit name KEY map { ... }`, `ct helper|timeout|expectation set KEY map
+    /// { ... }`: the map's object names become the objects' indices (counters: their use
+    /// sites; conntrack objects: their index in the table, which nothing reads).
     fn stmt_object_map(
         &mut self,
         rule: &mut RuleIn<'_>,
@@ -308,12 +343,15 @@ impl Ctx<'_> {
             let Some(ElemData::Object(name)) = &e.data else {
                 continue;
             };
-            let objects = match kind {
-                ObjKind::Counter => &self.objects,
-                ObjKind::Quota => &self.quota_objects,
-                ObjKind::Limit => &self.limit_objects,
+            let found = match kind {
+                ObjKind::Counter => self.objects.get(&(ti, name.clone())).copied(),
+                ObjKind::Quota => self.quota_objects.get(&(ti, name.clone())).copied(),
+                ObjKind::Limit => self.limit_objects.get(&(ti, name.clone())).copied(),
+                ObjKind::CtHelper | ObjKind::CtTimeout | ObjKind::CtExpectation => {
+                    ct_object(t, kind, name)
+                }
             };
-            let Some(&id) = objects.get(&(ti, name.clone())) else {
+            let Some(id) = found else {
                 return Err(self.err(
                     e.span,
                     format!(

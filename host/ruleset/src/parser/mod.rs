@@ -10,6 +10,7 @@ pub(crate) mod batch;
 pub(crate) mod chain;
 mod commands;
 mod compute;
+mod ct_obj;
 mod declarations;
 mod dynset;
 mod expr;

@@ -110,8 +110,9 @@ impl Parser<'_> {
                     };
                     if self.at_word("count")? {
                         stmts.push(self.ct_count(family, sspan)?);
+                    } else if let Some(stmt) = self.ct_obj_set(&mut ctx, sspan, ct)? {
+                        stmts.push(stmt);
                     } else {
-                        self.pending.push(ct);
                         let stmt = self.match_or_set(&mut ctx, sspan)?;
                         stmts.push(stmt);
                     }
