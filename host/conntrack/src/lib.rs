@@ -32,7 +32,9 @@
 //!
 //! What differs from the kernel: no TCP window tracking (see the `tcp` module: as
 //! `nf_conntrack_tcp_be_liberal=1`, and RST sequence checks are not made); no helpers or
-//! expectations (`EXPECTED` is never set); SCTP, DCCP and GRE use the generic tracker (ports
+//! expectations (`EXPECTED` is never set; the ruleset's `ct helper`, `ct timeout` and `ct
+//! expectation` objects load, and the statements that attach them to a connection do nothing
+//! here: `wasp_ruleset::model::CtObj`); SCTP, DCCP and GRE use the generic tracker (ports
 //! 0, 600 s); checksums are not verified (as `nf_conntrack_checksum=0`); NAT's hashes and
 //! random port offsets are not the kernel's (same ranges and search, other numbers), and its
 //! "same source, same mapping" index (`nf_nat_bysource`) holds confirmed connections only (the

@@ -157,6 +157,14 @@ pub(crate) enum Op {
     /// `fwd to` / `fwd ip to ... device`: index into [`Program::out_targets`]; ends the rule
     /// with [`Verdict::Stolen`].
     Fwd(u16),
+    /// `dup to KEY map { ... }` (`fwd` false) or `fwd [ip|ip6] to KEY map { ... }` (`fwd`
+    /// true): the element's value is an index into [`Program::out_targets`], used as
+    /// [`Op::Dup`] or [`Op::Fwd`] would; a miss ends the rule.
+    OutMap {
+        keys: Box<[Load]>,
+        set: SetId,
+        fwd: bool,
+    },
     /// `reject ...`: the packet is dropped and the reply recorded in its state (the kernel's
     /// nft_reject_*_eval queue the reply, then set NF_DROP); ends the rule with drop.
     Reject(crate::packet::Reject),

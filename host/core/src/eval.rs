@@ -312,6 +312,37 @@ fn calc_env<'a>(prog: &'a Program, fx: &Effects<'_, '_>) -> CalcEnv<'a> {
     }
 }
 
+/// `dup` to output target `t` (nft_dup_netdev_eval, nft_dup_ipv4/ipv6_eval): the copy is
+/// recorded for the way out, the walk goes on.
+fn dup_to(t: u16, st: &mut PktState, fx: &mut Effects<'_, '_>, idx: usize) -> OpRes {
+    st.dup |= 1 << t;
+    if fx.ext.ext.is_some() {
+        // The copy is the packet as it is now: its edits so far.
+        fx.ext.dups.push(DupPoint {
+            packet: fx.ext.first + idx,
+            target: OutId(t),
+            edits: fx.ext.edits.len(),
+        });
+    }
+    OpRes::Pass
+}
+
+/// `fwd` to output target `t` (nft_fwd_netdev_eval, nft_fwd_neigh_eval): the packet is
+/// stolen. A next hop of the other family than the packet's is not the statement's
+/// (nft_fwd_neigh_eval: NFT_BREAK, the rule ends, the walk goes on).
+fn fwd_to(t: u16, prog: &Program, p: &Packet<'_>, st: &mut PktState) -> OpRes {
+    let want = match prog.out_targets.get(usize::from(t)).and_then(|o| o.via) {
+        Some(std::net::IpAddr::V4(_)) => Some(0x0800),
+        Some(std::net::IpAddr::V6(_)) => Some(0x86dd),
+        None => None,
+    };
+    if want.is_some_and(|w| w != p.meta.protocol) {
+        return OpRes::Break;
+    }
+    st.fwd = t + 1;
+    OpRes::Verdict(compiled::Verdict::Stolen)
+}
+
 /// Apply `op` to packet `idx`.
 #[inline]
 pub(crate) fn op_one(
@@ -459,18 +490,7 @@ pub(crate) fn op_one(
             ext_call(fx, *site, &[ext_packet(p, st, counter)], &[idx], &mut res);
             res[0]
         }
-        Op::Dup(t) => {
-            st.dup |= 1 << *t;
-            if fx.ext.ext.is_some() {
-                // The copy is the packet as it is now: its edits so far.
-                fx.ext.dups.push(DupPoint {
-                    packet: fx.ext.first + idx,
-                    target: OutId(*t),
-                    edits: fx.ext.edits.len(),
-                });
-            }
-            OpRes::Pass
-        }
+        Op::Dup(t) => dup_to(*t, st, fx, idx),
         Op::CtSetMark(calc) => {
             // nft_ct_set_eval: a packet without a connection is left alone.
             if st.ct_id != 0
@@ -527,6 +547,9 @@ pub(crate) fn op_one(
                     Some(b) if b.eval(fx.clock, st.skb_len) => OpRes::Pass,
                     _ => OpRes::Break,
                 },
+                // The conntrack objects do nothing in wasp (`wasp_ruleset::model::CtObj`): only
+                // the map's miss above ends the rule, as nft_objref_map_eval's NFT_BREAK.
+                ObjKind::CtHelper | ObjKind::CtTimeout | ObjKind::CtExpectation => OpRes::Pass,
             }
         }
         Op::Quota(i) => {
@@ -580,19 +603,26 @@ pub(crate) fn op_one(
             st.flow = *i + 1;
             OpRes::Pass
         }
-        Op::Fwd(t) => {
-            // nft_fwd_neigh_eval: a packet of the other family is not the statement's
-            // (NFT_BREAK: the rule ends, the walk goes on).
-            let want = match prog.out_targets.get(usize::from(*t)).and_then(|o| o.via) {
-                Some(std::net::IpAddr::V4(_)) => Some(0x0800),
-                Some(std::net::IpAddr::V6(_)) => Some(0x86dd),
-                None => None,
-            };
-            if want.is_some_and(|w| w != p.meta.protocol) {
+        Op::Fwd(t) => fwd_to(*t, prog, p, st),
+        Op::OutMap { keys, set, fwd } => {
+            // nft_lookup_eval into the register nft_dup/nft_fwd read: a miss is NFT_BREAK.
+            let mut buf = [0u8; KEY_MAX];
+            let Some(n) = build_key(keys, p, st, &mut buf) else {
                 return OpRes::Break;
+            };
+            let s = &prog.sets[*set];
+            let Some(e) = prog.lookup(*set, &buf[..n], fx.now) else {
+                return OpRes::Break;
+            };
+            fx.count_elem(e, s.counter_site, idx);
+            let Ok(t) = u16::try_from(e.value) else {
+                return OpRes::Break;
+            };
+            if *fwd {
+                fwd_to(t, prog, p, st)
+            } else {
+                dup_to(t, st, fx, idx)
             }
-            st.fwd = *t + 1;
-            OpRes::Verdict(compiled::Verdict::Stolen)
         }
         Op::Reject(r) => {
             fx.rare(st).reject = Some(*r);

@@ -589,6 +589,7 @@ fn table(family: Family, name: &str, chains: Vec<Chain>, sets: Vec<SetDecl>) -> 
         counters: Vec::new(),
         quotas: Vec::new(),
         limits: Vec::new(),
+        ct_objects: Vec::new(),
         flowtables: Vec::new(),
         comment: None,
         span: Span::default(),

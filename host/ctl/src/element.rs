@@ -178,6 +178,7 @@ impl CloneHeader for Table {
             counters: Vec::new(),
             quotas: Vec::new(),
             limits: Vec::new(),
+            ct_objects: Vec::new(),
             flowtables: Vec::new(),
             comment: self.comment.clone(),
             span: self.span,

@@ -274,6 +274,15 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                     }
                     named.push((l.handle, json!({ "limit": o })));
                 }
+                for c in &t.ct_objects {
+                    let mut o = json!({"family": fam, "name": c.name, "table": t.name,
+                        "handle": c.handle});
+                    ct_obj_json(&mut o, &c.config);
+                    if let Some(x) = &c.comment {
+                        o["comment"] = json!(x);
+                    }
+                    named.push((c.handle, json!({ c.config.kind().name(): o })));
+                }
             }
             named.sort_by_key(|(h, _)| *h);
             objs.extend(named.into_iter().map(|(_, o)| o));
@@ -477,6 +486,7 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             json!({ kind.name(): {"map": {"key": expr_json(key), "data": set_ref_json(map)}} })
         }
         Stmt::QuotaRef { name, .. } => json!({ "quota": name }),
+        Stmt::CtObjRef { kind, name, .. } => json!({ kind.name(): name }),
         Stmt::Limit { limit, .. } => {
             let mut o = json!({});
             if limit.bytes {
@@ -567,10 +577,19 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
         }
         Stmt::Nat(n) => nat_json(n),
         // nft 1.0.6's `dup_stmt_json`: `{"dup": {"addr": "192.168.2.1", "dev": "lo"}}`.
-        Stmt::Dup { dev, via, .. } => {
+        Stmt::Dup { dev, via, map, .. } => {
             let mut o = serde_json::Map::new();
             if let Some(a) = via {
                 o.insert("addr".into(), json!(a.to_string()));
+            }
+            if let Some(m) = map {
+                // The map gives the device (netdev) or the address.
+                let what = if m.dtype() == wasp_ruleset::model::DataType::IfaceIndex {
+                    "dev"
+                } else {
+                    "addr"
+                };
+                o.insert(what.into(), expr_json(m));
             }
             if !dev.is_empty() {
                 o.insert("dev".into(), json!(dev));
@@ -628,6 +647,57 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
                 span: Default::default(),
             };
             json!({ "wasp": rule_text(&r, f.stateless) })
+        }
+    }
+}
+
+/// A conntrack object's configuration as nft 1.0.6's `obj_print_json` adds it to `o`:
+/// `"type"`, `"protocol"`, `"l3proto"` of a helper; `"protocol"`, `"l3proto"`, `"policy"` (the
+/// states that differ from nft's defaults) of a timeout; `"protocol"`, `"dport"`, `"timeout"`
+/// (ms), `"size"`, `"l3proto"` of an expectation.
+fn ct_obj_json(o: &mut Json, c: &wasp_ruleset::model::CtObjConfig) {
+    use wasp_ruleset::model::CtObjConfig as C;
+    let proto = |p: u8| if p == 6 { "tcp" } else { "udp" };
+    match c {
+        C::Helper {
+            helper,
+            protocol,
+            l3proto,
+        } => {
+            o["type"] = json!(helper);
+            o["protocol"] = json!(proto(*protocol));
+            o["l3proto"] = json!(l3proto.name());
+        }
+        C::Timeout {
+            protocol,
+            l3proto,
+            policy,
+        } => {
+            let states = wasp_ruleset::model::ct_timeout_states(*protocol);
+            let mut p = serde_json::Map::new();
+            for (i, secs) in policy {
+                if let Some((name, dflt)) = states.get(usize::from(*i))
+                    && secs != dflt
+                {
+                    p.insert((*name).to_string(), json!(secs));
+                }
+            }
+            o["protocol"] = json!(proto(*protocol));
+            o["l3proto"] = json!(l3proto.name());
+            o["policy"] = Json::Object(p);
+        }
+        C::Expectation {
+            protocol,
+            dport,
+            timeout_ms,
+            size,
+            l3proto,
+        } => {
+            o["protocol"] = json!(proto(*protocol));
+            o["dport"] = json!(dport);
+            o["timeout"] = json!(timeout_ms);
+            o["size"] = json!(size);
+            o["l3proto"] = json!(l3proto.name());
         }
     }
 }

@@ -181,6 +181,9 @@ pub struct Table {
     pub quotas: Vec<QuotaObj>,
     /// Named limit objects (`limit NAME { rate ... }`), in declaration order.
     pub limits: Vec<LimitObj>,
+    /// Named conntrack objects (`ct helper`, `ct timeout`, `ct expectation`), in declaration
+    /// order.
+    pub ct_objects: Vec<CtObj>,
     /// Flowtables (`flowtable NAME { hook ingress priority N; devices = { ... }; }`), in
     /// declaration order.
     pub flowtables: Vec<FlowtableDecl>,
@@ -302,6 +305,114 @@ pub struct LimitObj {
     pub comment: Option<String>,
     /// Where the object is declared (the `limit` keyword up to the name).
     pub span: Span,
+}
+
+/// A named conntrack object: `ct helper NAME { ... }`, `ct timeout NAME { ... }` or `ct
+/// expectation NAME { ... }` (the kernel's NFT_OBJECT_CT_HELPER, _CT_TIMEOUT, _CT_EXPECT of
+/// nft_ct.c), attached to a connection by `ct helper set "NAME"`, `ct timeout set "NAME"`,
+/// `ct expectation set "NAME"` (or a map to names).
+///
+/// In wasp they load, list and are checked as the kernel checks them, and the statements that
+/// name them do nothing to the connection: wasp's conntrack has no helpers (no protocol parsers
+/// that open expectations for related connections), keeps its own timeouts per protocol state,
+/// and creates no expectations (see `wasp_conntrack`). A packet is never judged differently for
+/// it in the kernel: the kernel's statements never end a rule (nft_ct_helper_obj_eval,
+/// nft_ct_timeout_obj_eval, nft_ct_expect_obj_eval return without a verdict), only a map's miss
+/// does, which wasp does as well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtObj {
+    /// Name.
+    pub name: String,
+    /// Kernel-style handle, from the table's handle counter.
+    pub handle: u64,
+    /// What kind of object, and its configuration.
+    pub config: CtObjConfig,
+    /// `comment "..."`.
+    pub comment: Option<String>,
+    /// Where the object is declared (the `ct` keyword up to the name).
+    pub span: Span,
+}
+
+/// The configuration of a [`CtObj`], by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CtObjConfig {
+    /// `ct helper NAME { type "ftp" protocol tcp; [l3proto ip|ip6|inet;] }`
+    /// (NFTA_CT_HELPER_NAME, _L4PROTO, _L3PROTO).
+    Helper {
+        /// The kernel helper's name (`"ftp"`, `"sip"`, ...).
+        helper: String,
+        /// `protocol tcp|udp` (6 or 17).
+        protocol: u8,
+        /// `l3proto`: the table's family unless written.
+        l3proto: Family,
+    },
+    /// `ct timeout NAME { protocol tcp; [l3proto ...;] policy = { established: 120, ... }; }`
+    /// (NFTA_CT_TIMEOUT_L3PROTO, _L4PROTO, _DATA).
+    Timeout {
+        /// `protocol tcp|udp` (6 or 17).
+        protocol: u8,
+        /// `l3proto`: the table's family unless written.
+        l3proto: Family,
+        /// `policy`: (state index in the kernel's order, timeout in seconds), sorted by state,
+        /// each state once (the last written counts).
+        policy: Vec<(u8, u32)>,
+    },
+    /// `ct expectation NAME { protocol tcp; dport 1234; timeout 2m; size 12; [l3proto ...;]
+    /// }` (NFTA_CT_EXPECT_L3PROTO, _L4PROTO, _DPORT, _TIMEOUT, _SIZE).
+    Expectation {
+        /// `protocol tcp|udp` (6 or 17).
+        protocol: u8,
+        /// `dport` (nft keeps the low 16 bits of what is written).
+        dport: u16,
+        /// `timeout` in ms.
+        timeout_ms: u64,
+        /// `size`: expectations at most (nft keeps the low 8 bits).
+        size: u8,
+        /// `l3proto`: the table's family unless written.
+        l3proto: Family,
+    },
+}
+
+impl CtObjConfig {
+    /// The object kind ([`ObjKind::CtHelper`], [`ObjKind::CtTimeout`],
+    /// [`ObjKind::CtExpectation`]).
+    pub fn kind(&self) -> ObjKind {
+        match self {
+            CtObjConfig::Helper { .. } => ObjKind::CtHelper,
+            CtObjConfig::Timeout { .. } => ObjKind::CtTimeout,
+            CtObjConfig::Expectation { .. } => ObjKind::CtExpectation,
+        }
+    }
+}
+
+/// The states of a `ct timeout` policy for TCP, in the kernel's order
+/// (CTA_TIMEOUT_TCP_*, nft's `tcp_state_to_name`), with nft's default of each in seconds
+/// (`tcp_dflt_timeout`): nft lists only the states whose timeout differs from it.
+pub const CT_TIMEOUT_TCP_STATES: &[(&str, u32)] = &[
+    ("syn_sent", 120),
+    ("syn_recv", 60),
+    ("established", 432000),
+    ("fin_wait", 120),
+    ("close_wait", 60),
+    ("last_ack", 30),
+    ("time_wait", 120),
+    ("close", 10),
+    ("syn_sent2", 120),
+    ("retrans", 300),
+    ("unacknowledged", 300),
+];
+
+/// The states of a `ct timeout` policy for UDP (CTA_TIMEOUT_UDP_*, nft's
+/// `udp_state_to_name` and `udp_dflt_timeout`).
+pub const CT_TIMEOUT_UDP_STATES: &[(&str, u32)] = &[("unreplied", 30), ("replied", 180)];
+
+/// The `ct timeout` policy states of transport protocol `protocol` (6 or 17; none for others).
+pub fn ct_timeout_states(protocol: u8) -> &'static [(&'static str, u32)] {
+    match protocol {
+        6 => CT_TIMEOUT_TCP_STATES,
+        17 => CT_TIMEOUT_UDP_STATES,
+        _ => &[],
+    }
 }
 
 /// A plugin declared in a table: `plugin NAME { path "FILE"; }`, or `plugin NAME;` for a
@@ -538,9 +649,21 @@ pub enum Stmt {
         /// Where the statement is (for an unknown name).
         span: Span,
     },
-    /// `counter name KEY map { k : "NAME", ... }`, `quota name ...`, `limit name ...`
-    /// (nft_objref_map): the named object the packet's key maps to counts or judges it; a
-    /// key the map does not hold ends the rule (NFT_BREAK).
+    /// `ct helper set "NAME"`, `ct timeout set "NAME"`, `ct expectation set "NAME"` (nft_objref
+    /// of the table's [`CtObj`] `NAME`): nothing in wasp (see [`CtObj`]); the object must
+    /// exist.
+    CtObjRef {
+        /// [`ObjKind::CtHelper`], [`ObjKind::CtTimeout`] or [`ObjKind::CtExpectation`].
+        kind: ObjKind,
+        /// The object's name.
+        name: String,
+        /// Where the statement is (for an unknown name).
+        span: Span,
+    },
+    /// `counter name KEY map { k : "NAME", ... }`, `quota name ...`, `limit name ...`, `ct
+    /// helper set KEY map { ... }` (and `ct timeout`, `ct expectation`) (nft_objref_map): the
+    /// named object the packet's key maps to counts or judges it; a key the map does not hold
+    /// ends the rule (NFT_BREAK).
     ObjectMap {
         /// Which kind of object the map names.
         kind: ObjKind,
@@ -607,10 +730,16 @@ pub enum Stmt {
     /// `fwd ip6 to ADDR device "dev"` (nft_fwd_neigh): the TTL or hop limit is decremented and
     /// the frame goes to the neighbour `ADDR` on `dev`. Terminal.
     Fwd {
-        /// Output device name.
+        /// Output device name (empty when `map` gives the device).
         dev: String,
         /// Next hop of `fwd ip|ip6 to ADDR device "dev"`.
         via: Option<std::net::IpAddr>,
+        /// `fwd to KEY map { k : "dev", ... }` / `fwd ip|ip6 to KEY map { k : ADDR, ... }
+        /// device "dev"`: the [`Expr::Map`] whose data, looked up per packet, is the device
+        /// (data type `iface_index`) or the next hop (an address, `dev` being the device).
+        /// A key the map does not hold ends the rule (the kernel's nft_lookup_eval with a
+        /// destination register: NFT_BREAK), so nothing is forwarded.
+        map: Option<Box<Expr>>,
         /// Where the statement is.
         span: Span,
     },
@@ -658,10 +787,15 @@ pub enum Stmt {
     /// ip6 families (nft_dup_ipv4/ipv6): the copy goes to the neighbour `ADDR`, out of `dev`
     /// or (`dev` empty) of the route to `ADDR`.
     Dup {
-        /// Output device name (empty: the route's).
+        /// Output device name (empty: the route's, or the one `map` gives).
         dev: String,
         /// The next hop of `dup to ADDR` (ip, ip6 tables).
         via: Option<std::net::IpAddr>,
+        /// `dup to KEY map { k : "dev", ... }` (netdev) / `dup to KEY map { k : ADDR, ... }
+        /// [device "dev"]` (ip, ip6): the [`Expr::Map`] whose data, looked up per packet, is
+        /// the device (data type `iface_index`) or the next hop. A key the map does not hold
+        /// ends the rule (nft_lookup_eval: NFT_BREAK): no copy leaves.
+        map: Option<Box<Expr>>,
         /// Where the statement is.
         span: Span,
     },
@@ -748,7 +882,8 @@ pub enum RejectKind {
     TcpReset,
 }
 
-/// The kinds of named stateful objects a rule can name (NFT_OBJECT_COUNTER, _QUOTA, _LIMIT).
+/// The kinds of named objects a rule can name (NFT_OBJECT_COUNTER, _QUOTA, _LIMIT,
+/// _CT_HELPER, _CT_TIMEOUT, _CT_EXPECT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjKind {
     /// `counter`
@@ -757,15 +892,37 @@ pub enum ObjKind {
     Quota,
     /// `limit`
     Limit,
+    /// `ct helper`
+    CtHelper,
+    /// `ct timeout`
+    CtTimeout,
+    /// `ct expectation`
+    CtExpectation,
 }
 
 impl ObjKind {
-    /// The kind's keyword.
+    /// The kind's keyword(s).
     pub fn name(self) -> &'static str {
         match self {
             ObjKind::Counter => "counter",
             ObjKind::Quota => "quota",
             ObjKind::Limit => "limit",
+            ObjKind::CtHelper => "ct helper",
+            ObjKind::CtTimeout => "ct timeout",
+            ObjKind::CtExpectation => "ct expectation",
+        }
+    }
+
+    /// The words before the object's name (or map) in a rule: `counter name`, `ct helper
+    /// set`.
+    pub fn reference(self) -> &'static str {
+        match self {
+            ObjKind::Counter => "counter name",
+            ObjKind::Quota => "quota name",
+            ObjKind::Limit => "limit name",
+            ObjKind::CtHelper => "ct helper set",
+            ObjKind::CtTimeout => "ct timeout set",
+            ObjKind::CtExpectation => "ct expectation set",
         }
     }
 }

@@ -570,8 +570,9 @@ pub(crate) fn stmt(s: &Stmt) -> String {
         Stmt::QuotaRef { name, .. } => format!("quota name \"{name}\""),
         Stmt::Reject { kind, verbose, .. } => reject_text(*kind, *verbose),
         Stmt::ObjectMap { kind, key, map, .. } => {
-            format!("{} name {} map {}", kind.name(), expr(key), set_ref(map))
+            format!("{} {} map {}", kind.reference(), expr(key), set_ref(map))
         }
+        Stmt::CtObjRef { kind, name, .. } => format!("{} \"{name}\"", kind.reference()),
         Stmt::Log(l) => {
             // nft 1.0.6's order: prefix, group, snaplen, queue-threshold, level, flags.
             let mut s = "log".to_string();
@@ -645,6 +646,28 @@ pub(crate) fn stmt(s: &Stmt) -> String {
         }
         Stmt::Nat(n) => nat_text(n),
         Stmt::FlowAdd { flowtable, .. } => format!("flow add @{flowtable}"),
+        Stmt::Fwd { map: Some(m), .. } | Stmt::Dup { map: Some(m), .. } => {
+            let word = if matches!(s, Stmt::Fwd { .. }) {
+                "fwd"
+            } else {
+                "dup"
+            };
+            let (Stmt::Fwd { dev, .. } | Stmt::Dup { dev, .. }) = s else {
+                unreachable!("matched above")
+            };
+            // nft 1.0.6 lists `fwd ip to` for a map of next hops (`fwd_stmt_print`).
+            let fam = match m.dtype() {
+                DataType::Ipv4Addr if word == "fwd" => "ip ",
+                DataType::Ipv6Addr if word == "fwd" => "ip6 ",
+                _ => "",
+            };
+            let device = if dev.is_empty() {
+                String::new()
+            } else {
+                format!(" device \"{dev}\"")
+            };
+            format!("{word} {fam}to {}{device}", expr(m))
+        }
         Stmt::Fwd { dev, via: None, .. } => format!("fwd to \"{dev}\""),
         Stmt::Fwd {
             dev, via: Some(a), ..

@@ -735,10 +735,10 @@ fn declaration_errors() {
             "`reject` runs at the prerouting, input, forward and output hooks (and ingress in inet and netdev tables) only, and chain `c` is at postrouting (nft: Could not process rule: Operation not supported)",
         ),
         (
-            "add table ip t\nadd ct helper ip t h { type \"ftp\" protocol tcp; }\n",
+            "add table ip t\nadd ct helper ip t h { type \"ftp\" protocol sctp; }\n",
             2,
-            5,
-            "`add ct helper` (a named object) is nftables syntax that wasp does not support yet",
+            44,
+            "expected `tcp` or `udp`, found `sctp`",
         ),
         (
             "add table ip t\nadd synproxy ip t s mss 1460 wscale 7\n",
@@ -749,8 +749,8 @@ fn declaration_errors() {
         (
             "table ip t {\n\tct helper h {\n\t}\n}\n",
             2,
-            2,
-            "`ct` (a named object in a table) is nftables syntax that wasp does not support yet",
+            12,
+            "expected `type \"NAME\" protocol tcp|udp` in the helper's block",
         ),
         (
             "table ip t {\n\tchain c {\n\t}\n}\nlist ruleset\n",
@@ -938,7 +938,7 @@ fn long_lines_and_control_characters_are_shown_short_and_escaped() {
     assert!(shown.len() < 600, "{} bytes of error", shown.len());
     assert!(
         shown.starts_with(
-            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found `xxxx"
+            "j.nft:1:18: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `ct`, `plugin`, `comment` or `}`, found `xxxx"
         ),
         "{shown}"
     );
@@ -1006,7 +1006,7 @@ fn an_unclosed_block_points_to_where_it_opened() {
     let shown = err.to_string();
     assert!(
         shown.starts_with(
-            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`, found end of file"
+            "u.nft:5:3: error: expected `chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `ct`, `plugin`, `comment` or `}`, found end of file"
         ),
         "{shown}"
     );
@@ -1091,10 +1091,16 @@ fn dup_to_an_address_errors() {
         "expected an IPv6 address",
     );
     check(
-        &t("ip", "dup to ip saddr map { 1.1.1.1 : 2.2.2.2 }"),
+        &t("ip", "dup to ip saddr device \"lo\""),
         4,
         10,
-        "`dup to EXPRESSION` is nftables syntax",
+        "`dup to EXPRESSION` (a target computed from the packet) is nftables syntax",
+    );
+    check(
+        &t("ip", "dup to ip saddr map { 1.1.1.1 : abcd::1 }"),
+        4,
+        35,
+        "expected an IPv4 address",
     );
     check(&t("ip", "dup to 10.0.0.1 device"), 4, 25, "expected");
     check(

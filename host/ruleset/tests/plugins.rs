@@ -233,10 +233,12 @@ fn errors() {
     );
     // A word nft knows stays nft's, however close to a plugin name.
     let e = error(
-        "table ip t {\n\tplugin ctx { path \"c.wasm\"; }\n\tchain c {\n\t\tct helper set \"ftp\" accept\n\t}\n}\n",
+        "table ip t {\n\tplugin ctx { path \"c.wasm\"; }\n\tchain c {\n\t\tct timeout \"x\" accept\n\t}\n}\n",
     );
     assert!(
-        e.contains("p.nft:4:3: error: ") && e.contains("`ct helper`") && !e.contains("plugin"),
+        e.contains("p.nft:4:14: error: ")
+            && e.contains("`set` after `ct timeout`")
+            && !e.contains("plugin"),
         "{e}"
     );
     // An unclosed brace in the arguments.

@@ -59,6 +59,9 @@ fn normalize(mut r: Ruleset) -> Ruleset {
         for l in &mut t.limits {
             (l.handle, l.span) = (0, Span::default());
         }
+        for o in &mut t.ct_objects {
+            (o.handle, o.span) = (0, Span::default());
+        }
         for c in &mut t.counters {
             (c.handle, c.span) = (0, Span::default());
         }

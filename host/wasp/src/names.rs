@@ -303,6 +303,7 @@ mod tests {
             counters: Vec::new(),
             quotas: Vec::new(),
             limits: Vec::new(),
+            ct_objects: Vec::new(),
             flowtables: Vec::new(),
             comment: None,
             span: Span::default(),

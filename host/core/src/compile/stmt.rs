@@ -35,6 +35,14 @@ struct RuleIn<'a> {
     quota_nth: u32,
 }
 
+/// The index of table `t`'s conntrack object of `kind` named `name`.
+fn ct_object(t: &Table, kind: ObjKind, name: &str) -> Option<u32> {
+    t.ct_objects
+        .iter()
+        .position(|o| o.config.kind() == kind && o.name == name)
+        .map(|i| i as u32)
+}
+
 /// A statement that is one op, with nothing to look up (`notrack`, `reset tcp option`).
 fn stmt_op(rule: &mut RuleIn<'_>, op: Op) -> Result<(), Error> {
     rule.ops.push(op, MergeKind::Fence);
@@ -114,13 +122,26 @@ impl Ctx<'_> {
                 map,
                 span,
             } => self.stmt_object_map(rule, *kind, key, map, *span),
+            Stmt::CtObjRef { kind, name, span } => self.stmt_ct_obj_ref(rule, *kind, name, *span),
             Stmt::Reject { kind, .. } => self.stmt_reject(rule, *kind),
             Stmt::Plugin(u) => self.stmt_plugin(rule, u),
-            Stmt::Fwd { dev, via, span } => self.stmt_fwd(rule, dev, *via, *span),
+            Stmt::Fwd {
+                dev,
+                map: Some(m),
+                span,
+                ..
+            } => self.stmt_out_map(rule, true, dev, m, *span),
+            Stmt::Dup {
+                dev,
+                map: Some(m),
+                span,
+                ..
+            } => self.stmt_out_map(rule, false, dev, m, *span),
+            Stmt::Fwd { dev, via, span, .. } => self.stmt_fwd(rule, dev, *via, *span),
             Stmt::CtCount { over, count, .. } => self.stmt_ct_count(rule, *over, *count),
             Stmt::Nat(n) => self.stmt_nat(rule, n),
             Stmt::FlowAdd { flowtable, span } => self.stmt_flow_add(rule, flowtable, *span),
-            Stmt::Dup { dev, via, span } => self.stmt_dup(rule, dev, *via, *span),
+            Stmt::Dup { dev, via, span, .. } => self.stmt_dup(rule, dev, *via, *span),
             Stmt::Log(l) => self.stmt_log(rule, l),
             Stmt::MetaSet {
                 key: MetaKey::Mark,
@@ -277,8 +298,34 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// `counter|quota|limit name KEY map { ... }`: the map's object names become the objects'
-    /// indices (counters: their use sites).
+    /// `ct helper|timeout|expectation set "NAME"`: the table's object must exist (nft_objref
+    /// init: ENOENT); the statement itself does nothing in wasp ([`wasp_ruleset::model::CtObj`]
+    /// says why), so it compiles to no op.
+    fn stmt_ct_obj_ref(
+        &mut self,
+        rule: &mut RuleIn<'_>,
+        kind: ObjKind,
+        name: &str,
+        span: Span,
+    ) -> Result<(), Error> {
+        let t = rule.t;
+        if ct_object(t, kind, name).is_none() {
+            return Err(self.err(
+                span,
+                format!(
+                    "unknown {k} `{name}`: table `{} {}` declares no {k} object of that name (nft: Could not process rule: No such file or directory)",
+                    t.family.name(),
+                    t.name,
+                    k = kind.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `counter|quota|limit name KEY map { ... }`, `ct helper|timeout|expectation set KEY map
+    /// { ... }`: the map's object names become the objects' indices (counters: their use
+    /// sites; conntrack objects: their index in the table, which nothing reads).
     fn stmt_object_map(
         &mut self,
         rule: &mut RuleIn<'_>,
@@ -296,12 +343,15 @@ impl Ctx<'_> {
             let Some(ElemData::Object(name)) = &e.data else {
                 continue;
             };
-            let objects = match kind {
-                ObjKind::Counter => &self.objects,
-                ObjKind::Quota => &self.quota_objects,
-                ObjKind::Limit => &self.limit_objects,
+            let found = match kind {
+                ObjKind::Counter => self.objects.get(&(ti, name.clone())).copied(),
+                ObjKind::Quota => self.quota_objects.get(&(ti, name.clone())).copied(),
+                ObjKind::Limit => self.limit_objects.get(&(ti, name.clone())).copied(),
+                ObjKind::CtHelper | ObjKind::CtTimeout | ObjKind::CtExpectation => {
+                    ct_object(t, kind, name)
+                }
             };
-            let Some(&id) = objects.get(&(ti, name.clone())) else {
+            let Some(id) = found else {
                 return Err(self.err(
                     e.span,
                     format!(
@@ -463,6 +513,71 @@ impl Ctx<'_> {
     ) -> Result<(), Error> {
         let id = self.out_target(dev, via, span)?;
         rule.ops.push(Op::Dup(id), MergeKind::Fence);
+        Ok(())
+    }
+
+    /// `dup to KEY map { k : TARGET }` / `fwd [ip|ip6] to KEY map { ... }` (`fwd`): each
+    /// element's target (a device name, or a next hop out of `dev`) becomes an output target,
+    /// and the element's value its id, so that the lookup gives the target as the kernel's
+    /// nft_lookup_eval gives nft_dup/nft_fwd their register. A miss ends the rule.
+    fn stmt_out_map(
+        &mut self,
+        rule: &mut RuleIn<'_>,
+        fwd: bool,
+        dev: &str,
+        m: &Expr,
+        span: Span,
+    ) -> Result<(), Error> {
+        let (ti, t, named) = (rule.ti, rule.t, rule.named);
+        let Expr::Map {
+            key,
+            map: SetRef::Anonymous(elems),
+            data,
+        } = m
+        else {
+            return Err(self.err(
+                span,
+                "the targets of `dup`/`fwd` come from an anonymous map",
+            ));
+        };
+        let mut elems = elems.clone();
+        for e in &mut elems {
+            let Some(ElemData::Value(v)) = &e.data else {
+                continue;
+            };
+            let id = match (*data, v.bytes.as_slice()) {
+                (DataType::IfaceIndex, b) => {
+                    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+                    let name = String::from_utf8_lossy(&b[..end]).into_owned();
+                    self.out_target(&name, None, e.span)?
+                }
+                (_, &[a, b, c, d]) => {
+                    self.out_target(dev, Some(std::net::IpAddr::from([a, b, c, d])), e.span)?
+                }
+                (_, b) => {
+                    let Ok(b16) = <[u8; 16]>::try_from(b) else {
+                        return Err(self.err(e.span, "expected a device name or an address"));
+                    };
+                    self.out_target(dev, Some(std::net::IpAddr::from(b16)), e.span)?
+                }
+            };
+            e.data = Some(ElemData::Value(Value {
+                dtype: DataType::Integer(32),
+                bytes: u32::from(id).to_be_bytes().to_vec(),
+                wildcard: false,
+            }));
+        }
+        let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
+        let anon = SetRef::Anonymous(elems);
+        let set = self.set_ref(ti, t, named, &anon, &loads, false, span)?;
+        rule.ops.push(
+            Op::OutMap {
+                keys: loads.into(),
+                set,
+                fwd,
+            },
+            MergeKind::Fence,
+        );
         Ok(())
     }
 

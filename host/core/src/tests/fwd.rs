@@ -123,3 +123,70 @@ fn fwd_ip_to_does_not_take_other_families() {
     let out = run(&mut e, &[arp]);
     assert_eq!((out[0].fwd, out[0].verdict), (None, FinalVerdict::Drop));
 }
+
+/// `dup to KEY map { ... }` and `fwd [ip] to KEY map { ... }`: the lookup picks the target
+/// per packet (nft_lookup_eval into nft_dup/nft_fwd's register); a miss ends the rule, so
+/// nothing is copied or forwarded and the rules after it still run.
+#[test]
+fn target_maps_pick_the_target_per_key() {
+    let text = r#"table netdev t {
+    chain a {
+        type filter hook ingress device "eth0" priority 0; policy accept;
+        dup to tcp dport map { 22 : "mirror1", 23 : "mirror2", 24 : "mirror1" } meta mark set 1
+        fwd to ip daddr map { 10.0.0.2 : "eth1", 10.0.0.3 : "eth2" }
+        fwd ip to tcp dport map { 80 : 10.0.9.1, 81 : 10.0.9.2 } device "eth3"
+        meta mark set 9
+    }
+}
+"#;
+    let rs = wasp_ruleset::parse_str(text, "m.nft").unwrap();
+    let mut e = Engine::compile(&rs).unwrap();
+    let t: Vec<(&str, Option<std::net::IpAddr>)> =
+        e.out_targets().iter().map(|t| (&*t.dev, t.via)).collect();
+    assert_eq!(
+        t,
+        vec![
+            ("mirror1", None),
+            ("mirror2", None),
+            ("eth1", None),
+            ("eth2", None),
+            ("eth3", Some("10.0.9.1".parse().unwrap())),
+            ("eth3", Some("10.0.9.2".parse().unwrap())),
+        ]
+    );
+    let to = |dst: [u8; 4], dport: u16| ipv4(6, [10, 0, 0, 1], dst, 0, &tcp(1000, dport, SYN));
+    let frames = [
+        to([10, 0, 0, 2], 22),
+        to([10, 0, 0, 3], 23),
+        to([10, 0, 0, 9], 24),
+        to([10, 0, 0, 9], 81),
+        to([10, 0, 0, 9], 443),
+    ];
+    let out = run(&mut e, &frames);
+    // dport 22 to 10.0.0.2: a copy to mirror1, forwarded to eth1.
+    assert_eq!(
+        (out[0].dup, out[0].fwd, out[0].mark),
+        (0b1, Some(OutId(2)), 1)
+    );
+    // dport 23 to 10.0.0.3: mirror2, eth2.
+    assert_eq!(
+        (out[1].dup, out[1].fwd, out[1].mark),
+        (0b10, Some(OutId(3)), 1)
+    );
+    // dport 24: mirror1 again; 10.0.0.9 is in no map: not forwarded, on to the last rule.
+    assert_eq!((out[2].dup, out[2].fwd, out[2].mark), (0b1, None, 9));
+    // dport 81: no copy (a miss ends that rule before `meta mark set 1`), the next hop
+    // 10.0.9.2 on eth3.
+    assert_eq!(
+        (out[3].dup, out[3].fwd, out[3].mark),
+        (0, Some(OutId(5)), 0)
+    );
+    // dport 443: no map holds anything of it.
+    assert_eq!((out[4].dup, out[4].fwd, out[4].mark), (0, None, 9));
+    assert_eq!(out[4].verdict, FinalVerdict::Accept);
+    // The per-packet walk agrees.
+    let mut e2 = Engine::compile(&rs).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(e2.one("eth0", &pkt(f), i, 0, None).0, out[i], "packet {i}");
+    }
+}

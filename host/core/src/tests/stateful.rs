@@ -289,3 +289,61 @@ fn a_set_statement_s_limit_is_per_element_and_maps_take_data_from_the_packet() {
     f.extend(frames(1, 25));
     assert_eq!(verdicts_at(&mut e, &f, T0), vec![D, D]);
 }
+
+/// `ct helper|timeout|expectation set`: the object must exist (the kernel: ENOENT), the
+/// statement changes nothing in wasp (`wasp_ruleset::model::CtObj`), and a map of objects
+/// ends the rule for a key it does not hold (nft_objref_map_eval: NFT_BREAK), as the kernel.
+#[test]
+fn conntrack_objects_load_and_only_a_map_miss_ends_the_rule() {
+    let objects = r#"table ip t {
+ ct helper ftp1 { type "ftp" protocol tcp; }
+ ct timeout short { protocol tcp; policy = { established: 60 }; }
+ ct expectation ex { protocol tcp; dport 2121; timeout 1m; size 4; }
+ chain c {
+  type filter hook prerouting priority 0; policy accept;
+  RULES
+ }
+}
+"#;
+    let unknown = objects.replace("RULES", "ct timeout set \"long\"");
+    let rs = wasp_ruleset::parse_str(&unknown, "ct.nft").unwrap();
+    let e = Engine::compile(&rs).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("ct.nft:7:3") && e.contains("unknown ct timeout `long`"),
+        "{e}"
+    );
+    let unknown_in_map = objects.replace("RULES", "ct helper set tcp dport map { 21 : \"nope\" }");
+    let rs = wasp_ruleset::parse_str(&unknown_in_map, "ct.nft").unwrap();
+    let e = Engine::compile(&rs).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("unknown ct helper `nope`"), "{e}");
+
+    let rules =
+        "ct helper set \"ftp1\" ct timeout set \"short\" ct expectation set \"ex\" meta mark set 1
+  ct helper set tcp dport map { 21 : \"ftp1\", 2121 : \"ftp1\" } meta mark set meta mark | 2";
+    let rs = wasp_ruleset::parse_str(&objects.replace("RULES", rules), "ct.nft").unwrap();
+    let mut e = Engine::compile(&rs).unwrap();
+    let marks: Vec<u32> = [21u16, 22]
+        .iter()
+        .map(|&dport| {
+            let f = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, dport, 0x02));
+            let mut p = pkt(&f);
+            p.ct = crate::CtMeta {
+                state: crate::conn::state::NEW,
+                id: 1,
+                ..crate::CtMeta::NONE
+            };
+            let mut out = [Outcome::unseen(0)];
+            e.ip_hook(
+                wasp_ruleset::model::Hook::Prerouting,
+                &[p],
+                0,
+                &mut out,
+                None,
+            );
+            assert_eq!(out[0].verdict, FinalVerdict::Accept);
+            out[0].mark
+        })
+        .collect();
+    // Port 21: both rules ran to their end; port 22: the map missed before `| 2`.
+    assert_eq!(marks, [3, 1]);
+}

@@ -21,7 +21,8 @@ fn last_handle(t: &Table) -> u64 {
         .iter()
         .map(|c| c.handle)
         .chain(t.quotas.iter().map(|q| q.handle))
-        .chain(t.limits.iter().map(|l| l.handle));
+        .chain(t.limits.iter().map(|l| l.handle))
+        .chain(t.ct_objects.iter().map(|o| o.handle));
     let flowtables = t.flowtables.iter().map(|f| f.handle);
     chains
         .chain(sets)
@@ -238,6 +239,7 @@ fn drop_unused_sources(r: &mut Ruleset) {
         used.extend(t.counters.iter().map(|o| o.span.file));
         used.extend(t.quotas.iter().map(|o| o.span.file));
         used.extend(t.limits.iter().map(|o| o.span.file));
+        used.extend(t.ct_objects.iter().map(|o| o.span.file));
         used.extend(t.flowtables.iter().map(|f| f.span.file));
     }
     let keep: HashSet<FileId> = used.iter().filter_map(|f| batch.get(f).copied()).collect();

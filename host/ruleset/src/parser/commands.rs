@@ -8,7 +8,7 @@ use super::{PResult, Parser};
 use crate::lexer::Tok;
 use crate::model::{Family, Span, Stmt};
 
-fn family_from(w: &str) -> Option<Family> {
+pub(super) fn family_from(w: &str) -> Option<Family> {
     Some(match w {
         "ip" => Family::Ip,
         "ip6" => Family::Ip6,
@@ -214,23 +214,33 @@ impl Parser<'_> {
                 self.apply_block(ti, block)
             }
             "rule" => self.rule_command(RuleVerb::Add),
-            "ct" | "synproxy" | "secmark" => {
-                // Named objects of nft that wasp does not read yet.
-                let what = if w == "ct" {
-                    match self.peek_tok()? {
-                        Some(Tok::Word(k))
-                            if matches!(k.as_str(), "helper" | "timeout" | "expectation") =>
-                        {
-                            format!("add ct {k}")
-                        }
-                        _ => return self.expected("`helper`, `timeout` or `expectation`"),
-                    }
-                } else {
-                    format!("add {w}")
+            "ct" => {
+                let (kind, kspan) = self.ct_obj_kind()?;
+                let family = self.family()?;
+                let (tname, tspan) = self.name("a table name")?;
+                let ti = self.existing_table(family, &tname, tspan)?;
+                let obj = NamedObj::Ct(self.ct_obj(kind, kspan, family, span)?);
+                if create && self.object_exists(ti, &obj) {
+                    return Err(self.st.error(
+                        span,
+                        format!(
+                            "{} `{}` exists already (nft: Could not process rule: File exists)",
+                            kind.name(),
+                            obj.name()
+                        ),
+                    ));
+                }
+                let block = Block {
+                    objects: vec![obj],
+                    ..Block::default()
                 };
+                self.apply_block(ti, block)
+            }
+            "synproxy" | "secmark" => {
+                // Named objects of nft that wasp does not read yet.
                 Err(self.st.error(
                     span,
-                    super::unsupported::message_with(&what, "a named object"),
+                    super::unsupported::message_with(&format!("add {w}"), "a named object"),
                 ))
             }
             "counter" | "quota" | "limit" => {

@@ -1,5 +1,5 @@
 //! Declarations: a `table` block and its items (chains, sets and maps, flowtables, named
-//! `counter`/`quota`/`limit` objects, plugins, the comment), gathered into one [`Block`] and
+//! `counter`/`quota`/`limit` and `ct helper|timeout|expectation` objects, plugins, the comment), gathered into one [`Block`] and
 //! applied together when the block closes; and the bodies of a named counter and of a
 //! flowtable, which the `add` commands share. Every item in a block ends with a newline or
 //! `;`.
@@ -32,6 +32,7 @@ impl Parser<'_> {
             counters: Vec::new(),
             quotas: Vec::new(),
             limits: Vec::new(),
+            ct_objects: Vec::new(),
             flowtables: Vec::new(),
             comment: None,
             span,
@@ -107,6 +108,12 @@ impl Parser<'_> {
                     let obj = self.limit_obj(item_span, false)?;
                     block.objects.push(NamedObj::Limit(obj));
                 }
+                Some(Tok::Word(w)) if w == "ct" => {
+                    self.advance();
+                    let (kind, kspan) = self.ct_obj_kind()?;
+                    let obj = self.ct_obj(kind, kspan, family, item_span)?;
+                    block.objects.push(NamedObj::Ct(obj));
+                }
                 Some(Tok::Word(w)) if w == "flags" => {
                     self.advance();
                     let (f, fspan) = self.name("a table flag")?;
@@ -124,13 +131,13 @@ impl Parser<'_> {
                 }
                 None => {
                     return self.unclosed(
-                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`",
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `ct`, `plugin`, `comment` or `}`",
                         open,
                     );
                 }
                 _ => {
                     return self.expected(
-                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `plugin`, `comment` or `}`",
+                        "`chain`, `set`, `map`, `flowtable`, `counter`, `quota`, `limit`, `ct`, `plugin`, `comment` or `}`",
                     );
                 }
             }

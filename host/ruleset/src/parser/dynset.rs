@@ -80,7 +80,17 @@ impl Parser<'_> {
                     format!("`@{set}` is not a map: its elements take no `: DATA`"),
                 ));
             };
-            let data = self.value_expr(ctx, dtype)?.0;
+            let (data, dspan) = self.value_expr(ctx, dtype)?;
+            if matches!(data, crate::model::Expr::Concat(_)) {
+                // A map's data of one field read as several: nft's concatenated data.
+                return Err(self.st.error(
+                    dspan,
+                    super::unsupported::message_with(
+                        "map data of several fields",
+                        "`: DATA . DATA`, concatenated data",
+                    ),
+                ));
+            }
             map_data = Some(dtype);
             u.data = Some(data);
         } else if self.declared_set_data(&set).is_some() {

@@ -1,24 +1,27 @@
 //! `fwd` and `dup` statements, as nft 1.0.6 reads them (`parser_bison.y` `fwd_stmt` /
 //! `dup_stmt`): `fwd to "dev"`, `fwd ip|ip6 to ADDR device "dev"`, `dup to "dev"` (netdev),
-//! `dup to ADDR [device "dev"]` (ip, ip6).
+//! `dup to ADDR [device "dev"]` (ip, ip6), and each with `KEY map { k : TARGET, ... }` in
+//! place of the device or the address (the target looked up per packet).
 //! nft resolves the device name to an ifindex when it evaluates the rule; wasp keeps the name
 //! (the devices belong to the daemon, not to the ruleset).
 
 use std::net::IpAddr;
 
+use super::expr::RuleCtx;
 use super::{PResult, Parser, unsupported};
 use crate::lexer::Tok;
-use crate::model::{DataType, Family, Span, Stmt};
+use crate::model::{DataType, Expr, Family, SetRef, Span, Stmt};
 
 impl Parser<'_> {
     /// After the word `fwd` or `dup` at `start` (not consumed yet): the statement. A `fwd` is
     /// terminal (the caller refuses statements after it).
-    pub(super) fn fwd_or_dup(&mut self, family: Family, start: Span) -> PResult<Stmt> {
+    pub(super) fn fwd_or_dup(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
+        let family = ctx.family;
         let fwd = self.at_word("fwd")?;
         let word = if fwd { "fwd" } else { "dup" };
         self.advance();
         if !fwd && matches!(family, Family::Ip | Family::Ip6) {
-            return self.dup_to_address(family, start);
+            return self.dup_to_address(ctx, start);
         }
         if family != Family::Netdev {
             // nft: "Error: unsupported family" (nft_fwd is netdev's; nft_dup netdev's, ip's
@@ -46,6 +49,34 @@ impl Parser<'_> {
         }
         self.expect_word("to")?;
         let Some(dtype) = via_family else {
+            if self.at_expr()? {
+                // `fwd to KEY map { k : "dev" }`: the device per packet.
+                let (map, mspan) = self.target_map(ctx, word, DataType::IfaceIndex)?;
+                if self.at_word("device")? {
+                    let span = self.peek_span()?;
+                    return Err(self.st.error(
+                        span,
+                        format!("`{word} to KEY map {{ ... }}` maps to devices and takes no `device` (nft: cannot specify device)"),
+                    ));
+                }
+                let (dev, via, map, span) =
+                    (String::new(), None, Some(map), self.stmt_span(start, mspan));
+                return Ok(if fwd {
+                    Stmt::Fwd {
+                        dev,
+                        via,
+                        map,
+                        span,
+                    }
+                } else {
+                    Stmt::Dup {
+                        dev,
+                        via,
+                        map,
+                        span,
+                    }
+                });
+            }
             let (dev, dspan) = self.out_device()?;
             if self.at_word("device")? {
                 let span = self.peek_span()?;
@@ -61,23 +92,23 @@ impl Parser<'_> {
                 Stmt::Fwd {
                     dev,
                     via: None,
+                    map: None,
                     span,
                 }
             } else {
                 Stmt::Dup {
                     dev,
                     via: None,
+                    map: None,
                     span,
                 }
             });
         };
-        let (addr, _) = self.single_value(dtype)?;
-        let via = match addr.bytes.as_slice() {
-            &[a, b, c, d] => IpAddr::from([a, b, c, d]),
-            b => match <[u8; 16]>::try_from(b) {
-                Ok(b16) => IpAddr::from(b16),
-                Err(_) => return self.expected("an address"),
-            },
+        let (via, map) = if self.at_expr()? {
+            // `fwd ip to KEY map { k : ADDR } device "dev"`: the next hop per packet.
+            (None, Some(self.target_map(ctx, word, dtype)?.0))
+        } else {
+            (Some(self.next_hop(dtype)?.0), None)
         };
         if !self.eat_word("device")? {
             return self.expected("`device`");
@@ -85,33 +116,93 @@ impl Parser<'_> {
         let (dev, dspan) = self.out_device()?;
         Ok(Stmt::Fwd {
             dev,
-            via: Some(via),
+            via,
+            map,
             span: self.stmt_span(start, dspan),
         })
     }
 
+    /// A next hop of type `dtype` (`ipv4_addr` or `ipv6_addr`) and its span.
+    fn next_hop(&mut self, dtype: DataType) -> PResult<(IpAddr, Span)> {
+        let (addr, aspan) = self.single_value(dtype)?;
+        match addr.bytes.as_slice() {
+            &[a, b, c, d] => Ok((IpAddr::from([a, b, c, d]), aspan)),
+            b => match <[u8; 16]>::try_from(b) {
+                Ok(b16) => Ok((IpAddr::from(b16), aspan)),
+                Err(_) => self.expected("an address"),
+            },
+        }
+    }
+
+    /// `KEY map { k : TARGET, ... }` after `dup to` / `fwd [ip|ip6] to` (`word` is the
+    /// statement's): the [`Expr::Map`] with data of type `data` (device names as
+    /// `iface_index`, or next-hop addresses), and the span of its closing `}`. A named map
+    /// (`map @m`) is refused: wasp resolves the targets when the ruleset is compiled, and a
+    /// named map's elements may change after that.
+    fn target_map(
+        &mut self,
+        ctx: &mut RuleCtx,
+        word: &str,
+        data: DataType,
+    ) -> PResult<(Box<Expr>, Span)> {
+        let (key, kspan) = self.concat_expr(ctx)?;
+        if !self.eat_word("map")? {
+            // nft takes any expression of the target's type (`dup to ip daddr`); wasp interns
+            // its targets when it compiles, so it takes them from a map's data only.
+            let text = self.st_text(kspan);
+            return Err(self.st.error(
+                kspan,
+                format!(
+                    "expected `map` after `{word} to {text}`: `{word} to EXPRESSION` (a target computed from the packet) is nftables syntax that wasp does not support yet; wasp takes the target from a map (`{word} to {text} map {{ ... }}`)"
+                ),
+            ));
+        }
+        let mspan = self.peek_span()?;
+        if let Some(Tok::SetRef(_)) = self.peek_tok()? {
+            return Err(self.st.error(
+                mspan,
+                unsupported::message_with("@map", &format!("a named map of `{word}` targets")),
+            ));
+        }
+        if !self.at_punct("{")? {
+            return self.expected("`{` after `map`");
+        }
+        let map = self.data_map(key, kspan, data)?;
+        let end = self.last_span();
+        if let Expr::Map {
+            map: SetRef::Anonymous(elems),
+            ..
+        } = &map
+            && let Some(e) = elems.iter().find(|e| {
+                matches!(&e.data, Some(crate::model::ElemData::Value(v)) if v.bytes.iter().all(|b| *b == 0))
+            })
+        {
+            // Index 0 is no device (nft: "Interface does not exist" for a name; the kernel
+            // has no device 0), and 0.0.0.0 is no neighbour.
+            return Err(self.st.error(
+                e.span,
+                format!("expected {} as the element's data", crate::datatypes::expected(data)),
+            ));
+        }
+        Ok((Box::new(map), end))
+    }
+
     /// `dup to ADDR [device "dev"]` of the ip and ip6 families (after `dup`): the address of
     /// the table's family (nft 1.0.6 `dup_stmt`: "Could not resolve hostname" for the other).
-    fn dup_to_address(&mut self, family: Family, start: Span) -> PResult<Stmt> {
+    fn dup_to_address(&mut self, ctx: &mut RuleCtx, start: Span) -> PResult<Stmt> {
         self.expect_word("to")?;
-        if self.at_expr()? {
-            let at = self.peek_span()?;
-            return Err(self.st.error(at, unsupported::message("dup to EXPRESSION")));
-        }
-        let dtype = if family == Family::Ip {
+        let dtype = if ctx.family == Family::Ip {
             DataType::Ipv4Addr
         } else {
             DataType::Ipv6Addr
         };
-        let (addr, aspan) = self.single_value(dtype)?;
-        let via = match addr.bytes.as_slice() {
-            &[a, b, c, d] => IpAddr::from([a, b, c, d]),
-            b => match <[u8; 16]>::try_from(b) {
-                Ok(b16) => IpAddr::from(b16),
-                Err(_) => return self.expected("an address"),
-            },
+        let (via, map, mut end) = if self.at_expr()? {
+            let (map, end) = self.target_map(ctx, "dup", dtype)?;
+            (None, Some(map), end)
+        } else {
+            let (via, aspan) = self.next_hop(dtype)?;
+            (Some(via), None, aspan)
         };
-        let mut end = aspan;
         let mut dev = String::new();
         if self.eat_word("device")? {
             let (d, dspan) = self.out_device()?;
@@ -120,7 +211,8 @@ impl Parser<'_> {
         }
         Ok(Stmt::Dup {
             dev,
-            via: Some(via),
+            via,
+            map,
             span: self.stmt_span(start, end),
         })
     }
@@ -236,6 +328,100 @@ mod tests {
         // nft: datatype mismatch (an expression instead of a device)
         let e = err("fwd to meta iifname");
         assert!(e.contains("e.nft:3:9"), "{e}");
+    }
+
+    /// The map forms, as `nft list ruleset` (1.0.6) listed them after `nft -f` loaded them
+    /// (netns with `lo` up; ip and ip6 tables in chains of hook input).
+    #[test]
+    fn target_maps_list_as_nft_lists_them() {
+        let text = r#"table netdev n {
+  chain i { type filter hook ingress device lo priority 0;
+    dup to meta mark map { 0x00000001 : "lo", 0x00000002 : "lo"}
+    fwd to meta mark map { 1 : "lo", 2 : veth1 }
+  }
+  chain j { type filter hook ingress device lo priority 0;
+    fwd ip to ip saddr map { 1.1.1.1 : 2.2.2.2 } device "lo"
+  }
+}
+table ip t {
+  chain c { type filter hook input priority 0;
+    dup to ip saddr map { 192.168.2.120 : 192.168.2.1 } device "lo"
+    dup to ip saddr map { 192.168.2.120 : 192.168.2.1, 10.0.0.0/8 : 10.1.1.1 } counter
+  }
+}
+table ip6 t {
+  chain c { type filter hook input priority 0;
+    dup to ip6 saddr map { abcd::1 : cafe::cafe } device "lo"
+  }
+}
+"#;
+        let rs = parse_str(text, "m.nft").unwrap();
+        let listed = print_ruleset(&rs, false);
+        for line in [
+            "\t\tdup to meta mark map { 0x00000001 : \"lo\", 0x00000002 : \"lo\" }\n",
+            "\t\tfwd to meta mark map { 0x00000001 : \"lo\", 0x00000002 : \"veth1\" }\n",
+            "\t\tfwd ip to ip saddr map { 1.1.1.1 : 2.2.2.2 } device \"lo\"\n",
+            "\t\tdup to ip saddr map { 192.168.2.120 : 192.168.2.1 } device \"lo\"\n",
+            "\t\tdup to ip saddr map { 10.0.0.0/8 : 10.1.1.1, 192.168.2.120 : 192.168.2.1 } counter packets 0 bytes 0\n",
+            "\t\tdup to ip6 saddr map { abcd::1 : cafe::cafe } device \"lo\"\n",
+        ] {
+            assert!(listed.contains(line), "{line:?} not in\n{listed}");
+        }
+        let again = parse_str(&listed, "again.nft").unwrap();
+        assert_eq!(print_ruleset(&again, false), listed);
+        // The map is the statement's target: a `fwd` with one is still terminal.
+        let e = err(r#"fwd to meta mark map { 1 : "lo" } accept"#);
+        assert!(e.contains("e.nft:3:36") && e.contains("terminal"), "{e}");
+    }
+
+    fn err_in(family: &str, hook: &str, rule: &str) -> String {
+        let text = format!(
+            "table {family} t {{\n chain c {{ type filter hook {hook} priority 0;\n {rule}\n }}\n}}\n"
+        );
+        parse_str(&text, "e.nft").unwrap_err().to_string()
+    }
+
+    /// Malformed map forms: each at its place, saying what was expected.
+    #[test]
+    fn target_map_refusals() {
+        // nft: syntax error, unexpected device (a device map has no `device`).
+        let e = err(r#"fwd to meta mark map { 1 : "lo" } device "lo""#);
+        assert!(e.contains("e.nft:3:36") && e.contains("no `device`"), "{e}");
+        // nft: datatype mismatch (a mark is no interface index); wasp wants the map.
+        let e = err("dup to meta mark");
+        assert!(
+            e.contains("e.nft:3:9") && e.contains("expected `map`"),
+            "{e}"
+        );
+        let e = err("dup to meta mark map");
+        assert!(e.contains("e.nft:3:") && e.contains("`{`"), "{e}");
+        // A device name of 16 characters (nft: the name is too long for an interface).
+        let e = err(r#"dup to meta mark map { 1 : "abcdefghijklmnop" }"#);
+        assert!(
+            e.contains("e.nft:3:29") && e.contains("15 characters"),
+            "{e}"
+        );
+        // nft: Could not resolve hostname (a device where the address goes).
+        let e = err_in("ip", "input", r#"dup to ip saddr map { 1.1.1.1 : "lo" }"#);
+        assert!(
+            e.contains("e.nft:3:34") && e.contains("IPv4 address"),
+            "{e}"
+        );
+        let e = err_in(
+            "ip6",
+            "input",
+            r#"dup to ip6 saddr map { ::1 : 10.0.0.1 } device "lo""#,
+        );
+        assert!(
+            e.contains("e.nft:3:31") && e.contains("IPv6 address"),
+            "{e}"
+        );
+        // A named map of targets is not read (wasp interns the targets when it compiles).
+        let e = err_in("ip", "input", "dup to ip saddr map @m");
+        assert!(e.contains("e.nft:3:22") && e.contains("named map"), "{e}");
+        // `fwd ip to KEY map { ... }` needs its device.
+        let e = err("fwd ip to ip saddr map { 1.1.1.1 : 2.2.2.2 }");
+        assert!(e.contains("e.nft:3:") && e.contains("`device`"), "{e}");
     }
 
     #[test]

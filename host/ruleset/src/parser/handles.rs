@@ -12,7 +12,7 @@
 
 use super::{PResult, Parser};
 use crate::model::{
-    BaseChain, Chain, ChainType, CounterObj, DataType, ElemData, Expr, FlowtableDecl, Hook,
+    BaseChain, Chain, ChainType, CounterObj, CtObj, DataType, ElemData, Expr, FlowtableDecl, Hook,
     LimitObj, NatKind, Policy, QuotaObj, Rhs, Rule, SetDecl, SetRef, Span, Stmt, Table, Verdict,
 };
 
@@ -112,12 +112,13 @@ pub(crate) struct Block {
     pub refs: Vec<Ref>,
 }
 
-/// A named stateful object of a table block or an `add counter|quota|limit` command.
+/// A named object of a table block or an `add counter|quota|limit|ct ...` command.
 #[derive(Debug, Clone)]
 pub(crate) enum NamedObj {
     Counter(CounterObj),
     Quota(QuotaObj),
     Limit(LimitObj),
+    Ct(CtObj),
 }
 
 impl NamedObj {
@@ -126,6 +127,7 @@ impl NamedObj {
             NamedObj::Counter(o) => &o.name,
             NamedObj::Quota(o) => &o.name,
             NamedObj::Limit(o) => &o.name,
+            NamedObj::Ct(o) => &o.name,
         }
     }
 }
@@ -196,6 +198,10 @@ impl Parser<'_> {
             NamedObj::Counter(o) => t.counters.iter().any(|c| c.name == o.name),
             NamedObj::Quota(o) => t.quotas.iter().any(|c| c.name == o.name),
             NamedObj::Limit(o) => t.limits.iter().any(|c| c.name == o.name),
+            NamedObj::Ct(o) => t
+                .ct_objects
+                .iter()
+                .any(|c| c.name == o.name && c.config.kind() == o.config.kind()),
         }
     }
 
@@ -302,6 +308,10 @@ impl Parser<'_> {
                 NamedObj::Limit(mut o) => {
                     o.handle = handle;
                     t.limits.push(o);
+                }
+                NamedObj::Ct(mut o) => {
+                    o.handle = handle;
+                    t.ct_objects.push(o);
                 }
             }
         }

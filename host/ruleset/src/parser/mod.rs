@@ -10,6 +10,7 @@ pub(crate) mod batch;
 pub(crate) mod chain;
 mod commands;
 mod compute;
+mod ct_obj;
 mod declarations;
 mod dynset;
 mod expr;
@@ -121,6 +122,8 @@ pub(crate) struct Parser<'s> {
     pending: Vec<Token>,
     /// Span of the end of the file (for "found end of file").
     eof: Span,
+    /// Span of the token consumed last (the end of what was just read).
+    last: Span,
     file: FileId,
     /// Folder that relative includes resolve against.
     dir: PathBuf,
@@ -177,9 +180,20 @@ impl<'s> Parser<'s> {
     }
 
     fn advance(&mut self) {
-        if self.pending.pop().is_none() {
-            self.pos += 1;
+        match self.pending.pop() {
+            Some(t) => self.last = t.span,
+            None => {
+                if let Some(t) = self.toks.get(self.pos) {
+                    self.last = t.span;
+                }
+                self.pos += 1;
+            }
         }
+    }
+
+    /// Span of the token consumed last.
+    pub(crate) fn last_span(&self) -> Span {
+        self.last
     }
 
     /// Consume and return the next token.
@@ -594,6 +608,12 @@ fn parse_source(
             line: lines,
             col: last_len + 1,
             len: 1,
+        },
+        last: Span {
+            file,
+            line: 1,
+            col: 1,
+            len: 0,
         },
         file,
         dir,

@@ -110,8 +110,9 @@ impl Parser<'_> {
                     };
                     if self.at_word("count")? {
                         stmts.push(self.ct_count(family, sspan)?);
+                    } else if let Some(stmt) = self.ct_obj_set(&mut ctx, sspan, ct)? {
+                        stmts.push(stmt);
                     } else {
-                        self.pending.push(ct);
                         let stmt = self.match_or_set(&mut ctx, sspan)?;
                         stmts.push(stmt);
                     }
@@ -150,7 +151,7 @@ impl Parser<'_> {
                     stmts.push(self.opt_reset(&mut ctx, sspan)?);
                 }
                 "fwd" | "dup" => {
-                    let stmt = self.fwd_or_dup(family, sspan)?;
+                    let stmt = self.fwd_or_dup(&mut ctx, sspan)?;
                     if let Stmt::Fwd { span, .. } = &stmt {
                         // nft: fwd is terminal (the packet is stolen).
                         terminal = Some(self.st_text(*span));
@@ -197,7 +198,7 @@ impl Parser<'_> {
     }
 
     /// After `KEY map`: `{ k : v, ... }` or `@m`, giving values of type `data`.
-    fn data_map(&mut self, key: Expr, kspan: Span, data: DataType) -> PResult<Expr> {
+    pub(super) fn data_map(&mut self, key: Expr, kspan: Span, data: DataType) -> PResult<Expr> {
         let types = key.key_types();
         let mspan = self.peek_span()?;
         let map = if self.eat_punct("{")? {

@@ -297,8 +297,8 @@ impl Parser<'_> {
         let (key, kspan) = self.concat_expr(ctx)?;
         if !self.eat_word("map")? {
             return self.expected(&format!(
-                "`map` after `{} name {}`",
-                kind.name(),
+                "`map` after `{} {}`",
+                kind.reference(),
                 self.st_text(kspan)
             ));
         }

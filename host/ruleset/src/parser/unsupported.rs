@@ -42,7 +42,7 @@ fn fields(head: &str) -> &'static [&'static str] {
 }
 
 /// Objects a `table` block may declare in nft that wasp does not read.
-pub(crate) const TABLE_ITEMS: &[&str] = &["ct", "secmark", "synproxy"];
+pub(crate) const TABLE_ITEMS: &[&str] = &["secmark", "synproxy"];
 
 /// Top-level commands of nft that wasp does not read.
 pub(crate) const COMMANDS: &[&str] = &[

@@ -14,8 +14,8 @@ use std::fmt::Write;
 use super::{handle_suffix, priority_text, set_flags_text, sorted_elements, stmt};
 use crate::datatypes::time_text;
 use crate::model::{
-    Chain, ChainType, CounterObj, DataType, Family, FlowtableDecl, LimitObj, Policy, QuotaObj,
-    Rule, SetDecl, SetElem, Stmt, Table,
+    Chain, ChainType, CounterObj, CtObj, CtObjConfig, DataType, Family, FlowtableDecl, LimitObj,
+    Policy, QuotaObj, Rule, SetDecl, SetElem, Stmt, Table,
 };
 
 /// nft's output flags.
@@ -87,15 +87,86 @@ pub(crate) fn objects(
     all.extend(t.counters.iter().enumerate().map(|(i, c)| (c.handle, 0, i)));
     all.extend(t.quotas.iter().enumerate().map(|(i, q)| (q.handle, 1, i)));
     all.extend(t.limits.iter().enumerate().map(|(i, l)| (l.handle, 2, i)));
+    all.extend(
+        t.ct_objects
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.handle, 3, i)),
+    );
     all.sort_unstable();
     for (_, kind, i) in all {
         gap(out);
         match kind {
             0 => counter(out, &t.counters[i], o),
             1 => quota(out, &t.quotas[i], o),
-            _ => limit(out, &t.limits[i], o),
+            2 => limit(out, &t.limits[i], o),
+            _ => ct_obj(out, &t.ct_objects[i], o),
         }
     }
+}
+
+/// A conntrack object (one tab in), as nft 1.0.6's `obj_print_data` lists it: the comment
+/// first, then `type "ftp" protocol tcp` and `l3proto` of a helper; `protocol`, `l3proto` and
+/// the policy's states that differ from nft's defaults of a timeout; `protocol`, `dport`,
+/// `timeout`, `size` and `l3proto` of an expectation.
+pub(crate) fn ct_obj(out: &mut String, c: &CtObj, o: &PrintOptions) {
+    let _ = writeln!(
+        out,
+        "	{} {} {{{}",
+        c.config.kind().name(),
+        c.name,
+        handle_suffix(o.handles, c.handle)
+    );
+    if let Some(text) = &c.comment {
+        let _ = writeln!(out, "		comment \"{text}\"");
+    }
+    let proto = |p: u8| if p == 6 { "tcp" } else { "udp" };
+    match &c.config {
+        CtObjConfig::Helper {
+            helper,
+            protocol,
+            l3proto,
+        } => {
+            let _ = writeln!(out, "		type \"{helper}\" protocol {}", proto(*protocol));
+            let _ = writeln!(out, "		l3proto {}", l3proto.name());
+        }
+        CtObjConfig::Timeout {
+            protocol,
+            l3proto,
+            policy,
+        } => {
+            let states = crate::model::ct_timeout_states(*protocol);
+            let listed: Vec<String> = policy
+                .iter()
+                .filter_map(|(i, secs)| {
+                    let (name, dflt) = states.get(usize::from(*i))?;
+                    (secs != dflt).then(|| format!("{name} : {secs}"))
+                })
+                .collect();
+            let _ = writeln!(out, "		protocol {}", proto(*protocol));
+            let _ = writeln!(out, "		l3proto {}", l3proto.name());
+            // nft prints `policy = {  }` for a policy of defaults only.
+            let _ = writeln!(out, "		policy = {{ {} }}", listed.join(", "));
+        }
+        CtObjConfig::Expectation {
+            protocol,
+            dport,
+            timeout_ms,
+            size,
+            l3proto,
+        } => {
+            let _ = writeln!(out, "		protocol {}", proto(*protocol));
+            let _ = writeln!(out, "		dport {dport}");
+            let _ = writeln!(
+                out,
+                "		timeout {}",
+                crate::datatypes::time_text(*timeout_ms)
+            );
+            let _ = writeln!(out, "		size {size}");
+            let _ = writeln!(out, "		l3proto {}", l3proto.name());
+        }
+    }
+    out.push_str("	}\n");
 }
 
 /// A quota object (one tab in): `quota NAME {\n\t\t[over ]N UNIT[ used M UNIT]\n\t}`.

@@ -287,6 +287,7 @@ fn bare(t: &wasp_ruleset::model::Table) -> wasp_ruleset::model::Table {
         counters: Vec::new(),
         quotas: Vec::new(),
         limits: Vec::new(),
+        ct_objects: Vec::new(),
         flowtables: Vec::new(),
         comment: t.comment.clone(),
         name: t.name.clone(),

@@ -597,6 +597,7 @@ fn dup(dev: &str) -> Stmt {
     Stmt::Dup {
         dev: dev.into(),
         via: None,
+        map: None,
         span: Span::default(),
     }
 }
