@@ -109,6 +109,24 @@ impl Engine {
         Some(SetUpdate { sets })
     }
 
+    /// Use the compiled sets of `from`, an engine compiled from the same ruleset (the daemon's
+    /// control engine): one copy of every set for all the workers instead of one each. Returns
+    /// `false`, keeping its own, when the two programs' sets differ in number, back-end or
+    /// element count.
+    pub fn share_sets(&mut self, from: &Engine) -> bool {
+        let same = self.prog.named_sets == from.prog.named_sets
+            && self.prog.sets.len() == from.prog.sets.len()
+            && self.prog.sets.iter().zip(&from.prog.sets).all(|(a, b)| {
+                std::mem::discriminant(&a.store) == std::mem::discriminant(&b.store)
+                    && a.elems.len() == b.elems.len()
+                    && a.counter_site == b.counter_site
+            });
+        if same {
+            self.prog.sets.clone_from_slice(&from.prog.sets);
+        }
+        same
+    }
+
     /// Swap in the sets of `u` (made by [`Engine::set_update`] from an engine compiled from the
     /// same ruleset as this one). Between two vectors: a lookup sees the set before or after
     /// the batch, never a part of it. Returns the sets it replaced, for the caller to drop

@@ -283,8 +283,7 @@ impl Daemon {
         };
         let bundles = {
             let mut cur = d.lock();
-            let shared = cur.engine.stateful();
-            let (b, nf) = d.bundles(&cur.ruleset, 1, None, shared, now)?;
+            let (b, nf) = d.bundles(&cur.ruleset, 1, None, &cur.engine, now)?;
             cur.netfilter = nf;
             b
         };
@@ -302,16 +301,18 @@ impl Daemon {
     ///
     /// Every worker's engine uses `stateful` (the control engine's, compiled from `ruleset`)
     /// for its `limit` buckets and `quota` counts: one state across the workers, as in the
-    /// kernel, that the control side reads for listings. `now` (the packet clock) is the
-    /// engines' epoch, as the control engine's.
+    /// kernel, that the control side reads for listings; and its compiled sets (one copy for
+    /// every engine: element batches replace them in all at once). `now` (the packet clock)
+    /// is the engines' epoch, as the control engine's.
     fn bundles(
         &self,
         ruleset: &Ruleset,
         generation: u64,
         prev: Option<&Netfilter>,
-        stateful: Arc<wasp_core::Stateful>,
+        control: &Engine,
         now: u64,
     ) -> Result<(Vec<Bundle>, Option<Netfilter>), Error> {
+        let stateful = control.stateful();
         // Workers after the first start from zero (one copy of the ruleset, made only when
         // there is such a worker).
         let zeroed = (self.workers.len() > 1).then(|| {
@@ -346,7 +347,9 @@ impl Daemon {
                     (0, _) | (_, None) => ruleset,
                     (_, Some(z)) => z,
                 };
-                build(r, i, generation, clocks, true, &mut shared)
+                let mut b = build(r, i, generation, clocks, true, &mut shared)?;
+                b.engine.share_sets(control);
+                Ok(b)
             })
             .collect::<Result<Vec<_>, Error>>()?;
         let nf = shared.netfilter;
@@ -563,13 +566,8 @@ impl Daemon {
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
         let carry = Arc::new(CounterCarry::plan(&cur.engine, &cur.ruleset, &engine, &new));
         let generation = cur.generation + 1;
-        let (mut bundles, netfilter) = self.bundles(
-            &new,
-            generation,
-            cur.netfilter.as_ref(),
-            engine.stateful(),
-            now,
-        )?;
+        let (mut bundles, netfilter) =
+            self.bundles(&new, generation, cur.netfilter.as_ref(), &engine, now)?;
         for b in &mut bundles {
             b.carry = carry.clone();
         }
