@@ -173,6 +173,43 @@ fn cpu_us(f: impl FnOnce()) -> f64 {
     t0.elapsed().as_secs_f64() * 1e6
 }
 
+/// Heap bytes in use now (glibc's count), 0 when unknown.
+fn heap() -> i64 {
+    wasp_io::heap_in_use_bytes().map_or(0, |b| b as i64)
+}
+
+/// Bytes per element the daemon's copies of a set hold, in process: the ruleset model (what
+/// listings print), the kernel back-end's view the parser checks elements against, and one
+/// compiled program (its sets with their index). One row per shape and size.
+fn memory(shape: &str, size: usize) -> Res<()> {
+    let text = ruleset(shape, size);
+    let h0 = heap();
+    let rs = wasp_ruleset::parse_str(&text, "m.nft").map_err(|e| e.to_string())?;
+    let h1 = heap();
+    let mut shadows = wasp_ruleset::SetShadows::default();
+    let mut rs2 = rs.clone();
+    let h2 = heap();
+    // One element command builds the view of the set.
+    let t = format!("add element netdev u s {{ {} }}", element(shape, size + 1));
+    wasp_ruleset::apply_elements(&mut rs2, &mut shadows, &t, "b.nft")
+        .map_err(|e| e.to_string())?
+        .ok_or("not an element batch")?
+        .commit();
+    let h3 = heap();
+    let engine = wasp_core::Engine::compile(&rs).map_err(|e| e.to_string())?;
+    let h4 = heap();
+    let per = |b: i64| b as f64 / size as f64;
+    println!(
+        "| {shape} | {size} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        per(h1 - h0),
+        per(h3 - h2),
+        per(h4 - h3),
+        per(h1 - h0 + h3 - h2 + h4 - h3)
+    );
+    drop((engine, rs, rs2, shadows));
+    Ok(())
+}
+
 /// The daemon's element path in process: medians of `runs` add/delete pairs, CPU µs per phase.
 fn phases(shape: &str, size: usize, runs: usize) -> Res<()> {
     let mut rs =
@@ -264,6 +301,18 @@ fn main() -> Res<()> {
         for shape in &args.shapes {
             for &size in &args.sizes {
                 phases(shape, size, args.runs)?;
+            }
+        }
+        println!();
+        println!("element-update memory: heap bytes per element in process (glibc's count)");
+        println!();
+        println!(
+            "| shape | size | ruleset model | back-end view (checks) | compiled program | total |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|");
+        for shape in &args.shapes {
+            for &size in &args.sizes {
+                memory(shape, size)?;
             }
         }
         println!();

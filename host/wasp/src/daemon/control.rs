@@ -29,6 +29,11 @@ impl Control {
         Control { daemon }
     }
 
+    /// The daemon it answers for.
+    pub fn daemon(&self) -> &Arc<Daemon> {
+        &self.daemon
+    }
+
     /// Apply `text` (a ruleset file or a batch of commands, as `nft -f`) to the running
     /// ruleset: all or nothing ([`Daemon::apply`]).
     fn apply(&self, text: &str, name: &str) -> Result<Json, String> {

@@ -483,7 +483,9 @@ fn reload_ruleset(daemon: &Daemon) {
 /// back to the system ([`wasp_io::release_free_heap`]): a change builds the new ruleset's
 /// engines, sets and plugin instances on the client's thread and drops the old ones on the
 /// workers', so what the daemon keeps resident would otherwise depend on where those freed
-/// chunks lie in the threads' arenas (issue 17).
+/// chunks lie in the threads' arenas (issue 17). Not after a batch applied as a set
+/// transaction: what it freed (the sets' old copies) is what the next one takes again, and
+/// handing it back would make every element command fault its copies' pages in anew.
 #[derive(Debug)]
 pub struct ReleaseAfterChange(pub control::Control);
 
@@ -506,8 +508,9 @@ impl wasp_ctl::server::Handler for ReleaseAfterChange {
         out: &mut dyn wasp_ctl::server::ReplySink,
     ) -> Result<serde_json::Value, String> {
         let release = Self::changes(&req);
+        let txns = self.0.daemon().set_transactions();
         let r = self.0.handle(req, out);
-        if release {
+        if release && self.0.daemon().set_transactions() == txns {
             wasp_io::release_free_heap();
         }
         r
