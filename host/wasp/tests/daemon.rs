@@ -829,6 +829,16 @@ fn element_batches_are_set_transactions_and_other_lookups_never_miss() {
         "a frame to a kept element was accepted"
     );
     assert_eq!(rig.daemon.set_transactions(), 1100);
+    // Once the batches pause, the indexer builds the changed set's index anew.
+    let mut lag = rig.daemon.index_lag();
+    for _ in 0..200 {
+        if lag == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        lag = rig.daemon.index_lag();
+    }
+    assert_eq!(lag, 0, "overlay left 2 s after the last batch");
     // Now: 10.4.1.0-99 . 53 are in `c`, every 10.4.0.x / 10.5.0.x / 10.6.x.0/24 was deleted.
     let after = [
         (udp_to([10, 4, 1, 7]), false),

@@ -9,11 +9,18 @@
 //! (`table_bytes() / elements`) and the time to insert `ip saddr . tcp dport` range elements
 //! in one transaction (the kernel needs about 42 s for 800 000).
 //!
+//! A second table compares the field index of each set built at once with the same set
+//! reached through `--updates` single-element changes (each removes an element and adds it
+//! back, then refreshes the index as the daemon does after every transaction:
+//! `Pipapo::refresh_index`), and prints the overlay left and the ratio; then the same set once
+//! its index is built anew, as the daemon's indexer does when the changes pause.
+//!
 //! Times are this thread's CPU time (the machine is shared).
 //!
-//! `cargo build --release -p wasp-perf --bin set-lookup && set-lookup [MS [ROUNDS [N]]]`:
+//! `cargo build --release -p wasp-perf --bin set-lookup && set-lookup [MS [ROUNDS [N [UPDATES]]]]`:
 //! MS = CPU milliseconds per measurement (default 100), ROUNDS = interleaved rounds whose median is
-//! printed (default 5), N = elements for the insertion timing (default 800000, 0 to skip).
+//! printed (default 5), N = elements for the insertion timing (default 800000, 0 to skip),
+//! UPDATES = single-element changes for the second table (default 10000).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -224,11 +231,100 @@ fn main() {
             indexed.index_bytes() as f64 / auto.len() as f64,
         );
     }
+    after_updates(budget, rounds, arg(4, 10_000) as usize);
     if n_insert > 0 {
         let (wall, cpu, len) = insert_time(n_insert);
         println!(
             "insert {n_insert} `ip saddr . tcp dport` range elements in one transaction: \
              {wall:.1} s wall, {cpu:.1} s CPU ({len} elements after commit)"
+        );
+    }
+}
+
+/// The second table: the index of a set built at once against the same set after `updates`
+/// single-element changes (remove one, add it back, refresh the index).
+fn after_updates(budget: Duration, rounds: usize, updates: usize) {
+    println!();
+    println!(
+        "field index after {updates} single-element changes (remove + add back + refresh_index), ns/lookup, median of {rounds}"
+    );
+    println!();
+    println!(
+        "| case | entries | built at once | after changes | ratio | b64 at once | b64 after | ratio | overlay left | after the indexer | ratio | µs per change |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut sets: Vec<(String, u64, Vec<usize>, Elements)> = CASES
+        .iter()
+        .map(|c| (c.name.to_string(), c.entries, c.field_lens(), c.elements()))
+        .collect();
+    sets.push(("cross 32x32".into(), 1024, vec![4, 2], cross_product(32)));
+    for (name, entries, lens, els) in sets {
+        let mut once = build(&lens, &els, GroupPolicy::Auto);
+        once.build_index();
+        let mut changed = once.clone();
+        let mut handles: Vec<_> = changed.handles().collect();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let t0 = cpu_ns();
+        for _ in 0..updates {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x % handles.len() as u64) as usize;
+            let (s, e) = &els[i];
+            changed.remove(handles[i]);
+            handles[i] = changed
+                .insert(elem(s, e), InsertMode::Create, 0)
+                .expect("the element it replaces is gone");
+            changed.refresh_index();
+        }
+        let per_change = (cpu_ns() - t0) as f64 / 1e3 / updates.max(1) as f64;
+        let keys = spread_probes(&els, KEYS);
+        let kl = once.key_len();
+        let hits = |p: &Pipapo| {
+            keys.chunks_exact(kl)
+                .filter(|k| p.lookup_index(k, 0).is_some())
+                .count()
+        };
+        assert_eq!(hits(&once), hits(&changed), "{name}: same answers");
+        // What the daemon's indexer makes of it once the changes pause: a full build.
+        let mut rebuilt = changed.clone();
+        rebuilt.build_index();
+        let mut out = vec![None; 64];
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); 5];
+        for _ in 0..rounds {
+            samples[4].push(measure(KEYS, budget, || {
+                keys.chunks_exact(kl)
+                    .filter(|k| rebuilt.lookup_index(black_box(k), 0).is_some())
+                    .count()
+            }));
+            for (c, p) in [(0, &once), (1, &changed)] {
+                samples[c].push(measure(KEYS, budget, || {
+                    keys.chunks_exact(kl)
+                        .filter(|k| p.lookup_index(black_box(k), 0).is_some())
+                        .count()
+                }));
+                samples[c + 2].push(measure(KEYS, budget, || {
+                    let mut hits = 0;
+                    for chunk in keys.chunks(64 * kl) {
+                        p.lookup_batch_index(black_box(chunk), 0, &mut out);
+                        hits += out.iter().filter(|x| x.is_some()).count();
+                    }
+                    hits
+                }));
+            }
+        }
+        let m: Vec<f64> = samples.into_iter().map(median).collect();
+        println!(
+            "| {name} | {entries} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {per_change:.1} |",
+            m[0],
+            m[1],
+            m[1] / m[0],
+            m[2],
+            m[3],
+            m[3] / m[2],
+            changed.index_lag(),
+            m[4],
+            m[4] / m[0],
         );
     }
 }

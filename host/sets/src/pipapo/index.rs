@@ -67,6 +67,8 @@ const TAG_LIST: u32 = 2;
 const TAG_FALLBACK: u32 = 3;
 /// Entry of an interval no element covers.
 const EMPTY: u32 = 0;
+/// `Index::rec_of` of a handle the index does not hold.
+const NO_RECORD: u32 = u32::MAX;
 /// Entry of an interval covered by more than [`MAX_CANDIDATES`] elements.
 const FALLBACK: u32 = TAG_FALLBACK;
 
@@ -226,10 +228,16 @@ pub struct Index {
     /// Words per element record (a power of two up to 8, else a multiple of 8): the expiry
     /// (`u64::MAX` for never), then every `verify` field's bounds.
     stride: usize,
-    /// Element records by handle from word `rec_at` on (records aligned to 64 bytes when
-    /// the allocation is; free slab slots have a zero record, never read).
+    /// Element records from word `rec_at` on (records aligned to 64 bytes when the
+    /// allocation is), numbered in the order of their primary field's start (keys near each
+    /// other read records near each other, whatever order the elements came in); entries and
+    /// lists name records by number.
     recs: Box<[u64]>,
     rec_at: usize,
+    /// The element handle of each record.
+    rec_handle: Box<[u32]>,
+    /// The record of each handle slot ([`NO_RECORD`] for a slot the index does not hold).
+    rec_of: Box<[u32]>,
     /// Intervals of the primary field.
     intervals: usize,
 }
@@ -314,6 +322,13 @@ impl Index {
                 (max.min(cap), spans[f].len, f)
             })
             .unwrap_or(0);
+        // Record numbers: elements in the order of their primary field's start (then rank).
+        let mut by_start: Vec<u32> = (0..n as u32).collect();
+        by_start.sort_unstable_by_key(|&r| (lo[r as usize * nf + primary], r));
+        let mut recno = vec![0u32; n];
+        for (k, &r) in by_start.iter().enumerate() {
+            recno[r as usize] = k as u32;
+        }
         // Sweep the primary field: interval starts and entries.
         let mut starts: Vec<u128> = vec![0];
         let mut ents: Vec<u32> = vec![EMPTY];
@@ -337,9 +352,10 @@ impl Index {
                 0 => EMPTY,
                 1 => active
                     .first()
-                    .map_or(EMPTY, |&r| (handles[r as usize].0 << 2) | TAG_ONE),
+                    .map_or(EMPTY, |&r| (recno[r as usize] << 2) | TAG_ONE),
                 l if l <= MAX_CANDIDATES => {
-                    let key: Vec<u32> = active.iter().map(|&r| handles[r as usize].0).collect();
+                    // Oldest first (ranks ascend), named by record.
+                    let key: Vec<u32> = active.iter().map(|&r| recno[r as usize]).collect();
                     let off = *dedup.entry(key).or_insert_with_key(|k| {
                         let off = lists.len() as u32;
                         lists.push(k.len() as u32);
@@ -409,11 +425,16 @@ impl Index {
         } else {
             words.div_ceil(8) * 8
         };
-        let mut recs = vec![0u64; slots * stride + 8];
+        let mut recs = vec![0u64; n * stride + 8];
         // Start the records on a 64-byte boundary of this allocation.
         let rec_at = (8 - (recs.as_ptr() as usize / 8) % 8) % 8;
+        let mut rec_handle = vec![0u32; n];
+        let mut rec_of = vec![NO_RECORD; slots];
         for (r, h) in handles.iter().enumerate() {
-            let at = rec_at + h.0 as usize * stride;
+            let k = recno[r] as usize;
+            rec_handle[k] = h.0;
+            rec_of[h.0 as usize] = k as u32;
+            let at = rec_at + k * stride;
             let rec = &mut recs[at..at + stride];
             // An inverted range (never stored by pipapo) matches nothing: expired at 0.
             let inverted = (0..nf).any(|f| lo[r * nf + f] > hi[r * nf + f]);
@@ -435,8 +456,18 @@ impl Index {
             stride,
             recs: recs.into(),
             rec_at,
+            rec_handle: rec_handle.into(),
+            rec_of: rec_of.into(),
             intervals,
         })
+    }
+
+    /// The record of element handle `h`, if the index holds it.
+    pub(crate) fn record_of(&self, h: u32) -> Option<u32> {
+        self.rec_of
+            .get(h as usize)
+            .copied()
+            .filter(|&r| r != NO_RECORD)
     }
 
     /// Bytes held by the index's tables.
@@ -446,7 +477,11 @@ impl Index {
             Search::Narrow(r) => r.bytes(),
             Search::Wide(r) => r.bytes(),
         };
-        search + self.entries.len() * 4 + self.lists.len() * 4 + self.recs.len() * 8
+        search
+            + self.entries.len() * 4
+            + self.lists.len() * 4
+            + self.recs.len() * 8
+            + (self.rec_handle.len() + self.rec_of.len()) * 4
     }
 
     /// Key offset and width of the primary field.
@@ -484,28 +519,36 @@ impl Index {
         self.entries.get(i).copied().unwrap_or(FALLBACK)
     }
 
-    /// Candidate `h` when it is live at `now` and contains `key` in every non-primary field.
+    /// Candidate record `r` when it is live at `now`, not in `gone` (a bit per record:
+    /// elements removed since the build) and contains `key` in every non-primary field.
     #[inline(always)]
-    fn check(&self, h: u32, key: &[u8], now: u64) -> Option<ElemHandle> {
-        let base = self.rec_at + h as usize * self.stride;
+    fn check(&self, r: u32, key: &[u8], now: u64, gone: &[u64]) -> Option<ElemHandle> {
+        let base = self.rec_at + r as usize * self.stride;
         let rec = self.recs.get(base..base + self.stride)?;
-        let mut ok = now < rec[0];
+        let removed = gone
+            .get(r as usize / 64)
+            .is_some_and(|w| w >> (r % 64) & 1 != 0);
+        let mut ok = now < rec[0] && !removed;
         for c in self.verify.iter() {
             ok &= c.matches(rec, key);
         }
-        ok.then_some(ElemHandle(h))
+        if ok {
+            self.rec_handle.get(r as usize).map(|&h| ElemHandle(h))
+        } else {
+            None
+        }
     }
 
     /// The answer for entry `e`.
     #[inline(always)]
-    fn resolve(&self, e: u32, key: &[u8], now: u64) -> Probe {
+    fn resolve(&self, e: u32, key: &[u8], now: u64, gone: &[u64]) -> Probe {
         match e & 3 {
-            TAG_ONE => Probe::Found(self.check(e >> 2, key, now)),
+            TAG_ONE => Probe::Found(self.check(e >> 2, key, now, gone)),
             TAG_LIST => {
                 let off = (e >> 2) as usize;
                 let len = self.lists.get(off).copied().unwrap_or(0) as usize;
                 let hs = self.lists.get(off + 1..off + 1 + len).unwrap_or(&[]);
-                Probe::Found(hs.iter().find_map(|&h| self.check(h, key, now)))
+                Probe::Found(hs.iter().find_map(|&h| self.check(h, key, now, gone)))
             }
             TAG_FALLBACK => Probe::Fallback,
             _ => Probe::Found(None),
@@ -517,7 +560,13 @@ impl Index {
     /// candidate's record), then every key's candidate check. Keys the index sends back are
     /// marked in the returned bit mask and get `None` in `out`.
     #[inline]
-    pub(crate) fn probe_batch(&self, keys: &[u8], now: u64, out: &mut [Option<ElemHandle>]) -> u64 {
+    pub(crate) fn probe_batch(
+        &self,
+        keys: &[u8],
+        now: u64,
+        gone: &[u64],
+        out: &mut [Option<ElemHandle>],
+    ) -> u64 {
         let kl = self.key_len.max(1);
         let m = out.len().min(64).min(keys.len() / kl);
         let mut ents = [EMPTY; 64];
@@ -529,7 +578,7 @@ impl Index {
         }
         let mut back = 0u64;
         for (i, (o, k)) in out[..m].iter_mut().zip(keys.chunks_exact(kl)).enumerate() {
-            *o = match self.resolve(ents[i], k, now) {
+            *o = match self.resolve(ents[i], k, now, gone) {
                 Probe::Found(r) => r,
                 Probe::Fallback => {
                     back |= 1 << i;
@@ -540,13 +589,14 @@ impl Index {
         back
     }
 
-    /// The index's answer for one key (`key` of the set's key length).
+    /// The index's answer for one key (`key` of the set's key length), skipping the elements
+    /// in `gone` (a bit per handle).
     #[inline]
-    pub(crate) fn probe(&self, key: &[u8], now: u64) -> Probe {
+    pub(crate) fn probe(&self, key: &[u8], now: u64, gone: &[u64]) -> Probe {
         if key.len() != self.key_len {
             return Probe::Found(None);
         }
-        self.resolve(self.entry(key), key, now)
+        self.resolve(self.entry(key), key, now, gone)
     }
 }
 
@@ -725,9 +775,7 @@ impl<X: Clone> Pipapo<X> {
         let Some(ix) = self.index.as_deref() else {
             return self.lookup_batch_variant(Variant::best(), keys, now, out);
         };
-        if self.delta.is_some() {
-            return self.lookup_batch_delta(keys, now, out);
-        }
+        let gone = self.gone();
         let kl = self.key_len.max(1);
         let (head, tail) = out.split_at_mut(out.len().min(keys.len() / kl));
         tail.fill(None);
@@ -735,7 +783,7 @@ impl<X: Clone> Pipapo<X> {
             // Small records stay in cache: key after key, the out-of-order core overlaps them.
             let mut back: Vec<usize> = Vec::new();
             for (i, (o, k)) in head.iter_mut().zip(keys.chunks_exact(kl)).enumerate() {
-                *o = match ix.probe(k, now) {
+                *o = match ix.probe(k, now, gone) {
                     Probe::Found(r) => r,
                     Probe::Fallback => {
                         back.push(i);
@@ -743,6 +791,7 @@ impl<X: Clone> Pipapo<X> {
                     }
                 };
             }
+            self.added_batch(keys, &back, now, head);
             if !back.is_empty() {
                 self.fallback_batch(keys, &back, now, head);
             }
@@ -750,12 +799,13 @@ impl<X: Clone> Pipapo<X> {
         }
         let mut back: Vec<usize> = Vec::new();
         for (c, (o, ks)) in head.chunks_mut(64).zip(keys.chunks(64 * kl)).enumerate() {
-            let mut b = ix.probe_batch(ks, now, o);
+            let mut b = ix.probe_batch(ks, now, gone, o);
             while b != 0 {
                 back.push(c * 64 + b.trailing_zeros() as usize);
                 b &= b - 1;
             }
         }
+        self.added_batch(keys, &back, now, head);
         if !back.is_empty() {
             self.fallback_batch(keys, &back, now, head);
         }

@@ -72,7 +72,6 @@ impl<X: Clone> Pipapo<X> {
                 h
             }
         };
-        self.note_insert(h);
         let firsts: Vec<usize> = self.fields.iter().map(|f| f.rules).collect();
         let last = self.fields.len() - 1;
         for (i, f) in self.fields.iter_mut().enumerate() {
@@ -109,6 +108,7 @@ impl<X: Clone> Pipapo<X> {
         self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
         self.timed |= e.expires.is_some();
         self.order.push(h);
+        self.note_insert(h);
         Ok(ElemHandle(h))
     }
 }

@@ -31,7 +31,7 @@ mod insert;
 pub(crate) mod lookup;
 mod remove;
 
-pub use delta::REBUILD_AT;
+pub use delta::{OVERLAY_MIN, rebuild_at};
 pub use field::{Block, GroupPolicy, LT_SIZE_HIGH, LT_SIZE_LOW, Map};
 pub use index::{Index, MAX_CANDIDATES};
 pub use lookup::{BATCH_MAX, Scratch, Variant};
@@ -195,6 +195,8 @@ pub struct Pipapo<X = ()> {
     index: Option<std::sync::Arc<Index>>,
     /// Changes since `index` was built (`None`: none).
     delta: Option<Box<delta::Delta>>,
+    /// Sets of fewer elements rebuild their index at every refresh ([`Pipapo::set_overlay_min`]).
+    overlay_min: usize,
 }
 
 impl<X: Clone> Pipapo<X> {
@@ -231,6 +233,7 @@ impl<X: Clone> Pipapo<X> {
             bblocks_max: 0,
             index: None,
             delta: None,
+            overlay_min: delta::OVERLAY_MIN,
         })
     }
 

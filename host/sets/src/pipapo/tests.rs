@@ -497,7 +497,7 @@ fn index_fallback_on_cross_product() {
     let ix = p.index().unwrap();
     for (k, g) in keys.iter().zip(&got) {
         if g.is_some() {
-            assert_eq!(ix.probe(k, 0), super::index::Probe::Fallback, "{k:?}");
+            assert_eq!(ix.probe(k, 0, &[]), super::index::Probe::Fallback, "{k:?}");
         }
     }
     // Wide ranges in both fields over some selective elements: lists of 1..=9 candidates.
@@ -540,6 +540,7 @@ fn index_kept_through_changes_and_dropped_by_a_flush() {
         })
         .collect();
     let (mut p, hs) = set_of(&[2, 4], &elems);
+    p.set_overlay_min(0);
     let keys: Vec<Vec<u8>> = elems
         .iter()
         .flat_map(|(s, e, _)| probes(&[2, 4], s, e))
@@ -603,6 +604,7 @@ proptest! {
         ops in prop::collection::vec((any::<bool>(), any::<usize>()), 1..40),
     ) {
         let mut p: Pipapo = Pipapo::new(&lens).unwrap();
+        p.set_overlay_min(0);
         let mut o = Oracle { lens: lens.clone(), ..Oracle::default() };
         let mut all_probes = Vec::new();
         let mut pool = Vec::new();

@@ -54,7 +54,7 @@ struct Current {
 
 /// The daemon's shared state (one per `wasp run`).
 pub struct Daemon {
-    current: Mutex<Current>,
+    current: Arc<Mutex<Current>>,
     host: PluginHost,
     cache: Mutex<PluginCache>,
     /// One per worker, in worker order.
@@ -73,6 +73,79 @@ pub struct Daemon {
     offload: Mutex<Vec<Arc<dyn wasp_flowtable::OffloadBlock>>>,
     /// Element batches applied as set transactions ([`Daemon::set_transactions`]).
     set_txns: std::sync::atomic::AtomicU64,
+    /// Tells the indexer ([`spawn_indexer`]) that a set transaction happened.
+    indexer: std::sync::mpsc::Sender<()>,
+}
+
+/// How long element batches must pause before the indexer builds the field index of the sets
+/// they changed anew (during a stream of changes the index's overlay keeps lookups exact and
+/// within a few percent of a fresh index: `wasp_sets::pipapo::rebuild_at`).
+pub const INDEX_QUIET: Duration = Duration::from_millis(50);
+
+/// Lock `m`, taking it over from a thread that panicked while holding it.
+fn lock_current(m: &Mutex<Current>) -> MutexGuard<'_, Current> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The indexer: once element batches pause for [`INDEX_QUIET`], it builds the field index of
+/// every set they left with an overlay anew (a copy, outside the lock and off the data path:
+/// `wasp_core::SetUpdate::reindexed`) and swaps the copies into the control engine and every
+/// worker between two vectors, where no newer change came first; the replaced copies are
+/// dropped on this thread. Ends when the daemon is dropped.
+fn spawn_indexer(
+    current: Arc<Mutex<Current>>,
+    mailboxes: Vec<Arc<super::mailbox::Mailbox>>,
+) -> std::sync::mpsc::Sender<()> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let run = move || {
+        while rx.recv().is_ok() {
+            loop {
+                match rx.recv_timeout(INDEX_QUIET) {
+                    Ok(()) => {}
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            let Some(work) = lock_current(&current).engine.lagging_sets() else {
+                continue;
+            };
+            let fresh = work.reindexed();
+            drop(work);
+            let mut retired = Vec::new();
+            let acks: Vec<_> = {
+                let mut cur = lock_current(&current);
+                let old = cur.engine.apply_set_update(&fresh);
+                if old.is_empty() {
+                    continue;
+                }
+                retired.push(old);
+                mailboxes
+                    .iter()
+                    .map(|mb| {
+                        let (tx, rx) = std::sync::mpsc::channel();
+                        let f = fresh.clone();
+                        mb.post(Box::new(move |ctx| {
+                            let _ = tx.send(ctx.dp.engine.apply_set_update(&f));
+                        }));
+                        rx
+                    })
+                    .collect()
+            };
+            for rx in acks {
+                if let Ok(old) = rx.recv_timeout(WORKER_ANSWER) {
+                    retired.push(old);
+                }
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("wasp-indexer".into())
+        .spawn(run)
+    {
+        tracing::warn!("no indexer thread ({e}): changed sets keep their index overlay");
+    }
+    tx
 }
 
 impl std::fmt::Debug for Daemon {
@@ -263,14 +336,19 @@ impl Daemon {
         let mut engine = Engine::compile(&ruleset)?;
         let now = clock.now_ns();
         engine.set_epoch(now);
+        let current = Arc::new(Mutex::new(Current {
+            ruleset,
+            generation: 1,
+            engine,
+            netfilter: None,
+            shadows: wasp_ruleset::SetShadows::default(),
+        }));
+        let indexer = spawn_indexer(
+            current.clone(),
+            links.iter().map(|w| w.mailbox.clone()).collect(),
+        );
         let d = Daemon {
-            current: Mutex::new(Current {
-                ruleset,
-                generation: 1,
-                engine,
-                netfilter: None,
-                shadows: wasp_ruleset::SetShadows::default(),
-            }),
+            current,
             host,
             cache: Mutex::new(PluginCache::default()),
             workers: links,
@@ -280,6 +358,7 @@ impl Daemon {
             conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
             offload: Mutex::new(Vec::new()),
             set_txns: std::sync::atomic::AtomicU64::new(0),
+            indexer,
         };
         let bundles = {
             let mut cur = d.lock();
@@ -291,7 +370,7 @@ impl Daemon {
     }
 
     fn lock(&self) -> MutexGuard<'_, Current> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+        lock_current(&self.current)
     }
 
     /// One bundle per worker for `ruleset`: worker 0 starts from the counts written in the
@@ -497,6 +576,8 @@ impl Daemon {
             })?);
         }
         drop(retired);
+        // Once the batches pause, the changed sets' index is built anew off the data path.
+        let _ = self.indexer.send(());
         Ok(Some(g))
     }
 
@@ -557,6 +638,12 @@ impl Daemon {
     /// (the others compiled the whole ruleset).
     pub fn set_transactions(&self) -> u64 {
         self.set_txns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Changes the running sets' field indexes carry as overlays (0 once the indexer has
+    /// built them anew, [`INDEX_QUIET`] after the last element batch).
+    pub fn index_lag(&self) -> usize {
+        self.lock().engine.index_lag()
     }
 
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
