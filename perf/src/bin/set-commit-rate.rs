@@ -9,8 +9,14 @@
 //! shows medians; the reader's CPU ns per lookup come from its thread CPU clock. Every lookup
 //! must hit (the deleted element is back before each commit), and the run counts misses.
 //!
+//! With `--daemon`, each transaction is the daemon's own for an element command
+//! (`wasp_core::Engine::set_update` on a pipapo set): copy the set, delete one element, add
+//! it back, refresh the field index (`Pipapo::refresh_index`: the index is kept, with an
+//! overlay of the changes), publish by one pointer swap; and the reader looks keys up through
+//! the field index (`Pipapo::lookup_index`), as the engine does, idle and busy alike.
+//!
 //! ```text
-//! cargo run --release -p wasp-perf --bin set-commit-rate [-- --rate 1000 --millis 300 --rounds 3]
+//! cargo run --release -p wasp-perf --bin set-commit-rate [-- --rate 1000 --millis 300 --rounds 3 [--daemon]]
 //! ```
 
 use std::sync::Arc;
@@ -35,6 +41,9 @@ struct Args {
     /// Idle/busy rounds per case; the table shows medians.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// The daemon's transactions and lookups (field index kept through changes).
+    #[arg(long)]
+    daemon: bool,
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -43,7 +52,13 @@ fn thread_cpu_ns() -> u64 {
 
 /// Look up `probes` (keys of `key_len` bytes) round-robin for `dur`: (lookups, wall ns, cpu ns,
 /// misses).
-fn read_for(set: &Shared<Pipapo>, probes: &[u8], key_len: usize, dur: Duration) -> [u64; 4] {
+fn read_for(
+    set: &Shared<Pipapo>,
+    probes: &[u8],
+    key_len: usize,
+    dur: Duration,
+    daemon: bool,
+) -> [u64; 4] {
     let (mut n, mut misses) = (0u64, 0u64);
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
@@ -51,7 +66,12 @@ fn read_for(set: &Shared<Pipapo>, probes: &[u8], key_len: usize, dur: Duration) 
         let snap = set.load();
         for key in probes.chunks_exact(key_len) {
             n += 1;
-            misses += u64::from(snap.lookup(key, 0).is_none());
+            let hit = if daemon {
+                snap.lookup_index(key, 0)
+            } else {
+                snap.lookup(key, 0)
+            };
+            misses += u64::from(hit.is_none());
         }
     }
     [
@@ -68,6 +88,7 @@ fn write_until(
     elements: &[(Vec<u8>, Vec<u8>)],
     rate: u32,
     stop: &AtomicBool,
+    daemon: bool,
 ) -> u64 {
     let period = Duration::from_secs(1) / rate.max(1);
     let t0 = Instant::now();
@@ -89,7 +110,12 @@ fn write_until(
             0,
         )
         .expect("re-add after delete");
-        txn.commit();
+        if daemon {
+            txn.get_mut().refresh_index();
+            txn.publish();
+        } else {
+            txn.commit();
+        }
         done += 1;
         let due = t0 + period * done as u32;
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -102,7 +128,12 @@ fn write_until(
 /// CPU µs of each phase of a transaction, medians of `k` transactions with no reader running:
 /// begin (wait for writers + clone), delete one element, add it back, commit (collect expired
 /// elements + pointer swap; the old copy is dropped here when no reader holds it).
-fn writer_phases(set: &Shared<Pipapo>, elements: &[(Vec<u8>, Vec<u8>)], k: usize) -> [f64; 4] {
+fn writer_phases(
+    set: &Shared<Pipapo>,
+    elements: &[(Vec<u8>, Vec<u8>)],
+    k: usize,
+    daemon: bool,
+) -> [f64; 4] {
     let mut ph: [Vec<f64>; 4] = Default::default();
     for i in 0..k {
         let (s, e) = &elements[(i * 7919) % elements.len()];
@@ -125,7 +156,12 @@ fn writer_phases(set: &Shared<Pipapo>, elements: &[(Vec<u8>, Vec<u8>)], k: usize
             )
             .expect("re-add after delete");
         let t3 = thread_cpu_ns();
-        txn.commit();
+        if daemon {
+            txn.get_mut().refresh_index();
+            txn.publish();
+        } else {
+            txn.commit();
+        }
         let t4 = thread_cpu_ns();
         for (j, (a, b)) in [(t0, t1), (t1, t2), (t2, t3), (t3, t4)]
             .into_iter()
@@ -146,10 +182,15 @@ fn main() {
     let args = <Args as clap::Parser>::parse();
     let dur = Duration::from_millis(args.millis);
     println!(
-        "set-commit-rate: writer at {} transactions/s, {} ms per measurement, median of {} rounds",
+        "set-commit-rate: writer at {} transactions/s, {} ms per measurement, median of {} rounds{}",
         args.rate,
         args.millis,
-        args.rounds.max(1)
+        args.rounds.max(1),
+        if args.daemon {
+            "; the daemon's transactions (index kept) and lookups (through the index)"
+        } else {
+            ""
+        }
     );
     println!(
         "| case | entries | idle Mlookups/s | busy Mlookups/s | busy/idle | idle CPU ns | busy CPU ns | commits/s reached | misses |"
@@ -158,15 +199,19 @@ fn main() {
     let mut phases = Vec::new();
     for case in &CASES {
         let key_len: usize = case.field_lens().iter().sum();
-        let set = Arc::new(Shared::new(case.build(GroupPolicy::Auto)));
+        let mut built = case.build(GroupPolicy::Auto);
+        if args.daemon {
+            built.build_index();
+        }
+        let set = Arc::new(Shared::new(built));
         let elements = case.elements();
         let probes = case.probes(4096);
         let (mut idle, mut busy, mut idle_cpu, mut busy_cpu, mut rates) =
             (vec![], vec![], vec![], vec![], vec![]);
         let mut misses = 0;
-        read_for(&set, &probes, key_len, dur / 4); // warm-up
+        read_for(&set, &probes, key_len, dur / 4, args.daemon); // warm-up
         for _ in 0..args.rounds.max(1) {
-            let r = read_for(&set, &probes, key_len, dur);
+            let r = read_for(&set, &probes, key_len, dur, args.daemon);
             idle.push(r[0] as f64 * 1e3 / r[1] as f64);
             idle_cpu.push(r[2] as f64 / r[0] as f64);
             misses += r[3];
@@ -174,14 +219,14 @@ fn main() {
             let stop = Arc::new(AtomicBool::new(false));
             let writer = {
                 let (set, stop, elements) = (set.clone(), stop.clone(), elements.clone());
-                let rate = args.rate;
+                let (rate, daemon) = (args.rate, args.daemon);
                 std::thread::spawn(move || {
                     let t0 = Instant::now();
-                    let n = write_until(&set, &elements, rate, &stop);
+                    let n = write_until(&set, &elements, rate, &stop, daemon);
                     n as f64 / t0.elapsed().as_secs_f64()
                 })
             };
-            let r = read_for(&set, &probes, key_len, dur);
+            let r = read_for(&set, &probes, key_len, dur, args.daemon);
             stop.store(true, Ordering::Relaxed);
             rates.push(writer.join().expect("writer thread"));
             busy.push(r[0] as f64 * 1e3 / r[1] as f64);
@@ -190,7 +235,7 @@ fn main() {
         }
         phases.push((
             case,
-            writer_phases(&set, &elements, 101),
+            writer_phases(&set, &elements, 101, args.daemon),
             set.load().table_bytes(),
         ));
         let (i, b) = (median(idle), median(busy));
@@ -210,7 +255,7 @@ fn main() {
     println!();
     println!("Writer cost per transaction, CPU µs, median of 101 transactions with no reader:");
     println!(
-        "| case | entries | table KiB | begin (clone) | delete | add | commit (gc + swap) | total | max commits/s |"
+        "| case | entries | table KiB | begin (clone) | delete | add | commit (gc or index refresh + swap) | total | max commits/s |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (case, p, bytes) in phases {
