@@ -772,7 +772,7 @@ fn udp_to(dst: [u8; 4]) -> Vec<u8> {
 
 /// Element batches change the running sets in place (set transactions, not whole compiles)
 /// while two workers look up other elements: 1 000 batches that add and delete elements of a
-/// 2 000-element concatenated interval set, a hash set and an interval set; every frame to an
+/// 5 000-element concatenated interval set, a hash set and an interval set; every frame to an
 /// element that no batch touches is dropped throughout (0 wrong verdicts), and afterwards the
 /// frames to the changed elements get the verdicts of what the sets hold.
 #[test]
@@ -780,7 +780,8 @@ fn element_batches_are_set_transactions_and_other_lookups_never_miss() {
     let mut text = String::from(
         "table netdev filter {\n set c {\n  type ipv4_addr . inet_service\n  flags interval\n  elements = { ",
     );
-    for i in 0..2000u32 {
+    // Over `wasp_sets::pipapo::OVERLAY_MIN` elements: the index keeps an overlay of changes.
+    for i in 0..5000u32 {
         let sep = if i == 0 { "" } else { ", " };
         text += &format!("{sep}10.1.{}.{}/32 . 50-60", i / 250, i % 250);
     }
@@ -856,7 +857,7 @@ fn element_batches_are_set_transactions_and_other_lookups_never_miss() {
     // The listing holds what the batches left, and the rule's counter counted every drop.
     let (r, _) = rig.daemon.ruleset().expect("ruleset");
     let t = &r.tables[0];
-    assert_eq!(t.sets[0].elements.len(), 2100);
+    assert_eq!(t.sets[0].elements.len(), 5100);
     assert_eq!(t.sets[1].elements.len(), 1);
     assert_eq!(t.sets[2].elements.len(), 1);
     let counted = t.chains[0].rules[0].stmts.iter().find_map(|s| match s {
