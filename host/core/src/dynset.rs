@@ -87,6 +87,31 @@ impl DynSet {
             });
     }
 
+    /// `add element` to the running set: `key` with `elem` (an element already there keeps
+    /// its state, as the kernel's `add` of an existing element). Ignores the set's size, as
+    /// the kernel's control plane does for a set without `size`.
+    pub fn insert(&self, key: &[u8], elem: compiled::Elem) {
+        self.elems
+            .write()
+            .entry(key.into())
+            .or_insert_with(|| DynElem {
+                elem,
+                limits: Box::new([]),
+                quotas: Box::new([]),
+                counted: (0, 0),
+            });
+    }
+
+    /// `delete element` from the running set.
+    pub fn remove(&self, key: &[u8]) {
+        self.elems.write().remove(key);
+    }
+
+    /// `flush set` of the running set.
+    pub fn clear(&self) {
+        self.elems.write().clear();
+    }
+
     /// The live element holding `key` at `now` (ns after the engine's epoch).
     pub fn lookup(&self, key: &[u8], now: u64) -> Option<compiled::Elem> {
         let m = self.elems.read();

@@ -13,7 +13,8 @@
 //! (where fields live, implicit dependencies), `merge` (nft's merge of adjacent payload matches),
 //! `expr` (loads and comparisons), `compare` (matches lowered to their field's width, the read
 //! cache), `eval` (one packet, the reference walk), `pipeline` (the vector pipeline), `trace`
-//! (event text).
+//! (event text), `setstore` (compiled sets in their kernel back-ends), `set_update` (element
+//! changes applied to the compiled sets without a compile: [`SetUpdate`]).
 //!
 //! Speed (see `cargo bench -p wasp-core` and `perf/`'s `ruleset-scaling`): matches run at the
 //! width of their field; the vector pipeline runs each operation once per vector over a bitmask

@@ -6,9 +6,13 @@
 //! nft_set_pipapo also commits a changed clone of the set; its hash and rbtree change in place
 //! under RCU.)
 //!
+//! Sets that set statements change from the packet path live in the engines' shared state
+//! (`crate::dynset`): element commands change them in place, once, for every engine
+//! ([`Engine::apply_dynamic_update`]), and the elements the packets added stay.
+//!
 //! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): sets whose
-//! elements count (their counters belong to the plugin's use site, numbered by element), sets
-//! that set statements change (they live in the shared dynamic state), anonymous range lists,
+//! elements count (their counters belong to the plugin's use site, numbered by element),
+//! anonymous range lists,
 //! map data other than a value or an `accept`/`drop`/`continue`/`return` verdict (a new
 //! `jump` needs the loop check of the whole graph; NAT data lives in the program), and a range
 //! added to a set that holds only exact keys.
@@ -32,10 +36,20 @@ use crate::setstore::{Elem, Set, SetStore};
 #[derive(Debug, Clone, Default)]
 pub struct SetUpdate {
     sets: Vec<(SetId, Arc<Set>)>,
+    /// Changes to sets that set statements change (in the engines' shared state).
+    dynamic: Vec<(u32, DynOp)>,
     /// For an update made from the running sets (a full index build,
     /// [`SetUpdate::reindexed`]): the copy each entry replaces; an engine whose set is no
     /// longer that copy (a newer change came first) keeps its own.
     replaces: Vec<Option<Arc<Set>>>,
+}
+
+/// An element command on a set in the engines' shared state.
+#[derive(Debug, Clone)]
+enum DynOp {
+    Insert(Vec<u8>, Elem),
+    Remove(Vec<u8>),
+    Clear,
 }
 
 impl SetUpdate {
@@ -61,9 +75,9 @@ impl SetUpdate {
         self.sets.len()
     }
 
-    /// `true` when it replaces no set.
+    /// `true` when it replaces no set and changes no set of the shared state.
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
+        self.sets.is_empty() && self.dynamic.is_empty()
     }
 }
 
@@ -82,9 +96,30 @@ impl Engine {
     ) -> Option<SetUpdate> {
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
         let mut work: BTreeMap<SetId, Set> = BTreeMap::new();
+        let mut dynamic = Vec::new();
         for (ti, si, op) in ops {
             let id = *self.prog.named_sets.get(ti)?.get(si)?;
             let decl = rs.tables.get(ti)?.sets.get(si)?;
+            let widths: Vec<u8> = decl.key.iter().map(|&d| dtype_width(d)).collect();
+            if let SetStore::Dynamic(d) = self.prog.sets.get(id.idx())?.store {
+                let op = match op {
+                    ElementOp::Flush => DynOp::Clear,
+                    ElementOp::Add(e) if e.is_catch_all() => return None,
+                    ElementOp::Delete(e) if e.is_catch_all() => return None,
+                    ElementOp::Add(e) => {
+                        let (lo, hi) = key_bounds(rs, e, &widths)?;
+                        let mut scratch = Set::clone(self.prog.sets.get(id.idx())?);
+                        let elem = compiled_elem(&mut scratch, e, decl.timeout_ms, now)?;
+                        if lo != hi || scratch.verdicts.len() != self.prog.sets[id].verdicts.len() {
+                            return None;
+                        }
+                        DynOp::Insert(lo, elem)
+                    }
+                    ElementOp::Delete(e) => DynOp::Remove(key_bounds(rs, e, &widths)?.0),
+                };
+                dynamic.push((d, op));
+                continue;
+            }
             let set = match work.entry(id) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
@@ -97,7 +132,6 @@ impl Engine {
                     v.insert(Set::clone(s))
                 }
             };
-            let widths: Vec<u8> = decl.key.iter().map(|&d| dtype_width(d)).collect();
             match op {
                 ElementOp::Add(e) => {
                     let elem = compiled_elem(set, e, decl.timeout_ms, now)?;
@@ -129,8 +163,25 @@ impl Engine {
             .collect();
         Some(SetUpdate {
             sets,
+            dynamic,
             replaces: Vec::new(),
         })
+    }
+
+    /// Apply `u`'s changes to the sets that set statements change: they live in the state
+    /// every engine of the ruleset shares, so this runs once (on the control side's engine),
+    /// and lookups see each change at once.
+    pub fn apply_dynamic_update(&self, u: &SetUpdate) {
+        for (d, op) in &u.dynamic {
+            let Some(set) = self.prog.stateful.dynsets.get(*d as usize) else {
+                continue;
+            };
+            match op {
+                DynOp::Insert(k, e) => set.insert(k, *e),
+                DynOp::Remove(k) => set.remove(k),
+                DynOp::Clear => set.clear(),
+            }
+        }
     }
 
     /// Changes (elements added and removed) that the sets' field indexes carry as overlays,
@@ -160,6 +211,7 @@ impl Engine {
             .collect();
         (!sets.is_empty()).then(|| SetUpdate {
             sets,
+            dynamic: Vec::new(),
             replaces: Vec::new(),
         })
     }
@@ -506,6 +558,61 @@ table netdev t {
         assert!(live.prog.sets[c].lookup(&keys[0], 0).is_some());
         assert!(other.prog.sets[c].lookup(&keys[1], 0).is_some());
         assert!(other.prog.sets[c].lookup(&keys[2], 0).is_some());
+    }
+
+    /// A set that set statements change takes element commands in place, in the state the
+    /// engines share, and keeps the elements the packets added.
+    #[test]
+    fn element_commands_change_a_packet_path_set_in_place() {
+        let text = "table netdev t {\n set d {\n  type ipv4_addr\n  flags dynamic\n  elements = { 10.0.0.1 }\n }\n chain in {\n  type filter hook ingress device \"eth0\" priority 0;\n  add @d { ip saddr }\n  ip daddr @d drop\n }\n}\n";
+        let mut rs = wasp_ruleset::parse_str(text, "t.nft").unwrap();
+        let mut shadows = wasp_ruleset::SetShadows::default();
+        let mut live = Engine::compile(&rs).unwrap();
+        let d = &live.prog.stateful.dynsets[0];
+        // An element the packet path added.
+        d.insert(
+            &[10, 0, 0, 9],
+            Elem {
+                verdict: 0,
+                value: 0,
+                expires: u64::MAX,
+                counter: 0,
+            },
+        );
+        for b in [
+            "add element netdev t d { 10.0.0.2 }",
+            "delete element netdev t d { 10.0.0.1 }",
+        ] {
+            let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
+                .unwrap()
+                .unwrap();
+            let u = live.set_update(txn.ruleset(), txn.ops(), 0).expect(b);
+            txn.commit();
+            assert!(
+                live.apply_set_update(&u).is_empty(),
+                "no set copy: the shared state changes"
+            );
+            live.apply_dynamic_update(&u);
+        }
+        let d = &live.prog.stateful.dynsets[0];
+        assert!(d.lookup(&[10, 0, 0, 1], 0).is_none());
+        assert!(d.lookup(&[10, 0, 0, 2], 0).is_some());
+        assert!(
+            d.lookup(&[10, 0, 0, 9], 0).is_some(),
+            "the packet path's element stays"
+        );
+        let txn =
+            wasp_ruleset::apply_elements(&mut rs, &mut shadows, "flush set netdev t d", "f.nft")
+                .unwrap()
+                .unwrap();
+        let u = live.set_update(txn.ruleset(), txn.ops(), 0).unwrap();
+        txn.commit();
+        live.apply_dynamic_update(&u);
+        assert!(
+            live.prog.stateful.dynsets[0]
+                .lookup(&[10, 0, 0, 9], 0)
+                .is_none()
+        );
     }
 
     /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and

@@ -550,6 +550,8 @@ impl Daemon {
         // Every replaced set is dropped here, on the control side, when the last worker has
         // handed its copy back (a worker never frees a large set between two vectors).
         let mut retired = vec![engine.apply_set_update(&update)];
+        // Sets that the packet path changes live in the state the engines share: once.
+        engine.apply_dynamic_update(&update);
         *generation += 1;
         self.set_txns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
