@@ -77,7 +77,7 @@ fn open_queue<S: Sys>(sys: &S, name: &str) -> Result<(S::Port, String, bool), Io
 }
 
 /// How long opening a single-queue device waits for its queue to be let go of.
-const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The one queue of a single-queue device. EBUSY (attached elsewhere) is retried for
 /// [`BUSY_WAIT`]: a process that just exited may hold it a little longer (its io_uring is torn
