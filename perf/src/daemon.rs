@@ -120,17 +120,8 @@ impl WaspRun {
     /// # Errors
     /// The command failed (its stderr).
     pub fn apply_file(&self, file: &Path) -> Res<Duration> {
-        let t0 = Instant::now();
-        cmd(
-            Command::new(&self.wasp)
-                .arg("ctl")
-                .arg("--socket")
-                .arg(&self.sock)
-                .arg("-f")
-                .arg(file),
-            None,
-        )?;
-        Ok(t0.elapsed())
+        let file = file.to_str().ok_or("a ruleset path that is not UTF-8")?;
+        self.ctl(&["-f", file])
     }
 
     /// Wall time of `wasp ctl ARGS` (a process of its own, as a user types it).

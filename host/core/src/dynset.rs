@@ -35,6 +35,18 @@ struct DynElem {
     counted: (u64, u64),
 }
 
+impl DynElem {
+    /// An element a ruleset or an element command put in: no statement state yet.
+    fn declared(elem: compiled::Elem) -> DynElem {
+        DynElem {
+            elem,
+            limits: Box::new([]),
+            quotas: Box::new([]),
+            counted: (0, 0),
+        }
+    }
+}
+
 /// A named set changed from the packet path.
 #[derive(Debug)]
 pub(crate) struct DynSet {
@@ -79,12 +91,7 @@ impl DynSet {
         self.elems
             .get_mut()
             .entry(key.into())
-            .or_insert_with(|| DynElem {
-                elem,
-                limits: Box::new([]),
-                quotas: Box::new([]),
-                counted: (0, 0),
-            });
+            .or_insert_with(|| DynElem::declared(elem));
     }
 
     /// `add element` to the running set: `key` with `elem` (an element already there keeps
@@ -94,12 +101,7 @@ impl DynSet {
         self.elems
             .write()
             .entry(key.into())
-            .or_insert_with(|| DynElem {
-                elem,
-                limits: Box::new([]),
-                quotas: Box::new([]),
-                counted: (0, 0),
-            });
+            .or_insert_with(|| DynElem::declared(elem));
     }
 
     /// `delete element` from the running set.

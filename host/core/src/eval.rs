@@ -330,6 +330,25 @@ fn dup_to(t: u16, st: &mut PktState, fx: &mut Effects<'_, '_>, idx: usize) -> Op
 /// `fwd` to output target `t` (nft_fwd_netdev_eval, nft_fwd_neigh_eval): the packet is
 /// stolen. A next hop of the other family than the packet's is not the statement's
 /// (nft_fwd_neigh_eval: NFT_BREAK, the rule ends, the walk goes on).
+/// The live element of map `set` for the key `keys` make of packet `p`, counted on the
+/// element's counter (packet `idx` of the vector); `None` for a miss or a key the packet does
+/// not have: the rule ends (`nft_lookup_eval`'s NFT_BREAK).
+fn map_elem(
+    prog: &Program,
+    set: crate::compiled::SetId,
+    keys: &[crate::expr::Load],
+    p: &Packet<'_>,
+    st: &PktState,
+    fx: &mut Effects<'_, '_>,
+    idx: usize,
+) -> Option<compiled::Elem> {
+    let mut buf = [0u8; KEY_MAX];
+    let n = build_key(keys, p, st, &mut buf)?;
+    let e = prog.lookup(set, &buf[..n], fx.now)?;
+    fx.count_elem(e, prog.sets[set].counter_site, idx);
+    Some(e)
+}
+
 fn fwd_to(t: u16, prog: &Program, p: &Packet<'_>, st: &mut PktState) -> OpRes {
     let want = match prog.out_targets.get(usize::from(t)).and_then(|o| o.via) {
         Some(std::net::IpAddr::V4(_)) => Some(0x0800),
@@ -381,31 +400,16 @@ pub(crate) fn op_one(
                 OpRes::Break
             }
         }
-        Op::Vmap { keys, set } => {
-            let mut buf = [0u8; KEY_MAX];
-            let Some(n) = build_key(keys, p, st, &mut buf) else {
-                return OpRes::Break;
-            };
-            let s = &prog.sets[*set];
-            match prog.lookup(*set, &buf[..n], fx.now) {
-                Some(e) => {
-                    fx.count_elem(e, s.counter_site, idx);
-                    s.verdicts
-                        .get(e.verdict as usize)
-                        .map_or(OpRes::Break, |v| OpRes::Verdict(*v))
-                }
-                None => OpRes::Break,
-            }
-        }
+        Op::Vmap { keys, set } => match map_elem(prog, *set, keys, p, st, fx, idx) {
+            Some(e) => prog.sets[*set]
+                .verdicts
+                .get(e.verdict as usize)
+                .map_or(OpRes::Break, |v| OpRes::Verdict(*v)),
+            None => OpRes::Break,
+        },
         Op::SetMarkMap { keys, set, ct } => {
-            let mut buf = [0u8; KEY_MAX];
-            let Some(n) = build_key(keys, p, st, &mut buf) else {
-                return OpRes::Break;
-            };
-            let s = &prog.sets[*set];
-            match prog.lookup(*set, &buf[..n], fx.now) {
+            match map_elem(prog, *set, keys, p, st, fx, idx) {
                 Some(e) => {
-                    fx.count_elem(e, s.counter_site, idx);
                     if !*ct {
                         st.mark = e.value;
                     } else if st.ct_id != 0 {
@@ -524,15 +528,9 @@ pub(crate) fn op_one(
         }
         Op::ObjectMap { keys, set, kind } => {
             // nft_objref_map_eval: the element's object, or NFT_BREAK for a miss.
-            let mut buf = [0u8; KEY_MAX];
-            let Some(n) = build_key(keys, p, st, &mut buf) else {
+            let Some(e) = map_elem(prog, *set, keys, p, st, fx, idx) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set];
-            let Some(e) = prog.lookup(*set, &buf[..n], fx.now) else {
-                return OpRes::Break;
-            };
-            fx.count_elem(e, s.counter_site, idx);
             match kind {
                 ObjKind::Counter => {
                     let mut res = [OpRes::Pass];
@@ -606,15 +604,9 @@ pub(crate) fn op_one(
         Op::Fwd(t) => fwd_to(*t, prog, p, st),
         Op::OutMap { keys, set, fwd } => {
             // nft_lookup_eval into the register nft_dup/nft_fwd read: a miss is NFT_BREAK.
-            let mut buf = [0u8; KEY_MAX];
-            let Some(n) = build_key(keys, p, st, &mut buf) else {
+            let Some(e) = map_elem(prog, *set, keys, p, st, fx, idx) else {
                 return OpRes::Break;
             };
-            let s = &prog.sets[*set];
-            let Some(e) = prog.lookup(*set, &buf[..n], fx.now) else {
-                return OpRes::Break;
-            };
-            fx.count_elem(e, s.counter_site, idx);
             let Ok(t) = u16::try_from(e.value) else {
                 return OpRes::Break;
             };

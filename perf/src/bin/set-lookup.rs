@@ -113,6 +113,17 @@ fn insert_time(n: usize) -> (f64, f64, usize) {
 /// Elements as (start key, end key).
 type Elements = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// The selftest's cases (entries as the selftest counts them), then an adversarial set for the
+/// field index: a 32 x 32 cross product of ranges, where every key falls back to pipapo.
+fn cases() -> Vec<(String, u64, Vec<usize>, Elements)> {
+    let mut sets: Vec<(String, u64, Vec<usize>, Elements)> = CASES
+        .iter()
+        .map(|c| (c.name.to_string(), c.entries, c.field_lens(), c.elements()))
+        .collect();
+    sets.push(("cross 32x32".into(), 1024, vec![4, 2], cross_product(32)));
+    sets
+}
+
 /// A pipapo set of `els` (every element accepted).
 fn build(lens: &[usize], els: &[(Vec<u8>, Vec<u8>)], policy: GroupPolicy) -> Pipapo {
     let mut p = Pipapo::with_policy(lens, policy).expect("valid widths");
@@ -141,14 +152,7 @@ fn main() {
         " {:>9}   (ns/lookup Mlookups/s; median of {rounds})",
         "B/elem"
     );
-    // The selftest's cases (entries as the selftest counts them), then an adversarial set
-    // for the field index: a 32 x 32 cross product of ranges, where every key falls back to
-    // pipapo.
-    let mut sets: Vec<(String, u64, Vec<usize>, Elements)> = CASES
-        .iter()
-        .map(|c| (c.name.to_string(), c.entries, c.field_lens(), c.elements()))
-        .collect();
-    sets.push(("cross 32x32".into(), 1024, vec![4, 2], cross_product(32)));
+    let sets = cases();
     for (name, entries, lens, els) in sets {
         let auto = build(&lens, &els, GroupPolicy::Auto);
         let mut indexed = auto.clone();
@@ -253,11 +257,7 @@ fn after_updates(budget: Duration, rounds: usize, updates: usize) {
         "| case | entries | built at once | after changes | ratio | b64 at once | b64 after | ratio | overlay left | after the indexer | ratio | µs per change |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let mut sets: Vec<(String, u64, Vec<usize>, Elements)> = CASES
-        .iter()
-        .map(|c| (c.name.to_string(), c.entries, c.field_lens(), c.elements()))
-        .collect();
-    sets.push(("cross 32x32".into(), 1024, vec![4, 2], cross_product(32)));
+    let sets = cases();
     for (name, entries, lens, els) in sets {
         let mut once = build(&lens, &els, GroupPolicy::Auto);
         once.build_index();
