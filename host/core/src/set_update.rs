@@ -12,10 +12,9 @@
 //!
 //! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): sets whose
 //! elements count (their counters belong to the plugin's use site, numbered by element),
-//! anonymous range lists,
-//! map data other than a value or an `accept`/`drop`/`continue`/`return` verdict (a new
-//! `jump` needs the loop check of the whole graph; NAT data lives in the program), and a range
-//! added to a set that holds only exact keys.
+//! anonymous range lists, map data other than a value or an `accept`/`drop`/`continue`/
+//! `return` verdict (a new `jump` needs the loop check of the whole graph; NAT data lives in
+//! the program), and a range added to a set that holds only exact keys.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -108,9 +107,10 @@ impl Engine {
                     ElementOp::Delete(e) if e.is_catch_all() => return None,
                     ElementOp::Add(e) => {
                         let (lo, hi) = key_bounds(rs, e, &widths)?;
-                        let mut scratch = Set::clone(self.prog.sets.get(id.idx())?);
-                        let elem = compiled_elem(&mut scratch, e, decl.timeout_ms, now)?;
-                        if lo != hi || scratch.verdicts.len() != self.prog.sets[id].verdicts.len() {
+                        // Such a set holds exact keys and no verdicts.
+                        let mut no_verdicts: Box<[compiled::Verdict]> = Box::new([]);
+                        let elem = compiled_elem(&mut no_verdicts, e, decl.timeout_ms, now)?;
+                        if lo != hi || !no_verdicts.is_empty() {
                             return None;
                         }
                         DynOp::Insert(lo, elem)
@@ -134,7 +134,7 @@ impl Engine {
             };
             match op {
                 ElementOp::Add(e) => {
-                    let elem = compiled_elem(set, e, decl.timeout_ms, now)?;
+                    let elem = compiled_elem(&mut set.verdicts, e, decl.timeout_ms, now)?;
                     if e.is_catch_all() {
                         set.catch_all = Some(elem);
                     } else {
@@ -272,9 +272,14 @@ fn key_bounds(rs: &Ruleset, e: &SetElem, widths: &[u8]) -> Option<(Vec<u8>, Vec<
     Some((lo, hi))
 }
 
-/// The compiled data of an added element: its value or verdict (appended to the set's
-/// verdicts), its expiry (`expires`, else its `timeout`, else the set's, from `now`).
-fn compiled_elem(set: &mut Set, e: &SetElem, set_timeout: Option<u64>, now: u64) -> Option<Elem> {
+/// The compiled data of an added element: its value or verdict (found in, or appended to, the
+/// set's `verdicts`), its expiry (`expires`, else its `timeout`, else the set's, from `now`).
+fn compiled_elem(
+    verdicts: &mut Box<[compiled::Verdict]>,
+    e: &SetElem,
+    set_timeout: Option<u64>,
+    now: u64,
+) -> Option<Elem> {
     if e.counter {
         return None;
     }
@@ -292,12 +297,12 @@ fn compiled_elem(set: &mut Set, e: &SetElem, set_timeout: Option<u64>, now: u64)
                 Verdict::Return => compiled::Verdict::Return,
                 Verdict::Jump(_) | Verdict::Goto(_) => return None,
             };
-            let mut vs = std::mem::take(&mut set.verdicts).into_vec();
+            let mut vs = std::mem::take(verdicts).into_vec();
             let at = vs.iter().position(|x| *x == c).unwrap_or_else(|| {
                 vs.push(c);
                 vs.len() - 1
             });
-            set.verdicts = vs.into();
+            *verdicts = vs.into();
             (0, at as u32)
         }
         Some(_) => return None,

@@ -1,8 +1,9 @@
 //! Compiled sets and maps in the back-end the kernel would pick (`nft_select_set_ops`): exact
 //! keys in a hash, one interval field in the rbtree-semantics [`IntervalSet`], concatenated
 //! intervals in [`Pipapo`] (looked up through its field index, built once the set is filled:
-//! `Pipapo::build_index`). Every back-end stores the element's index into [`Set::elems`], which
-//! holds its verdict (verdict maps), its expiry and its counter.
+//! `Pipapo::build_index`, and kept through element commands: `crate::set_update`). Every
+//! back-end stores the element's index into [`Set::elems`], which holds its verdict (verdict
+//! maps), its expiry and its counter.
 //!
 //! Time: element expiries are nanoseconds after the engine's epoch (the ruleset's load, see
 //! `Engine::set_epoch`); a lookup at `now` (same clock) misses an element with `now >= expiry`,
@@ -124,7 +125,8 @@ impl Set {
                         out.elems.push(e.elem);
                     }
                 }
-                // The set is complete and never changes: index it for lookups.
+                // The set is complete: index it for lookups (element commands keep the index
+                // current: `Pipapo::refresh_index`).
                 s.build_index();
                 Some(SetStore::Pipapo(s))
             })

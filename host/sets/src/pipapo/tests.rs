@@ -526,8 +526,8 @@ fn index_fallback_on_cross_product() {
     assert!(got.iter().filter(|x| x.is_some()).count() > 40);
 }
 
-/// Every change drops the index (insert, delete, flush, gc), and lookups stay right without
-/// it; rebuilt, it answers for the new contents.
+/// Inserts, deletes and gc keep the index with an overlay (lookups right before and after a
+/// refresh, also when a removed element's slot is reused); a flush drops it.
 #[test]
 fn index_kept_through_changes_and_dropped_by_a_flush() {
     let elems: Vec<_> = (0..20u128)

@@ -503,7 +503,7 @@ impl Daemon {
     /// that cannot run; [`Error::Daemon`] as [`Daemon::replace`].
     ///
     /// A batch of element commands only (`add`/`create`/`delete`/`destroy element`, `flush
-    /// set`) changes the running sets in place when it can ([`Daemon::apply_elements`]); any
+    /// set`) changes the running sets in place when it can (a set transaction); any
     /// other batch builds every worker's program anew.
     pub fn apply(&self, text: &str, name: &str) -> Result<u64, Error> {
         let mut cur = self.lock();
