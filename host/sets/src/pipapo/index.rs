@@ -2,8 +2,8 @@
 //!
 //! Built by [`Pipapo::build_index`], kept through inserts and removals with an overlay of the
 //! changes (`delta`, made current by [`Pipapo::refresh_index`]), dropped by a flush. For one
-//! *primary* field, the distinct range boundaries of all elements (every start and every end +
-//! 1) cut the field's values into intervals; each interval holds the elements whose
+//! *primary* field, the distinct range boundaries of all elements (every start and every
+//! end + 1) cut the field's values into intervals; each interval holds the elements whose
 //! primary-field range covers it, ascending by insertion rank (position in
 //! [`Pipapo::handles`] at build time). A lookup finds the key's interval
 //! (fields of 1-2 bytes: a two-level table indexed by the value; wider fields: a radix table
