@@ -3,7 +3,8 @@
 //!
 //! Per loop: run the jobs the control side queued (a new ruleset, counter reads), advance the
 //! plugins' clocks (timers fire even when no packet comes), wait for a batch of frames (up to
-//! [`MAX_VECTOR`], at most [`POLL_TIMEOUT`]), run each input device's frames as one vector
+//! [`MAX_VECTOR`], at most [`POLL_TIMEOUT`], or until a job is posted: the mailbox wakes the
+//! ports with a `wasp_io::Waker`), run each input device's frames as one vector
 //! through [`Datapath::vector`] (the loop `wasp replay` runs too) with the ports as its exit,
 //! send it all in one batch. Nothing here takes a lock per packet.
 
