@@ -87,11 +87,47 @@ fn lock_current(m: &Mutex<Current>) -> MutexGuard<'_, Current> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One pass of the indexer: the sets left with an overlay, their index built anew and swapped
+/// in where they are still the running copies; the replaced copies dropped here.
+fn reindex(current: &Mutex<Current>, mailboxes: &[Arc<super::mailbox::Mailbox>]) {
+    let Some(work) = lock_current(current).engine.lagging_sets() else {
+        return;
+    };
+    let fresh = work.reindexed();
+    drop(work);
+    let mut retired = Vec::new();
+    let acks: Vec<_> = {
+        let mut cur = lock_current(current);
+        let old = cur.engine.apply_set_update(&fresh);
+        if old.is_empty() {
+            return;
+        }
+        retired.push(old);
+        mailboxes
+            .iter()
+            .map(|mb| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let f = fresh.clone();
+                mb.post(Box::new(move |ctx| {
+                    let _ = tx.send(ctx.dp.engine.apply_set_update(&f));
+                }));
+                rx
+            })
+            .collect()
+    };
+    for rx in acks {
+        if let Ok(old) = rx.recv_timeout(WORKER_ANSWER) {
+            retired.push(old);
+        }
+    }
+}
+
 /// The indexer: once element batches pause for [`INDEX_QUIET`], it builds the field index of
 /// every set they left with an overlay anew (a copy, outside the lock and off the data path:
 /// `wasp_core::SetUpdate::reindexed`) and swaps the copies into the control engine and every
 /// worker between two vectors, where no newer change came first; the replaced copies are
-/// dropped on this thread. Ends when the daemon is dropped.
+/// dropped on this thread, and the memory the batches' copies used goes back to the system.
+/// Ends when the daemon is dropped.
 fn spawn_indexer(
     current: Arc<Mutex<Current>>,
     mailboxes: Vec<Arc<super::mailbox::Mailbox>>,
@@ -107,36 +143,11 @@ fn spawn_indexer(
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             }
-            let Some(work) = lock_current(&current).engine.lagging_sets() else {
-                continue;
-            };
-            let fresh = work.reindexed();
-            drop(work);
-            let mut retired = Vec::new();
-            let acks: Vec<_> = {
-                let mut cur = lock_current(&current);
-                let old = cur.engine.apply_set_update(&fresh);
-                if old.is_empty() {
-                    continue;
-                }
-                retired.push(old);
-                mailboxes
-                    .iter()
-                    .map(|mb| {
-                        let (tx, rx) = std::sync::mpsc::channel();
-                        let f = fresh.clone();
-                        mb.post(Box::new(move |ctx| {
-                            let _ = tx.send(ctx.dp.engine.apply_set_update(&f));
-                        }));
-                        rx
-                    })
-                    .collect()
-            };
-            for rx in acks {
-                if let Ok(old) = rx.recv_timeout(WORKER_ANSWER) {
-                    retired.push(old);
-                }
-            }
+            reindex(&current, &mailboxes);
+            // The batches are over for now: what their copies used goes back to the system
+            // (the control socket skips this after each set transaction, see
+            // `ReleaseAfterChange`).
+            wasp_io::release_free_heap();
         }
     };
     if let Err(e) = std::thread::Builder::new()
