@@ -10,8 +10,13 @@
 //! (`crate::dynset`): element commands change them in place, once, for every engine
 //! ([`Engine::apply_dynamic_update`]), and the elements the packets added stay.
 //!
-//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): sets whose
-//! elements count (their counters belong to the plugin's use site, numbered by element),
+//! Elements added to a set whose elements count get the counter id a compile would give them
+//! (their index in the model's set + 1: an add appends), and join the use site's list of
+//! counted elements (listings, resets and later changes find their counts by it).
+//!
+//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): a delete
+//! or flush in a set whose elements count (the counters are numbered by position: the whole
+//! compile moves each count to its element by key), an added element with counts written,
 //! anonymous range lists, map data other than a value or an `accept`/`drop`/`continue`/
 //! `return` verdict (a new `jump` needs the loop check of the whole graph; NAT data lives in
 //! the program), and a range added to a set that holds only exact keys.
@@ -37,6 +42,9 @@ pub struct SetUpdate {
     sets: Vec<(SetId, Arc<Set>)>,
     /// Changes to sets that set statements change (in the engines' shared state).
     dynamic: Vec<(u32, DynOp)>,
+    /// Elements added to sets whose elements count: (counter use site, the element's index in
+    /// its set in the model), for the site's list of counted elements.
+    counted: Vec<(u32, usize)>,
     /// For an update made from the running sets (a full index build,
     /// [`SetUpdate::reindexed`]): the copy each entry replaces; an engine whose set is no
     /// longer that copy (a newer change came first) keeps its own.
@@ -94,8 +102,22 @@ impl Engine {
         now_ns: u64,
     ) -> Option<SetUpdate> {
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
+        let ops: Vec<(usize, usize, &ElementOp)> = ops.into_iter().collect();
+        // Per set: the adds of the batch, and whether it also deletes or flushes.
+        let mut adds: BTreeMap<(usize, usize), (usize, bool)> = BTreeMap::new();
+        for &(ti, si, op) in &ops {
+            let a = adds.entry((ti, si)).or_default();
+            match op {
+                ElementOp::Add(_) => a.0 += 1,
+                _ => a.1 = true,
+            }
+        }
+        // The next added element's index in its set (after the batch, every add of a batch
+        // that only adds is at the end of the set, in order).
+        let mut next_index: BTreeMap<(usize, usize), usize> = BTreeMap::new();
         let mut work: BTreeMap<SetId, Set> = BTreeMap::new();
         let mut dynamic = Vec::new();
+        let mut counted = Vec::new();
         for (ti, si, op) in ops {
             let id = *self.prog.named_sets.get(ti)?.get(si)?;
             let decl = rs.tables.get(ti)?.sets.get(si)?;
@@ -109,7 +131,7 @@ impl Engine {
                         let (lo, hi) = key_bounds(rs, e, &widths)?;
                         // Such a set holds exact keys and no verdicts.
                         let mut no_verdicts: Box<[compiled::Verdict]> = Box::new([]);
-                        let elem = compiled_elem(&mut no_verdicts, e, decl.timeout_ms, now)?;
+                        let elem = compiled_elem(&mut no_verdicts, e, decl.timeout_ms, now, 0)?;
                         if lo != hi || !no_verdicts.is_empty() {
                             return None;
                         }
@@ -124,7 +146,9 @@ impl Engine {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
                     let s = self.prog.sets.get(id.idx())?;
-                    if s.counter_site.is_some()
+                    let changes_counted =
+                        s.counter_site.is_some() && adds.get(&(ti, si)).is_none_or(|a| a.1);
+                    if changes_counted
                         || matches!(s.store, SetStore::Dynamic(_) | SetStore::Ranges(_))
                     {
                         return None;
@@ -134,7 +158,21 @@ impl Engine {
             };
             match op {
                 ElementOp::Add(e) => {
-                    let elem = compiled_elem(&mut set.verdicts, e, decl.timeout_ms, now)?;
+                    let counter = match set.counter_site {
+                        Some(site) if e.counter => {
+                            if e.packets != 0 || e.bytes != 0 {
+                                return None;
+                            }
+                            let n_adds = adds.get(&(ti, si))?.0;
+                            let k = next_index.entry((ti, si)).or_insert(0);
+                            let index = decl.elements.len().checked_sub(n_adds)? + *k;
+                            *k += 1;
+                            counted.push((site, index));
+                            u32::try_from(index + 1).ok()?
+                        }
+                        _ => 0,
+                    };
+                    let elem = compiled_elem(&mut set.verdicts, e, decl.timeout_ms, now, counter)?;
                     if e.is_catch_all() {
                         set.catch_all = Some(elem);
                     } else {
@@ -164,6 +202,7 @@ impl Engine {
         Some(SetUpdate {
             sets,
             dynamic,
+            counted,
             replaces: Vec::new(),
         })
     }
@@ -212,6 +251,7 @@ impl Engine {
         (!sets.is_empty()).then(|| SetUpdate {
             sets,
             dynamic: Vec::new(),
+            counted: Vec::new(),
             replaces: Vec::new(),
         })
     }
@@ -240,6 +280,14 @@ impl Engine {
     /// off the data path (freeing a large set costs about a millisecond per 100 000 keys).
     #[must_use = "drop the replaced sets off the data path"]
     pub fn apply_set_update(&mut self, u: &SetUpdate) -> SetUpdate {
+        for &(site, index) in &u.counted {
+            if let Some(Some(crate::ext::CounterUse::Set { elements, .. })) =
+                self.prog.counter_uses.get_mut(site as usize)
+                && !elements.contains(&index)
+            {
+                elements.push(index);
+            }
+        }
         let mut old = SetUpdate::default();
         for (i, (id, s)) in u.sets.iter().enumerate() {
             let Some(slot) = self.prog.sets.get_mut(id.idx()) else {
@@ -279,8 +327,9 @@ fn compiled_elem(
     e: &SetElem,
     set_timeout: Option<u64>,
     now: u64,
+    counter: u32,
 ) -> Option<Elem> {
-    if e.counter {
+    if e.counter && counter == 0 {
         return None;
     }
     let (value, verdict) = match &e.data {
@@ -315,7 +364,7 @@ fn compiled_elem(
         verdict,
         value,
         expires,
-        counter: 0,
+        counter,
     })
 }
 
@@ -620,18 +669,19 @@ table netdev t {
         );
     }
 
-    /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and
-    /// elements of a set that counts them.
+    /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and a
+    /// delete from a set whose elements count; an add there goes in place, with the counter id
+    /// a compile gives it, and joins the site's counted elements.
     #[test]
-    fn jumps_and_counted_elements_take_a_whole_compile() {
+    fn jumps_and_counted_deletes_take_a_whole_compile() {
         let text = format!(
-            "{RULESET}\ntable netdev u {{\n set s {{\n  type ipv4_addr\n  counter\n }}\n map m {{\n  type ipv4_addr : verdict\n }}\n chain x {{\n }}\n chain in {{\n  type filter hook ingress device \"eth0\" priority 0;\n  ip saddr @s\n  ip daddr vmap @m\n }}\n}}\n"
+            "{RULESET}\ntable netdev u {{\n set s {{\n  type ipv4_addr\n  counter\n  elements = {{ 10.0.0.7 }}\n }}\n map m {{\n  type ipv4_addr : verdict\n }}\n chain x {{\n }}\n chain in {{\n  type filter hook ingress device \"eth0\" priority 0;\n  ip saddr @s\n  ip daddr vmap @m\n }}\n}}\n"
         );
         let mut rs = wasp_ruleset::parse_str(&text, "t.nft").unwrap();
-        let live = Engine::compile(&rs).unwrap();
+        let mut live = Engine::compile(&rs).unwrap();
         let mut shadows = wasp_ruleset::SetShadows::default();
         for b in [
-            "add element netdev u s { 10.0.0.1 }",
+            "delete element netdev u s { 10.0.0.7 }",
             "add element netdev u m { 10.0.0.1 : jump x }",
         ] {
             let before = rs.clone();
@@ -645,5 +695,37 @@ table netdev t {
             txn.rollback();
             assert_eq!(rs, before, "{b}: rolled back");
         }
+        let txn = wasp_ruleset::apply_elements(
+            &mut rs,
+            &mut shadows,
+            "add element netdev u s { 10.0.0.8, 10.0.0.9 }",
+            "b.nft",
+        )
+        .unwrap()
+        .unwrap();
+        let u = live
+            .set_update(txn.ruleset(), txn.ops(), 0)
+            .expect("counted adds go in place");
+        txn.commit();
+        drop(live.apply_set_update(&u));
+        let whole = Engine::compile(&rs).unwrap();
+        let sid = live.prog.named_sets[1][0];
+        for k in [[10, 0, 0, 7], [10, 0, 0, 8], [10, 0, 0, 9]] {
+            assert_eq!(
+                live.prog.sets[sid].lookup(&k, 0).map(|e| e.counter),
+                whole.prog.sets[sid].lookup(&k, 0).map(|e| e.counter),
+                "{k:?}: the counter id a compile gives"
+            );
+        }
+        let uses = |e: &Engine| -> Vec<usize> {
+            e.counter_uses()
+                .find_map(|(_, u)| match u {
+                    crate::ext::CounterUse::Set { elements, .. } => Some(elements.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(uses(&live), vec![0, 1, 2]);
+        assert_eq!(uses(&live), uses(&whole));
     }
 }

@@ -867,3 +867,73 @@ fn element_batches_are_set_transactions_and_other_lookups_never_miss() {
     assert_eq!(counted, Some(sent / 2 + 3));
     rig.stop();
 }
+
+/// The packets counted on element `addr` of the first table's set `s`, in the daemon's
+/// listing.
+fn elem_packets(rig: &Rig, addr: [u8; 4]) -> Option<u64> {
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    let s = r.tables[0].sets.iter().find(|s| s.name == "s")?;
+    s.elements
+        .iter()
+        .find(|e| {
+            matches!(e.key.as_slice(), [wasp_ruleset::model::KeyPart::Value(v)] if v.bytes == addr)
+        })
+        .map(|e| e.packets)
+}
+
+/// Elements added to a set with `counter` go in place (a set transaction), count the packets
+/// that hit them on every worker, and keep their counts through a whole-ruleset change; a
+/// delete there takes the whole compile (counts move by key) and the element is gone.
+#[test]
+fn elements_added_to_a_counted_set_count_in_place_and_through_later_changes() {
+    let text = r#"
+table netdev filter {
+    set s {
+        type ipv4_addr
+        counter
+        elements = { 10.0.0.1 }
+    }
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        ip daddr @s drop
+    }
+}
+"#;
+    let rig = Rig::start(text, 2);
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.3.0.1, 10.3.0.2 }\n",
+            "<b>",
+        )
+        .expect("add");
+    assert_eq!(
+        rig.daemon.set_transactions(),
+        1,
+        "an add to a counted set goes in place"
+    );
+    rig.send((0..50).map(|_| udp_to([10, 3, 0, 1])));
+    rig.send((0..20).map(|_| udp_to([10, 3, 0, 2])));
+    let st = rig.wait_packets(70);
+    assert_eq!(st.accepted, 0);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(50));
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(20));
+    assert_eq!(elem_packets(&rig, [10, 0, 0, 1]), Some(0));
+    // A whole compile (a rule added) carries the new elements' counts by key.
+    rig.daemon
+        .apply(
+            "add rule netdev filter ingress udp dport 9 counter\n",
+            "<b>",
+        )
+        .expect("rule");
+    rig.send((0..30).map(|_| udp_to([10, 3, 0, 1])));
+    rig.wait_packets(100);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(80));
+    // A delete from a counted set takes the whole compile; the other element keeps its count.
+    rig.daemon
+        .apply("delete element netdev filter s { 10.3.0.1 }\n", "<b>")
+        .expect("delete");
+    assert_eq!(rig.daemon.set_transactions(), 1);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), None);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(20));
+    rig.stop();
+}
