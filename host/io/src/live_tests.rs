@@ -68,7 +68,29 @@ impl Topo {
         .expect("veth pair");
         ip(&["-n", &t.a, "link", "set", "v0", "up"]).expect("v0 up");
         ip(&["-n", &t.b, "link", "set", "v1", "up"]).expect("v1 up");
+        t.wait_up();
         Some(t)
+    }
+
+    /// Waits until both ends are up with their queueing discipline attached: the kernel's
+    /// link watch attaches it after `link set up`, later under load, and until then every
+    /// frame sent is dropped by the `noop` discipline without an error.
+    fn wait_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (ns, dev) in [(&self.a, "v0"), (&self.b, "v1")] {
+            loop {
+                let out = Command::new("ip")
+                    .args(["-n", ns, "-o", "link", "show", "dev", dev])
+                    .output()
+                    .expect("ip link show");
+                let line = String::from_utf8_lossy(&out.stdout);
+                if line.contains("state UP") && !line.contains("qdisc noop") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{ns}/{dev} not up: {line}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 }
 

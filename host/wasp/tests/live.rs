@@ -52,6 +52,22 @@ fn ok(args: &[&str]) {
     );
 }
 
+/// Waits until `dev` in `ns` is up with its queueing discipline attached: the kernel's link
+/// watch attaches it after `link set up`, later under load, and until then every frame sent
+/// is dropped by the `noop` discipline without an error.
+fn wait_up(ns: &str, dev: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = sh(&["ip", "-n", ns, "-o", "link", "show", "dev", dev]).stdout;
+        let line = String::from_utf8_lossy(&line);
+        if line.contains("state UP") && !line.contains("qdisc noop") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{ns}/{dev} not up: {line}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn is_root() -> bool {
     sh(&["id", "-u"]).stdout.starts_with(b"0\n")
 }
@@ -86,6 +102,9 @@ fn topology(tag: &str) -> Topo {
     ok(&["ip", "-n", &s, "addr", "add", "10.9.0.2/24", "dev", "s0"]);
     for (n, d) in [(&c, "c0"), (&w, "w0"), (&w, "w1"), (&s, "s0")] {
         ok(&["ip", "-n", n, "link", "set", d, "up"]);
+    }
+    for (n, d) in [(&c, "c0"), (&w, "w0"), (&w, "w1"), (&s, "s0")] {
+        wait_up(n, d);
     }
     // The end hosts keep veth's checksum offload: what their stacks send reaches wasp with a
     // partial TCP/UDP checksum (TP_STATUS_CSUMNOTREADY), which wasp-io completes; the
