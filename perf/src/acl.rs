@@ -377,6 +377,64 @@ pub fn cross_product(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// An access list's cross product (`inet_proto . inet_service . ipv4_addr`, fields 1, 2 and
+/// 4 bytes): each of `protos` protocols (6, 17, 132, 33, 1, ...) with each of `n` port ranges
+/// (`1000b+1 - 1000b+500`) and each of `n` networks (`10.0.a.0/24`). Every value of any field
+/// is shared by many elements. As (start, end) keys, protocol outermost.
+pub fn proto_port_net(protos: usize, n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    const PROTOS: [u8; 8] = [6, 17, 132, 33, 1, 58, 47, 50];
+    let mut out = Vec::new();
+    for &proto in PROTOS.iter().take(protos) {
+        for b in 0..n {
+            for a in 0..n {
+                let port = (b * 1000 + 1) as u16;
+                let net = 0x0a00_0000 + (a << 8);
+                let s = [&[proto][..], &port.to_be_bytes(), &net.to_be_bytes()].concat();
+                let e = [
+                    &[proto][..],
+                    &(port + 499).to_be_bytes(),
+                    &(net + 255).to_be_bytes(),
+                ]
+                .concat();
+                out.push((s, e));
+            }
+        }
+    }
+    out
+}
+
+/// Nested networks crossed with port ranges (`ipv4_addr . inet_service`), the shape of a
+/// firewall whose specific rules come before broader ones: `outer` networks `10.b.0.0/16`
+/// (b = 1..=outer), each holding `inner` networks `10.b.c.0/24` (c = 1..=inner), every /24
+/// with each of `ports` port ranges (`1000p+1 - 1000p+500`), then every /16 with any port,
+/// then `10.0.0.0/8` with any port. Inner elements come first (insertion order: older wins)
+/// and no outer element has a corner inside an inner one, so the kernel's pipapo takes them
+/// all; a key in a /24 and a port range is contained in three elements.
+pub fn nested_prefixes(outer: u32, inner: u32, ports: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let el = |net: u32, last: u32, p0: u16, p1: u16| {
+        (
+            [&net.to_be_bytes()[..], &p0.to_be_bytes()].concat(),
+            [&last.to_be_bytes()[..], &p1.to_be_bytes()].concat(),
+        )
+    };
+    let mut out = Vec::new();
+    for b in 1..=outer {
+        for c in 1..=inner {
+            let net = 0x0a00_0000 | b << 16 | c << 8;
+            for p in 0..ports {
+                let port = (p * 1000 + 1) as u16;
+                out.push(el(net, net + 255, port, port + 499));
+            }
+        }
+    }
+    for b in 1..=outer {
+        let net = 0x0a00_0000 | b << 16;
+        out.push(el(net, net + 0xffff, 0, u16::MAX));
+    }
+    out.push(el(0x0a00_0000, 0x0aff_ffff, 0, u16::MAX));
+    out
+}
+
 /// `n` probe keys spread over `els` (each an element's start or end key, xorshift order as
 /// `wasp_sets::perfcases::Case::probes`), packed back to back.
 pub fn spread_probes(els: &[(Vec<u8>, Vec<u8>)], n: usize) -> Vec<u8> {
@@ -428,6 +486,62 @@ mod tests {
         let mut buf = [0xffu8; 12];
         l.input(&[10, 0, 0, 6, 0, 2], &mut buf);
         assert_eq!(buf, [0, 0, 0, 0, 10, 0, 0, 6, 0, 2, 0, 0]);
+    }
+
+    /// The adversarial shapes load into pipapo as they are (the kernel's overlap rules) and
+    /// `rte_acl`'s rules for them pick pipapo's element on spread keys and one-bit neighbours.
+    #[test]
+    fn adversarial_shapes_load_and_rules_agree() {
+        use wasp_sets::{InsertMode, NewElem, Pipapo};
+        let shapes: [(&[usize], Vec<(Vec<u8>, Vec<u8>)>, usize); 3] = [
+            (&[4, 2], cross_product(8), 64),
+            (&[1, 2, 4], proto_port_net(3, 4), 48),
+            (&[4, 2], nested_prefixes(3, 4, 4), 48 + 3 + 1),
+        ];
+        for (lens, els, n) in shapes {
+            assert_eq!(els.len(), n);
+            let mut p: Pipapo = Pipapo::new(lens).unwrap();
+            for (s, e) in &els {
+                let elem = NewElem {
+                    start: s,
+                    end: Some(e),
+                    data: 0,
+                    expires: None,
+                    ext: (),
+                };
+                p.insert(elem, InsertMode::Create, 0).expect("accepted");
+            }
+            let l = AclLayout::new(lens);
+            let rules = l.rules(&els);
+            let kl = p.key_len();
+            let mut keys = spread_probes(&els, 400);
+            let flipped: Vec<u8> = keys
+                .chunks(kl)
+                .enumerate()
+                .flat_map(|(i, k)| {
+                    let mut k = k.to_vec();
+                    k[i % kl] ^= 1 << (i % 8);
+                    k
+                })
+                .collect();
+            keys.extend(flipped);
+            let mut buf = vec![0u8; l.stride];
+            let mut hits = 0;
+            for k in keys.chunks(kl) {
+                l.input(k, &mut buf);
+                let want = p
+                    .lookup(k, 0)
+                    .map(|h| els.iter().position(|e| *e.0 == *p.elem(h).unwrap().start));
+                hits += usize::from(want.is_some());
+                let got = AclRule::classify(&rules, &l.defs, &buf);
+                assert_eq!(
+                    want.map_or(0, |i| i.unwrap() as u32 + 1),
+                    got,
+                    "{lens:?} {k:?}"
+                );
+            }
+            assert!(hits > 400, "{lens:?}: {hits} hits");
+        }
     }
 
     #[test]

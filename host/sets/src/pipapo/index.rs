@@ -12,15 +12,25 @@
 //! other fields on numeric bounds stored contiguously per element, skips the expired ones
 //! (`now >= expires`) and returns the first full match: the lowest rank, i.e. the oldest live
 //! element containing the key, which is what pipapo's lookup returns (kernel
-//! `pipapo_get_slow`: the lowest matching rule of the last field). Intervals covered by more
-//! than [`MAX_CANDIDATES`] elements answer "fall back" and the caller runs pipapo's own
-//! lookup for that key, so sets without a selective field (cross products of ranges, large
-//! overlapping ranges) stay exact and cost the pipapo lookup plus one table probe.
+//! `pipapo_get_slow`: the lowest matching rule of the last field).
 //!
 //! The primary field is the one whose longest candidate list is shortest (capped at
 //! `MAX_CANDIDATES + 1`), ties broken by the narrower field (cheaper to search). On the
 //! kernel selftest's performance sets every field of every element is a distinct 2-wide
 //! range, so the primary field yields at most one candidate.
+//!
+//! **Crowded intervals: a decision tree across fields.** An interval covered by more than
+//! [`MAX_CANDIDATES`] elements (cross products of networks and port ranges, protocol x port x
+//! address ACLs, wide ranges over narrow ones) gets a *node*: the same cut, on another field,
+//! of just the elements covering it (the field chosen by the same rule among those not cut
+//! yet on the way down), whose crowded intervals get nodes in turn. Where every field has been
+//! cut, every element left contains every key of the interval and the list of all of them,
+//! oldest first, is the answer. Nodes and lists are shared by identical element sets. A
+//! 32 x 32 cross product is one direct table on the ports and 32 nodes on the addresses: a
+//! key costs two table loads, a search of about 64 starts and one record check. The nodes of
+//! one build may visit at most 32 elements per element of the set (at least 65 536); past
+//! that budget a crowded interval answers "fall back" and the caller runs pipapo's own lookup
+//! for the key, so every set stays exact and a build stays O(N log N).
 //!
 //! A batched lookup runs the keys one after the other when the element records are small
 //! (each key's work is a short chain of loads: two table levels or a radix bucket and a few
@@ -33,7 +43,8 @@
 //!
 //! Build cost: O(N log N) for N elements (one sort of the boundary events per field and an
 //! ordered set of the covering elements while sweeping the primary field) plus, for a
-//! 1-2 byte primary field, one pass over its 256 or 65536 values.
+//! 1-2 byte primary field, one pass over its 256 or 65536 values; nodes add at most their
+//! work budget, O(N) element visits and their sorts.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hint::select_unpredictable;
@@ -188,19 +199,100 @@ impl Check {
     }
 }
 
-/// How the primary field's interval of a value is found.
+/// How a level's interval of a value is found.
 #[derive(Debug, Clone)]
 enum Search {
-    /// Fields of 1 or 2 bytes: the entry of value `v` is `leaf[top[v >> 8] + (v & 0xff)]`
-    /// (identical 256-value blocks stored once).
+    /// Fields of 1 or 2 bytes at the root: the entry of value `v` is
+    /// `leaf[top[v >> 8] + (v & 0xff)]` (identical 256-value blocks stored once).
     Direct {
         top: Box<[u32; 256]>,
         leaf: Box<[u32]>,
     },
-    /// Fields of 3 to 8 bytes: a radix table over the interval starts; `entries` in step.
+    /// Fields of up to 8 bytes: a radix table over the interval starts; `entries` in step.
     Narrow(Radix<u64>),
     /// Fields of 9 to 16 bytes, as `Narrow`.
     Wide(Radix<u128>),
+}
+
+/// One field cut into intervals, each with its entry: the root level (the primary field) or
+/// a node under an interval that too many elements cover.
+#[derive(Debug, Clone)]
+struct Level {
+    span: Span,
+    search: Search,
+    /// Entry per interval (`Narrow` and `Wide`; a `Direct` search holds its entries).
+    entries: Box<[u32]>,
+}
+
+impl Level {
+    /// The level of field `span` whose intervals start at `starts` (ascending, the first 0)
+    /// with entries `ents`; a direct table when `direct` and the field is 1-2 bytes wide.
+    fn new(span: Span, starts: Vec<u128>, ents: Vec<u32>, direct: bool) -> Level {
+        if direct && span.len <= 2 {
+            let domain = 1usize << (8 * span.len);
+            let mut flat = vec![EMPTY; domain];
+            for (k, (&s, &e)) in starts.iter().zip(&ents).enumerate() {
+                let end = starts.get(k + 1).map_or(domain, |&x| x as usize);
+                flat[s as usize..end].fill(e);
+            }
+            let mut top = Box::new([0u32; 256]);
+            let mut leaf: Vec<u32> = Vec::new();
+            let mut blocks: HashMap<&[u32], u32> = HashMap::new();
+            for (b, block) in flat.chunks(256).enumerate() {
+                top[b] = *blocks.entry(block).or_insert_with(|| {
+                    let off = leaf.len() as u32;
+                    leaf.extend_from_slice(block);
+                    off
+                });
+            }
+            // 1-byte fields: one block, every top entry points at it.
+            if span.len == 1 {
+                top.fill(0);
+            }
+            let leaf = leaf.into();
+            return Level {
+                span,
+                search: Search::Direct { top, leaf },
+                entries: Box::new([]),
+            };
+        }
+        let search = if span.len <= 8 {
+            Search::Narrow(Radix::new(starts.iter().map(|&s| s as u64).collect()))
+        } else {
+            Search::Wide(Radix::new(starts))
+        };
+        Level {
+            span,
+            search,
+            entries: ents.into(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let search = match &self.search {
+            Search::Direct { top, leaf } => top.len() * 4 + leaf.len() * 4,
+            Search::Narrow(r) => r.bytes(),
+            Search::Wide(r) => r.bytes(),
+        };
+        search + self.entries.len() * 4
+    }
+
+    /// The entry of the interval holding the key's value of this level's field.
+    #[inline(always)]
+    fn entry(&self, key: &[u8]) -> u32 {
+        let v = read(key, self.span);
+        let at = |i: usize| self.entries.get(i).copied().unwrap_or(FALLBACK);
+        match &self.search {
+            Search::Direct { top, leaf } => {
+                let b = top[((v >> 8) & 0xff) as usize] as usize;
+                leaf.get(b + (v & 0xff) as usize)
+                    .copied()
+                    .unwrap_or(FALLBACK)
+            }
+            Search::Narrow(r) => at(r.find(v as u64)),
+            Search::Wide(r) => at(r.find(v)),
+        }
+    }
 }
 
 /// The outcome of the index for one key.
@@ -217,12 +309,12 @@ pub(crate) enum Probe {
 #[derive(Debug, Clone)]
 pub struct Index {
     key_len: usize,
-    primary: Span,
-    search: Search,
-    /// Entry per interval (`Narrow` and `Wide`): [`EMPTY`], handle `<< 2 | TAG_ONE`, list
-    /// offset `<< 2 | TAG_LIST` or [`FALLBACK`].
-    entries: Box<[u32]>,
-    /// Candidate lists: length, then handles, oldest first.
+    /// The primary field's level. Entries: [`EMPTY`], record `<< 2 | TAG_ONE`, list offset
+    /// `<< 2 | TAG_LIST`, node number + 1 `<< 2` (tag 0, not [`EMPTY`]) or [`FALLBACK`].
+    root: Level,
+    /// The nodes of the decision tree under crowded intervals, entries as the root's.
+    nodes: Box<[Level]>,
+    /// Candidate lists: length, then records, oldest element first.
     lists: Box<[u32]>,
     /// The fields other than the primary one, checked per candidate.
     verify: Box<[Check]>,
@@ -241,6 +333,179 @@ pub struct Index {
     rec_of: Box<[u32]>,
     /// Intervals of the primary field.
     intervals: usize,
+}
+
+/// Longest candidate list an interval keeps before it gets a node (tests lower it, per
+/// thread, to build trees on small sets).
+#[inline(always)]
+fn list_cap() -> usize {
+    #[cfg(test)]
+    return LIST_CAP.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    MAX_CANDIDATES
+}
+
+#[cfg(test)]
+thread_local! {
+    pub(crate) static LIST_CAP: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_CANDIDATES) };
+}
+
+/// Element visits the nodes of one build may cost, per element of the set, and at least
+/// [`NODE_WORK_MIN`]: a tree that would cost more leaves the rest of its crowded intervals to
+/// pipapo ([`FALLBACK`]), so a build stays O(N log N).
+const NODE_WORK_PER_ELEM: usize = 32;
+const NODE_WORK_MIN: usize = 1 << 16;
+
+/// The sweep of a build: every element's numeric bounds by rank (insertion order) and
+/// field, the lists and nodes made so far, and the work left for nodes.
+struct Builder<'a> {
+    spans: &'a [Span],
+    lo: Vec<u128>,
+    hi: Vec<u128>,
+    recno: Vec<u32>,
+    lists: Vec<u32>,
+    list_of: HashMap<Vec<u32>, u32>,
+    nodes: Vec<Level>,
+    node_of: HashMap<(Vec<u32>, u64), u32>,
+    work: usize,
+}
+
+impl Builder<'_> {
+    fn nf(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn field_max(&self, f: usize) -> u128 {
+        let bits = self.spans[f].len as u32 * 8;
+        if bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        }
+    }
+
+    /// Boundary events of field `f` of elements `members` (ranks): (position, is_start,
+    /// rank), removals first at a position.
+    fn events(&self, f: usize, members: &[u32]) -> Vec<(u128, bool, u32)> {
+        let nf = self.nf();
+        let mut ev = Vec::with_capacity(2 * members.len());
+        for &r in members {
+            let (s, e) = (self.lo[r as usize * nf + f], self.hi[r as usize * nf + f]);
+            if s > e {
+                continue; // never stored by pipapo; matches nothing
+            }
+            ev.push((s, true, r));
+            if e < self.field_max(f) {
+                ev.push((e + 1, false, r));
+            }
+        }
+        ev.sort_unstable();
+        ev
+    }
+
+    /// The field to cut `members` on, of those not in `used` (a bit per field): the one whose
+    /// most crowded interval holds the fewest (up to the list cap + 1), then the narrowest.
+    fn choose(&self, members: &[u32], used: u64) -> Option<usize> {
+        let cap = list_cap() + 1;
+        (0..self.nf())
+            .filter(|&f| used >> f & 1 == 0)
+            .min_by_key(|&f| {
+                let mut active = 0usize;
+                let mut max = 0usize;
+                for &(_, start, _) in &self.events(f, members) {
+                    if start {
+                        active += 1;
+                        max = max.max(active);
+                    } else {
+                        active -= 1;
+                    }
+                }
+                (max.min(cap), self.spans[f].len, f)
+            })
+    }
+
+    /// The entry of a candidate list of `ranks` (ascending), named by record.
+    fn list(&mut self, ranks: &[u32]) -> u32 {
+        let key: Vec<u32> = ranks.iter().map(|&r| self.recno[r as usize]).collect();
+        let lists = &mut self.lists;
+        let off = *self.list_of.entry(key).or_insert_with_key(|k| {
+            let off = lists.len() as u32;
+            lists.push(k.len() as u32);
+            lists.extend_from_slice(k);
+            off
+        });
+        if off >= 1 << 30 {
+            return FALLBACK;
+        }
+        (off << 2) | TAG_LIST
+    }
+
+    /// The entry of an interval that the elements `ranks` (ascending, more than the list cap)
+    /// cover in every field of `used`: a node cutting them on another field, a list of all of
+    /// them when every field is used (each contains every key of the interval, so the first
+    /// live one is the answer), or [`FALLBACK`] once the work budget is spent.
+    fn crowded(&mut self, ranks: Vec<u32>, used: u64) -> u32 {
+        let Some(f) = self.choose(&ranks, used) else {
+            return self.list(&ranks);
+        };
+        if let Some(&id) = self.node_of.get(&(ranks.clone(), used)) {
+            return (id + 1) << 2;
+        }
+        if self.work < ranks.len() {
+            return FALLBACK;
+        }
+        self.work -= ranks.len();
+        let (starts, ents) = self.sweep(f, &ranks, used | 1 << f);
+        self.work = self.work.saturating_sub(ents.len());
+        let id = self.nodes.len() as u32;
+        if id + 1 >= 1 << 30 {
+            return FALLBACK;
+        }
+        self.nodes
+            .push(Level::new(self.spans[f], starts, ents, false));
+        self.node_of.insert((ranks, used), id);
+        (id + 1) << 2
+    }
+
+    /// Cut field `f` of elements `members` into intervals: their starts (the first 0) and
+    /// entries, crowded intervals resolved with `used` (which holds `f`).
+    fn sweep(&mut self, f: usize, members: &[u32], used: u64) -> (Vec<u128>, Vec<u32>) {
+        let mut starts: Vec<u128> = vec![0];
+        let mut ents: Vec<u32> = vec![EMPTY];
+        let mut active: BTreeSet<u32> = BTreeSet::new();
+        let ev = self.events(f, members);
+        let mut i = 0;
+        while i < ev.len() {
+            let pos = ev[i].0;
+            while i < ev.len() && ev[i].0 == pos {
+                let (_, start, r) = ev[i];
+                if start {
+                    active.insert(r);
+                } else {
+                    active.remove(&r);
+                }
+                i += 1;
+            }
+            let ent = match active.len() {
+                0 => EMPTY,
+                1 => active
+                    .first()
+                    .map_or(EMPTY, |&r| (self.recno[r as usize] << 2) | TAG_ONE),
+                // Oldest first (ranks ascend).
+                l if l <= list_cap() => self.list(&active.iter().copied().collect::<Vec<_>>()),
+                _ => self.crowded(active.iter().copied().collect(), used),
+            };
+            if *starts.last().unwrap_or(&u128::MAX) == pos {
+                starts.pop();
+                ents.pop();
+            }
+            if ents.last() != Some(&ent) {
+                starts.push(pos);
+                ents.push(ent);
+            }
+        }
+        (starts, ents)
+    }
 }
 
 impl Index {
@@ -267,7 +532,7 @@ impl Index {
         let n = handles.len();
         // Handles go into 30-bit entries; records are indexed by handle.
         let slots = handles.iter().map(|h| h.0 as usize + 1).max().unwrap_or(0);
-        if slots > 1 << 30 {
+        if slots > 1 << 30 || nf > 64 {
             return None;
         }
         // Numeric bounds per element and field.
@@ -282,138 +547,37 @@ impl Index {
             }
             expires.push(p.elem(h)?.expires.unwrap_or(u64::MAX));
         }
-        let field_max = |f: usize| -> u128 {
-            let bits = spans[f].len as u32 * 8;
-            if bits >= 128 {
-                u128::MAX
-            } else {
-                (1u128 << bits) - 1
-            }
+        let mut b = Builder {
+            spans: &spans,
+            lo,
+            hi,
+            recno: Vec::new(),
+            lists: Vec::new(),
+            list_of: HashMap::new(),
+            nodes: Vec::new(),
+            node_of: HashMap::new(),
+            work: (n * NODE_WORK_PER_ELEM).max(NODE_WORK_MIN),
         };
-        // Boundary events of field f: (position, is_start, rank), removals first at a position.
-        let events = |f: usize| -> Vec<(u128, bool, u32)> {
-            let mut ev = Vec::with_capacity(2 * n);
-            for r in 0..n {
-                let (s, e) = (lo[r * nf + f], hi[r * nf + f]);
-                if s > e {
-                    continue; // never stored by pipapo; matches nothing
-                }
-                ev.push((s, true, r as u32));
-                if e < field_max(f) {
-                    ev.push((e + 1, false, r as u32));
-                }
-            }
-            ev.sort_unstable();
-            ev
-        };
-        // Primary field: shortest longest list, then narrowest.
-        let cap = MAX_CANDIDATES + 1;
-        let primary = (0..nf)
-            .min_by_key(|&f| {
-                let mut active = 0usize;
-                let mut max = 0usize;
-                for &(_, start, _) in &events(f) {
-                    if start {
-                        active += 1;
-                        max = max.max(active);
-                    } else {
-                        active -= 1;
-                    }
-                }
-                (max.min(cap), spans[f].len, f)
-            })
-            .unwrap_or(0);
+        let all: Vec<u32> = (0..n as u32).collect();
+        let primary = b.choose(&all, 0).unwrap_or(0);
         // Record numbers: elements in the order of their primary field's start (then rank).
-        let mut by_start: Vec<u32> = (0..n as u32).collect();
-        by_start.sort_unstable_by_key(|&r| (lo[r as usize * nf + primary], r));
-        let mut recno = vec![0u32; n];
+        let mut by_start = all.clone();
+        by_start.sort_unstable_by_key(|&r| (b.lo[r as usize * nf + primary], r));
+        b.recno = vec![0u32; n];
         for (k, &r) in by_start.iter().enumerate() {
-            recno[r as usize] = k as u32;
+            b.recno[r as usize] = k as u32;
         }
-        // Sweep the primary field: interval starts and entries.
-        let mut starts: Vec<u128> = vec![0];
-        let mut ents: Vec<u32> = vec![EMPTY];
-        let mut lists: Vec<u32> = Vec::new();
-        let mut dedup: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut active: BTreeSet<u32> = BTreeSet::new();
-        let ev = events(primary);
-        let mut i = 0;
-        while i < ev.len() {
-            let pos = ev[i].0;
-            while i < ev.len() && ev[i].0 == pos {
-                let (_, start, r) = ev[i];
-                if start {
-                    active.insert(r);
-                } else {
-                    active.remove(&r);
-                }
-                i += 1;
-            }
-            let ent = match active.len() {
-                0 => EMPTY,
-                1 => active
-                    .first()
-                    .map_or(EMPTY, |&r| (recno[r as usize] << 2) | TAG_ONE),
-                l if l <= MAX_CANDIDATES => {
-                    // Oldest first (ranks ascend), named by record.
-                    let key: Vec<u32> = active.iter().map(|&r| recno[r as usize]).collect();
-                    let off = *dedup.entry(key).or_insert_with_key(|k| {
-                        let off = lists.len() as u32;
-                        lists.push(k.len() as u32);
-                        lists.extend_from_slice(k);
-                        off
-                    });
-                    (off << 2) | TAG_LIST
-                }
-                _ => FALLBACK,
-            };
-            if *starts.last().unwrap_or(&u128::MAX) == pos {
-                starts.pop();
-                ents.pop();
-            }
-            if ents.last() != Some(&ent) {
-                starts.push(pos);
-                ents.push(ent);
-            }
-        }
+        let (starts, ents) = b.sweep(primary, &all, 1 << primary);
         let intervals = starts.len();
-        let plen = spans[primary].len;
-        let (search, entries): (Search, Box<[u32]>) = if plen <= 2 {
-            let domain = 1usize << (8 * plen);
-            let mut flat = vec![EMPTY; domain];
-            for (k, (&s, &e)) in starts.iter().zip(&ents).enumerate() {
-                let end = starts.get(k + 1).map_or(domain, |&x| x as usize);
-                flat[s as usize..end].fill(e);
-            }
-            let mut top = Box::new([0u32; 256]);
-            let mut leaf: Vec<u32> = Vec::new();
-            let mut blocks: HashMap<&[u32], u32> = HashMap::new();
-            for (b, block) in flat.chunks(256).enumerate() {
-                top[b] = *blocks.entry(block).or_insert_with(|| {
-                    let off = leaf.len() as u32;
-                    leaf.extend_from_slice(block);
-                    off
-                });
-            }
-            // 1-byte fields: one block, every top entry points at it.
-            if plen == 1 {
-                top.fill(0);
-            }
-            (
-                Search::Direct {
-                    top,
-                    leaf: leaf.into(),
-                },
-                Box::new([]),
-            )
-        } else if plen <= 8 {
-            (
-                Search::Narrow(Radix::new(starts.iter().map(|&s| s as u64).collect())),
-                ents.into(),
-            )
-        } else {
-            (Search::Wide(Radix::new(starts)), ents.into())
-        };
+        let root = Level::new(spans[primary], starts, ents, true);
+        let Builder {
+            lo,
+            hi,
+            recno,
+            lists,
+            nodes,
+            ..
+        } = b;
         let mut verify = Vec::new();
         let mut words = 1;
         for f in (0..nf).filter(|&f| f != primary) {
@@ -449,9 +613,8 @@ impl Index {
         let verify: Box<[Check]> = verify.into_iter().map(|(_, c)| c).collect();
         Some(Index {
             key_len: p.key_len(),
-            primary: spans[primary],
-            search,
-            entries,
+            root,
+            nodes: nodes.into(),
             lists: lists.into(),
             verify,
             stride,
@@ -473,13 +636,8 @@ impl Index {
 
     /// Bytes held by the index's tables.
     pub fn bytes(&self) -> usize {
-        let search = match &self.search {
-            Search::Direct { top, leaf } => top.len() * 4 + leaf.len() * 4,
-            Search::Narrow(r) => r.bytes(),
-            Search::Wide(r) => r.bytes(),
-        };
-        search
-            + self.entries.len() * 4
+        self.root.bytes()
+            + self.nodes.iter().map(Level::bytes).sum::<usize>()
             + self.lists.len() * 4
             + self.recs.len() * 8
             + (self.rec_handle.len() + self.rec_of.len()) * 4
@@ -487,7 +645,7 @@ impl Index {
 
     /// Key offset and width of the primary field.
     pub fn primary(&self) -> (usize, usize) {
-        (self.primary.off, self.primary.len)
+        (self.root.span.off, self.root.span.len)
     }
 
     /// Intervals of the primary field (before the 256-value blocks of a direct table).
@@ -495,29 +653,23 @@ impl Index {
         self.intervals
     }
 
-    /// The entry of the primary field's value `v` (direct tables only).
-    #[inline(always)]
-    fn direct(top: &[u32; 256], leaf: &[u32], v: u128) -> u32 {
-        let b = top[((v >> 8) & 0xff) as usize] as usize;
-        leaf.get(b + (v & 0xff) as usize)
-            .copied()
-            .unwrap_or(FALLBACK)
+    /// Nodes of the decision tree under the primary field's crowded intervals (0 when every
+    /// interval holds a short list).
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
     }
 
-    /// The entry of the key's primary-field interval.
+    /// The entry of the key's interval: the root's, then the nodes' down the tree.
     #[inline(always)]
     fn entry(&self, key: &[u8]) -> u32 {
-        let v = read(key, self.primary);
-        match &self.search {
-            Search::Direct { top, leaf } => Self::direct(top, leaf, v),
-            Search::Narrow(r) => self.entry_at(r.find(v as u64)),
-            Search::Wide(r) => self.entry_at(r.find(v)),
+        let mut e = self.root.entry(key);
+        while e & 3 == 0 && e != EMPTY {
+            e = match self.nodes.get((e >> 2) as usize - 1) {
+                Some(l) => l.entry(key),
+                None => FALLBACK,
+            };
         }
-    }
-
-    #[inline(always)]
-    fn entry_at(&self, i: usize) -> u32 {
-        self.entries.get(i).copied().unwrap_or(FALLBACK)
+        e
     }
 
     /// Candidate record `r` when it is live at `now`, not in `gone` (a bit per record:

@@ -190,14 +190,21 @@ proptest! {
             }
             all_probes.extend(probes(&lens, &s, &e));
         }
-        p.build_index();
-        prop_assert!(p.has_index());
-        for now in [0u64, 10, 100] {
-            for k in &all_probes {
-                check_all(&p, &o, k, now)?;
+        // The index as built (lists up to MAX_CANDIDATES), then with lists of 1 and 2, which
+        // cuts every interval that more elements cover with a tree of nodes down the fields.
+        for cap in [MAX_CANDIDATES, 1, 2] {
+            super::index::LIST_CAP.set(cap);
+            p.build_index();
+            prop_assert!(p.has_index());
+            for now in [0u64, 10, 100] {
+                for k in &all_probes {
+                    check_all(&p, &o, k, now)?;
+                }
+                check_batch(&p, &o, &all_probes, now)?;
             }
-            check_batch(&p, &o, &all_probes, now)?;
         }
+        // Later builds of this case: trees, or not.
+        super::index::LIST_CAP.set([MAX_CANDIDATES, 1][deletes.len() % 2]);
         // Delete some elements by their start point, then probe again.
         for d in deletes {
             if o.elems.is_empty() { break; }
@@ -229,6 +236,7 @@ proptest! {
             }
         }
         check_batch(&p, &o, &all_probes, 10)?;
+        super::index::LIST_CAP.set(MAX_CANDIDATES);
     }
 }
 
@@ -471,10 +479,11 @@ fn index_nested_and_expired() {
 }
 
 /// A 32 x 32 cross product of ranges: every interval of either field is covered by 32
-/// elements, more than `MAX_CANDIDATES`, so every key falls back to pipapo; answers still
-/// right, single and batched. Then a set mixing selective and fallback intervals.
+/// elements, more than `MAX_CANDIDATES`, so the index cuts each of them with a node on the
+/// other field and answers every key itself (no fallback); answers as pipapo's, single and
+/// batched. Then a set mixing selective and crowded intervals.
 #[test]
-fn index_fallback_on_cross_product() {
+fn index_tree_on_cross_product() {
     let mut elems = Vec::new();
     for a in 0..32u128 {
         for b in 0..32u128 {
@@ -493,12 +502,13 @@ fn index_fallback_on_cross_product() {
         .flat_map(|(s, e, _)| probes(&[4, 2], s, e))
         .collect();
     let got = index_agrees(&p, &keys, 0);
-    assert!(got.iter().any(Option::is_some));
+    assert!(got.iter().filter(|x| x.is_some()).count() > 400);
     let ix = p.index().unwrap();
+    // The port field (narrower) is primary: one node per port range, cutting the addresses.
+    assert_eq!(ix.primary(), (4, 2));
+    assert_eq!(ix.nodes(), 32);
     for (k, g) in keys.iter().zip(&got) {
-        if g.is_some() {
-            assert_eq!(ix.probe(k, 0, &[]), super::index::Probe::Fallback, "{k:?}");
-        }
+        assert_eq!(ix.probe(k, 0, &[]), super::index::Probe::Found(*g), "{k:?}");
     }
     // Wide ranges in both fields over some selective elements: lists of 1..=9 candidates.
     let mut elems = Vec::new();
@@ -605,6 +615,9 @@ proptest! {
     ) {
         let mut p: Pipapo = Pipapo::new(&lens).unwrap();
         p.set_overlay_min(0);
+        // Half the cases index with lists of one candidate: trees of nodes, kept through
+        // changes by the same overlay.
+        super::index::LIST_CAP.set([MAX_CANDIDATES, 1][ops.len() % 2]);
         let mut o = Oracle { lens: lens.clone(), ..Oracle::default() };
         let mut all_probes = Vec::new();
         let mut pool = Vec::new();
@@ -646,5 +659,6 @@ proptest! {
             }
             check_batch(&p, &o, &all_probes, 5)?;
         }
+        super::index::LIST_CAP.set(MAX_CANDIDATES);
     }
 }

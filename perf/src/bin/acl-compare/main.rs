@@ -8,8 +8,10 @@
 //! every probe key with one bit flipped is classified by all three, and the matched element
 //! compared with pipapo's (the `disagree` column, must be 0).
 //!
-//! A last row runs the same on an adversarial set for the index (`acl::cross_product(32)`:
-//! every key falls back to pipapo).
+//! Three last rows run the same on shapes where many elements share every value of every
+//! field (`acl::cross_product(32)`, `acl::proto_port_net(4, 16)`, `acl::nested_prefixes(8, 8,
+//! 8)`): no field narrows a key down to a few candidates, and the index answers through its
+//! decision tree.
 //!
 //! `cargo run --release -p wasp-perf --features dpdk --bin acl-compare [KEYS [ROUNDS]]`
 //! (default 10 000 000 keys, 5 rounds). Needs `libdpdk-dev`; EAL runs with `--no-huge
@@ -21,7 +23,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ffi::{Acl, Alg, Inputs};
-use wasp_perf::acl::{AclLayout, cross_product, spread_probes};
+use wasp_perf::acl::{AclLayout, cross_product, nested_prefixes, proto_port_net, spread_probes};
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
 use wasp_sets::{ElemHandle, InsertMode, NewElem, Pipapo};
@@ -112,8 +114,8 @@ fn main() {
          pipapo b64 | index b64 | rte_acl b1 | pipapo b1 | index b1 | disagree |"
     );
     println!("|---|---:|---:|---:|---|---|---|---|---|---|---:|");
-    // The selftest's cases, then an adversarial one for the field index (every key falls
-    // back to pipapo).
+    // The selftest's cases, then three shapes where many elements share every field value
+    // (the field index cuts them with its tree).
     let mut sets: Vec<(String, Vec<usize>, Elements, Pipapo)> = CASES
         .iter()
         .map(|c| {
@@ -121,20 +123,34 @@ fn main() {
             (c.name.to_string(), c.field_lens(), c.elements(), p)
         })
         .collect();
-    let cross = cross_product(32);
-    let mut p = Pipapo::new(&[4, 2]).expect("valid");
-    for (s, e) in &cross {
-        let elem = NewElem {
-            start: s,
-            end: Some(e),
-            data: 0,
-            expires: None,
-            ext: (),
-        };
-        p.insert(elem, InsertMode::Create, 0)
-            .expect("disjoint elements");
+    let adversarial: [(&str, Vec<usize>, Elements); 3] = [
+        ("cross 32x32 net,port", vec![4, 2], cross_product(32)),
+        (
+            "proto,port,net 4x16x16",
+            vec![1, 2, 4],
+            proto_port_net(4, 16),
+        ),
+        (
+            "nested net 8/64,port x8",
+            vec![4, 2],
+            nested_prefixes(8, 8, 8),
+        ),
+    ];
+    for (name, lens, els) in adversarial {
+        let mut p = Pipapo::new(&lens).expect("valid");
+        for (s, e) in &els {
+            let elem = NewElem {
+                start: s,
+                end: Some(e),
+                data: 0,
+                expires: None,
+                ext: (),
+            };
+            p.insert(elem, InsertMode::Create, 0)
+                .expect("elements the kernel takes");
+        }
+        sets.push((name.into(), lens, els, p));
     }
-    sets.push(("cross 32x32 net,port".into(), vec![4, 2], cross, p));
     for (ci, (name, lens, els, pip)) in sets.iter().enumerate() {
         let kl = pip.key_len();
         let layout = AclLayout::new(lens);
