@@ -359,11 +359,14 @@ impl AclRule {
     }
 }
 
+/// Elements as (start key, end key).
+pub type Elements = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// An adversarial set for the field index next to the selftest's: the cross product of
 /// `n` address ranges and `n` port ranges (`ipv4_addr . inet_service`, element `a * n + b`:
 /// `10.0.a.0 - 10.0.a.200 . 1000b+1 - 1000b+500`). Every range of either field is shared by
 /// `n` elements, so no field narrows a key down to a few candidates. As (start, end) keys.
-pub fn cross_product(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn cross_product(n: u32) -> Elements {
     let mut out = Vec::new();
     for a in 0..n {
         for b in 0..n {
@@ -381,7 +384,7 @@ pub fn cross_product(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// 4 bytes): each of `protos` protocols (6, 17, 132, 33, 1, ...) with each of `n` port ranges
 /// (`1000b+1 - 1000b+500`) and each of `n` networks (`10.0.a.0/24`). Every value of any field
 /// is shared by many elements. As (start, end) keys, protocol outermost.
-pub fn proto_port_net(protos: usize, n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn proto_port_net(protos: usize, n: u32) -> Elements {
     const PROTOS: [u8; 8] = [6, 17, 132, 33, 1, 58, 47, 50];
     let mut out = Vec::new();
     for &proto in PROTOS.iter().take(protos) {
@@ -410,7 +413,7 @@ pub fn proto_port_net(protos: usize, n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// then `10.0.0.0/8` with any port. Inner elements come first (insertion order: older wins)
 /// and no outer element has a corner inside an inner one, so the kernel's pipapo takes them
 /// all; a key in a /24 and a port range is contained in three elements.
-pub fn nested_prefixes(outer: u32, inner: u32, ports: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn nested_prefixes(outer: u32, inner: u32, ports: u32) -> Elements {
     let el = |net: u32, last: u32, p0: u16, p1: u16| {
         (
             [&net.to_be_bytes()[..], &p0.to_be_bytes()].concat(),
@@ -493,7 +496,7 @@ mod tests {
     #[test]
     fn adversarial_shapes_load_and_rules_agree() {
         use wasp_sets::{InsertMode, NewElem, Pipapo};
-        let shapes: [(&[usize], Vec<(Vec<u8>, Vec<u8>)>, usize); 3] = [
+        let shapes: [(&[usize], Elements, usize); 3] = [
             (&[4, 2], cross_product(8), 64),
             (&[1, 2, 4], proto_port_net(3, 4), 48),
             (&[4, 2], nested_prefixes(3, 4, 4), 48 + 3 + 1),
