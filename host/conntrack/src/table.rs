@@ -2,7 +2,9 @@
 //! with clash resolution, limits with early drop, expiry and the setters the flowtable uses.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
+
+use foldhash::fast::FixedState;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -40,7 +42,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Pick up TCP connections mid-stream from an ACK (`nf_conntrack_tcp_loose`, default 1).
     pub tcp_loose: bool,
-    /// Seed of the table's hashes and of NAT's random port offsets (tests fix it).
+    /// Seed of the table's hashes and of NAT's random port offsets: drawn at random by
+    /// [`Config::default`] (the kernel's `nf_conntrack_hash_rnd` is random too); replay and
+    /// tests fix it for reproducible output.
     pub seed: u64,
 }
 
@@ -50,7 +54,7 @@ impl Default for Config {
             max_entries: 262_144,
             timeouts: Timeouts::default(),
             tcp_loose: true,
-            seed: 0x5eed_c0de_1234_5678,
+            seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64),
         }
     }
 }
@@ -163,38 +167,13 @@ pub(crate) struct Loc {
     dir: u8,
 }
 
-/// The keyed hasher of the index maps (a multiply-rotate mix over the key's five words with a
-/// per-table seed, finished with a murmur3 avalanche).
-#[derive(Clone)]
-pub(crate) struct Hb(u64);
+/// The keyed hasher of the index maps: foldhash seeded from the table's seed, so a sender
+/// who cannot see the seed cannot aim tuples at one bucket.
+pub(crate) type Hb = FixedState;
 
-pub(crate) struct H(u64);
-
-impl Hasher for H {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(31);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        fmix(self.0)
-    }
-}
-
-impl BuildHasher for Hb {
-    type Hasher = H;
-    fn build_hasher(&self) -> H {
-        H(self.0)
-    }
+/// The hasher of the table's seed mixed with `salt` (one per map).
+pub(crate) fn keyed(seed: u64, salt: u64) -> Hb {
+    FixedState::with_seed(fmix(seed ^ salt))
 }
 
 #[inline]
@@ -219,6 +198,8 @@ pub struct Conntrack {
     count: AtomicUsize,
     stats: AtomicStats,
     rng: AtomicU64,
+    /// The keyed hash that picks a tuple's shard and its early-drop window.
+    shard_hash: Hb,
     gc_cursor: AtomicUsize,
     pub(crate) counts: Counts,
     /// Source-NATed connections by their original source (`nf_nat_bysource`), for
@@ -285,7 +266,7 @@ impl Conntrack {
         let shards = (0..SHARDS)
             .map(|i| {
                 Mutex::new(Shard {
-                    index: HashMap::with_hasher(Hb(fmix(cfg.seed ^ i as u64))),
+                    index: HashMap::with_hasher(keyed(cfg.seed, i as u64)),
                     slots: Vec::new(),
                     free: Vec::new(),
                 })
@@ -297,9 +278,10 @@ impl Conntrack {
             count: AtomicUsize::new(0),
             stats: AtomicStats::default(),
             rng: AtomicU64::new(cfg.seed),
+            shard_hash: keyed(cfg.seed, SHARDS as u64),
             gc_cursor: AtomicUsize::new(0),
             counts: Counts::default(),
-            bysource: Mutex::new(HashMap::with_hasher(Hb(fmix(!cfg.seed)))),
+            bysource: Mutex::new(HashMap::with_hasher(keyed(cfg.seed, u64::MAX))),
             extras: Mutex::new(HashMap::default()),
         }
     }
@@ -342,11 +324,7 @@ impl Conntrack {
     #[inline]
     pub(crate) fn shard_of(&self, k: &Key) -> usize {
         let w = k.sym_words();
-        let mut h = H(self.cfg.seed);
-        h.write_u64(w[0]);
-        h.write_u64(w[1]);
-        h.write_u64(w[2]);
-        (h.finish() as usize) & (SHARDS - 1)
+        (self.shard_hash.hash_one(&w[..3]) as usize) & (SHARDS - 1)
     }
 
     fn lock2(&self, a: usize, b: usize) -> (MutexGuard<'_, Shard>, Option<MutexGuard<'_, Shard>>) {
@@ -655,11 +633,7 @@ impl Conntrack {
             if n == 0 {
                 return false;
             }
-            let mut h = H(self.cfg.seed);
-            for w in key.words() {
-                h.write_u64(w);
-            }
-            let start = (h.finish() as usize) % n;
+            let start = (self.shard_hash.hash_one(key) as usize) % n;
             for i in 0..EVICTION_RANGE.min(n) {
                 let at = (start + i) % n;
                 let sl = &g.slots[at];

@@ -1192,3 +1192,19 @@ mod prop {
         }
     }
 }
+
+/// The default configuration draws its hash seed at random (two tables of one process, and
+/// two processes, hash tuples differently); a fixed seed gives the same NAT port offsets.
+#[test]
+fn default_seeds_are_drawn_at_random() {
+    let seeds: std::collections::HashSet<u64> = (0..8).map(|_| Config::default().seed).collect();
+    assert_eq!(seeds.len(), 8);
+    let fixed = Config {
+        seed: 7,
+        ..Config::default()
+    };
+    let (a, b) = (Conntrack::new(fixed), Conntrack::new(fixed));
+    let ra: Vec<u64> = (0..4).map(|_| a.random()).collect();
+    let rb: Vec<u64> = (0..4).map(|_| b.random()).collect();
+    assert_eq!(ra, rb);
+}

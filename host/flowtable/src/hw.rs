@@ -8,12 +8,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 
 use crate::block::{BlockSlot, BlockStats, FlowView, OffloadBlock, OffloadError};
-use crate::key::{FlowKey, FxBuild};
+use crate::key::FlowKey;
+
+/// The model's own keyed hash, seeded at random per table.
+type Hash = foldhash::fast::RandomState;
 use crate::table::FlowId;
 
 const SHARDS: usize = 16;
 
-type Table = Mutex<HashMap<FlowKey, Arc<BlockSlot>, FxBuild>>;
+type Table = Mutex<HashMap<FlowKey, Arc<BlockSlot>, Hash>>;
 
 /// A "hardware" offload table: flows are entered by their original key; an entry forwards (and
 /// counts) the flow's packets in both directions `latency_ns` after it was added (a NIC
@@ -27,6 +30,7 @@ pub struct HwModel {
     used: AtomicUsize,
     rejected: AtomicU64,
     shards: Box<[Table]>,
+    hash: Hash,
 }
 
 impl HwModel {
@@ -42,12 +46,13 @@ impl HwModel {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
+            hash: Hash::default(),
         }
     }
 
     fn shard(&self, key: &FlowKey) -> &Table {
         use std::hash::BuildHasher;
-        let h = FxBuild::default().hash_one(key);
+        let h = self.hash.hash_one(key);
         &self.shards[(h as usize) % SHARDS]
     }
 

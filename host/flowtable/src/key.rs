@@ -2,7 +2,6 @@
 //! and its extraction from a frame (`nf_flow_tuple_ip` / `nf_flow_tuple_ipv6`,
 //! net/netfilter/nf_flow_table_ip.c).
 
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 use wasp_wire::meta::{PacketMeta, TunnelKind};
@@ -79,56 +78,10 @@ impl Dir {
     }
 }
 
-/// A small multiplicative hasher (the one rustc uses, "FxHash"): the flow maps are keyed by
-/// tuples that the caller's packets choose, but a flow only exists once the slow path accepted
-/// and offloaded it, so hash flooding needs accepted connections; the table size limit bounds it.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-const FX_K: u64 = 0xf135_7aea_2e62_a9c5;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FX_K);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut c = bytes.chunks_exact(8);
-        for w in &mut c {
-            self.add(u64::from_le_bytes([
-                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
-            ]));
-        }
-        let mut last = [0u8; 8];
-        let r = c.remainder();
-        last[..r.len()].copy_from_slice(r);
-        self.add(u64::from_le_bytes(last));
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_u16(&mut self, i: u16) {
-        self.add(u64::from(i));
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        // Spread the high bits down: shard selection takes the low bits.
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+/// The keyed hasher of the flow maps (foldhash, seeded from [`crate::FlowtableConfig::seed`]):
+/// flow keys are tuples that packets choose, so a sender who cannot see the seed cannot aim
+/// them at one bucket.
+pub(crate) type KeyHash = foldhash::fast::FixedState;
 
 /// What the fast path read from a frame: the key to look up and where the headers are.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use wasp_wire::meta::PacketMeta;
 
 use crate::block::{BlockList, BlockLock, BlockSlot, FlowView, OffloadBlock};
 use crate::edit::FlowEdit;
-use crate::key::{Dir, FlowKey, FxBuild, Parsed, geneve_inner, parse_at};
+use crate::key::{Dir, FlowKey, KeyHash, Parsed, geneve_inner, parse_at};
 use crate::route::{DirPlan, Route, TunnelWork};
 
 /// The kernel's default flow timeout (`nf_flowtable_tcp_timeout` and `nf_flowtable_udp_timeout`,
@@ -36,6 +36,9 @@ pub struct FlowtableConfig {
     pub block_lock: BlockLock,
     /// Number of shards of the key map (rounded up to a power of two, at least 1).
     pub shards: usize,
+    /// Seed of the flow maps' hash: drawn at random by [`FlowtableConfig::default`]; replay
+    /// and tests may fix it.
+    pub seed: u64,
 }
 
 impl Default for FlowtableConfig {
@@ -47,6 +50,7 @@ impl Default for FlowtableConfig {
             counter: false,
             block_lock: BlockLock::RwLock,
             shards: 64,
+            seed: std::collections::hash_map::RandomState::new().hash_one(0xf10u64),
         }
     }
 }
@@ -366,8 +370,8 @@ impl Flow {
     }
 }
 
-type KeyMap = HashMap<FlowKey, (Arc<Flow>, Dir), FxBuild>;
-type IdMap = HashMap<u64, Arc<Flow>, FxBuild>;
+type KeyMap = HashMap<FlowKey, (Arc<Flow>, Dir), KeyHash>;
+type IdMap = HashMap<u64, Arc<Flow>, KeyHash>;
 
 /// A flowtable: flows keyed both ways, shared by every worker (`Send + Sync`, all methods take
 /// `&self`), with its offload blocks. Sans-IO: every method that needs the time takes `now_ns`
@@ -388,6 +392,8 @@ pub struct Flowtable {
     refused: AtomicU64,
     blocks: BlockList,
     sink: Option<EventSink>,
+    /// The keyed hash that picks a key's shard.
+    hash: KeyHash,
 }
 
 impl Flowtable {
@@ -395,8 +401,13 @@ impl Flowtable {
     pub fn new(cfg: FlowtableConfig) -> Flowtable {
         let n = cfg.shards.max(1).next_power_of_two();
         Flowtable {
-            shards: (0..n).map(|_| RwLock::new(KeyMap::default())).collect(),
-            ids: (0..n).map(|_| Mutex::new(HashMap::default())).collect(),
+            shards: (0..n)
+                .map(|_| RwLock::new(KeyMap::with_hasher(KeyHash::with_seed(cfg.seed))))
+                .collect(),
+            ids: (0..n)
+                .map(|_| Mutex::new(IdMap::with_hasher(KeyHash::with_seed(cfg.seed))))
+                .collect(),
+            hash: KeyHash::with_seed(cfg.seed),
             next_id: AtomicU64::new(1),
             count: AtomicUsize::new(0),
             added: AtomicU64::new(0),
@@ -440,7 +451,7 @@ impl Flowtable {
     }
 
     fn shard(&self, key: &FlowKey) -> &RwLock<KeyMap> {
-        let h = FxBuild::default().hash_one(key);
+        let h = self.hash.hash_one(key);
         &self.shards[(h as usize) & (self.shards.len() - 1)]
     }
 

@@ -978,3 +978,11 @@ fn teardown_dying_and_flush() {
     assert!(ft.is_empty() && hw.is_empty());
     assert_eq!(ft.stats().removed, 2);
 }
+
+/// The default configuration draws the flow maps' hash seed at random.
+#[test]
+fn default_seeds_are_drawn_at_random() {
+    let seeds: std::collections::HashSet<u64> =
+        (0..8).map(|_| FlowtableConfig::default().seed).collect();
+    assert_eq!(seeds.len(), 8);
+}

@@ -3,14 +3,16 @@
 
 use std::collections::HashMap;
 
-use crate::fxhash::FxBuild;
+use foldhash::fast::FixedState;
+
+use crate::seed::hasher;
 
 /// Keys of up to 16 bytes are stored as numbers (a copy of the set copies the table and
 /// allocates nothing per key); longer keys (concatenations of IPv6 addresses) each on the heap.
 #[derive(Debug, Clone)]
 enum Keys {
-    Short(HashMap<u128, u32, FxBuild>),
-    Long(HashMap<Box<[u8]>, u32, FxBuild>),
+    Short(HashMap<u128, u32, FixedState>),
+    Long(HashMap<Box<[u8]>, u32, FixedState>),
 }
 
 /// Exact-match set: every key has the same length (`key_len` bytes).
@@ -37,9 +39,9 @@ impl ExactSet {
     /// An empty set of keys of `key_len` bytes.
     pub fn new(key_len: usize) -> Self {
         let map = if key_len <= 16 {
-            Keys::Short(HashMap::with_hasher(FxBuild))
+            Keys::Short(HashMap::with_hasher(hasher()))
         } else {
-            Keys::Long(HashMap::with_hasher(FxBuild))
+            Keys::Long(HashMap::with_hasher(hasher()))
         };
         ExactSet { key_len, map }
     }

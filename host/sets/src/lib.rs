@@ -1,7 +1,8 @@
-//! Set back-ends. The foundation has exact-match keys (the hash back-end, [`ExactSet`]) and a
-//! simple linear list of per-field ranges ([`RangeList`]) for intervals, prefixes and
-//! concatenated ranges; the real interval and concatenated-range back-ends (rbtree, pipapo) come
-//! with the sets issue.
+//! Set back-ends, as the kernel's: exact-match keys (`nft_set_hash`: [`ExactSet`], keyed by a
+//! per-process random seed, [`seed`]), single-field intervals (`nft_set_rbtree`:
+//! [`IntervalSet`]), concatenated ranges (`nft_set_pipapo`: [`Pipapo`], with its field index),
+//! a linear list of per-field ranges ([`RangeList`], the reference the others are tested
+//! against), and clone-on-write transactions over any of them ([`txn`]).
 //!
 //! Keys are byte strings: the concatenation of each field's value in big-endian bytes of the
 //! field's width (e.g. `ip saddr . tcp dport` is 4 + 2 = 6 bytes). Comparing two big-endian byte
@@ -13,11 +14,11 @@
 #![deny(unsafe_code)]
 
 pub mod exact;
-pub mod fxhash;
 pub mod interval;
 pub mod perfcases;
 pub mod pipapo;
 pub mod ranges;
+pub mod seed;
 mod simd;
 pub mod txn;
 

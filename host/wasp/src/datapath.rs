@@ -109,17 +109,25 @@ pub struct Shared<'a> {
     pub netfilter: Option<Netfilter>,
 }
 
+/// The hash seed of replays and checks, fixed so that their output is reproducible (a running
+/// daemon draws its seeds at random at start).
+pub const REPLAY_SEED: u64 = 0x5eed_c0de_1234_5678;
+
 impl<'a> Shared<'a> {
     /// What a single worker of its own shares (`wasp replay`, `wasp check`): a plugin host
-    /// made with `host` limits when a plugin is needed, a new connection table, the first
-    /// engine's `limit`/`quota` state.
+    /// made with `host` limits when a plugin is needed, a new connection table seeded with
+    /// [`REPLAY_SEED`] (the same NAT ports at every run), the first engine's `limit`/`quota`
+    /// state.
     pub fn single(cache: &'a mut PluginCache, host: HostConfig) -> Self {
         Shared {
             host: HostSlot::Lazy(host, None),
             cache,
             timers: None,
             stateful: None,
-            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
+            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config {
+                seed: REPLAY_SEED,
+                ..wasp_conntrack::Config::default()
+            })),
             prev: None,
             flow_events: None,
             netfilter: None,

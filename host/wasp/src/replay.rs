@@ -734,6 +734,9 @@ pub fn replay(
     trace_out: Option<&mut dyn Write>,
     progress: &mut Progress,
 ) -> Result<Report, Error> {
+    // Set hashes seeded as the connection table's, before any set is built (a no-op when a
+    // process replays twice).
+    wasp_sets::seed::fix_hash_seed(crate::datapath::REPLAY_SEED);
     let ruleset = wasp_ruleset::parse_file(&opts.ruleset)?;
     // The inputs, each opened at its turn; the first ones earlier, for the start of the clock
     // and the output format.
@@ -774,7 +777,7 @@ pub fn replay(
         }
     };
     // The one worker's bundle, made as a daemon worker's: conntrack, NAT and flowtables for
-    // the packets the gateway routes (deterministic: the table's hash seed is fixed, its
+    // the packets the gateway routes (deterministic: the tables' hash seeds are fixed, its
     // clock is the capture's); plugins with the replay's deadline.
     let mut cache = PluginCache::default();
     let mut shared = Shared::single(
