@@ -9,7 +9,10 @@
 //!   no blank lines; tables without chains print as `table F N {` `}`;
 //! - `list sets` / `list maps`: each table with its sets (maps) in full, no blank lines;
 //!   tables without any still print as `table F N {` `}`;
-//! - `list counters [table F T]`: only tables that have counter objects;
+//! - `list counters|quotas|limits [table F T]`: only tables that hold a named object of any
+//!   kind (a counter, quota, limit or ct object: a table with only a quota shows, empty, in
+//!   `list counters`), each with its objects of that kind;
+//! - `list flowtables [FAMILY]`: every table, with its flowtables;
 //! - `list set|map F T S`, `list table F T`, `list chain F T C`: that object in its table;
 //!   an unknown one is "Error: No such file or directory" with the command and a caret under
 //!   the unknown name.
@@ -36,7 +39,10 @@ use wasp_ruleset::model::{
     OptSel, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
     Verdict,
 };
-use wasp_ruleset::{PrintOptions, print_chain, print_counter, print_set, print_table};
+use wasp_ruleset::{
+    PrintOptions, print_chain, print_counter, print_flowtable, print_limit, print_quota, print_set,
+    print_table,
+};
 
 use crate::proto::{ListFlags, ListRequest, ListWhat, parse_family};
 use crate::server::{ReplySink, ReplySinkExt};
@@ -86,10 +92,18 @@ pub fn render(ruleset: &Ruleset, req: &ListRequest) -> Result<Vec<String>, Strin
                 s.push_str("}\n");
                 s
             }
-            ListWhat::Counters => {
+            ListWhat::Counters | ListWhat::Quotas | ListWhat::Limits | ListWhat::Flowtables => {
                 let mut s = format!("table {fam} {} {{\n", t.name);
-                for c in &t.counters {
-                    s.push_str(&print_counter(c, &o));
+                match req.what {
+                    ListWhat::Counters => {
+                        t.counters.iter().for_each(|c| s += &print_counter(c, &o))
+                    }
+                    ListWhat::Quotas => t.quotas.iter().for_each(|q| s += &print_quota(q, &o)),
+                    ListWhat::Limits => t.limits.iter().for_each(|l| s += &print_limit(l, &o)),
+                    _ => t
+                        .flowtables
+                        .iter()
+                        .for_each(|f| s += &print_flowtable(f, &o)),
                 }
                 s.push_str("}\n");
                 s
@@ -155,6 +169,23 @@ fn not_found(words: &[&str], bad: usize) -> String {
     )
 }
 
+/// Listings of one kind of named object (nft's `do_list_obj`).
+fn objects(what: ListWhat) -> bool {
+    matches!(
+        what,
+        ListWhat::Counters | ListWhat::Quotas | ListWhat::Limits
+    )
+}
+
+/// Whether `t` holds a named object of any kind: the tables nft lists for `list counters`,
+/// `list quotas` and `list limits`.
+fn has_objects(t: &Table) -> bool {
+    !(t.counters.is_empty()
+        && t.quotas.is_empty()
+        && t.limits.is_empty()
+        && t.ct_objects.is_empty())
+}
+
 /// The tables a request shows, each with what of it to show.
 fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, Sel<'r>)>, String> {
     let family = match &req.family {
@@ -175,7 +206,7 @@ fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, S
         let tables = rs.tables.iter().filter(|t| {
             family.is_none_or(|f| f == t.family)
                 && req.table.as_ref().is_none_or(|n| *n == t.name)
-                && (req.what != ListWhat::Counters || !t.counters.is_empty())
+                && (!objects(req.what) || has_objects(t))
         });
         return Ok(tables.map(|t| (t, sel)).collect());
     }
@@ -243,10 +274,11 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
             objs.push(json!({ "table": o }));
         }
         let all = matches!(req.what, ListWhat::Ruleset | ListWhat::Table);
-        if all || req.what == ListWhat::Counters {
+        if all || objects(req.what) {
             // Counters, quotas and limits in the order the kernel made them (handles).
             let mut named: Vec<(u64, Json)> = Vec::new();
-            for c in &t.counters {
+            let kind = |k: ListWhat| all || req.what == k;
+            for c in t.counters.iter().filter(|_| kind(ListWhat::Counters)) {
                 let mut o = json!({"family": fam, "name": c.name, "table": t.name,
                     "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
                 if let Some(x) = &c.comment {
@@ -254,7 +286,7 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                 }
                 named.push((c.handle, json!({ "counter": o })));
             }
-            if all {
+            if kind(ListWhat::Quotas) {
                 for q in &t.quotas {
                     let mut o = json!({"family": fam, "name": q.name, "table": t.name,
                         "handle": q.handle, "bytes": q.quota.bytes,
@@ -265,6 +297,8 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                     }
                     named.push((q.handle, json!({ "quota": o })));
                 }
+            }
+            if kind(ListWhat::Limits) {
                 for l in &t.limits {
                     let mut o = json!({"family": fam, "name": l.name, "table": t.name,
                         "handle": l.handle});
@@ -274,6 +308,8 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                     }
                     named.push((l.handle, json!({ "limit": o })));
                 }
+            }
+            if all {
                 for c in &t.ct_objects {
                     let mut o = json!({"family": fam, "name": c.name, "table": t.name,
                         "handle": c.handle});
@@ -297,7 +333,7 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
                 objs.push(set_json(t, s, f));
             }
         }
-        if all {
+        if all || req.what == ListWhat::Flowtables {
             for ft in &t.flowtables {
                 objs.push(flowtable_json(t, ft));
             }
@@ -1120,7 +1156,7 @@ pub fn expr_json(e: &Expr) -> Json {
 /// # Errors
 /// A message naming what was expected.
 pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest, String> {
-    let usage = "expected `ruleset`, `tables`, `chains`, `sets`, `maps`, `counters`, `set`, `map`, `table` or `chain` after `list`";
+    let usage = "expected `ruleset`, `tables`, `chains`, `sets`, `maps`, `counters`, `quotas`, `limits`, `flowtables`, `set`, `map`, `table` or `chain` after `list`";
     let (&what, rest) = words.split_first().ok_or(usage)?;
     let what = match what {
         "ruleset" => ListWhat::Ruleset,
@@ -1129,6 +1165,9 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
         "sets" => ListWhat::Sets,
         "maps" => ListWhat::Maps,
         "counters" => ListWhat::Counters,
+        "quotas" => ListWhat::Quotas,
+        "limits" => ListWhat::Limits,
+        "flowtables" => ListWhat::Flowtables,
         "set" => ListWhat::Set,
         "map" => ListWhat::Map,
         "table" => ListWhat::Table,
@@ -1141,15 +1180,18 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
         ..ListRequest::default()
     };
     let mut rest = rest;
-    if what == ListWhat::Counters && rest.first() == Some(&"table") {
+    if objects(what) && rest.first() == Some(&"table") {
         rest = &rest[1..];
         if rest.is_empty() {
-            return Err("expected a table name after `list counters table`".to_string());
+            return Err(format!(
+                "expected a table name after `list {} table`",
+                words[0]
+            ));
         }
     }
     if let Some(&f) = rest.first()
         && parse_family(f).is_some()
-        && (rest.len() > 1 || !matches!(what, ListWhat::Table | ListWhat::Counters))
+        && (rest.len() > 1 || !(what == ListWhat::Table || objects(what)))
     {
         req.family = Some(f.to_string());
         rest = &rest[1..];
@@ -1157,10 +1199,9 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
     let needs: &[&str] = match what {
         ListWhat::Set | ListWhat::Map | ListWhat::Chain => &["a table name", "a name"],
         ListWhat::Table => &["a table name"],
-        ListWhat::Counters => &[],
         _ => &[],
     };
-    if what == ListWhat::Counters {
+    if objects(what) {
         if let Some(&t) = rest.first() {
             req.table = Some(t.to_string());
             rest = &rest[1..];

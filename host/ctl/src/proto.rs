@@ -141,6 +141,12 @@ pub enum ListWhat {
     Map,
     /// `list counters`: named counter objects.
     Counters,
+    /// `list quotas`: named quota objects.
+    Quotas,
+    /// `list limits`: named limit objects.
+    Limits,
+    /// `list flowtables`
+    Flowtables,
     /// `list table T`
     Table,
     /// `list chain T C`

@@ -167,6 +167,20 @@ pub fn print_counter(counter: &model::CounterObj, opts: &PrintOptions) -> String
     out
 }
 
+/// A quota object as it appears inside its table (one tab in).
+pub fn print_quota(quota: &model::QuotaObj, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::quota(&mut out, quota, opts);
+    out
+}
+
+/// A limit object as it appears inside its table (one tab in).
+pub fn print_limit(limit: &model::LimitObj, opts: &PrintOptions) -> String {
+    let mut out = String::new();
+    print::options::limit(&mut out, limit, opts);
+    out
+}
+
 /// A chain as it appears inside its table (one tab in), with its rules when `rules`
 /// (`nft list chains` prints chains without rules).
 pub fn print_chain(

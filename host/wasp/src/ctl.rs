@@ -25,8 +25,9 @@ use crate::error::Error;
 ///
 /// Commands: nft's changes, each one transaction: `add|create|insert|replace|delete|destroy
 /// rule|table|chain|set|map|counter|quota|limit|flowtable ...` (rules placed by `position
-/// H`, `handle H` or `index N`), `flush ruleset|table|chain|set ...`; `list ruleset|tables|chains|sets|maps|counters [FAMILY]`, `list
-/// set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
+/// H`, `handle H` or `index N`), `flush ruleset|table|chain|set ...`; `list
+/// ruleset|tables|chains|sets|maps|flowtables [FAMILY]`, `list counters|quotas|limits [[table]
+/// [FAMILY] TABLE]`, `list set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
 /// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset
 /// counter|quota [FAMILY] TABLE NAME`, `reset rules
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]

@@ -2215,6 +2215,35 @@ fn nft_command_words_give_the_kernels_listing() {
             "after `{cmd}`"
         );
     }
+    // The object listings, over tables with and without named objects.
+    for cmd in [
+        "add quota ip t q2 { over 100 bytes }",
+        "add limit ip t l2 { rate 1/second }",
+        "add table inet t3",
+        "add counter inet t3 c3",
+    ] {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
+        nft.extend(&words);
+        assert!(sh(&nft).status.success(), "{cmd}");
+        let (okk, _, err) = ctl(&w, &sock, &words);
+        assert!(okk, "{cmd}: {err}");
+    }
+    for list in [
+        "list counters",
+        "list quotas",
+        "list limits",
+        "list flowtables",
+        "-a list quotas table ip t",
+    ] {
+        let words: Vec<&str> = list.split_whitespace().collect();
+        let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
+        nft.extend(&words);
+        let kernel = sh(&nft);
+        let (okk, ours, err) = ctl(&w, &sock, &words);
+        assert!(okk, "{list}: {err}");
+        assert_eq!(ours, String::from_utf8_lossy(&kernel.stdout), "{list}");
+    }
     // -c checks without changing anything.
     let (okk, _, err) = ctl(
         &w,
