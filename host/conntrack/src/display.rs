@@ -59,7 +59,8 @@ impl EntryInfo {
     }
 }
 
-fn proto_name(p: u8) -> &'static str {
+/// The protocol's name as `conntrack -L` prints it.
+pub(crate) fn proto_name(p: u8) -> &'static str {
     match p {
         proto::TCP => "tcp",
         proto::UDP => "udp",

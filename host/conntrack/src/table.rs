@@ -1054,6 +1054,39 @@ impl Conntrack {
         out
     }
 
+    /// Confirmed, unexpired connections at `now_ns` by protocol and state, for metrics: TCP by
+    /// its state's name (`ESTABLISHED`, ...), every other protocol by whether it is assured
+    /// (`ASSURED`, `UNREPLIED` when no reply was seen, else `REPLIED`). Sorted, without
+    /// zeros. Walks the table one shard at a time, as [`Conntrack::entries`], allocating
+    /// nothing per entry.
+    pub fn state_counts(&self, now_ns: u64) -> Vec<(&'static str, &'static str, u64)> {
+        let mut counts: std::collections::BTreeMap<(&'static str, &'static str), u64> =
+            std::collections::BTreeMap::new();
+        for m in &self.shards {
+            let g = m.lock();
+            for sl in &g.slots {
+                if sl.kind != LIVE || sl.entry.expired(now_ns) {
+                    continue;
+                }
+                let e = &sl.entry;
+                let p = e.tuple[0].proto;
+                let state = if p == proto::TCP {
+                    e.tcp.state().name()
+                } else if e.status & status::ASSURED != 0 {
+                    "ASSURED"
+                } else if e.status & status::SEEN_REPLY == 0 {
+                    "UNREPLIED"
+                } else {
+                    "REPLIED"
+                };
+                *counts
+                    .entry((crate::display::proto_name(p), state))
+                    .or_default() += 1;
+            }
+        }
+        counts.into_iter().map(|((p, s), n)| (p, s, n)).collect()
+    }
+
     /// Whether a confirmed connection other than `except` holds `key` in either direction and
     /// is not expired (`nf_conntrack_tuple_taken`).
     pub(crate) fn tuple_taken(&self, key: &Key, except: u64, now: u64) -> bool {

@@ -1208,3 +1208,36 @@ fn default_seeds_are_drawn_at_random() {
     let rb: Vec<u64> = (0..4).map(|_| b.random()).collect();
     assert_eq!(ra, rb);
 }
+
+/// Connections by protocol and state, as metrics read them: TCP by state, UDP by whether it
+/// was replied to and assured; expired and unconfirmed entries left out.
+#[test]
+fn state_counts_by_protocol_and_state() {
+    let ct = table();
+    handshake(&ct, "192.0.2.1", 1000, "198.51.100.2", 80);
+    handshake(&ct, "192.0.2.1", 1001, "198.51.100.2", 80);
+    let syn = track(
+        &ct,
+        &tcp("192.0.2.1", 1002, "198.51.100.2", 80, SYN, 1, 0),
+        0,
+    );
+    ct.confirm(syn.id, 0).unwrap();
+    let u = track(&ct, &udp("192.0.2.1", 5353, "198.51.100.2", 53), 0);
+    ct.confirm(u.id, 0).unwrap();
+    let u2 = track(&ct, &udp("192.0.2.1", 5354, "198.51.100.2", 53), 0);
+    ct.confirm(u2.id, 0).unwrap();
+    track(&ct, &udp("198.51.100.2", 53, "192.0.2.1", 5354), S);
+    // Unconfirmed: not counted.
+    track(&ct, &udp("192.0.2.1", 5355, "198.51.100.2", 53), 0);
+    assert_eq!(
+        ct.state_counts(2 * S),
+        vec![
+            ("tcp", "ESTABLISHED", 2),
+            ("tcp", "SYN_SENT", 1),
+            ("udp", "REPLIED", 1),
+            ("udp", "UNREPLIED", 1),
+        ]
+    );
+    // Past every timeout: none.
+    assert_eq!(ct.state_counts(1_000_000 * S), vec![]);
+}

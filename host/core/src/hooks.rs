@@ -699,6 +699,29 @@ impl Engine {
         }
     }
 
+    /// Every base chain's [`ChainStats`] with its hook and device (`""` for the IP hooks), hook
+    /// by hook in the order the engine registered them: what metrics publish.
+    pub fn all_chain_stats(&self) -> Vec<(Hook, &str, ChainStats)> {
+        let mut out = Vec::new();
+        for h in &self.hooks {
+            for (&c, &(packets, accepted, dropped)) in h.chains.iter().zip(&h.stats) {
+                let c = &self.prog.chains[c];
+                out.push((
+                    h.hook,
+                    h.device.as_str(),
+                    ChainStats {
+                        table: c.table,
+                        chain: c.index,
+                        packets,
+                        accepted,
+                        dropped,
+                    },
+                ));
+            }
+        }
+        out
+    }
+
     /// Per base chain of `hook` on `dev`, in running order (as [`Engine::base_chains`]): the
     /// packets its walks saw and how they ended, counted since the engine was compiled by
     /// [`Engine::run`] / [`Engine::ingress_one`]. Empty when no chain

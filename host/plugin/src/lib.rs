@@ -37,7 +37,7 @@ pub use error::{FailureReason, PluginError};
 pub use host::{HostConfig, Plugin, PluginHost, PluginInfo};
 pub use offload::{PluginBlock, PluginBlockCounts};
 pub use runtime::{
-    Backoff, FailureCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove, SwapHandle,
-    SwapOutcome,
+    Backoff, FailureCounts, PluginCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove,
+    SwapHandle, SwapOutcome,
 };
 pub use timers::SharedTimers;

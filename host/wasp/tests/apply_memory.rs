@@ -116,6 +116,7 @@ fn applies_leave_the_heap_as_they_found_it() {
             events: events.clone(),
             stop: stop.clone(),
             clock,
+            published: std::sync::Arc::default(),
         })
         .collect();
     let (daemon, bundles) =

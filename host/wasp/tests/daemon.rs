@@ -178,6 +178,7 @@ impl Rig {
                 events: events.clone(),
                 stop: stop.clone(),
                 clock,
+                published: std::sync::Arc::default(),
             })
             .collect();
         let (daemon, bundles) =
@@ -362,6 +363,7 @@ table netdev filter {
         events: Arc::new(EventBus::default()),
         stop: Arc::new(AtomicBool::new(false)),
         clock: Clock::new(),
+        published: std::sync::Arc::default(),
     }];
     let (daemon, bundles) = Daemon::new(
         ruleset,

@@ -2262,3 +2262,146 @@ fn nft_command_words_give_the_kernels_listing() {
     let (_, ours, _) = ctl(&w, &sock, &["list", "table", "ip", "t"]);
     assert!(!ours.contains("dport 11"), "{ours}");
 }
+
+/// `GET path` from inside namespace `ns` to 127.0.0.1:`port`: (status line, headers, body).
+fn http_get(ns: &str, port: u16, path: &str, accept: &str) -> (String, String, String) {
+    use std::io::{Read, Write};
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n");
+    let raw = wasp_io::in_netns(ns, move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.write_all(req.as_bytes()).ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        Some(out)
+    })
+    .expect("netns")
+    .unwrap_or_default();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// The sum of the samples of `name` whose labels contain every one of `with`.
+fn metric_sum(text: &str, name: &str, with: &[&str]) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `wasp run --metrics`: what passed through the forwarding ruleset is counted per worker,
+/// port, base chain and plugin; a SIGHUP reload is counted; `promtool check metrics` accepts
+/// the Prometheus text, a client asking for OpenMetrics gets it, other paths are 404.
+#[test]
+fn metrics_endpoint_counts_traffic_and_promtool_accepts_it() {
+    let _serial = lossless();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("wm{}", std::process::id() % 100_000);
+    let mut t = topology(&tag);
+    let (c, w) = (t.ns[0].clone(), t.ns[1].clone());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = 9464;
+    let port_arg = format!("127.0.0.1:{port}");
+    let sock = start_daemon(
+        &mut t,
+        dir.path(),
+        RULESET,
+        &["--workers", "2", "--metrics", &port_arg],
+    );
+    let ping = sh(&[
+        "ip", "netns", "exec", &c, "ping", "-c", "5", "-i", "0.2", "-W", "2", "10.9.0.2",
+    ]);
+    assert!(ping.status.success(), "ping through wasp");
+    // Workers publish four times a second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let (status, headers, body) = http_get(&w, port, "/metrics", "text/plain");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{headers}");
+        assert!(headers.contains("text/plain; version=0.0.4"), "{headers}");
+        if metric_sum(&body, "wasp_chain_packets_total", &["chain=\"in1\""]) >= 5 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no chain counts: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Five echo requests in w0 (chain in0, forwarded by its counter rule), five replies in
+    // w1 (chain in1); ARP besides.
+    assert!(metric_sum(&text, "wasp_chain_packets_total", &["chain=\"in0\""]) >= 5);
+    assert!(
+        metric_sum(
+            &text,
+            "wasp_chain_verdicts_total",
+            &["chain=\"in0\"", "verdict=\"accept\""]
+        ) >= 5
+    );
+    assert!(metric_sum(&text, "wasp_worker_packets_total", &[]) >= 10);
+    assert!(metric_sum(&text, "wasp_port_rx_packets_total", &["port=\"w0\""]) >= 5);
+    assert!(metric_sum(&text, "wasp_port_tx_packets_total", &["port=\"w1\""]) >= 5);
+    assert!(metric_sum(&text, "wasp_plugin_calls_total", &["plugin=\"counter\""]) >= 1);
+    assert_eq!(
+        metric_sum(&text, "wasp_plugin_failures_total", &[]),
+        0,
+        "{text}"
+    );
+    // Every worker and port shows up, the wire totals agree with the workers'.
+    for wk in ["worker=\"0\"", "worker=\"1\""] {
+        assert!(text.contains(wk), "{wk}");
+    }
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut p) => {
+            use std::io::Write;
+            p.stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("promtool stdin");
+            let out = p.wait_with_output().expect("promtool");
+            assert!(
+                out.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => eprintln!("promtool not run ({e}): apt-get install prometheus"),
+    }
+    // OpenMetrics on request.
+    let (_, headers, body) = http_get(
+        &w,
+        port,
+        "/metrics",
+        "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+    );
+    assert!(
+        headers.contains("application/openmetrics-text"),
+        "{headers}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let (status, _, _) = http_get(&w, port, "/", "*/*");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    // A SIGHUP reload is counted.
+    let pid = t.children.last().expect("daemon").id().to_string();
+    ok(&["kill", "-HUP", &pid]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, _, body) = http_get(&w, port, "/metrics", "text/plain");
+        if metric_sum(&body, "wasp_reloads_total", &["result=\"ok\""]) == 1 {
+            assert!(body.contains("wasp_reload_last_ok 1"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "reload not counted: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (okk, _, err) = ctl(&w, &sock, &["stats"]);
+    assert!(okk, "{err}");
+}

@@ -41,6 +41,10 @@
 //! ring full, in parentheses). ksoftirqd's CPU over the run is reported: when it is not about
 //! zero, part of the receive ran outside the sender and the sender's figure understates it.
 //!
+//! - `wasp counter drop scraped`: the `counter drop` workers while a thread renders the
+//!   metrics endpoint's text (`wasp::daemon::metrics`, as `wasp run --metrics` serves it)
+//!   every 100 ms; table (c) sets them against the same workers unscraped.
+//!
 //! Medians over `--runs` rounds; "extra" figures are medians over rounds of (variant −
 //! baseline of the same round), which cancels load that changes between rounds.
 //!
@@ -140,7 +144,14 @@ enum Variant {
     Floor(usize),
     /// N wasp daemon workers.
     Wasp(Rules, usize),
+    /// N wasp daemon workers while a thread renders the metrics endpoint's text every
+    /// [`SCRAPE_EVERY`] (`wasp run --metrics`).
+    Scraped(Rules, usize),
 }
+
+/// How often the scraped variant renders the metrics text (Prometheus scrapes every 15 s by
+/// default: this is 150 times that).
+const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
 /// One run's figures.
 #[derive(Debug, Clone, Copy, Default)]
@@ -211,6 +222,7 @@ fn run(args: &Args) -> Res<()> {
             Variant::Wasp(Rules::Counter, w),
             Variant::Wasp(Rules::Linear, w),
             Variant::Wasp(Rules::Set, w),
+            Variant::Scraped(Rules::Counter, w),
         ]);
     }
     if let Some(only) = &args.only {
@@ -257,7 +269,30 @@ fn run(args: &Args) -> Res<()> {
                 Variant::Wasp(r, w) => {
                     let t = topo(n)?;
                     n += 1;
-                    measure_rx(&t, Some(r), w, mode, args, &frames, &set, &ksoftirqd)?
+                    measure_rx(
+                        &t,
+                        Some((r, false)),
+                        w,
+                        mode,
+                        args,
+                        &frames,
+                        &set,
+                        &ksoftirqd,
+                    )?
+                }
+                Variant::Scraped(r, w) => {
+                    let t = topo(n)?;
+                    n += 1;
+                    measure_rx(
+                        &t,
+                        Some((r, true)),
+                        w,
+                        mode,
+                        args,
+                        &frames,
+                        &set,
+                        &ksoftirqd,
+                    )?
                 }
             };
             println!(
@@ -397,6 +432,38 @@ fn report(args: &Args, variants: &[Variant], samples: &[Vec<Sample>]) {
         line += &format!(" {} |", drops.join(", "));
         println!("{line}");
     }
+
+    println!();
+    println!(
+        "(c) the metrics endpoint: `counter drop` with its text rendered every {} ms against \
+         the same without (workers' CPU ns per packet; target: at most 1 % more)",
+        SCRAPE_EVERY.as_millis()
+    );
+    println!();
+    println!(
+        "| workers | not scraped rx ns/pkt | scraped rx ns/pkt | scraped − not | scraped / not | drops scraped |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for &w in &args.workers {
+        let (plain, scraped) = (
+            Variant::Wasp(Rules::Counter, w),
+            Variant::Scraped(Rules::Counter, w),
+        );
+        let ratio = median(
+            samples[idx(scraped)]
+                .iter()
+                .zip(&samples[idx(plain)])
+                .map(|(a, b)| a.rx_ns / b.rx_ns)
+                .collect(),
+        );
+        println!(
+            "| {w} | {:.1} | {:.1} | {:+.1} | {ratio:.3} | {} |",
+            med(plain, |s| s.rx_ns),
+            med(scraped, |s| s.rx_ns),
+            extra(scraped, plain, |s| s.rx_ns),
+            max_drops(scraped),
+        );
+    }
 }
 
 fn rules_name(r: Rules, n: usize) -> String {
@@ -415,6 +482,7 @@ fn label(v: Variant, n: usize) -> String {
         Variant::Floor(w) => format!("floor, {w} rx"),
         Variant::Wasp(Rules::Base, w) => format!("wasp empty, {w}w"),
         Variant::Wasp(r, w) => format!("wasp {}, {w}w", rules_name(r, n)),
+        Variant::Scraped(r, w) => format!("wasp {} scraped, {w}w", rules_name(r, n)),
     }
 }
 
@@ -567,7 +635,7 @@ fn total(slots: &[Arc<Slot>]) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn measure_rx(
     topo: &Topo,
-    rules: Option<Rules>,
+    rules: Option<(Rules, bool)>,
     workers: usize,
     mode: RxMode,
     args: &Args,
@@ -599,9 +667,11 @@ fn measure_rx(
     let slots: Vec<Arc<Slot>> = (0..workers).map(|_| Arc::new(Slot::default())).collect();
 
     // wasp: the daemon's control side and one bundle per worker, as `wasp run` wires them.
-    let mut daemon = None;
+    let mut daemon: Option<Arc<Daemon>> = None;
     let mut bundles = Vec::new();
     let mut links = Vec::new();
+    let scrape = rules.is_some_and(|(_, s)| s);
+    let rules = rules.map(|(r, _)| r);
     if let Some(r) = rules {
         let text = wasp_ruleset(r, args.rules, set);
         let ruleset = wasp_ruleset::parse_str(&text, "e2e.nft").map_err(|e| e.to_string())?;
@@ -615,13 +685,31 @@ fn measure_rx(
                 events: events.clone(),
                 stop: stop.clone(),
                 clock,
+                published: std::sync::Arc::default(),
             })
             .collect();
         let (d, b) = Daemon::new(ruleset, "e2e.nft".into(), links.clone(), events, clock)
             .map_err(|e| e.to_string())?;
-        daemon = Some(d);
+        daemon = Some(Arc::new(d));
         bundles = b.into_iter().map(Some).collect();
     }
+    // The metrics endpoint's work, in-process: render and convert every SCRAPE_EVERY until
+    // the run stops (its own CPU is not the workers').
+    let scraper = match (&daemon, scrape) {
+        (Some(d), true) => {
+            let (d, shared) = (d.clone(), shared.clone());
+            Some(std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !shared.stop.load(Ordering::Acquire) {
+                    let text = wasp::daemon::metrics::render(&d, d.clock.now_ns());
+                    n += wasp::daemon::metrics::prometheus_text(&text).len() as u64;
+                    std::thread::sleep(SCRAPE_EVERY);
+                }
+                n
+            }))
+        }
+        _ => None,
+    };
 
     // (ring drops, packets classified by wasp, vectors) per thread.
     type Joined = Res<(u64, u64, u64)>;
@@ -673,6 +761,12 @@ fn measure_rx(
         _ => None,
     };
     shared.stop.store(true, Ordering::Release);
+    if let Some(h) = scraper {
+        let bytes = h.join().map_err(|_| "scraper panicked")?;
+        if bytes == 0 {
+            return Err("the scraper rendered nothing".into());
+        }
+    }
     let mut kernel_drops = 0;
     let mut classified = 0;
     let mut vectors = 0;

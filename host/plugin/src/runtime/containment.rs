@@ -92,6 +92,7 @@ impl Runtime {
         let deadline = ticks.max(1);
         let now = self.now;
         let s = &mut self.slots[slot];
+        s.calls += 1;
         let Some(live) = s.live.as_mut() else {
             return Err(CallError::NoInstance(format!(
                 "plugin {}: no instance (re-creating it failed)",

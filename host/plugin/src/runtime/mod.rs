@@ -55,12 +55,29 @@ pub struct StateEntry {
     pub text: String,
 }
 
+/// One plugin's counts in one runtime ([`Runtime::plugin_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginCounts {
+    /// The plugin's name in the runtime.
+    pub name: String,
+    /// Calls into its instance.
+    pub calls: u64,
+    /// Swaps to another version that went through.
+    pub swaps: u64,
+    /// Failed and skipped calls, per reason.
+    pub failures: FailureCounts,
+}
+
 /// A plugin in a runtime: its current version and instance.
 struct Slot {
     name: Arc<str>,
     plugin: Plugin,
     live: Option<Live>,
     failures: FailureCounts,
+    /// Calls into the instance (each vector at a use site is one; setup calls too).
+    calls: u64,
+    /// Swaps to another version that went through.
+    swaps: u64,
     /// Re-creating the instance failed and was reported; not reported again until it works.
     recreate_failed: bool,
 }
@@ -179,6 +196,8 @@ impl Runtime {
             plugin: plugin.clone(),
             live: Some(live),
             failures: FailureCounts::default(),
+            calls: 0,
+            swaps: 0,
             recreate_failed: false,
         });
         Ok(())
@@ -202,6 +221,23 @@ impl Runtime {
             .get(name)
             .map(|&i| self.slots[i].failures)
             .unwrap_or_default()
+    }
+
+    /// Every plugin's counts, by name: calls made, swaps that went through, failures (the
+    /// per-worker numbers metrics publish).
+    pub fn plugin_counts(&self) -> Vec<PluginCounts> {
+        let mut out: Vec<PluginCounts> = self
+            .slots
+            .iter()
+            .map(|s| PluginCounts {
+                name: s.name.to_string(),
+                calls: s.calls,
+                swaps: s.swaps,
+                failures: s.failures,
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     /// Take the events recorded since the last call, oldest first.

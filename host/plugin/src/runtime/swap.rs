@@ -357,6 +357,7 @@ impl Runtime {
         }
         old.recreate_failed = false;
         old.plugin = new.clone();
+        old.swaps += 1;
         for s in self.sites.iter_mut().flatten().filter(|s| s.slot == slot) {
             (s.streak, s.skip, s.next_backoff) = (0, 0, 0);
         }

@@ -449,6 +449,7 @@ mod stats_tests {
                 events: events.clone(),
                 stop: stop.clone(),
                 clock,
+                published: Arc::default(),
             })
             .collect();
         let (daemon, bundles) =

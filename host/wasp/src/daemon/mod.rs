@@ -20,6 +20,7 @@ pub mod ct_filter;
 pub mod events;
 pub mod live;
 pub mod mailbox;
+pub mod metrics;
 pub mod reset;
 pub mod state;
 pub mod stats;
@@ -125,6 +126,12 @@ pub struct RunArgs {
     /// is not an offload block, or ARGS it refuses, stop the daemon at start with a message.
     #[arg(long = "offload-plugin", value_name = "PATH[:ARGS]", value_parser = parse_offload_plugin)]
     pub offload_plugins: Vec<(PathBuf, String)>,
+    /// Serve the daemon's counters as OpenMetrics text at `http://ADDR:PORT/metrics` (for
+    /// Prometheus): ports, workers, drops by reason, base chains' verdicts, plugins,
+    /// conntrack, flowtables, reloads (see `wasp::daemon::metrics`). A scrape reads counters
+    /// the workers publish four times a second; it never waits for a worker.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `PATH[:ARGS]` of `--offload-plugin` (split at the first `:`).
@@ -318,6 +325,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             events: events.clone(),
             stop: stop.clone(),
             clock,
+            published: Arc::default(),
         })
         .collect();
     let host_cfg = wasp_plugin::HostConfig {
@@ -372,6 +380,15 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         Arc::new(ReleaseAfterChange(control::Control::new(daemon.clone()))),
     )
     .map_err(|e| Error::Daemon(format!("control socket: {e}")))?;
+    let metrics = match args.metrics {
+        Some(addr) => {
+            let (bound, h) = metrics::serve(addr, daemon.clone(), stop.clone())
+                .map_err(|e| Error::Daemon(format!("--metrics {addr}: {e}")))?;
+            tracing::info!(address = %bound, "metrics at http://{bound}/metrics");
+            Some(h)
+        }
+        None => None,
+    };
     tracing::info!(
         devices = ?devs,
         workers,
@@ -409,6 +426,9 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("stopping");
     server.shutdown();
+    if let Some(h) = metrics {
+        let _ = h.join();
+    }
     let mut failure = None;
     let mut ports = Vec::new();
     for (i, t) in threads.into_iter().enumerate() {

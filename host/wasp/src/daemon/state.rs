@@ -75,6 +75,9 @@ pub struct Daemon {
     set_txns: std::sync::atomic::AtomicU64,
     /// Tells the indexer ([`spawn_indexer`]) that a set transaction happened.
     indexer: std::sync::mpsc::Sender<()>,
+    /// SIGHUP reloads that applied, that were refused, and whether the last one applied.
+    reloads: [std::sync::atomic::AtomicU64; 2],
+    last_reload_ok: std::sync::atomic::AtomicBool,
 }
 
 /// How long element batches must pause before the indexer builds the field index of the sets
@@ -370,6 +373,8 @@ impl Daemon {
             offload: Mutex::new(Vec::new()),
             set_txns: std::sync::atomic::AtomicU64::new(0),
             indexer,
+            reloads: Default::default(),
+            last_reload_ok: std::sync::atomic::AtomicBool::new(true),
         };
         let bundles = {
             let mut cur = d.lock();
@@ -609,6 +614,46 @@ impl Daemon {
     /// [`Error::Ruleset`] at the file's line and column; [`Error::Daemon`] when the path
     /// cannot be named in an `include` or a worker does not answer.
     pub fn reload(&self) -> Result<(u64, Option<String>), Error> {
+        let r = self.reload_file();
+        let ok = r.is_ok();
+        self.reloads[usize::from(!ok)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.last_reload_ok
+            .store(ok, std::sync::atomic::Ordering::Relaxed);
+        r
+    }
+
+    /// Reloads that applied, reloads that were refused, and whether the last one applied
+    /// (`true` before any), for metrics.
+    pub fn reload_counts(&self) -> (u64, u64, bool) {
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        (
+            l(&self.reloads[0]),
+            l(&self.reloads[1]),
+            self.last_reload_ok
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// The generation every worker runs (the lowest of theirs), read without a lock.
+    pub fn generation(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| {
+                w.stats
+                    .generation
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The connection table.
+    pub fn conntrack(&self) -> &Arc<Conntrack> {
+        &self.conntrack
+    }
+
+    /// [`Daemon::reload`]'s work.
+    fn reload_file(&self) -> Result<(u64, Option<String>), Error> {
         let path = self.ruleset_path.display().to_string();
         if path.contains('"') || path.contains('\n') {
             return Err(Error::Daemon(format!(

@@ -90,6 +90,8 @@ pub struct WorkerLinks {
     pub stop: Arc<AtomicBool>,
     /// The data path's clock.
     pub clock: Clock,
+    /// What it publishes for metrics every [`super::metrics::PUBLISH_EVERY_NS`].
+    pub published: Arc<super::metrics::Published>,
 }
 
 /// A worker and its loop.
@@ -105,6 +107,9 @@ pub struct Worker<P: PortGroup> {
     idx: Vec<usize>,
     /// The rate limit of `log` lines.
     log_limit: LogLimit,
+    /// Where it publishes for metrics, and when it last did (data-path clock, ns).
+    published: Arc<super::metrics::Published>,
+    published_at: Option<u64>,
 }
 
 impl<P: PortGroup> Worker<P> {
@@ -122,6 +127,7 @@ impl<P: PortGroup> Worker<P> {
             events,
             stop,
             clock,
+            published,
         } = links;
         let names: Vec<String> = ports.ports().iter().map(|p| p.name.clone()).collect();
         stats.generation.store(bundle.generation, Ordering::Relaxed);
@@ -150,6 +156,8 @@ impl<P: PortGroup> Worker<P> {
             clock,
             idx: Vec::with_capacity(MAX_VECTOR),
             log_limit: LogLimit::default(),
+            published,
+            published_at: None,
         }
     }
 
@@ -191,7 +199,9 @@ impl<P: PortGroup> Worker<P> {
     pub fn step(&mut self, timeout: Duration) -> Result<usize, String> {
         self.serve_jobs();
         // Timers fall due whether or not packets come.
-        self.ctx.dp.advance(self.clock.now_ns());
+        let now = self.clock.now_ns();
+        self.ctx.dp.advance(now);
+        self.publish(now);
         self.publish_events();
         let Worker {
             ctx,
@@ -221,6 +231,27 @@ impl<P: PortGroup> Worker<P> {
             Some(e) => Err(e),
             None => Ok(n),
         }
+    }
+
+    /// Publish the counts metrics read, every [`super::metrics::PUBLISH_EVERY_NS`] (port
+    /// counts cost a system call per port).
+    fn publish(&mut self, now: u64) {
+        if self
+            .published_at
+            .is_some_and(|t| now.saturating_sub(t) < super::metrics::PUBLISH_EVERY_NS)
+        {
+            return;
+        }
+        self.published_at = Some(now);
+        let ports = self
+            .ctx
+            .ports
+            .iter()
+            .cloned()
+            .zip(self.ports.stats())
+            .collect();
+        self.published
+            .store(super::metrics::view(ports, &self.ctx.dp));
     }
 
     fn publish_events(&mut self) {
