@@ -35,6 +35,10 @@ pub(crate) struct Effects<'a, 'b> {
     /// `trace` wants the walk's events (rules, chain ends, plugins), not only `log` lines
     /// ([`TraceSink::walk`]); `false` without a sink.
     pub walk: bool,
+    /// `trace` wants the walk events of marked packets only ([`TraceSink::marked_only`]).
+    pub marked_only: bool,
+    /// Packets of this call (bits by index) that `meta nftrace set 1` marked.
+    pub marked: u64,
     /// `meta oifname` text, for log lines.
     pub oif: &'a str,
     /// Set elements found by the operation running now whose counter counts them: their
@@ -251,7 +255,7 @@ pub(crate) fn ext_call(
                 (_, OpRes::Verdict(compiled::Verdict::Return)) => "return",
                 (_, OpRes::Verdict(_)) => "drop",
             };
-            fx.emit(|| TraceEvent::Plugin {
+            fx.emit(idx[k], || TraceEvent::Plugin {
                 packet: idx[k],
                 site,
                 result: result.to_string(),
@@ -283,13 +287,23 @@ impl Effects<'_, '_> {
         matches!(self.ext.counter_uses.get(site as usize), Some(Some(_)))
     }
 
-    /// Give the sink a walk event (made only when it wants them).
+    /// Give the sink a walk event of packet `packet` (index in this call's chunk), made only
+    /// when it wants them (and, for a sink of marked packets, only when `packet` is marked);
+    /// the event names the packet by its index in the whole hook call.
     #[inline]
-    pub fn emit(&mut self, ev: impl FnOnce() -> TraceEvent) {
+    pub fn emit(&mut self, packet: usize, ev: impl FnOnce() -> TraceEvent) {
         if self.walk
+            && (!self.marked_only || (packet < 64 && self.marked >> packet & 1 != 0))
             && let Some(t) = self.trace.as_deref_mut()
         {
-            t.event(ev());
+            let mut e = ev();
+            if let TraceEvent::Rule { packet, .. }
+            | TraceEvent::ChainEnd { packet, .. }
+            | TraceEvent::Plugin { packet, .. } = &mut e
+            {
+                *packet += self.ext.first;
+            }
+            t.event(e);
         }
     }
 
@@ -484,6 +498,13 @@ pub(crate) fn op_one(
         Op::SetNftrace(calc) => match calc.eval(p, st, &calc_env(prog, fx)) {
             Some(v) => {
                 st.nftrace = v & 1 != 0;
+                if idx < 64 {
+                    if st.nftrace {
+                        fx.marked |= 1 << idx;
+                    } else {
+                        fx.marked &= !(1 << idx);
+                    }
+                }
                 OpRes::Pass
             }
             None => OpRes::Break,
@@ -831,7 +852,7 @@ pub(crate) fn base_policy(
         .base
         .as_ref()
         .map_or(Policy::Accept, |b| b.policy);
-    fx.emit(|| end_event(prog, base, idx, Some(pol)));
+    fx.emit(idx, || end_event(prog, base, idx, Some(pol)));
     policy_decision(prog, base)
 }
 
@@ -872,7 +893,7 @@ pub(crate) fn walk_one(
             if depth == 0 {
                 return base_policy(prog, fx, base, idx);
             }
-            fx.emit(|| end_event(prog, c, idx, None));
+            fx.emit(idx, || end_event(prog, c, idx, None));
             depth -= 1;
             (c, r) = stack[depth];
             rules = &prog.chains[c].rules;
@@ -906,7 +927,7 @@ pub(crate) fn walk_one(
             // The walk leaves this rule position: what the memo knows is for this chain.
             m.clear();
         }
-        fx.emit(|| rule_event(prog, c, rule.handle, idx, v));
+        fx.emit(idx, || rule_event(prog, c, rule.handle, idx, v));
         match v {
             None | Some(compiled::Verdict::Continue) => r += 1,
             Some(compiled::Verdict::Accept) => {

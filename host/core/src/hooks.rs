@@ -350,10 +350,13 @@ impl Engine {
             env.fill(&mut st, now_ns);
         }
         let walk = trace.as_deref().is_some_and(|t| t.walk());
+        let marked_only = trace.as_deref().is_some_and(|t| t.marked_only());
         rare.clear();
         let mut fx = Effects {
             trace,
             walk,
+            marked_only,
+            marked: 0,
             oif: if egress { dev } else { "" },
             hits: ElemHits::default(),
             now,
@@ -579,6 +582,8 @@ impl Engine {
             }
             let mut fx = Effects {
                 walk: trace.as_deref().is_some_and(|t| t.walk()),
+                marked_only: trace.as_deref().is_some_and(|t| t.marked_only()),
+                marked: 0,
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
                 hits: ElemHits::default(),

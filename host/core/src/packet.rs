@@ -203,6 +203,14 @@ pub trait TraceSink {
     fn walk(&self) -> bool {
         true
     }
+
+    /// `true` when the sink wants the walk events only of the packets that `meta nftrace set
+    /// 1` marked, from the rule that marked them on, as `nft monitor trace` shows them (the
+    /// kernel traces a packet once `nf_trace` is set); `false` (the default) for every packet.
+    /// Only read when [`TraceSink::walk`] is `true`.
+    fn marked_only(&self) -> bool {
+        false
+    }
 }
 
 /// `meta nfproto` of a packet as the inet family sees it.

@@ -506,7 +506,7 @@ fn run_chain(
             if fx.walk {
                 for i in bits(live) {
                     let v = if per_packet { sc.vslot[i] } else { verdict };
-                    fx.emit(|| rule_event(prog, c, rule.handle, i, v));
+                    fx.emit(i, || rule_event(prog, c, rule.handle, i, v));
                 }
             }
             if per_packet {
@@ -528,7 +528,7 @@ fn run_chain(
     // End of the chain: return to the caller or the base chain's policy.
     end_at_policy(cx, fx, sc, active & !sc.deep, res);
     for i in bits(active & sc.deep) {
-        fx.emit(|| end_event(prog, c, i, None));
+        fx.emit(i, || end_event(prog, c, i, None));
         do_return(cx, fx, sc, i, res);
     }
 }

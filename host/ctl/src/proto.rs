@@ -55,6 +55,9 @@ pub enum Request {
     },
     /// `monitor`: stream events until the client disconnects.
     Monitor,
+    /// `monitor trace`: the walks of packets that `meta nftrace set 1` marked, as `nft
+    /// monitor trace` prints them, one [`Reply::Event`] line each, until the client goes.
+    MonitorTrace,
     /// `stats`: ports, workers, drops by reason.
     Stats,
     /// `list conntrack`: every connection, one `conntrack -L` line each (text replies).
@@ -609,6 +612,7 @@ mod tests {
         }));
         round_trip(Request::ConntrackDelete(CtFilter::default()));
         round_trip(Request::Monitor);
+        round_trip(Request::MonitorTrace);
         round_trip(Request::Stats);
         round_trip(Request::Dump {
             mode: DumpMode::Brief,

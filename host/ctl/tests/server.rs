@@ -98,7 +98,7 @@ impl Handler for Fake {
             | Request::ConntrackDelete(_)
             | Request::Check { .. }
             | Request::Flows { .. } => Err("Error: no conntrack in the fake".into()),
-            Request::Monitor => {
+            Request::Monitor | Request::MonitorTrace => {
                 let mut i = 0u64;
                 loop {
                     if out.closed() {

@@ -34,7 +34,8 @@ use crate::error::Error;
 /// TABLE]`, `reset element [FAMILY] TABLE SET { ELEMENTS }` (each reads and zeroes in one step:
 /// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload NAME`,
 /// `list conntrack`, `delete conntrack [proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N]
-/// [dport N] [mark M[/MASK]] [zone Z]`, `flush conntrack`, `monitor`, `stats`, `dump rules
+/// [dport N] [mark M[/MASK]] [zone Z]`, `flush conntrack`, `monitor`, `monitor trace` (the
+/// walks of packets `meta nftrace set 1` marked, as `nft monitor trace`), `stats`, `dump rules
 /// [--brief]`.
 #[derive(Debug, Args)]
 #[command(trailing_var_arg = true)]
@@ -73,7 +74,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, monitor trace, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -409,6 +410,7 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             Output::Quiet,
         ),
         ["plugin", ..] => Err(usage("plugin load|swap NAME PATH, or plugin unload NAME")),
+        ["monitor", "trace"] => plan(Request::MonitorTrace, Output::Events),
         ["monitor"] => plan(
             Request::Monitor,
             if args.json {

@@ -69,6 +69,51 @@ impl TraceSink for LogLines {
     }
 }
 
+/// A [`TraceSink`] of the packets `meta nftrace set 1` marked (what `nft monitor trace`
+/// shows; [`TraceSink::marked_only`]) and of every packet's `log` lines, kept for one vector
+/// and read back per packet.
+#[derive(Debug, Default)]
+pub struct Marked {
+    events: Vec<TraceEvent>,
+}
+
+impl TraceSink for Marked {
+    fn event(&mut self, ev: TraceEvent) {
+        self.events.push(ev);
+    }
+
+    fn marked_only(&self) -> bool {
+        true
+    }
+}
+
+impl Marked {
+    /// Remove and return packet `packet`'s events (index in its vector): its `log` lines and
+    /// its walk events, each in the order they happened.
+    pub fn take_packet(&mut self, packet: usize) -> (Vec<String>, Vec<TraceEvent>) {
+        let mut logs = Vec::new();
+        let mut walk = Vec::new();
+        let mut rest = Vec::with_capacity(self.events.len());
+        for ev in self.events.drain(..) {
+            if event_packet(&ev) != packet {
+                rest.push(ev);
+                continue;
+            }
+            if let TraceEvent::Log { text, .. } = &ev {
+                logs.push(text.clone());
+            }
+            walk.push(ev);
+        }
+        self.events = rest;
+        (logs, walk)
+    }
+
+    /// Forget what is left (the vector is done).
+    pub fn clear(&mut self) {
+        self.events.clear();
+    }
+}
+
 /// The packet (index in its vector) an event belongs to.
 pub fn event_packet(ev: &TraceEvent) -> usize {
     match ev {
@@ -112,9 +157,14 @@ pub fn format_packet_trace(
     frame: &[u8],
     meta: &PacketMeta,
 ) -> String {
+    format_trace(id, events, names, &describe_packet(iif, frame, meta))
+}
+
+/// Format the trace lines of one packet whose `packet:` lines say `packet_desc`
+/// ([`describe_packet`]).
+pub fn format_trace(id: u64, events: &[TraceEvent], names: &Names, packet_desc: &str) -> String {
     let mut s = String::new();
     let mut current_base: Option<(u32, u32)> = None;
-    let packet_desc = describe_packet(iif, frame, meta);
     for (i, ev) in events.iter().enumerate() {
         // A log line comes before its rule's event: open the walk with the packet line of the
         // next event's chain first.

@@ -76,6 +76,11 @@ impl Handler for Fake {
                 "Error: plugin {name}: cannot read {}",
                 path.unwrap_or_default()
             )),
+            Request::MonitorTrace => {
+                out.event("trace id 01000001 netdev filt in rule accept (verdict accept)")
+                    .map_err(gone)?;
+                Ok(serde_json::Value::Null)
+            }
             Request::Monitor => {
                 for i in 0..3 {
                     out.event(&format!("add element netdev filt blk {{ 10.9.0.{i} }}"))

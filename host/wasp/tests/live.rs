@@ -2405,3 +2405,143 @@ fn metrics_endpoint_counts_traffic_and_promtool_accepts_it() {
     let (okk, _, err) = ctl(&w, &sock, &["stats"]);
     assert!(okk, "{err}");
 }
+
+/// The `nft monitor trace` lines of the packets `meta nftrace set 1` marks, without the trace
+/// ids and the `packet:` lines' headers: from the kernel's nft (`kernel`) or from wasp.
+fn trace_walks(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("trace id "))
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(_, rest)| rest.trim_end().to_string())
+        })
+        .map(|l| match l.split_once(" packet: ") {
+            Some((head, desc)) => format!(
+                "{head} packet: {}",
+                desc.split(" ether saddr").next().unwrap_or("")
+            ),
+            None => l,
+        })
+        .collect()
+}
+
+/// `wasp ctl monitor trace` against the kernel's `nft monitor trace` for the same ruleset and
+/// the same pings: the walk of each marked packet (its `packet:` line, each rule it ran and
+/// the policy), line for line; unmarked packets (ARP, replies) show nothing.
+#[test]
+fn monitor_trace_prints_the_kernels_walks() {
+    let _serial = lossless();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("wt{}", std::process::id() % 100_000);
+    let (k, w) = (format!("{tag}k"), format!("{tag}w"));
+    let mut t = Topo {
+        ns: vec![k.clone(), w.clone()],
+        children: Vec::new(),
+    };
+    let rules = "table netdev gw {\n\tchain in0 {\n\t\ttype filter hook ingress device \"v1\" priority 0; policy accept;\n\t\ticmp type echo-request meta nftrace set 1\n\t\tip protocol icmp counter\n\t\tudp dport 9 drop\n\t}\n}\n";
+    for n in &t.ns {
+        ok(&["ip", "netns", "add", n]);
+        ok(&[
+            "ip", "-n", n, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ]);
+        ok(&["ip", "-n", n, "link", "set", "v0", "up"]);
+        ok(&["ip", "-n", n, "link", "set", "v1", "up"]);
+        ok(&["ip", "-n", n, "addr", "add", "10.9.9.1/24", "dev", "v0"]);
+        let link = sh(&["ip", "-n", n, "-o", "link", "show", "v1"]);
+        let link = String::from_utf8_lossy(&link.stdout).into_owned();
+        let mac = link
+            .split("link/ether ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .expect("v1's address")
+            .to_string();
+        ok(&[
+            "ip", "-n", n, "neigh", "add", "10.9.9.2", "lladdr", &mac, "dev", "v0",
+        ]);
+        wait_up(n, "v0");
+        wait_up(n, "v1");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("trace.nft");
+    std::fs::write(&file, rules).unwrap();
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &k,
+        "nft",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "1"]);
+    // One watcher on each side, then the same pings.
+    let watch = |cmd: Vec<String>| {
+        Command::new("ip")
+            .args(["netns", "exec"])
+            .args(&cmd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("monitor")
+    };
+    let kernel = watch(vec![
+        k.clone(),
+        "timeout".into(),
+        "5".into(),
+        "nft".into(),
+        "monitor".into(),
+        "trace".into(),
+    ]);
+    let ours = watch(vec![
+        w.clone(),
+        "timeout".into(),
+        "5".into(),
+        wasp().into(),
+        "ctl".into(),
+        "--socket".into(),
+        sock.display().to_string(),
+        "monitor".into(),
+        "trace".into(),
+    ]);
+    std::thread::sleep(Duration::from_millis(800));
+    for n in [&k, &w] {
+        sh(&[
+            "ip", "netns", "exec", n, "ping", "-c", "2", "-i", "0.3", "-W", "1", "-I", "v0",
+            "10.9.9.2",
+        ]);
+        // Unmarked: a datagram to port 9 (dropped by the third rule) and one to port 10.
+        for port in ["9", "10"] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "python3",
+                "-c",
+                &format!(
+                    "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.sendto(b'x',('10.9.9.2',{port}))"
+                ),
+            ]);
+        }
+    }
+    let read = |c: Child| {
+        String::from_utf8_lossy(&c.wait_with_output().expect("monitor").stdout).into_owned()
+    };
+    let (kt, wt) = (read(kernel), read(ours));
+    let (kw, ww) = (trace_walks(&kt), trace_walks(&wt));
+    assert_eq!(
+        kw.iter().filter(|l| l.contains(" packet: ")).count(),
+        2,
+        "the kernel traced both echo requests: {kt}"
+    );
+    assert_eq!(ww, kw, "wasp:\n{wt}\nkernel:\n{kt}");
+    // Trace ids: one per packet, the same on each of its lines.
+    let ids: std::collections::BTreeSet<&str> = wt
+        .lines()
+        .filter_map(|l| l.strip_prefix("trace id ")?.split(' ').next())
+        .collect();
+    assert_eq!(ids.len(), 2, "{wt}");
+}

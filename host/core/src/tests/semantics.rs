@@ -520,3 +520,76 @@ fn short_vlan_tags_are_dropped_before_the_hook() {
     assert_eq!(none[0].verdict, D);
     assert_eq!(none[0].decision, None);
 }
+
+/// A sink of marked packets (`nft monitor trace`) gets the walk of the packets `meta nftrace
+/// set 1` marked, from the marking rule on, and nothing of the others; `log` lines of every
+/// packet still come.
+#[test]
+fn trace_of_marked_packets_only() {
+    #[derive(Default)]
+    struct Marked(Vec<TraceEvent>);
+    impl TraceSink for Marked {
+        fn event(&mut self, ev: TraceEvent) {
+            self.0.push(ev);
+        }
+        fn marked_only(&self) -> bool {
+            true
+        }
+    }
+    let rs = wasp_ruleset::parse_str(
+        "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\ttcp dport 80 log prefix \"web \"\n\t\ttcp dport 22 meta nftrace set 1\n\t\ttcp dport 80 counter\n\t\tip protocol tcp accept\n\t}\n}\n",
+        "t.nft",
+    )
+    .unwrap();
+    let mut e = Engine::compile(&rs).unwrap();
+    let (a, b) = (f22(), f80());
+    let blank = Outcome {
+        verdict: A,
+        decision: None,
+        mark: 0,
+        fwd: None,
+        dup: 0,
+        reject: None,
+    };
+    for order in [[&a, &b], [&b, &a]] {
+        let mut out = [blank, blank];
+        let mut rec = Marked::default();
+        e.ingress(
+            "eth0",
+            &[pkt(order[0]), pkt(order[1])],
+            0,
+            &mut out,
+            Some(&mut rec),
+        );
+        let marked = if order[0] == &a { 0 } else { 1 };
+        let walk: Vec<(usize, String)> = rec
+            .0
+            .iter()
+            .filter_map(|ev| match ev {
+                TraceEvent::Rule {
+                    packet, verdict, ..
+                } => Some((*packet, verdict.clone())),
+                TraceEvent::ChainEnd { packet, .. } => Some((*packet, "end".into())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            walk,
+            vec![
+                (marked, "continue".to_string()),
+                (marked, "accept".to_string())
+            ],
+            "{:?}",
+            rec.0
+        );
+        let logs: Vec<usize> = rec
+            .0
+            .iter()
+            .filter_map(|ev| match ev {
+                TraceEvent::Log { packet, .. } => Some(*packet),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(logs, vec![1 - marked], "the port-80 packet's log line");
+    }
+}

@@ -149,6 +149,38 @@ impl Control {
         serde_json::to_value(s).map_err(|e| e.to_string())
     }
 
+    /// `monitor trace`: every traced walk the workers publish, formatted with the names of
+    /// the ruleset generation it ran (read again when the generation changes).
+    fn monitor_trace(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
+        let sub = self.daemon.events.subscribe_traces();
+        let mut names: Option<(u64, crate::names::Names)> = None;
+        loop {
+            if out.closed() {
+                return Ok(Json::Null);
+            }
+            match sub.rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(rec) => {
+                    if names.as_ref().is_none_or(|(g, _)| *g != rec.generation) {
+                        names = Some(self.daemon.trace_names());
+                    }
+                    let Some((_, n)) = names.as_ref() else {
+                        continue;
+                    };
+                    let text = crate::trace::format_trace(rec.id, &rec.events, n, &rec.packet);
+                    for line in text.lines() {
+                        if out.event(line).is_err() {
+                            return Ok(Json::Null);
+                        }
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the daemon is stopping".to_string());
+                }
+            }
+        }
+    }
+
     fn monitor(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
         let rx = self.daemon.events.subscribe();
         loop {
@@ -372,6 +404,7 @@ impl Handler for Control {
             Request::Reset(r) => return self.reset(r, out),
             Request::Plugin { op, name, path } => return self.plugin(*op, name, path.as_deref()),
             Request::Monitor => return self.monitor(out),
+            Request::MonitorTrace => return self.monitor_trace(out),
             Request::Stats => return self.stats(),
             Request::Conntrack => return self.conntrack(out),
             Request::ConntrackDelete(f) => {

@@ -2,8 +2,9 @@
 //! ruleset changes, fanned out to every subscriber. A subscriber that stops reading is dropped
 //! once its queue is full (it never holds up a worker).
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 
 /// Events a subscriber may have queued before it counts as gone.
 const QUEUE: usize = 4096;
@@ -18,10 +19,48 @@ pub struct Event {
     pub text: String,
 }
 
+/// One packet's traced walk (`meta nftrace set 1`), as a worker recorded it: formatted into
+/// `nft monitor trace` lines on the control side, which knows the ruleset's names.
+#[derive(Debug, Clone)]
+pub struct TraceRecord {
+    /// The ruleset generation the worker ran.
+    pub generation: u64,
+    /// The trace id (32 bits, as the kernel's): the worker's index in the top 8 bits, then a
+    /// per-worker count.
+    pub id: u64,
+    /// What the `packet:` lines show ([`crate::trace::describe_packet`]).
+    pub packet: String,
+    /// The walk's events (and its `log` lines), in order.
+    pub events: Vec<wasp_core::TraceEvent>,
+}
+
 /// The subscribers.
 #[derive(Debug, Default)]
 pub struct EventBus {
     subs: Mutex<Vec<SyncSender<Event>>>,
+    /// `wasp ctl monitor trace` subscribers, and how many there are (read by the workers
+    /// once per vector, without the lock).
+    tracers: Mutex<Vec<(u64, SyncSender<Arc<TraceRecord>>)>>,
+    tracing: AtomicUsize,
+    next_tracer: std::sync::atomic::AtomicU64,
+}
+
+/// A `wasp ctl monitor trace` subscription ([`EventBus::subscribe_traces`]); dropping it
+/// unsubscribes.
+#[derive(Debug)]
+pub struct TraceSubscription {
+    /// The traced walks, as the workers publish them.
+    pub rx: Receiver<Arc<TraceRecord>>,
+    id: u64,
+    bus: Arc<EventBus>,
+}
+
+impl Drop for TraceSubscription {
+    fn drop(&mut self) {
+        let mut t = self.bus.tracers.lock().unwrap_or_else(|p| p.into_inner());
+        t.retain(|(id, _)| *id != self.id);
+        self.bus.tracing.store(t.len(), Ordering::Relaxed);
+    }
 }
 
 impl EventBus {
@@ -47,6 +86,38 @@ impl EventBus {
     /// Subscribers now.
     pub fn subscribers(&self) -> usize {
         self.lock().len()
+    }
+
+    /// A new trace subscription (`wasp ctl monitor trace`): the walks of marked packets from
+    /// now on. While one exists the workers record them; dropping it ends it.
+    pub fn subscribe_traces(self: &Arc<Self>) -> TraceSubscription {
+        let (tx, rx) = sync_channel(QUEUE);
+        let mut t = self.tracers.lock().unwrap_or_else(|p| p.into_inner());
+        let id = self.next_tracer.fetch_add(1, Ordering::Relaxed);
+        t.push((id, tx));
+        self.tracing.store(t.len(), Ordering::Relaxed);
+        TraceSubscription {
+            rx,
+            id,
+            bus: self.clone(),
+        }
+    }
+
+    /// `true` while someone watches traces (one relaxed load: the workers ask per vector).
+    pub fn tracing(&self) -> bool {
+        self.tracing.load(Ordering::Relaxed) != 0
+    }
+
+    /// Send a traced walk to every trace subscriber; one whose queue is full or who went
+    /// away is dropped (a flood of marked packets never holds up a worker).
+    pub fn publish_trace(&self, rec: TraceRecord) {
+        let mut t = self.tracers.lock().unwrap_or_else(|p| p.into_inner());
+        if t.is_empty() {
+            return;
+        }
+        let rec = Arc::new(rec);
+        t.retain(|(_, s)| s.try_send(rec.clone()).is_ok());
+        self.tracing.store(t.len(), Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SyncSender<Event>>> {

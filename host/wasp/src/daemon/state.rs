@@ -647,6 +647,16 @@ impl Daemon {
             .unwrap_or(0)
     }
 
+    /// The names a trace line shows (tables, chains, rules as listed, plugin use sites) of
+    /// the running ruleset, and its generation.
+    pub fn trace_names(&self) -> (u64, crate::names::Names) {
+        let cur = self.lock();
+        let mut names = crate::names::Names::new(&cur.ruleset);
+        names.learn_rule_texts(&wasp_ruleset::print_ruleset(&cur.ruleset, true));
+        names.learn_sites(&cur.engine);
+        (cur.generation, names)
+    }
+
     /// The connection table.
     pub fn conntrack(&self) -> &Arc<Conntrack> {
         &self.conntrack

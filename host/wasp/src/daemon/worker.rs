@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wasp_core::{MAX_VECTOR, Outcome, Packet};
+use wasp_core::{MAX_VECTOR, Outcome, Packet, TraceEvent, TraceSink};
 use wasp_gateway::{Fate, Forwarder, Send};
 use wasp_io::{Frame, PortGroup, PortStats, TxSide};
 
@@ -20,9 +20,10 @@ pub use crate::datapath::Bundle;
 use crate::datapath::{Datapath, Exit};
 use crate::port_exit::PortExit;
 
-use super::events::{Event, EventBus, LogLimit, publish_logs};
+use super::events::{Event, EventBus, LogLimit, TraceRecord, publish_logs};
 use super::mailbox::Mailbox;
 use super::stats::{DropReason, WorkerStats};
+use crate::trace::{Marked, describe_packet};
 
 /// Longest wait for frames before the loop comes round again (jobs, timers, shutdown).
 pub const POLL_TIMEOUT: Duration = Duration::from_millis(10);
@@ -110,6 +111,8 @@ pub struct Worker<P: PortGroup> {
     /// Where it publishes for metrics, and when it last did (data-path clock, ns).
     published: Arc<super::metrics::Published>,
     published_at: Option<u64>,
+    /// Its recording of traced walks.
+    tracing: Tracing,
 }
 
 impl<P: PortGroup> Worker<P> {
@@ -158,6 +161,10 @@ impl<P: PortGroup> Worker<P> {
             log_limit: LogLimit::default(),
             published,
             published_at: None,
+            tracing: Tracing {
+                worker: id as u64,
+                ..Tracing::default()
+            },
         }
     }
 
@@ -211,6 +218,7 @@ impl<P: PortGroup> Worker<P> {
             clock,
             events,
             log_limit,
+            tracing,
             ..
         } = self;
         let mut err = None;
@@ -220,7 +228,9 @@ impl<P: PortGroup> Worker<P> {
         let n = ports
             .poll_tx(1, MAX_VECTOR, timeout, &mut |frames, tx| {
                 let now = clock.now_ns();
-                if let Err(e) = process(ctx, frames, tx, now, stats, idx, log_limit, events) {
+                if let Err(e) =
+                    process(ctx, frames, tx, now, stats, idx, log_limit, events, tracing)
+                {
                     err = Some(e);
                 }
             })
@@ -276,16 +286,40 @@ impl<P: PortGroup> Worker<P> {
     }
 }
 
+/// A worker's recording of traced walks (`wasp ctl monitor trace`), used while someone
+/// watches.
+#[derive(Default)]
+struct Tracing {
+    marked: Marked,
+    /// The worker's index (bits 24-31 of its 32-bit trace ids, as nft prints 8 hex digits).
+    worker: u64,
+    /// Walks recorded so far (the low 24 bits of the trace ids).
+    next: u64,
+}
+
 /// Where a vector's results go in the daemon: the ports ([`PortExit`]), `log` lines to the
-/// event bus; the counts are added to the worker's statistics once per vector.
+/// event bus, traced walks to `wasp ctl monitor trace`; the counts are added to the worker's
+/// statistics once per vector.
 struct DaemonExit<'a> {
     port: PortExit<'a>,
     stats: &'a WorkerStats,
     events: &'a EventBus,
     log_limit: &'a mut LogLimit,
+    /// Set while someone watches traces.
+    trace: Option<&'a mut Tracing>,
+    /// The input device, the generation and the time of the vector.
+    dev: &'a str,
+    generation: u64,
+    now: u64,
 }
 
 impl Exit for DaemonExit<'_> {
+    fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+        self.trace
+            .as_deref_mut()
+            .map(|t| &mut t.marked as &mut dyn TraceSink)
+    }
+
     fn log(&mut self, lines: Vec<String>, now_ns: u64) {
         let refused = publish_logs(self.events, self.log_limit, &lines, now_ns);
         WorkerStats::add(&self.stats.log_suppressed, refused);
@@ -296,8 +330,27 @@ impl Exit for DaemonExit<'_> {
         self.port.send(s, frame);
     }
 
-    fn done(&mut self, _: usize, _: &Packet<'_>, _: &Outcome, _: &[u8], fate: Fate) {
+    fn done(&mut self, i: usize, p: &Packet<'_>, _: &Outcome, _: &[u8], fate: Fate) {
         self.port.done(fate);
+        let Some(t) = self.trace.as_deref_mut() else {
+            return;
+        };
+        // While tracing, the ingress hook's `log` lines come with the walks.
+        let (logs, walk) = t.marked.take_packet(i);
+        if !logs.is_empty() {
+            WorkerStats::add(&self.stats.logged, logs.len() as u64);
+            let refused = publish_logs(self.events, self.log_limit, &logs, self.now);
+            WorkerStats::add(&self.stats.log_suppressed, refused);
+        }
+        if walk.iter().any(|e| !matches!(e, TraceEvent::Log { .. })) {
+            t.next += 1;
+            self.events.publish_trace(TraceRecord {
+                generation: self.generation,
+                id: (t.worker & 0xff) << 24 | (t.next & 0xff_ffff),
+                packet: describe_packet(self.dev, p.frame, &p.meta),
+                events: walk,
+            });
+        }
     }
 }
 
@@ -315,10 +368,12 @@ fn process(
     idx: &mut Vec<usize>,
     log_limit: &mut LogLimit,
     events: &EventBus,
+    tracing: &mut Tracing,
 ) -> Result<(), String> {
     if frames.is_empty() {
         return Ok(());
     }
+    let traced = events.tracing();
     WorkerStats::add(&stats.vectors, 1);
     // Ports present in this batch, each once (a batch usually holds one).
     let mut done = 0u64;
@@ -341,8 +396,15 @@ fn process(
             stats,
             events,
             log_limit: &mut *log_limit,
+            trace: traced.then_some(&mut *tracing),
+            dev,
+            generation: dp.generation,
+            now,
         };
         let c = dp.vector(dev, idx.iter().map(|&i| frames[i].data), now, &mut exit);
+        if let Some(t) = exit.trace.as_deref_mut() {
+            t.marked.clear();
+        }
         let e = exit.port.counts;
         WorkerStats::add(&stats.packets, c.packets);
         WorkerStats::add(&stats.bytes, c.bytes);
