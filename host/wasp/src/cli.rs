@@ -218,6 +218,23 @@ impl ReplayArgs {
     }
 }
 
+/// What `wasp replay` and `wasp check` log on standard error unless `RUST_LOG` says otherwise:
+/// the plugins' own lines (`host::log`, info and above), and wasp's warnings.
+pub const PLUGIN_LOGS: &str = "warn,wasp_plugin=info";
+
+/// Log on standard error with the `RUST_LOG` filter, else `default` (`info` for the daemon);
+/// a second call (tests) is harmless.
+pub fn init_logging(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 /// Do what `cli` asks. Normal output goes to `stdout`, notes to `stderr`.
 ///
 /// # Errors
@@ -261,11 +278,13 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         Command::Run(a) => crate::daemon::run(a, stdout, stderr),
         Command::Ctl(a) => crate::ctl::main(a, stdout, stderr),
         Command::Check(a) => {
+            init_logging(PLUGIN_LOGS);
             let text = crate::check::check(&a.file, a.print, a.handles)?;
             stdout.write_all(text.as_bytes()).map_err(io)?;
             Ok(())
         }
         Command::Replay(a) => {
+            init_logging(PLUGIN_LOGS);
             let opts = a.options()?;
             // Base chains at other hooks never see a packet: say so before the run. (A ruleset
             // that does not parse is reported by the replay itself.)

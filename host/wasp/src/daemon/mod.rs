@@ -218,15 +218,8 @@ pub fn devices(engine: &Engine, gateway: Option<&Gateway>, extra: &[String]) -> 
 /// missing, privileges lack ("needs CAP_NET_RAW (run as root)"), the socket is in use, or a
 /// worker fails.
 pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(), Error> {
-    // RUST_LOG picks what is logged (default: info); a second init (tests) is harmless.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    // RUST_LOG picks what is logged (default: info).
+    crate::cli::init_logging("info");
     let ruleset = wasp_ruleset::parse_file(&args.ruleset)?;
     let engine = Engine::compile(&ruleset)?;
     let mut gateway = match &args.gateway {
