@@ -161,7 +161,11 @@ fn rig(rules: &str) -> Rig {
 pub(super) fn rig_with(gw: &str, rules: &str) -> Rig {
     let rs = wasp_ruleset::parse_str(rules, "nf.nft").unwrap();
     let mut engine = Engine::compile(&rs).unwrap();
-    let ct = Arc::new(Conntrack::new(Config::default()));
+    // A fixed seed: rigs compared with each other place connections alike.
+    let ct = Arc::new(Conntrack::new(Config {
+        seed: 7,
+        ..Config::default()
+    }));
     let nf = Netfilter::new(ct, engine.flowtables(), None, None);
     engine.set_conn_count(nf.conn_count());
     let mut fw = Forwarder::new(Some(Gateway::parse(gw, "gw.conf").unwrap()));
