@@ -113,6 +113,16 @@ pub struct Shared<'a> {
 /// daemon draws its seeds at random at start).
 pub const REPLAY_SEED: u64 = 0x5eed_c0de_1234_5678;
 
+/// The daemon's connection-table seed: drawn at random, unless the environment variable
+/// `WASP_SEED` gives one (a number: tests that compare a daemon with a replay set
+/// [`REPLAY_SEED`]).
+pub fn daemon_seed() -> u64 {
+    match std::env::var("WASP_SEED").ok().and_then(|v| v.parse().ok()) {
+        Some(s) => s,
+        None => wasp_conntrack::Config::default().seed,
+    }
+}
+
 impl<'a> Shared<'a> {
     /// What a single worker of its own shares (`wasp replay`, `wasp check`): a plugin host
     /// made with `host` limits when a plugin is needed, a new connection table seeded with

@@ -110,6 +110,8 @@ impl Rig {
             "run",
         ])
         .arg(ruleset)
+        // The replay's connection-table seed: the same NAT ports on both sides.
+        .env("WASP_SEED", "6840335469066344056")
         .args(["--workers", "1", "--socket"])
         .arg(&self.sock);
         if let Some(g) = gateway {

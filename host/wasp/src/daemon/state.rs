@@ -369,7 +369,10 @@ impl Daemon {
             events,
             clock,
             ruleset_path,
-            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config::default())),
+            conntrack: Arc::new(Conntrack::new(wasp_conntrack::Config {
+                seed: crate::datapath::daemon_seed(),
+                ..wasp_conntrack::Config::default()
+            })),
             offload: Mutex::new(Vec::new()),
             set_txns: std::sync::atomic::AtomicU64::new(0),
             indexer,
