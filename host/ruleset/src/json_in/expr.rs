@@ -139,7 +139,7 @@ fn word_char(c: char) -> bool {
 /// A string holding `"` or a line break (nft's strings cannot).
 pub(super) fn string(s: &str, at: &str) -> Result<String, Fault> {
     let plain = |t: &str| !t.is_empty() && t.chars().all(word_char);
-    if s == "*" || plain(s) && !s.starts_with(['-', '.']) {
+    if s == "*" || plain(s) && !s.starts_with(['-', '.']) && (!s.contains(':') || colon_word(s)) {
         return Ok(s.to_string());
     }
     if let Some(rest) = s.strip_prefix('@').or_else(|| s.strip_prefix('$'))
@@ -148,6 +148,17 @@ pub(super) fn string(s: &str, at: &str) -> Result<String, Fault> {
         return Ok(s.to_string());
     }
     quoted(s, at)
+}
+
+/// Whether a word with `:` is one nft's scanner reads whole unquoted: an IPv6 address (with
+/// a prefix length), a MAC address or hex bytes (`00:0f:54:0c:11:04`); others (`17:00`,
+/// `Windows:XP`) are quoted.
+fn colon_word(s: &str) -> bool {
+    let addr = s.split_once('/').map_or(s, |(a, _)| a);
+    addr.parse::<std::net::Ipv6Addr>().is_ok()
+        || s.split(':')
+            .all(|p| !p.is_empty() && p.len() <= 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+            && s.split(':').count() >= 3
 }
 
 /// A string always quoted (`"eth0"`, `"a comment"`).
@@ -222,13 +233,41 @@ pub(super) fn expr(v: &Json, at: &str) -> Result<String, Fault> {
     }
 }
 
-/// An expression, parenthesised when it is a bitwise operation (the right operand of
-/// another).
-fn operand(v: &Json, at: &str) -> Result<String, Fault> {
+/// How tightly nft's grammar binds a bitwise operator (`<<` `>>` before `&` before `^`
+/// before `|`).
+fn binds(op: &str) -> u8 {
+    match op {
+        "<<" | ">>" => 4,
+        "&" => 3,
+        "^" => 2,
+        _ => 1,
+    }
+}
+
+/// An operand of the bitwise operation `op`: parenthesised when it is a bitwise operation
+/// that binds less tightly (or as tightly, on the right), or a list of flags (`(syn |
+/// ack)`).
+fn operand(v: &Json, op: &str, right: bool, at: &str) -> Result<String, Fault> {
+    if let Json::Array(items) = v
+        && items.len() > 1
+    {
+        let parts = items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| expr(x, &format!("{at}[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(format!("({})", parts.join(" | ")));
+    }
     let s = expr(v, at)?;
-    let binop = matches!(v, Json::Object(o) if o.len() == 1
-        && o.keys().all(|k| matches!(k.as_str(), "&" | "|" | "^" | "<<" | ">>")));
-    Ok(if binop { format!("({s})") } else { s })
+    let inner = match v {
+        Json::Object(o) if o.len() == 1 => o
+            .keys()
+            .find(|k| matches!(k.as_str(), "&" | "|" | "^" | "<<" | ">>"))
+            .map(|k| binds(k)),
+        _ => None,
+    };
+    let paren = inner.is_some_and(|b| b < binds(op) || right && b == binds(op));
+    Ok(if paren { format!("({s})") } else { s })
 }
 
 fn object_expr(key: &str, body: &Json, at: &str) -> Result<String, Fault> {
@@ -261,7 +300,10 @@ fn object_expr(key: &str, body: &Json, at: &str) -> Result<String, Fault> {
                     format!("{key} @{base},{off},{len}")
                 });
             }
-            let n = req_str(o, "name", &here)?;
+            let n = match o.get("name") {
+                Some(Json::Number(n)) => n.to_string(),
+                _ => req_str(o, "name", &here)?.to_string(),
+            };
             Ok(match opt_str(o, "field", &here)? {
                 Some(f) => format!("{key} {n} {f}"),
                 None => format!("{key} {n}"),
@@ -326,7 +368,11 @@ fn object_expr(key: &str, body: &Json, at: &str) -> Result<String, Fault> {
         "fib" => {
             let o = object(body, &here, "a fib expression")?;
             let flags = str_list(o, "flags", &here)?;
-            let result = req_str(o, "result", &here)?;
+            // `check` (newer nft's name for "the route exists") is `oif ... exists`.
+            let result = match req_str(o, "result", &here)? {
+                "check" => "oif",
+                r => r,
+            };
             if flags.is_empty() {
                 return fault(&here, "missing property `flags` (`saddr`, `daddr`, ...)");
             }
@@ -418,9 +464,12 @@ fn object_expr(key: &str, body: &Json, at: &str) -> Result<String, Fault> {
         "elem" => elem(object(body, &here, "a set element")?, &here),
         "&" | "|" | "^" | "<<" | ">>" => match body {
             Json::Array(a) if a.len() >= 2 => {
-                let mut s = expr(&a[0], &format!("{here}[0]"))?;
+                let mut s = operand(&a[0], key, false, &format!("{here}[0]"))?;
                 for (i, x) in a.iter().enumerate().skip(1) {
-                    s.push_str(&format!(" {key} {}", operand(x, &format!("{here}[{i}]"))?));
+                    s.push_str(&format!(
+                        " {key} {}",
+                        operand(x, key, true, &format!("{here}[{i}]"))?
+                    ));
                 }
                 Ok(s)
             }
@@ -501,4 +550,16 @@ fn elem(o: &Obj, at: &str) -> Result<String, Fault> {
         s.push_str(&format!(" comment {}", quoted(c, &format!("{at}.comment"))?));
     }
     Ok(s)
+}
+
+/// The left side of a match against `true`/`false` (`exists`/`missing`): a raw TCP option
+/// `{"base": KIND, ...}` is written by its kind alone (`tcp option 255 missing`).
+pub(super) fn exists_subject(v: &Json, at: &str) -> Result<String, Fault> {
+    if let Json::Object(o) = v
+        && let Some(Json::Object(opt)) = o.get("tcp option")
+        && let Some(base) = opt.get("base").and_then(Json::as_u64)
+    {
+        return Ok(format!("tcp option {base}"));
+    }
+    expr(v, at)
 }

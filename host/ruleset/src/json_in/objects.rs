@@ -349,20 +349,11 @@ fn stateful_spec(what: &str, o: &Obj, at: &str) -> Result<Vec<String>, Fault> {
             }
             vec![s]
         }
+        // As the statement (`rate_unit`, `burst_unit`, as nft writes them), or with the
+        // man page's `unit` for both.
         "limit" => {
-            let over = if flag(o, "inv", at)? { "over " } else { "" };
-            let rate = req_u64(o, "rate", at)?;
-            let per = opt_str(o, "per", at)?.unwrap_or("second");
-            let unit = opt_str(o, "unit", at)?.unwrap_or("packets");
-            let mut s = if unit == "packets" {
-                format!("rate {over}{rate}/{per}")
-            } else {
-                format!("rate {over}{rate} {unit}/{per}")
-            };
-            if let Some(b) = opt_u64(o, "burst", at)?.filter(|b| *b != 0) {
-                s.push_str(&format!(" burst {b} {unit}"));
-            }
-            vec![s]
+            let text = super::stmt::limit(o, at)?;
+            vec![text.trim_start_matches("limit ").to_string()]
         }
         "ct helper" => {
             let mut v = vec![format!(

@@ -6,7 +6,7 @@
 use serde_json::Value as Json;
 
 use super::expr::{
-    Obj, expr, flag, kind, name, object, opt_str, opt_u64, quoted, req_str, req_u64, single,
+    Obj, exists_subject, expr, flag, kind, name, object, opt_str, opt_u64, quoted, req_str, req_u64, single,
     str_list, string, verdict,
 };
 use super::{Fault, fault};
@@ -57,11 +57,14 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
     match key {
         "match" => {
             let o = object(body, &here, "a match")?;
-            let left = req_expr(o, "left", &here)?;
-            let right = req_expr(o, "right", &here)?;
-            let op = req_str(o, "op", &here)?;
             // `true`/`false` on the right: `exists`/`missing`, written without an operator.
             let boolean = matches!(o.get("right"), Some(Json::Bool(_)));
+            let left = match o.get("left") {
+                Some(l) if boolean => exists_subject(l, &format!("{here}.left"))?,
+                _ => req_expr(o, "left", &here)?,
+            };
+            let right = req_expr(o, "right", &here)?;
+            let op = req_str(o, "op", &here)?;
             let op = match op {
                 "==" if boolean => "",
                 "in" => "",
@@ -85,7 +88,7 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
             Json::Null => Ok("counter".into()),
             Json::String(s) => Ok(format!("counter name {}", name(s, &here)?)),
             Json::Object(o) if o.contains_key("map") => {
-                Ok(format!("counter name {}", req_expr(o, "map", &here)?))
+                Ok(format!("counter name {}", map_of(o, &here)?))
             }
             Json::Object(o) => {
                 let p = opt_u64(o, "packets", &here)?;
@@ -115,7 +118,7 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
         "quota" => match body {
             Json::String(s) => Ok(format!("quota name {}", name(s, &here)?)),
             Json::Object(o) if o.contains_key("map") => {
-                Ok(format!("quota name {}", req_expr(o, "map", &here)?))
+                Ok(format!("quota name {}", map_of(o, &here)?))
             }
             Json::Object(o) => {
                 let mut s = "quota".to_string();
@@ -143,7 +146,7 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
         "limit" => match body {
             Json::String(s) => Ok(format!("limit name {}", name(s, &here)?)),
             Json::Object(o) if o.contains_key("map") => {
-                Ok(format!("limit name {}", req_expr(o, "map", &here)?))
+                Ok(format!("limit name {}", map_of(o, &here)?))
             }
             Json::Object(o) => limit(o, &here),
             other => fault(
@@ -289,7 +292,7 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
             let mut s = "synproxy".to_string();
             if let Some(o) = maybe_object(body, &here, "a synproxy statement")? {
                 if o.contains_key("map") {
-                    return Ok(format!("synproxy name {}", req_expr(o, "map", &here)?));
+                    return Ok(format!("synproxy name {}", map_of(o, &here)?));
                 }
                 if let Some(m) = opt_u64(o, "mss", &here)? {
                     s.push_str(&format!(" mss {m}"));
@@ -320,14 +323,17 @@ fn dev_expr(o: &Obj, at: &str) -> Result<Option<String>, Fault> {
     }
 }
 
-/// `limit rate [over] N[ UNIT]/PER [burst N UNIT]`.
-fn limit(o: &Obj, at: &str) -> Result<String, Fault> {
+/// `limit rate [over] N[ UNIT]/PER [burst N UNIT]` (the unit from `rate_unit`, or `unit`).
+pub(super) fn limit(o: &Obj, at: &str) -> Result<String, Fault> {
     let mut s = "limit rate ".to_string();
     if flag(o, "inv", at)? {
         s.push_str("over ");
     }
     let rate = req_u64(o, "rate", at)?;
-    let unit = opt_str(o, "rate_unit", at)?.unwrap_or("packets");
+    let unit = match opt_str(o, "rate_unit", at)? {
+        Some(u) => u,
+        None => opt_str(o, "unit", at)?.unwrap_or("packets"),
+    };
     let per = opt_str(o, "per", at)?.unwrap_or("second");
     if unit == "packets" {
         s.push_str(&format!("{rate}/{per}"));
@@ -338,7 +344,10 @@ fn limit(o: &Obj, at: &str) -> Result<String, Fault> {
         let bu = if unit == "packets" {
             "packets"
         } else {
-            opt_str(o, "burst_unit", at)?.unwrap_or("bytes")
+            match opt_str(o, "burst_unit", at)? {
+                Some(u) => u,
+                None => opt_str(o, "unit", at)?.unwrap_or("bytes"),
+            }
         };
         s.push_str(&format!(" burst {b} {bu}"));
     }
@@ -383,31 +392,56 @@ fn nat(key: &str, o: Option<&Obj>, at: &str) -> Result<String, Fault> {
     if let Some(f) = opt_str(o, "family", at)? {
         s.push_str(&format!(" {f}"));
     }
-    for t in str_list(o, "type_flags", at)? {
-        if t != "concat" {
-            s.push_str(&format!(" {t}"));
-        }
+    // nft writes the map's kind as one word: `prefix` (which is `netmap`) before
+    // `interval`; a concatenation needs none.
+    let types = str_list(o, "type_flags", at)?;
+    if types.iter().any(|t| t == "prefix") {
+        s.push_str(" prefix");
+    } else if types.iter().any(|t| t == "interval") {
+        s.push_str(" interval");
     }
     let addr = opt_expr(o, "addr", at)?;
     let port = opt_expr(o, "port", at)?;
     let v6 = opt_str(o, "family", at)? == Some("ip6")
-        || matches!(o.get("addr"), Some(Json::String(a)) if a.contains(':'));
+        || addr.as_deref().is_some_and(|a| a.contains(':') && !a.contains(' '));
+    let v6_range = match o.get("addr") {
+        Some(Json::Object(r)) if v6 => match r.get("range") {
+            Some(Json::Array(b)) if b.len() == 2 => Some((
+                expr(&b[0], &format!("{at}.addr.range[0]"))?,
+                expr(&b[1], &format!("{at}.addr.range[1]"))?,
+            )),
+            _ => None,
+        },
+        _ => None,
+    };
     match (addr, port) {
+        (Some(_), Some(p)) if v6_range.is_some() => {
+            let (lo, hi) = v6_range.unwrap_or_default();
+            s.push_str(&format!(" to [{lo}]-[{hi}]:{p}"));
+        }
         (Some(a), Some(p)) if v6 && !a.contains(' ') => s.push_str(&format!(" to [{a}]:{p}")),
         (Some(a), Some(p)) => s.push_str(&format!(" to {a}:{p}")),
         (Some(a), None) => s.push_str(&format!(" to {a}")),
         (None, Some(p)) => s.push_str(&format!(" to :{p}")),
         (None, None) => {}
     }
-    let flags = str_list(o, "flags", at)?;
-    let (netmap, flags): (Vec<String>, Vec<String>) =
-        flags.into_iter().partition(|f| f == "netmap");
+    // `netmap` is what `prefix` means: text has no word for it.
+    let flags: Vec<String> = str_list(o, "flags", at)?
+        .into_iter()
+        .filter(|f| f != "netmap")
+        .collect();
     if !flags.is_empty() {
         s.push_str(&format!(" {}", flags.join(",")));
     }
-    // `netmap` is written as the `prefix` type flag in text (nft 1.0.6).
-    if !netmap.is_empty() && !s.contains(" prefix ") {
-        s = s.replacen(" to ", " prefix to ", 1);
-    }
     Ok(s)
+}
+
+/// `{"map": {"key": ..., "data": ...}}` inside a statement that names its object by a map
+/// (`counter name tcp dport map { ... }`): the map expression.
+fn map_of(o: &Obj, at: &str) -> Result<String, Fault> {
+    let m = o.get("map").cloned().unwrap_or(Json::Null);
+    expr(
+        &Json::Object(std::iter::once(("map".to_string(), m)).collect()),
+        at,
+    )
 }
