@@ -181,7 +181,7 @@ fn a_missing_table_is_the_kernel_s_refusal_at_its_command() {
 #[test]
 fn malformed_documents_are_refused_with_their_place() {
     let e = error("{\"nftables\": [\n  {\"add\": {\"table\": }}\n]}");
-    assert!(e.starts_with("t.json:2:22: error: invalid JSON: "), "{e}");
+    assert!(e.starts_with("t.json:2:21: error: invalid JSON: "), "{e}");
     assert!(!e.contains(" at line "), "{e}");
     assert_eq!(
         error(r#"{"tables": []}"#),

@@ -135,9 +135,6 @@ fn compare(text_listing: &str, doc: &Json) -> JsonOutcome {
             if listing == text_listing {
                 JsonOutcome::Equal
             } else {
-                if std::env::var_os("DBG_JSON").is_some() {
-                    eprintln!("=== TEXT\n{text_listing}=== JSON\n{listing}=== DOC\n{doc}");
-                }
                 JsonOutcome::Differs(rule_lines(text_listing), rule_lines(&listing))
             }
         }
