@@ -405,7 +405,11 @@ fn json_batches_apply_and_broken_ones_change_nothing() {
         .write_all(br#"{"nftables": [{"add": {"element": {"family": "netdev", "table": "gw", "name": "blk", "elem": "10.90.0.2"}}}]}"#)
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let (_, before, _) = ctl(&t, &["-a", "-s", "list", "ruleset"]);
     assert!(before.contains("10.90.0.2"), "{before}");
@@ -432,7 +436,9 @@ fn json_batches_apply_and_broken_ones_change_nothing() {
         ),
         (
             "schema.json",
-            format!(r#"{{"nftables": [{good_rule}, {{"add": {{"rule": {{"family": "netdev", "table": "gw", "chain": "in0", "expr": [{{"frobnicate": null}}]}}}}}}]}}"#),
+            format!(
+                r#"{{"nftables": [{good_rule}, {{"add": {{"rule": {{"family": "netdev", "table": "gw", "chain": "in0", "expr": [{{"frobnicate": null}}]}}}}}}]}}"#
+            ),
             "schema.json: nftables[1].add.rule.expr[0]: error: unknown statement `frobnicate`",
         ),
     ] {

@@ -13,7 +13,10 @@ pub(super) type Obj = Map<String, Json>;
 pub(super) fn object<'a>(v: &'a Json, at: &str, what: &str) -> Result<&'a Obj, Fault> {
     match v {
         Json::Object(o) => Ok(o),
-        other => fault(at, format!("expected {what} (an object), found {}", kind(other))),
+        other => fault(
+            at,
+            format!("expected {what} (an object), found {}", kind(other)),
+        ),
     }
 }
 
@@ -122,7 +125,10 @@ pub(super) fn str_list(o: &Obj, key: &str, at: &str) -> Result<Vec<String>, Faul
             .collect(),
         Some(other) => fault(
             &here,
-            format!("expected a string or an array of strings, found {}", kind(other)),
+            format!(
+                "expected a string or an array of strings, found {}",
+                kind(other)
+            ),
         ),
     }
 }
@@ -169,7 +175,10 @@ pub(super) fn quoted(s: &str, at: &str) -> Result<String, Fault> {
     if s.contains(['"', '\n', '\r']) {
         return fault(
             at,
-            format!("the string \"{}\" holds a `\"` or a line break, which nft's strings cannot", s.escape_default()),
+            format!(
+                "the string \"{}\" holds a `\"` or a line break, which nft's strings cannot",
+                s.escape_default()
+            ),
         );
     }
     Ok(format!("\"{s}\""))
@@ -547,7 +556,10 @@ fn elem(o: &Obj, at: &str) -> Result<String, Fault> {
         ));
     }
     if let Some(c) = opt_str(o, "comment", at)? {
-        s.push_str(&format!(" comment {}", quoted(c, &format!("{at}.comment"))?));
+        s.push_str(&format!(
+            " comment {}",
+            quoted(c, &format!("{at}.comment"))?
+        ));
     }
     Ok(s)
 }

@@ -173,8 +173,9 @@ pub fn translate(text: &str, name: &str) -> Result<Translation, Error> {
             None => {
                 return Err(as_error(Fault {
                     pointer: String::new(),
-                    message: "expected an object with an `nftables` array (`{\"nftables\": [...]}`)"
-                        .into(),
+                    message:
+                        "expected an object with an `nftables` array (`{\"nftables\": [...]}`)"
+                            .into(),
                 }));
             }
         },

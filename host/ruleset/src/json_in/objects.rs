@@ -40,7 +40,9 @@ pub(super) fn command(c: &Json, at: &str) -> Result<Option<Line>, Fault> {
             {
                 return fault(
                     &format!("{here}.json_schema_version"),
-                    format!("schema version {v} is newer than the one understood here ({JSON_SCHEMA_VERSION})"),
+                    format!(
+                        "schema version {v} is newer than the one understood here ({JSON_SCHEMA_VERSION})"
+                    ),
                 );
             }
             Ok(None)
@@ -118,7 +120,10 @@ fn object_command(verb: &str, what: &str, body: &Json, at: &str) -> Result<Line,
     if what == "ruleset" {
         return match verb {
             "flush" => Ok(line("flush ruleset".into())),
-            _ => fault(at, format!("`{verb} ruleset` is no command (`flush ruleset` is)")),
+            _ => fault(
+                at,
+                format!("`{verb} ruleset` is no command (`flush ruleset` is)"),
+            ),
         };
     }
     if matches!(verb, "insert" | "replace") && what != "rule" {
@@ -142,14 +147,22 @@ fn object_command(verb: &str, what: &str, body: &Json, at: &str) -> Result<Line,
         "chain" => {
             let t = in_table(o, at)?;
             let n = name_or_handle(o, verb, at)?;
-            let parts = if changes { chain_spec(o, at)? } else { Vec::new() };
+            let parts = if changes {
+                chain_spec(o, at)?
+            } else {
+                Vec::new()
+            };
             Ok(line(format!("{verb} chain {t} {n}{}", block(&parts))))
         }
         "rule" => rule(verb, o, at),
         "set" | "map" => {
             let t = in_table(o, at)?;
             let n = name_or_handle(o, verb, at)?;
-            let parts = if changes { set_spec(what, o, at)? } else { Vec::new() };
+            let parts = if changes {
+                set_spec(what, o, at)?
+            } else {
+                Vec::new()
+            };
             Ok(line(format!("{verb} {what} {t} {n}{}", block(&parts))))
         }
         "element" => {
@@ -233,7 +246,10 @@ fn chain_spec(o: &Obj, at: &str) -> Result<Vec<String>, Fault> {
             1 => format!(" device {}", devs[0]),
             _ => format!(" devices = {{ {} }}", devs.join(", ")),
         };
-        parts.push(format!("type {ty} hook {hook}{dev} priority {}", prio(o, at)?));
+        parts.push(format!(
+            "type {ty} hook {hook}{dev} priority {}",
+            prio(o, at)?
+        ));
         if let Some(p) = opt_str(o, "policy", at)? {
             parts.push(format!("policy {p}"));
         }
@@ -266,7 +282,10 @@ fn set_type(v: &Json, at: &str) -> Result<String, Fault> {
         }
         other => fault(
             at,
-            format!("expected a type name, a list of them or `{{\"typeof\": ...}}`, found {}", kind(other)),
+            format!(
+                "expected a type name, a list of them or `{{\"typeof\": ...}}`, found {}",
+                kind(other)
+            ),
         ),
     }
 }
@@ -388,7 +407,10 @@ fn stateful_spec(what: &str, o: &Obj, at: &str) -> Result<Vec<String>, Fault> {
                 Some(other) => {
                     return fault(
                         &format!("{at}.policy"),
-                        format!("expected an object of state: seconds, found {}", kind(other)),
+                        format!(
+                            "expected an object of state: seconds, found {}",
+                            kind(other)
+                        ),
                     );
                 }
                 None => {

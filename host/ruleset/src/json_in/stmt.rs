@@ -6,8 +6,8 @@
 use serde_json::Value as Json;
 
 use super::expr::{
-    Obj, exists_subject, expr, flag, kind, name, object, opt_str, opt_u64, quoted, req_str, req_u64, single,
-    str_list, string, verdict,
+    Obj, exists_subject, expr, flag, kind, name, object, opt_str, opt_u64, quoted, req_str,
+    req_u64, single, str_list, string, verdict,
 };
 use super::{Fault, fault};
 
@@ -104,7 +104,10 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
             }
             other => fault(
                 &here,
-                format!("expected null, a counter's name or an object, found {}", kind(other)),
+                format!(
+                    "expected null, a counter's name or an object, found {}",
+                    kind(other)
+                ),
             ),
         },
         "mangle" => {
@@ -140,7 +143,10 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
             }
             other => fault(
                 &here,
-                format!("expected a quota's name or an object, found {}", kind(other)),
+                format!(
+                    "expected a quota's name or an object, found {}",
+                    kind(other)
+                ),
             ),
         },
         "limit" => match body {
@@ -151,7 +157,10 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
             Json::Object(o) => limit(o, &here),
             other => fault(
                 &here,
-                format!("expected a limit's name or an object, found {}", kind(other)),
+                format!(
+                    "expected a limit's name or an object, found {}",
+                    kind(other)
+                ),
             ),
         },
         "log" => match maybe_object(body, &here, "a log statement")? {
@@ -190,7 +199,11 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
         "fwd" => {
             let o = object(body, &here, "a fwd statement")?;
             let dev = dev_expr(o, &here)?;
-            match (opt_str(o, "family", &here)?, opt_expr(o, "addr", &here)?, dev) {
+            match (
+                opt_str(o, "family", &here)?,
+                opt_expr(o, "addr", &here)?,
+                dev,
+            ) {
                 (Some(f), Some(a), Some(d)) => Ok(format!("fwd {f} to {a} device {d}")),
                 (None, None, Some(d)) => Ok(format!("fwd to {d}")),
                 (_, _, None) => fault(&here, "missing property `dev`"),
@@ -256,9 +269,13 @@ pub(super) fn statement_of(key: &str, body: &Json, at: &str) -> Result<String, F
         "reset" => {
             let o = object(body, &here, "a reset statement")?;
             let (k, b) = single(o, &here, "an option to reset")?;
-            Ok(format!("reset {}", expr(&Json::Object(
-                std::iter::once((k.to_string(), b.clone())).collect()
-            ), &here)?))
+            Ok(format!(
+                "reset {}",
+                expr(
+                    &Json::Object(std::iter::once((k.to_string(), b.clone())).collect()),
+                    &here
+                )?
+            ))
         }
         "queue" => {
             let mut s = "queue".to_string();
@@ -403,7 +420,9 @@ fn nat(key: &str, o: Option<&Obj>, at: &str) -> Result<String, Fault> {
     let addr = opt_expr(o, "addr", at)?;
     let port = opt_expr(o, "port", at)?;
     let v6 = opt_str(o, "family", at)? == Some("ip6")
-        || addr.as_deref().is_some_and(|a| a.contains(':') && !a.contains(' '));
+        || addr
+            .as_deref()
+            .is_some_and(|a| a.contains(':') && !a.contains(' '));
     let v6_range = match o.get("addr") {
         Some(Json::Object(r)) if v6 => match r.get("range") {
             Some(Json::Array(b)) if b.len() == 2 => Some((

@@ -84,39 +84,57 @@ fn statements_translate_to_their_text() {
         l[0].strip_prefix("add rule ip t c ").unwrap().to_string()
     };
     assert_eq!(
-        rule(r#"[{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}]"#),
+        rule(
+            r#"[{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}]"#
+        ),
         "ct state established,related"
     );
     assert_eq!(
-        rule(r#"[{"match": {"op": "==", "left": {"&": [{"payload": {"protocol": "tcp", "field": "flags"}}, ["fin", "syn"]]}, "right": "syn"}}]"#),
+        rule(
+            r#"[{"match": {"op": "==", "left": {"&": [{"payload": {"protocol": "tcp", "field": "flags"}}, ["fin", "syn"]]}, "right": "syn"}}]"#
+        ),
         "tcp flags & (fin | syn) == syn"
     );
     assert_eq!(
-        rule(r#"[{"mangle": {"key": {"ct": {"key": "mark"}}, "value": {"<<": [{"|": [{"meta": {"key": "mark"}}, 16]}, 8]}}}]"#),
+        rule(
+            r#"[{"mangle": {"key": {"ct": {"key": "mark"}}, "value": {"<<": [{"|": [{"meta": {"key": "mark"}}, 16]}, 8]}}}]"#
+        ),
         "ct mark set (meta mark | 16) << 8"
     );
     assert_eq!(
-        rule(r#"[{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth*"}}, {"match": {"op": "==", "left": {"meta": {"key": "hour"}}, "right": "17:00"}}]"#),
+        rule(
+            r#"[{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth*"}}, {"match": {"op": "==", "left": {"meta": {"key": "hour"}}, "right": "17:00"}}]"#
+        ),
         "meta iifname == \"eth*\" meta hour == \"17:00\""
     );
     assert_eq!(
-        rule(r#"[{"match": {"op": "==", "left": {"tcp option": {"name": "maxseg"}}, "right": true}}, {"match": {"op": "==", "left": {"tcp option": {"base": 255, "len": 8, "offset": 0}}, "right": false}}]"#),
+        rule(
+            r#"[{"match": {"op": "==", "left": {"tcp option": {"name": "maxseg"}}, "right": true}}, {"match": {"op": "==", "left": {"tcp option": {"base": 255, "len": 8, "offset": 0}}, "right": false}}]"#
+        ),
         "tcp option maxseg exists tcp option 255 missing"
     );
     assert_eq!(
-        rule(r#"[{"vmap": {"key": {"payload": {"protocol": "ip", "field": "saddr"}}, "data": {"set": [["10.0.0.1", {"drop": null}], ["*", {"jump": {"target": "other"}}]]}}}]"#),
+        rule(
+            r#"[{"vmap": {"key": {"payload": {"protocol": "ip", "field": "saddr"}}, "data": {"set": [["10.0.0.1", {"drop": null}], ["*", {"jump": {"target": "other"}}]]}}}]"#
+        ),
         "ip saddr vmap { 10.0.0.1 : drop, * : jump other }"
     );
     assert_eq!(
-        rule(r#"[{"limit": {"rate": 1, "rate_unit": "mbytes", "per": "second", "burst": 5, "burst_unit": "kbytes", "inv": true}}, {"counter": {"packets": 1, "bytes": 60}}, {"log": {"prefix": "in: ", "level": "info", "flags": ["tcp sequence", "tcp options", "skuid"]}}]"#),
+        rule(
+            r#"[{"limit": {"rate": 1, "rate_unit": "mbytes", "per": "second", "burst": 5, "burst_unit": "kbytes", "inv": true}}, {"counter": {"packets": 1, "bytes": 60}}, {"log": {"prefix": "in: ", "level": "info", "flags": ["tcp sequence", "tcp options", "skuid"]}}]"#
+        ),
         "limit rate over 1 mbytes/second burst 5 kbytes counter packets 1 bytes 60 log prefix \"in: \" level info flags tcp sequence,options flags skuid"
     );
     assert_eq!(
-        rule(r#"[{"dnat": {"family": "ip6", "addr": {"range": ["2001:db8::1", "2001:db8::5"]}, "port": 80, "flags": ["random", "persistent"]}}]"#),
+        rule(
+            r#"[{"dnat": {"family": "ip6", "addr": {"range": ["2001:db8::1", "2001:db8::5"]}, "port": 80, "flags": ["random", "persistent"]}}]"#
+        ),
         "dnat ip6 to [2001:db8::1]-[2001:db8::5]:80 random,persistent"
     );
     assert_eq!(
-        rule(r#"[{"set": {"op": "update", "elem": {"elem": {"val": {"payload": {"protocol": "ip", "field": "saddr"}}, "timeout": 10}}, "set": "@s"}}]"#),
+        rule(
+            r#"[{"set": {"op": "update", "elem": {"elem": {"val": {"payload": {"protocol": "ip", "field": "saddr"}}, "timeout": 10}}, "set": "@s"}}]"#
+        ),
         "update @s { ip saddr timeout 10s }"
     );
 }
@@ -173,9 +191,13 @@ fn a_parser_error_names_the_json_command_and_statement() {
 
 #[test]
 fn a_missing_table_is_the_kernel_s_refusal_at_its_command() {
-    let doc = r#"{"nftables": [{"add": {"chain": {"family": "ip", "table": "nope", "name": "c"}}}]}"#;
+    let doc =
+        r#"{"nftables": [{"add": {"chain": {"family": "ip", "table": "nope", "name": "c"}}}]}"#;
     let e = error(doc);
-    assert!(e.starts_with("t.json: nftables[0].add.chain: error: "), "{e}");
+    assert!(
+        e.starts_with("t.json: nftables[0].add.chain: error: "),
+        "{e}"
+    );
 }
 
 #[test]
@@ -192,7 +214,9 @@ fn malformed_documents_are_refused_with_their_place() {
         "t.json: nftables[0].add.table: error: missing property `family` (a string)"
     );
     assert_eq!(
-        error(r#"{"nftables": [{"add": {"rule": {"family": "ip", "table": "t", "chain": "c", "expr": [{"frobnicate": null}]}}}]}"#),
+        error(
+            r#"{"nftables": [{"add": {"rule": {"family": "ip", "table": "t", "chain": "c", "expr": [{"frobnicate": null}]}}}]}"#
+        ),
         "t.json: nftables[0].add.rule.expr[0]: error: unknown statement `frobnicate`"
     );
     assert_eq!(
@@ -223,7 +247,8 @@ fn a_batch_applies_to_a_base_and_a_refused_one_leaves_it() {
                    {"add": {"rule": {"family": "ip", "table": "t", "chain": "nope", "expr": [{"drop": null}]}}}]}"#;
     let e = apply_batch_with(&new, bad, "b.json", &mut shadows).unwrap_err();
     assert!(
-        e.to_string().starts_with("b.json: nftables[1].add.rule: error: "),
+        e.to_string()
+            .starts_with("b.json: nftables[1].add.rule: error: "),
         "{e}"
     );
 }

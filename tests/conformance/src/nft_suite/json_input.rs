@@ -287,7 +287,10 @@ pub fn report(results: &[(Unit, JsonResult)]) -> String {
     let mut s = String::from(
         "| file | tried | loaded | equal | refused | no JSON | equal % | own listing read back |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for (f, c) in files.iter().chain(std::iter::once(&("all".to_string(), all))) {
+    for (f, c) in files
+        .iter()
+        .chain(std::iter::once(&("all".to_string(), all)))
+    {
         let _ = writeln!(
             s,
             "| {f} | {} | {} | {} | {} | {} | {:.1} % | {}/{} |",
@@ -327,11 +330,9 @@ pub fn failures(results: &[(Unit, JsonResult)]) -> Vec<String> {
                 u.id(),
                 u.rule
             )),
-            JsonOutcome::Refused(m) => Some(format!(
-                "{} [{what}] refused: `{}`: {m}",
-                u.id(),
-                u.rule
-            )),
+            JsonOutcome::Refused(m) => {
+                Some(format!("{} [{what}] refused: `{}`: {m}", u.id(), u.rule))
+            }
             _ => None,
         };
         out.extend(line("suite", &r.suite));
