@@ -386,7 +386,7 @@ fn json_batches_apply_and_broken_ones_change_nothing() {
         "{listing}"
     );
     assert!(
-        listing.contains("elements = { 10.50.0.0/16, 10.60.0.1, 10.90.0.1 }"),
+        listing.contains("elements = { 10.50.0.0/16, 10.60.0.1,\n\t\t\t     10.90.0.1 }"),
         "{listing}"
     );
     // From standard input too.
