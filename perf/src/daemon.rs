@@ -153,6 +153,7 @@ impl WaspRun {
             &Request::Apply {
                 text: text.to_string(),
                 name: name.to_string(),
+                json: false,
             },
             &mut |_| Ok(()),
         )

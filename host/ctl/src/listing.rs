@@ -993,6 +993,8 @@ fn key_json(parts: &[KeyPart]) -> Json {
         KeyPart::Prefix(v, n) => json!({"prefix": {"addr": value_json(v), "len": n}}),
     };
     match parts {
+        // The catch-all element (`*`), as nft writes it.
+        [] => json!("*"),
         [p] => one(p),
         many => json!({ "concat": many.iter().map(one).collect::<Vec<_>>() }),
     }
@@ -1009,12 +1011,15 @@ fn value_json(v: &Value) -> Json {
                 Err(_) => json!(n.to_string()),
             }
         }
-        // An interface name is a plain string in JSON (`"eth0"`, not `"\"eth0\""`).
-        DataType::Ifname => {
+        // Strings are plain in JSON (`"eth0"`, `"17:00"`, `"default"`, not `"\"eth0\""`), as
+        // nft 1.0.6 writes them: the quotes of the text form are no part of the value.
+        _ => {
             let text = wasp_ruleset::datatypes::print_value(v);
-            json!(text.trim_matches('"'))
+            match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+                Some(inner) => json!(inner),
+                None => json!(text),
+            }
         }
-        _ => json!(wasp_ruleset::datatypes::print_value(v)),
     }
 }
 

@@ -30,6 +30,10 @@ pub enum Request {
         text: String,
         /// The file's name, used in error messages (file:line:col).
         name: String,
+        /// `text` is a JSON ruleset in libnftables' schema (`nft -j -f`), not nft syntax;
+        /// absent: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        json: bool,
     },
     /// `-c -f FILE` / `-c COMMAND...` (nft -c): check that `text` would apply to the running
     /// ruleset (parse, apply to a copy, compile), and change nothing. Answers as `apply`.
@@ -38,6 +42,9 @@ pub enum Request {
         text: String,
         /// The file's name, used in error messages (file:line:col).
         name: String,
+        /// `text` is a JSON ruleset (as for `apply`); absent: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        json: bool,
     },
     /// `add|delete|get element FAMILY TABLE SET { ... }`.
     Element(ElementRequest),
@@ -556,10 +563,17 @@ mod tests {
         round_trip(Request::Check {
             text: "add rule ip t c accept".into(),
             name: "<command>".into(),
+            json: false,
         });
         round_trip(Request::Apply {
             text: "add rule netdev t c drop\n# \"quoted\"\n".into(),
             name: "batch.nft".into(),
+            json: false,
+        });
+        round_trip(Request::Apply {
+            text: "{\"nftables\": [{\"table\": {\"family\": \"ip\", \"name\": \"t\"}}]}".into(),
+            name: "rules.json".into(),
+            json: true,
         });
         round_trip(Request::Element(ElementRequest {
             op: ElementOp::Get,

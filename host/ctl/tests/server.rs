@@ -60,7 +60,7 @@ impl Handler for Fake {
                 let rs = self.ruleset.lock().unwrap().clone();
                 wasp_ctl::listing::list(&rs, &l, out)
             }
-            Request::Apply { text, name } => {
+            Request::Apply { text, name, .. } => {
                 let mut rs = self.ruleset.lock().unwrap();
                 let new =
                     wasp_ruleset::apply_batch(&rs, &text, &name).map_err(|e| e.to_string())?;
@@ -221,6 +221,7 @@ fn list_apply_and_a_failing_batch() {
         text: "add element netdev filt blk { 10.0.0.9 }\nadd rule netdev filt nochain drop\n"
             .into(),
         name: "batch.nft".into(),
+        json: false,
     };
     match c.call(&bad, &mut |_| Ok(())) {
         Err(ClientError::Daemon(msg)) => assert!(msg.starts_with("batch.nft:2:"), "{msg}"),
@@ -241,6 +242,7 @@ fn list_apply_and_a_failing_batch() {
             "add element netdev filt blk { 10.0.0.9 }\nadd rule netdev filt in udp dport 53 drop\n"
                 .into(),
         name: "batch.nft".into(),
+        json: false,
     };
     assert_eq!(
         c.call(&good, &mut |_| Ok(())).unwrap(),

@@ -20,6 +20,11 @@ pub enum Error {
     /// parser's functions carry it).
     #[error("{0}")]
     At(Box<Located>),
+    /// An error in a JSON ruleset (`nft -j -f`): the file and the path of the JSON value
+    /// (`nftables[3].add.rule.expr[1]`), or line and column for a document that is not JSON
+    /// (see [`crate::json_in`]).
+    #[error("{0}")]
+    Json(Box<crate::json_in::JsonError>),
 }
 
 /// An error at a place in a source file. Displays as:

@@ -4,11 +4,15 @@
 //! - [`parse_file`] / [`parse_str`] / [`parse_bytes`]: nft syntax (with `define`, `include`, comments) into the model,
 //!   with kernel-style handles assigned.
 //! - [`print_ruleset`]: the model back in the form `nft list ruleset` prints.
-//! - [`Error`]: every error names file:line:col, shows the line and says what was expected.
+//! - [`json_in`]: rulesets and batches in libnftables' JSON schema (`nft -j -f`), translated
+//!   into nft commands and parsed as text.
+//! - [`Error`]: every error names file:line:col, shows the line and says what was expected
+//!   (a JSON ruleset's: the path of the JSON value).
 #![forbid(unsafe_code)]
 
 pub mod datatypes;
 pub mod error;
+pub mod json_in;
 pub mod lexer;
 pub mod meta_keys;
 pub mod model;

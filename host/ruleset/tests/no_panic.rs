@@ -162,6 +162,7 @@ fn parse_never_panics(text: &str) {
             let _ = Error::At(l).to_string();
         }
         Err(e @ Error::Io { .. }) => panic!("parse_str read a file: {e}"),
+        Err(e @ Error::Json(_)) => panic!("text parsed as JSON: {e}"),
     }
 }
 

@@ -18,7 +18,42 @@ use crate::plugins::{PluginCache, REPLAY_DEADLINE_TICKS};
 /// [`Error::Ruleset`] with file:line:col when the ruleset cannot be read, parsed or compiled,
 /// a plugin cannot be loaded, or a plugin refuses a use's arguments.
 pub fn check(path: &Path, print: bool, handles: bool) -> Result<String, Error> {
-    let ruleset = wasp_ruleset::parse_file(path)?;
+    check_as(path, print, handles, false)
+}
+
+/// Whether a ruleset file's text is JSON: its first character that is not white space is
+/// `{` (nft syntax never begins so).
+pub fn looks_like_json(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+}
+
+/// [`check`], the file read as JSON in libnftables' schema (`nft -j -f`) when `json` or
+/// when it [`looks_like_json`]. A JSON file's errors name the JSON command and statement
+/// they come from (`rules.json: nftables[2].add.rule.expr[0]: error: ...`), compile
+/// errors included.
+///
+/// # Errors
+/// As [`check`].
+pub fn check_as(path: &Path, print: bool, handles: bool, json: bool) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|e| wasp_ruleset::Error::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    if !(json || looks_like_json(&text)) {
+        return checked(wasp_ruleset::parse_file(path)?, print, handles);
+    }
+    let name = path.display().to_string();
+    let t = wasp_ruleset::json_in::translate(&text, &name)?;
+    let ruleset = wasp_ruleset::parse_str(&t.text, &name).map_err(|e| t.relocate(e))?;
+    checked(ruleset, print, handles).map_err(|e| match e {
+        Error::Ruleset(r) => Error::Ruleset(t.relocate(r)),
+        e => e,
+    })
+}
+
+/// Compile `ruleset` with its plugins, and print it when `print`.
+fn checked(ruleset: wasp_ruleset::Ruleset, print: bool, handles: bool) -> Result<String, Error> {
     let mut cache = PluginCache::default();
     let host = HostConfig {
         deadline_ticks: REPLAY_DEADLINE_TICKS,

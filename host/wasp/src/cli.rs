@@ -90,7 +90,7 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// `wasp check [--print [-a]] FILE`.
+/// `wasp check [-j] [--print [-a]] FILE`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Print the ruleset as `nft list ruleset` prints it.
@@ -99,6 +99,10 @@ pub struct CheckArgs {
     /// With --print: show rule handles, as `nft -a list ruleset`.
     #[arg(short = 'a', long = "handle", requires = "print")]
     pub handles: bool,
+    /// The file is JSON in libnftables' schema (`{"nftables": [...]}`, as `nft -j -f` reads
+    /// it); a file whose first character is `{` is read as JSON without it.
+    #[arg(short = 'j', long)]
+    pub json: bool,
     /// The ruleset file.
     pub file: PathBuf,
 }
@@ -279,7 +283,7 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         Command::Ctl(a) => crate::ctl::main(a, stdout, stderr),
         Command::Check(a) => {
             init_logging(PLUGIN_LOGS);
-            let text = crate::check::check(&a.file, a.print, a.handles)?;
+            let text = crate::check::check_as(&a.file, a.print, a.handles, a.json)?;
             stdout.write_all(text.as_bytes()).map_err(io)?;
             Ok(())
         }

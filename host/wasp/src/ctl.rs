@@ -52,7 +52,9 @@ pub struct CtlArgs {
     /// Terse: omit set elements (nft -t).
     #[arg(short = 't', long)]
     pub terse: bool,
-    /// JSON output (nft -j); for `dump rules` and `monitor`, the protocol's lines as they come.
+    /// JSON (nft -j): output in libnftables' JSON schema; with `-f`, the file (or standard
+    /// input) is a JSON ruleset or batch in that schema (`{"nftables": [...]}`), as `nft -j -f`
+    /// reads it. For `dump rules` and `monitor`, the protocol's lines as they come.
     #[arg(short = 'j', long)]
     pub json: bool,
     /// Check only (nft -c): the file or command is parsed, applied to a copy of the running
@@ -60,7 +62,7 @@ pub struct CtlArgs {
     #[arg(short = 'c', long)]
     pub check: bool,
     /// Apply a ruleset or a batch of add/create/delete/flush commands atomically (`-` reads
-    /// standard input).
+    /// standard input); with `-j`, a JSON one in libnftables' schema.
     #[arg(
         short = 'f',
         long = "file",
@@ -236,10 +238,12 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             })?
         };
         let name = file.display().to_string();
+        // `-j -f FILE`: the file is JSON in libnftables' schema (nft -j -f).
+        let json = args.json;
         return Ok(Plan {
             request: match args.check {
-                true => Request::Check { text, name },
-                false => Request::Apply { text, name },
+                true => Request::Check { text, name, json },
+                false => Request::Apply { text, name, json },
             },
             output: Output::Quiet,
         });
@@ -446,8 +450,16 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             let name = "<command>".to_string();
             plan(
                 match args.check {
-                    true => Request::Check { text, name },
-                    false => Request::Apply { text, name },
+                    true => Request::Check {
+                        text,
+                        name,
+                        json: false,
+                    },
+                    false => Request::Apply {
+                        text,
+                        name,
+                        json: false,
+                    },
                 },
                 Output::Quiet,
             )

@@ -349,6 +349,110 @@ fn failing_batches_change_nothing_and_name_file_line_col() {
     still_alive(&t, "failing batches");
 }
 
+/// `wasp ctl -j -f`: a JSON batch (libnftables' schema) applies as its nft commands would;
+/// a broken one is refused naming its place in the JSON document (line and column, or the
+/// command and statement), and the running ruleset stays as it was.
+#[test]
+fn json_batches_apply_and_broken_ones_change_nothing() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let t = topology(9);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"nftables": [
+            {"metainfo": {"json_schema_version": 1}},
+            {"add": {"element": {"family": "netdev", "table": "gw", "name": "blk", "elem": ["10.90.0.1"]}}},
+            {"insert": {"rule": {"family": "netdev", "table": "gw", "chain": "in0", "expr": [
+                {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "10.70.0.9"}},
+                {"counter": null}, {"drop": null}]}}}
+        ]}"#,
+    )
+    .unwrap();
+    // `-c` checks and changes nothing; then it applies.
+    let (_, before_check, _) = ctl(&t, &["-a", "-s", "list", "ruleset"]);
+    let (okk, _, err) = ctl(&t, &["-c", "-j", "-f", good.to_str().unwrap()]);
+    assert!(okk, "{err}");
+    let (_, after_check, _) = ctl(&t, &["-a", "-s", "list", "ruleset"]);
+    assert_eq!(before_check, after_check);
+    let (okk, _, err) = ctl(&t, &["-j", "-f", good.to_str().unwrap()]);
+    assert!(okk, "{err}");
+    let (_, listing, _) = ctl(&t, &["-s", "list", "ruleset"]);
+    assert!(
+        listing.contains("\t\tip saddr 10.70.0.9 counter drop\n\t\ttcp dport 22 counter drop\n"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("elements = { 10.50.0.0/16, 10.60.0.1,\n\t\t\t     10.90.0.1 }"),
+        "{listing}"
+    );
+    // From standard input too.
+    let mut child = Command::new(wasp())
+        .args(["ctl", "--socket"])
+        .arg(&t.sock)
+        .args(["-j", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wasp ctl");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"nftables": [{"add": {"element": {"family": "netdev", "table": "gw", "name": "blk", "elem": "10.90.0.2"}}}]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (_, before, _) = ctl(&t, &["-a", "-s", "list", "ruleset"]);
+    assert!(before.contains("10.90.0.2"), "{before}");
+    let good_rule = r#"{"add": {"rule": {"family": "netdev", "table": "gw", "chain": "in0", "expr": [{"drop": null}]}}}"#;
+    for (name, text, want) in [
+        (
+            "syntax.json",
+            format!("{{\"nftables\": [\n  {good_rule},\n  {{\"add\": }}\n]}}"),
+            "syntax.json:3:11: error: invalid JSON: expected value",
+        ),
+        (
+            "value.json",
+            format!(
+                r#"{{"nftables": [{good_rule}, {{"add": {{"rule": {{"family": "netdev", "table": "gw", "chain": "in0", "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "saddr"}}}}, "right": "frob"}}}}]}}}}}}]}}"#
+            ),
+            "value.json: nftables[1].add.rule.expr[0]: error: expected an IPv4 address, found `frob`",
+        ),
+        (
+            "table.json",
+            format!(
+                r#"{{"nftables": [{good_rule}, {{"add": {{"rule": {{"family": "netdev", "table": "nope", "chain": "in0", "expr": [{{"drop": null}}]}}}}}}]}}"#
+            ),
+            "table.json: nftables[1].add.rule: error: unknown table `netdev nope`",
+        ),
+        (
+            "schema.json",
+            format!(
+                r#"{{"nftables": [{good_rule}, {{"add": {{"rule": {{"family": "netdev", "table": "gw", "chain": "in0", "expr": [{{"frobnicate": null}}]}}}}}}]}}"#
+            ),
+            "schema.json: nftables[1].add.rule.expr[0]: error: unknown statement `frobnicate`",
+        ),
+    ] {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        let (okk, _, err) = ctl(&t, &["-j", "-f", f.to_str().unwrap()]);
+        assert!(!okk, "{name} refused");
+        assert!(err.contains(want), "{name}: {err}");
+        let (_, after, _) = ctl(&t, &["-a", "-s", "list", "ruleset"]);
+        assert_eq!(before, after, "{name} changed the running ruleset");
+    }
+    still_alive(&t, "JSON batches");
+}
+
 #[test]
 fn element_request_cannot_smuggle_other_commands() {
     if !is_root() {

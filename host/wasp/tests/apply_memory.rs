@@ -147,6 +147,7 @@ fn applies_leave_the_heap_as_they_found_it() {
             let req = Request::Apply {
                 text: text.clone(),
                 name: "soak.nft".into(),
+                json: false,
             };
             control.handle(req, &mut Discard).expect("apply");
         }

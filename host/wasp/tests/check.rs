@@ -73,3 +73,46 @@ fn usage_errors_exit_two() {
     let out = wasp(tmp.path(), &["replay", "--ruleset", "x.nft"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `wasp check -j`: a JSON ruleset (bare objects, as `nft -j list ruleset` writes them) lists
+/// as the same ruleset in text; a file that begins with `{` is JSON without `-j`; a bad JSON
+/// rule is refused naming its JSON command and statement, exit 1.
+#[test]
+fn json_rulesets_check_and_print_as_their_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = r#"{"nftables": [
+        {"metainfo": {"json_schema_version": 1}},
+        {"table": {"family": "netdev", "name": "f"}},
+        {"chain": {"family": "netdev", "table": "f", "name": "in", "type": "filter", "hook": "ingress",
+                   "dev": "lo", "prio": 0, "policy": "accept"}},
+        {"rule": {"family": "netdev", "table": "f", "chain": "in", "expr": [
+            {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": {"set": [53, {"range": [1000, 2000]}]}}},
+            {"counter": null}, {"drop": null}]}}
+    ]}"#;
+    std::fs::write(dir.path().join("r.json"), json).unwrap();
+    std::fs::write(
+        dir.path().join("r.nft"),
+        "table netdev f {\n chain in {\n type filter hook ingress device lo priority 0; policy accept;\n udp dport { 53, 1000-2000 } counter drop\n }\n}\n",
+    )
+    .unwrap();
+    let from_json = wasp(dir.path(), &["check", "-j", "--print", "r.json"]);
+    let from_text = wasp(dir.path(), &["check", "--print", "r.nft"]);
+    let (j, jerr) = text(&from_json);
+    assert!(from_json.status.success(), "{jerr}");
+    assert_eq!(j, text(&from_text).0);
+    assert!(j.contains("\t\tudp dport { 53, 1000-2000 } counter packets 0 bytes 0 drop\n"));
+    // Without -j: a file that begins with `{` is JSON.
+    let sniffed = wasp(dir.path(), &["check", "--print", "r.json"]);
+    assert_eq!(text(&sniffed).0, j);
+
+    let bad = json.replace("53,", "\"dns-ish\",");
+    std::fs::write(dir.path().join("bad.json"), bad).unwrap();
+    let out = wasp(dir.path(), &["check", "-j", "bad.json"]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.starts_with("wasp: bad.json: nftables[3].rule.expr[0]: error: "),
+        "{err}"
+    );
+    assert!(err.contains("dns-ish"), "{err}");
+}

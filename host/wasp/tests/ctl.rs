@@ -35,7 +35,7 @@ impl Handler for Fake {
                 let rs = self.ruleset.lock().unwrap().clone();
                 wasp_ctl::listing::list(&rs, &l, out)
             }
-            Request::Apply { text, name } => {
+            Request::Apply { text, name, .. } => {
                 let mut rs = self.ruleset.lock().unwrap();
                 *rs = wasp_ruleset::apply_batch(&rs, &text, &name).map_err(|e| e.to_string())?;
                 Ok(serde_json::Value::Null)

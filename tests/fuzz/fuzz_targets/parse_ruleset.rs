@@ -20,5 +20,6 @@ fuzz_target!(|data: &[u8]| {
             let _ = Error::At(l).to_string();
         }
         Err(e @ Error::Io { .. }) => panic!("parse_bytes read a file: {e}"),
+        Err(e @ Error::Json(_)) => panic!("text parsed as JSON: {e}"),
     }
 });

@@ -347,6 +347,32 @@ fn identifier(s: &str) -> bool {
 ///
 /// # Errors
 /// What is wrong, for the error reply.
+/// A request's text translated from JSON into nft commands (`None` when it is nft text).
+///
+/// # Errors
+/// The document is not JSON or not libnftables' schema (with its place).
+fn json_text(
+    text: &str,
+    name: &str,
+    json: bool,
+) -> Result<Option<wasp_ruleset::json_in::Translation>, String> {
+    if !json {
+        return Ok(None);
+    }
+    wasp_ruleset::json_in::translate(text, name)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// An error of a batch as the client reads it: told in its JSON document's terms (the
+/// command and statement it came from) when the batch was JSON.
+fn relocated(e: crate::error::Error, t: Option<&wasp_ruleset::json_in::Translation>) -> String {
+    match (e, t) {
+        (crate::error::Error::Ruleset(r), Some(t)) => t.relocate(r).to_string(),
+        (e, _) => e.to_string(),
+    }
+}
+
 fn check_element(e: &ElementRequest) -> Result<(), String> {
     if let Some(f) = &e.family
         && !matches!(
@@ -386,14 +412,24 @@ impl Handler for Control {
             check_element(e)?;
         }
         match &req {
-            Request::Check { text, name } => {
-                self.daemon.check(text, name).map_err(|e| e.to_string())?;
+            Request::Check { text, name, json } => {
+                let t = json_text(text, name, *json)?;
+                self.daemon
+                    .check(t.as_ref().map_or(text, |t| &t.text), name)
+                    .map_err(|e| relocated(e, t.as_ref()))?;
                 return Ok(Json::Null);
             }
-            Request::Apply { text, name } => {
-                let r = self.apply(text, name)?;
+            Request::Apply { text, name, json } => {
+                // A JSON batch is applied as the nft commands it translates into; errors
+                // name the JSON command.
+                let t = json_text(text, name, *json)?;
+                let text = t.as_ref().map_or(text, |t| &t.text);
+                let generation = self
+                    .daemon
+                    .apply(text, name)
+                    .map_err(|e| relocated(e, t.as_ref()))?;
                 self.announce(text, name);
-                return Ok(r);
+                return Ok(serde_json::json!({ "generation": generation }));
             }
             Request::Element(e) if e.op != ElementOp::Get => {
                 let cmd = e.command_text();

@@ -638,6 +638,7 @@ mod flag_tests {
         let apply = Request::Apply {
             text: "flush ruleset\n".into(),
             name: "f.nft".into(),
+            json: false,
         };
         for (req, change) in [
             (apply, true),

@@ -14,6 +14,7 @@
 //! and so does an entry that no longer holds).
 
 pub mod frames;
+pub mod json_input;
 pub mod known;
 pub mod outcome;
 pub mod packets;
