@@ -154,6 +154,7 @@ impl WaspRun {
                 text: text.to_string(),
                 name: name.to_string(),
                 json: false,
+                echo: None,
             },
             &mut |_| Ok(()),
         )

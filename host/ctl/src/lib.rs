@@ -6,6 +6,7 @@
 //! ([`readonly`]).
 #![forbid(unsafe_code)]
 
+pub mod changes;
 pub mod client;
 pub mod dump;
 pub mod element;

@@ -35,9 +35,9 @@
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
-    Chain, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit, Match, NatStmt,
-    OptSel, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl, SetElem, SetRef, Stmt, Table, Value,
-    Verdict,
+    Chain, CounterObj, DataType, ElemData, Expr, FlowtableDecl, ICMPX_CODES, KeyPart, Limit,
+    LimitObj, Match, NatStmt, OptSel, QuotaObj, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl,
+    SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use wasp_ruleset::{
     PrintOptions, print_chain, print_counter, print_flowtable, print_limit, print_quota, print_set,
@@ -279,34 +279,16 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
             let mut named: Vec<(u64, Json)> = Vec::new();
             let kind = |k: ListWhat| all || req.what == k;
             for c in t.counters.iter().filter(|_| kind(ListWhat::Counters)) {
-                let mut o = json!({"family": fam, "name": c.name, "table": t.name,
-                    "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
-                if let Some(x) = &c.comment {
-                    o["comment"] = json!(x);
-                }
-                named.push((c.handle, json!({ "counter": o })));
+                named.push((c.handle, counter_json(t, c)));
             }
             if kind(ListWhat::Quotas) {
                 for q in &t.quotas {
-                    let mut o = json!({"family": fam, "name": q.name, "table": t.name,
-                        "handle": q.handle, "bytes": q.quota.bytes,
-                        "used": if f.stateless { 0 } else { q.quota.used },
-                        "inv": q.quota.over});
-                    if let Some(x) = &q.comment {
-                        o["comment"] = json!(x);
-                    }
-                    named.push((q.handle, json!({ "quota": o })));
+                    named.push((q.handle, quota_json(t, q, f)));
                 }
             }
             if kind(ListWhat::Limits) {
                 for l in &t.limits {
-                    let mut o = json!({"family": fam, "name": l.name, "table": t.name,
-                        "handle": l.handle});
-                    limit_obj_json(&mut o, &l.limit);
-                    if let Some(x) = &l.comment {
-                        o["comment"] = json!(x);
-                    }
-                    named.push((l.handle, json!({ "limit": o })));
+                    named.push((l.handle, limit_json(t, l)));
                 }
             }
             if all {
@@ -361,8 +343,41 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
     pieces
 }
 
+/// A counter object as nft 1.0.6's `obj_print_json`.
+pub(crate) fn counter_json(t: &Table, c: &CounterObj) -> Json {
+    let mut o = json!({"family": t.family.name(), "name": c.name, "table": t.name,
+        "handle": c.handle, "packets": c.packets, "bytes": c.bytes});
+    if let Some(x) = &c.comment {
+        o["comment"] = json!(x);
+    }
+    json!({ "counter": o })
+}
+
+/// A quota object as nft 1.0.6's `obj_print_json` (`used` 0 when `f.stateless`).
+pub(crate) fn quota_json(t: &Table, q: &QuotaObj, f: &ListFlags) -> Json {
+    let mut o = json!({"family": t.family.name(), "name": q.name, "table": t.name,
+        "handle": q.handle, "bytes": q.quota.bytes,
+        "used": if f.stateless { 0 } else { q.quota.used },
+        "inv": q.quota.over});
+    if let Some(x) = &q.comment {
+        o["comment"] = json!(x);
+    }
+    json!({ "quota": o })
+}
+
+/// A limit object as nft 1.0.6's `obj_print_json`.
+pub(crate) fn limit_json(t: &Table, l: &LimitObj) -> Json {
+    let mut o = json!({"family": t.family.name(), "name": l.name, "table": t.name,
+        "handle": l.handle});
+    limit_obj_json(&mut o, &l.limit);
+    if let Some(x) = &l.comment {
+        o["comment"] = json!(x);
+    }
+    json!({ "limit": o })
+}
+
 /// A flowtable as nft 1.0.6's `flowtable_print_json`.
-fn flowtable_json(t: &Table, ft: &FlowtableDecl) -> Json {
+pub(crate) fn flowtable_json(t: &Table, ft: &FlowtableDecl) -> Json {
     let mut o = json!({"family": t.family.name(), "name": ft.name, "table": t.name,
         "handle": ft.handle, "hook": ft.hook.name(), "prio": ft.priority});
     match ft.devices.as_slice() {
@@ -373,7 +388,7 @@ fn flowtable_json(t: &Table, ft: &FlowtableDecl) -> Json {
     json!({ "flowtable": o })
 }
 
-fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
+pub(crate) fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
     let types: Vec<&str> = s.key.iter().map(|d| d.name()).collect();
     let mut o = json!({"family": t.family.name(), "name": s.name, "table": t.name});
     o["type"] = if types.len() == 1 {
@@ -421,7 +436,7 @@ fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
     json!({ kind: o })
 }
 
-fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
+pub(crate) fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
     let key = key_json(&e.key);
     let extra =
         e.counter || e.timeout_ms.is_some() || e.expires_ms.is_some() || e.comment.is_some();
@@ -458,7 +473,7 @@ fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
     }
 }
 
-fn chain_json(t: &Table, c: &Chain) -> Json {
+pub(crate) fn chain_json(t: &Table, c: &Chain) -> Json {
     let mut o = json!({"family": t.family.name(), "table": t.name, "name": c.name,
         "handle": c.handle});
     if let Some(com) = &c.comment {
@@ -485,7 +500,7 @@ fn chain_json(t: &Table, c: &Chain) -> Json {
     json!({ "chain": o })
 }
 
-fn rule_json(t: &Table, c: &Chain, r: &Rule, f: &ListFlags) -> Json {
+pub(crate) fn rule_json(t: &Table, c: &Chain, r: &Rule, f: &ListFlags) -> Json {
     let mut o = json!({"family": t.family.name(), "table": t.name, "chain": c.name,
         "handle": r.handle});
     if let Some(com) = &r.comment {

@@ -34,6 +34,10 @@ pub enum Request {
         /// absent: false.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         json: bool,
+        /// `-e` (nft's echo): the reply's `echo` lists what the change made, as `nft -e`
+        /// prints it ([`crate::changes::echo`]); absent: no echo.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        echo: Option<Echo>,
     },
     /// `-c -f FILE` / `-c COMMAND...` (nft -c): check that `text` would apply to the running
     /// ruleset (parse, apply to a copy, compile), and change nothing. Answers as `apply`.
@@ -65,6 +69,10 @@ pub enum Request {
     /// `monitor trace`: the walks of packets that `meta nftrace set 1` marked, as `nft
     /// monitor trace` prints them, one [`Reply::Event`] line each, until the client goes.
     MonitorTrace,
+    /// `-j monitor`: as `monitor`, each ruleset change as the libnftables JSON command `nft
+    /// -j monitor` prints (`{"add": {"rule": {...}}}`), wasp's own events as `{"wasp":
+    /// {"kind": KIND, "text": TEXT}}`.
+    MonitorJson,
     /// `stats`: ports, workers, drops by reason.
     Stats,
     /// `list conntrack`: every connection, one `conntrack -L` line each (text replies).
@@ -161,6 +169,17 @@ pub enum ListWhat {
     Table,
     /// `list chain T C`
     Chain,
+}
+
+/// How `-e` echoes a change: with handles (`-a`), in JSON (`-j`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Echo {
+    /// `-a`: `# handle N` after each object, and rules' positions.
+    #[serde(default)]
+    pub handles: bool,
+    /// `-j`: one `{"nftables": [...]}` line of libnftables JSON commands.
+    #[serde(default)]
+    pub json: bool,
 }
 
 /// `add|delete|get element`.
@@ -569,11 +588,16 @@ mod tests {
             text: "add rule netdev t c drop\n# \"quoted\"\n".into(),
             name: "batch.nft".into(),
             json: false,
+            echo: None,
         });
         round_trip(Request::Apply {
             text: "{\"nftables\": [{\"table\": {\"family\": \"ip\", \"name\": \"t\"}}]}".into(),
             name: "rules.json".into(),
             json: true,
+            echo: Some(Echo {
+                handles: true,
+                json: false,
+            }),
         });
         round_trip(Request::Element(ElementRequest {
             op: ElementOp::Get,
@@ -627,6 +651,7 @@ mod tests {
         round_trip(Request::ConntrackDelete(CtFilter::default()));
         round_trip(Request::Monitor);
         round_trip(Request::MonitorTrace);
+        round_trip(Request::MonitorJson);
         round_trip(Request::Stats);
         round_trip(Request::Dump {
             mode: DumpMode::Brief,

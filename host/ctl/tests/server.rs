@@ -98,7 +98,7 @@ impl Handler for Fake {
             | Request::ConntrackDelete(_)
             | Request::Check { .. }
             | Request::Flows { .. } => Err("Error: no conntrack in the fake".into()),
-            Request::Monitor | Request::MonitorTrace => {
+            Request::Monitor | Request::MonitorTrace | Request::MonitorJson => {
                 let mut i = 0u64;
                 loop {
                     if out.closed() {
@@ -222,6 +222,7 @@ fn list_apply_and_a_failing_batch() {
             .into(),
         name: "batch.nft".into(),
         json: false,
+        echo: None,
     };
     match c.call(&bad, &mut |_| Ok(())) {
         Err(ClientError::Daemon(msg)) => assert!(msg.starts_with("batch.nft:2:"), "{msg}"),
@@ -243,6 +244,7 @@ fn list_apply_and_a_failing_batch() {
                 .into(),
         name: "batch.nft".into(),
         json: false,
+        echo: None,
     };
     assert_eq!(
         c.call(&good, &mut |_| Ok(())).unwrap(),

@@ -112,6 +112,21 @@ pub fn apply_batch_with(
     parser::batch::apply(base, text.as_bytes(), Path::new(name), shadows)
 }
 
+/// [`apply_batch_with`], and the (table handle, rule handle) of each rule that an `insert
+/// rule` placed, in order: what nft's echo and monitor call `insert rule` rather than `add
+/// rule` (the model does not keep how a rule came).
+///
+/// # Errors
+/// As [`apply_batch`].
+pub fn apply_batch_noting_inserts(
+    base: &Ruleset,
+    text: &str,
+    name: &str,
+    shadows: &mut SetShadows,
+) -> Result<(Ruleset, Vec<(u64, u64)>), Error> {
+    parser::batch::apply_noting(base, text.as_bytes(), Path::new(name), shadows)
+}
+
 /// Apply a batch of element commands (`add`/`create`/`delete`/`destroy element`, `flush
 /// set`, with `define` and `include`) to `ruleset` in place, checking them as [`apply_batch`]
 /// does against the sets' kernel back-ends kept in `shadows`. Nothing is copied but the

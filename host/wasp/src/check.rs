@@ -12,35 +12,20 @@ use crate::plugins::{PluginCache, REPLAY_DEADLINE_TICKS};
 /// Parse and compile the ruleset at `path`, load its plugins and configure every use site
 /// (so that arguments a plugin refuses are reported at their file:line:col). With `print`, return its text as
 /// `nft list ruleset` prints it (`handles`: as `nft -a list ruleset`); otherwise an empty
-/// string.
+/// string. A file that [`looks_like_json`] is read in libnftables' schema (`nft -j -f`); its
+/// errors name the JSON command and statement they come from (`rules.json:
+/// nftables[2].add.rule.expr[0]: error: ...`), compile errors included.
 ///
 /// # Errors
 /// [`Error::Ruleset`] with file:line:col when the ruleset cannot be read, parsed or compiled,
 /// a plugin cannot be loaded, or a plugin refuses a use's arguments.
 pub fn check(path: &Path, print: bool, handles: bool) -> Result<String, Error> {
-    check_as(path, print, handles, false)
-}
-
-/// Whether a ruleset file's text is JSON: its first character that is not white space is
-/// `{` (nft syntax never begins so).
-pub fn looks_like_json(text: &str) -> bool {
-    text.trim_start().starts_with('{')
-}
-
-/// [`check`], the file read as JSON in libnftables' schema (`nft -j -f`) when `json` or
-/// when it [`looks_like_json`]. A JSON file's errors name the JSON command and statement
-/// they come from (`rules.json: nftables[2].add.rule.expr[0]: error: ...`), compile
-/// errors included.
-///
-/// # Errors
-/// As [`check`].
-pub fn check_as(path: &Path, print: bool, handles: bool, json: bool) -> Result<String, Error> {
     let bytes = std::fs::read(path).map_err(|e| wasp_ruleset::Error::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
     let text = String::from_utf8_lossy(&bytes);
-    if !(json || looks_like_json(&text)) {
+    if !looks_like_json(&text) {
         return checked(wasp_ruleset::parse_file(path)?, print, handles);
     }
     let name = path.display().to_string();
@@ -50,6 +35,13 @@ pub fn check_as(path: &Path, print: bool, handles: bool, json: bool) -> Result<S
         Error::Ruleset(r) => Error::Ruleset(t.relocate(r)),
         e => e,
     })
+}
+
+/// Whether a ruleset file's text is JSON: its first character that is not white space is
+/// `{` (nft syntax never begins so). nft reads a file as JSON first and falls back to its own
+/// syntax when that fails, with `-j` or without; wasp decides by this.
+pub fn looks_like_json(text: &str) -> bool {
+    text.trim_start().starts_with('{')
 }
 
 /// Compile `ruleset` with its plugins, and print it when `print`.

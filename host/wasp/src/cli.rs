@@ -99,8 +99,9 @@ pub struct CheckArgs {
     /// With --print: show rule handles, as `nft -a list ruleset`.
     #[arg(short = 'a', long = "handle", requires = "print")]
     pub handles: bool,
-    /// The file is JSON in libnftables' schema (`{"nftables": [...]}`, as `nft -j -f` reads
-    /// it); a file whose first character is `{` is read as JSON without it.
+    /// JSON (nft -j). A file whose first character is `{` is read as JSON in libnftables'
+    /// schema (`{"nftables": [...]}`), with or without -j; any other as nft syntax, as `nft
+    /// -j -f` falls back to it.
     #[arg(short = 'j', long)]
     pub json: bool,
     /// The ruleset file.
@@ -283,7 +284,7 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         Command::Ctl(a) => crate::ctl::main(a, stdout, stderr),
         Command::Check(a) => {
             init_logging(PLUGIN_LOGS);
-            let text = crate::check::check_as(&a.file, a.print, a.handles, a.json)?;
+            let text = crate::check::check(&a.file, a.print, a.handles)?;
             stdout.write_all(text.as_bytes()).map_err(io)?;
             Ok(())
         }

@@ -14,14 +14,14 @@ use clap::Args;
 use wasp_ctl::client::Incoming;
 use wasp_ctl::dump::{FLAG_COUNTER, RECORD_BYTES, Record, push_u64};
 use wasp_ctl::proto::{
-    BriefEncoding, ChainInfo, CtFilter, DumpMode, ElementOp, ElementRequest, ListFlags, PluginOp,
-    Reply, Request, ResetRequest, Stats, parse_family,
+    BriefEncoding, ChainInfo, CtFilter, DumpMode, Echo, ElementOp, ElementRequest, ListFlags,
+    PluginOp, Reply, Request, ResetRequest, Stats, parse_family,
 };
 use wasp_ctl::{Client, ClientError};
 
 use crate::error::Error;
 
-/// `wasp ctl [--socket PATH] [-a] [-s] [-t] [-j] [-c] (-f FILE | COMMAND...)`.
+/// `wasp ctl [--socket PATH] [-a] [-s] [-t] [-j] [-c] [-e] (-f FILE | COMMAND...)`.
 ///
 /// Commands: nft's changes, each one transaction: `add|create|insert|replace|delete|destroy
 /// rule|table|chain|set|map|counter|quota|limit|flowtable ...` (rules placed by `position
@@ -36,7 +36,7 @@ use crate::error::Error;
 /// `list conntrack`, `delete conntrack [proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N]
 /// [dport N] [mark M[/MASK]] [zone Z]`, `flush conntrack`, `monitor`, `monitor trace` (the
 /// walks of packets `meta nftrace set 1` marked, as `nft monitor trace`), `stats`, `dump rules
-/// [--brief]`.
+/// [--brief]`. With `-e`, a change prints what it made, as `nft -e` (with `-a`, handles; with `-j`, JSON).
 #[derive(Debug, Args)]
 #[command(trailing_var_arg = true)]
 pub struct CtlArgs {
@@ -54,9 +54,14 @@ pub struct CtlArgs {
     pub terse: bool,
     /// JSON (nft -j): output in libnftables' JSON schema; with `-f`, the file (or standard
     /// input) is a JSON ruleset or batch in that schema (`{"nftables": [...]}`), as `nft -j -f`
-    /// reads it. For `dump rules` and `monitor`, the protocol's lines as they come.
+    /// reads it. With `monitor`, nft's JSON events; with `dump rules`, the protocol's lines as
+    /// they come.
     #[arg(short = 'j', long)]
     pub json: bool,
+    /// Echo (nft -e): print what a change made, as `nft -e` does (with `-a`, handles; with
+    /// `-j`, as one libnftables JSON line).
+    #[arg(short = 'e', long)]
+    pub echo: bool,
     /// Check only (nft -c): the file or command is parsed, applied to a copy of the running
     /// ruleset and compiled; nothing changes. Exit 0 when it would apply.
     #[arg(short = 'c', long)]
@@ -243,7 +248,12 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
         return Ok(Plan {
             request: match args.check {
                 true => Request::Check { text, name, json },
-                false => Request::Apply { text, name, json },
+                false => Request::Apply {
+                    text,
+                    name,
+                    json,
+                    echo: echo(args),
+                },
             },
             output: Output::Quiet,
         });
@@ -284,16 +294,26 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             } else {
                 Output::Quiet
             };
-            plan(
-                Request::Element(ElementRequest {
-                    op,
-                    family,
-                    table,
-                    set,
-                    elements,
-                }),
-                output,
-            )
+            let req = ElementRequest {
+                op,
+                family,
+                table,
+                set,
+                elements,
+            };
+            if op != ElementOp::Get && args.echo && !args.check {
+                // Echo comes with a batch's answer: send the element command as one.
+                return plan(
+                    Request::Apply {
+                        text: format!("{}\n", req.command_text()),
+                        name: "<command>".to_string(),
+                        json: false,
+                        echo: echo(args),
+                    },
+                    output,
+                );
+            }
+            plan(Request::Element(req), output)
         }
         ["reset", "counters"] => plan(
             Request::Reset(ResetRequest::Counters {
@@ -415,14 +435,8 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
         ),
         ["plugin", ..] => Err(usage("plugin load|swap NAME PATH, or plugin unload NAME")),
         ["monitor", "trace"] => plan(Request::MonitorTrace, Output::Events),
-        ["monitor"] => plan(
-            Request::Monitor,
-            if args.json {
-                Output::Raw
-            } else {
-                Output::Events
-            },
-        ),
+        ["monitor"] if args.json => plan(Request::MonitorJson, Output::Events),
+        ["monitor"] => plan(Request::Monitor, Output::Events),
         ["stats"] => plan(Request::Stats, Output::Stats),
         ["dump", "rules", rest @ ..] => {
             let brief = match rest {
@@ -459,6 +473,7 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                         text,
                         name,
                         json: false,
+                        echo: echo(args),
                     },
                 },
                 Output::Quiet,
@@ -469,6 +484,14 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             words.join(" ")
         ))),
     }
+}
+
+/// `-e`: how the reply should echo the change (`None` without `-e`).
+fn echo(args: &CtlArgs) -> Option<Echo> {
+    args.echo.then_some(Echo {
+        handles: args.handles,
+        json: args.json,
+    })
 }
 
 /// Do what `args` asks of the daemon.
@@ -557,6 +580,11 @@ pub fn main(args: &CtlArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> R
                     "wasp ctl: warning: plugin {name} on worker {i} started without the old version's state ({why}): what it counted or remembered starts over"
                 );
             }
+        }
+    }
+    if let Some(lines) = value["echo"].as_array() {
+        for l in lines.iter().filter_map(serde_json::Value::as_str) {
+            writeln!(out, "{l}").map_err(out_err)?;
         }
     }
     if plan.output == Output::Raw {

@@ -148,6 +148,7 @@ fn applies_leave_the_heap_as_they_found_it() {
                 text: text.clone(),
                 name: "soak.nft".into(),
                 json: false,
+                echo: None,
             };
             control.handle(req, &mut Discard).expect("apply");
         }

@@ -81,6 +81,11 @@ impl Handler for Fake {
                     .map_err(gone)?;
                 Ok(serde_json::Value::Null)
             }
+            Request::MonitorJson => {
+                out.event(r#"{"add": {"table": {"family": "ip", "name": "t", "handle": 1}}}"#)
+                    .map_err(gone)?;
+                Ok(serde_json::Value::Null)
+            }
             Request::Monitor => {
                 for i in 0..3 {
                     out.event(&format!("add element netdev filt blk {{ 10.9.0.{i} }}"))
@@ -277,6 +282,11 @@ fn monitor_stats_plugin_reset() {
     assert_eq!(
         ctl(&sock, &["monitor"]).unwrap(),
         "add element netdev filt blk { 10.9.0.0 }\nadd element netdev filt blk { 10.9.0.1 }\nadd element netdev filt blk { 10.9.0.2 }\n"
+    );
+    // `-j monitor` asks for the JSON events and prints them as they come.
+    assert_eq!(
+        ctl(&sock, &["-j", "monitor"]).unwrap(),
+        "{\"add\": {\"table\": {\"family\": \"ip\", \"name\": \"t\", \"handle\": 1}}}\n"
     );
     let stats = ctl(&sock, &["stats"]).unwrap();
     assert!(

@@ -2263,6 +2263,180 @@ fn nft_command_words_give_the_kernels_listing() {
     assert!(!ours.contains("dport 11"), "{ours}");
 }
 
+/// Batches of `nft -e`'s echo test and `nft monitor`'s change events: what the kernel's nft
+/// prints for each, with and without handles, as text and JSON.
+const ECHO_BATCHES: [&str; 6] = [
+    "add table ip t\nadd chain ip t c { type filter hook input priority 0; policy accept; }\n\
+     add rule ip t c ip saddr 1.1.1.1 counter accept\nadd rule ip t c drop\n\
+     add rule ip t c ip daddr { 1.1.1.1, 2.2.2.2 } accept\nadd rule ip t c udp dport 5 accept\n",
+    "add rule ip t c tcp dport 2 drop\nadd rule ip t c ip daddr { 3.3.3.3, 4.4.4.4 } accept\n\
+     add rule ip t c tcp dport 3 drop\ninsert rule ip t c position 3 tcp dport 1 drop\n\
+     insert rule ip t c udp dport 9 drop\n",
+    "add set ip t s { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 1.1.1.1 } ; }\n\
+     add element ip t s { 3.3.3.3 }\nadd map ip t m { type inet_service : verdict; elements = { 22 : accept } ; }\n\
+     add counter ip t k\nadd quota ip t q { 25 mbytes }\nadd limit ip t l { rate 10/second }\n\
+     table ip t {\n\tchain d {\n\t\ttcp dport 9 accept\n\t}\n}\n",
+    "replace rule ip t c handle 2 ip saddr 2.2.2.2 accept\nadd element ip t s { 5.5.5.5 }\n",
+    // Deletions in wasp's report order (it does not keep a batch's command order): rules,
+    // elements, sets, named objects, chains.
+    "delete rule ip t c handle 3\nflush chain ip t d\ndelete element ip t s { 1.1.1.1 }\ndelete set ip t m\n\
+     delete counter ip t k\ndelete quota ip t q\n",
+    "flush ruleset\n",
+];
+
+/// nft's `# new generation N by process P (nft)` line, without what differs between the two.
+fn generation_line(l: &str) -> String {
+    if l.starts_with("# new generation ") {
+        "# new generation".to_string()
+    } else {
+        l.to_string()
+    }
+}
+
+#[test]
+fn echo_and_monitor_print_what_the_kernels_nft_prints() {
+    let _serial = lossless();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("eo{}", std::process::id() % 100_000);
+    let (k, w) = (format!("{tag}k"), format!("{tag}w"));
+    let mut t = Topo {
+        ns: vec![k.clone(), w.clone()],
+        children: Vec::new(),
+    };
+    for n in &t.ns {
+        ok(&["ip", "netns", "add", n]);
+        ok(&[
+            "ip", "-n", n, "link", "add", "w0", "type", "veth", "peer", "name", "w9",
+        ]);
+        ok(&["ip", "-n", n, "link", "set", "w0", "up"]);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = "table netdev f {\n\tchain in0 {\n\t\ttype filter hook ingress device \"w0\" priority 0; policy accept;\n\t}\n}\n";
+    let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "1"]);
+    // The daemon's file made table netdev f: so does the kernel's, before the monitors start.
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &k,
+        "nft",
+        "-f",
+        dir.path().join("rules.nft").to_str().unwrap(),
+    ]);
+    let spawn = |args: Vec<String>, out: &Path| {
+        Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::fs::File::create(out).expect("monitor file"))
+            .spawn()
+            .expect("monitor")
+    };
+    let sock_s = sock.to_str().unwrap().to_string();
+    let wasp_ctl = |json: bool| {
+        let mut v: Vec<String> = [
+            "ip",
+            "netns",
+            "exec",
+            &w,
+            wasp(),
+            "ctl",
+            "--socket",
+            &sock_s,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if json {
+            v.push("-j".into());
+        }
+        v.push("monitor".into());
+        v
+    };
+    let nft_mon = |json: bool| {
+        let mut v: Vec<String> = ["ip", "netns", "exec", &k, "nft"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if json {
+            v.push("-j".into());
+        }
+        v.push("monitor".into());
+        v
+    };
+    let mons = [
+        ("kernel", false, dir.path().join("k.txt")),
+        ("kernel", true, dir.path().join("kj.txt")),
+        ("wasp", false, dir.path().join("w.txt")),
+        ("wasp", true, dir.path().join("wj.txt")),
+    ];
+    for (who, json, out) in &mons {
+        let args = if *who == "kernel" {
+            nft_mon(*json)
+        } else {
+            wasp_ctl(*json)
+        };
+        t.children.push(spawn(args, out));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for (i, batch) in ECHO_BATCHES.iter().enumerate() {
+        let file = dir.path().join(format!("b{i}.nft"));
+        std::fs::write(&file, batch).unwrap();
+        let f = file.to_str().unwrap();
+        // Each batch once, echoed with the flags of its turn.
+        let flags: &[&str] = match i % 4 {
+            0 => &["-e", "-a"],
+            1 => &["-e"],
+            2 => &["-e", "-a", "-j"],
+            _ => &["-e", "-j"],
+        };
+        let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
+        nft.extend(flags);
+        nft.extend(["-f", f]);
+        let kernel = sh(&nft);
+        assert!(
+            kernel.status.success(),
+            "batch {i}: {}",
+            String::from_utf8_lossy(&kernel.stderr)
+        );
+        let mut args = flags.to_vec();
+        args.extend(["-f", f]);
+        let (okk, ours, err) = ctl(&w, &sock, &args);
+        assert!(okk, "batch {i}: {err}");
+        // JSON lines compare as values (nft's jansson keeps its own key order and spacing).
+        let norm = |s: &str| {
+            s.lines()
+                .map(|l| match serde_json::from_str::<serde_json::Value>(l) {
+                    Ok(v) => v.to_string(),
+                    Err(_) => generation_line(l),
+                })
+                .collect::<Vec<_>>()
+        };
+        let theirs = String::from_utf8_lossy(&kernel.stdout);
+        assert_eq!(norm(&ours), norm(&theirs), "echo of batch {i} ({flags:?})");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for c in &mut t.children[1..] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("# new generation"))
+            .map(|l| match serde_json::from_str::<serde_json::Value>(l) {
+                Ok(v) => v.to_string(),
+                Err(_) => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read(&mons[2].2), read(&mons[0].2), "nft monitor");
+    assert_eq!(read(&mons[3].2), read(&mons[1].2), "nft -j monitor");
+}
+
 /// `GET path` from inside namespace `ns` to 127.0.0.1:`port`: (status line, headers, body).
 fn http_get(ns: &str, port: u16, path: &str, accept: &str) -> (String, String, String) {
     use std::io::{Read, Write};

@@ -74,6 +74,16 @@ pub(crate) fn apply(
     path: &Path,
     shadows: &mut SetShadows,
 ) -> Result<Ruleset, Error> {
+    apply_noting(base, bytes, path, shadows).map(|(r, _)| r)
+}
+
+/// [`apply`], and the (table handle, rule handle) of each rule that an `insert rule` placed.
+pub(crate) fn apply_noting(
+    base: &Ruleset,
+    bytes: &[u8],
+    path: &Path,
+    shadows: &mut SetShadows,
+) -> Result<(Ruleset, Vec<(u64, u64)>), Error> {
     let mut st = state_of(base.tables.clone(), base, base.sources.clone());
     shadows.begin();
     st.shadows = std::mem::take(&mut shadows.0);
@@ -86,7 +96,7 @@ pub(crate) fn apply(
         table_handle: st.table_handle,
     };
     drop_unused_sources(&mut r);
-    Ok(r)
+    Ok((r, st.inserted))
 }
 
 /// A batch of element commands applied to a ruleset in place ([`crate::apply_elements`]):

@@ -401,7 +401,15 @@ impl Parser<'_> {
         decl.rules.push(rule);
         decl.at = at;
         block.chains.push(decl);
-        self.apply_block(ti, block)
+        self.apply_block(ti, block)?;
+        if verb == RuleVerb::Insert {
+            let t = &self.st.tables[ti];
+            let rules = &t.chains[ci].rules;
+            if let Some(r) = rules.get(at.unwrap_or(0)) {
+                self.st.inserted.push((t.handle, r.handle));
+            }
+        }
+        Ok(())
     }
 
     /// A rule handle or index after `position`, `handle` or `index`.

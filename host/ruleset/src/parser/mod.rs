@@ -77,6 +77,8 @@ pub(crate) struct State {
     pub elements_only: bool,
     /// The batch held a command other than an element command (under `elements_only`).
     pub not_elements: bool,
+    /// (table handle, rule handle) of each rule an `insert rule` placed, in order.
+    pub inserted: Vec<(u64, u64)>,
 }
 
 impl State {
@@ -94,6 +96,7 @@ impl State {
             element_log: None,
             elements_only: false,
             not_elements: false,
+            inserted: Vec::new(),
         }
     }
 

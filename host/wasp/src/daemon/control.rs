@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use wasp_ctl::proto::{self, ElementOp, ElementRequest, PluginOp, Reply, Request, ResetRequest};
+use wasp_ctl::proto::{
+    self, Echo, ElementOp, ElementRequest, PluginOp, Reply, Request, ResetRequest,
+};
 use wasp_ctl::server::{Handler, ReplySink, ReplySinkExt};
 use wasp_ruleset::{PrintOptions, Ruleset};
 
@@ -36,9 +38,23 @@ impl Control {
 
     /// Apply `text` (a ruleset file or a batch of commands, as `nft -f`) to the running
     /// ruleset: all or nothing ([`Daemon::apply`]).
-    fn apply(&self, text: &str, name: &str) -> Result<Json, String> {
-        let generation = self.daemon.apply(text, name).map_err(|e| e.to_string())?;
-        Ok(serde_json::json!({ "generation": generation }))
+    /// Apply a batch; tell the monitors what it changed, and the client too with `echo`.
+    fn apply(
+        &self,
+        text: &str,
+        name: &str,
+        echo: Option<Echo>,
+    ) -> Result<Json, crate::error::Error> {
+        let report = echo.is_some() || self.daemon.events.subscribers() > 0;
+        let (generation, changes) = self.daemon.apply_reporting(text, name, report)?;
+        self.announce(&changes);
+        let mut reply = serde_json::json!({ "generation": generation });
+        if let Some(e) = echo {
+            reply["echo"] = serde_json::json!(wasp_ctl::changes::echo(
+                &changes, e.handles, e.json, generation
+            ));
+        }
+        Ok(reply)
     }
 
     /// `reset ...`: zero what `req` picks ([`Daemon::reset`]) and list it with the values it
@@ -50,29 +66,15 @@ impl Control {
         Ok(Json::Null)
     }
 
-    /// Tell `wasp ctl monitor` what a successful change did, as `nft monitor` prints it: the
-    /// commands of a batch line by line (`add element netdev t s { 10.0.0.1 }`); for a whole
-    /// ruleset file, `ruleset NAME applied`.
-    fn announce(&self, text: &str, name: &str) {
-        const VERBS: [&str; 7] = [
-            "add ", "create ", "delete ", "destroy ", "flush ", "insert ", "replace ",
-        ];
-        let lines: Vec<&str> = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .collect();
-        if !lines.is_empty() && lines.iter().all(|l| VERBS.iter().any(|v| l.starts_with(v))) {
-            for l in lines {
-                self.daemon.events.publish(super::events::Event {
-                    kind: "ruleset",
-                    text: l.to_string(),
-                });
-            }
-        } else {
+    /// Tell `wasp ctl monitor` what a successful change did, line by line as `nft monitor`
+    /// prints it (`add rule ip t c tcp dport 22 accept`), each with its libnftables JSON form
+    /// for `wasp ctl -j monitor`.
+    fn announce(&self, changes: &[wasp_ctl::changes::Change]) {
+        for c in changes {
             self.daemon.events.publish(super::events::Event {
                 kind: "ruleset",
-                text: format!("ruleset {name} applied"),
+                text: c.text(false),
+                json: Some(c.json().to_string()),
             });
         }
     }
@@ -181,7 +183,8 @@ impl Control {
         }
     }
 
-    fn monitor(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
+    /// `monitor` (`json`: `-j monitor`): every event from now on, one line each.
+    fn monitor(&self, out: &mut dyn ReplySink, json: bool) -> Result<Json, String> {
         let rx = self.daemon.events.subscribe();
         loop {
             if out.closed() {
@@ -189,7 +192,15 @@ impl Control {
             }
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(ev) => {
-                    if out.event(&ev.text).is_err() {
+                    let line = match (json, ev.json) {
+                        (false, _) => ev.text,
+                        (true, Some(j)) => j,
+                        (true, None) => {
+                            serde_json::json!({"wasp": {"kind": ev.kind, "text": ev.text}})
+                                .to_string()
+                        }
+                    };
+                    if out.event(&line).is_err() {
                         return Ok(Json::Null);
                     }
                 }
@@ -356,7 +367,8 @@ fn json_text(
     name: &str,
     json: bool,
 ) -> Result<Option<wasp_ruleset::json_in::Translation>, String> {
-    if !json {
+    // nft reads a `-j` file as JSON and falls back to its own syntax when that fails.
+    if !json || !crate::check::looks_like_json(text) {
         return Ok(None);
     }
     wasp_ruleset::json_in::translate(text, name)
@@ -419,27 +431,30 @@ impl Handler for Control {
                     .map_err(|e| relocated(e, t.as_ref()))?;
                 return Ok(Json::Null);
             }
-            Request::Apply { text, name, json } => {
+            Request::Apply {
+                text,
+                name,
+                json,
+                echo,
+            } => {
                 // A JSON batch is applied as the nft commands it translates into; errors
                 // name the JSON command.
                 let t = json_text(text, name, *json)?;
                 let text = t.as_ref().map_or(text, |t| &t.text);
-                let generation = self
-                    .daemon
-                    .apply(text, name)
-                    .map_err(|e| relocated(e, t.as_ref()))?;
-                self.announce(text, name);
-                return Ok(serde_json::json!({ "generation": generation }));
+                return self
+                    .apply(text, name, *echo)
+                    .map_err(|e| relocated(e, t.as_ref()));
             }
             Request::Element(e) if e.op != ElementOp::Get => {
                 let cmd = e.command_text();
-                let r = self.apply(&cmd, "<element>")?;
-                self.announce(&cmd, "<element>");
-                return Ok(r);
+                return self
+                    .apply(&cmd, "<element>", None)
+                    .map_err(|e| e.to_string());
             }
             Request::Reset(r) => return self.reset(r, out),
             Request::Plugin { op, name, path } => return self.plugin(*op, name, path.as_deref()),
-            Request::Monitor => return self.monitor(out),
+            Request::Monitor => return self.monitor(out, false),
+            Request::MonitorJson => return self.monitor(out, true),
             Request::MonitorTrace => return self.monitor_trace(out),
             Request::Stats => return self.stats(),
             Request::Conntrack => return self.conntrack(out),

@@ -17,6 +17,10 @@ pub struct Event {
     /// The line `wasp ctl monitor` prints (`idletimer wlan0 expired`, `ruleset generation 2
     /// applied`, `plugin counter swapped to v2.wasm`).
     pub text: String,
+    /// The event in libnftables JSON (`{"add": {"rule": {...}}}`), as `wasp ctl -j monitor`
+    /// prints it; `None` for wasp's own events, which `-j monitor` prints as
+    /// `{"wasp": {"kind": KIND, "text": TEXT}}`.
+    pub json: Option<String>,
 }
 
 /// One packet's traced walk (`meta nftrace set 1`), as a worker recorded it: formatted into
@@ -189,12 +193,17 @@ pub fn publish_logs(bus: &EventBus, limit: &mut LogLimit, lines: &[String], now_
                 if n > 0 {
                     let text = format!("{n} log lines suppressed");
                     tracing::warn!("{text}");
-                    bus.publish(Event { kind: "log", text });
+                    bus.publish(Event {
+                        kind: "log",
+                        text,
+                        json: None,
+                    });
                 }
                 tracing::info!(target: "wasp::log", "{line}");
                 bus.publish(Event {
                     kind: "log",
                     text: line.clone(),
+                    json: None,
                 });
             }
             None => refused += 1,
@@ -234,6 +243,7 @@ mod tests {
         bus.publish(Event {
             kind: "plugin",
             text: "idletimer x expired".into(),
+            json: None,
         });
         assert_eq!(a.recv().unwrap().text, "idletimer x expired");
         assert_eq!(b.recv().unwrap().kind, "plugin");
@@ -241,6 +251,7 @@ mod tests {
         bus.publish(Event {
             kind: "ruleset",
             text: "x".into(),
+            json: None,
         });
         assert_eq!(bus.subscribers(), 1);
         assert_eq!(a.recv().unwrap().kind, "ruleset");

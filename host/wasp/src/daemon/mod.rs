@@ -481,6 +481,7 @@ fn reload_ruleset(daemon: &Daemon) {
     daemon.events.publish(events::Event {
         kind: "ruleset",
         text,
+        json: None,
     });
     // As after a change over the control socket (see [`ReleaseAfterChange`]).
     wasp_io::release_free_heap();
@@ -639,6 +640,7 @@ mod flag_tests {
             text: "flush ruleset\n".into(),
             name: "f.nft".into(),
             json: false,
+            echo: None,
         };
         for (req, change) in [
             (apply, true),

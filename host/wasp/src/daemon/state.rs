@@ -430,7 +430,11 @@ impl Daemon {
             conntrack: self.conntrack.clone(),
             prev: prev.cloned(),
             flow_events: Some(Arc::new(move |text| {
-                events.publish(Event { kind: "flow", text });
+                events.publish(Event {
+                    kind: "flow",
+                    text,
+                    json: None,
+                });
             })),
             netfilter: None,
         };
@@ -525,16 +529,36 @@ impl Daemon {
     /// set`) changes the running sets in place when it can (a set transaction); any
     /// other batch builds every worker's program anew.
     pub fn apply(&self, text: &str, name: &str) -> Result<u64, Error> {
+        self.apply_reporting(text, name, false).map(|(g, _)| g)
+    }
+
+    /// [`Daemon::apply`], and with `changes` also what the batch changed, as `nft monitor`
+    /// and `nft -e` report it ([`wasp_ctl::changes`]; worked out from the ruleset before and
+    /// after, so it costs a walk of both).
+    ///
+    /// # Errors
+    /// As [`Daemon::apply`].
+    pub fn apply_reporting(
+        &self,
+        text: &str,
+        name: &str,
+        changes: bool,
+    ) -> Result<(u64, Vec<wasp_ctl::changes::Change>), Error> {
         let mut cur = self.lock();
-        if let Some(g) = self.apply_elements(&mut cur, text, name)? {
-            return Ok(g);
+        let mut made = Vec::new();
+        if let Some(g) = self.apply_elements(&mut cur, text, name, changes.then_some(&mut made))? {
+            return Ok((g, made));
         }
         // The sets' views go with the new ruleset; on an error they are dropped.
         let mut shadows = std::mem::take(&mut cur.shadows);
-        let new = wasp_ruleset::apply_batch_with(&cur.ruleset, text, name, &mut shadows)?;
+        let (new, inserted) =
+            wasp_ruleset::apply_batch_noting_inserts(&cur.ruleset, text, name, &mut shadows)?;
+        if changes {
+            made = wasp_ctl::changes::diff(&cur.ruleset, &new, &inserted);
+        }
         let g = self.replace_locked(&mut cur, new)?;
         cur.shadows = shadows;
-        Ok(g)
+        Ok((g, made))
     }
 
     /// A batch of element commands as set transactions: the model changes in place, the
@@ -550,6 +574,7 @@ impl Daemon {
         cur: &mut Current,
         text: &str,
         name: &str,
+        changes: Option<&mut Vec<wasp_ctl::changes::Change>>,
     ) -> Result<Option<u64>, Error> {
         let Current {
             ruleset,
@@ -565,6 +590,9 @@ impl Daemon {
             txn.rollback();
             return Ok(None);
         };
+        if let Some(out) = changes {
+            *out = wasp_ctl::changes::element_changes(txn.ruleset(), txn.ops());
+        }
         txn.commit();
         // Every replaced set is dropped here, on the control side, when the last worker has
         // handed its copy back (a worker never frees a large set between two vectors).
@@ -898,6 +926,7 @@ impl Daemon {
         self.events.publish(Event {
             kind: "plugin",
             text: format!("plugin {name} loaded from {}", path.display()),
+            json: None,
         });
         Ok(())
     }
@@ -929,6 +958,7 @@ impl Daemon {
         self.events.publish(Event {
             kind: "plugin",
             text: format!("plugin {name} unloaded"),
+            json: None,
         });
         Ok(())
     }
@@ -986,6 +1016,7 @@ impl Daemon {
         self.events.publish(Event {
             kind: "plugin",
             text: format!("plugin {name} swapped to {}", path.display()),
+            json: None,
         });
         Ok(done)
     }

@@ -270,6 +270,7 @@ impl<P: PortGroup> Worker<P> {
                 self.events.publish(Event {
                     kind: "plugin",
                     text: e.text,
+                    json: None,
                 });
             }
         }
