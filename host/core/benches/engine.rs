@@ -65,6 +65,7 @@ fn engine(c: &mut Criterion) {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         })
         .collect();

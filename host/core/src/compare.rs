@@ -682,7 +682,7 @@ mod tests {
                 l4: th.map(|(o, f)| L4Info { proto: 6, offset: o, fragoff: f * 8 }),
                 ..PacketMeta::default()
             };
-            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE, ct_detail: None, route: None };
+            let p = Packet { frame: &frame, meta, iifname: "eth0", mark, oifname: "", ct: crate::CtMeta::NONE, ct_detail: None, nftrace: false, route: None };
             let st = PktState { mark, skb_len: frame.len() as u32, nfproto: 2, iif: crate::expr::ifname_value("eth0"), ..PktState::default() };
             let width = match src { Src::Link | Src::Net | Src::Transport => len, Src::Iifname => 16, Src::Len | Src::Mark => 4, Src::Protocol => 2, _ => 1 };
             let mut load = Load::meta(src, width);

@@ -669,6 +669,7 @@ mod tests {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let st = PktState::default();

@@ -449,6 +449,7 @@ impl Edited {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         }
     }

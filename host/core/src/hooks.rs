@@ -71,6 +71,11 @@ pub struct HookResult {
     /// What the rules asked of the packets' connections, as (packet, effects), in packet
     /// order, only for packets with some.
     pub conn: Vec<(usize, ConnFx)>,
+    /// Packets marked by `meta nftrace set 1` when the call ended, or marked on entry
+    /// ([`Packet::nftrace`]) and not unmarked: the kernel's `skb->nf_trace`, which the caller
+    /// hands to the packet's next hook. A bit set (bit `i % 64` of word `i / 64`: packet `i`;
+    /// empty when none is marked); read it with [`HookResult::nftrace`].
+    pub marked: Vec<u64>,
 }
 
 impl HookResult {
@@ -88,6 +93,22 @@ impl HookResult {
         self.edits.clear();
         self.dups.clear();
         self.conn.clear();
+        self.marked.clear();
+    }
+
+    /// Whether packet `i` left the call marked by `meta nftrace set 1` ([`HookResult::marked`]).
+    pub fn nftrace(&self, i: usize) -> bool {
+        self.marked
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 != 0)
+    }
+
+    /// Mark packet `i` in [`HookResult::marked`].
+    fn mark(marked: &mut Vec<u64>, i: usize) {
+        if marked.len() <= i / 64 {
+            marked.resize(i / 64 + 1, 0);
+        }
+        marked[i / 64] |= 1 << (i % 64);
     }
 
     /// The frames of the call as its walks left them: `Some(bytes)` for each packet a plugin
@@ -356,7 +377,7 @@ impl Engine {
             trace,
             walk,
             marked_only,
-            marked: 0,
+            marked: u64::from(packet.nftrace && packet_index < 64) << (packet_index % 64),
             oif: if egress { dev } else { "" },
             hits: ElemHits::default(),
             now,
@@ -459,6 +480,9 @@ impl Engine {
                 res.conn.push((packet_index, c));
             }
         }
+        if st.nftrace {
+            HookResult::mark(&mut res.marked, packet_index);
+        }
         Outcome {
             verdict,
             decision,
@@ -512,6 +536,7 @@ impl Engine {
             edits,
             dups,
             conn: conn_fx,
+            marked,
         } = result;
         let mut ext: Option<&mut dyn Extensions> = match given {
             Some(e) => Some(e),
@@ -580,10 +605,18 @@ impl Engine {
                     alive &= !(1 << i);
                 }
             }
+            let walk = trace.as_deref().is_some_and(|t| t.walk());
             let mut fx = Effects {
-                walk: trace.as_deref().is_some_and(|t| t.walk()),
+                walk,
                 marked_only: trace.as_deref().is_some_and(|t| t.marked_only()),
-                marked: 0,
+                // Only a traced walk reads who is marked.
+                marked: if walk {
+                    vec.iter()
+                        .enumerate()
+                        .fold(0, |m, (i, p)| m | u64::from(p.nftrace) << i)
+                } else {
+                    0
+                },
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
                 hits: ElemHits::default(),
@@ -679,6 +712,9 @@ impl Engine {
                 steal_vector(s, alive, vec, start, &scratch.ed);
             }
             for (i, st) in state[..vec.len()].iter().enumerate() {
+                if st.nftrace {
+                    HookResult::mark(marked, start + i);
+                }
                 // Most packets ask nothing of their connection: a cheap test first.
                 if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
                     let fx = conn_fx_of(prog, st, fx.rare);
@@ -806,7 +842,7 @@ fn packet_state(hook: Hook, iif: u128, oif: u128, p: &Packet<'_>) -> PktState {
             skb_len_ingress(&p.meta)
         },
         mark: p.mark,
-        nftrace: false,
+        nftrace: p.nftrace,
         nfproto: nfproto(p.meta.protocol),
         fwd: 0,
         dup: 0,

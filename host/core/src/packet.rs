@@ -32,6 +32,10 @@ pub struct Packet<'a> {
     /// The connection's tuples and accounting, for the `ct` keys that read them (`None`:
     /// those keys end the rule, as for a packet without a connection).
     pub ct_detail: Option<&'a crate::conn::CtDetail>,
+    /// `meta nftrace` on entry: set when `meta nftrace set 1` marked the packet at an earlier
+    /// hook (the kernel's `skb->nf_trace`, which stays with the packet from hook to hook);
+    /// `false` for a fresh packet. A marked packet's walk is traced from the hook's start.
+    pub nftrace: bool,
     /// The router's FIB and the packet's route, for `fib` and `rt` (see [`crate::route`]):
     /// given by the gateway at the IP hooks; `None` elsewhere (those keys then end the rule).
     pub route: Option<&'a dyn crate::route::RouteView>,
@@ -190,6 +194,29 @@ pub enum TraceEvent {
         /// The prefix and the packet summary, as the kernel log line would show them.
         text: String,
     },
+}
+
+impl TraceEvent {
+    /// The packet the event is of (its index in its hook call's vector), to read or to
+    /// renumber (a caller that joins the walks of several hook calls).
+    pub fn packet_mut(&mut self) -> &mut usize {
+        match self {
+            TraceEvent::Rule { packet, .. }
+            | TraceEvent::ChainEnd { packet, .. }
+            | TraceEvent::Plugin { packet, .. }
+            | TraceEvent::Log { packet, .. } => packet,
+        }
+    }
+
+    /// The packet the event is of (its index in its hook call's vector).
+    pub fn packet(&self) -> usize {
+        match self {
+            TraceEvent::Rule { packet, .. }
+            | TraceEvent::ChainEnd { packet, .. }
+            | TraceEvent::Plugin { packet, .. }
+            | TraceEvent::Log { packet, .. } => *packet,
+        }
+    }
 }
 
 /// Where trace events go.

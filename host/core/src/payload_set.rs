@@ -249,6 +249,7 @@ mod tests {
             oifname: "",
             ct: crate::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let edits = write(&p, 14 + 8, &[23], Covered::Ipv4Header { pseudo: false }).unwrap();

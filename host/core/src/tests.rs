@@ -443,6 +443,7 @@ fn pkt(f: &[u8]) -> Packet<'_> {
         oifname: "",
         ct: crate::CtMeta::NONE,
         ct_detail: None,
+        nftrace: false,
         route: None,
     }
 }

@@ -154,6 +154,8 @@ pub(crate) struct IpIn<'a> {
     pub meta: Option<&'a PacketMeta>,
     /// `meta mark` after the ingress hook.
     pub mark: u32,
+    /// `meta nftrace` after the ingress hook.
+    pub nftrace: bool,
     /// The device it came in on, and its gateway id.
     pub dev: &'a str,
     pub input: DevId,
@@ -190,6 +192,8 @@ struct Lane<'a> {
     info: CtInfo,
     detail: Option<CtDetail>,
     mark: u32,
+    /// `meta nftrace` as the hooks so far left it.
+    nftrace: bool,
     /// The route's output device (forwarded packets).
     out: Option<DevId>,
     /// TCP flags of the frame as it came in (0 for other protocols).
@@ -221,6 +225,7 @@ pub(crate) fn ip_vector(
             frame: &d.frame,
             meta: None,
             mark: d.mark,
+            nftrace: d.nftrace,
             dev: name,
             input: d.dev,
         })
@@ -267,6 +272,7 @@ struct Decap {
     dev: DevId,
     frame: Vec<u8>,
     mark: u32,
+    nftrace: bool,
 }
 
 /// Steps 1-7 for `pkts` (each with its input device), batched as the module documentation
@@ -357,6 +363,7 @@ fn front<'a>(
         });
     }
     let mut mark = p.mark;
+    let mut nftrace = p.nftrace;
     // 2a. Prerouting chains below conntrack's priority (`priority raw`): `ct zone set` puts
     // the packet in a zone (the kernel's template conntrack), `notrack` keeps it from
     // conntrack.
@@ -372,13 +379,11 @@ fn front<'a>(
             oifname: "",
             ct: CtMeta::NONE,
             ct_detail: None,
+            nftrace,
             route: Some(&view),
         };
-        let mut logs = HookLogs::default();
-        let sink = cx
-            .engine
-            .has_logs()
-            .then_some(&mut logs as &mut dyn TraceSink);
+        let mut logs = HookLogs::new(cx.way.trace);
+        let sink = logs.sink(cx.engine.has_logs());
         cx.engine.run(
             At::PreConntrack,
             &[pkt],
@@ -388,6 +393,7 @@ fn front<'a>(
             re(&mut cx.ext),
         );
         keep_logs(cx.way, logs, &[p.idx]);
+        nftrace = cx.way.hook.nftrace(0);
         let o = cx.way.hook.outcomes[0];
         if o.verdict != FinalVerdict::Accept {
             return done(rejected(g, o.reject, input, frame, frame, false));
@@ -447,6 +453,7 @@ fn front<'a>(
         info,
         detail,
         mark,
+        nftrace,
         out: None,
         tcp_flags,
         live: true,
@@ -545,6 +552,7 @@ fn rest<'a>(
                         dev,
                         frame: l.cur[at..].to_vec(),
                         mark: l.mark,
+                        nftrace: l.nftrace,
                     });
                     // Its fate is the inner frame's: none yet.
                     l.live = false;
@@ -706,8 +714,8 @@ fn hook(
     if live.is_empty() || !cx.engine.ip_hook_runs(h, any_pending) {
         return live.into_iter().map(|k| (k, ConnFx::default())).collect();
     }
-    let mut logs = HookLogs::default();
-    let (results, edited) = {
+    let mut logs = HookLogs::new(cx.way.trace);
+    let (results, edited, marks) = {
         let view = GatewayView {
             g,
             routed: h != Hook::Prerouting,
@@ -724,15 +732,14 @@ fn hook(
                     oifname: l.out.map_or("", |d| g.name(d)),
                     ct: ct_meta(&l.info, pending(l)),
                     ct_detail: l.detail.as_ref(),
+                    nftrace: l.nftrace,
                     route: Some(&view),
                 }
             })
             .collect();
-        // `log` lines of the hook: for the caller (no sink without `log`).
-        let sink = cx
-            .engine
-            .has_logs()
-            .then_some(&mut logs as &mut dyn TraceSink);
+        // `log` lines of the hook (and, while traced, the walks): for the caller (no sink
+        // without either).
+        let sink = logs.sink(cx.engine.has_logs());
         let res = &mut cx.way.hook;
         cx.engine
             .run(At::Ip(h), &pkts, cx.now_ns, res, sink, re(&mut cx.ext));
@@ -774,15 +781,22 @@ fn hook(
                 (*o, fx)
             })
             .collect();
-        (results, res.edited_frames(pkts.iter().map(|p| p.frame)))
+        // Empty (no allocation) unless a packet is marked.
+        let marks = res.marked.clone();
+        (
+            results,
+            res.edited_frames(pkts.iter().map(|p| p.frame)),
+            marks,
+        )
     };
     let idxs: Vec<usize> = live.iter().map(|&k| lanes[k].idx).collect();
     keep_logs(cx.way, logs, &idxs);
     let mut edited = edited.into_iter();
     let mut passed = Vec::with_capacity(live.len());
-    for (&k, (o, fx)) in live.iter().zip(results) {
+    for (j, (&k, (o, fx))) in live.iter().zip(results).enumerate() {
         let e = edited.next().flatten();
         let l = &mut lanes[k];
+        l.nftrace = marks.get(j / 64).is_some_and(|w| w >> (j % 64) & 1 != 0);
         if o.verdict != FinalVerdict::Accept {
             let fate = rejected(g, o.reject, l.input, l.frame0, &l.cur, local);
             end(cx, l, fate);
@@ -797,14 +811,23 @@ fn hook(
     passed
 }
 
-/// Keep the `log` lines of a hook call whose packet `j` is the vector's packet `idxs[j]`.
+/// Keep the `log` lines and traced walk events of a hook call whose packet `j` is the
+/// vector's packet `idxs[j]`.
 fn keep_logs(way: &mut WayOut, logs: HookLogs, idxs: &[usize]) {
-    for (j, text) in logs.0 {
+    for (j, text) in logs.lines {
         if way.ip_logs.len() >= MAX_HOOK_LOGS {
             break;
         }
         if let Some(&i) = idxs.get(j) {
             way.ip_logs.push((i, text));
+        }
+    }
+    for ev in logs.walks {
+        if way.ip_trace.len() >= MAX_HOOK_LOGS {
+            break;
+        }
+        if let Some(&i) = idxs.get(ev.packet()) {
+            way.ip_trace.push((i, ev));
         }
     }
 }
@@ -834,18 +857,46 @@ fn raise_ttl(frame: &mut [u8]) {
     }
 }
 
-/// The `log` lines of one IP hook call: (packet index in the call, line).
+/// What one IP hook call reports: its `log` lines as (packet index in the call, line), and,
+/// when traced ([`WayOut::trace`]), the walks (their `log` lines go with the lines only, so
+/// that each is told once).
 #[derive(Default)]
-struct HookLogs(Vec<(usize, String)>);
+struct HookLogs {
+    lines: Vec<(usize, String)>,
+    traced: bool,
+    marked_only: bool,
+    walks: Vec<TraceEvent>,
+}
+
+impl HookLogs {
+    fn new(trace: Option<bool>) -> Self {
+        HookLogs {
+            traced: trace.is_some(),
+            marked_only: trace.unwrap_or(true),
+            ..HookLogs::default()
+        }
+    }
+
+    /// The sink of the hook call: none when the ruleset has no `log` (`logs`) and nothing is
+    /// traced.
+    fn sink(&mut self, logs: bool) -> Option<&mut dyn TraceSink> {
+        (logs || self.traced).then_some(self as &mut dyn TraceSink)
+    }
+}
 
 impl TraceSink for HookLogs {
     fn event(&mut self, ev: TraceEvent) {
-        if let TraceEvent::Log { packet, text } = ev {
-            self.0.push((packet, text));
+        match ev {
+            TraceEvent::Log { packet, text } => self.lines.push((packet, text)),
+            ev => self.walks.push(ev),
         }
     }
 
     fn walk(&self) -> bool {
-        false
+        self.traced
+    }
+
+    fn marked_only(&self) -> bool {
+        self.marked_only
     }
 }

@@ -31,6 +31,7 @@ impl Rig {
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                nftrace: false,
                 route: None,
             })
             .collect();
@@ -58,6 +59,7 @@ impl Rig {
                 meta: Some(&p.meta),
                 dups: &[],
                 outcome: o,
+                nftrace: false,
             })
             .collect();
         let mut seen = Vec::new();

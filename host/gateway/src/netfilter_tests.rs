@@ -204,6 +204,7 @@ impl Rig {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let mut res = wasp_core::HookResult::new();

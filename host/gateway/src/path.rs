@@ -39,7 +39,7 @@ use super::{Action, DevId, DropReason, Gateway, Rewrite};
 use wasp_core::Engine;
 use wasp_core::{At, HookResult};
 use wasp_core::{DupCopy, Extensions};
-use wasp_core::{FinalVerdict, OutTarget, Outcome, Packet};
+use wasp_core::{FinalVerdict, OutTarget, Outcome, Packet, TraceEvent};
 
 /// The kernel's NF_RECURSION_LIMIT (nf_dup_netdev.c): `fwd`/`dup` transmits nested deeper than
 /// this are dropped.
@@ -81,6 +81,9 @@ pub struct Decided<'f> {
     pub dups: &'f [DupCopy],
     /// What the ingress hook decided.
     pub outcome: &'f Outcome,
+    /// Marked by `meta nftrace set 1` after the ingress hook ([`HookResult::marked`]): the
+    /// IP hooks trace its walks from their start.
+    pub nftrace: bool,
 }
 
 /// A frame to send on a device (after its egress hook accepted it).
@@ -121,6 +124,18 @@ pub struct WayOut {
     pub(crate) ip_logs: Vec<(usize, String)>,
     /// The result of the hook calls the way out makes (egress, IP hooks).
     pub(crate) hook: HookResult,
+    /// Record the IP hooks' walks (set by the caller while it traces): `Some(true)` those of
+    /// the packets `meta nftrace set 1` marked (`wasp ctl monitor trace`), `Some(false)` every
+    /// packet's (`wasp replay --trace`).
+    pub trace: Option<bool>,
+    /// The IP hooks' walk events of a vector, as (packet index, event; the event's own
+    /// `packet` is its index in its hook call), until their packet's turn moves them to
+    /// `traced`.
+    pub(crate) ip_trace: Vec<(usize, TraceEvent)>,
+    /// The IP hooks' walk events of the packet whose turn it is ([`Forwarder::vector`]'s
+    /// `done`), in the order they ran, each naming the packet by its index in its hook call:
+    /// the caller takes them.
+    pub traced: Vec<TraceEvent>,
 }
 
 /// Most `log` lines of the IP hooks a [`WayOut`] keeps (more are dropped, as a full kernel
@@ -401,6 +416,7 @@ impl Forwarder {
             meta,
             dups,
             outcome,
+            nftrace: false,
         };
         let mut fate = Fate::Local;
         self.vector(
@@ -475,6 +491,7 @@ impl Forwarder {
                     frame: p.frame,
                     meta: p.meta,
                     mark: p.outcome.mark,
+                    nftrace: p.nftrace,
                     dev: in_dev,
                     input,
                 })
@@ -494,6 +511,7 @@ impl Forwarder {
                 ip_vector(&mut cx, g, &ins, looked);
                 // Given out per packet, in packet order.
                 way.ip_logs.sort_by_key(|l| l.0);
+                way.ip_trace.sort_by_key(|l| l.0);
                 way.hook_dups.sort_by_key(|d| d.0);
             }
         }
@@ -504,10 +522,15 @@ impl Forwarder {
                 let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
                 way.keep_logs(lines);
             }
+            let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
+            way.traced.clear();
+            way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
             let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way);
             done(i, fate, way);
         }
         way.ip_logs.clear();
+        way.ip_trace.clear();
+        way.traced.clear();
         way.hook_dups.clear();
     }
 
@@ -902,6 +925,7 @@ impl Forwarder {
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                nftrace: false,
                 route: None,
             };
             engine.run(

@@ -459,6 +459,7 @@ table netdev t {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let mut res = wasp_core::HookResult::new();
@@ -650,6 +651,7 @@ mod kernel_facts {
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                nftrace: false,
                 route: None,
             };
             let mut res = wasp_core::HookResult::new();
@@ -694,6 +696,7 @@ mod kernel_facts {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let mut res = wasp_core::HookResult::new();

@@ -356,6 +356,7 @@ impl Datapath {
                 oifname: "",
                 ct: wasp_core::CtMeta::NONE,
                 ct_detail: None,
+                nftrace: false,
                 route: None,
             })
             .collect();
@@ -426,11 +427,13 @@ impl Datapath {
                     meta,
                     dups: dups.of(i),
                     outcome: o,
+                    nftrace: res.nftrace(i),
                 }
             })
             .collect();
         let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
         let flows = flow_hook.map(|_| &mut hits[..]);
+        way.trace = exit.trace().map(|t| t.marked_only());
         forwarder.vector(
             engine,
             ext,
@@ -444,6 +447,13 @@ impl Datapath {
                     let lines = std::mem::take(&mut way.logs);
                     counts.logged += lines.len() as u64;
                     exit.log(lines, now_ns);
+                }
+                // Its walks through the IP hooks join its ingress walk, as packet `i`.
+                if let Some(sink) = exit.trace() {
+                    for mut ev in way.traced.drain(..) {
+                        *ev.packet_mut() = i;
+                        sink.event(ev);
+                    }
                 }
                 // What this packet sends, while its frame is at hand.
                 let frame = decided[i].frame;
@@ -459,6 +469,7 @@ impl Datapath {
 
 #[cfg(test)]
 mod tests {
+    use wasp_core::TraceEvent;
     use wasp_gateway::{DropReason, Fate};
     use wasp_wire::samples::{ethernet, ipv4, udp};
 
@@ -537,5 +548,112 @@ mod tests {
         let c = dp.vector("eth0", std::iter::empty(), 2_000, &mut again);
         assert_eq!(c, VectorCounts::default());
         assert!(again.events.is_empty() && again.logs.is_empty());
+    }
+
+    /// A sink of marked packets, as the daemon's `monitor trace` uses.
+    #[derive(Default)]
+    struct MarkedExit {
+        events: Vec<TraceEvent>,
+    }
+
+    impl TraceSink for MarkedExit {
+        fn event(&mut self, ev: TraceEvent) {
+            self.events.push(ev);
+        }
+
+        fn marked_only(&self) -> bool {
+            true
+        }
+    }
+
+    impl Exit for MarkedExit {
+        fn trace(&mut self) -> Option<&mut dyn TraceSink> {
+            Some(self)
+        }
+
+        fn log(&mut self, _: Vec<String>, _: u64) {}
+
+        fn send(&mut self, _: usize, _: &Send, _: &[u8]) {}
+
+        fn done(&mut self, _: usize, _: &Packet<'_>, _: &Outcome, _: &[u8], _: Fate) {}
+    }
+
+    /// `meta nftrace set 1` at the netdev ingress hook marks a packet for its whole way: the
+    /// gateway's forward chain is traced for it from its first rule, as packet `i` of the
+    /// vector; an unmarked packet of the same vector is not traced anywhere, and one marked
+    /// only in the forward chain is traced from the marking rule on.
+    #[test]
+    fn nftrace_marks_follow_the_packet_into_the_ip_hooks() {
+        let rs = wasp_ruleset::parse_str(
+            "table netdev t {\n chain c {\n  type filter hook ingress device \"lan0\" priority 0; policy accept;\n  udp dport 53 meta nftrace set 1\n }\n}\n\
+             table ip f {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n  udp dport 99 counter\n  udp dport 22 meta nftrace set 1\n  counter\n }\n}\n",
+            "dp.nft",
+        )
+        .unwrap();
+        let gw = wasp_gateway::Gateway::parse(
+            "device lan0 mac 02:00:00:00:01:01\ndevice wan0 mac 02:00:00:00:02:01\naddress lan0 10.1.0.1/24\naddress wan0 192.0.2.1/24\nroute default via 192.0.2.254 dev wan0\nneighbour 192.0.2.254 lladdr 02:00:00:00:02:fe dev wan0\n",
+            "gw.conf",
+        )
+        .unwrap();
+        let mut cache = PluginCache::default();
+        let mut shared = Shared::single(&mut cache, HostConfig::default());
+        let b = build(&rs, 0, 1, Clocks::default(), true, &mut shared).unwrap();
+        let mut dp = Datapath::new(b, Forwarder::new(Some(gw)));
+        let to_router = |dport: u16| {
+            let mut f = ethernet(&[], 0x0800, &ipv4(17, &udp(1000, dport, b"")));
+            f[..6].copy_from_slice(&[2, 0, 0, 0, 1, 1]);
+            // 10.1.0.2 -> 8.8.8.8, TTL 64.
+            f[14 + 8] = 64;
+            f[14 + 12..14 + 16].copy_from_slice(&[10, 1, 0, 2]);
+            f[14 + 16..14 + 20].copy_from_slice(&[8, 8, 8, 8]);
+            let sum = wasp_gateway::checksum::checksum(&{
+                let mut h = f[14..34].to_vec();
+                h[10] = 0;
+                h[11] = 0;
+                h
+            });
+            f[24..26].copy_from_slice(&sum.to_be_bytes());
+            f
+        };
+        let frames = [to_router(80), to_router(53), to_router(22)];
+        let mut exit = MarkedExit::default();
+        dp.vector("lan0", frames.iter().map(Vec::as_slice), 1_000, &mut exit);
+        let names = |t: u32| if t == 0 { "t" } else { "f" };
+        let seen: Vec<(usize, &str, Option<u64>)> = exit
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                TraceEvent::Rule {
+                    packet,
+                    table,
+                    handle,
+                    ..
+                } => Some((*packet, names(*table), Some(*handle))),
+                TraceEvent::ChainEnd {
+                    packet,
+                    table,
+                    policy: Some(_),
+                    ..
+                } => Some((*packet, names(*table), None)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                // Packet 1 (DNS), marked at ingress: the marking rule and the policy there,
+                // then every forward rule that matched, and the policy.
+                (1, "t", Some(2)),
+                (1, "t", None),
+                (1, "f", Some(4)),
+                (1, "f", None),
+                // Packet 2 (port 22), marked in the forward chain.
+                (2, "f", Some(3)),
+                (2, "f", Some(4)),
+                (2, "f", None),
+            ],
+            "{:?}",
+            exit.events
+        );
     }
 }

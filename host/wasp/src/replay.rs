@@ -502,9 +502,17 @@ impl Record<'_> {
         fate: Fate,
         port: &mut PortExit<'_>,
     ) {
+        if i > 0 && self.trace.is_some() {
+            // Its walks through the IP hooks, given just before its turn.
+            let later = self.collector.take_by_packet(self.frames.len());
+            for (w, l) in self.walks.iter_mut().zip(later) {
+                w.extend(l);
+            }
+        }
         if i == 0 && self.trace.is_some() {
             self.walks = self.collector.take_by_packet(self.frames.len());
-            // `log` lines from the trace's events, in packet order.
+            // `log` lines from the trace's events, in packet order (the IP hooks' come
+            // through the exit's `log`).
             let lines: Vec<String> = self
                 .walks
                 .iter()

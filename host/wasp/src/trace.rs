@@ -38,7 +38,7 @@ impl Collector {
     pub fn take_by_packet(&mut self, packets: usize) -> Vec<Vec<TraceEvent>> {
         let mut out: Vec<Vec<TraceEvent>> = vec![Vec::new(); packets];
         for ev in self.events.drain(..) {
-            let p = event_packet(&ev);
+            let p = ev.packet();
             if let Some(slot) = out.get_mut(p) {
                 slot.push(ev);
             }
@@ -95,7 +95,7 @@ impl Marked {
         let mut walk = Vec::new();
         let mut rest = Vec::with_capacity(self.events.len());
         for ev in self.events.drain(..) {
-            if event_packet(&ev) != packet {
+            if ev.packet() != packet {
                 rest.push(ev);
                 continue;
             }
@@ -111,16 +111,6 @@ impl Marked {
     /// Forget what is left (the vector is done).
     pub fn clear(&mut self) {
         self.events.clear();
-    }
-}
-
-/// The packet (index in its vector) an event belongs to.
-pub fn event_packet(ev: &TraceEvent) -> usize {
-    match ev {
-        TraceEvent::Rule { packet, .. }
-        | TraceEvent::ChainEnd { packet, .. }
-        | TraceEvent::Log { packet, .. }
-        | TraceEvent::Plugin { packet, .. } => *packet,
     }
 }
 

@@ -157,6 +157,7 @@ fn reset_counters_through_the_runtime_zeroes_and_leaves_expiry_alone() {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let mut res = HookResult::new();

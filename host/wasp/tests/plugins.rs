@@ -353,6 +353,7 @@ fn workers_sharing_timers_expire_a_label_once() {
                         oifname: "",
                         ct: wasp_core::CtMeta::NONE,
                         ct_detail: None,
+                        nftrace: false,
                         route: None,
                     };
                     let mut res = wasp_core::HookResult::new();

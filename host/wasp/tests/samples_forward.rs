@@ -226,3 +226,58 @@ fn router_sample_routes_answers_and_filters() {
         [frames[4].clone(), frames[7].clone()]
     );
 }
+
+/// `wasp replay --trace` follows each packet through the IP hooks too: the router's walks
+/// of the forward and postrouting chains come under the packet's own trace id, after its
+/// netdev walk, and a packet the IP hooks never see (dropped at ingress) has none.
+#[test]
+fn replay_traces_the_ip_hooks_of_each_packet() {
+    let dir = sample();
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = std::fs::read_to_string(dir.join("router.nft")).unwrap()
+        + "table ip filter {\n\tchain fwd {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 53 meta nftrace set 1\n\t\tip protocol udp counter\n\t}\n}\n";
+    std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
+    let out = wasp(
+        tmp.path(),
+        &[
+            "replay",
+            "--ruleset",
+            "r.nft",
+            "--gateway",
+            dir.join("gateway.conf").to_str().unwrap(),
+            "--in",
+            dir.join("lan.pcap").to_str().unwrap(),
+            "--in-dev",
+            "lan0",
+            "--out",
+            "o",
+            "--trace",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    // The chains each trace id walks, in order (a chain once per `packet:` line).
+    let walks = |id: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("trace id {id} ")) && l.contains(" packet: "))
+            .map(|l| l.split(" packet: ").next().unwrap()[18..].to_string())
+            .collect()
+    };
+    // The DNS query (third frame): ingress, forward, postrouting (masquerade).
+    assert_eq!(
+        walks("00000003"),
+        ["netdev office lan_in", "ip filter fwd", "ip nat post"]
+    );
+    assert!(stdout.contains(
+        "trace id 00000003 ip filter fwd rule udp dport 53 meta nftrace set 1 (verdict continue)\n\
+         trace id 00000003 ip filter fwd rule ip protocol udp counter packets 0 bytes 0 (verdict continue)\n\
+         trace id 00000003 ip filter fwd policy accept\n"
+    ), "{stdout}");
+    // The HTTPS SYN is forwarded too; the telnet SYN is dropped at ingress.
+    assert_eq!(
+        walks("00000004"),
+        ["netdev office lan_in", "ip filter fwd", "ip nat post"]
+    );
+    assert_eq!(walks("00000005"), ["netdev office lan_in"]);
+}

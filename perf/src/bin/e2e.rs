@@ -1163,6 +1163,7 @@ mod tests {
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         let mut res = wasp_core::HookResult::new();

@@ -279,6 +279,7 @@ fn wasp_run(e: &mut Engine, frame: &[u8], packets: u64, name: &str) -> Result<f6
             oifname: "",
             ct: wasp_core::CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         })
         .collect();

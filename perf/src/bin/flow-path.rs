@@ -175,6 +175,7 @@ impl Rig {
             oifname: "",
             ct: CtMeta::NONE,
             ct_detail: None,
+            nftrace: false,
             route: None,
         };
         self.engine
@@ -211,6 +212,7 @@ impl Rig {
                 oifname: "",
                 ct: CtMeta::NONE,
                 ct_detail: None,
+                nftrace: false,
                 route: None,
             })
             .collect();
@@ -224,6 +226,7 @@ impl Rig {
                 meta: Some(&p.meta),
                 dups: &[],
                 outcome: o,
+                nftrace: false,
             })
             .collect();
         let mut kind = None;

@@ -145,6 +145,7 @@ fn run_once(
                     oifname: "",
                     ct: wasp_core::CtMeta::NONE,
                     ct_detail: None,
+                    nftrace: false,
                     route: None,
                 });
             }

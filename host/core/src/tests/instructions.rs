@@ -329,6 +329,7 @@ fn ip6_icmp_and_exthdr() {
                     oifname: "",
                     ct: crate::CtMeta::NONE,
                     ct_detail: None,
+                    nftrace: false,
                     route: None,
                 };
                 e.one("eth0", &p, 0, 0, None).0.verdict == FinalVerdict::Accept

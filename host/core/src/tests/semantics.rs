@@ -592,4 +592,41 @@ fn trace_of_marked_packets_only() {
             .collect();
         assert_eq!(logs, vec![1 - marked], "the port-80 packet's log line");
     }
+    // The mark stays with the packet (skb->nf_trace): the result names the marked packet,
+    // and a packet that enters marked is traced from the hook's first rule on, in a vector
+    // and alone.
+    let mut out = [blank, blank];
+    let res = e.ingress("eth0", &[pkt(&a), pkt(&b)], 0, &mut out, None);
+    assert_eq!(res.marked, [0b01], "packet 0 (port 22) leaves marked");
+    for n in [1, 2] {
+        let mut rec = Marked::default();
+        let mut p80 = pkt(&b);
+        p80.nftrace = true;
+        let packets = [p80, pkt(&a)];
+        let res = e.ingress("eth0", &packets[..n], 0, &mut out[..n], Some(&mut rec));
+        let rules: Vec<(u64, String)> = rec
+            .0
+            .iter()
+            .filter_map(|ev| match ev {
+                TraceEvent::Rule {
+                    packet,
+                    handle,
+                    verdict,
+                    ..
+                } if *packet == 0 => Some((*handle, verdict.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                (2, "continue".to_string()),
+                (4, "continue".to_string()),
+                (5, "accept".to_string())
+            ],
+            "vector of {n}: {:?}",
+            rec.0
+        );
+        assert!(res.nftrace(0), "still marked (vector of {n})");
+    }
 }

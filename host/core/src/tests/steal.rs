@@ -68,6 +68,7 @@ fn packet(f: &[u8]) -> Packet<'_> {
         oifname: "",
         ct: crate::conn::CtMeta::NONE,
         ct_detail: None,
+        nftrace: false,
         route: None,
     }
 }
