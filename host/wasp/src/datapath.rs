@@ -298,12 +298,17 @@ impl Datapath {
 
     /// Switch to `b` (at a vector boundary): the counts `b.carry` names move from the running
     /// plugin instances into `b`'s first ([`carry_counts`]), so every packet this worker
-    /// counted stays counted once; then the old plugin instances are dropped.
+    /// counted stays counted once, and every other plugin's state moves to its new instance
+    /// ([`Runtime::take_state`]: IDLETIMER timers keep running); then the old plugin instances
+    /// are dropped.
     pub fn install(&mut self, mut b: Bundle) {
-        if let (Some(old), Some(new)) = (self.runtime.as_mut(), b.runtime.as_mut())
-            && !b.carry.is_empty()
-        {
-            carry_counts(old, new, &b.engine, &b.carry);
+        if let (Some(old), Some(new)) = (self.runtime.as_mut(), b.runtime.as_mut()) {
+            if !b.carry.is_empty() {
+                carry_counts(old, new, &b.engine, &b.carry);
+            }
+            // The other plugins' state (IDLETIMER timers, ...) goes with them; the counts the
+            // counter carry moved by use site.
+            new.take_state(old, &[wasp_core::COUNTER_PLUGIN]);
         }
         self.engine = b.engine;
         self.install_parts(b.runtime, b.generation, b.netfilter);
@@ -655,5 +660,46 @@ mod tests {
             "{:?}",
             exit.events
         );
+    }
+
+    /// A worker that switches to a new ruleset's bundle hands its plugins' state over: an
+    /// IDLETIMER timer a packet armed at 0 s (timeout 1 s) still falls due at 1 s after a
+    /// change at 0.6 s that renumbers every use site (without the handover the new rule's
+    /// own timer, started at the change, would fire at 1.6 s).
+    #[test]
+    fn a_new_bundle_takes_the_plugins_state() {
+        const S: u64 = 1_000_000_000;
+        let text = |extra: &str| {
+            format!(
+                "table netdev t {{\n plugin idletimer\n chain c {{\n  type filter hook ingress device \"eth0\" priority 0; policy accept;\n{extra}  udp dport 53 idletimer label \"dns\" timeout 1s\n }}\n}}\n"
+            )
+        };
+        let rs = wasp_ruleset::parse_str(&text(""), "a.nft").unwrap();
+        let rs2 = wasp_ruleset::parse_str(&text("  tcp dport 22 counter drop\n"), "b.nft").unwrap();
+        let mut cache = PluginCache::default();
+        let mut shared = Shared::single(&mut cache, HostConfig::default());
+        let clocks = |now_ns| Clocks {
+            epoch_ns: Some(0),
+            wall_epoch_ns: 0,
+            now_ns,
+        };
+        let b = build(&rs, 0, 1, clocks(0), false, &mut shared).unwrap();
+        let mut dp = Datapath::new(b, Forwarder::new(None));
+        let mut seen = Seen::default();
+        dp.vector("eth0", [frame(53)].iter().map(Vec::as_slice), 0, &mut seen);
+        dp.advance(S * 6 / 10);
+        let b2 = build(&rs2, 0, 2, clocks(S * 6 / 10), false, &mut shared).unwrap();
+        dp.install(b2);
+        let expired = |dp: &mut Datapath, at| {
+            dp.advance(at);
+            dp.runtime
+                .as_mut()
+                .unwrap()
+                .take_events()
+                .iter()
+                .any(|e| e.text == "idletimer dns expired")
+        };
+        assert!(!expired(&mut dp, S * 95 / 100), "not before its timeout");
+        assert!(expired(&mut dp, S * 105 / 100), "due 1 s after the packet");
     }
 }

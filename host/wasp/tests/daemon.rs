@@ -939,3 +939,49 @@ table netdev filter {
     assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(20));
     rig.stop();
 }
+
+/// A ruleset change hands the plugins' state to the new program's instances: an IDLETIMER
+/// timer armed by a packet before a change that renumbers every use site (a rule inserted
+/// before) keeps its deadline in the new ruleset, as the kernel's timer of a rule that stays;
+/// the counter's counts move by their own carry.
+#[test]
+fn plugin_state_lives_through_a_ruleset_change() {
+    let rules = "table netdev filter {\n\tplugin idletimer\n\tchain ingress {\n\t\ttype filter hook ingress device \"veth0\" priority 0; policy accept;\n\t\tudp dport 53 counter idletimer label \"dns\" timeout 1s\n\t}\n}\n";
+    let rig = Rig::start(rules, 1);
+    let events = rig.daemon.events.subscribe();
+    rig.send([dns()]);
+    rig.wait_packets(1);
+    // The change comes well into the timeout: a timer armed anew by the new rule's
+    // configuration would expire a whole timeout after it, the handed-over one 100 ms after.
+    std::thread::sleep(Duration::from_millis(900));
+    rig.daemon
+        .apply(
+            "insert rule netdev filter ingress tcp dport 22 counter drop\n",
+            "<batch>",
+        )
+        .expect("change");
+    let changed = std::time::Instant::now();
+    let mut expired = None;
+    while changed.elapsed() < Duration::from_secs(3) {
+        if let Ok(ev) = events.recv_timeout(Duration::from_millis(50))
+            && ev.text.contains("idletimer dns expired")
+        {
+            expired = Some(changed.elapsed());
+            break;
+        }
+    }
+    let after = expired.expect("the timer armed before the change expired in the new ruleset");
+    assert!(
+        after < Duration::from_millis(700),
+        "expired when its timeout was up, counted from the packet, not from the change: {after:?} after it"
+    );
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    // Counted as the kernel counts at ingress: without the Ethernet header.
+    let n = dns().len() as u64 - 14;
+    assert_eq!(
+        rule_counts(&r),
+        [(0, 0), (1, n)],
+        "the DNS rule's count moved too"
+    );
+    rig.stop();
+}

@@ -13,6 +13,7 @@
 mod calls;
 mod clocks;
 mod containment;
+mod handover;
 mod sites;
 mod swap;
 

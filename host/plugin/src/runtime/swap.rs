@@ -313,41 +313,16 @@ impl Runtime {
             (None, _, _) => StateMove::Fresh {
                 reason: "the old instance had failed".into(),
             },
-            (Some(o), true, true) => {
-                crate::host::arm_deadline(&mut o.store, deadline);
-                match o
-                    .bindings
-                    .wasp_plugin_plugin()
-                    .call_export_state(&mut o.store)
-                {
-                    Err(e) => StateMove::Fresh {
-                        reason: format!("export-state failed: {}", describe_error(&e, deadline)),
-                    },
-                    Ok(blob) => {
-                        crate::host::arm_deadline(&mut live.store, deadline);
-                        match live
-                            .bindings
-                            .wasp_plugin_plugin()
-                            .call_import_state(&mut live.store, &blob)
-                        {
-                            Ok(Ok(())) => StateMove::Carried { bytes: blob.len() },
-                            Ok(Err(msg)) => StateMove::Fresh {
-                                reason: format!("import-state refused: {msg}"),
-                            },
-                            Err(e) => {
-                                return Err(PluginError::Call {
-                                    plugin: pname.to_string(),
-                                    reason: FailureReason::Trap,
-                                    msg: format!(
-                                        "import-state failed: {}",
-                                        describe_error(&e, deadline)
-                                    ),
-                                });
-                            }
-                        }
-                    }
+            (Some(o), true, true) => match move_blob(o, &mut live, deadline) {
+                Ok(m) => m,
+                Err(msg) => {
+                    return Err(PluginError::Call {
+                        plugin: pname.to_string(),
+                        reason: FailureReason::Trap,
+                        msg,
+                    });
                 }
-            }
+            },
         };
         // Commit: the old version is dropped here; its instance too, or, for a swap requested
         // through a handle, by the handle's next request (off the worker).
@@ -433,5 +408,44 @@ impl Runtime {
             }
         }
         Ok((live, nsites))
+    }
+}
+
+/// Move `old`'s state blob into `new` (export-state, then import-state; each call within
+/// `deadline` ticks). `Ok(Fresh)` when the export fails or the import refuses the blob (the
+/// new instance then starts as configured); `Err` when the import traps (the new instance is
+/// spoilt).
+pub(super) fn move_blob(
+    old: &mut Live,
+    new: &mut Live,
+    deadline: u64,
+) -> Result<StateMove, String> {
+    crate::host::arm_deadline(&mut old.store, deadline);
+    let blob = match old
+        .bindings
+        .wasp_plugin_plugin()
+        .call_export_state(&mut old.store)
+    {
+        Err(e) => {
+            return Ok(StateMove::Fresh {
+                reason: format!("export-state failed: {}", describe_error(&e, deadline)),
+            });
+        }
+        Ok(blob) => blob,
+    };
+    crate::host::arm_deadline(&mut new.store, deadline);
+    match new
+        .bindings
+        .wasp_plugin_plugin()
+        .call_import_state(&mut new.store, &blob)
+    {
+        Ok(Ok(())) => Ok(StateMove::Carried { bytes: blob.len() }),
+        Ok(Err(msg)) => Ok(StateMove::Fresh {
+            reason: format!("import-state refused: {msg}"),
+        }),
+        Err(e) => Err(format!(
+            "import-state failed: {}",
+            describe_error(&e, deadline)
+        )),
     }
 }
