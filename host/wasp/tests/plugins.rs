@@ -385,3 +385,36 @@ fn workers_sharing_timers_expire_a_label_once() {
     let got = expiries(&mut workers(false));
     assert_eq!(got, vec![(1, 2 * SEC), (0, 35 * SEC / 10)]);
 }
+
+/// A plugin's `host::log` lines reach standard error under `wasp replay` (where plugin
+/// authors try their work), at their level and tagged with the plugin's name.
+#[test]
+fn plugin_log_lines_reach_standard_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let probe = wasp_guests::test_guest("probe");
+    let rules = format!(
+        "table netdev t {{\n\tplugin probe {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tprobe chatty counter\n\t}}\n}}\n",
+        probe.display()
+    );
+    std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
+    let frames = [packet(T0, 2), packet(T0 + SEC, 3)];
+    let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
+    std::fs::write(tmp.path().join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
+    let out = wasp(
+        tmp.path(),
+        &["replay", "--ruleset", "r.nft", "--in", "c.pcap"],
+    );
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let logged: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("probe site 0 saw"))
+        .collect();
+    assert_eq!(logged.len(), 2, "one line per call: {stderr}");
+    assert!(
+        logged
+            .iter()
+            .all(|l| l.contains(" INFO ") && l.ends_with("saw 1 packets plugin=\"probe\"")),
+        "{stderr}"
+    );
+}

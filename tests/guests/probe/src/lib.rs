@@ -8,7 +8,8 @@
 //! `bomb` (allocates until memory runs out), `trap` (unreachable; `strap` the same, statement only), `timer` (arms timer `mark`
 //! at `now + elem` ns, on the boot-time clock when `iif` is 2, cancels it when `iif` is 1; on
 //! firing emits `fired K at T`), `set` (match: the set `allowed` holds the frame's first 4
-//! bytes). Anything else, and `fail`, is refused by `configure`.
+//! bytes), `chatty` (as `ok`, and logs `probe site N saw K packets` through `host::log` at info
+//! level on each call). Anything else, and `fail`, is refused by `configure`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ thread_local! {
 
 const MODES: &[&str] = &[
     "ok", "stmt", "edit", "oob", "short", "badbyte", "loop", "bomb", "trap", "strap", "timer", "set",
+    "chatty",
 ];
 
 /// Modes refused as a match (they only make sense as a statement).
@@ -107,6 +109,12 @@ impl Guest for Probe {
     fn matches(site: u32, batch: Vec<u8>, count: u32, stride: u32) -> Vec<u8> {
         let m = mode(site);
         misbehave(&m);
+        if m == "chatty" {
+            host::log(
+                wasp::plugin::types::Level::Info,
+                &format!("probe site {site} saw {count} packets"),
+            );
+        }
         let mut out: Vec<u8> = records(&batch, count, stride)
             .map(|r| match m.as_str() {
                 "badbyte" => 2,
