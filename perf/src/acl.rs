@@ -362,6 +362,31 @@ impl AclRule {
 /// Elements as (start key, end key).
 pub type Elements = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// A pipapo set (no data, no timeouts) of `els`, fields of `lens` bytes, group widths chosen
+/// by `policy`.
+///
+/// # Panics
+/// When the set refuses an element: the benchmarks' shapes are all ones the kernel takes.
+pub fn pipapo_of(
+    lens: &[usize],
+    els: &[(Vec<u8>, Vec<u8>)],
+    policy: wasp_sets::pipapo::GroupPolicy,
+) -> wasp_sets::Pipapo {
+    let mut p = wasp_sets::Pipapo::with_policy(lens, policy).expect("valid field widths");
+    for (s, e) in els {
+        let elem = wasp_sets::NewElem {
+            start: s,
+            end: Some(e),
+            data: 0,
+            expires: None,
+            ext: (),
+        };
+        p.insert(elem, wasp_sets::InsertMode::Create, 0)
+            .expect("elements the kernel takes");
+    }
+    p
+}
+
 /// An adversarial set for the field index next to the selftest's: the cross product of
 /// `n` address ranges and `n` port ranges (`ipv4_addr . inet_service`, element `a * n + b`:
 /// `10.0.a.0 - 10.0.a.200 . 1000b+1 - 1000b+500`). Every range of either field is shared by
@@ -495,7 +520,6 @@ mod tests {
     /// `rte_acl`'s rules for them pick pipapo's element on spread keys and one-bit neighbours.
     #[test]
     fn adversarial_shapes_load_and_rules_agree() {
-        use wasp_sets::{InsertMode, NewElem, Pipapo};
         let shapes: [(&[usize], Elements, usize); 3] = [
             (&[4, 2], cross_product(8), 64),
             (&[1, 2, 4], proto_port_net(3, 4), 48),
@@ -503,17 +527,7 @@ mod tests {
         ];
         for (lens, els, n) in shapes {
             assert_eq!(els.len(), n);
-            let mut p: Pipapo = Pipapo::new(lens).unwrap();
-            for (s, e) in &els {
-                let elem = NewElem {
-                    start: s,
-                    end: Some(e),
-                    data: 0,
-                    expires: None,
-                    ext: (),
-                };
-                p.insert(elem, InsertMode::Create, 0).expect("accepted");
-            }
+            let p = pipapo_of(lens, &els, Default::default());
             let l = AclLayout::new(lens);
             let rules = l.rules(&els);
             let kl = p.key_len();

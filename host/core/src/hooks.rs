@@ -743,24 +743,13 @@ impl Engine {
     /// Every base chain's [`ChainStats`] with its hook and device (`""` for the IP hooks), hook
     /// by hook in the order the engine registered them: what metrics publish.
     pub fn all_chain_stats(&self) -> Vec<(Hook, &str, ChainStats)> {
-        let mut out = Vec::new();
-        for h in &self.hooks {
-            for (&c, &(packets, accepted, dropped)) in h.chains.iter().zip(&h.stats) {
-                let c = &self.prog.chains[c];
-                out.push((
-                    h.hook,
-                    h.device.as_str(),
-                    ChainStats {
-                        table: c.table,
-                        chain: c.index,
-                        packets,
-                        accepted,
-                        dropped,
-                    },
-                ));
-            }
-        }
-        out
+        self.hooks
+            .iter()
+            .flat_map(|h| {
+                self.stats_of(h)
+                    .map(move |s| (h.hook, h.device.as_str(), s))
+            })
+            .collect()
     }
 
     /// Per base chain of `hook` on `dev`, in running order (as [`Engine::base_chains`]): the
@@ -771,23 +760,25 @@ impl Engine {
         self.hooks
             .iter()
             .find(|h| h.is(hook, dev, ifname_value(dev)))
-            .map(|h| {
-                h.chains
-                    .iter()
-                    .zip(&h.stats)
-                    .map(|(&c, &(packets, accepted, dropped))| {
-                        let c = &self.prog.chains[c];
-                        ChainStats {
-                            table: c.table,
-                            chain: c.index,
-                            packets,
-                            accepted,
-                            dropped,
-                        }
-                    })
-                    .collect()
-            })
+            .map(|h| self.stats_of(h).collect())
             .unwrap_or_default()
+    }
+
+    /// The statistics of the base chains of hook list `h`, in running order.
+    fn stats_of<'a>(&'a self, h: &'a HookList) -> impl Iterator<Item = ChainStats> + 'a {
+        h.chains
+            .iter()
+            .zip(&h.stats)
+            .map(|(&c, &(packets, accepted, dropped))| {
+                let c = &self.prog.chains[c];
+                ChainStats {
+                    table: c.table,
+                    chain: c.index,
+                    packets,
+                    accepted,
+                    dropped,
+                }
+            })
     }
 }
 

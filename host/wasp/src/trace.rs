@@ -71,15 +71,22 @@ impl TraceSink for LogLines {
 
 /// A [`TraceSink`] of the packets `meta nftrace set 1` marked (what `nft monitor trace`
 /// shows; [`TraceSink::marked_only`]) and of every packet's `log` lines, kept for one vector
-/// and read back per packet.
+/// and read back per packet. The events are grouped by packet once, at the first read; what
+/// comes after (a packet's IP hooks, just before its turn) goes to its packet's group.
 #[derive(Debug, Default)]
 pub struct Marked {
     events: Vec<TraceEvent>,
+    by_packet: Vec<Vec<TraceEvent>>,
+    grouped: bool,
 }
 
 impl TraceSink for Marked {
     fn event(&mut self, ev: TraceEvent) {
-        self.events.push(ev);
+        if self.grouped {
+            self.group(ev);
+        } else {
+            self.events.push(ev);
+        }
     }
 
     fn marked_only(&self) -> bool {
@@ -88,29 +95,43 @@ impl TraceSink for Marked {
 }
 
 impl Marked {
+    fn group(&mut self, ev: TraceEvent) {
+        let p = ev.packet();
+        if self.by_packet.len() <= p {
+            self.by_packet.resize_with(p + 1, Vec::new);
+        }
+        self.by_packet[p].push(ev);
+    }
+
     /// Remove and return packet `packet`'s events (index in its vector): its `log` lines and
     /// its walk events, each in the order they happened.
     pub fn take_packet(&mut self, packet: usize) -> (Vec<String>, Vec<TraceEvent>) {
-        let mut logs = Vec::new();
-        let mut walk = Vec::new();
-        let mut rest = Vec::with_capacity(self.events.len());
-        for ev in self.events.drain(..) {
-            if ev.packet() != packet {
-                rest.push(ev);
-                continue;
+        if !self.grouped {
+            self.grouped = true;
+            for ev in std::mem::take(&mut self.events) {
+                self.group(ev);
             }
-            if let TraceEvent::Log { text, .. } = &ev {
-                logs.push(text.clone());
-            }
-            walk.push(ev);
         }
-        self.events = rest;
+        let walk = self
+            .by_packet
+            .get_mut(packet)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let logs = walk
+            .iter()
+            .filter_map(|ev| match ev {
+                TraceEvent::Log { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
         (logs, walk)
     }
 
     /// Forget what is left (the vector is done).
     pub fn clear(&mut self) {
         self.events.clear();
+        self.by_packet.clear();
+        self.grouped = false;
     }
 }
 
@@ -583,6 +604,59 @@ pub fn describe_packet(iif: &str, frame: &[u8], meta: &PacketMeta) -> String {
 mod tests {
     use super::*;
     use wasp_wire::L4Info;
+
+    fn rule(packet: usize, handle: u64) -> TraceEvent {
+        TraceEvent::Rule {
+            packet,
+            table: 0,
+            chain: 0,
+            handle,
+            verdict: "continue".into(),
+        }
+    }
+
+    /// Each packet gets its own events in the order they came, its `log` lines apart, also
+    /// those that come after the first read (its IP hooks), and nothing of another packet.
+    #[test]
+    fn marked_gives_each_packet_its_events() {
+        let mut m = Marked::default();
+        for ev in [
+            rule(1, 2),
+            rule(0, 2),
+            TraceEvent::Log {
+                packet: 1,
+                text: "one".into(),
+            },
+            rule(1, 3),
+            rule(0, 4),
+        ] {
+            m.event(ev);
+        }
+        let handles = |w: &[TraceEvent]| -> Vec<u64> {
+            w.iter()
+                .filter_map(|e| match e {
+                    TraceEvent::Rule { handle, .. } => Some(*handle),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (logs, walk) = m.take_packet(0);
+        assert!(logs.is_empty());
+        assert_eq!(handles(&walk), [2, 4]);
+        m.event(rule(1, 9));
+        let (logs, walk) = m.take_packet(1);
+        assert_eq!(logs, ["one"]);
+        assert_eq!(walk.len(), 4);
+        assert_eq!(handles(&walk), [2, 3, 9]);
+        assert!(m.take_packet(1).1.is_empty(), "taken once");
+        m.clear();
+        m.event(rule(0, 5));
+        assert_eq!(
+            handles(&m.take_packet(0).1),
+            [5],
+            "a new vector starts empty"
+        );
+    }
 
     /// The TCP SYN of the `nft monitor trace` run recorded in this module's docs (netdev
     /// ingress on a veth, nftables 1.0.6): the same header words, in the same order.

@@ -25,7 +25,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use wasp_perf::acl::{cross_product, nested_prefixes, proto_port_net, spread_probes};
+use wasp_perf::acl::{cross_product, nested_prefixes, pipapo_of, proto_port_net, spread_probes};
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
 use wasp_sets::{ExactSet, InsertMode, IntervalSet, NewElem, Pipapo, Shared};
@@ -137,16 +137,6 @@ fn cases() -> Vec<(String, u64, Vec<usize>, Elements)> {
     sets
 }
 
-/// A pipapo set of `els` (every element accepted).
-fn build(lens: &[usize], els: &[(Vec<u8>, Vec<u8>)], policy: GroupPolicy) -> Pipapo {
-    let mut p = Pipapo::with_policy(lens, policy).expect("valid widths");
-    for (s, e) in els {
-        p.insert(elem(s, e), InsertMode::Create, 0)
-            .expect("disjoint elements");
-    }
-    p
-}
-
 fn main() {
     let arg = |i: usize, d: u64| {
         std::env::args()
@@ -167,12 +157,12 @@ fn main() {
     );
     let sets = cases();
     for (name, entries, lens, els) in sets {
-        let auto = build(&lens, &els, GroupPolicy::Auto);
+        let auto = pipapo_of(&lens, &els, GroupPolicy::Auto);
         let mut indexed = auto.clone();
         let t = Instant::now();
         indexed.build_index();
         let index_ms = t.elapsed().as_secs_f64() * 1e3;
-        let four = build(&lens, &els, GroupPolicy::Fixed4);
+        let four = pipapo_of(&lens, &els, GroupPolicy::Fixed4);
         let keys = spread_probes(&els, KEYS);
         let kl = auto.key_len();
         // Hash: the same keys as exact elements (every element's start and end key).
@@ -272,7 +262,7 @@ fn after_updates(budget: Duration, rounds: usize, updates: usize) {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let sets = cases();
     for (name, entries, lens, els) in sets {
-        let mut once = build(&lens, &els, GroupPolicy::Auto);
+        let mut once = pipapo_of(&lens, &els, GroupPolicy::Auto);
         once.build_index();
         let mut changed = once.clone();
         let mut handles: Vec<_> = changed.handles().collect();

@@ -23,10 +23,12 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ffi::{Acl, Alg, Inputs};
-use wasp_perf::acl::{AclLayout, cross_product, nested_prefixes, proto_port_net, spread_probes};
+use wasp_perf::acl::{
+    AclLayout, cross_product, nested_prefixes, pipapo_of, proto_port_net, spread_probes,
+};
 use wasp_sets::perfcases::CASES;
 use wasp_sets::pipapo::{GroupPolicy, Variant};
-use wasp_sets::{ElemHandle, InsertMode, NewElem, Pipapo};
+use wasp_sets::{ElemHandle, Pipapo};
 
 /// Distinct probe keys, cycled through in a run.
 const POOL: usize = 16384;
@@ -137,18 +139,7 @@ fn main() {
         ),
     ];
     for (name, lens, els) in adversarial {
-        let mut p = Pipapo::new(&lens).expect("valid");
-        for (s, e) in &els {
-            let elem = NewElem {
-                start: s,
-                end: Some(e),
-                data: 0,
-                expires: None,
-                ext: (),
-            };
-            p.insert(elem, InsertMode::Create, 0)
-                .expect("elements the kernel takes");
-        }
+        let p = pipapo_of(&lens, &els, GroupPolicy::Auto);
         sets.push((name.into(), lens, els, p));
     }
     for (ci, (name, lens, els, pip)) in sets.iter().enumerate() {
