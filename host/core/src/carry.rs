@@ -22,6 +22,7 @@ use std::sync::Arc;
 use wasp_ruleset::Ruleset;
 use wasp_ruleset::model::{KeyPart, Table};
 
+use crate::dynset::DynElemView;
 use crate::engine::Engine;
 use crate::ext::CounterUse;
 use crate::stateful::QuotaOwner;
@@ -277,4 +278,137 @@ fn anon_set_keys(t: &Table, chain: u32, handle: u64, nth: u32) -> Option<Vec<Vec
         .clone();
     let set = rule.anonymous_sets_mut().nth(nth as usize)?;
     Some(set.iter().map(|e| e.key.clone()).collect())
+}
+
+impl Engine {
+    /// The live elements of each set the packet path changes (`add @s`, `update @s`) at
+    /// `now_ns` on the hooks' clock: what `nft list set` shows of such a set, which the
+    /// ruleset model does not hold.
+    pub fn dynamic_elements(&self, now_ns: u64) -> Vec<DynamicSet<'_>> {
+        let now = self.epoch.map_or(0, |e| now_ns.saturating_sub(e));
+        let st = &self.prog.stateful;
+        st.dynsets
+            .iter()
+            .zip(&st.dynset_owners)
+            .map(|(d, (t, name, widths))| DynamicSet {
+                table: *t,
+                name,
+                widths,
+                elems: d.snapshot(now),
+            })
+            .collect()
+    }
+
+    /// Put the live elements of the sets the packet path changes into their sets of `r` (the
+    /// ruleset this engine was compiled from), as `nft list` shows them at `now_ns` on the
+    /// hooks' clock: the model holds only the declared ones. Maps keep the model's.
+    pub fn store_dynamic_elements(&self, r: &mut Ruleset, now_ns: u64) {
+        for d in self.dynamic_elements(now_ns) {
+            if let Some(set) = r
+                .tables
+                .get_mut(d.table as usize)
+                .and_then(|t| t.sets.iter_mut().find(|s| s.name == d.name))
+                && let Some(elems) = d.model_elements(set)
+            {
+                set.elements = elems;
+            }
+        }
+    }
+
+    /// Give each set the packet path changes that continues one of `old` (same table and set,
+    /// by handle, as [`CountKey`]'s objects) the running set's live elements with their
+    /// state, at `now_ns` on the hooks' clock ([`crate::dynset::DynSet::continue_from`]).
+    /// Call before the engine is shared; `false` (nothing carried) when it is.
+    pub fn carry_dynamic(
+        &mut self,
+        old: &Engine,
+        old_model: &Ruleset,
+        new_model: &Ruleset,
+        now_ns: u64,
+    ) -> bool {
+        let key = |model: &Ruleset, t: u32, name: &str| {
+            let table = model.tables.get(t as usize)?;
+            let set = table.sets.iter().find(|s| s.name == name)?;
+            Some((table.handle, set.handle))
+        };
+        let old_st = &old.prog.stateful;
+        let before: HashMap<(u64, u64), usize> = old_st
+            .dynset_owners
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (t, n, _))| key(old_model, *t, n).map(|k| (k, i)))
+            .collect();
+        let old_epoch = old.epoch.unwrap_or(now_ns);
+        let new_epoch = self.epoch.unwrap_or(now_ns);
+        let old_now = now_ns.saturating_sub(old_epoch);
+        let shift = new_epoch.saturating_sub(old_epoch);
+        let owners = self.prog.stateful.dynset_owners.clone();
+        let Some(st) = Arc::get_mut(&mut self.prog.stateful) else {
+            return false;
+        };
+        for (i, (t, n, _)) in owners.iter().enumerate() {
+            if let Some(&j) = key(new_model, *t, n).and_then(|k| before.get(&k)) {
+                st.dynsets[i].continue_from(&old_st.dynsets[j], old_now, shift);
+            }
+        }
+        true
+    }
+}
+
+/// The live elements of one set the packet path changes ([`Engine::dynamic_elements`]).
+#[derive(Debug)]
+pub struct DynamicSet<'e> {
+    /// Index of its table in the ruleset.
+    pub table: u32,
+    /// Its name.
+    pub name: &'e str,
+    /// Its key's field widths in bytes, as its keys are laid out.
+    pub widths: &'e [u8],
+    /// The elements live now.
+    pub elems: Vec<DynElemView>,
+}
+
+impl DynamicSet<'_> {
+    /// The elements as the model's, for set `decl` (the set's declaration): keys in the
+    /// declared types, `timeout` when one other than the set's was given, time left as
+    /// `expires` (ms), counts when the element counts. A map's elements carry no data here:
+    /// `None` for a map.
+    pub fn model_elements(
+        &self,
+        decl: &wasp_ruleset::model::SetDecl,
+    ) -> Option<Vec<wasp_ruleset::model::SetElem>> {
+        use wasp_ruleset::model::{SetElem, Value};
+        if decl.is_map || decl.key.len() != self.widths.len() {
+            return None;
+        }
+        let ms = |ns: u64| ns / 1_000_000;
+        let mut out = Vec::with_capacity(self.elems.len());
+        for v in &self.elems {
+            let mut key = Vec::with_capacity(self.widths.len());
+            let mut at = 0;
+            for (&w, &dtype) in self.widths.iter().zip(&decl.key) {
+                let field = v.key.get(at..at + usize::from(w))?;
+                at += usize::from(w);
+                let n = dtype.width_bytes();
+                let mut bytes = vec![0u8; n];
+                let take = n.min(field.len());
+                bytes[n - take..].copy_from_slice(&field[field.len() - take..]);
+                key.push(KeyPart::Value(Value {
+                    dtype,
+                    bytes,
+                    wildcard: false,
+                }));
+            }
+            let mut e = SetElem::new(key, decl.span);
+            e.timeout_ms = (v.timeout_ns != 0).then(|| ms(v.timeout_ns));
+            e.expires_ms = v.expires_in_ns.map(ms);
+            if let Some((p, b)) = v.counted {
+                e.counter = true;
+                e.packets = p;
+                e.bytes = b;
+            }
+            out.push(e);
+        }
+        Some(out)
+    }
 }

@@ -547,9 +547,16 @@ impl Ctx<'_> {
 
     /// Move named set `id` (declared as `s`, fields of `widths` bytes) to a
     /// [`crate::dynset::DynSet`] that set statements change, with its declared elements.
-    fn make_dynamic(&mut self, id: SetId, s: &SetDecl, widths: &[u8]) -> Result<(), Error> {
+    fn make_dynamic(
+        &mut self,
+        ti: usize,
+        id: SetId,
+        s: &SetDecl,
+        widths: &[u8],
+    ) -> Result<(), Error> {
         let timeout_ns = s.timeout_ms.map_or(0, |ms| ms.saturating_mul(1_000_000));
-        let mut d = crate::dynset::DynSet::new(s.size.map_or(65_535, |n| n as usize), timeout_ns);
+        let mut d = crate::dynset::DynSet::new(s.size.map_or(65_535, |n| n as usize), timeout_ns)
+            .with_counter(s.counter);
         for e in &s.elements {
             let mut key = Vec::new();
             for (part, &w) in e.key.iter().zip(widths) {
@@ -563,6 +570,9 @@ impl Ctx<'_> {
         let set = &mut self.prog.sets[id];
         set.store = SetStore::Dynamic(self.stateful.dynsets.len() as u32);
         self.stateful.dynsets.push(d);
+        self.stateful
+            .dynset_owners
+            .push((ti as u32, s.name.clone(), widths.to_vec()));
         Ok(())
     }
 
@@ -592,7 +602,7 @@ impl Ctx<'_> {
                 && !s.flags.interval
                 && !is_vmap
             {
-                self.make_dynamic(id, s, &widths)?;
+                self.make_dynamic(ti, id, s, &widths)?;
             }
             out.insert(s.name.clone(), (id, widths));
             ids.push(id);

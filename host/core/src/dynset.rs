@@ -33,6 +33,10 @@ struct DynElem {
     quotas: Box<[QuotaState]>,
     /// `counter`: packets and bytes.
     counted: (u64, u64),
+    /// The element counts (its statement's `counter`, or the set's).
+    counts: bool,
+    /// The timeout the element was given (ns; 0: the set's, or none).
+    timeout_ns: u64,
 }
 
 impl DynElem {
@@ -43,8 +47,24 @@ impl DynElem {
             limits: Box::new([]),
             quotas: Box::new([]),
             counted: (0, 0),
+            counts: false,
+            timeout_ns: 0,
         }
     }
+}
+
+/// One live element of a [`DynSet`], as `nft list set` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynElemView {
+    /// The key: each field's bytes, big-endian, in the set's field widths.
+    pub key: Box<[u8]>,
+    /// The element's own timeout in ns when a statement gave one other than the set's (0:
+    /// none to show).
+    pub timeout_ns: u64,
+    /// Time left before it expires, in ns (`None`: it does not expire).
+    pub expires_in_ns: Option<u64>,
+    /// Packets and bytes it counted, when it counts.
+    pub counted: Option<(u64, u64)>,
 }
 
 /// A named set changed from the packet path.
@@ -55,6 +75,8 @@ pub(crate) struct DynSet {
     max: usize,
     /// The set's `timeout` in ns (0: none).
     timeout_ns: u64,
+    /// The set is declared with `counter`: every element counts.
+    counter: bool,
     elems: RwLock<HashMap<Box<[u8]>, DynElem>>,
 }
 
@@ -82,7 +104,60 @@ impl DynSet {
         DynSet {
             max: max.max(1),
             timeout_ns,
+            counter: false,
             elems: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Every element counts packets and bytes (the set's `counter`).
+    pub fn with_counter(mut self, on: bool) -> DynSet {
+        self.counter = on;
+        self
+    }
+
+    /// The live elements at `now` (ns after the engine's epoch), in no order.
+    pub fn snapshot(&self, now: u64) -> Vec<DynElemView> {
+        self.elems
+            .read()
+            .iter()
+            .filter(|(_, e)| now < e.elem.expires)
+            .map(|(k, e)| DynElemView {
+                key: k.clone(),
+                timeout_ns: if e.timeout_ns == self.timeout_ns {
+                    0
+                } else {
+                    e.timeout_ns
+                },
+                expires_in_ns: (e.elem.expires != u64::MAX).then(|| e.elem.expires - now),
+                counted: (e.counts || self.counter).then_some(e.counted),
+            })
+            .collect()
+    }
+
+    /// Take the live elements of `old` (the same set in the running program, at `old_now` ns
+    /// after its epoch; this set's epoch is `shift` ns later), with their expiry, counts,
+    /// `limit` credit and `quota` bytes: what the packet path added lives on through a
+    /// ruleset change, as the kernel's elements of a set the change does not touch. An
+    /// element of `old` replaces the declared one of the same key.
+    pub fn continue_from(&mut self, old: &DynSet, old_now: u64, shift: u64) {
+        let theirs = old.elems.read();
+        let ours = self.elems.get_mut();
+        for (k, e) in theirs.iter().filter(|(_, e)| old_now < e.elem.expires) {
+            let mut elem = e.elem;
+            if elem.expires != u64::MAX {
+                elem.expires = elem.expires.saturating_sub(shift);
+            }
+            ours.insert(
+                k.clone(),
+                DynElem {
+                    elem,
+                    limits: e.limits.iter().map(|b| b.continuing(shift)).collect(),
+                    quotas: e.quotas.iter().map(QuotaState::continuing).collect(),
+                    counted: e.counted,
+                    counts: e.counts,
+                    timeout_ns: e.timeout_ns,
+                },
+            );
         }
     }
 
@@ -188,13 +263,15 @@ impl DynSet {
                     limits: u.limits.iter().map(Bucket::new).collect(),
                     quotas: u.quotas.iter().map(QuotaState::new).collect(),
                     counted: (0, 0),
+                    counts: u.counter,
+                    timeout_ns: timeout,
                 },
             );
         }
         let Some(e) = m.get_mut(key) else {
             return false;
         };
-        if u.counter {
+        if u.counter || self.counter {
             e.counted.0 += 1;
             e.counted.1 += u64::from(len_bytes);
         }

@@ -57,9 +57,11 @@ mod tests;
 
 pub use anon_counters::AnonSetElemCounter;
 pub use calc::jhash;
+pub use carry::DynamicSet;
 pub use compile::MAX_JUMP_LEVEL;
 pub use conn::{ConnCount, ConnFx, CtDetail, CtMeta, CtTuple, FlowtableSpec, NatSpec, NatTarget};
 pub use counters::{CounterValue, NamedCounter, QuotaOf, SetElemCounter};
+pub use dynset::DynElemView;
 pub use engine::Engine;
 pub use ext::{
     COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,

@@ -33,6 +33,20 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
+    /// A copy with the credit left now, its time moved back by `shift` ns (the bucket of a
+    /// continuing set element, under an engine whose epoch is `shift` ns later).
+    pub fn continuing(&self, shift: u64) -> Bucket {
+        let (tokens, last) = *self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Bucket {
+            tokens_max: self.tokens_max,
+            rate: self.rate,
+            nsecs: self.nsecs,
+            bytes: self.bytes,
+            invert: self.invert,
+            state: Mutex::new((tokens, last.saturating_sub(shift))),
+        }
+    }
+
     /// A full bucket for `l` (`nft_limit_init`). `l` passed the kernel's checks (the parser
     /// refuses a rate of 0 and sizes that overflow); a rate of 0 here gives an empty bucket
     /// that never fills.
@@ -140,6 +154,15 @@ impl QuotaState {
     pub fn share_consumed(&mut self, other: &QuotaState) {
         self.consumed = Arc::clone(&other.consumed);
     }
+
+    /// The same quota, sharing the bytes consumed (a continuing set element's).
+    pub fn continuing(&self) -> QuotaState {
+        QuotaState {
+            quota: self.quota,
+            invert: self.invert,
+            consumed: Arc::clone(&self.consumed),
+        }
+    }
 }
 
 /// Where a quota's state belongs in the ruleset, to list its consumed bytes as `used`.
@@ -166,8 +189,13 @@ pub struct Stateful {
     pub(crate) quotas: Vec<QuotaState>,
     /// Whose each quota is (parallel to `quotas`).
     pub(crate) quota_owners: Vec<QuotaOwner>,
-    /// The named sets that set statements change, in the order the compiler met them.
+    /// The named sets that set statements change, in the order the compiler met them (a set
+    /// that continues through a ruleset change takes the running one's elements:
+    /// [`crate::Engine::carry_dynamic`]).
     pub(crate) dynsets: Vec<crate::dynset::DynSet>,
+    /// Whose each dynamic set is: (table index, set name, its key's field widths in bytes),
+    /// parallel to `dynsets`.
+    pub(crate) dynset_owners: Vec<(u32, String, Vec<u8>)>,
     /// One counter per `numgen inc` expression, in the order the compiler met them (the
     /// last value given; see `calc::numgen_inc`).
     pub(crate) numgens: Vec<std::sync::atomic::AtomicU32>,

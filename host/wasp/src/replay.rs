@@ -1187,6 +1187,9 @@ pub fn replay(
         .then(|| forward_summary(&run.dp.forwarder, opts.gateway.as_deref()));
     let mut listed = ruleset.clone();
     run.dp.engine.store_counters(&mut listed, src);
+    run.dp
+        .engine
+        .store_dynamic_elements(&mut listed, run.clock_ns);
     run.rec.outputs.finish()?;
     Ok(Report {
         summary,

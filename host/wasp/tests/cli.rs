@@ -150,3 +150,35 @@ fn replay_list_prints_the_ruleset_with_its_counts() {
         "{stdout}"
     );
 }
+
+/// `--list` shows what the packet path put into its sets (`add @s`, `update @s`), with the
+/// time left at the capture's end and the counts of a counting set.
+#[test]
+fn replay_list_shows_the_elements_the_packet_path_added() {
+    let tmp = setup();
+    std::fs::write(
+        tmp.path().join("d.nft"),
+        "table netdev t {\n\tset seen {\n\t\ttype ipv4_addr\n\t\tflags dynamic,timeout\n\t\ttimeout 1m\n\t}\n\tset cnt {\n\t\ttype ipv4_addr . inet_service\n\t\tflags dynamic\n\t\tcounter\n\t}\n\tchain c {\n\t\ttype filter hook ingress device \"lan0\" priority 0; policy accept;\n\t\tudp dport 53 add @seen { ip saddr }\n\t\tudp dport 53 update @cnt { ip daddr . udp dport }\n\t}\n}\n",
+    )
+    .unwrap();
+    let out = wasp(
+        tmp.path(),
+        &["replay", "--ruleset", "d.nft", "--in", "c.pcapng", "--list"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let elements: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("elements = "))
+        .collect();
+    // The capture's one DNS query (10.0.0.1 -> 10.0.0.2, skb->len 32), added at its time,
+    // which is also the capture's end: a whole timeout left.
+    assert_eq!(
+        elements,
+        [
+            "\t\telements = { 10.0.0.1 expires 1m }",
+            "\t\telements = { 10.0.0.2 . 53 counter packets 1 bytes 32 }"
+        ],
+        "{stdout}"
+    );
+}

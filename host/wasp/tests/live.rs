@@ -2437,6 +2437,116 @@ fn echo_and_monitor_print_what_the_kernels_nft_prints() {
     assert_eq!(read(&mons[3].2), read(&mons[1].2), "nft -j monitor");
 }
 
+/// Sets the packet path fills (`add @s`, `update @s`) list what it added, as the kernel's:
+/// each element with its own timeout when it differs from the set's, the time left, and its
+/// counts when the set counts; and the elements live on through a change of another rule.
+#[test]
+fn sets_the_packet_path_fills_list_as_the_kernels_and_survive_changes() {
+    let _serial = lossless();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let tag = format!("dy{}", std::process::id() % 100_000);
+    let (k, w) = (format!("{tag}k"), format!("{tag}w"));
+    let mut t = Topo {
+        ns: vec![k.clone(), w.clone()],
+        children: Vec::new(),
+    };
+    let rules = "table netdev gw {\n\tset seen {\n\t\ttype ipv4_addr\n\t\tsize 65535\n\t\tflags dynamic,timeout\n\t\ttimeout 1m\n\t}\n\n\tset cnt {\n\t\ttype ipv4_addr\n\t\tsize 65535\n\t\tflags dynamic\n\t\tcounter\n\t}\n\n\tchain in0 {\n\t\ttype filter hook ingress device \"v1\" priority filter; policy accept;\n\t\tip protocol icmp add @seen { ip saddr }\n\t\tip protocol icmp update @cnt { ip saddr }\n\t\tip protocol icmp add @seen { ip daddr timeout 30s }\n\t}\n}\n";
+    for n in &t.ns {
+        ok(&["ip", "netns", "add", n]);
+        ok(&[
+            "ip", "-n", n, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ]);
+        ok(&["ip", "-n", n, "link", "set", "v0", "up"]);
+        ok(&["ip", "-n", n, "link", "set", "v1", "up"]);
+        ok(&["ip", "-n", n, "addr", "add", "10.9.9.1/24", "dev", "v0"]);
+        ok(&[
+            "ip",
+            "-n",
+            n,
+            "neigh",
+            "add",
+            "10.9.9.2",
+            "lladdr",
+            "02:00:00:00:00:09",
+            "dev",
+            "v0",
+        ]);
+        wait_up(n, "v0");
+        wait_up(n, "v1");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("dyn.nft");
+    std::fs::write(&file, rules).unwrap();
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &k,
+        "nft",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    let sock = start_daemon(&mut t, dir.path(), rules, &["--workers", "1"]);
+    for n in [&k, &w] {
+        sh(&[
+            "ip", "netns", "exec", n, "ping", "-c", "2", "-i", "0.2", "-W", "1", "-I", "v0",
+            "10.9.9.2",
+        ]);
+    }
+    // The time left differs run to run: compared to the second.
+    let norm = |s: &str| -> String {
+        let mut out = String::new();
+        for (i, piece) in s.split("expires ").enumerate() {
+            if i == 0 {
+                out.push_str(piece);
+                continue;
+            }
+            let end = piece.find([',', ' ', '\n']).unwrap_or(piece.len());
+            let left = &piece[..end];
+            let secs = left.split('s').next().unwrap_or("").replace('m', "");
+            out.push_str(&format!("expires ~{}s", secs.len().min(2)));
+            out.push_str(&piece[end..]);
+        }
+        out
+    };
+    let listing = |who: &str| -> String {
+        if who == "kernel" {
+            let o = sh(&[
+                "ip", "netns", "exec", &k, "nft", "list", "table", "netdev", "gw",
+            ]);
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        } else {
+            let (okk, out, err) = ctl(&w, &sock, &["list", "table", "netdev", "gw"]);
+            assert!(okk, "{err}");
+            out
+        }
+    };
+    let kernel = listing("kernel");
+    assert!(
+        kernel.contains("10.9.9.2 timeout 30s expires"),
+        "the kernel's listing: {kernel}"
+    );
+    assert_eq!(norm(&listing("wasp")), norm(&kernel));
+    // Another rule changes: the elements stay, with their counts.
+    for cmd in [
+        "add rule netdev gw in0 udp dport 9 drop",
+        "insert rule netdev gw in0 tcp dport 7 drop",
+    ] {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
+        nft.extend(&words);
+        ok(&nft);
+        let (okk, _, err) = ctl(&w, &sock, &words);
+        assert!(okk, "{cmd}: {err}");
+    }
+    let kernel = listing("kernel");
+    assert!(kernel.contains("counter packets 2 bytes 168"), "{kernel}");
+    assert_eq!(norm(&listing("wasp")), norm(&kernel));
+}
+
 /// `GET path` from inside namespace `ns` to 127.0.0.1:`port`: (status line, headers, body).
 fn http_get(ns: &str, port: u16, path: &str, accept: &str) -> (String, String, String) {
     use std::io::{Read, Write};

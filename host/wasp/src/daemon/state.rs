@@ -498,6 +498,8 @@ impl Daemon {
         let mut r = cur.ruleset.clone();
         let mut sum = self.summed()?;
         cur.engine.store_counters(&mut r, &mut sum);
+        cur.engine
+            .store_dynamic_elements(&mut r, self.clock.now_ns());
         Ok((r, cur.generation))
     }
 
@@ -750,6 +752,7 @@ impl Daemon {
         let now = self.clock.now_ns();
         engine.set_epoch(now);
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
+        engine.carry_dynamic(&cur.engine, &cur.ruleset, &new, now);
         let carry = Arc::new(CounterCarry::plan(&cur.engine, &cur.ruleset, &engine, &new));
         let generation = cur.generation + 1;
         let (mut bundles, netfilter) =
