@@ -262,7 +262,8 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             wasp_ctl::element::elements_text(before, &e, true)?
         }
         (_, Reset::Quotas { table: t }) => {
-            // The tables with their quota objects only.
+            // The tables that hold quotas, listed as `list quotas` lists them (nft 1.0.6
+            // prints both alike, but a reset names no table without a quota).
             let mut only = Ruleset {
                 table_handle: 0,
                 tables: Vec::new(),
@@ -276,7 +277,14 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
                 shown.quotas.clone_from(&tb.quotas);
                 only.tables.push(shown);
             }
-            wasp_ruleset::print_ruleset_with(&only, &opts)
+            let list = wasp_ctl::proto::ListRequest {
+                what: wasp_ctl::proto::ListWhat::Quotas,
+                family: None,
+                table: None,
+                name: None,
+                flags: wasp_ctl::proto::ListFlags::default(),
+            };
+            wasp_ctl::listing::render(&only, &list)?.concat()
         }
         (_, Reset::Object { table, name, quota }) => {
             // The table with that object only, as `nft reset counter` lists it.
