@@ -100,26 +100,6 @@ pub struct Change {
     pub object: Object,
 }
 
-/// A table's identity without its objects.
-fn shell(t: &Table) -> Table {
-    Table {
-        family: t.family,
-        name: t.name.clone(),
-        handle: t.handle,
-        chains: Vec::new(),
-        sets: Vec::new(),
-        plugins: Vec::new(),
-        counters: Vec::new(),
-        quotas: Vec::new(),
-        limits: Vec::new(),
-        ct_objects: Vec::new(),
-        flowtables: Vec::new(),
-        comment: t.comment.clone(),
-        span: t.span,
-        next_handle: 0,
-    }
-}
-
 fn same_table(a: &Table, b: &Table) -> bool {
     a.family == b.family && a.name == b.name && a.handle == b.handle
 }
@@ -175,7 +155,7 @@ pub fn element_changes<'r>(
         for elem in listed_elements(std::slice::from_ref(elem), s.flags.interval) {
             out.push(Change {
                 verb,
-                table: shell(t),
+                table: t.header(),
                 object: Object::Element {
                     set: s.without_elements(),
                     elem,
@@ -198,7 +178,7 @@ fn deleted_table(t: &Table, out: &mut Vec<Change>) {
     let mut push = |object| {
         out.push(Change {
             verb: Verb::Delete,
-            table: shell(t),
+            table: t.header(),
             object,
         })
     };
@@ -258,7 +238,7 @@ fn anonymous_sets(r: &Rule) -> usize {
 fn deleted_rule(t: &Table, c: &Chain, r: &Rule, anon: &mut AnonNames, out: &mut Vec<Change>) {
     out.push(Change {
         verb: Verb::Delete,
-        table: shell(t),
+        table: t.header(),
         object: Object::Rule {
             chain: c.name.clone(),
             rule: r.clone(),
@@ -268,7 +248,7 @@ fn deleted_rule(t: &Table, c: &Chain, r: &Rule, anon: &mut AnonNames, out: &mut 
     for (name, handle) in anon.of(r.handle) {
         out.push(Change {
             verb: Verb::Delete,
-            table: shell(t),
+            table: t.header(),
             object: Object::AnonymousSet { name, handle },
         });
     }
@@ -308,7 +288,7 @@ fn deleted_in(b: &Table, a: &Table, out: &mut Vec<Change>) {
     let mut push = |object| {
         out.push(Change {
             verb: Verb::Delete,
-            table: shell(b),
+            table: b.header(),
             object,
         })
     };
@@ -439,7 +419,7 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
         for object in objs {
             out.push(Change {
                 verb,
-                table: shell(a),
+                table: a.header(),
                 object,
             });
         }
@@ -447,7 +427,7 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
     for object in later {
         out.push(Change {
             verb: Verb::Add,
-            table: shell(a),
+            table: a.header(),
             object,
         });
     }

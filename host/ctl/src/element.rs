@@ -3,7 +3,7 @@
 //! prefix that contains a value answers for it), without counters; a key no element holds is
 //! "Error: Could not process rule: No such file or directory" with the command underlined.
 
-use wasp_ruleset::model::{KeyPart, Ruleset, SetElem, Table};
+use wasp_ruleset::model::{KeyPart, Ruleset, SetElem};
 use wasp_ruleset::{PrintOptions, print_set};
 
 use crate::proto::{ElementOp, ElementRequest, parse_family};
@@ -78,7 +78,7 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
     set.is_map = false;
     set.data = None;
     set.data_typeof = None;
-    let mut table = t.clone_header();
+    let mut table = t.header();
     table.sets.push(set);
     let scratch = Ruleset {
         table_handle: 0,
@@ -158,30 +158,4 @@ pub fn elements_text(rs: &Ruleset, req: &ElementRequest, counters: bool) -> Resu
         t.name,
         print_set(&shown, &PrintOptions::default())
     ))
-}
-
-/// A table's own fields, without its objects (cheap to copy).
-trait CloneHeader {
-    fn clone_header(&self) -> Table;
-}
-
-impl CloneHeader for Table {
-    fn clone_header(&self) -> Table {
-        Table {
-            next_handle: 0,
-            family: self.family,
-            name: self.name.clone(),
-            handle: self.handle,
-            chains: Vec::new(),
-            sets: Vec::new(),
-            plugins: Vec::new(),
-            counters: Vec::new(),
-            quotas: Vec::new(),
-            limits: Vec::new(),
-            ct_objects: Vec::new(),
-            flowtables: Vec::new(),
-            comment: self.comment.clone(),
-            span: self.span,
-        }
-    }
 }

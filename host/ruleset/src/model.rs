@@ -197,6 +197,29 @@ pub struct Table {
     pub next_handle: u64,
 }
 
+impl Table {
+    /// The table's identity (family, name, handle, comment, where it was declared) without
+    /// its chains, sets and objects: what a listing of some of them starts from.
+    pub fn header(&self) -> Table {
+        Table {
+            family: self.family,
+            name: self.name.clone(),
+            handle: self.handle,
+            chains: Vec::new(),
+            sets: Vec::new(),
+            plugins: Vec::new(),
+            counters: Vec::new(),
+            quotas: Vec::new(),
+            limits: Vec::new(),
+            ct_objects: Vec::new(),
+            flowtables: Vec::new(),
+            comment: self.comment.clone(),
+            span: self.span,
+            next_handle: 0,
+        }
+    }
+}
+
 /// A flowtable: `flowtable NAME { hook ingress priority N; devices = { a, b }; counter; }`
 /// (the kernel's nf_flowtable, Documentation/networking/nf_flowtable.rst). Rules of a forward
 /// chain put flows in it with `flow add @NAME`; packets of those flows arriving on one of

@@ -273,7 +273,7 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
                 if t.is_some_and(|t| t as usize != i) || tb.quotas.is_empty() {
                     continue;
                 }
-                let mut shown = bare(tb);
+                let mut shown = tb.header();
                 shown.quotas.clone_from(&tb.quotas);
                 only.tables.push(shown);
             }
@@ -291,7 +291,7 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             let Some(tb) = before.tables.get(*table as usize) else {
                 return Ok(String::new());
             };
-            let mut shown = bare(tb);
+            let mut shown = tb.header();
             match quota {
                 true => {
                     shown.quotas = tb
@@ -320,7 +320,7 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
             },
         ) => match table(*t) {
             Some(tb) => {
-                let mut shown = bare(tb);
+                let mut shown = tb.header();
                 shown.chains = tb.chains.get(*c as usize).cloned().into_iter().collect();
                 wasp_ruleset::print_table(&shown, &opts)
             }
@@ -332,23 +332,6 @@ fn reset_text(before: &Ruleset, req: &ResetRequest, what: &Reset) -> Result<Stri
         },
         (_, Reset::Elements { .. }) => String::new(),
     })
-}
-
-/// `t` without its chains, sets and objects (what a reset lists is put back in).
-fn bare(t: &wasp_ruleset::model::Table) -> wasp_ruleset::model::Table {
-    wasp_ruleset::model::Table {
-        chains: Vec::new(),
-        sets: Vec::new(),
-        plugins: Vec::new(),
-        counters: Vec::new(),
-        quotas: Vec::new(),
-        limits: Vec::new(),
-        ct_objects: Vec::new(),
-        flowtables: Vec::new(),
-        comment: t.comment.clone(),
-        name: t.name.clone(),
-        ..*t
-    }
 }
 
 /// `true` for a table or set name nft would take as an identifier (letters, digits, `_`, `.`,
