@@ -241,7 +241,6 @@ impl Engine {
             At::PreConntrack => (Hook::Prerouting, PRE_CONNTRACK),
         };
         res.clear();
-        res.outcomes.resize(packets.len(), Outcome::unseen(0));
         self.run_hook(hook, dev, packets, now_ns, res, trace, ext, None);
     }
 
@@ -260,7 +259,6 @@ impl Engine {
         steal: Option<Steal<'_>>,
     ) {
         res.clear();
-        res.outcomes.resize(packets.len(), Outcome::unseen(0));
         self.run_hook(Hook::Ingress, dev, packets, now_ns, res, trace, ext, steal);
     }
 
@@ -511,8 +509,8 @@ impl Engine {
         if let [p] = packets {
             // One packet (the IP path of a single packet, a port's lone frame): the plain
             // walk costs a few ns per rule, the pipeline's bookkeeping more (`flow-path`).
-            result.outcomes[0] =
-                self.walk(hook, dev, p, 0, now_ns, result, trace, given, true, steal);
+            let o = self.walk(hook, dev, p, 0, now_ns, result, trace, given, true, steal);
+            result.outcomes.push(o);
             return;
         }
         let now = self.since_epoch(now_ns);
@@ -550,8 +548,8 @@ impl Engine {
             {
                 e.advance(now_ns);
             }
-            for (i, (o, p)) in out.iter_mut().zip(packets).enumerate() {
-                *o = match discarded_before_hook(hook, p) {
+            for (i, p) in packets.iter().enumerate() {
+                out.push(match discarded_before_hook(hook, p) {
                     Some(d) => d,
                     None => {
                         if let Some(s) = steal.as_mut() {
@@ -559,7 +557,7 @@ impl Engine {
                         }
                         Outcome::unseen(p.mark)
                     }
-                };
+                });
             }
             return;
         };
@@ -711,30 +709,29 @@ impl Engine {
             {
                 steal_vector(s, alive, vec, start, &scratch.ed);
             }
-            for (i, st) in state[..vec.len()].iter().enumerate() {
+            // One pass over the vector's states: marks, connection effects, outcomes.
+            for (i, (st, r)) in state[..vec.len()].iter().zip(&res[..vec.len()]).enumerate() {
                 if st.nftrace {
                     HookResult::mark(marked, start + i);
                 }
                 // Most packets ask nothing of their connection: a cheap test first.
                 if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
-                    let fx = conn_fx_of(prog, st, fx.rare);
-                    if !fx.is_empty() {
-                        conn_fx.push((start + i, fx));
+                    let c = conn_fx_of(prog, st, fx.rare);
+                    if !c.is_empty() {
+                        conn_fx.push((start + i, c));
                     }
                 }
-            }
-            for (i, o) in out[start..end].iter_mut().enumerate() {
-                *o = Outcome {
-                    verdict: res[i].0,
-                    decision: res[i].1,
-                    mark: state[i].mark,
-                    fwd: state[i].fwd.checked_sub(1).map(OutId),
-                    dup: state[i].dup,
-                    reject: match state[i].rare {
+                out.push(Outcome {
+                    verdict: r.0,
+                    decision: r.1,
+                    mark: st.mark,
+                    fwd: st.fwd.checked_sub(1).map(OutId),
+                    dup: st.dup,
+                    reject: match st.rare {
                         0 => None,
-                        _ => crate::eval::rare_of(fx.rare, &state[i]).reject,
+                        _ => crate::eval::rare_of(fx.rare, st).reject,
                     },
-                };
+                });
             }
             start = end;
         }
