@@ -143,6 +143,30 @@ impl PluginHost {
         self.load_bytes(path, &bytes)
     }
 
+    /// The names component `bytes` imports and exports (`wasp:plugin/host@0.1.0`,
+    /// `wasi:cli/stdout@0.2.0`, ...), in its order: what `wasp plugin check` reports. Compiles
+    /// the component (as a load does); `path` is only used in messages.
+    ///
+    /// # Errors
+    /// [`PluginError::Compile`] when `bytes` is not a component this host can compile.
+    pub fn interfaces(
+        &self,
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+    ) -> Result<Interfaces, PluginError> {
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|e| PluginError::Compile {
+                path: path.as_ref().to_path_buf(),
+                msg: format!("{e:#}"),
+            })?;
+        let ty = component.component_type();
+        let engine = &self.inner.engine;
+        Ok(Interfaces {
+            imports: ty.imports(engine).map(|(n, _)| n.to_string()).collect(),
+            exports: ty.exports(engine).map(|(n, _)| n.to_string()).collect(),
+        })
+    }
+
     /// As [`PluginHost::load`], from the component's bytes; `path` is only used in messages.
     pub fn load_bytes(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<Plugin, PluginError> {
         let path = path.as_ref().to_path_buf();
@@ -336,6 +360,22 @@ fn with_wasi_hint(msg: String, wasi_imports: &[String]) -> String {
         wasi_imports.join(", ")
     )
 }
+
+/// What a component imports and exports, by name ([`PluginHost::interfaces`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interfaces {
+    /// Imported instance and function names.
+    pub imports: Vec<String>,
+    /// Exported instance and function names.
+    pub exports: Vec<String>,
+}
+
+/// The version of the plugin contract (`wit/plugin.wit`'s package `wasp:plugin`) this host
+/// implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// Whether this build links WASI 0.2 for plugins that import it (the cargo feature `wasi`).
+pub const HAS_WASI: bool = cfg!(feature = "wasi");
 
 /// What a plugin said about itself (`describe`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

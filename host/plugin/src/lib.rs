@@ -34,7 +34,9 @@ mod timers;
 mod wasi;
 
 pub use error::{FailureReason, PluginError};
-pub use host::{HostConfig, Plugin, PluginHost, PluginInfo};
+pub use host::{
+    CONTRACT_VERSION, HAS_WASI, HostConfig, Interfaces, Plugin, PluginHost, PluginInfo,
+};
 pub use offload::{PluginBlock, PluginBlockCounts};
 pub use runtime::{
     Backoff, FailureCounts, PluginCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove,

@@ -68,6 +68,14 @@ pub enum PluginCommand {
     /// that overrides it), then the search order: `WASP_PLUGIN_PATH` (`:`-separated
     /// directories), `plugins/` beside the executable, `/usr/lib/wasp/plugins`, embedded.
     List,
+    /// Say what a component is to this wasp: the world it implements, the contract version
+    /// it was built for (against this wasp's), what it imports and whether WASI is among it,
+    /// what its `describe` says, and whether this wasp loads it (exit 1, with the reason,
+    /// when it does not).
+    Check {
+        /// The component (`.wasm`).
+        file: PathBuf,
+    },
 }
 
 /// `wasp completions SHELL`.
@@ -255,6 +263,20 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
             let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default())
                 .map_err(|e| Error::Plugin(e.to_string()))?;
             crate::bundled::list(&host, &crate::bundled::SearchPath::from_env(), stdout).map_err(io)
+        }
+        Command::Plugin(PluginCommand::Check { file }) => {
+            let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default())
+                .map_err(|e| Error::Plugin(e.to_string()))?;
+            let (text, loads) = crate::plugin_check::report(&host, file)?;
+            stdout.write_all(text.as_bytes()).map_err(io)?;
+            if loads {
+                Ok(())
+            } else {
+                Err(Error::Output {
+                    path: file.clone(),
+                    message: "this wasp cannot load it (see `loads:` above)".into(),
+                })
+            }
         }
         Command::Completions(a) => {
             // Into memory first: clap_complete panics on a write error (a closed pipe).

@@ -34,6 +34,7 @@ pub mod error;
 pub mod hooks;
 pub mod man;
 pub mod names;
+pub mod plugin_check;
 pub mod plugins;
 pub mod port_exit;
 pub mod progress;

@@ -418,3 +418,51 @@ fn plugin_log_lines_reach_standard_error() {
         "{stderr}"
     );
 }
+
+/// `wasp plugin check` says what a component is to this wasp: its world, the contract version,
+/// its imports with WASI apart, its `describe`, and whether it loads (exit 1 with the load's
+/// error when not).
+#[test]
+fn plugin_check_reports_world_contract_imports_and_loadability() {
+    let tmp = tempfile::tempdir().unwrap();
+    let check = |path: &std::path::Path| {
+        let out = wasp(tmp.path(), &["plugin", "check", path.to_str().unwrap()]);
+        let (stdout, stderr) = text(&out);
+        (out.status.code(), stdout, stderr)
+    };
+    // The bundled counter: the Rust SDK's world, no WASI, state transfer.
+    let (code, out, _) = check(&wasp_guests::plugin("counter"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("world: wasp-plugin-area (exports area-match, fast-match, plugin)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("contract: 0.1.0 (this wasp: 0.1.0)\n"),
+        "{out}"
+    );
+    assert!(out.contains("wasi: none\n"), "{out}");
+    assert!(out.contains("state transfer yes\nloads: yes\n"), "{out}");
+    // A test guest built with wit-bindgen for wasip2: it imports WASI (which it never calls).
+    let (code, out, _) = check(&wasp_guests::test_guest("probe"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("world: wasp-plugin (exports plugin)\n"),
+        "{out}"
+    );
+    assert!(out.contains("wasi: wasi:"), "{out}");
+    assert!(
+        out.contains("describe: name probe, version 1.0.0, kinds match,statement"),
+        "{out}"
+    );
+    // An offload block.
+    let (code, out, _) = check(&wasp_guests::plugin("offload_table"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("world: wasp-offload-block"), "{out}");
+    // Not a component: the reason, exit 1.
+    std::fs::write(tmp.path().join("x.wasm"), b"not wasm").unwrap();
+    let (code, out, err) = check(&tmp.path().join("x.wasm"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("loads: no: "), "{out}");
+    assert!(err.contains("this wasp cannot load it"), "{err}");
+}
