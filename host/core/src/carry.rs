@@ -317,7 +317,7 @@ impl Engine {
 
     /// Give each set the packet path changes that continues one of `old` (same table and set,
     /// by handle, as [`CountKey`]'s objects) the running set's live elements with their
-    /// state, at `now_ns` on the hooks' clock ([`crate::dynset::DynSet::continue_from`]).
+    /// state, at `now_ns` on the hooks' clock: expiry, counts, `limit` credit, `quota` bytes.
     /// Call before the engine is shared; `false` (nothing carried) when it is.
     pub fn carry_dynamic(
         &mut self,

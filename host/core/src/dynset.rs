@@ -53,7 +53,7 @@ impl DynElem {
     }
 }
 
-/// One live element of a [`DynSet`], as `nft list set` shows it.
+/// One live element of a set the packet path changes, as `nft list set` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynElemView {
     /// The key: each field's bytes, big-endian, in the set's field widths.
