@@ -302,14 +302,32 @@ impl Engine {
     /// Put the live elements of the sets the packet path changes into their sets of `r` (the
     /// ruleset this engine was compiled from), as `nft list` shows them at `now_ns` on the
     /// hooks' clock: the model holds only the declared ones. Maps keep the model's.
+    ///
+    /// The counts a declared element got from lookups (`ip saddr @s` in a set with
+    /// `counter`: the counter plugin's, already in `r`) add to those of the set statements.
     pub fn store_dynamic_elements(&self, r: &mut Ruleset, now_ns: u64) {
         for d in self.dynamic_elements(now_ns) {
             if let Some(set) = r
                 .tables
                 .get_mut(d.table as usize)
                 .and_then(|t| t.sets.iter_mut().find(|s| s.name == d.name))
-                && let Some(elems) = d.model_elements(set)
+                && let Some(mut elems) = d.model_elements(set)
             {
+                let looked_up: HashMap<String, (u64, u64)> = set
+                    .elements
+                    .iter()
+                    .filter(|e| e.counter && (e.packets, e.bytes) != (0, 0))
+                    .map(|e| (wasp_ruleset::element_key_text(e), (e.packets, e.bytes)))
+                    .collect();
+                if !looked_up.is_empty() {
+                    for e in &mut elems {
+                        if let Some((p, b)) = looked_up.get(&wasp_ruleset::element_key_text(e)) {
+                            e.counter = true;
+                            e.packets += p;
+                            e.bytes += b;
+                        }
+                    }
+                }
                 set.elements = elems;
             }
         }

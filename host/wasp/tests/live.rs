@@ -2576,6 +2576,123 @@ fn sets_the_packet_path_fills_list_as_the_kernels_and_survive_changes() {
     assert_eq!(norm(&listing("wasp")), norm(&kernel));
 }
 
+/// A stop (SIGTERM) that comes while a SIGHUP reload of a large file is being built ends
+/// cleanly: the reload finishes first (applied, in the log before `stopping`), the daemon
+/// exits 0, and its final count holds every datagram it received before.
+#[test]
+fn a_stop_during_a_reload_ends_cleanly() {
+    let _serial = lossless();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    const N: usize = 500;
+    let w = format!("ws{}", std::process::id() % 100_000);
+    let t = Topo {
+        ns: vec![w.clone()],
+        children: Vec::new(),
+    };
+    ok(&["ip", "netns", "add", &w]);
+    ok(&[
+        "ip", "-n", &w, "link", "add", "w0", "type", "veth", "peer", "name", "w9",
+    ]);
+    ok(&["ip", "-n", &w, "link", "set", "w0", "up"]);
+    ok(&["ip", "-n", &w, "link", "set", "w9", "up"]);
+    ok(&["ip", "-n", &w, "addr", "add", "10.9.9.1/24", "dev", "w9"]);
+    ok(&[
+        "ip",
+        "-n",
+        &w,
+        "neigh",
+        "add",
+        "10.9.9.2",
+        "lladdr",
+        "02:00:00:00:00:09",
+        "dev",
+        "w9",
+    ]);
+    wait_up(&w, "w0");
+    wait_up(&w, "w9");
+    // 20 000 rules that match nothing, so that building the reload takes a while.
+    let mut rules = String::from(
+        "table netdev f {\n\tchain in0 {\n\t\ttype filter hook ingress device \"w0\" priority 0; policy accept;\n\t\tudp dport 9999 counter\n",
+    );
+    for i in 0..20_000u32 {
+        rules.push_str(&format!(
+            "\t\tip saddr 198.51.{}.{} udp dport {} counter drop\n",
+            i / 250,
+            i % 250,
+            1000 + i % 5000
+        ));
+    }
+    rules.push_str("\t}\n}\n");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("rules.nft");
+    std::fs::write(&file, &rules).unwrap();
+    let sock = dir.path().join("wasp.sock");
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut daemon = Command::new("ip")
+        .args(["netns", "exec", &w, wasp(), "run"])
+        .arg(&file)
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--workers", "1"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("wasp run");
+    let start = Instant::now();
+    while !sock.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no control socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &w,
+        "python3",
+        "-c",
+        &format!(
+            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range({N}):\n s.sendto(b'x'*18,('10.9.9.2',9999))\n if i%50==49: time.sleep(0.005)\n"
+        ),
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = daemon.id().to_string();
+    ok(&["kill", "-HUP", &pid]);
+    std::thread::sleep(Duration::from_millis(50));
+    ok(&["kill", "-TERM", &pid]);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = daemon.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the daemon did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(t);
+    let log = std::fs::read_to_string(&err).unwrap();
+    let stats = std::fs::read_to_string(&out).unwrap();
+    assert!(status.success(), "{status:?}\n{log}");
+    let at = |what: &str| {
+        log.find(what)
+            .unwrap_or_else(|| panic!("no `{what}` in:\n{log}"))
+    };
+    assert!(at("ruleset reloaded") < at("stopping"), "{log}");
+    let received: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("packets ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no final count in:\n{stats}"));
+    assert!(received >= N as u64, "{stats}");
+    assert!(stats.contains(" 0 dropped)"), "{stats}");
+}
+
 /// `GET path` from inside namespace `ns` to 127.0.0.1:`port`: (status line, headers, body).
 fn http_get(ns: &str, port: u16, path: &str, accept: &str) -> (String, String, String) {
     use std::io::{Read, Write};

@@ -2,8 +2,9 @@
 //! worker per core (each with its own rings, spread by PACKET_FANOUT), answers the control
 //! socket, reloads its ruleset file on SIGHUP ([`state::Daemon::reload`]: all or nothing,
 //! conntrack and flows kept), tells systemd when it is ready, reloading and stopping
-//! (`Type=notify`), and stops cleanly on SIGINT/SIGTERM: the vectors in flight finish, the
-//! final statistics are printed.
+//! (`Type=notify`), and stops cleanly on SIGINT/SIGTERM: a reload being built and the changes
+//! in flight on the control socket finish first (every worker takes them), then the vectors
+//! in flight, and the final statistics are printed.
 //!
 //! - [`worker`]: one worker's loop (receive, classify, send) and its context.
 //! - [`state`]: the control side: the running ruleset, changes, counters summed over workers.
@@ -301,9 +302,14 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
             }
         }
     }
+    // The workers (and the metrics server) stop on `stop`; SIGINT/SIGTERM set `signaled`,
+    // which the main loop turns into `stop` once no reload is being built and every change
+    // in flight on the control socket has finished (a worker stopped under a change would
+    // leave it half installed).
     let stop = Arc::new(AtomicBool::new(false));
+    let signaled = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
+        signal_hook::flag::register(sig, signaled.clone())
             .map_err(|e| Error::Daemon(format!("cannot install the signal handler: {e}")))?;
     }
     let reload = Arc::new(AtomicBool::new(false));
@@ -410,7 +416,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status("running"),
     ]);
-    while !stop.load(Ordering::Relaxed) {
+    while !signaled.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         if reload.swap(false, Ordering::Relaxed) {
             reload_ruleset(&daemon);
         }
@@ -418,7 +424,9 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     }
     notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("stopping");
+    // Changes in flight finish while the workers still run; then the workers stop.
     server.shutdown();
+    stop.store(true, Ordering::Relaxed);
     if let Some(h) = metrics {
         let _ = h.join();
     }
