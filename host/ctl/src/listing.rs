@@ -95,11 +95,21 @@ pub fn render(ruleset: &Ruleset, req: &ListRequest) -> Result<Vec<String>, Strin
             ListWhat::Counters | ListWhat::Quotas | ListWhat::Limits | ListWhat::Flowtables => {
                 let mut s = format!("table {fam} {} {{\n", t.name);
                 match req.what {
-                    ListWhat::Counters => {
-                        t.counters.iter().for_each(|c| s += &print_counter(c, &o))
-                    }
-                    ListWhat::Quotas => t.quotas.iter().for_each(|q| s += &print_quota(q, &o)),
-                    ListWhat::Limits => t.limits.iter().for_each(|l| s += &print_limit(l, &o)),
+                    ListWhat::Counters => t
+                        .counters
+                        .iter()
+                        .filter(|c| sel.named(&c.name))
+                        .for_each(|c| s += &print_counter(c, &o)),
+                    ListWhat::Quotas => t
+                        .quotas
+                        .iter()
+                        .filter(|q| sel.named(&q.name))
+                        .for_each(|q| s += &print_quota(q, &o)),
+                    ListWhat::Limits => t
+                        .limits
+                        .iter()
+                        .filter(|l| sel.named(&l.name))
+                        .for_each(|l| s += &print_limit(l, &o)),
                     _ => t
                         .flowtables
                         .iter()
@@ -144,6 +154,11 @@ struct Sel<'a> {
 impl Sel<'_> {
     fn chain(&self, c: &Chain) -> bool {
         self.name.is_none_or(|n| n == c.name)
+    }
+
+    /// A named object of this name (any, when the request names none).
+    fn named(&self, name: &str) -> bool {
+        self.name.is_none_or(|n| n == name)
     }
 
     fn set(&self, s: &SetDecl) -> bool {
@@ -201,7 +216,7 @@ fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, S
     let single = matches!(
         req.what,
         ListWhat::Set | ListWhat::Map | ListWhat::Table | ListWhat::Chain
-    );
+    ) || (objects(req.what) && req.name.is_some());
     if !single {
         let tables = rs.tables.iter().filter(|t| {
             family.is_none_or(|f| f == t.family)
@@ -215,6 +230,9 @@ fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, S
         ListWhat::Set => "set",
         ListWhat::Map => "map",
         ListWhat::Table => "table",
+        ListWhat::Counters => "counter",
+        ListWhat::Quotas => "quota",
+        ListWhat::Limits => "limit",
         _ => "chain",
     };
     let fam_word = req.family.clone();
@@ -240,6 +258,9 @@ fn select<'r>(rs: &'r Ruleset, req: &'r ListRequest) -> Result<Vec<(&'r Table, S
     let found = match req.what {
         ListWhat::Table => true,
         ListWhat::Chain => t.chains.iter().any(|c| sel.chain(c)),
+        ListWhat::Counters => t.counters.iter().any(|c| sel.named(&c.name)),
+        ListWhat::Quotas => t.quotas.iter().any(|q| sel.named(&q.name)),
+        ListWhat::Limits => t.limits.iter().any(|l| sel.named(&l.name)),
         _ => t.sets.iter().any(|s| sel.set(s)),
     };
     if !found {
@@ -278,16 +299,20 @@ fn render_json(tables: &[(&Table, Sel<'_>)], req: &ListRequest) -> Vec<String> {
             // Counters, quotas and limits in the order the kernel made them (handles).
             let mut named: Vec<(u64, Json)> = Vec::new();
             let kind = |k: ListWhat| all || req.what == k;
-            for c in t.counters.iter().filter(|_| kind(ListWhat::Counters)) {
+            for c in t
+                .counters
+                .iter()
+                .filter(|c| kind(ListWhat::Counters) && sel.named(&c.name))
+            {
                 named.push((c.handle, counter_json(t, c)));
             }
             if kind(ListWhat::Quotas) {
-                for q in &t.quotas {
+                for q in t.quotas.iter().filter(|q| sel.named(&q.name)) {
                     named.push((q.handle, quota_json(t, q, f)));
                 }
             }
             if kind(ListWhat::Limits) {
-                for l in &t.limits {
+                for l in t.limits.iter().filter(|l| sel.named(&l.name)) {
                     named.push((l.handle, limit_json(t, l)));
                 }
             }
@@ -1176,9 +1201,14 @@ pub fn expr_json(e: &Expr) -> Json {
 /// # Errors
 /// A message naming what was expected.
 pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest, String> {
-    let usage = "expected `ruleset`, `tables`, `chains`, `sets`, `maps`, `counters`, `quotas`, `limits`, `flowtables`, `set`, `map`, `table` or `chain` after `list`";
+    let usage = "expected `ruleset`, `tables`, `chains`, `sets`, `maps`, `counters`, `quotas`, `limits`, `flowtables`, `set`, `map`, `table`, `chain`, `counter`, `quota` or `limit` after `list`";
     let (&what, rest) = words.split_first().ok_or(usage)?;
+    // `list counter|quota|limit [FAMILY] TABLE NAME`: one named object.
+    let one_object = matches!(what, "counter" | "quota" | "limit");
     let what = match what {
+        "counter" => ListWhat::Counters,
+        "quota" => ListWhat::Quotas,
+        "limit" => ListWhat::Limits,
         "ruleset" => ListWhat::Ruleset,
         "tables" => ListWhat::Tables,
         "chains" => ListWhat::Chains,
@@ -1200,7 +1230,7 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
         ..ListRequest::default()
     };
     let mut rest = rest;
-    if objects(what) && rest.first() == Some(&"table") {
+    if objects(what) && !one_object && rest.first() == Some(&"table") {
         rest = &rest[1..];
         if rest.is_empty() {
             return Err(format!(
@@ -1211,17 +1241,18 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
     }
     if let Some(&f) = rest.first()
         && parse_family(f).is_some()
-        && (rest.len() > 1 || !(what == ListWhat::Table || objects(what)))
+        && (rest.len() > 1 || !(what == ListWhat::Table || objects(what)) || one_object)
     {
         req.family = Some(f.to_string());
         rest = &rest[1..];
     }
     let needs: &[&str] = match what {
+        _ if one_object => &["a table name", "a name"],
         ListWhat::Set | ListWhat::Map | ListWhat::Chain => &["a table name", "a name"],
         ListWhat::Table => &["a table name"],
         _ => &[],
     };
-    if objects(what) {
+    if objects(what) && !one_object {
         if let Some(&t) = rest.first() {
             req.table = Some(t.to_string());
             rest = &rest[1..];

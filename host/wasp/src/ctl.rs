@@ -27,7 +27,7 @@ use crate::error::Error;
 /// rule|table|chain|set|map|counter|quota|limit|flowtable ...` (rules placed by `position
 /// H`, `handle H` or `index N`), `flush ruleset|table|chain|set ...`; `list
 /// ruleset|tables|chains|sets|maps|flowtables [FAMILY]`, `list counters|quotas|limits [[table]
-/// [FAMILY] TABLE]`, `list set|map|chain [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
+/// [FAMILY] TABLE]`, `list set|map|chain|counter|quota|limit [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
 /// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset
 /// counter|quota [FAMILY] TABLE NAME`, `reset rules
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]

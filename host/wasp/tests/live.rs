@@ -2281,6 +2281,9 @@ fn nft_command_words_give_the_kernels_listing() {
         "reset quotas",
         "list counters table ip t",
         "list quotas table ip t",
+        "list counter ip t rc",
+        "-a list quota t rq",
+        "list limit ip t l2",
     ] {
         let words: Vec<&str> = cmd.split_whitespace().collect();
         let mut nft = vec!["ip", "netns", "exec", &k, "nft"];
