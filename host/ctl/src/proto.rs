@@ -113,7 +113,8 @@ pub struct ListRequest {
     /// `list counters table T`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
-    /// Object name within the table (`list set T S`, `list map T M`, `list chain T C`).
+    /// Object name within the table (`list set T S`, `list map T M`, `list chain T C`; with
+    /// `counters`, `quotas` or `limits`: `list counter T C`, the one object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The output flags (`-a`, `-s`, `-t`, `-j`).
