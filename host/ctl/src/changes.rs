@@ -11,7 +11,7 @@
 //! that replaced another (same handle, other statements) is a deletion and an addition, as
 //! the kernel reports `replace rule`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value as Json, json};
 use wasp_ruleset::model::{
@@ -102,6 +102,13 @@ pub struct Change {
 
 fn same_table(a: &Table, b: &Table) -> bool {
     a.family == b.family && a.name == b.name && a.handle == b.handle
+}
+
+/// The rules of chain `c` by handle (none without a chain): a change's rules are compared
+/// by handle, once each.
+fn rules_by_handle(c: Option<&Chain>) -> HashMap<u64, &Rule> {
+    c.map(|c| c.rules.iter().map(|r| (r.handle, r)).collect())
+        .unwrap_or_default()
 }
 
 fn chain_shell(c: &Chain) -> Chain {
@@ -277,10 +284,9 @@ fn objects(t: &Table, f: &mut dyn FnMut(u64, Object)) {
 fn deleted_in(b: &Table, a: &Table, out: &mut Vec<Change>) {
     let mut anon = AnonNames::new(b);
     for c in &b.chains {
-        let now = a.chains.iter().find(|x| x.handle == c.handle);
+        let now = rules_by_handle(a.chains.iter().find(|x| x.handle == c.handle));
         for r in &c.rules {
-            let kept = now.is_some_and(|n| n.rules.iter().any(|x| x == r));
-            if !kept {
+            if now.get(&r.handle) != Some(&r) {
                 deleted_rule(b, c, r, &mut anon, out);
             }
         }
@@ -293,7 +299,9 @@ fn deleted_in(b: &Table, a: &Table, out: &mut Vec<Change>) {
         })
     };
     for s in &b.sets {
-        if let Some(n) = a.sets.iter().find(|x| x.handle == s.handle) {
+        if let Some(n) = a.sets.iter().find(|x| x.handle == s.handle)
+            && n.elements != s.elements
+        {
             let keys: HashSet<String> = n.elements.iter().map(element_key_text).collect();
             let gone: Vec<SetElem> = s
                 .elements
@@ -349,8 +357,9 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
         if was.is_none() {
             new.push((c.handle, Verb::Add, vec![Object::Chain(chain_shell(c))]));
         }
+        let before = rules_by_handle(was);
         for (i, r) in c.rules.iter().enumerate() {
-            if was.is_some_and(|w| w.rules.iter().any(|x| x == r)) {
+            if before.get(&r.handle) == Some(&r) {
                 continue;
             }
             // The kernel's notification names the previous rule of one in the middle
@@ -386,6 +395,7 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
                 objs.extend(elems(s.elements.clone()));
                 new.push((s.handle, Verb::Add, objs));
             }
+            Some(o) if o.elements == s.elements => {}
             Some(o) => {
                 let keys: HashSet<String> = o.elements.iter().map(element_key_text).collect();
                 let added: Vec<SetElem> = s
