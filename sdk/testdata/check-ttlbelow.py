@@ -60,7 +60,7 @@ def main():
     linker = wc.Linker(engine)
     linker.add_wasip2()
     with linker.root() as root:
-        with root.add_instance("wasp:plugin/host@0.1.0") as i:
+        with root.add_instance("wasp:plugin/host@0.1.3") as i:
             i.add_func("monotonic-ns", lambda s: 0)
             i.add_func("boottime-ns", lambda s: 0)
             i.add_func("timer-arm", lambda s, k, c, d: None)
@@ -69,7 +69,7 @@ def main():
             i.add_func("log", lambda s, lvl, m: None)
             i.add_func("set-contains", lambda s, n, k: False)
     inst = linker.instantiate(store, comp)
-    iface = inst.get_export_index(store, "wasp:plugin/plugin@0.1.0")
+    iface = inst.get_export_index(store, "wasp:plugin/plugin@0.1.3")
 
     def call(name, *args):
         fn = inst.get_func(store, inst.get_export_index(store, name, iface))

@@ -48,7 +48,7 @@ class Plugin:
         linker = wc.Linker(self.engine)
         h = host
         with linker.root() as root:
-            with root.add_instance("wasp:plugin/host@0.1.0") as i:
+            with root.add_instance("wasp:plugin/host@0.1.3") as i:
                 i.add_func("monotonic-ns", lambda s: h.t)
                 i.add_func("boottime-ns", lambda s: h.boot)
                 i.add_func("timer-arm", lambda s, k, c, d: h.timers.__setitem__(k, (c, d)))
@@ -57,7 +57,7 @@ class Plugin:
                 i.add_func("log", lambda s, l, m: None)
                 i.add_func("set-contains", lambda s, n, k: False)
         self.inst = linker.instantiate(self.store, comp)
-        self.iface = self.inst.get_export_index(self.store, "wasp:plugin/plugin@0.1.0")
+        self.iface = self.inst.get_export_index(self.store, "wasp:plugin/plugin@0.1.3")
         self.info = self.call("describe")
 
     def call(self, name, *args):

@@ -51,7 +51,7 @@ pub fn test_guest(name: &str) -> PathBuf {
         .join(format!("{}.wasm", name.replace('-', "_")))
 }
 
-/// The top-level import names of a WebAssembly component (`wasp:plugin/host@0.1.0`,
+/// The top-level import names of a WebAssembly component (`wasp:plugin/host@0.1.3`,
 /// `wasi:io/streams@0.2.6`, ...), read from its import section (id 10) as the component
 /// model's Binary.md lays it out. Errors name what is malformed. Used to check that the
 /// bundled plugins import no WASI.
@@ -141,7 +141,7 @@ mod tests {
                 "{name} imports {imports:?}"
             );
             assert!(
-                imports.contains(&"wasp:plugin/types@0.1.0".to_string()),
+                imports.contains(&"wasp:plugin/types@0.1.3".to_string()),
                 "{imports:?}"
             );
         }
@@ -157,7 +157,7 @@ mod tests {
         assert!(
             component_imports(&idletimer)
                 .unwrap()
-                .contains(&"wasp:plugin/host@0.1.0".into())
+                .contains(&"wasp:plugin/host@0.1.3".into())
         );
     }
 

@@ -79,8 +79,9 @@ pub(crate) struct StoreState {
     /// This thread's CPU time when the current call's wall-clock deadline passed (`None`
     /// until it does).
     pub(crate) cpu_mark: Option<std::time::Duration>,
-    /// WASI for guests that import it, made on first use (feature `wasi`).
-    #[cfg(feature = "wasi")]
+    /// The rate limit on this instance's log lines (`host.log`, WASI stdout and stderr).
+    pub(crate) log_limit: crate::loglimit::LogLimit,
+    /// WASI for guests that import it, made on first use.
     pub(crate) wasi: Option<crate::wasi::WasiState>,
 }
 
@@ -101,7 +102,7 @@ impl StoreState {
             tick: std::time::Duration::from_millis(1),
             budget: std::time::Duration::ZERO,
             cpu_mark: None,
-            #[cfg(feature = "wasi")]
+            log_limit: Default::default(),
             wasi: None,
         }
     }
@@ -144,13 +145,13 @@ impl wasp::plugin::host::Host for StoreState {
 
     fn log(&mut self, level: Level, message: String) {
         let plugin = &*self.plugin;
-        match level {
+        self.log_limit.log(plugin, || match level {
             Level::Error => tracing::error!(plugin, "{message}"),
             Level::Warn => tracing::warn!(plugin, "{message}"),
             Level::Info => tracing::info!(plugin, "{message}"),
             Level::Debug => tracing::debug!(plugin, "{message}"),
             Level::Trace => tracing::trace!(plugin, "{message}"),
-        }
+        });
     }
 
     fn set_contains(&mut self, set: String, key: Vec<u8>) -> bool {

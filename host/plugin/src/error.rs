@@ -25,9 +25,10 @@ pub enum PluginError {
         /// wasmtime's message.
         msg: String,
     },
-    /// The component does not implement the world `wasp:plugin/wasp-plugin@0.1.0`, or imports
+    /// The component does not implement the world `wasp:plugin/wasp-plugin` of a contract
+    /// version this host loads ([`crate::contract`]), or imports
     /// something the host does not offer.
-    #[error("{}: does not fit wasp:plugin/wasp-plugin@0.1.0: {msg}", path.display())]
+    #[error("{}: does not fit wasp:plugin/wasp-plugin@{}: {msg}", path.display(), crate::CONTRACT_VERSION)]
     World {
         /// The plugin file.
         path: PathBuf,
@@ -67,7 +68,7 @@ pub enum PluginError {
         msg: String,
     },
     /// The component is not a usable flowtable offload block ([`crate::PluginBlock::load`]): it
-    /// does not export `wasp:plugin/offload-block@0.1.0`, imports what the host does not offer,
+    /// does not export `wasp:plugin/offload-block`, imports what the host does not offer,
     /// or its `configure` refused the arguments or failed.
     #[error("{}: not a usable offload block: {msg}", path.display())]
     Offload {

@@ -12,6 +12,7 @@ use wasp_core::ExtKind;
 
 use crate::area::{self, Area};
 use crate::bindings::{Kind, SetFn, StoreState, WaspPlugin, WaspPluginIndices};
+use crate::contract::NameCheck;
 use crate::error::PluginError;
 use crate::pack;
 
@@ -143,7 +144,7 @@ impl PluginHost {
         self.load_bytes(path, &bytes)
     }
 
-    /// The names component `bytes` imports and exports (`wasp:plugin/host@0.1.0`,
+    /// The names component `bytes` imports and exports (`wasp:plugin/host@0.1.3`,
     /// `wasi:cli/stdout@0.2.0`, ...), in its order: what `wasp plugin check` reports. Compiles
     /// the component (as a load does); `path` is only used in messages.
     ///
@@ -187,39 +188,17 @@ impl PluginHost {
             |s| s,
         )
         .map_err(world)?;
-        // Only WASI may be missing (with the feature `wasi`, WASI 0.2 is linked; what is left
-        // is defined as traps below); anything else is a plugin for another contract, refused
-        // by name.
         let ty = component.component_type();
-        let mut wasi_imports = Vec::new();
-        for (name, _) in ty.imports(&self.inner.engine) {
-            let ours = name.starts_with("wasp:plugin/") && name.ends_with("@0.1.0");
-            if name.starts_with("wasi:") {
-                wasi_imports.push(name.to_string());
-            } else if !ours {
-                return Err(PluginError::World {
-                    path: path.clone(),
-                    msg: format!("imports {name}, which the host does not offer"),
-                });
-            }
-        }
-        // With WASI linked, no trap stubs: `define_unknown_imports_as_traps` looks names up
-        // exactly, so it would shadow WASI 0.2.12's definitions with traps for a guest that
-        // imports 0.2.9 (semver-compatible for instantiation). A WASI import that wasmtime-wasi
-        // lacks then fails the load by name.
-        #[cfg(feature = "wasi")]
-        let traps = wasi_imports.is_empty();
-        #[cfg(not(feature = "wasi"))]
-        let traps = true;
-        #[cfg(feature = "wasi")]
-        if !traps {
-            crate::wasi::add_to_linker(&mut linker).map_err(world)?;
-        }
-        if traps {
-            linker
-                .define_unknown_imports_as_traps(&component)
-                .map_err(world)?;
-        }
+        let engine = &self.inner.engine;
+        let wasi = check_imports(
+            ty.imports(engine).map(|(n, _)| n),
+            ty.exports(engine).map(|(n, _)| n),
+        )
+        .map_err(|msg| PluginError::World {
+            path: path.clone(),
+            msg,
+        })?;
+        link_wasi_or_traps(&mut linker, &component, wasi).map_err(world)?;
         let pre = linker.instantiate_pre(&component).map_err(world)?;
         let indices = WaspPluginIndices::new(&pre).map_err(world)?;
         // The optional `fast-match` export (world `wasp-plugin-fast`).
@@ -272,7 +251,7 @@ impl PluginHost {
         };
         let describe = |msg: String| PluginError::Describe {
             path: path.clone(),
-            msg: with_wasi_hint(msg, &wasi_imports),
+            msg,
         };
         let mut live = plugin
             .instantiate("?".into(), None)
@@ -347,18 +326,48 @@ impl PluginHost {
     }
 }
 
-/// `msg`, and when the plugin imports WASI and this build has no WASI (the cargo feature
-/// `wasi`), the imports and how to get it: a Python or JavaScript plugin calls WASI as it
-/// starts, and the trap that gives reads "... has not been defined".
-fn with_wasi_hint(msg: String, wasi_imports: &[String]) -> String {
-    if cfg!(feature = "wasi") || wasi_imports.is_empty() {
-        return msg;
+/// Checks a component's names against the host: every `wasp:plugin` import and export of a
+/// contract version this host loads ([`crate::contract::check_name`]), and no import but
+/// `wasp:plugin` and `wasi:` ones. Returns whether it imports WASI.
+///
+/// # Errors
+/// The message for the first name refused.
+pub(crate) fn check_imports<'a>(
+    imports: impl Iterator<Item = &'a str>,
+    exports: impl Iterator<Item = &'a str>,
+) -> Result<bool, String> {
+    let mut wasi = false;
+    for name in imports {
+        match crate::contract::check_name(name)? {
+            NameCheck::Known(_) => {}
+            NameCheck::Other if name.starts_with("wasi:") => wasi = true,
+            NameCheck::Other => {
+                return Err(format!("imports {name}, which the host does not offer"));
+            }
+        }
     }
-    format!(
-        "{msg} (the plugin imports WASI: {}; this wasp is built without WASI, where those \
-         imports trap: build it with `--features wasi` to run such a plugin)",
-        wasi_imports.join(", ")
-    )
+    for name in exports {
+        crate::contract::check_name(name)?;
+    }
+    Ok(wasi)
+}
+
+/// Links WASI 0.2 for a component that imports it (deny-all, `crate::wasi`), and otherwise
+/// defines whatever the component imports beyond the contract as traps: a plugin that imports
+/// nothing keeps the lean linker. With WASI, no trap stubs: `define_unknown_imports_as_traps`
+/// looks names up exactly, so it would shadow WASI 0.2.12's definitions with traps for a
+/// guest that imports 0.2.9 (semver-compatible for instantiation); a WASI import that
+/// wasmtime-wasi lacks then fails the load by name.
+pub(crate) fn link_wasi_or_traps(
+    linker: &mut Linker<StoreState>,
+    component: &Component,
+    wasi: bool,
+) -> wasmtime::Result<()> {
+    if wasi {
+        crate::wasi::add_to_linker(linker)
+    } else {
+        linker.define_unknown_imports_as_traps(component)
+    }
 }
 
 /// What a component imports and exports, by name ([`PluginHost::interfaces`]).
@@ -369,13 +378,6 @@ pub struct Interfaces {
     /// Exported instance and function names.
     pub exports: Vec<String>,
 }
-
-/// The version of the plugin contract (`wit/plugin.wit`'s package `wasp:plugin`) this host
-/// implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
-
-/// Whether this build links WASI 0.2 for plugins that import it (the cargo feature `wasi`).
-pub const HAS_WASI: bool = cfg!(feature = "wasi");
 
 /// What a plugin said about itself (`describe`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -397,10 +399,10 @@ pub struct PluginInfo {
 }
 
 /// The optional interface of the world `wasp-plugin-fast`.
-pub(crate) const FAST_MATCH: &str = "wasp:plugin/fast-match@0.1.0";
+pub(crate) const FAST_MATCH: &str = "wasp:plugin/fast-match@0.1.3";
 
 /// The optional interface of the world `wasp-plugin-area`.
-pub(crate) const AREA_MATCH: &str = "wasp:plugin/area-match@0.1.0";
+pub(crate) const AREA_MATCH: &str = "wasp:plugin/area-match@0.1.3";
 
 /// `fast-match.matches-first`'s parameters: (site, batch, count, stride).
 pub(crate) type MatchesFirstParams<'a> = (u32, &'a [u8], u32, u32);

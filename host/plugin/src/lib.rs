@@ -1,5 +1,5 @@
 //! wasp's plugin host: loads WebAssembly components built against `wit/plugin.wit`
-//! (`wasp:plugin@0.1.0`) and serves them to the engine through [`wasp_core::Extensions`].
+//! (`wasp:plugin@0.1.3`, and every 0.1.y before it: [`contract`]) and serves them to the engine through [`wasp_core::Extensions`].
 //!
 //! - [`PluginHost`]: one wasmtime engine (Cranelift, component model, pooling allocator with a
 //!   memory limit per instance, epoch interruption driven by a ticker thread). Shared by all
@@ -24,19 +24,19 @@
 
 mod area;
 mod bindings;
+pub mod contract;
 mod error;
 mod host;
+mod loglimit;
 mod offload;
 mod pack;
 mod runtime;
 mod timers;
-#[cfg(feature = "wasi")]
 mod wasi;
 
+pub use contract::{CONTRACT_VERSION, HISTORY, NameCheck, Version, check_name};
 pub use error::{FailureReason, PluginError};
-pub use host::{
-    CONTRACT_VERSION, HAS_WASI, HostConfig, Interfaces, Plugin, PluginHost, PluginInfo,
-};
+pub use host::{HostConfig, Interfaces, Plugin, PluginHost, PluginInfo};
 pub use offload::{PluginBlock, PluginBlockCounts};
 pub use runtime::{
     Backoff, FailureCounts, PluginCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove,

@@ -50,7 +50,7 @@ use world::exports::wasp::plugin::offload_block::{
 use world::{WaspOffloadBlock, WaspOffloadBlockIndices};
 
 /// The interface a component must export to be an offload block.
-pub const OFFLOAD_BLOCK: &str = "wasp:plugin/offload-block@0.1.0";
+pub const OFFLOAD_BLOCK: &str = "wasp:plugin/offload-block@0.1.3";
 
 /// Longest setup latency a `forward` answer may give (60 s, in ns): a larger one is a malformed
 /// answer (no NIC takes a minute to program a flow; the flow's idle timeout is 30 s).
@@ -163,7 +163,7 @@ impl PluginBlock {
     /// `capacity 2 latency-us 100` for `offload-table`).
     ///
     /// Errors name the file and what is wrong: [`PluginError::Read`], [`PluginError::Compile`],
-    /// [`PluginError::Offload`] (no `wasp:plugin/offload-block@0.1.0` export, an import the
+    /// [`PluginError::Offload`] (no `wasp:plugin/offload-block` export, an import the
     /// host does not offer, `configure` refusing `args` or failing), [`PluginError::World`]
     /// (the export's functions do not have the contract's types).
     pub fn load(
@@ -205,14 +205,11 @@ impl PluginBlock {
             )));
         }
         let ty = component.component_type();
-        for (import, _) in ty.imports(engine) {
-            let ours = import.starts_with("wasp:plugin/") && import.ends_with("@0.1.0");
-            if !ours && !import.starts_with("wasi:") {
-                return Err(offload(format!(
-                    "imports {import}, which the host does not offer"
-                )));
-            }
-        }
+        let wasi = crate::host::check_imports(
+            ty.imports(engine).map(|(n, _)| n),
+            ty.exports(engine).map(|(n, _)| n),
+        )
+        .map_err(offload)?;
         let world = |e: wasmtime::Error| PluginError::World {
             path: path.clone(),
             msg: format!("{e:#}"),
@@ -223,10 +220,7 @@ impl PluginBlock {
             |s| s,
         )
         .map_err(world)?;
-        // WASI imports (a guest built with std) trap when called: a lean block has none.
-        linker
-            .define_unknown_imports_as_traps(&component)
-            .map_err(world)?;
+        crate::host::link_wasi_or_traps(&mut linker, &component, wasi).map_err(world)?;
         let pre = linker.instantiate_pre(&component).map_err(world)?;
         let indices = WaspOffloadBlockIndices::new(&pre).map_err(world)?;
         let block = PluginBlock {

@@ -6,8 +6,10 @@
 //! What a guest gets: the clocks and random numbers; no preopened directory (no file system),
 //! no environment variables, no arguments, no network (TCP, UDP and name look-ups denied, as
 //! `WasiCtxBuilder` has them by default and set again here), stdin closed, and stdout/stderr
-//! as lines in the host's log (`tracing`, info and warn, with the plugin's name). The context
-//! is made on the guest's first WASI call, so plugins that never call WASI pay nothing.
+//! as lines in the host's log (`tracing`, info and warn, with the plugin's name), under the
+//! instance's log rate limit (`crate::loglimit`). The context is made on the guest's first
+//! WASI call, so plugins that never call WASI pay nothing; plugins that import no WASI are
+//! linked without it (`crate::host::link_wasi_or_traps`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::StoreState;
+use crate::loglimit::LogLimit;
 
 /// A guest's WASI context and the resources (streams, pollables) it holds.
 pub(crate) struct WasiState {
@@ -26,15 +29,17 @@ pub(crate) struct WasiState {
 }
 
 impl WasiState {
-    fn new(plugin: Arc<str>) -> WasiState {
+    fn new(plugin: Arc<str>, limit: LogLimit) -> WasiState {
         let mut b = WasiCtxBuilder::new();
         b.stdout(LogStream {
             plugin: plugin.clone(),
             stderr: false,
+            limit: limit.clone(),
         })
         .stderr(LogStream {
             plugin,
             stderr: true,
+            limit,
         })
         .allow_tcp(false)
         .allow_udp(false)
@@ -49,7 +54,10 @@ impl WasiState {
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         let plugin = self.plugin.clone();
-        let w = self.wasi.get_or_insert_with(|| WasiState::new(plugin));
+        let limit = self.log_limit.clone();
+        let w = self
+            .wasi
+            .get_or_insert_with(|| WasiState::new(plugin, limit));
         WasiCtxView {
             ctx: &mut w.ctx,
             table: &mut w.table,
@@ -66,6 +74,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
 struct LogStream {
     plugin: Arc<str>,
     stderr: bool,
+    limit: LogLimit,
 }
 
 impl IsTerminal for LogStream {
@@ -79,6 +88,7 @@ impl StdoutStream for LogStream {
         Box::new(LogWriter {
             plugin: self.plugin.clone(),
             stderr: self.stderr,
+            limit: self.limit.clone(),
             line: Vec::new(),
         })
     }
@@ -91,6 +101,7 @@ const MAX_LINE: usize = 4096;
 struct LogWriter {
     plugin: Arc<str>,
     stderr: bool,
+    limit: LogLimit,
     line: Vec<u8>,
 }
 
@@ -99,11 +110,14 @@ impl LogWriter {
         let text = String::from_utf8_lossy(&self.line);
         let text = text.trim_end_matches(['\n', '\r']);
         let plugin = &*self.plugin;
-        if self.stderr {
-            tracing::warn!(plugin, "stderr: {text}");
-        } else {
-            tracing::info!(plugin, "stdout: {text}");
-        }
+        let stderr = self.stderr;
+        self.limit.log(plugin, || {
+            if stderr {
+                tracing::warn!(plugin, "stderr: {text}");
+            } else {
+                tracing::info!(plugin, "stdout: {text}");
+            }
+        });
         self.line.clear();
     }
 
@@ -152,6 +166,7 @@ mod tests {
         let mut w = LogWriter {
             plugin: "py".into(),
             stderr: false,
+            limit: LogLimit::default(),
             line: Vec::new(),
         };
         w.write_bytes(b"one\ntw");

@@ -205,7 +205,7 @@ fn load_errors() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}: not a usable offload block: exports no wasp:plugin/offload-block@0.1.0 (build it \
+            "{}: not a usable offload block: exports no wasp:plugin/offload-block@0.1.3 (build it \
              for the world wasp:plugin/wasp-offload-block; a packet plugin goes in the ruleset \
              instead)",
             counter.display()

@@ -1,13 +1,11 @@
-//! WASI guests (cargo feature `wasi`): the Python guide's example (`sdk/python`, built with
+//! WASI guests: the Python guide's example (`sdk/python`, built with
 //! componentize-py, which embeds CPython and calls WASI as it starts) loads, refuses bad
 //! arguments with its own messages, and answers `ttlbelow 64` per packet as the guide says.
 //!
-//! Runs only with the feature, and only when the component was built (`sdk/python/build.sh`,
+//! Runs only when the component was built (`sdk/python/build.sh`,
 //! written to `sdk/python/ttlbelow.wasm`, or the path in `WASP_PYTHON_GUEST`); otherwise it says
-//! why and passes. The default build (and CI) has no WASI: see `../src/wasi.rs`. The 18 MB
-//! component takes minutes to compile in a debug build: run it with `--release`.
-
-#![cfg(feature = "wasi")]
+//! why and passes. The 18 MB component takes minutes to compile in a debug build: run it with
+//! `--release`.
 
 mod common;
 

@@ -1,8 +1,8 @@
-//! The command line: `wasp check`, `wasp replay`, `wasp run`, `wasp ctl`, `wasp plugin list`,
-//! `wasp completions` and `wasp man` (clap), and [`run`], which does what a parsed command
-//! line asks and writes to the given stdout and stderr. The shell completions and man pages
-//! are generated from this same clap command ([`Cli::command`](clap::CommandFactory)), so they
-//! list what the parser accepts.
+//! The command line: `wasp check`, `wasp replay`, `wasp run`, `wasp ctl`, `wasp plugin
+//! list|check|new`, `wasp completions` and `wasp man` (clap), and [`run`], which does what a
+//! parsed command line asks and writes to the given stdout and stderr. The shell completions
+//! and man pages are generated from this same clap command
+//! ([`Cli::command`](clap::CommandFactory)), so they list what the parser accepts.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,7 +40,8 @@ pub enum Command {
     // `wasp ctl --help` and wasp-ctl(1) show `CtlArgs`'s doc comment: the command words.
     #[command(long_about = ctl_long_about())]
     Ctl(crate::ctl::CtlArgs),
-    /// The bundled plugins (counter, geneve, idletimer, offload_table).
+    /// Plugins: the bundled ones (counter, geneve, idletimer, offload_table), checking a
+    /// component, and starting a new one.
     #[command(subcommand)]
     Plugin(PluginCommand),
     /// Print the completion script of a shell to standard output (e.g. `wasp completions bash
@@ -75,6 +76,19 @@ pub enum PluginCommand {
     Check {
         /// The component (`.wasm`).
         file: PathBuf,
+    },
+    /// Write a plugin project that builds as it stands: the guides' `ttlbelow N` match in
+    /// the language, renamed NAME, with its build script, the contract (`wit/`), a test
+    /// capture, a ruleset and a README on building, replaying and hot-swapping it.
+    New {
+        /// The plugin's name (a lower-case letter, then lower-case letters, digits and `_`).
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: crate::plugin_new::Lang,
+        /// The project's directory (default: ./NAME; it must not exist or be empty).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -277,6 +291,29 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
                     message: "this wasp cannot load it (see `loads:` above)".into(),
                 })
             }
+        }
+        Command::Plugin(PluginCommand::New { name, lang, dir }) => {
+            let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
+            let files = crate::plugin_new::write(name, *lang, &dir)?;
+            writeln!(
+                stdout,
+                "wrote {} files into {}:",
+                files.len(),
+                dir.display()
+            )
+            .map_err(io)?;
+            for f in files
+                .iter()
+                .filter(|f| !f.starts_with("wasp-plugin-sdk/src"))
+            {
+                writeln!(stdout, "  {}", f.display()).map_err(io)?;
+            }
+            writeln!(
+                stdout,
+                "next: cd {} && ./build.sh && wasp plugin check {name}.wasm (README.md says more)",
+                dir.display()
+            )
+            .map_err(io)
         }
         Command::Completions(a) => {
             // Into memory first: clap_complete panics on a write error (a closed pipe).

@@ -35,6 +35,7 @@ pub mod hooks;
 pub mod man;
 pub mod names;
 pub mod plugin_check;
+pub mod plugin_new;
 pub mod plugins;
 pub mod port_exit;
 pub mod progress;

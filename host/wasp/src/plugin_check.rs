@@ -1,13 +1,13 @@
 //! `wasp plugin check FILE.wasm`: what a component is to this wasp. The world it implements
 //! (from what it exports of `wasp:plugin`), the contract version its `wasp:plugin` names carry
-//! against this host's, what it imports (WASI apart, with whether this build links WASI),
+//! against this host's, what it imports (WASI apart),
 //! what its `describe` says, and whether this wasp loads it, with the load's own error when
 //! not.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use wasp_plugin::{CONTRACT_VERSION, HAS_WASI, Interfaces, PluginBlock, PluginHost};
+use wasp_plugin::{CONTRACT_VERSION, Interfaces, PluginBlock, PluginHost, Version, contract};
 
 use crate::error::Error;
 
@@ -76,9 +76,16 @@ pub fn report(host: &PluginHost, path: &Path) -> Result<(String, bool), Error> {
         .collect();
     versions.sort_unstable();
     versions.dedup();
+    let ours_v = Version::ours();
+    let verdict = match contract::built_against(imports.iter().chain(&exports).map(|s| s.as_str()))
+    {
+        Ok(Some(_)) => format!("loads 0.{}.0 to {ours_v}", ours_v.minor),
+        Ok(None) => "no wasp:plugin names".to_string(),
+        Err(e) => format!("refused: {e}"),
+    };
     let _ = writeln!(
         out,
-        "contract: {} (this wasp: {CONTRACT_VERSION})",
+        "contract: {} (this wasp: {CONTRACT_VERSION}, {verdict})",
         if versions.is_empty() {
             "none".to_string()
         } else {
@@ -99,10 +106,10 @@ pub fn report(host: &PluginHost, path: &Path) -> Result<(String, bool), Error> {
         out,
         "wasi: {}{}",
         list(&wasi),
-        match (wasi.is_empty(), HAS_WASI) {
-            (true, _) => "",
-            (false, true) => " (this wasp links WASI 0.2, deny-all)",
-            (false, false) => " (this wasp is built without WASI: those imports trap)",
+        if wasi.is_empty() {
+            ""
+        } else {
+            " (this wasp links WASI 0.2, deny-all: no files, sockets or environment)"
         }
     );
     let is_block = ours.iter().any(|(i, _)| *i == "offload-block");

@@ -438,7 +438,7 @@ fn plugin_check_reports_world_contract_imports_and_loadability() {
         "{out}"
     );
     assert!(
-        out.contains("contract: 0.1.0 (this wasp: 0.1.0)\n"),
+        out.contains("contract: 0.1.3 (this wasp: 0.1.3, loads 0.1.0 to 0.1.3)\n"),
         "{out}"
     );
     assert!(out.contains("wasi: none\n"), "{out}");
@@ -452,9 +452,28 @@ fn plugin_check_reports_world_contract_imports_and_loadability() {
     );
     assert!(out.contains("wasi: wasi:"), "{out}");
     assert!(
+        out.contains("(this wasp links WASI 0.2, deny-all: no files, sockets or environment)\n"),
+        "{out}"
+    );
+    assert!(
         out.contains("describe: name probe, version 1.0.0, kinds match,statement"),
         "{out}"
     );
+    // The same guest as if built against a later contract: refused, both versions named.
+    let probe = std::fs::read(wasp_guests::test_guest("probe")).unwrap();
+    let later = replace_all(
+        &probe,
+        b"wasp:plugin/types@0.1.3",
+        b"wasp:plugin/types@0.1.9",
+    );
+    std::fs::write(tmp.path().join("later.wasm"), &later).unwrap();
+    let (code, out, _) = check(&tmp.path().join("later.wasm"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("contract: 0.1.3, 0.1.9 (this wasp: 0.1.3, refused: wasp:plugin/types@0.1.9: the plugin is built against wasp:plugin@0.1.9, newer than this wasp's wasp:plugin@0.1.3"),
+        "{out}"
+    );
+    assert!(out.contains("loads: no: "), "{out}");
     // An offload block.
     let (code, out, _) = check(&wasp_guests::plugin("offload_table"));
     assert_eq!(code, Some(0), "{out}");
@@ -465,4 +484,20 @@ fn plugin_check_reports_world_contract_imports_and_loadability() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("loads: no: "), "{out}");
     assert!(err.contains("this wasp cannot load it"), "{err}");
+}
+
+/// `hay` with every `from` replaced by `to` (same length).
+fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = hay.to_vec();
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if out[i..].starts_with(from) {
+            out[i..i + to.len()].copy_from_slice(to);
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
 }

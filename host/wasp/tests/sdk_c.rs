@@ -193,9 +193,9 @@ fn the_c_example_imports_only_the_wasp_host() {
     assert!(
         imports
             .iter()
-            .all(|i| i.starts_with("import wasp:plugin/") && i.ends_with("@0.1.0;")),
+            .all(|i| i.starts_with("import wasp:plugin/") && i.ends_with("@0.1.3;")),
         "{wit}"
     );
     assert!(!wit.contains("wasi:"), "{wit}");
-    assert!(wit.contains("export wasp:plugin/plugin@0.1.0;"), "{wit}");
+    assert!(wit.contains("export wasp:plugin/plugin@0.1.3;"), "{wit}");
 }

@@ -3,7 +3,7 @@
 //! A plugin is a type that implements [`Plugin`] (only [`Plugin::describe`] is required; every
 //! other method has a default that does nothing harmful) and is exported with
 //! [`export_plugin!`]. The SDK hides wit-bindgen: the contract is `wit/plugin.wit`
-//! (`wasp:plugin@0.1.0`), built into [`bindings`].
+//! (`wasp:plugin@0.1.3`), built into [`bindings`].
 //!
 //! The host calls a plugin once per vector of packets, with one flat buffer; [`Packets`] walks
 //! it and gives each packet's header fields and leading bytes ([`Pkt`]). [`hdr`] reads UDP and
@@ -98,7 +98,7 @@ pub use sites::Sites;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "wasp-plugin-area",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_wasp_plugin",
         default_bindings_module: "wasp_plugin_sdk::bindings",
