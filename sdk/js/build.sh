@@ -1,14 +1,35 @@
 #!/usr/bin/env bash
-# Build ttlbelow.js into the component ttlbelow.wasm (or the path given as $1).
+# Build a JavaScript plugin into a component.
+#
+#   build.sh [EXAMPLE|FILE.js] [OUT.wasm]
+#
+# EXAMPLE is one of this directory's examples (ttlbelow, srccount; ttlbelow when omitted),
+# FILE.js any module exporting the `plugin` interface of wit/plugin.wit. OUT defaults to the
+# source's name with .wasm, next to it. `build.sh OUT.wasm` (one argument ending in .wasm)
+# builds ttlbelow into OUT.
 # Needs Node.js 20 and npm; installs @bytecodealliance/componentize-js (version pinned in
 # package.json) into node_modules here on the first run. See README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=$(realpath -m "${1:-$here/ttlbelow.wasm}")
+src=ttlbelow
+if [ $# -ge 1 ] && [[ "$1" != *.wasm ]]; then
+    src=$1
+    shift
+fi
+case "$src" in
+*.js) src=$(realpath "$src") ;;
+ttlbelow | srccount) src=$here/$src.js ;;
+*)
+    echo "build.sh: unknown example '$src' (ttlbelow, srccount, or a .js file)" >&2
+    exit 2
+    ;;
+esac
+out=$(realpath -m "${1:-${src%.js}.wasm}")
 cd "$here"
 [ -x node_modules/.bin/componentize-js ] || npm ci --no-audit --no-fund
-# All WASI features off: the component imports only wasp:plugin/host (a "pure component":
-# an uncaught exception traps instead of printing).
-node_modules/.bin/componentize-js ttlbelow.js --wit ../../wit --world-name wasp-plugin \
-    --disable stdio random clocks http fetch-event -o "$out"
+# WASI: stdio, random and clocks on (console.log and uncaught exceptions reach wasp's log,
+# Math.random is seeded, Date.now() runs); http and fetch-event off (no network in a plugin,
+# and wasp does not offer wasi:http).
+node_modules/.bin/componentize-js "$src" --wit ../../wit --world-name wasp-plugin \
+    --disable http fetch-event -o "$out"
 echo "built $out"
