@@ -36,7 +36,7 @@ mod wasi;
 
 pub use contract::{CONTRACT_VERSION, HISTORY, NameCheck, Version, check_name};
 pub use error::{FailureReason, PluginError};
-pub use host::{HostConfig, Interfaces, Plugin, PluginHost, PluginInfo};
+pub use host::{Compiled, HostConfig, Interfaces, Plugin, PluginHost, PluginInfo};
 pub use offload::{PluginBlock, PluginBlockCounts};
 pub use runtime::{
     Backoff, FailureCounts, PluginCounts, PluginEvent, Runtime, SetLookup, StateEntry, StateMove,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Store, Trap};
 use wasp_flowtable::{
     BlockSlot, BlockStats, FlowId, FlowKey, FlowView, OffloadBlock, OffloadError, Route, TunnelWork,
@@ -188,12 +188,23 @@ impl PluginBlock {
         name: &str,
         args: &str,
     ) -> Result<PluginBlock, PluginError> {
-        let path = path.as_ref().to_path_buf();
+        Self::load_compiled(host, host.compile(path, bytes)?, name, args)
+    }
+
+    /// As [`PluginBlock::load`], for a component [`PluginHost::compile`] compiled.
+    ///
+    /// # Errors
+    /// As [`PluginBlock::load`], but for reading and compiling.
+    pub fn load_compiled(
+        host: &PluginHost,
+        compiled: crate::Compiled,
+        name: &str,
+        args: &str,
+    ) -> Result<PluginBlock, PluginError> {
+        let crate::Compiled {
+            path, component, ..
+        } = compiled;
         let engine = &host.inner.engine;
-        let component = Component::new(engine, bytes).map_err(|e| PluginError::Compile {
-            path: path.clone(),
-            msg: format!("{e:#}"),
-        })?;
         let offload = |msg: String| PluginError::Offload {
             path: path.clone(),
             msg,

@@ -41,13 +41,19 @@ pub fn report(host: &PluginHost, path: &Path) -> Result<(String, bool), Error> {
     })?;
     let mut out = String::new();
     let _ = writeln!(out, "file: {} ({} bytes)", path.display(), bytes.len());
-    let Interfaces { imports, exports } = match host.interfaces(path, &bytes) {
-        Ok(i) => i,
+    let compiled = match host.compile(path, &bytes) {
+        Ok(c) => c,
         Err(e) => {
             let _ = writeln!(out, "loads: no: {}", one_line(&e.to_string()));
             return Ok((out, false));
         }
     };
+    let _ = writeln!(
+        out,
+        "compile: {:.0} ms",
+        compiled.compile_time().as_secs_f64() * 1e3
+    );
+    let Interfaces { imports, exports } = compiled.interfaces();
     let ours: Vec<(&str, &str)> = exports.iter().filter_map(|n| wasp_name(n)).collect();
     match WORLDS
         .iter()
@@ -114,11 +120,11 @@ pub fn report(host: &PluginHost, path: &Path) -> Result<(String, bool), Error> {
     );
     let is_block = ours.iter().any(|(i, _)| *i == "offload-block");
     let loaded = if is_block {
-        PluginBlock::load_bytes(host, path, &bytes, "check", "").map(|_| {
+        PluginBlock::load_compiled(host, compiled, "check", "").map(|_| {
             let _ = writeln!(out, "kind: offload block");
         })
     } else {
-        host.load_bytes(path, &bytes).map(|p| {
+        host.load_compiled(compiled).map(|p| {
             let i = p.info();
             let kinds: Vec<&str> = i
                 .kinds

@@ -12,7 +12,8 @@
 //! with its whole 336-byte window (as before `fast-match`), and through `fast-match` with its
 //! 128-byte first window: as a `list<u8>` (`matches-first`), and written into the plugin's
 //! batch area (`area-match.matches-first-at`, the default). Also
-//! compile time (wall, median of loads) and instantiate time (CPU, median).
+//! compile time (wall, median of loads) and instantiate time (CPU, median). With `--ttlbelow
+//! LABEL=PATH`, the guides' `ttlbelow 64` match of each language given, next to native Rust.
 //!
 //! Usage: `cargo run --release -p wasp-perf --bin plugin-cost [-- --packets N --rounds R]`.
 
@@ -42,6 +43,11 @@ struct Args {
     /// The same for the counter plugin (a copy of an older counter.wasm).
     #[arg(long)]
     counter_before: Option<PathBuf>,
+    /// A `ttlbelow N` component (the guides' example, `sdk/<lang>/`, or a project of `wasp
+    /// plugin new`) as LABEL=PATH, measured as `ttlbelow 64` next to the same match in native
+    /// Rust, with its compile and instantiate times. Repeat for several (one per language).
+    #[arg(long, value_name = "LABEL=PATH")]
+    ttlbelow: Vec<String>,
     /// Vector sizes to measure (for profiling one of them; the table keeps its four columns,
     /// "-" for the ones not measured).
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 32, 64])]
@@ -55,6 +61,26 @@ fn cpu_ns() -> u64 {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The native `ttlbelow 64`: IPv4 TTL (byte 8 of the header) below 64.
+struct NativeTtl;
+
+impl Extensions for NativeTtl {
+    fn matches(&mut self, _site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
+        for (o, p) in out.iter_mut().zip(pkts) {
+            *o = p.nfproto == 2 && p.frame.get(p.l3 as usize + 8).is_some_and(|&t| t < 64);
+        }
+    }
+    fn apply(
+        &mut self,
+        _: u32,
+        _: &[ExtPacket<'_>],
+        _: &mut [ExtVerdict],
+        _: &mut Vec<(usize, ExtEdit)>,
+    ) {
+    }
+    fn advance(&mut self, _: u64) {}
 }
 
 /// The native baseline of the trivial match: the same answer, through the same trait.
@@ -191,6 +217,7 @@ fn frames(size: usize, n: usize) -> Vec<Vec<u8>> {
         .map(|i| {
             let mut f = vec![0u8; size];
             f[12] = 0x08; // IPv4
+            f[22] = (i * 37 % 256) as u8; // TTL, for the ttlbelow cases
             f[23] = if i % 2 == 0 { 6 } else { 17 };
             f
         })
@@ -280,7 +307,9 @@ fn runtime_as(host: &PluginHost, plugin: &Plugin, kind: ExtKind) -> Runtime {
 
 fn load_times(host: &PluginHost, path: &PathBuf) -> (f64, f64, u64) {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    let compile: Vec<f64> = (0..5)
+    // Components of several MB (JavaScript, Python) take seconds each: three loads.
+    let loads = if size > 4 << 20 { 3 } else { 5 };
+    let compile: Vec<f64> = (0..loads)
         .map(|_| {
             let t0 = Instant::now();
             let p = host.load(path).expect("load");
@@ -320,6 +349,17 @@ fn main() {
         .geneve_before
         .as_ref()
         .map(|p| host.load(p).expect("--geneve-before plugin"));
+    let ttlbelow: Vec<(String, PathBuf, Plugin)> = args
+        .ttlbelow
+        .iter()
+        .map(|spec| {
+            let (label, path) = spec.split_once('=').expect("--ttlbelow LABEL=PATH");
+            let p = host
+                .load(path)
+                .unwrap_or_else(|e| panic!("--ttlbelow {spec}: {e}"));
+            (label.to_string(), PathBuf::from(path), p)
+        })
+        .collect();
 
     println!(
         "plugin-cost: CPU ns per packet, median of {} rounds of {} packets",
@@ -372,6 +412,28 @@ fn main() {
                 c.info().window,
                 Box::new(rt),
                 ExtKind::Stateful,
+            ));
+        }
+        if !ttlbelow.is_empty() {
+            cases.push((
+                "native ttlbelow 64".into(),
+                0,
+                Box::new(NativeTtl),
+                ExtKind::Match,
+            ));
+        }
+        for (label, _, p) in &ttlbelow {
+            let mut rt = runtime(&host, p, &["64"]);
+            // The same answers as the native match, on a vector of each TTL pattern.
+            let (mut got, mut want) = (vec![false; 64], vec![false; 64]);
+            rt.matches(0, &pkts[..64], &mut got);
+            NativeTtl.matches(0, &pkts[..64], &mut want);
+            assert_eq!(got, want, "ttlbelow {label}");
+            cases.push((
+                format!("wasm ttlbelow 64 ({label})"),
+                p.info().first_window.unwrap_or(p.info().window),
+                Box::new(rt),
+                ExtKind::Match,
             ));
         }
         for (name, window, mut ext, kind) in cases {
@@ -464,7 +526,7 @@ fn main() {
     }
     println!();
     println!(
-        "| component | bytes | compile ms (wall, median of 5) | instantiate µs (CPU, median of 200) |"
+        "| component | bytes | compile ms (wall, median of 5; 3 over 4 MiB) | instantiate µs (CPU, median of 200) |"
     );
     println!("|---|---:|---:|---:|");
     let mut comps = vec![("trivial", trivial_path)];
@@ -474,6 +536,13 @@ fn main() {
     if geneve.is_some() {
         comps.push(("geneve", geneve_path));
     }
+    let mut comps: Vec<(String, PathBuf)> =
+        comps.into_iter().map(|(n, p)| (n.to_string(), p)).collect();
+    comps.extend(
+        ttlbelow
+            .iter()
+            .map(|(label, path, _)| (format!("ttlbelow ({label})"), path.clone())),
+    );
     for (name, path) in comps {
         let (c, i, size) = load_times(&host, &path);
         println!("| {name} | {size} | {c:.1} | {i:.1} |");
