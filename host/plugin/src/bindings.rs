@@ -79,14 +79,20 @@ pub(crate) struct StoreState {
     /// This thread's CPU time when the current call's wall-clock deadline passed (`None`
     /// until it does).
     pub(crate) cpu_mark: Option<std::time::Duration>,
-    /// The rate limit on this instance's log lines (`host.log`, WASI stdout and stderr).
+    /// The rate limit on the plugin's log lines (`host.log`, WASI stdout and stderr).
     pub(crate) log_limit: crate::loglimit::LogLimit,
     /// WASI for guests that import it, made on first use.
     pub(crate) wasi: Option<crate::wasi::WasiState>,
 }
 
 impl StoreState {
-    pub(crate) fn new(plugin: Arc<str>, max_memory: usize, set_fn: Option<SetFn>) -> Self {
+    /// `log_limit` is the plugin's (shared by every instance of it, re-created ones too).
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        max_memory: usize,
+        set_fn: Option<SetFn>,
+        log_limit: crate::loglimit::LogLimit,
+    ) -> Self {
         StoreState {
             plugin,
             now_mono: 0,
@@ -102,7 +108,7 @@ impl StoreState {
             tick: std::time::Duration::from_millis(1),
             budget: std::time::Duration::ZERO,
             cpu_mark: None,
-            log_limit: Default::default(),
+            log_limit,
             wasi: None,
         }
     }

@@ -251,6 +251,7 @@ impl PluginHost {
                 matches_first: fast.map(|f| f.1),
                 info: PluginInfo::default(),
                 compile_time,
+                log_limit: Default::default(),
             }),
         };
         let describe = |msg: String| PluginError::Describe {
@@ -450,6 +451,8 @@ pub(crate) struct PluginInner {
     pub(crate) area_fns: Option<(ComponentExportIndex, ComponentExportIndex)>,
     pub(crate) info: PluginInfo,
     pub(crate) compile_time: Duration,
+    /// The rate limit on the log lines of every instance of this load.
+    pub(crate) log_limit: crate::loglimit::LogLimit,
 }
 
 /// A loaded plugin: compiled, checked against the world, ready to instantiate (an
@@ -543,7 +546,12 @@ impl Plugin {
         let host = &self.inner.host.inner;
         let mut store = Store::new(
             &host.engine,
-            StoreState::new(name.clone(), host.config.max_memory, set_fn),
+            StoreState::new(
+                name.clone(),
+                host.config.max_memory,
+                set_fn,
+                self.inner.log_limit.clone(),
+            ),
         );
         store.limiter(|s| &mut s.limit);
         store.data_mut().tick = host.config.tick;

@@ -1,10 +1,11 @@
-//! The rate limit on a plugin instance's log lines: its `host.log` calls and, for WASI guests,
-//! the lines it writes to stdout and stderr. A plugin that logs per packet under a flood must
-//! not stall its worker on the log's writer, nor fill the journal.
+//! The rate limit on a plugin's log lines: its `host.log` calls and, for WASI guests, the
+//! lines it writes to stdout and stderr. A plugin that logs per packet under a flood must not
+//! stall its worker on the log's writer, nor fill the journal.
 //!
-//! A token bucket per instance: [`BURST`] lines at once, refilled at [`PER_SECOND`] lines per
-//! second (the shape of the kernel's `net_ratelimit`, with room for a plugin's start-up
-//! chatter). Lines past it are dropped and counted; the next line let through is preceded by
+//! A token bucket per loaded plugin, shared by its instances (every worker's, and those made
+//! again after a failure, so that a plugin that fails while printing cannot reset it):
+//! [`BURST`] lines at once, refilled at [`PER_SECOND`] lines per second (the shape of the
+//! kernel's `net_ratelimit`, with room for a plugin's start-up chatter). Lines past it are dropped and counted; the next line let through is preceded by
 //! one line saying how many were dropped.
 
 use std::sync::Arc;
@@ -12,12 +13,12 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-/// Lines an instance may log at once.
+/// Lines a plugin may log at once.
 pub const BURST: u32 = 200;
-/// Lines per second an instance may log in the long run.
+/// Lines per second a plugin may log in the long run.
 pub const PER_SECOND: u32 = 100;
 
-/// One instance's bucket, shared by its `host.log` and its WASI streams.
+/// One plugin's bucket, shared by its instances' `host.log` and WASI streams.
 #[derive(Clone)]
 pub(crate) struct LogLimit(Arc<Mutex<Bucket>>);
 

@@ -139,6 +139,8 @@ pub struct PluginBlock {
     /// The flows the guest took, by flow id (locked after `instance` when both are held).
     held: Mutex<HashMap<FlowId, Held>>,
     counters: Counters,
+    /// The rate limit on the log lines of every instance.
+    log_limit: crate::loglimit::LogLimit,
 }
 
 impl std::fmt::Debug for PluginBlock {
@@ -247,6 +249,7 @@ impl PluginBlock {
             }),
             held: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            log_limit: Default::default(),
         };
         let live = block.instantiate().map_err(offload)?;
         block.instance.lock().live = Some(live);
@@ -302,7 +305,12 @@ impl PluginBlock {
         let cfg = &self.host.inner.config;
         let mut store = Store::new(
             &self.host.inner.engine,
-            StoreState::new(self.name.as_str().into(), cfg.max_memory, None),
+            StoreState::new(
+                self.name.as_str().into(),
+                cfg.max_memory,
+                None,
+                self.log_limit.clone(),
+            ),
         );
         store.limiter(|s| &mut s.limit);
         store.data_mut().tick = cfg.tick;

@@ -91,6 +91,18 @@ fn infinite_loop_hits_the_deadline() {
 }
 
 #[test]
+fn a_stdout_flood_hits_the_deadline() {
+    // Through WASI's stdout (linked for this guest, which imports WASI): the deadline stops it
+    // as it stops a plain loop, between two writes.
+    contained(
+        "print",
+        ExtKind::Match,
+        "plugin probe hit its deadline: matches at use site 1: interrupted",
+        |f| f.deadline,
+    );
+}
+
+#[test]
 fn memory_bomb_hits_the_limit() {
     contained(
         "bomb",

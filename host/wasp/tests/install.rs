@@ -419,6 +419,7 @@ fn the_debian_package_layout_works() {
         "usr/share/man/man1/wasp-run.1.gz",
         "usr/share/man/man1/wasp-ctl.1.gz",
         "usr/share/man/man1/wasp-plugin-list.1.gz",
+        "usr/share/man/man1/wasp-plugin-new.1.gz",
     ] {
         assert!(staged.contains(&PathBuf::from(want)), "{want}: {staged:?}");
     }

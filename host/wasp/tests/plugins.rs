@@ -419,6 +419,62 @@ fn plugin_log_lines_reach_standard_error() {
     );
 }
 
+/// A plugin that writes to its stdout in a loop: each call is stopped at its deadline (the
+/// packets get the fallback, `drop` here), the replay goes on, and the lines reach standard
+/// error rate-limited: the bucket's 200 and 100 a second, then a line saying how many were
+/// dropped, not the thousands written.
+#[test]
+fn a_plugin_flooding_its_stdout_is_stopped_and_its_lines_limited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let probe = wasp_guests::test_guest("probe");
+    let rules = format!(
+        "table netdev t {{\n\tplugin probe {{ path \"{}\"; }}\n\tchain in {{\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tprobe print counter accept\n\t}}\n}}\n",
+        probe.display()
+    );
+    std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
+    let frames = [packet(T0, 2), packet(T0 + SEC, 3), packet(T0 + 2 * SEC, 4)];
+    let refs: Vec<(u64, &[u8])> = frames.iter().map(|(t, f)| (*t, f.as_slice())).collect();
+    std::fs::write(tmp.path().join("c.pcap"), common::pcap_bytes(&refs)).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = wasp(
+        tmp.path(),
+        &["replay", "--ruleset", "r.nft", "--in", "c.pcap", "--json"],
+    );
+    let allowed = 200 + (100.0 * t0.elapsed().as_secs_f64()).ceil() as usize;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines = stderr
+        .lines()
+        .filter(|l| l.contains("stdout: probe floods its stdout"))
+        .count();
+    assert!(
+        (200..=allowed).contains(&lines),
+        "{lines} lines reached the log, {allowed} allowed: {}",
+        &stderr[..stderr.len().min(2000)]
+    );
+    assert!(
+        stderr.contains("log lines of this plugin dropped (more than 100 per second)"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(2000)..]
+    );
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // The failed match answers false: no packet reaches `counter accept`; the policy accepts.
+    assert_eq!(summary["packets"], 3, "{stdout}");
+    assert_eq!(summary["accepted"], 3, "{stdout}");
+    let events: Vec<&str> = summary["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("plugin probe hit its deadline: matches at use site")),
+        "{events:?}"
+    );
+}
+
 /// `wasp plugin check` says what a component is to this wasp: its world, the contract version,
 /// its imports with WASI apart, its `describe`, and whether it loads (exit 1 with the load's
 /// error when not).

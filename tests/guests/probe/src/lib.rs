@@ -9,7 +9,8 @@
 //! at `now + elem` ns, on the boot-time clock when `iif` is 2, cancels it when `iif` is 1; on
 //! firing emits `fired K at T`), `set` (match: the set `allowed` holds the frame's first 4
 //! bytes), `chatty` (as `ok`, and logs `probe site N saw K packets` through `host::log` at info
-//! level on each call). Anything else, and `fail`, is refused by `configure`.
+//! level on each call), `print` (writes lines to its WASI stdout in a loop, never returns).
+//! Anything else, and `fail`, is refused by `configure`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -25,8 +26,8 @@ thread_local! {
 }
 
 const MODES: &[&str] = &[
-    "ok", "stmt", "edit", "oob", "short", "badbyte", "loop", "bomb", "trap", "strap", "timer", "set",
-    "chatty",
+    "ok", "stmt", "edit", "oob", "short", "badbyte", "loop", "bomb", "trap", "strap", "timer",
+    "set", "chatty", "print",
 ];
 
 /// Modes refused as a match (they only make sense as a statement).
@@ -70,6 +71,10 @@ fn misbehave(m: &str) {
             }
         }
         "trap" | "strap" => core::arch::wasm32::unreachable(),
+        "print" => loop {
+            // WASI stdout, a line at a time, until the host stops the call.
+            println!("probe floods its stdout");
+        },
         _ => {}
     }
 }
@@ -140,10 +145,19 @@ impl Guest for Probe {
         for (i, r) in records(&batch, count, stride).enumerate() {
             let len = u32_at(r, 0);
             match m.as_str() {
-                "edit" => edits.push(Edit { packet: i as u32, offset: 0, op: EditOp::Set(vec![0xaa]) }),
-                "oob" => edits.push(Edit { packet: i as u32, offset: len, op: EditOp::Set(vec![1]) }),
+                "edit" => edits.push(Edit {
+                    packet: i as u32,
+                    offset: 0,
+                    op: EditOp::Set(vec![0xaa]),
+                }),
+                "oob" => edits.push(Edit {
+                    packet: i as u32,
+                    offset: len,
+                    op: EditOp::Set(vec![1]),
+                }),
                 "timer" => {
-                    let (iif, key, delay) = (u32_at(r, 4), u32_at(r, 8) as u64, u32_at(r, 12) as u64);
+                    let (iif, key, delay) =
+                        (u32_at(r, 4), u32_at(r, 8) as u64, u32_at(r, 12) as u64);
                     match iif {
                         1 => host::timer_cancel(key),
                         2 => host::timer_arm(key, Clock::Boottime, host::boottime_ns() + delay),
@@ -152,7 +166,11 @@ impl Guest for Probe {
                 }
                 _ => {}
             }
-            verdicts.push(if m == "ok" && len >= 100 { Verdict::Accept } else { Verdict::Continue });
+            verdicts.push(if m == "ok" && len >= 100 {
+                Verdict::Accept
+            } else {
+                Verdict::Continue
+            });
         }
         if m == "short" {
             verdicts.pop();
@@ -168,7 +186,11 @@ impl Guest for Probe {
     }
 
     fn list_state(site: u32) -> Vec<StateEntry> {
-        vec![StateEntry { elem: 0, values: vec![], text: format!("mode {}", mode(site)) }]
+        vec![StateEntry {
+            elem: 0,
+            values: vec![],
+            text: format!("mode {}", mode(site)),
+        }]
     }
 
     fn reset_state(_site: u32, _elem: u32) {}
