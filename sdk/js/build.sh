@@ -7,8 +7,8 @@
 # FILE.js any module exporting the `plugin` interface of wit/plugin.wit. OUT defaults to the
 # source's name with .wasm, next to it. `build.sh OUT.wasm` (one argument ending in .wasm)
 # builds ttlbelow into OUT.
-# Needs Node.js 20 and npm; installs @bytecodealliance/componentize-js (version pinned in
-# package.json) into node_modules here on the first run. See README.md.
+# Needs Node.js (18 or later) and npm; installs @bytecodealliance/componentize-js (version pinned
+# in package.json and package-lock.json) into node_modules here. See README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=ttlbelow
@@ -26,7 +26,11 @@ ttlbelow | srccount) src=$here/$src.js ;;
 esac
 out=$(realpath -m "${1:-${src%.js}.wasm}")
 cd "$here"
-[ -x node_modules/.bin/componentize-js ] || npm ci --no-audit --no-fund
+# npm ci on the first build, and again when package-lock.json changed since (npm keeps what it
+# installed in node_modules/.package-lock.json).
+if [ ! -x node_modules/.bin/componentize-js ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    npm ci --no-audit --no-fund
+fi
 # WASI: stdio, random and clocks on (console.log and uncaught exceptions reach wasp's log,
 # Math.random is seeded, Date.now() runs); http and fetch-event off (no network in a plugin,
 # and wasp does not offer wasi:http).
