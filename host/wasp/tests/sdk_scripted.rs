@@ -1,16 +1,17 @@
-//! The JavaScript guide (`sdk/js`): its examples and misbehaving plugins built by the guide's
-//! script (`sdk/js/build.sh`: componentize-js, pinned in `sdk/js/package-lock.json`), then run
-//! by `wasp replay` and `wasp check`:
+//! The JavaScript and Python guides (`sdk/js`, `sdk/python`): their examples and misbehaving
+//! plugins built by each guide's script (`build.sh`: componentize-js pinned in
+//! `sdk/js/package-lock.json`; componentize-py 0.25.1), then run by `wasp replay` and `wasp
+//! check`, the same tests for both languages:
 //! - `ttlbelow N`: its per-packet results on the guides' capture (`sdk/testdata/ttl.pcap`) and
 //!   a refused argument at the rule's file:line:col;
 //! - `srccount N` (stateful): its verdicts and listing on `sdk/testdata/srccount.pcap`, and
-//!   hot swaps to the Python build and back (`--swap`) that carry the counts;
-//! - `tests/guests/js/misbehave.js`: a loop without end, an uncaught exception, an allocation
-//!   without bound and a flood of stdout, each contained by the host.
+//!   hot swaps to the other language's build and back (`--swap`) that carry the counts;
+//! - `tests/guests/{js,python}/misbehave.*`: a loop without end, an uncaught exception, an
+//!   allocation without bound and a flood of stdout, each contained by the host.
 //!
-//! Without Node.js and npm the tests say so and pass, except under CI (`CI=true`), where
-//! `.ci/run` installs them and a missing tool fails them. The swap to Python also needs
-//! componentize-py 0.25.1 (`sdk/python`), under the same rule.
+//! Without a language's toolchain (Node.js and npm; componentize-py 0.25.1 on PATH) its tests
+//! say so and pass, except under CI (`CI=true`), where `.ci/run` installs them and a missing
+//! tool fails them.
 
 mod common;
 
@@ -21,6 +22,68 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::*;
+
+/// A scripted language of the guides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    Js,
+    Python,
+}
+
+/// A component each guide builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Example {
+    Ttlbelow,
+    Srccount,
+    Misbehave,
+}
+
+impl Lang {
+    /// The guide's directory under `sdk/`.
+    fn dir(self) -> &'static str {
+        match self {
+            Lang::Js => "js",
+            Lang::Python => "python",
+        }
+    }
+
+    fn other(self) -> Lang {
+        match self {
+            Lang::Js => Lang::Python,
+            Lang::Python => Lang::Js,
+        }
+    }
+
+    /// What of the toolchain is missing, if anything.
+    fn missing(self) -> Option<String> {
+        match self {
+            Lang::Js => {
+                let missing: Vec<&str> = ["node", "npm"]
+                    .into_iter()
+                    .filter(|t| version(t).is_none())
+                    .collect();
+                (!missing.is_empty()).then(|| format!("{} missing", missing.join(", ")))
+            }
+            Lang::Python => {
+                let have = version("componentize-py");
+                (have.as_deref() != Some("componentize-py 0.25.1")).then(|| {
+                    format!(
+                        "componentize-py 0.25.1 is missing (found: {})",
+                        have.as_deref().unwrap_or("none")
+                    )
+                })
+            }
+        }
+    }
+
+    /// The line an uncaught exception of the misbehaving plugin leaves in the log.
+    fn exception_line(self) -> &'static str {
+        match self {
+            Lang::Js => "stderr: misbehave: thrown on purpose",
+            Lang::Python => "stderr: RuntimeError: misbehave: raised on purpose",
+        }
+    }
+}
 
 /// Say why a test does not run; under CI that is a failure.
 fn skip(msg: &str) {
@@ -35,6 +98,41 @@ fn version(cmd: &str) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Component `what` of `lang`, built once per test run with `sdk/<lang>/build.sh` into the
+/// target's temporary directory; `None` (after saying why) when the toolchain is missing
+/// outside CI.
+fn component(lang: Lang, what: Example) -> Option<&'static Path> {
+    static BUILT: [OnceLock<Option<PathBuf>>; 6] = [const { OnceLock::new() }; 6];
+    let i = lang as usize * 3 + what as usize;
+    BUILT[i]
+        .get_or_init(|| {
+            if let Some(why) = lang.missing() {
+                skip(&format!(
+                    "the sdk/{} tests: {why}; see sdk/{}/README.md",
+                    lang.dir(),
+                    lang.dir()
+                ));
+                return None;
+            }
+            let (src, out) = match what {
+                Example::Ttlbelow => ("ttlbelow".to_string(), "ttlbelow.wasm"),
+                Example::Srccount => ("srccount".to_string(), "srccount.wasm"),
+                Example::Misbehave => {
+                    let file = match lang {
+                        Lang::Js => "misbehave.js",
+                        Lang::Python => "misbehave.py",
+                    };
+                    (
+                        format!("tests/guests/{}/{file}", lang.dir()),
+                        "misbehave.wasm",
+                    )
+                }
+            };
+            Some(build(lang.dir(), &src, out))
+        })
+        .as_deref()
 }
 
 /// Build `src` (an example's name or a file) with `sdk/{lang}/build.sh` into the target's
@@ -64,58 +162,6 @@ fn build(lang: &str, src: &str, out: &str) -> PathBuf {
         started.elapsed().as_secs_f64()
     );
     out
-}
-
-/// This guide's components.
-struct Built {
-    ttlbelow: PathBuf,
-    srccount: PathBuf,
-    misbehave: PathBuf,
-}
-
-/// The JavaScript components, built once per test run; `None` (after saying why) when Node.js
-/// or npm is missing outside CI.
-fn js() -> Option<&'static Built> {
-    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let missing: Vec<&str> = ["node", "npm"]
-                .into_iter()
-                .filter(|t| version(t).is_none())
-                .collect();
-            if !missing.is_empty() {
-                skip(&format!(
-                    "the sdk/js tests: {} missing; see sdk/js/README.md",
-                    missing.join(", ")
-                ));
-                return None;
-            }
-            Some(Built {
-                ttlbelow: build("js", "ttlbelow", "ttlbelow.wasm"),
-                srccount: build("js", "srccount", "srccount.wasm"),
-                misbehave: build("js", "tests/guests/js/misbehave.js", "misbehave.wasm"),
-            })
-        })
-        .as_ref()
-}
-
-/// The Python build of srccount, for the swaps across languages; `None` (after saying why)
-/// when componentize-py 0.25.1 is missing outside CI.
-fn python_srccount() -> Option<&'static Path> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let have = version("componentize-py");
-            if have.as_deref() != Some("componentize-py 0.25.1") {
-                skip(&format!(
-                    "the swap to Python: componentize-py 0.25.1 is missing (found: {}); see sdk/python/README.md",
-                    have.as_deref().unwrap_or("none")
-                ));
-                return None;
-            }
-            Some(build("python", "srccount", "srccount-py.wasm"))
-        })
-        .as_deref()
 }
 
 /// A directory holding `files` (copied under their names) and `rules` as `r.nft`.
@@ -239,17 +285,16 @@ fn events(summary: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn the_js_example_matches_packets_whose_ttl_is_below_its_argument() {
-    let Some(b) = js() else { return };
+/// `ttlbelow N` of `lang`: its per-packet results on the guides' capture.
+fn ttlbelow_matches(lang: Lang) {
+    let Some(ttlbelow) = component(lang, Example::Ttlbelow) else {
+        return;
+    };
     // Two use sites with their own limits: `ttlbelow 2` (rule handle 2) decides packets with
     // TTL 1; `ttlbelow 64` (handle 3) those with 2..=63; the others reach the policy.
     let rules = "table netdev guides {\n\tplugin ttlbelow { path \"ttlbelow.wasm\"; }\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tttlbelow 2 drop\n\t\tttlbelow 64 drop\n\t}\n}\n";
     let pcap = repo().join("sdk/testdata/ttl.pcap");
-    let tmp = setup(
-        &[(&b.ttlbelow, "ttlbelow.wasm"), (&pcap, "ttl.pcap")],
-        rules,
-    );
+    let tmp = setup(&[(ttlbelow, "ttlbelow.wasm"), (&pcap, "ttl.pcap")], rules);
     let (got, summary, _) = replay(tmp.path(), "ttl.pcap", &[]);
     let ttls: Vec<Option<u8>> = read_frames(&pcap).iter().map(|(_, f)| ttl(f)).collect();
     assert_eq!(
@@ -282,11 +327,13 @@ fn the_js_example_matches_packets_whose_ttl_is_below_its_argument() {
     );
 }
 
-#[test]
-fn the_js_example_refuses_a_bad_argument_at_the_rule() {
-    let Some(b) = js() else { return };
+/// `ttlbelow 256` of `lang`: refused at the rule, with the plugin's own message.
+fn ttlbelow_refuses(lang: Lang) {
+    let Some(ttlbelow) = component(lang, Example::Ttlbelow) else {
+        return;
+    };
     let rules = "table netdev guides {\n\tplugin ttlbelow { path \"ttlbelow.wasm\"; }\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tudp dport 53 ttlbelow 256 drop\n\t}\n}\n";
-    let tmp = setup(&[(&b.ttlbelow, "ttlbelow.wasm")], rules);
+    let tmp = setup(&[(ttlbelow, "ttlbelow.wasm")], rules);
     let out = wasp(tmp.path(), &["check", "r.nft"]);
     let (so, se) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{so}\n{se}");
@@ -296,13 +343,15 @@ fn the_js_example_refuses_a_bad_argument_at_the_rule() {
     );
 }
 
-#[test]
-fn srccount_in_js_counts_per_source_and_lists_the_counts() {
-    let Some(b) = js() else { return };
+/// `srccount 2` of `lang`: its verdicts and listing on `sdk/testdata/srccount.pcap`.
+fn srccount_counts(lang: Lang) {
+    let Some(srccount) = component(lang, Example::Srccount) else {
+        return;
+    };
     let pcap = repo().join("sdk/testdata/srccount.pcap");
     let rules = std::fs::read_to_string(repo().join("sdk/testdata/srccount.nft")).unwrap();
     let tmp = setup(
-        &[(&b.srccount, "srccount.wasm"), (&pcap, "srccount.pcap")],
+        &[(srccount, "srccount.wasm"), (&pcap, "srccount.pcap")],
         &rules,
     );
     let (got, summary, _) = replay(tmp.path(), "srccount.pcap", &[]);
@@ -327,29 +376,33 @@ fn srccount_in_js_counts_per_source_and_lists_the_counts() {
     );
 }
 
-#[test]
-fn srccount_swapped_from_js_to_python_and_back_carries_the_counts() {
-    let Some(b) = js() else { return };
-    let Some(py) = python_srccount() else { return };
+/// srccount of `lang` swapped to the other language's build and back, mid-replay.
+fn srccount_swaps(lang: Lang) {
+    let Some(srccount) = component(lang, Example::Srccount) else {
+        return;
+    };
+    let Some(other) = component(lang.other(), Example::Srccount) else {
+        return;
+    };
     let pcap = repo().join("sdk/testdata/srccount.pcap");
     let rules = std::fs::read_to_string(repo().join("sdk/testdata/srccount.nft")).unwrap();
     let tmp = setup(
         &[
-            (&b.srccount, "srccount.wasm"),
-            (py, "srccount-py.wasm"),
+            (srccount, "srccount.wasm"),
+            (other, "srccount-other.wasm"),
             (&pcap, "srccount.pcap"),
         ],
         &rules,
     );
-    // To Python after packet 6 (counts then: 10.0.0.1 3, 10.0.0.2 1, fd00::3 1), back to
-    // JavaScript after packet 10. Packets 8 and 10 are dropped only if Python got the counts
-    // (fresh, 10.0.0.1 would be at 1 on packet 8), 11 to 13 only if JavaScript got them back.
+    // To the other language after packet 6 (counts then: 10.0.0.1 3, 10.0.0.2 1, fd00::3 1),
+    // back after packet 10. Packets 8 and 10 are dropped only if the other build got the
+    // counts (fresh, 10.0.0.1 would be at 1 on packet 8), 11 to 13 only if they came back.
     let (got, summary, _) = replay(
         tmp.path(),
         "srccount.pcap",
         &[
             "--swap",
-            "srccount=srccount-py.wasm@6",
+            "srccount=srccount-other.wasm@6",
             "--swap",
             "srccount=srccount.wasm@10",
         ],
@@ -371,19 +424,18 @@ fn srccount_swapped_from_js_to_python_and_back_carries_the_counts() {
     );
 }
 
-#[test]
-fn misbehaving_js_plugins_are_contained() {
-    let Some(b) = js() else { return };
+/// `lang`'s misbehaving plugin: each failure contained, the fallback given, events reported.
+fn misbehaving_is_contained(lang: Lang) {
+    let Some(misbehave) = component(lang, Example::Misbehave) else {
+        return;
+    };
     let pcap = repo().join("sdk/testdata/ttl.pcap");
     // One worker, four failures in a row, each in its own use site (handles 2 to 5), with
     // the default fallback (the match is false: their counters stay at 0); then a site that
     // behaves (it counts all 7 packets: the worker and the plugin are still there), and a
     // failing site with `fallback drop`, which drops every packet.
     let rules = "table netdev t {\n\tplugin misbehave { path \"misbehave.wasm\"; }\n\tchain in {\n\t\ttype filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tmisbehave loop counter\n\t\tmisbehave throw counter\n\t\tmisbehave bomb counter\n\t\tmisbehave spam counter\n\t\tmisbehave ok counter\n\t\tmisbehave throw fallback drop\n\t}\n}\n";
-    let tmp = setup(
-        &[(&b.misbehave, "misbehave.wasm"), (&pcap, "ttl.pcap")],
-        rules,
-    );
+    let tmp = setup(&[(misbehave, "misbehave.wasm"), (&pcap, "ttl.pcap")], rules);
     let (got, summary, log) = replay(tmp.path(), "ttl.pcap", &[]);
     let want: Vec<String> = (1..=7).map(|i| format!("{i} drop t in 7")).collect();
     assert_eq!(got, want);
@@ -439,11 +491,8 @@ fn misbehaving_js_plugins_are_contained() {
             "site {site}: {ev:?}"
         );
     }
-    // The uncaught exception reached the log (stdio is on in the guide's build).
-    assert!(
-        log.contains("stderr: misbehave: thrown on purpose"),
-        "{log}"
-    );
+    // The uncaught exception reached the log (stdio is on in both guides' builds).
+    assert!(log.contains(lang.exception_line()), "{log}");
     // The flood of stdout reached the log, cut by its rate limit.
     assert!(log.contains("stdout: misbehave: spam line 0"), "{log}");
     assert!(
@@ -451,4 +500,54 @@ fn misbehaving_js_plugins_are_contained() {
         "no rate limit: {} lines of spam",
         log.matches("spam line").count()
     );
+}
+
+#[test]
+fn the_js_example_matches_packets_whose_ttl_is_below_its_argument() {
+    ttlbelow_matches(Lang::Js);
+}
+
+#[test]
+fn the_python_example_matches_packets_whose_ttl_is_below_its_argument() {
+    ttlbelow_matches(Lang::Python);
+}
+
+#[test]
+fn the_js_example_refuses_a_bad_argument_at_the_rule() {
+    ttlbelow_refuses(Lang::Js);
+}
+
+#[test]
+fn the_python_example_refuses_a_bad_argument_at_the_rule() {
+    ttlbelow_refuses(Lang::Python);
+}
+
+#[test]
+fn srccount_in_js_counts_per_source_and_lists_the_counts() {
+    srccount_counts(Lang::Js);
+}
+
+#[test]
+fn srccount_in_python_counts_per_source_and_lists_the_counts() {
+    srccount_counts(Lang::Python);
+}
+
+#[test]
+fn srccount_swapped_from_js_to_python_and_back_carries_the_counts() {
+    srccount_swaps(Lang::Js);
+}
+
+#[test]
+fn srccount_swapped_from_python_to_js_and_back_carries_the_counts() {
+    srccount_swaps(Lang::Python);
+}
+
+#[test]
+fn misbehaving_js_plugins_are_contained() {
+    misbehaving_is_contained(Lang::Js);
+}
+
+#[test]
+fn misbehaving_python_plugins_are_contained() {
+    misbehaving_is_contained(Lang::Python);
 }
