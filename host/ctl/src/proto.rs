@@ -75,6 +75,9 @@ pub enum Request {
     MonitorJson,
     /// `stats`: ports, workers, drops by reason.
     Stats,
+    /// `plugin state`: what each worker's plugin instances list for each use site, one text
+    /// line per use site and worker: `worker W FILE:LINE:COL PLUGIN: ENTRY; ENTRY`.
+    PluginState,
     /// `list conntrack`: every connection, one `conntrack -L` line each (text replies).
     Conntrack,
     /// `delete conntrack [FILTER]` / `flush conntrack`: delete the connections the filter

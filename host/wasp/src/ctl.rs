@@ -32,7 +32,8 @@ use crate::error::Error;
 /// counter|quota [FAMILY] TABLE NAME`, `reset rules
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]
 /// TABLE]`, `reset element [FAMILY] TABLE SET { ELEMENTS }` (each reads and zeroes in one step:
-/// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload NAME`,
+/// concurrent resets never report a packet twice), `plugin load|swap NAME PATH`, `plugin unload
+/// NAME`, `plugin state` (what each worker's plugin instances list per use site),
 /// `list conntrack`, `delete conntrack [proto P] [src ADDR[/LEN]] [dst ADDR[/LEN]] [sport N]
 /// [dport N] [mark M[/MASK]] [zone Z]`, `flush conntrack`, `monitor`, `monitor trace` (the
 /// walks of packets `meta nftrace set 1` marked, as `nft monitor trace`), `stats`, `dump rules
@@ -81,7 +82,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., monitor, monitor trace, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., plugin state, monitor, monitor trace, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -425,6 +426,7 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
                 Output::Quiet,
             )
         }
+        ["plugin", "state"] => plan(Request::PluginState, Output::Text),
         ["plugin", "unload", name] => plan(
             Request::Plugin {
                 op: PluginOp::Unload,
@@ -433,7 +435,9 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             },
             Output::Quiet,
         ),
-        ["plugin", ..] => Err(usage("plugin load|swap NAME PATH, or plugin unload NAME")),
+        ["plugin", ..] => Err(usage(
+            "plugin load|swap NAME PATH, plugin unload NAME, or plugin state",
+        )),
         ["monitor", "trace"] => plan(Request::MonitorTrace, Output::Events),
         ["monitor"] if args.json => plan(Request::MonitorJson, Output::Events),
         ["monitor"] => plan(Request::Monitor, Output::Events),

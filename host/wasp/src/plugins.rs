@@ -214,46 +214,13 @@ impl ReplayPlugins {
             .collect()
     }
 
-    /// The state every plugin use written in the ruleset lists (a declared plugin's; the
-    /// counters the engine made are read through [`RuntimeCounters`]), in site
-    /// order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
-    /// parentheses when it says more). A listing that fails gives its error as text.
+    /// The state every plugin use lists: [`plugin_states`].
     pub fn states(
         &self,
         runtime: &mut Runtime,
         engine: &Engine,
     ) -> Vec<(u32, String, Vec<String>)> {
-        let made: std::collections::HashSet<u32> =
-            engine.counter_uses().map(|(site, _)| site).collect();
-        engine
-            .ext_sites()
-            .iter()
-            .filter(|s| !made.contains(&s.id))
-            .map(|s| {
-                let text = match runtime.list_state(s.id) {
-                    Ok(entries) => entries
-                        .into_iter()
-                        .map(|e| {
-                            // The values, and the plugin's text when it says more.
-                            let values = e
-                                .values
-                                .iter()
-                                .map(|(k, v)| format!("{k} {v}"))
-                                .collect::<Vec<_>>()
-                                .join(" ");
-                            match (values.is_empty(), e.text.is_empty()) {
-                                (_, true) => values,
-                                (true, false) => e.text,
-                                (false, false) if e.text == values => values,
-                                (false, false) => format!("{values} ({})", e.text),
-                            }
-                        })
-                        .collect(),
-                    Err(e) => vec![format!("(cannot list: {e})")],
-                };
-                (s.id, s.plugin.clone(), text)
-            })
-            .collect()
+        plugin_states(runtime, engine)
     }
 
     /// Events since the last call, oldest first.
@@ -616,6 +583,44 @@ fn source_path(ruleset: &Ruleset, span: wasp_ruleset::model::Span) -> String {
     ruleset
         .source(span.file)
         .map_or_else(|| "<ruleset>".to_string(), |s| s.path.display().to_string())
+}
+
+/// The state every plugin use written in the ruleset lists, as `wasp replay` and `wasp ctl
+/// plugin state` show it (a declared plugin's; the counters the engine made are read through
+/// [`RuntimeCounters`]), in site order: (site, plugin, entries as text: `name value` pairs, then the plugin's text in
+/// parentheses when it says more). A listing that fails gives its error as text.
+pub fn plugin_states(runtime: &mut Runtime, engine: &Engine) -> Vec<(u32, String, Vec<String>)> {
+    let made: std::collections::HashSet<u32> =
+        engine.counter_uses().map(|(site, _)| site).collect();
+    engine
+        .ext_sites()
+        .iter()
+        .filter(|s| !made.contains(&s.id))
+        .map(|s| {
+            let text = match runtime.list_state(s.id) {
+                Ok(entries) => entries
+                    .into_iter()
+                    .map(|e| {
+                        // The values, and the plugin's text when it says more.
+                        let values = e
+                            .values
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(" ");
+                        match (values.is_empty(), e.text.is_empty()) {
+                            (_, true) => values,
+                            (true, false) => e.text,
+                            (false, false) if e.text == values => values,
+                            (false, false) => format!("{values} ({})", e.text),
+                        }
+                    })
+                    .collect(),
+                Err(e) => vec![format!("(cannot list: {e})")],
+            };
+            (s.id, s.plugin.clone(), text)
+        })
+        .collect()
 }
 
 #[cfg(test)]

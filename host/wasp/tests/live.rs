@@ -3111,6 +3111,9 @@ fn srccount_swapped_from_js_to_python_under_live_traffic_loses_nothing_and_count
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // What the JavaScript build counted so far: the client's packets, from its one address.
+    let before = srccount_state(&w, &sock);
+    assert!(before >= u64::from(BEFORE), "{before}");
     let started = Instant::now();
     let (okk, out, err) = ctl(
         &w,
@@ -3145,4 +3148,26 @@ fn srccount_swapped_from_js_to_python_under_live_traffic_loses_nothing_and_count
         line.contains(&format!("counter packets {} ", sent - LIMIT)),
         "srccount counted on across the swap: {line} ({sent} sent)"
     );
+    // The Python build lists every datagram the client sent: it went on from the count the
+    // JavaScript build handed over.
+    assert_eq!(srccount_state(&w, &sock), u64::from(sent));
+}
+
+/// `wasp ctl plugin state` of the srccount test's one worker: the client's packet count
+/// (`worker 0 .../rules.nft:5:24 srccount: packets N (10.9.0.1)`: the rule on line 5).
+fn srccount_state(ns: &str, sock: &Path) -> u64 {
+    let (okk, out, err) = ctl(ns, sock, &["plugin", "state"]);
+    assert!(okk, "{err}");
+    let line = out
+        .lines()
+        .find(|l| {
+            l.starts_with("worker 0 ") && l.contains("rules.nft:5:24 ") && l.contains(" srccount: ")
+        })
+        .unwrap_or_else(|| panic!("plugin state: {out}"));
+    let n = line
+        .split("srccount: packets ")
+        .nth(1)
+        .and_then(|r| r.strip_suffix(" (10.9.0.1)"))
+        .unwrap_or_else(|| panic!("{line}"));
+    n.parse().unwrap_or_else(|_| panic!("{line}"))
 }

@@ -91,6 +91,16 @@ impl Control {
         Ok(Json::Null)
     }
 
+    /// `plugin state`: each worker's plugin use sites and what they list.
+    fn plugin_state(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
+        let mut text = String::new();
+        for (w, at, plugin, state) in self.daemon.plugin_states().map_err(|e| e.to_string())? {
+            text.push_str(&format!("worker {w} {at} {plugin}: {}\n", state.join("; ")));
+        }
+        let _ = out.send(&Reply::Text(text));
+        Ok(Json::Null)
+    }
+
     /// `list flowtable NAME`: the flows of flowtable `name` (every flowtable when `None`).
     fn flows(&self, name: Option<&str>, out: &mut dyn ReplySink) -> Result<Json, String> {
         let now = self.daemon.clock.now_ns();
@@ -448,6 +458,7 @@ impl Handler for Control {
             Request::MonitorJson => return self.monitor(out, true),
             Request::MonitorTrace => return self.monitor_trace(out),
             Request::Stats => return self.stats(),
+            Request::PluginState => return self.plugin_state(out),
             Request::Conntrack => return self.conntrack(out),
             Request::ConntrackDelete(f) => {
                 let pick = super::ct_filter::ConnPick::new(f)?;

@@ -899,6 +899,51 @@ impl Daemon {
             .collect())
     }
 
+    /// `wasp ctl plugin state`: what each worker's plugin instances list for each use site
+    /// (`list-state`; the state is per instance, so per worker), as (worker, where the use is
+    /// written as `FILE:LINE:COL`, plugin, entries as text). Asked of every worker between two
+    /// vectors.
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] when a worker does not answer in time.
+    pub fn plugin_states(&self) -> Result<Vec<(usize, String, String, Vec<String>)>, Error> {
+        let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
+            let dp = &mut ctx.dp;
+            let Some(rt) = dp.runtime.as_mut() else {
+                return Vec::new();
+            };
+            crate::plugins::plugin_states(rt, &dp.engine)
+                .into_iter()
+                .map(|(site, plugin, state)| {
+                    (
+                        dp.engine.ext_site_span(site).unwrap_or_default(),
+                        plugin,
+                        state,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(|w| Error::Daemon(format!("worker {w} did not answer")))?;
+        let cur = self.lock();
+        let at = |span: wasp_ruleset::model::Span| {
+            let file = cur
+                .ruleset
+                .source(span.file)
+                .map_or_else(String::new, |s| s.path.display().to_string());
+            format!("{file}:{}:{}", span.line, span.col)
+        };
+        Ok(per
+            .into_iter()
+            .enumerate()
+            .flat_map(|(w, sites)| {
+                sites
+                    .into_iter()
+                    .map(|(span, plugin, state)| (w, at(span), plugin, state))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
     /// The plugin host (loading plugins for swaps).
     pub fn host(&self) -> &PluginHost {
         &self.host
