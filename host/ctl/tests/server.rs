@@ -93,7 +93,9 @@ impl Handler for Fake {
                 w.finish().map_err(|e| e.to_string())?;
                 Ok(serde_json::Value::Null)
             }
-            Request::Plugin { .. } => Err("Error: no plugin host in the fake".into()),
+            Request::Plugin { .. } | Request::PluginState => {
+                Err("Error: no plugin host in the fake".into())
+            }
             Request::Conntrack
             | Request::ConntrackDelete(_)
             | Request::Check { .. }

@@ -71,6 +71,7 @@ impl Handler for Fake {
             Request::Reset(_)
             | Request::Check { .. }
             | Request::Conntrack
+            | Request::PluginState
             | Request::Flows { .. } => Err("Error: not in the fake".into()),
             Request::Plugin { name, path, .. } => Err(format!(
                 "Error: plugin {name}: cannot read {}",

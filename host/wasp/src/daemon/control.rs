@@ -94,8 +94,14 @@ impl Control {
     /// `plugin state`: each worker's plugin use sites and what they list.
     fn plugin_state(&self, out: &mut dyn ReplySink) -> Result<Json, String> {
         let mut text = String::new();
-        for (w, at, plugin, state) in self.daemon.plugin_states().map_err(|e| e.to_string())? {
-            text.push_str(&format!("worker {w} {at} {plugin}: {}\n", state.join("; ")));
+        for s in self.daemon.plugin_states().map_err(|e| e.to_string())? {
+            text.push_str(&format!(
+                "worker {} {} {}: {}\n",
+                s.worker,
+                s.at,
+                s.plugin,
+                s.state.join("; ")
+            ));
         }
         let _ = out.send(&Reply::Text(text));
         Ok(Json::Null)

@@ -80,6 +80,19 @@ pub struct Daemon {
     last_reload_ok: std::sync::atomic::AtomicBool,
 }
 
+/// What one worker's instance of a plugin lists for one use site ([`Daemon::plugin_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteState {
+    /// The worker's index.
+    pub worker: usize,
+    /// Where the use is written, `FILE:LINE:COL`.
+    pub at: String,
+    /// The plugin's name.
+    pub plugin: String,
+    /// Its entries as text (`name value` pairs, then the plugin's text in parentheses).
+    pub state: Vec<String>,
+}
+
 /// How long element batches must pause before the indexer builds the field index of the sets
 /// they changed anew (during a stream of changes the index's overlay keeps lookups exact and
 /// within a few percent of a fresh index: `wasp_sets::pipapo::rebuild_at`).
@@ -900,13 +913,12 @@ impl Daemon {
     }
 
     /// `wasp ctl plugin state`: what each worker's plugin instances list for each use site
-    /// (`list-state`; the state is per instance, so per worker), as (worker, where the use is
-    /// written as `FILE:LINE:COL`, plugin, entries as text). Asked of every worker between two
-    /// vectors.
+    /// (`list-state`; the state is per instance, so per worker), in worker then site order.
+    /// Asked of every worker between two vectors.
     ///
     /// # Errors
     /// [`Error::Daemon`] when a worker does not answer in time.
-    pub fn plugin_states(&self) -> Result<Vec<(usize, String, String, Vec<String>)>, Error> {
+    pub fn plugin_states(&self) -> Result<Vec<SiteState>, Error> {
         let per = ask_all(&self.mailboxes(), WORKER_ANSWER, |ctx| {
             let dp = &mut ctx.dp;
             let Some(rt) = dp.runtime.as_mut() else {
@@ -938,7 +950,12 @@ impl Daemon {
             .flat_map(|(w, sites)| {
                 sites
                     .into_iter()
-                    .map(|(span, plugin, state)| (w, at(span), plugin, state))
+                    .map(|(span, plugin, state)| SiteState {
+                        worker: w,
+                        at: at(span),
+                        plugin,
+                        state,
+                    })
                     .collect::<Vec<_>>()
             })
             .collect())
