@@ -7,6 +7,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:-$here/ttlbelow.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 cc=${CC:-clang-19}
 wit_bindgen_version=0.61.1
 wasm_tools_version=1.258.3

@@ -9,6 +9,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:-$here/ttlbelow.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 go=${GO:-go}
 go_version=go1.27.3
 wasm_tools_version=1.258.3

@@ -25,6 +25,8 @@ ttlbelow | srccount) src=$here/$src.js ;;
     ;;
 esac
 out=$(realpath -m "${1:-${src%.js}.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 cd "$here"
 # npm ci on the first build, and again when package-lock.json changed since (npm keeps what it
 # installed in node_modules/.package-lock.json).

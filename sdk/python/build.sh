@@ -24,6 +24,8 @@ ttlbelow | srccount) src=$here/$src.py ;;
     ;;
 esac
 out=$(realpath -m "${1:-${src%.py}.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 want=0.25.1
 have=$(componentize-py --version 2>/dev/null | awk '{print $2}') || true
 if [ "$have" != "$want" ]; then

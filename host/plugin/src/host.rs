@@ -154,6 +154,16 @@ impl PluginHost {
     /// [`PluginError::Compile`] when `bytes` is not a component this host can compile.
     pub fn compile(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<Compiled, PluginError> {
         let path = path.as_ref().to_path_buf();
+        // A core module (what clang, Go or a Rust wasm32 build make before `wasm-tools
+        // component new`): the header's version field is 1, a component's 0x1000d.
+        if bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
+            return Err(PluginError::Compile {
+                path,
+                msg: "a core WebAssembly module, not a component: make it one with `wasm-tools \
+                      component new` (the build scripts of `wasp plugin new` projects do)"
+                    .into(),
+            });
+        }
         let t0 = Instant::now();
         let component =
             Component::new(&self.inner.engine, bytes).map_err(|e| PluginError::Compile {
@@ -165,6 +175,30 @@ impl PluginHost {
             component,
             compile_time: t0.elapsed(),
         })
+    }
+
+    /// What went wrong in a setup call (instantiation, `describe`, `configure`), on one line:
+    /// the trap, or the deadline with its length, or the root cause, without the guest's
+    /// backtrace (a line per frame, mostly `<unknown>!<wasm function N>` in a stripped guest).
+    /// A guest with WASI prints its own account (an exception, a traceback) to its stderr,
+    /// which reaches the log.
+    pub(crate) fn setup_failure(&self, e: &wasmtime::Error) -> String {
+        let cfg = &self.inner.config;
+        match e.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::Interrupt) => format!(
+                "did not return within the {} ms a setup call may take (it loops, or is too slow \
+                 to start)",
+                (cfg.tick * cfg.setup_ticks.max(1) as u32).as_millis()
+            ),
+            Some(t) => format!("{t} (the plugin's stderr, in the log, may say why)"),
+            None => e
+                .root_cause()
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("failed")
+                .to_string(),
+        }
     }
 
     /// As [`PluginHost::load`], from the component's bytes; `path` is only used in messages.
@@ -258,14 +292,18 @@ impl PluginHost {
             path: path.clone(),
             msg,
         };
+        // Until it says its name, the plugin's log lines carry its file's.
+        let file_name: Arc<str> = path
+            .file_stem()
+            .map_or_else(|| "?".into(), |s| s.to_string_lossy().into());
         let mut live = plugin
-            .instantiate("?".into(), None)
+            .instantiate(file_name, None)
             .map_err(|e| describe(e.to_string()))?;
         let info = live
             .bindings
             .wasp_plugin_plugin()
             .call_describe(&mut live.store)
-            .map_err(|e| describe(format!("describe failed: {e:#}")))?;
+            .map_err(|e| describe(format!("describe failed: {}", self.setup_failure(&e))))?;
         let first_window = match &fast {
             None => None,
             Some((first, matches_first)) => {
@@ -559,7 +597,7 @@ impl Plugin {
         arm_deadline(&mut store, host.config.setup_ticks.max(1));
         let err = |e: wasmtime::Error| PluginError::Instantiate {
             plugin: name.to_string(),
-            msg: format!("{e:#}"),
+            msg: self.inner.host.setup_failure(&e),
         };
         let instance = self.inner.pre.instantiate(&mut store).map_err(err)?;
         let bindings = self

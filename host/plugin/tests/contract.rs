@@ -117,3 +117,20 @@ fn a_later_patch_or_another_contract_is_refused_naming_both() {
         assert!(msg.contains("it loads 0.1.0 to 0.1.3"), "{v}: {msg}");
     }
 }
+
+#[test]
+fn a_core_module_is_refused_with_how_to_make_it_a_component() {
+    // The smallest core module: the magic and version 1, no sections. A component's
+    // header carries version 0x1000d instead.
+    let Err(err) = host().compile("match.wasm", b"\0asm\x01\0\0\0") else {
+        panic!("a core module compiled as a component");
+    };
+    assert!(matches!(err, PluginError::Compile { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("match.wasm"), "{msg}");
+    assert!(
+        msg.contains("a core WebAssembly module, not a component"),
+        "{msg}"
+    );
+    assert!(msg.contains("wasm-tools component new"), "{msg}");
+}

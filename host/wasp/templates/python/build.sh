@@ -4,6 +4,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:-$here/{{name}}.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 want={{componentize_py}}
 have=$(componentize-py --version 2>/dev/null | awk '{print $2}') || true
 if [ "$have" != "$want" ]; then

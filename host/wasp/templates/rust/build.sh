@@ -3,6 +3,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:-$here/{{name}}.wasm}")
+# A failed build leaves no component from an earlier one behind.
+rm -f "$out"
 cd "$here"
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
