@@ -413,7 +413,7 @@ impl DynamicSet<'_> {
                 bytes[n - take..].copy_from_slice(&field[field.len() - take..]);
                 key.push(KeyPart::Value(Value {
                     dtype,
-                    bytes,
+                    bytes: bytes.into(),
                     wildcard: false,
                 }));
             }

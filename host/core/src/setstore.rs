@@ -101,6 +101,7 @@ impl Set {
                 }
             }
             out.store = SetStore::Exact(s);
+            out.elems.shrink_to_fit();
             return Ok(out);
         }
         let tried = if lens.len() == 1 {
@@ -113,6 +114,7 @@ impl Set {
                         out.elems.push(e.elem);
                     }
                 }
+                s.shrink_to_fit();
                 Some(SetStore::Interval(s))
             })
         } else {
@@ -125,12 +127,14 @@ impl Set {
                         out.elems.push(e.elem);
                     }
                 }
-                // The set is complete: index it for lookups (element commands keep the index
-                // current: `Pipapo::refresh_index`).
+                // The set is complete: drop the tables' growth slack, and index it for
+                // lookups (element commands keep the index current: `Pipapo::refresh_index`).
+                s.shrink_to_fit();
                 s.build_index();
                 Some(SetStore::Pipapo(s))
             })
         };
+        out.elems.shrink_to_fit();
         match tried {
             Some(store) => out.store = store,
             None => {

@@ -453,7 +453,7 @@ fn pkt(f: &[u8]) -> Packet<'_> {
 fn val(dtype: DataType, bytes: &[u8]) -> Value {
     Value {
         dtype,
-        bytes: bytes.to_vec(),
+        bytes: bytes.to_vec().into(),
         wildcard: false,
     }
 }
@@ -471,7 +471,7 @@ fn ifname(name: &str, wildcard: bool) -> Value {
     b[..name.len()].copy_from_slice(name.as_bytes());
     Value {
         dtype: DataType::Ifname,
-        bytes: b.to_vec(),
+        bytes: b.to_vec().into(),
         wildcard,
     }
 }

@@ -11,8 +11,8 @@ use crate::proto::{ElementOp, ElementRequest, parse_family};
 /// The lowest and highest value of a key part, big-endian bytes.
 fn bounds(p: &KeyPart) -> (Vec<u8>, Vec<u8>) {
     match p {
-        KeyPart::Value(v) => (v.bytes.clone(), v.bytes.clone()),
-        KeyPart::Range(a, b) => (a.bytes.clone(), b.bytes.clone()),
+        KeyPart::Value(v) => (v.bytes.to_vec(), v.bytes.to_vec()),
+        KeyPart::Range(a, b) => (a.bytes.to_vec(), b.bytes.to_vec()),
         KeyPart::Prefix(v, len) => {
             let width = u32::from(v.dtype.width_bits());
             let pad = (v.bytes.len() as u32) * 8 - width;
@@ -20,7 +20,7 @@ fn bounds(p: &KeyPart) -> (Vec<u8>, Vec<u8>) {
             for bit in (pad + u32::from(*len))..(pad + width) {
                 hi[(bit / 8) as usize] |= 0x80 >> (bit % 8);
             }
-            (v.bytes.clone(), hi)
+            (v.bytes.to_vec(), hi.to_vec())
         }
     }
 }

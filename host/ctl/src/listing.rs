@@ -873,7 +873,7 @@ fn reject_json(kind: RejectKind) -> Json {
     let code = |dtype: DataType, c: u8| {
         let text = wasp_ruleset::datatypes::print_value(&Value {
             dtype,
-            bytes: vec![c],
+            bytes: vec![c].into(),
             wildcard: false,
         });
         text.parse::<u64>().map_or(json!(text), |n| json!(n))

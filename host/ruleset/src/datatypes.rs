@@ -426,7 +426,7 @@ pub fn from_uint(dtype: DataType, n: u128) -> Result<Value, String> {
     let bytes = n.to_be_bytes()[16 - width..].to_vec();
     Ok(Value {
         dtype,
-        bytes,
+        bytes: bytes.into(),
         wildcard: false,
     })
 }
@@ -497,7 +497,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             .parse::<Ipv4Addr>()
             .map(|a| Value {
                 dtype,
-                bytes: a.octets().to_vec(),
+                bytes: a.octets().to_vec().into(),
                 wildcard: false,
             })
             .map_err(|_| bad()),
@@ -505,7 +505,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             .parse::<Ipv6Addr>()
             .map(|a| Value {
                 dtype,
-                bytes: a.octets().to_vec(),
+                bytes: a.octets().to_vec().into(),
                 wildcard: false,
             })
             .map_err(|_| bad()),
@@ -523,7 +523,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             }
             Ok(Value {
                 dtype,
-                bytes,
+                bytes: bytes.into(),
                 wildcard: false,
             })
         }
@@ -567,7 +567,7 @@ pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, S
             bytes.resize(16, 0);
             Ok(Value {
                 dtype,
-                bytes,
+                bytes: bytes.into(),
                 wildcard,
             })
         }
@@ -649,7 +649,7 @@ fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>
         // index without a device as its number: `fib saddr . iif oif != 0`).
         DataType::IfaceIndex if text == "0" => Ok(Value {
             dtype,
-            bytes: vec![0; 16],
+            bytes: vec![0; 16].into(),
             wildcard: false,
         }),
         DataType::IfaceIndex => {
@@ -662,7 +662,7 @@ fn parse_meta_value(dtype: DataType, text: &str) -> Option<Result<Value, String>
             bytes.resize(16, 0);
             Ok(Value {
                 dtype,
-                bytes,
+                bytes: bytes.into(),
                 wildcard: false,
             })
         }
@@ -1058,17 +1058,17 @@ mod tests {
 
     #[test]
     fn values_take_their_type_width() {
-        assert_eq!(p(DataType::Integer(12), "100").bytes, vec![0x00, 0x64]);
-        assert_eq!(p(DataType::Dscp, "cs1").bytes, vec![0x08]);
-        assert_eq!(p(DataType::InetService, "https").bytes, vec![0x01, 0xbb]);
-        assert_eq!(p(DataType::InetService, "domain").bytes, vec![0x00, 53]);
-        assert_eq!(p(DataType::InetProto, "icmpv6").bytes, vec![58]);
-        assert_eq!(p(DataType::EtherType, "vlan").bytes, vec![0x81, 0x00]);
+        assert_eq!(p(DataType::Integer(12), "100").bytes[..], [0x00, 0x64]);
+        assert_eq!(p(DataType::Dscp, "cs1").bytes[..], [0x08]);
+        assert_eq!(p(DataType::InetService, "https").bytes[..], [0x01, 0xbb]);
+        assert_eq!(p(DataType::InetService, "domain").bytes[..], [0x00, 53]);
+        assert_eq!(p(DataType::InetProto, "icmpv6").bytes[..], [58]);
+        assert_eq!(p(DataType::EtherType, "vlan").bytes[..], [0x81, 0x00]);
         assert_eq!(
-            p(DataType::EtherAddr, "0:0:0:0:0:1").bytes,
-            vec![0, 0, 0, 0, 0, 1]
+            p(DataType::EtherAddr, "0:0:0:0:0:1").bytes[..],
+            [0, 0, 0, 0, 0, 1]
         );
-        assert_eq!(p(DataType::Mark, "0x10").bytes, vec![0, 0, 0, 0x10]);
+        assert_eq!(p(DataType::Mark, "0x10").bytes[..], [0, 0, 0, 0x10]);
         assert_eq!(
             p(DataType::Ipv6Addr, "::ffff:1.2.3.4").bytes[10..],
             [0xff, 0xff, 1, 2, 3, 4]

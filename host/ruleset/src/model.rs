@@ -1100,6 +1100,10 @@ pub enum KeyPart {
     Prefix(Value, u8),
 }
 
+/// A value's bytes: up to 16 (the widest data types, `ipv6_addr`, `ifname`, `ct label`) held
+/// in place, so that a set element's key allocates nothing per field.
+pub type Bytes = smallvec::SmallVec<[u8; 16]>;
+
 /// A constant: big-endian bytes of its data type's width (e.g. 4 for `ipv4_addr`, 2 for
 /// `inet_service`, 16 for `ifname`, 1 for a 3-bit `vlan pcp`). Sub-byte values are
 /// right-aligned: `vlan id 100` is `[0x00, 0x64]`, `ip dscp cs1` is `[0x08]`.
@@ -1108,7 +1112,7 @@ pub struct Value {
     /// Data type that gives the bytes their meaning (and their printed form).
     pub dtype: DataType,
     /// Big-endian bytes, `dtype.width_bytes()` long. For `ifname` a NUL-padded name of 16 bytes.
-    pub bytes: Vec<u8>,
+    pub bytes: Bytes,
     /// `ifname` only: the name ended in `*` (a prefix match on the bytes before the `*`).
     pub wildcard: bool,
 }

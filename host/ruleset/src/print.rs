@@ -336,7 +336,7 @@ fn sort_value(v: &Value) -> Vec<u8> {
             let low = n & n.wrapping_neg();
             low.to_be_bytes()[16 - v.bytes.len()..].to_vec()
         }
-        _ => v.bytes.clone(),
+        _ => v.bytes.to_vec(),
     }
 }
 
@@ -752,7 +752,7 @@ fn reject_text(k: RejectKind, verbose: bool) -> String {
     let value = |dtype, code| {
         print_value(&Value {
             dtype,
-            bytes: vec![code],
+            bytes: vec![code].into(),
             wildcard: false,
         })
     };
@@ -1105,7 +1105,7 @@ fn match_text(m: &Match) -> String {
                 expr: inner,
                 op: BinOp::And,
                 value: mask,
-            } if mask.bytes == [0xff] => Some(&**inner),
+            } if mask.bytes == [0xff].into() => Some(&**inner),
             Expr::Binop { .. } => None,
             e => Some(e),
         };

@@ -13,6 +13,7 @@
 //! of the set (every transaction copies the set it changes) copies a few buffers and
 //! allocates nothing per element.
 
+use crate::grow::room;
 use crate::pipapo::expand::be_value;
 use crate::pipapo::{ElemHandle, InsertMode, NewElem, SetError};
 
@@ -75,6 +76,14 @@ pub struct IntervalSet<X = ()> {
 }
 
 impl<X: Clone> IntervalSet<X> {
+    /// Give back every buffer's spare capacity (a set just built at once; the next insertion
+    /// grows them again).
+    pub fn shrink_to_fit(&mut self) {
+        self.items.shrink_to_fit();
+        self.slab.shrink_to_fit();
+        self.keys.shrink_to_fit();
+        self.free.shrink_to_fit();
+    }
     /// An empty set of `len`-byte keys. Errors: [`SetError::BadDescription`] outside 1..=16.
     pub fn new(len: usize) -> Result<Self, SetError> {
         if len == 0 || len > 16 {
@@ -202,6 +211,8 @@ impl<X: Clone> IntervalSet<X> {
             Some(h) => h,
             None => {
                 let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
+                room(&mut self.slab, 1);
+                room(&mut self.keys, 2 * self.len);
                 self.slab.push(None);
                 self.keys.resize(self.keys.len() + 2 * self.len, 0);
                 h
@@ -216,6 +227,7 @@ impl<X: Clone> IntervalSet<X> {
         self.keys[at..at + self.len].copy_from_slice(e.start);
         self.keys[at + self.len..at + 2 * self.len].copy_from_slice(e.end.unwrap_or(e.start));
         let at = self.items.partition_point(|it| it.start < s);
+        room(&mut self.items, 1);
         self.items.insert(
             at,
             Item {

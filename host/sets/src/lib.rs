@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod exact;
+pub mod grow;
 pub mod interval;
 pub mod perfcases;
 pub mod pipapo;

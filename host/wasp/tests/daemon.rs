@@ -428,7 +428,7 @@ fn dns_counts(r: &wasp_ruleset::Ruleset) -> (u64, u64, u64) {
     let elem = t.sets[0]
         .elements
         .iter()
-        .find(|e| matches!(&e.key[..], [KeyPart::Value(v)] if v.bytes == [10, 0, 0, 1]))
+        .find(|e| matches!(&e.key[..], [KeyPart::Value(v)] if v.bytes == [10, 0, 0, 1].into()))
         .expect("element 10.0.0.1");
     (packets, used, elem.packets)
 }
@@ -878,7 +878,7 @@ fn elem_packets(rig: &Rig, addr: [u8; 4]) -> Option<u64> {
     s.elements
         .iter()
         .find(|e| {
-            matches!(e.key.as_slice(), [wasp_ruleset::model::KeyPart::Value(v)] if v.bytes == addr)
+            matches!(e.key.as_slice(), [wasp_ruleset::model::KeyPart::Value(v)] if v.bytes == addr.into())
         })
         .map(|e| e.packets)
 }

@@ -364,7 +364,7 @@ impl Ctx<'_> {
             };
             e.data = Some(ElemData::Value(Value {
                 dtype: DataType::Integer(32),
-                bytes: id.to_be_bytes().to_vec(),
+                bytes: id.to_be_bytes().to_vec().into(),
                 wildcard: false,
             }));
         }
@@ -563,7 +563,7 @@ impl Ctx<'_> {
             };
             e.data = Some(ElemData::Value(Value {
                 dtype: DataType::Integer(32),
-                bytes: u32::from(id).to_be_bytes().to_vec(),
+                bytes: u32::from(id).to_be_bytes().to_vec().into(),
                 wildcard: false,
             }));
         }

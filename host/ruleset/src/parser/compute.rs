@@ -314,7 +314,7 @@ fn retype(value: &Value, dtype: DataType) -> Value {
     let bytes = n.to_be_bytes()[16 - w.min(16)..].to_vec();
     Value {
         dtype,
-        bytes,
+        bytes: bytes.into(),
         wildcard: false,
     }
 }
@@ -339,7 +339,7 @@ fn fold(a: &Value, op: BinOp, b: &Value) -> Value {
     let w = a.bytes.len();
     Value {
         dtype: a.dtype,
-        bytes: n.to_be_bytes()[16 - w.min(16)..].to_vec(),
+        bytes: n.to_be_bytes()[16 - w.min(16)..].to_vec().into(),
         wildcard: false,
     }
 }

@@ -641,6 +641,10 @@ pub(crate) fn parse(bytes: &[u8], path: &Path) -> Result<Ruleset, Error> {
     parse_source(&mut st, path.to_path_buf(), canon, bytes, None)?;
     for (t, next) in st.tables.iter_mut().zip(&st.next_handle) {
         t.next_handle = *next;
+        // The elements were pushed one by one: give back the room doubling left.
+        for s in &mut t.sets {
+            s.elements.shrink_to_fit();
+        }
     }
     Ok(Ruleset {
         tables: st.tables,

@@ -86,7 +86,7 @@ fn meta_match(key: MetaKey, dtype: DataType, bytes: Vec<u8>, implied: bool) -> S
         op: RelOp::Implicit,
         right: Rhs::Key(vec![KeyPart::Value(Value {
             dtype,
-            bytes,
+            bytes: bytes.into(),
             wildcard: false,
         })]),
         span: Span::default(),

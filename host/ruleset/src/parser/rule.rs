@@ -703,7 +703,7 @@ impl Parser<'_> {
                         .map(|&t| {
                             let v = crate::model::Value {
                                 dtype,
-                                bytes: vec![t],
+                                bytes: vec![t].into(),
                                 wildcard: false,
                             };
                             crate::model::SetElem::new(vec![KeyPart::Value(v)], span)
@@ -1178,7 +1178,7 @@ fn explicit_vlan_dependency(stmts: &mut Vec<Stmt>) {
             op: RelOp::Implicit,
             right: Rhs::Key(vec![KeyPart::Value(crate::model::Value {
                 dtype: DataType::EtherType,
-                bytes: vec![0x81, 0x00],
+                bytes: vec![0x81, 0x00].into(),
                 wildcard: false,
             })]),
             span: m.span,

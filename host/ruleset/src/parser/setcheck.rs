@@ -304,6 +304,15 @@ impl Shadow {
         self.catch_all = None;
     }
 
+    /// Give back the back-end's spare capacity (a view just built from the model).
+    fn shrink_to_fit(&mut self) {
+        match &mut self.store {
+            Backend::Hash(h) => h.shrink_to_fit(),
+            Backend::Rbtree(s, _) => s.shrink_to_fit(),
+            Backend::Pipapo(p) => p.shrink_to_fit(),
+        }
+    }
+
     /// Forget what only lasts for one transaction (the rbtree's ranges deleted in it).
     fn end_transaction(&mut self) {
         if let Backend::Rbtree(_, deleted) = &mut self.store {
@@ -417,6 +426,7 @@ impl Parser<'_> {
             for e in &set.elements {
                 let _ = s.insert(e, false);
             }
+            s.shrink_to_fit();
             self.st.shadows.insert(k, s);
         }
         self.st.shadows.get_mut(&k).expect("inserted above")
@@ -453,6 +463,8 @@ impl Parser<'_> {
                     if let Some(log) = self.st.element_log.as_mut() {
                         log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added));
                     }
+                    // A large set that takes one element more grows by an eighth, not twice.
+                    wasp_sets::grow::room(&mut set.elements, 1);
                     set.elements.push(e);
                 }
                 Ok(false) => {}

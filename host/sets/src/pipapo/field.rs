@@ -223,6 +223,24 @@ impl Field {
         }
     }
 
+    /// Drop the table's growth slack (`stride` down to `bblocks`) and the spare capacity of
+    /// every buffer: for a field that is not going to grow soon (a set just built at once).
+    pub fn shrink_to_fit(&mut self) {
+        if self.stride > self.bblocks {
+            let (old, nb) = (self.stride, self.bblocks);
+            let buckets = self.groups << self.bb;
+            let mut lt = Vec::with_capacity(buckets * nb);
+            for b in 0..buckets {
+                lt.extend_from_slice(&self.lt[b * old..b * old + nb]);
+            }
+            self.lt = lt;
+            self.stride = nb;
+        }
+        self.lt.shrink_to_fit();
+        self.mt.shrink_to_fit();
+        self.nz.shrink_to_fit();
+    }
+
     /// Set rule `r`'s bit in every bucket that accepts the prefix (kernel `pipapo_insert` for
     /// one rule). The table must already be sized for `r`.
     pub fn set_rule(&mut self, r: usize, p: Prefix) {

@@ -3,6 +3,7 @@
 use super::expand::{Prefix, be_value, expand};
 use super::field::Map;
 use super::{ElemHandle, InsertMode, NewElem, Pipapo, SetError, Slot};
+use crate::grow::room;
 
 /// `NFT_PIPAPO_RULE0_MAX` on 64-bit: most rules in one field.
 pub const RULE0_MAX: usize = (1 << 31) - 256;
@@ -65,6 +66,10 @@ impl<X: Clone> Pipapo<X> {
             Some(h) => h,
             None => {
                 let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
+                room(&mut self.slab, 1);
+                room(&mut self.expiry, 1);
+                room(&mut self.keys, 2 * self.key_len);
+                room(&mut self.nrules, self.fields.len());
                 self.slab.push(None);
                 self.expiry.push(u64::MAX);
                 self.keys.resize(self.keys.len() + 2 * self.key_len, 0);
@@ -89,6 +94,7 @@ impl<X: Clone> Pipapo<X> {
             } else {
                 Map { to: h, n: 0 }
             };
+            room(&mut f.mt, n);
             f.mt.extend(std::iter::repeat_n(slot, n));
             f.adjust_bits(self.policy);
         }
@@ -107,6 +113,7 @@ impl<X: Clone> Pipapo<X> {
         }
         self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
         self.timed |= e.expires.is_some();
+        room(&mut self.order, 1);
         self.order.push(h);
         self.note_insert(h);
         Ok(ElemHandle(h))

@@ -104,6 +104,21 @@ impl<X: Clone> Pipapo<X> {
         out
     }
 
+    /// Give back what the set holds beyond its elements: the lookup tables' growth slack and
+    /// every buffer's spare capacity (as a set just built at once; the next insertion grows
+    /// them again). Lookups are unchanged.
+    pub fn shrink_to_fit(&mut self) {
+        for f in &mut self.fields {
+            f.shrink_to_fit();
+        }
+        self.slab.shrink_to_fit();
+        self.keys.shrink_to_fit();
+        self.nrules.shrink_to_fit();
+        self.expiry.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.order.shrink_to_fit();
+    }
+
     /// Remove every element (`flush set`). Group widths restart from the policy's initial
     /// width, as the tables are empty.
     pub fn flush(&mut self) {

@@ -223,6 +223,11 @@ proptest! {
                 check_all(&p, &o, k, 5)?;
             }
         }
+        // Without the tables' growth slack and spare capacity: the same answers.
+        p.shrink_to_fit();
+        for k in &all_probes {
+            check_all(&p, &o, k, 5)?;
+        }
         check_batch(&p, &o, &all_probes, 5)?;
         // Garbage collection removes exactly the elements expired at its time, in one pass,
         // and leaves the others answering as before.
@@ -236,6 +241,23 @@ proptest! {
             }
         }
         check_batch(&p, &o, &all_probes, 10)?;
+        // A shrunk set grows again: the elements inserted anew follow the same rules.
+        p.shrink_to_fit();
+        for (fields, _) in &elems {
+            let s: Vec<u8> = fields.iter().flat_map(|f| f.start.clone()).collect();
+            let e: Vec<u8> = fields.iter().flat_map(|f| f.end.clone()).collect();
+            let want = o.insert_outcome(&s, &e, 20);
+            let got = p.insert(NewElem { start: &s, end: Some(&e), data: 0, expires: None, ext: () }, InsertMode::Create, 20);
+            match (&want, &got) {
+                (Ok(()), Ok(h)) => o.elems.push((s.clone(), e.clone(), None, *h)),
+                (Err(w), Err(g)) => prop_assert_eq!(w, g),
+                _ => prop_assert!(false, "insert {:?}-{:?}: want {:?} got {:?}", s, e, want, got),
+            }
+        }
+        for k in &all_probes {
+            check_all(&p, &o, k, 20)?;
+        }
+        check_batch(&p, &o, &all_probes, 20)?;
         super::index::LIST_CAP.set(MAX_CANDIDATES);
     }
 }
