@@ -18,8 +18,8 @@ mod tests {
 
     #[test]
     fn a_full_buffer_grows_by_an_eighth() {
-        let mut v: Vec<u8> = Vec::with_capacity(800);
-        v.resize(800, 0);
+        let mut v: Vec<u8> = vec![0; 800];
+        assert_eq!(v.capacity(), 800);
         room(&mut v, 1);
         assert_eq!(v.capacity(), 900);
         // Room enough: no growth.
