@@ -2069,7 +2069,7 @@ impl SetElem {
 }
 
 /// Data of a map element.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ElemData {
     /// A value (for `type K : V` maps).
     Value(Value),

@@ -105,18 +105,34 @@ fn normalize(mut e: SetElem) -> SetElem {
     e
 }
 
+/// A hash set's key in a view: in place up to 16 bytes (one field of any type, or a short
+/// concatenation such as `ipv4_addr . inet_service`).
+type Key = smallvec::SmallVec<[u8; 16]>;
+
+/// What a view keeps of an element's data, to tell an identical `add` (success) from one with
+/// other data ("File exists"): 0 without data, else a 64-bit hash of it, keyed at random once
+/// per process (two different data are taken as equal with a chance of 2^-64). A view holds no
+/// copy of the data; the model does.
+fn fingerprint(d: &Option<ElemData>) -> u64 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    d.as_ref().map_or(0, |d| {
+        KEYS.get_or_init(std::hash::RandomState::new).hash_one(d) | 1
+    })
+}
+
 /// The kernel back-end a set's elements live in, holding what the transaction has built so far.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
     /// `nft_set_hash`: exact keys, with each element's data.
-    Hash(HashMap<Vec<u8>, Option<ElemData>>),
+    Hash(HashMap<Key, u64>),
     /// `nft_set_rbtree`: one interval field, and the ranges `delete element` removed in this
     /// transaction (nft 1.0.6 + kernel 6.18 keep them in the way of the batch's later
     /// commands: an overlapping add is "interval overlaps with an existing one", a `create` of
     /// the same range "File exists"; `flush set` clears them).
-    Rbtree(IntervalSet<Option<ElemData>>, Vec<(Vec<u8>, Vec<u8>)>),
+    Rbtree(IntervalSet<u64>, Vec<(Vec<u8>, Vec<u8>)>),
     /// `nft_set_pipapo`: concatenated intervals.
-    Pipapo(Pipapo<Option<ElemData>>),
+    Pipapo(Pipapo<u64>),
 }
 
 impl Backend {
@@ -158,14 +174,14 @@ impl Backend {
             end: (lo != hi).then_some(&hi[..]),
             data: 0,
             expires: None,
-            ext: e.data.clone(),
+            ext: fingerprint(&e.data),
         };
         match self {
-            Backend::Hash(h) => match h.get(&lo) {
-                Some(d) if create || *d != e.data => Err(EXISTS),
+            Backend::Hash(h) => match h.get(&lo[..]) {
+                Some(d) if create || *d != new.ext => Err(EXISTS),
                 Some(_) => Ok(false),
                 None => {
-                    h.insert(lo.clone(), e.data.clone());
+                    h.insert(Key::from_slice(&lo), new.ext);
                     Ok(true)
                 }
             },
@@ -182,8 +198,8 @@ impl Backend {
                 match s.insert(new, mode, 0) {
                     Ok(h) => {
                         if s.len() == before {
-                            let old = s.elem(h).map(|x| x.ext);
-                            if old != Some(&e.data) {
+                            let old = s.elem(h).map(|x| *x.ext);
+                            if old != Some(fingerprint(&e.data)) {
                                 return Err(EXISTS);
                             }
                             return Ok(false);
@@ -200,8 +216,8 @@ impl Backend {
                 match p.insert(new, mode, 0) {
                     Ok(h) => {
                         if p.len() == before {
-                            let old = p.elem(h).map(|x| x.ext);
-                            if old != Some(&e.data) {
+                            let old = p.elem(h).map(|x| *x.ext);
+                            if old != Some(fingerprint(&e.data)) {
                                 return Err(EXISTS);
                             }
                             return Ok(false);
@@ -219,7 +235,7 @@ impl Backend {
     fn delete(&mut self, e: &SetElem) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
         let (lo, hi) = bounds(&e.key);
         match self {
-            Backend::Hash(h) => match h.remove(&lo) {
+            Backend::Hash(h) => match h.remove(&lo[..]) {
                 Some(_) => Ok((lo.clone(), lo)),
                 None => Err(NOT_FOUND),
             },
