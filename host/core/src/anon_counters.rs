@@ -45,7 +45,8 @@ impl Engine {
             else {
                 continue;
             };
-            for (element, packets, bytes) in element_counts(src, site, elements) {
+            let slots = elements.iter().map(|&e| (e, e as u32 + 1));
+            for (element, packets, bytes) in element_counts(src, site, slots) {
                 out.push(AnonSetElemCounter {
                     table: *table,
                     chain: *chain,

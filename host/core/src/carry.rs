@@ -133,7 +133,7 @@ impl CounterCarry {
 
 impl Engine {
     /// Every counted thing of this engine (compiled from `model`) with its identity: `(key,
-    /// site, elem)`, `elem` 0 for a site's own count and element id + 1 for an element's, in
+    /// site, elem)`, `elem` 0 for a site's own count and the element's counter slot for an element's, in
     /// site order.
     pub fn counter_keys(&self, model: &Ruleset) -> Vec<(CountKey, u32, u32)> {
         let th = |t: u32| model.tables.get(t as usize);
@@ -172,14 +172,14 @@ impl Engine {
                     let Some(s) = t.sets.iter().find(|s| &s.name == set) else {
                         continue;
                     };
-                    for &e in elements {
+                    for &(e, slot) in &elements.elements {
                         if let Some(el) = s.elements.get(e) {
                             let k = CountKey::Elem {
                                 table: t.handle,
                                 set: s.handle,
                                 key: el.key.clone(),
                             };
-                            out.push((k, site, e as u32 + 1));
+                            out.push((k, site, slot));
                         }
                     }
                 }

@@ -507,7 +507,7 @@ impl Ctx<'_> {
                         CounterUse::Set {
                             table: ti as u32,
                             set: d.name.clone(),
-                            elements: counted,
+                            elements: crate::ext::CountedElems::numbered(&counted, elems.len()),
                         },
                         d.span,
                     )),

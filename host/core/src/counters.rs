@@ -162,7 +162,9 @@ impl Engine {
             else {
                 continue;
             };
-            for (element, packets, bytes) in element_counts(src, site, elements) {
+            for (element, packets, bytes) in
+                element_counts(src, site, elements.elements.iter().copied())
+            {
                 out.push(SetElemCounter {
                     table: *table,
                     set: set.clone(),
@@ -313,12 +315,13 @@ fn write_used(ruleset: &mut Ruleset, owner: &crate::stateful::QuotaOwner, used: 
     }
 }
 
-/// `(element, packets, bytes)` for each of `elements` (model indices) of the element counter
-/// site `site`: the plugin lists element `i` as entry `i + 1`; an element not listed counts 0.
+/// `(element, packets, bytes)` for each of `elements` (model index, counter slot) of the
+/// element counter site `site`: the plugin lists an element's counts as the entry of its slot;
+/// an element not listed counts 0.
 pub(crate) fn element_counts(
     src: &mut dyn CounterSource,
     site: u32,
-    elements: &[usize],
+    elements: impl IntoIterator<Item = (usize, u32)>,
 ) -> Vec<(usize, u64, u64)> {
     let counts: std::collections::HashMap<u32, (u64, u64)> = src
         .counts(site)
@@ -326,9 +329,9 @@ pub(crate) fn element_counts(
         .map(|(e, p, b)| (e, (p, b)))
         .collect();
     elements
-        .iter()
-        .map(|&e| {
-            let (p, b) = counts.get(&(e as u32 + 1)).copied().unwrap_or_default();
+        .into_iter()
+        .map(|(e, slot)| {
+            let (p, b) = counts.get(&slot).copied().unwrap_or_default();
             (e, p, b)
         })
         .collect()

@@ -99,14 +99,14 @@ pub(crate) struct ExtFx<'a> {
 }
 
 /// Set elements found by one operation for a vector whose counter counts them: (packet index
-/// in the vector, element id + 1), for the set's counter site.
+/// in the vector, element's counter slot), for the set's counter site.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ElemHits {
     /// The set's counter site.
     pub site: u32,
     /// Hits recorded.
     pub n: usize,
-    /// (packet index, element id + 1).
+    /// (packet index, element's counter slot).
     pub hits: [(usize, u32); MAX_VECTOR],
 }
 

@@ -169,8 +169,9 @@ pub const COUNTER_PLUGIN: &str = "counter";
 /// plugin's arguments (`plugins/README.md`): `packets N bytes M` for the initial counts as
 /// written, `name NAME` for an object, `elem E packets N bytes M` for a set element's. The
 /// packets it gets have `len` = the packet's `skb->len` at the hook (nft's `meta length`, what
-/// `nft_counter_do_eval` adds), and, for a set, `elem` = the element's index in the model's
-/// `SetDecl::elements` + 1. Its calls leave no trace event (the kernel traces no counter).
+/// `nft_counter_do_eval` adds), and, for a set, `elem` = the element's counter slot
+/// ([`CountedElems`]; a compile gives index in the model's elements + 1). Its calls leave no
+/// trace event (the kernel traces no counter).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CounterUse {
     /// An anonymous `counter` statement: the `nth` counter (from 0) of rule `handle` in chain
@@ -199,8 +200,8 @@ pub enum CounterUse {
         table: u32,
         /// Set name.
         set: String,
-        /// Model indices (in `SetDecl::elements`) of the elements that count.
-        elements: Vec<usize>,
+        /// The elements that count and their counter slots.
+        elements: CountedElems,
     },
     /// The per-element counters of the `nth` anonymous set (from 0, in the order of
     /// `Rule::anonymous_sets_mut`) of rule `handle` in chain `chain` of table `table`:
@@ -219,11 +220,71 @@ pub enum CounterUse {
     },
 }
 
+/// The elements of a named set that count, each with its counter slot: the `elem` that its
+/// packets carry to the counter plugin, under which the plugin keeps its counts. A compile
+/// gives an element the slot index + 1; element commands keep every slot where it is
+/// ([`crate::Engine::set_update`]): an element deleted from the middle takes its slot, and its
+/// counts, with it, the elements after it move down in the model and keep theirs, and an added
+/// element gets a slot never given before in this program, so that no element ever shows
+/// another's counts. (The kernel keeps a counter in each element's own extension area.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountedElems {
+    /// (index in the model's `SetDecl::elements`, slot) of each element that counts, in model
+    /// order.
+    pub elements: Vec<(usize, u32)>,
+    /// The slot the next added element gets: above every slot given so far.
+    pub next_slot: u32,
+}
+
+impl CountedElems {
+    /// As a compile numbers them: the counted elements `indices` (ascending) of a set of `len`
+    /// elements, slot = index + 1.
+    pub fn numbered(indices: &[usize], len: usize) -> CountedElems {
+        CountedElems {
+            elements: indices.iter().map(|&i| (i, i as u32 + 1)).collect(),
+            next_slot: len as u32 + 1,
+        }
+    }
+
+    /// An element that counts was added at model index `at` (after every other) with `slot`.
+    pub fn add(&mut self, at: usize, slot: u32) {
+        if self.slot(at).is_none() {
+            self.elements.push((at, slot));
+            self.elements.sort_unstable();
+        }
+        self.next_slot = self.next_slot.max(slot + 1);
+    }
+
+    /// The element at model index `at` was deleted: its slot goes with it, the elements after
+    /// it move down one place and keep theirs.
+    pub fn remove(&mut self, at: usize) {
+        self.elements.retain(|e| e.0 != at);
+        for e in &mut self.elements {
+            if e.0 > at {
+                e.0 -= 1;
+            }
+        }
+    }
+
+    /// The slot of the element at model index `at`, if it counts.
+    pub fn slot(&self, at: usize) -> Option<u32> {
+        self.elements
+            .binary_search_by_key(&at, |e| e.0)
+            .ok()
+            .map(|i| self.elements[i].1)
+    }
+
+    /// Model indices of the elements that count, in order.
+    pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        self.elements.iter().map(|e| e.0)
+    }
+}
+
 /// Where the counts of counter use sites are read and reset: the counter plugin's `list-state`
 /// and `reset-state`, through the embedder's plugin runtime (or a test's fake).
 pub trait CounterSource {
     /// The counts of use site `site`: `(elem, packets, bytes)` per entry, `elem` 0 for the
-    /// site itself and element id + 1 for a set element's; entries the plugin does not list
+    /// site itself and the element's counter slot ([`CountedElems`]) for a set element's; entries the plugin does not list
     /// count as zero.
     fn counts(&mut self, site: u32) -> Vec<(u32, u64, u64)>;
 

@@ -64,8 +64,8 @@ pub use counters::{CounterValue, NamedCounter, QuotaOf, SetElemCounter};
 pub use dynset::DynElemView;
 pub use engine::Engine;
 pub use ext::{
-    COUNTER_PLUGIN, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit, ExtKind,
-    ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
+    COUNTER_PLUGIN, CountedElems, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit,
+    ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };
 pub use hooks::{At, ChainStats, HookResult, Steal};
 pub use packet::{

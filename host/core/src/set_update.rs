@@ -10,13 +10,14 @@
 //! (`crate::dynset`): element commands change them in place, once, for every engine
 //! ([`Engine::apply_dynamic_update`]), and the elements the packets added stay.
 //!
-//! Elements added to a set whose elements count get the counter id a compile would give them
-//! (their index in the model's set + 1: an add appends), and join the use site's list of
-//! counted elements (listings, resets and later changes find their counts by it).
+//! In a set whose elements count, each counted element keeps its counter slot
+//! ([`crate::CountedElems`]): an added one gets a slot never given before, a deleted one takes
+//! its slot and counts with it, and the use site's list follows the model's indices (listings,
+//! resets and later changes find the counts by it).
 //!
-//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): a delete
-//! or flush in a set whose elements count (the counters are numbered by position: the whole
-//! compile moves each count to its element by key), an added element with counts written,
+//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): a flush
+//! of a set whose elements count (the whole compile numbers the slots anew), an added element
+//! with counts written,
 //! anonymous range lists, map data other than a value or an `accept`/`drop`/`continue`/
 //! `return` verdict (a new `jump` needs the loop check of the whole graph; NAT data lives in
 //! the program), and a range added to a set that holds only exact keys.
@@ -25,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wasp_ruleset::model::{ElemData, SetElem, Verdict};
-use wasp_ruleset::{ElementOp, Ruleset};
+use wasp_ruleset::{ElementOp, ElementTxn, Ruleset};
 use wasp_sets::{InsertMode, NewElem};
 
 use crate::compile::part_bounds;
@@ -42,13 +43,22 @@ pub struct SetUpdate {
     sets: Vec<(SetId, Arc<Set>)>,
     /// Changes to sets that set statements change (in the engines' shared state).
     dynamic: Vec<(u32, DynOp)>,
-    /// Elements added to sets whose elements count: (counter use site, the element's index in
-    /// its set in the model), for the site's list of counted elements.
-    counted: Vec<(u32, usize)>,
+    /// Changes to the counted elements of sets whose elements count, in order: (counter use
+    /// site, change), for the site's list ([`crate::CountedElems`]).
+    counted: Vec<(u32, Counted)>,
     /// For an update made from the running sets (a full index build,
     /// [`SetUpdate::reindexed`]): the copy each entry replaces; an engine whose set is no
     /// longer that copy (a newer change came first) keeps its own.
     replaces: Vec<Option<Arc<Set>>>,
+}
+
+/// A change to a set's counted elements.
+#[derive(Debug, Clone, Copy)]
+enum Counted {
+    /// An element that counts was added at this model index, with this slot.
+    Add(usize, u32),
+    /// The element at this model index was deleted.
+    Remove(usize),
 }
 
 /// An element command on a set in the engines' shared state.
@@ -89,36 +99,21 @@ impl SetUpdate {
 }
 
 impl Engine {
-    /// The sets of this engine's program with `ops` applied: each op is (table index, set
-    /// index in the table, change) of `rs`, the ruleset with the changes already made (as
-    /// `wasp_ruleset::ElementTxn::ops` lists them). `now_ns` is the packet clock now (an added
+    /// The sets of this engine's program with the element batch `txn` applied (its ruleset
+    /// has the changes made; each change says where in its set it happened,
+    /// `wasp_ruleset::ElementTxn::ops_at`). `now_ns` is the packet clock now (an added
     /// element's `timeout` counts from it, as the kernel's from the commit). `None` when a
     /// change needs a whole compile (see the module documentation); the engine is unchanged
     /// either way.
-    pub fn set_update<'a>(
-        &self,
-        rs: &Ruleset,
-        ops: impl IntoIterator<Item = (usize, usize, &'a ElementOp)>,
-        now_ns: u64,
-    ) -> Option<SetUpdate> {
+    pub fn set_update(&self, txn: &ElementTxn<'_>, now_ns: u64) -> Option<SetUpdate> {
+        let rs = txn.ruleset();
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
-        let ops: Vec<(usize, usize, &ElementOp)> = ops.into_iter().collect();
-        // Per set: the adds of the batch, and whether it also deletes or flushes.
-        let mut adds: BTreeMap<(usize, usize), (usize, bool)> = BTreeMap::new();
-        for &(ti, si, op) in &ops {
-            let a = adds.entry((ti, si)).or_default();
-            match op {
-                ElementOp::Add(_) => a.0 += 1,
-                _ => a.1 = true,
-            }
-        }
-        // The next added element's index in its set (after the batch, every add of a batch
-        // that only adds is at the end of the set, in order).
-        let mut next_index: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        // The next counter slot of each set whose elements count, as the batch gives them.
+        let mut next_slot: BTreeMap<u32, u32> = BTreeMap::new();
         let mut work: BTreeMap<SetId, Set> = BTreeMap::new();
         let mut dynamic = Vec::new();
         let mut counted = Vec::new();
-        for (ti, si, op) in ops {
+        for (ti, si, op, at) in txn.ops_at() {
             let id = *self.prog.named_sets.get(ti)?.get(si)?;
             let decl = rs.tables.get(ti)?.sets.get(si)?;
             let widths: Vec<u8> = decl.key.iter().map(|&d| dtype_width(d)).collect();
@@ -146,16 +141,20 @@ impl Engine {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
                     let s = self.prog.sets.get(id.idx())?;
-                    let changes_counted =
-                        s.counter_site.is_some() && adds.get(&(ti, si)).is_none_or(|a| a.1);
-                    if changes_counted
-                        || matches!(s.store, SetStore::Dynamic(_) | SetStore::Ranges(_))
-                    {
+                    if matches!(s.store, SetStore::Dynamic(_) | SetStore::Ranges(_)) {
                         return None;
                     }
                     v.insert(Set::clone(s))
                 }
             };
+            if let Some(site) = set.counter_site {
+                match (op, at) {
+                    (ElementOp::Delete(_), Some(at)) => counted.push((site, Counted::Remove(at))),
+                    (ElementOp::Add(_), Some(_)) => {}
+                    // A flush, or a change without its place.
+                    _ => return None,
+                }
+            }
             match op {
                 ElementOp::Add(e) => {
                     let counter = match set.counter_site {
@@ -163,12 +162,16 @@ impl Engine {
                             if e.packets != 0 || e.bytes != 0 {
                                 return None;
                             }
-                            let n_adds = adds.get(&(ti, si))?.0;
-                            let k = next_index.entry((ti, si)).or_insert(0);
-                            let index = decl.elements.len().checked_sub(n_adds)? + *k;
-                            *k += 1;
-                            counted.push((site, index));
-                            u32::try_from(index + 1).ok()?
+                            let slot = match next_slot.entry(site) {
+                                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                                std::collections::btree_map::Entry::Vacant(v) => {
+                                    v.insert(self.counted_elems(site)?.next_slot)
+                                }
+                            };
+                            let given = *slot;
+                            *slot = given.checked_add(1)?;
+                            counted.push((site, Counted::Add(at?, given)));
+                            given
                         }
                         _ => 0,
                     };
@@ -274,18 +277,28 @@ impl Engine {
         same
     }
 
+    /// The counted elements of use site `site` (a named set's element counters).
+    fn counted_elems(&self, site: u32) -> Option<&crate::ext::CountedElems> {
+        match self.prog.counter_uses.get(site as usize)? {
+            Some(crate::ext::CounterUse::Set { elements, .. }) => Some(elements),
+            _ => None,
+        }
+    }
+
     /// Swap in the sets of `u` (made by [`Engine::set_update`] from an engine compiled from the
     /// same ruleset as this one). Between two vectors: a lookup sees the set before or after
     /// the batch, never a part of it. Returns the sets it replaced, for the caller to drop
     /// off the data path (freeing a large set costs about a millisecond per 100 000 keys).
     #[must_use = "drop the replaced sets off the data path"]
     pub fn apply_set_update(&mut self, u: &SetUpdate) -> SetUpdate {
-        for &(site, index) in &u.counted {
+        for &(site, change) in &u.counted {
             if let Some(Some(crate::ext::CounterUse::Set { elements, .. })) =
                 self.prog.counter_uses.get_mut(site as usize)
-                && !elements.contains(&index)
             {
-                elements.push(index);
+                match change {
+                    Counted::Add(at, slot) => elements.add(at, slot),
+                    Counted::Remove(at) => elements.remove(at),
+                }
             }
         }
         let mut old = SetUpdate::default();
@@ -541,7 +554,7 @@ table netdev t {
             let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
                 .unwrap()
                 .expect("element commands only");
-            let u = live.set_update(txn.ruleset(), txn.ops(), 0).expect(b);
+            let u = live.set_update(&txn, 0).expect(b);
             txn.commit();
             drop(live.apply_set_update(&u));
             let whole = Engine::compile(&rs).unwrap();
@@ -573,7 +586,7 @@ table netdev t {
                 let txn = wasp_ruleset::apply_elements(rs, shadows, b, "b.nft")
                     .unwrap()
                     .unwrap();
-                let u = live.set_update(txn.ruleset(), txn.ops(), 0).unwrap();
+                let u = live.set_update(&txn, 0).unwrap();
                 txn.commit();
                 u
             };
@@ -640,7 +653,7 @@ table netdev t {
             let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
                 .unwrap()
                 .unwrap();
-            let u = live.set_update(txn.ruleset(), txn.ops(), 0).expect(b);
+            let u = live.set_update(&txn, 0).expect(b);
             txn.commit();
             assert!(
                 live.apply_set_update(&u).is_empty(),
@@ -659,7 +672,7 @@ table netdev t {
             wasp_ruleset::apply_elements(&mut rs, &mut shadows, "flush set netdev t d", "f.nft")
                 .unwrap()
                 .unwrap();
-        let u = live.set_update(txn.ruleset(), txn.ops(), 0).unwrap();
+        let u = live.set_update(&txn, 0).unwrap();
         txn.commit();
         live.apply_dynamic_update(&u);
         assert!(
@@ -670,10 +683,10 @@ table netdev t {
     }
 
     /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and a
-    /// delete from a set whose elements count; an add there goes in place, with the counter id
-    /// a compile gives it, and joins the site's counted elements.
+    /// flush of a set whose elements count; adds and deletes there go in place, an add with a
+    /// slot never given before, and the site's counted elements follow the model.
     #[test]
-    fn jumps_and_counted_deletes_take_a_whole_compile() {
+    fn jumps_and_counted_flushes_take_a_whole_compile() {
         let text = format!(
             "{RULESET}\ntable netdev u {{\n set s {{\n  type ipv4_addr\n  counter\n  elements = {{ 10.0.0.7 }}\n }}\n map m {{\n  type ipv4_addr : verdict\n }}\n chain x {{\n }}\n chain in {{\n  type filter hook ingress device \"eth0\" priority 0;\n  ip saddr @s\n  ip daddr vmap @m\n }}\n}}\n"
         );
@@ -681,17 +694,14 @@ table netdev t {
         let mut live = Engine::compile(&rs).unwrap();
         let mut shadows = wasp_ruleset::SetShadows::default();
         for b in [
-            "delete element netdev u s { 10.0.0.7 }",
+            "flush set netdev u s",
             "add element netdev u m { 10.0.0.1 : jump x }",
         ] {
             let before = rs.clone();
             let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
                 .unwrap()
                 .unwrap();
-            assert!(
-                live.set_update(txn.ruleset(), txn.ops(), 0).is_none(),
-                "{b}"
-            );
+            assert!(live.set_update(&txn, 0).is_none(), "{b}");
             txn.rollback();
             assert_eq!(rs, before, "{b}: rolled back");
         }
@@ -703,9 +713,7 @@ table netdev t {
         )
         .unwrap()
         .unwrap();
-        let u = live
-            .set_update(txn.ruleset(), txn.ops(), 0)
-            .expect("counted adds go in place");
+        let u = live.set_update(&txn, 0).expect("counted adds go in place");
         txn.commit();
         drop(live.apply_set_update(&u));
         let whole = Engine::compile(&rs).unwrap();
@@ -717,7 +725,7 @@ table netdev t {
                 "{k:?}: the counter id a compile gives"
             );
         }
-        let uses = |e: &Engine| -> Vec<usize> {
+        let uses = |e: &Engine| -> crate::ext::CountedElems {
             e.counter_uses()
                 .find_map(|(_, u)| match u {
                     crate::ext::CounterUse::Set { elements, .. } => Some(elements.clone()),
@@ -725,7 +733,29 @@ table netdev t {
                 })
                 .unwrap_or_default()
         };
-        assert_eq!(uses(&live), vec![0, 1, 2]);
         assert_eq!(uses(&live), uses(&whole));
+        assert_eq!(uses(&live).elements, [(0, 1), (1, 2), (2, 3)]);
+        // A delete from the middle: .8's slot goes, .9 moves down and keeps its slot; the
+        // next add gets slot 4, never given before.
+        for b in [
+            "delete element netdev u s { 10.0.0.8 }",
+            "add element netdev u s { 10.0.0.10 }",
+        ] {
+            let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
+                .unwrap()
+                .unwrap();
+            let u = live.set_update(&txn, 0).expect(b);
+            txn.commit();
+            drop(live.apply_set_update(&u));
+        }
+        assert_eq!(uses(&live).elements, [(0, 1), (1, 3), (2, 4)]);
+        assert_eq!(uses(&live).next_slot, 5);
+        for (k, slot) in [([10, 0, 0, 7], 1), ([10, 0, 0, 9], 3), ([10, 0, 0, 10], 4)] {
+            assert_eq!(
+                live.prog.sets[sid].lookup(&k, 0).map(|e| e.counter),
+                Some(slot)
+            );
+        }
+        assert!(live.prog.sets[sid].lookup(&[10, 0, 0, 8], 0).is_none());
     }
 }

@@ -39,8 +39,8 @@ pub(crate) struct Elem {
     pub value: u32,
     /// Expiry in ns after the epoch; `u64::MAX` for never.
     pub expires: u64,
-    /// The element's id + 1 for its set's counter site (`Set::counter_site`; the id is its
-    /// index in the model's `SetDecl::elements`), 0 when it does not count.
+    /// The element's counter slot at its set's counter site (`Set::counter_site`;
+    /// [`crate::CountedElems`]), 0 when it does not count.
     pub counter: u32,
 }
 

@@ -883,9 +883,10 @@ fn elem_packets(rig: &Rig, addr: [u8; 4]) -> Option<u64> {
         .map(|e| e.packets)
 }
 
-/// Elements added to a set with `counter` go in place (a set transaction), count the packets
-/// that hit them on every worker, and keep their counts through a whole-ruleset change; a
-/// delete there takes the whole compile (counts move by key) and the element is gone.
+/// Elements added to or deleted from a set with `counter` go in place (set transactions): the
+/// added ones count the packets that hit them on every worker and keep their counts through a
+/// whole-ruleset change; a deleted one takes its counts with it, the others keep theirs, and
+/// one added back starts from zero.
 #[test]
 fn elements_added_to_a_counted_set_count_in_place_and_through_later_changes() {
     let text = r#"
@@ -930,13 +931,32 @@ table netdev filter {
     rig.send((0..30).map(|_| udp_to([10, 3, 0, 1])));
     rig.wait_packets(100);
     assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(80));
-    // A delete from a counted set takes the whole compile; the other element keeps its count.
+    // A delete from the middle of the counted set goes in place too: the element and its
+    // counts go, the element after it keeps its own on both workers.
     rig.daemon
         .apply("delete element netdev filter s { 10.3.0.1 }\n", "<b>")
         .expect("delete");
-    assert_eq!(rig.daemon.set_transactions(), 1);
+    assert_eq!(
+        rig.daemon.set_transactions(),
+        2,
+        "a counted delete goes in place"
+    );
     assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), None);
     assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(20));
+    rig.send((0..10).map(|_| udp_to([10, 3, 0, 2])));
+    rig.wait_packets(110);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(30));
+    // Added back, the element starts from nothing (its old counts went with the delete).
+    rig.daemon
+        .apply("add element netdev filter s { 10.3.0.1 }\n", "<b>")
+        .expect("add again");
+    assert_eq!(rig.daemon.set_transactions(), 3);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(0));
+    rig.send((0..5).map(|_| udp_to([10, 3, 0, 1])));
+    rig.wait_packets(115);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(5));
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(30));
+    assert_eq!(elem_packets(&rig, [10, 0, 0, 1]), Some(0));
     rig.stop();
 }
 

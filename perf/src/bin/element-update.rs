@@ -230,7 +230,7 @@ fn phases(shape: &str, size: usize, runs: usize) -> Res<()> {
                     .flatten();
             });
             let txn = txn.ok_or("not an element batch")?;
-            let s = cpu_us(|| upd = engine.set_update(txn.ruleset(), txn.ops(), 0));
+            let s = cpu_us(|| upd = engine.set_update(&txn, 0));
             let upd = upd.ok_or("needs a whole compile")?;
             let c = cpu_us(|| txn.commit());
             let w = cpu_us(|| drop(engine.apply_set_update(&upd)));

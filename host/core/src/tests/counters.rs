@@ -1,6 +1,6 @@
 //! Counters as use sites of the counter plugin: anonymous `counter`, named counter objects
 //! shared by `counter name X`, per-element counters of sets (one call per operation and
-//! vector, `elem` = element index + 1, initial counts as arguments), `skb->len` as the bytes,
+//! vector, `elem` = the element's counter slot, index + 1 after a compile, initial counts as arguments), `skb->len` as the bytes,
 //! no trace events, reset, and what happens without a plugin runtime (nothing counts, verdicts
 //! unchanged).
 
@@ -69,7 +69,7 @@ fn every_counter_is_a_site_of_the_counter_plugin() {
                 CounterUse::Set {
                     table: 0,
                     set: "a".into(),
-                    elements: vec![0, 1]
+                    elements: CountedElems::numbered(&[0, 1], 2)
                 }
             ),
             (
@@ -401,4 +401,71 @@ fn a_counter_on_an_anonymous_map_element_is_an_error_as_in_nft() {
         );
         assert!(err.contains("t.nft:3:"), "{err}");
     }
+}
+
+/// Element commands on a set whose elements count change it in place (no compile): a delete
+/// from the middle takes its element's counts with it, the elements after it keep theirs, and
+/// an element added afterwards, even one deleted before, starts from zero. The counts list
+/// by key as a whole compile of the same ruleset (which carries counts by key) lists them.
+#[test]
+fn counted_elements_keep_their_own_counts_through_deletes_in_place() {
+    let (mut e, mut rs) = engine(
+        "table netdev t {\n\tset a { type ipv4_addr; counter; elements = { 10.0.0.1, 10.0.0.2, 10.0.0.3 } }\n\tchain c { type filter hook ingress device \"eth0\" priority 0; policy accept;\n\t\tip saddr @a accept\n\t}\n}\n",
+    );
+    let mut c = count(&mut e);
+    let send = |e: &mut Engine, hosts: &[u8]| {
+        let frames: Vec<Vec<u8>> = hosts.iter().map(|&x| udp4([10, 0, 0, x], 1)).collect();
+        ingress(e, &frames, 0, None);
+    };
+    send(&mut e, &[1, 2, 2, 3, 3, 3]);
+    let mut shadows = wasp_ruleset::SetShadows::default();
+    for batch in [
+        "delete element netdev t a { 10.0.0.2 }\nadd element netdev t a { 10.0.0.4 }",
+        "add element netdev t a { 10.0.0.2 }",
+    ] {
+        let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, batch, "b.nft")
+            .unwrap()
+            .unwrap();
+        let u = e.set_update(&txn, 0).expect("a change in place");
+        txn.commit();
+        drop(e.apply_set_update(&u));
+    }
+    // By host byte: the model's order is .1 .3 .4 .2 now.
+    let counts = |e: &Engine, c: &mut Counts, rs: &Ruleset| -> Vec<(u8, u64, u64)> {
+        e.set_element_counters(c)
+            .iter()
+            .map(|x| {
+                let KeyPart::Value(v) = &rs.tables[0].sets[0].elements[x.element].key[0] else {
+                    panic!("a single address");
+                };
+                (v.bytes[3], x.packets, x.bytes)
+            })
+            .collect()
+    };
+    // `skb->len` at netdev ingress: the frame without its Ethernet header.
+    let len = udp4([10, 0, 0, 1], 1).len() as u64 - 14;
+    assert_eq!(
+        counts(&e, &mut c, &rs),
+        [(1, 1, len), (3, 3, 3 * len), (4, 0, 0), (2, 0, 0)]
+    );
+    send(&mut e, &[1, 2, 3, 4]);
+    let after = counts(&e, &mut c, &rs);
+    assert_eq!(
+        after,
+        [(1, 2, 2 * len), (3, 4, 4 * len), (4, 1, len), (2, 1, len)]
+    );
+    // The listing writes each count into its own element.
+    let mut listed = rs.clone();
+    e.store_counters(&mut listed, &mut c);
+    let elems: Vec<(u8, u64, u64)> = listed.tables[0].sets[0]
+        .elements
+        .iter()
+        .map(|x| {
+            let KeyPart::Value(v) = &x.key[0] else {
+                panic!("a single address");
+            };
+            (v.bytes[3], x.packets, x.bytes)
+        })
+        .collect();
+    assert_eq!(elems, after);
 }

@@ -123,6 +123,19 @@ impl ElementTxn<'_> {
         self.log.iter().map(|(t, s, op, _)| (*t, *s, op))
     }
 
+    /// The changes in order, each with the index in its set's elements where it happened
+    /// (an add's index after it, a delete's before it; `None` for a flush): (table index, set
+    /// index in the table, change, index).
+    pub fn ops_at(&self) -> impl Iterator<Item = (usize, usize, &ElementOp, Option<usize>)> {
+        self.log.iter().map(|(t, s, op, undo)| {
+            let at = match undo {
+                Undo::Added(at) | Undo::Removed(at, _) => Some(*at),
+                Undo::Flushed(_) => None,
+            };
+            (*t, *s, op, at)
+        })
+    }
+
     /// Keep the changes. The ruleset keeps the batch's source text while an element of it
     /// lives (the texts no element uses any more are dropped now and then: `SourceGc`).
     pub fn commit(mut self) {
@@ -140,7 +153,7 @@ impl ElementTxn<'_> {
         for (ti, si, _, undo) in self.log.drain(..).rev() {
             let set = &mut self.rs.tables[ti].sets[si];
             match undo {
-                Undo::Added => {
+                Undo::Added(_) => {
                     set.elements.pop();
                 }
                 Undo::Removed(at, e) => set.elements.insert(at, e),

@@ -411,8 +411,8 @@ pub enum ElementOp {
 /// How to take one [`ElementOp`] back.
 #[derive(Debug)]
 pub(crate) enum Undo {
-    /// An element was pushed at the end of the set.
-    Added,
+    /// An element was pushed at the end of the set, at this index.
+    Added(usize),
     /// The element at this position was removed.
     Removed(usize, SetElem),
     /// These were the set's elements.
@@ -477,7 +477,8 @@ impl Parser<'_> {
                         return Err(self.st.error(e.span, FULL));
                     }
                     if let Some(log) = self.st.element_log.as_mut() {
-                        log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added));
+                        let at = set.elements.len();
+                        log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added(at)));
                     }
                     // A large set that takes one element more grows by an eighth, not twice.
                     wasp_sets::grow::room(&mut set.elements, 1);

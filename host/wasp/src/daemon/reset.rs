@@ -174,8 +174,8 @@ impl Reset {
     }
 
     /// Whether the reset zeroes counter use site `u`: `None` not at all, `Some(None)` all of
-    /// it, `Some(Some(elems))` these entries (element id + 1, as the counter plugin numbers
-    /// them).
+    /// it, `Some(Some(elems))` these entries (the elements' counter slots, as the counter
+    /// plugin numbers them: `wasp_core::CountedElems`).
     pub fn counters(&self, u: &CounterUse) -> Option<Option<Vec<u32>>> {
         let in_table = |want: &Option<u32>, t: u32| want.is_none_or(|w| w == t);
         match (self, u) {
@@ -206,11 +206,7 @@ impl Reset {
                     elements: counted,
                 },
             ) if table == t && set == s => Some(Some(
-                elements
-                    .iter()
-                    .filter(|e| counted.contains(e))
-                    .map(|&e| e as u32 + 1)
-                    .collect(),
+                elements.iter().filter_map(|&e| counted.slot(e)).collect(),
             )),
             _ => None,
         }

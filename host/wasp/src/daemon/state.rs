@@ -601,7 +601,7 @@ impl Daemon {
         let Some(txn) = wasp_ruleset::apply_elements(ruleset, shadows, text, name)? else {
             return Ok(None);
         };
-        let Some(update) = engine.set_update(txn.ruleset(), txn.ops(), self.clock.now_ns()) else {
+        let Some(update) = engine.set_update(&txn, self.clock.now_ns()) else {
             txn.rollback();
             return Ok(None);
         };
