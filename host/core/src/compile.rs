@@ -507,7 +507,10 @@ impl Ctx<'_> {
                         CounterUse::Set {
                             table: ti as u32,
                             set: d.name.clone(),
-                            elements: crate::ext::CountedElems::numbered(&counted, elems.len()),
+                            elements: std::sync::Arc::new(crate::ext::CountedElems::numbered(
+                                &counted,
+                                elems.len(),
+                            )),
                         },
                         d.span,
                     )),

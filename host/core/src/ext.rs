@@ -200,8 +200,9 @@ pub enum CounterUse {
         table: u32,
         /// Set name.
         set: String,
-        /// The elements that count and their counter slots.
-        elements: CountedElems,
+        /// The elements that count and their counter slots (shared: element commands make
+        /// the new list once for every engine).
+        elements: std::sync::Arc<CountedElems>,
     },
     /// The per-element counters of the `nth` anonymous set (from 0, in the order of
     /// `Rule::anonymous_sets_mut`) of rule `handle` in chain `chain` of table `table`:
@@ -246,23 +247,27 @@ impl CountedElems {
         }
     }
 
-    /// An element that counts was added at model index `at` (after every other) with `slot`.
+    /// An element that counts was added at model index `at` with `slot` (an add appends:
+    /// `at` is past every other).
     pub fn add(&mut self, at: usize, slot: u32) {
-        if self.slot(at).is_none() {
-            self.elements.push((at, slot));
-            self.elements.sort_unstable();
+        if let Err(i) = self.elements.binary_search_by_key(&at, |e| e.0) {
+            self.elements.insert(i, (at, slot));
         }
-        self.next_slot = self.next_slot.max(slot + 1);
+        self.next_slot = self.next_slot.max(slot.saturating_add(1));
     }
 
     /// The element at model index `at` was deleted: its slot goes with it, the elements after
     /// it move down one place and keep theirs.
     pub fn remove(&mut self, at: usize) {
-        self.elements.retain(|e| e.0 != at);
-        for e in &mut self.elements {
-            if e.0 > at {
-                e.0 -= 1;
+        let from = match self.elements.binary_search_by_key(&at, |e| e.0) {
+            Ok(i) => {
+                self.elements.remove(i);
+                i
             }
+            Err(i) => i,
+        };
+        for e in &mut self.elements[from..] {
+            e.0 -= 1;
         }
     }
 

@@ -32,6 +32,7 @@ use wasp_sets::{InsertMode, NewElem};
 use crate::compile::part_bounds;
 use crate::compiled::{self, SetId};
 use crate::engine::Engine;
+use crate::ext::CountedElems;
 use crate::field::dtype_width;
 use crate::setstore::{Elem, Set, SetStore};
 
@@ -43,22 +44,14 @@ pub struct SetUpdate {
     sets: Vec<(SetId, Arc<Set>)>,
     /// Changes to sets that set statements change (in the engines' shared state).
     dynamic: Vec<(u32, DynOp)>,
-    /// Changes to the counted elements of sets whose elements count, in order: (counter use
-    /// site, change), for the site's list ([`crate::CountedElems`]).
-    counted: Vec<(u32, Counted)>,
+    /// The counted elements of sets whose elements count, after the batch: (counter use site,
+    /// its list, [`crate::CountedElems`]), made once on the control side and swapped in by
+    /// every engine.
+    counted: Vec<(u32, Arc<CountedElems>)>,
     /// For an update made from the running sets (a full index build,
     /// [`SetUpdate::reindexed`]): the copy each entry replaces; an engine whose set is no
     /// longer that copy (a newer change came first) keeps its own.
     replaces: Vec<Option<Arc<Set>>>,
-}
-
-/// A change to a set's counted elements.
-#[derive(Debug, Clone, Copy)]
-enum Counted {
-    /// An element that counts was added at this model index, with this slot.
-    Add(usize, u32),
-    /// The element at this model index was deleted.
-    Remove(usize),
 }
 
 /// An element command on a set in the engines' shared state.
@@ -108,11 +101,10 @@ impl Engine {
     pub fn set_update(&self, txn: &ElementTxn<'_>, now_ns: u64) -> Option<SetUpdate> {
         let rs = txn.ruleset();
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
-        // The next counter slot of each set whose elements count, as the batch gives them.
-        let mut next_slot: BTreeMap<u32, u32> = BTreeMap::new();
         let mut work: BTreeMap<SetId, Set> = BTreeMap::new();
         let mut dynamic = Vec::new();
-        let mut counted = Vec::new();
+        // The counted elements of each set whose elements count, as the batch leaves them.
+        let mut counted: BTreeMap<u32, CountedElems> = BTreeMap::new();
         for (ti, si, op, at) in txn.ops_at() {
             let id = *self.prog.named_sets.get(ti)?.get(si)?;
             let decl = rs.tables.get(ti)?.sets.get(si)?;
@@ -148,8 +140,14 @@ impl Engine {
                 }
             };
             if let Some(site) = set.counter_site {
+                let list = match counted.entry(site) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(self.counted_elems(site)?.clone())
+                    }
+                };
                 match (op, at) {
-                    (ElementOp::Delete(_), Some(at)) => counted.push((site, Counted::Remove(at))),
+                    (ElementOp::Delete(_), Some(at)) => list.remove(at),
                     (ElementOp::Add(_), Some(_)) => {}
                     // A flush, or a change without its place.
                     _ => return None,
@@ -162,16 +160,11 @@ impl Engine {
                             if e.packets != 0 || e.bytes != 0 {
                                 return None;
                             }
-                            let slot = match next_slot.entry(site) {
-                                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                                std::collections::btree_map::Entry::Vacant(v) => {
-                                    v.insert(self.counted_elems(site)?.next_slot)
-                                }
-                            };
-                            let given = *slot;
-                            *slot = given.checked_add(1)?;
-                            counted.push((site, Counted::Add(at?, given)));
-                            given
+                            let list = counted.get_mut(&site)?;
+                            let slot = list.next_slot;
+                            list.next_slot = slot.checked_add(1)?;
+                            list.add(at?, slot);
+                            slot
                         }
                         _ => 0,
                     };
@@ -205,7 +198,10 @@ impl Engine {
         Some(SetUpdate {
             sets,
             dynamic,
-            counted,
+            counted: counted
+                .into_iter()
+                .map(|(site, list)| (site, Arc::new(list)))
+                .collect(),
             replaces: Vec::new(),
         })
     }
@@ -278,7 +274,7 @@ impl Engine {
     }
 
     /// The counted elements of use site `site` (a named set's element counters).
-    fn counted_elems(&self, site: u32) -> Option<&crate::ext::CountedElems> {
+    fn counted_elems(&self, site: u32) -> Option<&CountedElems> {
         match self.prog.counter_uses.get(site as usize)? {
             Some(crate::ext::CounterUse::Set { elements, .. }) => Some(elements),
             _ => None,
@@ -291,14 +287,11 @@ impl Engine {
     /// off the data path (freeing a large set costs about a millisecond per 100 000 keys).
     #[must_use = "drop the replaced sets off the data path"]
     pub fn apply_set_update(&mut self, u: &SetUpdate) -> SetUpdate {
-        for &(site, change) in &u.counted {
+        for (site, list) in &u.counted {
             if let Some(Some(crate::ext::CounterUse::Set { elements, .. })) =
-                self.prog.counter_uses.get_mut(site as usize)
+                self.prog.counter_uses.get_mut(*site as usize)
             {
-                match change {
-                    Counted::Add(at, slot) => elements.add(at, slot),
-                    Counted::Remove(at) => elements.remove(at),
-                }
+                *elements = Arc::clone(list);
             }
         }
         let mut old = SetUpdate::default();
@@ -725,10 +718,12 @@ table netdev t {
                 "{k:?}: the counter id a compile gives"
             );
         }
-        let uses = |e: &Engine| -> crate::ext::CountedElems {
+        let uses = |e: &Engine| -> CountedElems {
             e.counter_uses()
                 .find_map(|(_, u)| match u {
-                    crate::ext::CounterUse::Set { elements, .. } => Some(elements.clone()),
+                    crate::ext::CounterUse::Set { elements, .. } => {
+                        Some(CountedElems::clone(elements))
+                    }
                     _ => None,
                 })
                 .unwrap_or_default()

@@ -7,6 +7,8 @@
 //!
 //! Shapes (one netdev ingress chain that looks the set up, as an engineer's blocklist):
 //! - **hash**: `type ipv4_addr`, N addresses, `ip daddr @s`;
+//! - **counted**: as hash with `counter` on the set (every element counts: a blocklist that
+//!   shows who it stopped);
 //! - **interval**: `type ipv4_addr; flags interval`, N disjoint /30s, `ip daddr @s`;
 //! - **concat**: `type ipv4_addr . inet_service; flags interval`, N elements `/30 . port range`,
 //!   `ip daddr . udp dport @s` (the pipapo back-end in both).
@@ -33,7 +35,7 @@ struct Args {
     /// Elements in the set.
     #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
     sizes: Vec<usize>,
-    /// Shapes: `hash`, `interval`, `concat`.
+    /// Shapes: `hash`, `counted`, `interval`, `concat`.
     #[arg(long, value_delimiter = ',', default_value = "hash,interval,concat")]
     shapes: Vec<String>,
     /// Add/delete pairs per case (medians are printed).
@@ -65,7 +67,7 @@ fn addr(i: usize, step: u32) -> String {
 /// Element `i` of `shape` in nft's syntax.
 fn element(shape: &str, i: usize) -> String {
     match shape {
-        "hash" => addr(i, 1),
+        "hash" | "counted" => addr(i, 1),
         "interval" => format!("{}/30", addr(i, 4)),
         _ => format!("{}/30 . {}-{}", addr(i, 4), 1000 + i % 50, 2000 + i % 50),
     }
@@ -75,6 +77,7 @@ fn element(shape: &str, i: usize) -> String {
 fn decl(shape: &str) -> (&'static str, &'static str) {
     match shape {
         "hash" => ("type ipv4_addr;", "ip daddr @s counter drop"),
+        "counted" => ("type ipv4_addr; counter;", "ip daddr @s counter drop"),
         "interval" => (
             "type ipv4_addr; flags interval;",
             "ip daddr @s counter drop",

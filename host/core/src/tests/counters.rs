@@ -69,7 +69,7 @@ fn every_counter_is_a_site_of_the_counter_plugin() {
                 CounterUse::Set {
                     table: 0,
                     set: "a".into(),
-                    elements: CountedElems::numbered(&[0, 1], 2)
+                    elements: std::sync::Arc::new(CountedElems::numbered(&[0, 1], 2))
                 }
             ),
             (
