@@ -443,6 +443,23 @@ fn new_elem<'k>(lo: &'k [u8], hi: &'k [u8], data: u32, e: Elem) -> NewElem<'k, (
     }
 }
 
+/// Apply the element batch `text` to `rs` and to `e` in place (tests): panics when the batch
+/// does not apply or needs a whole compile.
+#[cfg(test)]
+pub(crate) fn apply_in_place(
+    e: &mut Engine,
+    rs: &mut Ruleset,
+    shadows: &mut wasp_ruleset::SetShadows,
+    text: &str,
+) {
+    let txn = wasp_ruleset::apply_elements(rs, shadows, text, "b.nft")
+        .expect(text)
+        .expect(text);
+    let u = e.set_update(&txn, 0).expect(text);
+    txn.commit();
+    drop(e.apply_set_update(&u));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -736,12 +753,7 @@ table netdev t {
             "delete element netdev u s { 10.0.0.8 }",
             "add element netdev u s { 10.0.0.10 }",
         ] {
-            let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, b, "b.nft")
-                .unwrap()
-                .unwrap();
-            let u = live.set_update(&txn, 0).expect(b);
-            txn.commit();
-            drop(live.apply_set_update(&u));
+            apply_in_place(&mut live, &mut rs, &mut shadows, b);
         }
         assert_eq!(uses(&live).elements, [(0, 1), (1, 3), (2, 4)]);
         assert_eq!(uses(&live).next_slot, 5);

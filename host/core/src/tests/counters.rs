@@ -423,12 +423,7 @@ fn counted_elements_keep_their_own_counts_through_deletes_in_place() {
         "delete element netdev t a { 10.0.0.2 }\nadd element netdev t a { 10.0.0.4 }",
         "add element netdev t a { 10.0.0.2 }",
     ] {
-        let txn = wasp_ruleset::apply_elements(&mut rs, &mut shadows, batch, "b.nft")
-            .unwrap()
-            .unwrap();
-        let u = e.set_update(&txn, 0).expect("a change in place");
-        txn.commit();
-        drop(e.apply_set_update(&u));
+        crate::set_update::apply_in_place(&mut e, &mut rs, &mut shadows, batch);
     }
     // By host byte: the model's order is .1 .3 .4 .2 now.
     let counts = |e: &Engine, c: &mut Counts, rs: &Ruleset| -> Vec<(u8, u64, u64)> {
