@@ -15,9 +15,8 @@
 //! its slot and counts with it, and the use site's list follows the model's indices (listings,
 //! resets and later changes find the counts by it).
 //!
-//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): a flush
-//! of a set whose elements count (the whole compile numbers the slots anew), an added element
-//! with counts written,
+//! What this path leaves to a whole compile ([`Engine::set_update`] answers `None`): an added
+//! element with counts written,
 //! anonymous range lists, map data other than a value or an `accept`/`drop`/`continue`/
 //! `return` verdict (a new `jump` needs the loop check of the whole graph; NAT data lives in
 //! the program), and a range added to a set that holds only exact keys.
@@ -149,7 +148,9 @@ impl Engine {
                 match (op, at) {
                     (ElementOp::Delete(_), Some(at)) => list.remove(at),
                     (ElementOp::Add(_), Some(_)) => {}
-                    // A flush, or a change without its place.
+                    // Every element goes, with its counts; the slots stay given.
+                    (ElementOp::Flush, _) => list.elements.clear(),
+                    // A change without its place.
                     _ => return None,
                 }
             }
@@ -692,11 +693,12 @@ table netdev t {
         );
     }
 
-    /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and a
-    /// flush of a set whose elements count; adds and deletes there go in place, an add with a
-    /// slot never given before, and the site's counted elements follow the model.
+    /// What the in-place path leaves to a whole compile: a `jump` new to a verdict map, and an
+    /// element added with counts written. In a set whose elements count, adds, deletes and a
+    /// flush go in place: an add gets a slot never given before, and the site's counted
+    /// elements follow the model.
     #[test]
-    fn jumps_and_counted_flushes_take_a_whole_compile() {
+    fn jumps_and_written_counts_take_a_whole_compile() {
         let text = format!(
             "{RULESET}\ntable netdev u {{\n set s {{\n  type ipv4_addr\n  counter\n  elements = {{ 10.0.0.7 }}\n }}\n map m {{\n  type ipv4_addr : verdict\n }}\n chain x {{\n }}\n chain in {{\n  type filter hook ingress device \"eth0\" priority 0;\n  ip saddr @s\n  ip daddr vmap @m\n }}\n}}\n"
         );
@@ -704,7 +706,7 @@ table netdev t {
         let mut live = Engine::compile(&rs).unwrap();
         let mut shadows = wasp_ruleset::SetShadows::default();
         for b in [
-            "flush set netdev u s",
+            "add element netdev u s { 10.0.0.5 counter packets 3 bytes 30 }",
             "add element netdev u m { 10.0.0.1 : jump x }",
         ] {
             let before = rs.clone();
@@ -764,5 +766,20 @@ table netdev t {
             );
         }
         assert!(live.prog.sets[sid].lookup(&[10, 0, 0, 8], 0).is_none());
+        // A flush empties the list and keeps the slots given; the next add gets slot 5.
+        for b in [
+            "flush set netdev u s",
+            "add element netdev u s { 10.0.0.7 }",
+        ] {
+            apply_in_place(&mut live, &mut rs, &mut shadows, b);
+        }
+        assert_eq!(uses(&live).elements, [(0, 5)]);
+        assert_eq!(
+            live.prog.sets[sid]
+                .lookup(&[10, 0, 0, 7], 0)
+                .map(|e| e.counter),
+            Some(5)
+        );
+        assert!(live.prog.sets[sid].lookup(&[10, 0, 0, 9], 0).is_none());
     }
 }

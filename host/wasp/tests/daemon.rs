@@ -886,7 +886,7 @@ fn elem_packets(rig: &Rig, addr: [u8; 4]) -> Option<u64> {
 /// Elements added to or deleted from a set with `counter` go in place (set transactions): the
 /// added ones count the packets that hit them on every worker and keep their counts through a
 /// whole-ruleset change; a deleted one takes its counts with it, the others keep theirs, and
-/// one added back starts from zero.
+/// one added back (also after a flush) starts from zero.
 #[test]
 fn elements_added_to_a_counted_set_count_in_place_and_through_later_changes() {
     let text = r#"
@@ -957,6 +957,19 @@ table netdev filter {
     assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), Some(5));
     assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(30));
     assert_eq!(elem_packets(&rig, [10, 0, 0, 1]), Some(0));
+    // A flush goes in place as well; what is added after starts from zero.
+    rig.daemon
+        .apply(
+            "flush set netdev filter s\nadd element netdev filter s { 10.3.0.2 }\n",
+            "<b>",
+        )
+        .expect("flush");
+    assert_eq!(rig.daemon.set_transactions(), 4);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 1]), None);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(0));
+    rig.send((0..4).map(|_| udp_to([10, 3, 0, 2])));
+    rig.wait_packets(119);
+    assert_eq!(elem_packets(&rig, [10, 3, 0, 2]), Some(4));
     rig.stop();
 }
 
