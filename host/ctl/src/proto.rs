@@ -499,9 +499,9 @@ pub enum DecodeError {
     /// No `"v"` field.
     #[error("bad request: no protocol version (\"v\": {VERSION})")]
     NoVersion,
-    /// Another protocol version.
+    /// Another protocol version: the `"v"` value as sent, in JSON (`2`, `"1"`, `1.0`, `-1`).
     #[error("unsupported protocol version {0} (this daemon speaks {VERSION})")]
-    Version(u64),
+    Version(String),
     /// A known version but an unknown request or missing fields.
     #[error("bad request: {0}")]
     Request(String),
@@ -531,7 +531,7 @@ pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
     match m.get("v") {
         None => return Err(DecodeError::NoVersion),
         Some(x) if x.as_u64() == Some(u64::from(VERSION)) => {}
-        Some(x) => return Err(DecodeError::Version(x.as_u64().unwrap_or(0))),
+        Some(x) => return Err(DecodeError::Version(x.to_string())),
     }
     serde_json::from_value(v).map_err(|e| DecodeError::Request(e.to_string()))
 }
@@ -725,7 +725,7 @@ mod tests {
         );
         assert_eq!(
             decode_request(br#"{"v":2,"req":"stats"}"#),
-            Err(DecodeError::Version(2))
+            Err(DecodeError::Version("2".into()))
         );
         assert!(matches!(
             decode_request(br#"{"v":1,"req":"frobnicate"}"#),
@@ -736,9 +736,23 @@ mod tests {
             Err(DecodeError::Request(_))
         ));
         assert_eq!(
-            DecodeError::Version(7).to_string(),
+            DecodeError::Version("7".into()).to_string(),
             "unsupported protocol version 7 (this daemon speaks 1)"
         );
+        // A version of another type is named as it was sent, not as a number it is not.
+        for (sent, named) in [
+            (r#""1""#, r#""1""#),
+            ("1.0", "1.0"),
+            ("-1", "-1"),
+            ("null", "null"),
+        ] {
+            let line = format!(r#"{{"v":{sent},"req":"stats"}}"#);
+            assert_eq!(
+                decode_request(line.as_bytes()),
+                Err(DecodeError::Version(named.into())),
+                "{sent}"
+            );
+        }
     }
 
     #[test]
