@@ -672,6 +672,38 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             }
             json!({ "dup": o })
         }
+        // nft 1.0.6's `fwd_stmt_json`: `{"fwd": {"dev": "w1"}}`, with `"family"` and `"addr"`
+        // when a next hop is given (checked against `nft -j list` on the local kernel).
+        Stmt::Fwd { dev, via, map, .. } => {
+            use wasp_ruleset::model::DataType;
+            let mut o = serde_json::Map::new();
+            let map_gives_dev = map
+                .as_ref()
+                .is_some_and(|m| m.dtype() == DataType::IfaceIndex);
+            match map {
+                Some(m) if map_gives_dev => o.insert("dev".into(), expr_json(m)),
+                _ => o.insert("dev".into(), json!(dev)),
+            };
+            let family = match (via, map) {
+                (Some(a), _) => {
+                    Some((if a.is_ipv4() { "ip" } else { "ip6" }, json!(a.to_string())))
+                }
+                (None, Some(m)) if !map_gives_dev => {
+                    let f = if m.dtype() == DataType::Ipv6Addr {
+                        "ip6"
+                    } else {
+                        "ip"
+                    };
+                    Some((f, expr_json(m)))
+                }
+                _ => None,
+            };
+            if let Some((f, addr)) = family {
+                o.insert("family".into(), json!(f));
+                o.insert("addr".into(), addr);
+            }
+            json!({ "fwd": o })
+        }
         // nft 1.0.6's `payload_stmt_json` / `exthdr_stmt_json`.
         Stmt::PayloadSet { target, value, .. } => json!({"mangle": {
             "key": expr_json(target),

@@ -266,6 +266,13 @@ fn json_packet_statements_match_nft() {
     json_matches_nft("packet_statements");
 }
 
+/// `fwd` to a device, to a next hop, to a next hop or a device a map gives: tests/data/fwd.nft
+/// as `nft -j list ruleset` (1.0.6, kernel 6.18) printed it (`fwd_stmt_json`).
+#[test]
+fn json_fwd_matches_nft() {
+    json_matches_nft("fwd");
+}
+
 /// tests/data/NAME.nft rendered as JSON is tests/data/expected/NAME.json (the metainfo aside).
 fn json_matches_nft(name: &str) {
     let text = std::fs::read_to_string(data().join(format!("{name}.nft"))).unwrap();

@@ -532,7 +532,6 @@ fn reset_counters_lists_values_before_reset() {
 }
 
 #[test]
-#[ignore = "bug: -j list prints `fwd to` as {\"wasp\":\"fwd to \\\"w1\\\"\"}, libnftables-json has {\"fwd\":{\"dev\":\"w1\"}}"]
 fn json_listing_of_fwd_follows_libnftables_schema() {
     if !is_root() {
         eprintln!("skipped: needs root (network namespaces)");

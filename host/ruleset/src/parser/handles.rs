@@ -160,11 +160,26 @@ pub(crate) fn rule_jumps(rule: &Rule) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Anonymous sets a rule creates in the kernel (each takes a handle).
+/// Anonymous sets a rule creates in the kernel (each takes a handle): a set written in a match,
+/// the map of a vmap, an object map, `meta|ct KEY set`, a NAT target, `dup` or `fwd` (checked
+/// with `nft -a list ruleset` on the local kernel).
 pub(crate) fn anonymous_sets(rule: &Rule) -> u64 {
+    let anon_map = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Map {
+                map: SetRef::Anonymous(_),
+                ..
+            }
+        )
+    };
     rule.stmts
         .iter()
         .filter(|s| match s {
+            Stmt::Nat(crate::model::NatStmt {
+                target: Some(t), ..
+            }) => anon_map(t),
+            Stmt::Dup { map: Some(m), .. } | Stmt::Fwd { map: Some(m), .. } => anon_map(m),
             Stmt::Match(m) => matches!(m.right, Rhs::Set(SetRef::Anonymous(_))),
             Stmt::VerdictMap { map, .. } | Stmt::ObjectMap { map, .. } => {
                 matches!(map, SetRef::Anonymous(_))
@@ -767,5 +782,27 @@ fn stmt_violation(
             b.hook.name()
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every anonymous set or map a rule writes takes a handle before the rule's own, as the
+    /// kernel gives them (`nft -a list ruleset` of the same file on kernel 6.18): a match's
+    /// set, a vmap, a NAT target's map, `dup` and `fwd` maps.
+    #[test]
+    fn anonymous_sets_and_maps_take_handles_as_in_the_kernel() {
+        let text = "table netdev t {\n\tchain c {\n\t\ttype filter hook ingress device \"w0\" priority 0; policy accept;\n\t\tip saddr { 10.0.0.1, 10.0.0.2 } accept\n\t\tip daddr vmap { 10.0.0.1 : drop }\n\t\tfwd ip to ip saddr map { 10.0.0.1 : 10.0.0.9 } device \"w1\"\n\t\tfwd to ip saddr map { 10.0.0.1 : \"w1\" }\n\t\tdup to ip saddr map { 10.0.0.1 : \"w1\" }\n\t\tcounter\n\t}\n}\ntable ip n {\n\tchain c {\n\t\ttype nat hook prerouting priority -100; policy accept;\n\t\tdnat to ip saddr map { 10.0.0.1 : 1.2.3.4 }\n\t\tcounter\n\t}\n}\n";
+        let rs = crate::parse_str(text, "h.nft").expect("parses");
+        let handles = |t: usize| -> Vec<u64> {
+            rs.tables[t].chains[0]
+                .rules
+                .iter()
+                .map(|r| r.handle)
+                .collect()
+        };
+        // The kernel's: 3, 5, 7, 9, 11 and 12 (the chain took 1, each set one before its rule).
+        assert_eq!(handles(0), [3, 5, 7, 9, 11, 12]);
+        assert_eq!(handles(1), [3, 4]);
     }
 }
