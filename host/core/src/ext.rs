@@ -278,11 +278,6 @@ impl CountedElems {
             .ok()
             .map(|i| self.elements[i].1)
     }
-
-    /// Model indices of the elements that count, in order.
-    pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
-        self.elements.iter().map(|e| e.0)
-    }
 }
 
 /// Where the counts of counter use sites are read and reset: the counter plugin's `list-state`

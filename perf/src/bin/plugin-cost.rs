@@ -63,33 +63,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A native match through the same trait as the plugins: the baseline of a plugin's cost.
+struct Native(fn(&ExtPacket<'_>) -> bool);
+
 /// The native `ttlbelow 64`: IPv4 TTL (byte 8 of the header) below 64.
-struct NativeTtl;
+const NATIVE_TTL: Native =
+    Native(|p| p.nfproto == 2 && p.frame.get(p.l3 as usize + 8).is_some_and(|&t| t < 64));
 
-impl Extensions for NativeTtl {
+/// The native trivial match: TCP.
+const NATIVE_MATCH: Native = Native(|p| p.l4proto == 6);
+
+impl Extensions for Native {
     fn matches(&mut self, _site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
         for (o, p) in out.iter_mut().zip(pkts) {
-            *o = p.nfproto == 2 && p.frame.get(p.l3 as usize + 8).is_some_and(|&t| t < 64);
-        }
-    }
-    fn apply(
-        &mut self,
-        _: u32,
-        _: &[ExtPacket<'_>],
-        _: &mut [ExtVerdict],
-        _: &mut Vec<(usize, ExtEdit)>,
-    ) {
-    }
-    fn advance(&mut self, _: u64) {}
-}
-
-/// The native baseline of the trivial match: the same answer, through the same trait.
-struct NativeMatch;
-
-impl Extensions for NativeMatch {
-    fn matches(&mut self, _site: u32, pkts: &[ExtPacket<'_>], out: &mut [bool]) {
-        for (o, p) in out.iter_mut().zip(pkts) {
-            *o = p.l4proto == 6;
+            *o = (self.0)(p);
         }
     }
     fn apply(
@@ -375,7 +362,7 @@ fn main() {
             (
                 "native match (l4proto == 6)".into(),
                 0,
-                Box::new(NativeMatch),
+                Box::new(NATIVE_MATCH),
                 ExtKind::Match,
             ),
             (
@@ -418,7 +405,7 @@ fn main() {
             cases.push((
                 "native ttlbelow 64".into(),
                 0,
-                Box::new(NativeTtl),
+                Box::new(NATIVE_TTL),
                 ExtKind::Match,
             ));
         }
@@ -427,7 +414,7 @@ fn main() {
             // The same answers as the native match, on a vector of each TTL pattern.
             let (mut got, mut want) = (vec![false; 64], vec![false; 64]);
             rt.matches(0, &pkts[..64], &mut got);
-            NativeTtl.matches(0, &pkts[..64], &mut want);
+            { NATIVE_TTL }.matches(0, &pkts[..64], &mut want);
             assert_eq!(got, want, "ttlbelow {label}");
             cases.push((
                 format!("wasm ttlbelow 64 ({label})"),
