@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -48,29 +47,7 @@ fn missing_tools() -> Vec<String> {
 fn component() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let missing = missing_tools();
-            if !missing.is_empty() {
-                let msg = format!(
-                    "the C plugin toolchain is missing: {}; see sdk/c/README.md",
-                    missing.join(", ")
-                );
-                assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-                // Straight to stderr, past the test harness's capture, so a passing run says so.
-                let _ = writeln!(std::io::stderr(), "skipping the sdk/c tests: {msg}");
-                return None;
-            }
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-c/ttlbelow.wasm");
-            let _ = std::fs::remove_file(&out);
-            let build = Command::new("bash")
-                .arg(repo().join("sdk/c/build.sh"))
-                .arg(&out)
-                .output()
-                .expect("run sdk/c/build.sh");
-            let (so, se) = text(&build);
-            assert!(build.status.success(), "sdk/c/build.sh failed:\n{so}\n{se}");
-            Some(out)
-        })
+        .get_or_init(|| build_sdk_example("c", &missing_tools()))
         .as_deref()
 }
 
@@ -86,15 +63,6 @@ fn setup(wasm: &Path, rules: &str) -> tempfile::TempDir {
     .unwrap();
     std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
     tmp
-}
-
-/// The IPv4 TTL or IPv6 hop limit of an untagged Ethernet frame (None for other frames).
-fn ttl(frame: &[u8]) -> Option<u8> {
-    match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0800 => frame.get(14 + 8).copied(),
-        0x86dd => frame.get(14 + 7).copied(),
-        _ => None,
-    }
 }
 
 #[test]

@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -58,32 +57,7 @@ fn missing_tools() -> Vec<String> {
 fn component() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let missing = missing_tools();
-            if !missing.is_empty() {
-                let msg = format!(
-                    "the Go plugin toolchain is missing: {}; see sdk/go/README.md",
-                    missing.join(", ")
-                );
-                assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-                // Straight to stderr, past the test harness's capture, so a passing run says so.
-                let _ = writeln!(std::io::stderr(), "skipping the sdk/go tests: {msg}");
-                return None;
-            }
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-go/ttlbelow.wasm");
-            let _ = std::fs::remove_file(&out);
-            let build = Command::new("bash")
-                .arg(repo().join("sdk/go/build.sh"))
-                .arg(&out)
-                .output()
-                .expect("run sdk/go/build.sh");
-            let (so, se) = text(&build);
-            assert!(
-                build.status.success(),
-                "sdk/go/build.sh failed:\n{so}\n{se}"
-            );
-            Some(out)
-        })
+        .get_or_init(|| build_sdk_example("go", &missing_tools()))
         .as_deref()
 }
 
@@ -127,15 +101,6 @@ fn replay(tmp: &Path) -> Vec<String> {
     assert!(out.status.success(), "{so}\n{se}");
     let got = std::fs::read_to_string(tmp.join("v.txt")).unwrap();
     got.lines().map(str::to_string).collect()
-}
-
-/// The IPv4 TTL or IPv6 hop limit of an untagged Ethernet frame (None for other frames).
-fn ttl(frame: &[u8]) -> Option<u8> {
-    match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0800 => frame.get(14 + 8).copied(),
-        0x86dd => frame.get(14 + 7).copied(),
-        _ => None,
-    }
 }
 
 /// What the rules `ttlbelow 2 drop` (handle 2) then `ttlbelow 64 drop` (handle 3) give each

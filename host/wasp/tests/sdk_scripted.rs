@@ -204,15 +204,6 @@ fn replay(dir: &Path, capture: &str, extra: &[&str]) -> (Vec<String>, serde_json
     (verdicts.lines().map(String::from).collect(), summary, se)
 }
 
-/// The IPv4 TTL or IPv6 hop limit of an untagged Ethernet frame (None for other frames).
-fn ttl(frame: &[u8]) -> Option<u8> {
-    match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0800 => frame.get(14 + 8).copied(),
-        0x86dd => frame.get(14 + 7).copied(),
-        _ => None,
-    }
-}
-
 /// The IPv4 or IPv6 source address of an untagged Ethernet frame (None for other frames).
 fn source(frame: &[u8]) -> Option<&[u8]> {
     match u16::from_be_bytes([frame[12], frame[13]]) {

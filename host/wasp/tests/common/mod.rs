@@ -156,3 +156,40 @@ pub fn read_frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
     }
     out
 }
+
+/// The IP TTL (IPv4) or hop limit (IPv6) of an untagged Ethernet frame (None for others).
+pub fn ttl(frame: &[u8]) -> Option<u8> {
+    match u16::from_be_bytes([frame[12], frame[13]]) {
+        0x0800 => frame.get(14 + 8).copied(),
+        0x86dd => frame.get(14 + 7).copied(),
+        _ => None,
+    }
+}
+
+/// Build an SDK guide's example with `sdk/LANG/build.sh OUT`, `OUT` being `LANG-example`'s
+/// file under the target's temporary directory. `None`, after saying why, when `missing`
+/// names tools the guide needs (a CI run fails instead: `.ci/run` installs them all).
+pub fn build_sdk_example(lang: &str, missing: &[String]) -> Option<PathBuf> {
+    use std::io::Write;
+    if !missing.is_empty() {
+        let msg = format!(
+            "the {lang} plugin toolchain is missing: {}; see sdk/{lang}/README.md",
+            missing.join(", ")
+        );
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        // Straight to stderr, past the test harness's capture, so a passing run says so.
+        let _ = writeln!(std::io::stderr(), "skipping the sdk/{lang} tests: {msg}");
+        return None;
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sdk-{lang}/ttlbelow.wasm"));
+    let _ = std::fs::remove_file(&out);
+    let script = format!("sdk/{lang}/build.sh");
+    let build = Command::new("bash")
+        .arg(repo().join(&script))
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let (so, se) = text(&build);
+    assert!(build.status.success(), "{script} failed:\n{so}\n{se}");
+    Some(out)
+}
