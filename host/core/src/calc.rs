@@ -76,8 +76,8 @@ pub(crate) enum Calc {
 
 /// What [`Calc::eval`] reads besides the packet.
 pub(crate) struct CalcEnv<'a> {
-    /// The program's sets (for [`Calc::Map`]).
-    pub sets: &'a [std::sync::Arc<crate::compiled::Set>],
+    /// The program (its sets, also those set statements change, for [`Calc::Map`]).
+    pub prog: &'a crate::compiled::Program,
     /// The `numgen inc` counters.
     pub numgens: &'a [AtomicU32],
     /// Set elements' time (expiry).
@@ -143,7 +143,7 @@ impl Calc {
                     buf[at..at + w].copy_from_slice(&v.to_be_bytes()[16 - w..]);
                     at += w;
                 }
-                let e = env.sets.get(set.idx())?.lookup(&buf[..at], env.now)?;
+                let e = env.prog.lookup(*set, &buf[..at], env.now)?;
                 u128::from(e.value)
             }
         })

@@ -432,6 +432,12 @@ impl Ctx<'_> {
                 hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
             }
             let value = match &e.data {
+                Some(ElemData::Value(v)) if decl.is_some_and(nat_valued) => {
+                    let target =
+                        self.nat_data(std::slice::from_ref(&KeyPart::Value(v.clone())), e.span)?;
+                    self.prog.nat_data.push(target);
+                    (self.prog.nat_data.len() - 1) as u32
+                }
                 Some(ElemData::Value(v)) => value_u128(self.rs, e.span, v)? as u32,
                 Some(ElemData::Nat(parts)) => {
                     let target = self.nat_data(parts, e.span)?;
@@ -917,7 +923,11 @@ impl Ctx<'_> {
     }
 
     /// The NAT target of a NAT map element's data (an address range, maybe a port range).
-    fn nat_data(&self, parts: &[KeyPart], span: Span) -> Result<crate::conn::NatTarget, Error> {
+    pub(crate) fn nat_data(
+        &self,
+        parts: &[KeyPart],
+        span: Span,
+    ) -> Result<crate::conn::NatTarget, Error> {
         let mut target = crate::conn::NatTarget {
             addr: None,
             ports: None,
@@ -1415,4 +1425,14 @@ fn read_only(e: &Expr) -> bool {
         }
         _ => true,
     }
+}
+
+/// A named map whose values the compiled set holds as indices into [`Program::nat_data`]
+/// (what a NAT statement's lookup gives, [`crate::compiled::NatCalc::map_data`]): data of an
+/// address or of several fields (an address and a port). wasp reads such data only in NAT
+/// statements (`dnat to KEY map @m`).
+///
+/// [`Program::nat_data`]: crate::compiled::Program::nat_data
+pub(crate) fn nat_valued(decl: &wasp_ruleset::model::SetDecl) -> bool {
+    matches!(decl.data, Some(DataType::Ipv4Addr | DataType::Ipv6Addr)) || !decl.data_tail.is_empty()
 }

@@ -320,7 +320,7 @@ impl Effects<'_, '_> {
 #[inline]
 fn calc_env<'a>(prog: &'a Program, fx: &Effects<'_, '_>) -> CalcEnv<'a> {
     CalcEnv {
-        sets: &prog.sets,
+        prog,
         numgens: &prog.stateful.numgens,
         now: fx.now,
     }

@@ -341,7 +341,15 @@ fn compiled_elem(
     }
     let (value, verdict) = match &e.data {
         None => (0, 0),
-        Some(ElemData::Value(v)) if v.bytes.len() <= 4 => {
+        // An address is a NAT target of the program (`crate::compile::nat_valued`).
+        Some(ElemData::Value(v))
+            if v.bytes.len() <= 4
+                && !matches!(
+                    v.dtype,
+                    wasp_ruleset::model::DataType::Ipv4Addr
+                        | wasp_ruleset::model::DataType::Ipv6Addr
+                ) =>
+        {
             let x = v.bytes.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b));
             (x, 0)
         }

@@ -422,8 +422,9 @@ pub(crate) fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
         json!(types)
     };
     o["handle"] = json!(s.handle);
-    if let Some(d) = s.data {
-        o["map"] = json!(d.name());
+    // Concatenated data as one string (`"ipv4_addr . inet_service"`), as nft 1.0.6's `-j`.
+    if let Some(d) = s.data_type_text() {
+        o["map"] = json!(d);
     }
     let mut flags = Vec::new();
     if s.flags.constant {

@@ -1906,8 +1906,12 @@ pub struct SetDecl {
     pub key_typeof: Option<Vec<Expr>>,
     /// `typeof ... : EXPR` of a map declared with `typeof` (kept for printing).
     pub data_typeof: Option<Expr>,
-    /// Map data type (`type K : V`); `None` for a set.
+    /// Map data type (`type K : V`), the first field of concatenated data; `None` for a set.
     pub data: Option<DataType>,
+    /// The further fields of concatenated map data (`type K : ipv4_addr . inet_service` has
+    /// `data` `ipv4_addr` and `data_tail` `[inet_service]`); empty for data of one field. The
+    /// elements of such a map hold [`ElemData::Nat`], one singleton part per field.
+    pub data_tail: Vec<DataType>,
     /// Flags.
     pub flags: SetFlags,
     /// `timeout` in ms.
@@ -1927,6 +1931,15 @@ pub struct SetDecl {
 }
 
 impl SetDecl {
+    /// The map's data type as nft lists it after `type K : ` (`ipv4_addr . inet_service` for
+    /// concatenated data); `None` for a set.
+    pub fn data_type_text(&self) -> Option<String> {
+        let first = self.data?;
+        let mut names = vec![first.name()];
+        names.extend(self.data_tail.iter().map(|d| d.name()));
+        Some(names.join(" . "))
+    }
+
     /// The declaration without its elements (what parsing an element of it needs; a copy that
     /// does not copy a large set).
     pub fn without_elements(&self) -> SetDecl {
@@ -1938,6 +1951,7 @@ impl SetDecl {
             key_typeof: self.key_typeof.clone(),
             data_typeof: self.data_typeof.clone(),
             data: self.data,
+            data_tail: self.data_tail.clone(),
             flags: self.flags,
             timeout_ms: self.timeout_ms,
             gc_interval_ms: self.gc_interval_ms,
@@ -2079,7 +2093,9 @@ pub enum ElemData {
     /// "NAME" }` and its `quota` and `limit` twins).
     Object(String),
     /// The data of a NAT map (`dnat to ip saddr map { 10.0.0.1 : 192.168.1.0/24 . 80-90 }`):
-    /// the address (a value, range or prefix) and, when written, the port (a value or range).
+    /// the address (a value, range or prefix) and, when written, the port (a value or range);
+    /// also the data of a named map of concatenated data (`type K : ipv4_addr .
+    /// inet_service`), one singleton per field.
     Nat(Vec<KeyPart>),
 }
 

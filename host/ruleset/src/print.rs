@@ -131,12 +131,12 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
             let _ = write!(out, "\t\ttype {}", names.join(" . "));
         }
     }
-    match (&s.data_typeof, s.data) {
+    match (&s.data_typeof, s.data_type_text()) {
         (Some(e), _) if s.key_typeof.is_some() => {
             let _ = write!(out, " : {}", expr(e));
         }
         (_, Some(d)) => {
-            let _ = write!(out, " : {}", d.name());
+            let _ = write!(out, " : {d}");
         }
         _ => {}
     }

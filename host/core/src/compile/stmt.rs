@@ -714,7 +714,9 @@ impl Ctx<'_> {
         Ok(d)
     }
 
-    /// The data a set statement gives a map's element: one field of up to 32 bits.
+    /// The data a set statement gives a map's element: one field of up to 32 bits, or for a
+    /// map of addresses or of concatenated data (a NAT map, [`super::nat_valued`]) constants,
+    /// kept as a NAT target of the program.
     fn set_update_data(
         &mut self,
         rule: &mut RuleIn<'_>,
@@ -723,6 +725,31 @@ impl Ctx<'_> {
         let Some(v) = &u.data else {
             return Ok(None);
         };
+        if rule
+            .t
+            .sets
+            .iter()
+            .any(|s| s.name == u.set && super::nat_valued(s))
+        {
+            let fields: Vec<&Expr> = match v {
+                Expr::Concat(parts) => parts.iter().collect(),
+                e => vec![e],
+            };
+            let mut parts = Vec::with_capacity(fields.len());
+            for f in fields {
+                let Expr::Const(c) = f else {
+                    return Err(self.err(
+                        u.span,
+                        "wasp's maps of addresses changed from the packet path take constant data (`: 10.0.0.1 . 80`)",
+                    ));
+                };
+                parts.push(wasp_ruleset::model::KeyPart::Value(c.clone()));
+            }
+            let target = self.nat_data(&parts, u.span)?;
+            self.prog.nat_data.push(target);
+            let at = (self.prog.nat_data.len() - 1) as u128;
+            return Ok(Some(Box::new(Load::constant(at, 4))));
+        }
         let l = self.value_loads(rule.t.family, v, u.span, &mut rule.ops)?;
         let [l] = l[..] else {
             return Err(self.err(

@@ -398,6 +398,7 @@ fn sets_exact_ranges_concat_named_and_negated() {
         key_typeof: None,
         data_typeof: None,
         data: None,
+        data_tail: Vec::new(),
         flags: SetFlags::default(),
         timeout_ms: None,
         gc_interval_ms: None,

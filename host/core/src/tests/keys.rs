@@ -465,8 +465,18 @@ fn prerouting_runs(
     rules: &str,
     frames: &[Vec<u8>],
 ) -> Vec<(Outcome, crate::ConnFx)> {
+    prerouting_runs_with("", chain_type, rules, frames)
+}
+
+/// [`prerouting_runs`] in a table that also declares `decls` (sets, maps, objects).
+fn prerouting_runs_with(
+    decls: &str,
+    chain_type: &str,
+    rules: &str,
+    frames: &[Vec<u8>],
+) -> Vec<(Outcome, crate::ConnFx)> {
     let text = format!(
-        "table ip t {{\n chain c {{\n  type {chain_type} hook prerouting priority -100;\n  {rules}\n }}\n}}\n"
+        "table ip t {{\n {decls}\n chain c {{\n  type {chain_type} hook prerouting priority -100;\n  {rules}\n }}\n}}\n"
     );
     let rs = wasp_ruleset::parse_str(&text, "calc.nft").expect("parses");
     let mut e = Engine::compile(&rs).expect("compiles");
@@ -583,6 +593,51 @@ fn dnat_to_a_map_computes_the_target_per_packet() {
     let c = ipv4(6, [10, 0, 0, 3], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
     let runs = prerouting_runs("nat", "dnat to ip saddr map { 10.0.0.1 : 1.1.1.1 }", &[c]);
     assert_eq!(runs[0].1.nat, None);
+}
+
+#[test]
+fn dnat_to_a_named_map_takes_the_elements_data() {
+    use std::net::IpAddr;
+    let a = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
+    let b = ipv4(6, [10, 0, 0, 2], [10, 0, 0, 9], 0, &tcp(1000, 443, SYN));
+    let c = ipv4(6, [10, 0, 0, 3], [10, 0, 0, 9], 0, &tcp(1000, 80, SYN));
+    let runs = prerouting_runs_with(
+        "map m { type ipv4_addr : ipv4_addr; elements = { 10.0.0.1 : 1.1.1.1, 10.0.0.2 : 2.2.2.2 } }",
+        "nat",
+        "dnat to ip saddr map @m",
+        &[a.clone(), b.clone(), c.clone()],
+    );
+    let addr = |r: &(Outcome, crate::ConnFx)| r.1.nat_target.and_then(|t| t.addr);
+    let one = IpAddr::from([1, 1, 1, 1]);
+    let two = IpAddr::from([2, 2, 2, 2]);
+    assert_eq!(addr(&runs[0]), Some((one, one)));
+    assert_eq!(addr(&runs[1]), Some((two, two)));
+    assert_eq!(runs[2].1.nat, None);
+    // Data of an address and a port (concatenated data): `dnat ip to tcp dport map @fw`.
+    let runs = prerouting_runs_with(
+        "map fw { type inet_service : ipv4_addr . inet_service; elements = { 80 : 10.0.0.2 . 8080, 443 : 10.0.0.3 . 8443 } }",
+        "nat",
+        "dnat ip to tcp dport map @fw",
+        &[a.clone(), b.clone()],
+    );
+    let target = |r: &(Outcome, crate::ConnFx)| r.1.nat_target.map(|t| (t.addr, t.ports));
+    let at = |a: [u8; 4], p: u16| {
+        let a = IpAddr::from(a);
+        Some((Some((a, a)), Some((p, p))))
+    };
+    assert_eq!(target(&runs[0]), at([10, 0, 0, 2], 8080));
+    assert_eq!(target(&runs[1]), at([10, 0, 0, 3], 8443));
+    // A map the packet path fills (`add @d { KEY : ADDR . PORT }`), read by the NAT of the
+    // next packet: the first packet finds no element, the second the one the first added.
+    let runs = prerouting_runs_with(
+        "map d { type ipv4_addr : ipv4_addr . inet_service; }",
+        "nat",
+        "meta l4proto tcp dnat ip to ip saddr map @d\n  add @d { ip saddr : 10.9.9.9 . 99 }",
+        &[a.clone(), a.clone(), c.clone()],
+    );
+    assert_eq!(runs[0].1.nat, None);
+    assert_eq!(target(&runs[1]), at([10, 9, 9, 9], 99));
+    assert_eq!(target(&runs[2]), None);
 }
 
 #[test]

@@ -303,7 +303,7 @@ impl Parser<'_> {
                 };
                 let set = self.st.tables[ti].sets[si].without_elements();
                 self.expect_punct("{")?;
-                let elems = self.elements(&set.key, set.data, Some(set.flags.interval))?;
+                let elems = self.set_elements(&set)?;
                 self.check_elem_counters(&set, &elems)?;
                 let jumps = elems.iter().any(|e| {
                     matches!(
@@ -620,7 +620,7 @@ impl Parser<'_> {
                 self.expect_punct("{")?;
                 // A map's element is deleted by its key; data written after it is read too.
                 self.data_optional = true;
-                let elems = self.elements(&set.key, set.data, Some(set.flags.interval));
+                let elems = self.set_elements(&set);
                 self.data_optional = false;
                 self.delete_elements(ti, si, elems?)?;
             }

@@ -45,6 +45,34 @@ impl Parser<'_> {
         Ok((Expr::Concat(parts), span))
     }
 
+    /// A map element's data in a set statement: one value of type `first`, then one for each
+    /// type of `tail` after a `.` (concatenated data, `: 10.0.0.1 . 80`). Returns the
+    /// expression (an [`Expr::Concat`] when `tail` is not empty) and its span.
+    pub(super) fn data_expr(
+        &mut self,
+        ctx: &mut RuleCtx,
+        first: DataType,
+        tail: &[DataType],
+    ) -> PResult<(Expr, Span)> {
+        if tail.is_empty() {
+            return self.value_expr(ctx, first);
+        }
+        let (e, mut span) = self.value_or(ctx, first, 0)?;
+        let mut parts = vec![into_expr(e)];
+        for &t in tail {
+            if !self.eat_punct(".")? {
+                return self.expected(&format!(
+                    "`.` and the next field of the map's data ({})",
+                    t.name()
+                ));
+            }
+            let (e, s) = self.value_or(ctx, t, 0)?;
+            span = span.through(s);
+            parts.push(into_expr(e));
+        }
+        Ok((Expr::Concat(parts), span))
+    }
+
     /// `a | b`, `a ^ b`, `a & b`, `a << n`, `a >> n` at precedence level `level` and below
     /// (0 is `|`, the loosest; 3 the shifts), operands read by [`Self::value_primary`].
     fn value_or(

@@ -73,21 +73,21 @@ impl Parser<'_> {
         let mut map_data = None;
         if matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
             self.advance();
-            let dtype = self.declared_set_data(&set);
-            let Some(dtype) = dtype else {
+            let Some((dtype, tail)) = self.declared_set_data(&set) else {
                 return Err(self.st.error(
                     sspan,
                     format!("`@{set}` is not a map: its elements take no `: DATA`"),
                 ));
             };
-            let (data, dspan) = self.value_expr(ctx, dtype)?;
-            if matches!(data, crate::model::Expr::Concat(_)) {
-                // A map's data of one field read as several: nft's concatenated data.
+            let (data, dspan) = self.data_expr(ctx, dtype, &tail)?;
+            if tail.is_empty() && matches!(data, crate::model::Expr::Concat(_)) {
+                // A map's data of one field written as several (nft: "Can't parse symbolic
+                // invalid expressions").
                 return Err(self.st.error(
                     dspan,
-                    super::unsupported::message_with(
-                        "map data of several fields",
-                        "`: DATA . DATA`, concatenated data",
+                    format!(
+                        "map `@{set}` has data of one field ({}): this data has several",
+                        dtype.name()
                     ),
                 ));
             }
@@ -121,15 +121,19 @@ impl Parser<'_> {
 
     /// The data type of the map `name` declared so far in a table (the rule's table is among
     /// them; a set statement refers to its own table's sets).
-    fn declared_set_data(&self, name: &str) -> Option<crate::model::DataType> {
-        if let Some((_, d)) = self.block_sets.iter().find(|(n, _)| n == name) {
-            return *d;
+    /// The data type and the further fields of concatenated data.
+    pub(super) fn declared_set_data(
+        &self,
+        name: &str,
+    ) -> Option<(crate::model::DataType, Vec<crate::model::DataType>)> {
+        if let Some((_, d, tail)) = self.block_sets.iter().find(|(n, _, _)| n == name) {
+            return d.map(|d| (d, tail.clone()));
         }
         self.st
             .tables
             .iter()
             .flat_map(|t| &t.sets)
             .find(|s| s.name == name)
-            .and_then(|s| s.data)
+            .and_then(|s| Some((s.data?, s.data_tail.clone())))
     }
 }

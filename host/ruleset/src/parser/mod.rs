@@ -140,7 +140,14 @@ pub(crate) struct Parser<'s> {
     pub(crate) plugins: Vec<String>,
     /// Names and map data types of the sets declared in the table block being read (not in
     /// the table yet): what a set statement's `: DATA` is read as.
-    pub(crate) block_sets: Vec<(String, Option<crate::model::DataType>)>,
+    pub(crate) block_sets: Vec<(
+        String,
+        Option<crate::model::DataType>,
+        Vec<crate::model::DataType>,
+    )>,
+    /// The further fields of the data of the named map whose elements are being read
+    /// ([`crate::model::SetDecl::data_tail`]): each element's data is then concatenated.
+    pub(crate) data_tail: Vec<crate::model::DataType>,
     /// Reading the elements of a NAT map (`dnat to KEY map { k : DATA }`): the data is an
     /// address (value, range or prefix) and maybe `. PORT` ([`crate::model::ElemData::Nat`]).
     pub(crate) nat_map: bool,
@@ -627,6 +634,7 @@ fn parse_source(
         data_optional: false,
         plugins: Vec::new(),
         block_sets: Vec::new(),
+        data_tail: Vec::new(),
     };
     let _ = p.file;
     let r = p.parse_file_body();

@@ -299,6 +299,20 @@ impl Parser<'_> {
             } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
                 self.advance();
                 end = mspan;
+                if self
+                    .declared_set_data(&name)
+                    .is_some_and(|(_, tail)| !tail.is_empty())
+                {
+                    // An address and a port: nft lists the family (`is_nat_proto_map`) and
+                    // wants the transport protocol known.
+                    listed_family = true;
+                    if !rctx.transport() {
+                        return Err(self.st.error(
+                            kspan,
+                            "transport protocol mapping is only valid after transport protocol match",
+                        ));
+                    }
+                }
                 self.refs.push(super::handles::Ref::Set {
                     name: name.clone(),
                     span: mspan,

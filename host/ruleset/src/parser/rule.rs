@@ -885,7 +885,6 @@ fn explicit_raw_key_dependency(stmts: &mut Vec<Stmt>) {
 }
 
 fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
-    use crate::model::Dependency as D;
     // `meta iiftype ether` is the dependency nft writes for a link-layer field: a later one
     // takes it as its own and the listing drops it (nft's protocol context of the link layer).
     for i in 0..stmts.len() {
@@ -899,112 +898,147 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
             m.implied = true;
         }
     }
-    let mut i = 0;
-    while i + 1 < stmts.len() {
-        let (Stmt::Match(dep), Stmt::Match(next)) = (&stmts[i], &stmts[i + 1]) else {
-            i += 1;
+    // A dependency stays in nft's protocol context over the matches after it (its
+    // `payload_dependency_store`) until a statement of another kind resets the context; a
+    // later field that implies it drops it from the listing (`payload_dependency_kill`), also
+    // a field in the key of a NAT statement's map (`expr_postprocess` of `nat.addr`), checked
+    // with `nft list ruleset`, 1.0.6: `meta l4proto tcp ip saddr 1.1.1.1 tcp dport 80` lists
+    // as `ip saddr 1.1.1.1 tcp dport 80`, `meta l4proto tcp counter tcp dport 80` keeps it.
+    for i in 0..stmts.len() {
+        let Stmt::Match(dep) = &stmts[i] else {
             continue;
         };
         let value = match (&dep.op, &dep.right) {
             (RelOp::Implicit | RelOp::Eq, Rhs::Key(parts)) => match parts.as_slice() {
                 [KeyPart::Value(v)] => crate::datatypes::to_uint(v),
-                _ => {
-                    i += 1;
-                    continue;
-                }
+                _ => continue,
             },
-            _ => {
-                i += 1;
-                continue;
-            }
+            _ => continue,
         };
-        if let (Expr::Meta(MetaKey::Nfproto), Expr::Ct(k)) = (&dep.left, &next.left) {
-            // `meta nfproto ipv4 ct original saddr 1.2.3.4` lists as `ct original ip saddr
-            // 1.2.3.4`, `meta nfproto ipv6 ct protocol 6` as `ct protocol tcp`.
-            let fam = match value {
-                2 => Some(Family::Ip),
-                10 => Some(Family::Ip6),
+        let dep_left = dep.left.clone();
+        let mut j = i + 1;
+        while j < stmts.len() {
+            let found = match &stmts[j] {
+                Stmt::Match(next) => implied_by(&dep_left, value, &next.left, family)
+                    .map(|th| (th, next.left.clone())),
+                Stmt::Nat(n) => n
+                    .target
+                    .as_deref()
+                    .and_then(|t| {
+                        t.find_map(&|e| implied_by(&dep_left, value, e, family).map(|_| e.clone()))
+                    })
+                    .map(|f| (None, f)),
                 _ => None,
             };
-            let implied = match k {
-                CtKey::Saddr(_, f) | CtKey::Daddr(_, f) => fam == Some(*f),
-                CtKey::Protocol => fam.is_some(),
-                _ => false,
-            };
-            if implied && let Stmt::Match(m) = &mut stmts[i] {
-                m.implied = true;
+            if let Some((th, _)) = found {
+                if let (Some(f), Stmt::Match(m)) = (th, &mut stmts[j]) {
+                    m.left = Expr::Payload(f);
+                }
+                if let Stmt::Match(m) = &mut stmts[i] {
+                    m.implied = true;
+                }
+                break;
             }
-            i += 1;
-            continue;
+            // Only matches keep the context, and the adjacent pair alone for the cases
+            // below that need it (ct keys after `meta nfproto`, a link type before its
+            // payload).
+            let keeps = matches!(&stmts[j], Stmt::Match(m)
+                if !matches!(&m.left, Expr::Payload(_)) || m.left != dep_left)
+                && matches!(
+                    dep_left,
+                    Expr::Meta(MetaKey::L4proto)
+                        | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR)
+                );
+            if !keeps {
+                break;
+            }
+            j += 1;
         }
-        let Expr::Payload(field) = next.left else {
-            i += 1;
-            continue;
-        };
-        let deps = field.desc().deps;
-        let l3 = match value {
-            0x0800 | 2 => Some(D::Ipv4),
-            0x86dd | 10 => Some(D::Ipv6),
+    }
+}
+
+/// Whether `dep == value` (a match in front) is the dependency that the field `next` implies,
+/// so that nft's listing drops it. `Some(Some(f))` when `next` is a `th` field that lists as
+/// the known transport protocol's field `f`, `Some(None)` when implied otherwise.
+fn implied_by(
+    dep: &Expr,
+    value: u128,
+    next: &Expr,
+    family: Family,
+) -> Option<Option<PayloadField>> {
+    use crate::model::Dependency as D;
+    if let (Expr::Meta(MetaKey::Nfproto), Expr::Ct(k)) = (dep, next) {
+        // `meta nfproto ipv4 ct original saddr 1.2.3.4` lists as `ct original ip saddr
+        // 1.2.3.4`, `meta nfproto ipv6 ct protocol 6` as `ct protocol tcp`.
+        let fam = match value {
+            2 => Some(Family::Ip),
+            10 => Some(Family::Ip6),
             _ => None,
         };
-        let ip_table = matches!(family, Family::Ip | Family::Ip6);
-        let implied = match &dep.left {
-            Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) if !ip_table => {
-                false
-            }
-            Expr::Meta(MetaKey::L4proto)
-            | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) => {
-                let n = value as u8;
-                if field.proto == Proto::Th {
-                    // The transport protocol is known: `th` lists as that protocol's field.
-                    let name = field.row().name;
-                    let same = crate::proto::PROTOCOLS
-                        .iter()
-                        .find(|d| d.l4.is_some() && d.deps.contains(&D::L4Proto(n)))
-                        .and_then(|d| PayloadField::named(d.name, name));
-                    if let (Some(f), Stmt::Match(m)) = (same, &mut stmts[i + 1]) {
-                        m.left = Expr::Payload(f);
-                    }
-                    true
-                } else {
-                    deps.contains(&D::L4Proto(n))
-                }
-            }
-            Expr::Meta(MetaKey::Protocol) if ip_table => {
-                let own = if family == Family::Ip {
-                    D::Ipv4
-                } else {
-                    D::Ipv6
-                };
-                l3 == Some(own)
-                    && matches!(
-                        field.desc().base,
-                        crate::model::PayloadBase::Network | crate::model::PayloadBase::Transport
-                    )
-            }
-            Expr::Meta(MetaKey::Nfproto | MetaKey::Protocol) => {
-                l3.is_some_and(|d| deps.first() == Some(&d))
-            }
-            // `vlan type ip` in front of a network field of the tag's payload.
-            Expr::Payload(p) if p.proto == Proto::Vlan && p.is_link_type() => {
-                l3.is_some_and(|d| deps.first() == Some(&d))
-                    && value > 0xff
-                    && field.desc().base == crate::model::PayloadBase::Network
-            }
-            Expr::Payload(PayloadField::ETHER_TYPE) => {
-                (l3.is_some_and(|d| deps.first() == Some(&d)) && value > 0xff)
-                    || (value == 0x8100
-                        && field.proto == Proto::Vlan
-                        && field.depth == 0
-                        && !field.is_link_type())
-            }
+        let implied = match k {
+            CtKey::Saddr(_, f) | CtKey::Daddr(_, f) => fam == Some(*f),
+            CtKey::Protocol => fam.is_some(),
             _ => false,
         };
-        if implied && let Stmt::Match(m) = &mut stmts[i] {
-            m.implied = true;
-        }
-        i += 1;
+        return implied.then_some(None);
     }
+    let Expr::Payload(field) = next else {
+        return None;
+    };
+    let deps = field.desc().deps;
+    let l3 = match value {
+        0x0800 | 2 => Some(D::Ipv4),
+        0x86dd | 10 => Some(D::Ipv6),
+        _ => None,
+    };
+    let ip_table = matches!(family, Family::Ip | Family::Ip6);
+    let implied = match dep {
+        Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) if !ip_table => false,
+        Expr::Meta(MetaKey::L4proto)
+        | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR) => {
+            let n = value as u8;
+            if field.proto == Proto::Th {
+                // The transport protocol is known: `th` lists as that protocol's field.
+                let name = field.row().name;
+                let same = crate::proto::PROTOCOLS
+                    .iter()
+                    .find(|d| d.l4.is_some() && d.deps.contains(&D::L4Proto(n)))
+                    .and_then(|d| PayloadField::named(d.name, name));
+                return Some(same);
+            }
+            deps.contains(&D::L4Proto(n))
+        }
+        Expr::Meta(MetaKey::Protocol) if ip_table => {
+            let own = if family == Family::Ip {
+                D::Ipv4
+            } else {
+                D::Ipv6
+            };
+            l3 == Some(own)
+                && matches!(
+                    field.desc().base,
+                    crate::model::PayloadBase::Network | crate::model::PayloadBase::Transport
+                )
+        }
+        Expr::Meta(MetaKey::Nfproto | MetaKey::Protocol) => {
+            l3.is_some_and(|d| deps.first() == Some(&d))
+        }
+        // `vlan type ip` in front of a network field of the tag's payload.
+        Expr::Payload(p) if p.proto == Proto::Vlan && p.is_link_type() => {
+            l3.is_some_and(|d| deps.first() == Some(&d))
+                && value > 0xff
+                && field.desc().base == crate::model::PayloadBase::Network
+        }
+        Expr::Payload(PayloadField::ETHER_TYPE) => {
+            (l3.is_some_and(|d| deps.first() == Some(&d)) && value > 0xff)
+                || (value == 0x8100
+                    && field.proto == Proto::Vlan
+                    && field.depth == 0
+                    && !field.is_link_type())
+        }
+        _ => false,
+    };
+    implied.then_some(None)
 }
 
 /// A raw payload expression that is a named field lists as that field (nft 1.0.6's

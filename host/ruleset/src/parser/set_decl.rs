@@ -25,6 +25,7 @@ impl Parser<'_> {
             key_typeof: None,
             data_typeof: None,
             data: None,
+            data_tail: Vec::new(),
             flags: SetFlags::default(),
             timeout_ms: None,
             gc_interval_ms: None,
@@ -68,7 +69,9 @@ impl Parser<'_> {
                         }
                         self.advance();
                         set.data = Some(self.type_name()?);
-                        self.refuse_concat_data()?;
+                        while self.eat_punct(".")? {
+                            set.data_tail.push(self.type_name()?);
+                        }
                     }
                 }
                 "typeof" => {
@@ -91,11 +94,20 @@ impl Parser<'_> {
                         if self.eat_word("verdict")? {
                             set.data = Some(DataType::Verdict);
                         } else {
-                            let (e, _) =
-                                self.primary_expr(&mut super::expr::RuleCtx::new(Family::Inet))?;
+                            let mut ctx = super::expr::RuleCtx::new(Family::Inet);
+                            let (e, _) = self.primary_expr(&mut ctx)?;
                             set.data = Some(e.dtype());
-                            set.data_typeof = Some(e);
-                            self.refuse_concat_data()?;
+                            let mut parts = vec![e];
+                            while self.eat_punct(".")? {
+                                let (e, _) = self.primary_expr(&mut ctx)?;
+                                set.data_tail.push(e.dtype());
+                                parts.push(e);
+                            }
+                            set.data_typeof = Some(if parts.len() == 1 {
+                                parts.remove(0)
+                            } else {
+                                Expr::Concat(parts)
+                            });
                         }
                     }
                 }
@@ -198,7 +210,7 @@ impl Parser<'_> {
             let saved = std::mem::take(&mut self.pending);
             self.pending = pending_elems.into_iter().rev().collect();
             self.expect_punct("{")?;
-            let elems = self.elements(&set.key.clone(), set.data, Some(set.flags.interval))?;
+            let elems = self.set_elements(&set)?;
             self.pending = saved;
             self.check_elem_counters(&set, &elems)?;
             set.elements = elems;
@@ -224,20 +236,13 @@ impl Parser<'_> {
         }
     }
 
-    /// At a `.` after a map's data type: map data of several fields (`: ipv4_addr .
-    /// inet_service`, nft's concatenated data) is refused as nft syntax wasp does not read yet.
-    pub(super) fn refuse_concat_data(&mut self) -> PResult<()> {
-        if self.at_punct(".")? {
-            let span = self.peek_span()?;
-            return Err(self.st.error(
-                span,
-                super::unsupported::message_with(
-                    "map data of several fields",
-                    "`: TYPE . TYPE`, concatenated data",
-                ),
-            ));
-        }
-        Ok(())
+    /// The elements of set `set` after `{` up to and including `}`: keys of its type, data of
+    /// its data type (each field of concatenated data a single value, as nft requires).
+    pub(super) fn set_elements(&mut self, set: &SetDecl) -> PResult<Vec<crate::model::SetElem>> {
+        let saved = std::mem::replace(&mut self.data_tail, set.data_tail.clone());
+        let elems = self.elements(&set.key, set.data, Some(set.flags.interval));
+        self.data_tail = saved;
+        elems
     }
 
     fn type_name(&mut self) -> PResult<DataType> {
@@ -272,26 +277,48 @@ impl Parser<'_> {
 mod tests {
     use crate::parse_str;
 
-    /// Map data of several fields is nft syntax wasp does not read yet: said at the `.`, in a
-    /// declaration by `type` or `typeof` and in a set statement.
+    /// Map data of several fields: read in a declaration by `type` or `typeof`, in its
+    /// elements (single values only, as nft) and in a set statement, and listed as nft lists
+    /// it (checked with `nft list ruleset`, 1.0.6).
     #[test]
-    fn concatenated_map_data_is_refused_where_it_starts() {
+    fn concatenated_map_data_reads_and_lists_as_nft() {
+        let text = "table ip t {\n\tmap m {\n\t\ttype inet_service : ipv4_addr . inet_service\n\t\telements = { 80 : 10.0.0.2 . 8080, 443 : 10.0.0.3 . 8443 }\n\t}\n\n\tmap ty {\n\t\ttypeof ip saddr : ip daddr . tcp dport\n\t}\n\n\tmap map2 {\n\t\ttype ipv4_addr . ipv4_addr . inet_service : ipv4_addr . inet_service\n\t\tsize 65535\n\t}\n\n\tchain c {\n\t\ttype filter hook prerouting priority filter; policy accept;\n\t\tadd @map2 { ip saddr . ip daddr . th dport : 10.0.0.1 . 80 }\n\t}\n}\n";
+        // The set statement gives the map the kernel's default size.
+        let rs = parse_str(&text.replace("\t\tsize 65535\n", ""), "c.nft").expect("parses");
+        assert_eq!(crate::print::ruleset(&rs, false), text);
+        let m = &rs.tables[0].sets[0];
+        assert_eq!(m.data, Some(crate::model::DataType::Ipv4Addr));
+        assert_eq!(m.data_tail, [crate::model::DataType::InetService]);
+        let Some(crate::model::ElemData::Nat(parts)) = &m.elements[0].data else {
+            panic!("concatenated data: {:?}", m.elements[0].data);
+        };
+        assert_eq!(parts.len(), 2);
+    }
+
+    /// The malformed forms say where and what: a range in a named map's data (nft: "Value must
+    /// be a singleton"), a missing field, a statement's data of several fields for data of one.
+    #[test]
+    fn concatenated_map_data_errors_say_where() {
         let err = |text: &str| parse_str(text, "c.nft").unwrap_err().to_string();
-        let e = err("table ip t {\n map m { type ipv4_addr : ipv4_addr . inet_service; }\n}\n");
+        let e = err(
+            "table ip t {\n map m { type ipv4_addr : ipv4_addr . inet_service; elements = { 10.0.0.1 : 1.1.1.1-1.1.1.9 . 80 } }\n}\n",
+        );
         assert!(
-            e.contains("c.nft:2:37") && e.contains("map data of several fields"),
+            e.contains("c.nft:2:77") && e.contains("Value must be a singleton"),
             "{e}"
         );
-        let e = err("table ip t {\n map m { typeof ip saddr : ip daddr . tcp dport; }\n}\n");
+        let e = err(
+            "table ip t {\n map m { type ipv4_addr : ipv4_addr . inet_service; elements = { 10.0.0.1 : 1.1.1.1 } }\n}\n",
+        );
         assert!(
-            e.contains("c.nft:2:37") && e.contains("map data of several fields"),
+            e.contains("c.nft:2:85") && e.contains("next field of the map's data (inet_service)"),
             "{e}"
         );
         let e = err(
             "table ip t {\n map m { type ipv4_addr : ipv4_addr; }\n chain c { type filter hook input priority 0;\n  add @m { ip saddr : 10.0.0.1 . 80 }\n }\n}\n",
         );
         assert!(
-            e.contains("c.nft:4:23") && e.contains("map data of several fields"),
+            e.contains("c.nft:4:23") && e.contains("has data of one field (ipv4_addr)"),
             "{e}"
         );
     }

@@ -556,6 +556,7 @@ impl Parser<'_> {
             key_typeof: None,
             data_typeof: None,
             data: None,
+            data_tail: Vec::new(),
             flags: crate::model::SetFlags {
                 interval,
                 ..Default::default()

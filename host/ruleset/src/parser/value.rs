@@ -377,6 +377,24 @@ impl Parser<'_> {
                         return self.expected("a verdict (`accept`, `drop`, `jump CHAIN`, ...)");
                     }
                 }
+            } else if !self.data_tail.is_empty() {
+                // Concatenated data of a named map: a single value per field (nft: "Value
+                // must be a singleton" for a range or prefix there).
+                let mut parts = Vec::with_capacity(1 + self.data_tail.len());
+                for (i, t) in std::iter::once(d).chain(self.data_tail.clone()).enumerate() {
+                    if i > 0 && !self.eat_punct(".")? {
+                        return self.expected(&format!(
+                            "`.` and the next field of the map's data ({})",
+                            t.name()
+                        ));
+                    }
+                    let (part, span) = self.key_part(t)?;
+                    if !matches!(&part, KeyPart::Value(v) if !v.wildcard) {
+                        return Err(self.st.error(span, "Value must be a singleton"));
+                    }
+                    parts.push(part);
+                }
+                elem.data = Some(ElemData::Nat(parts));
             } else if self.nat_map {
                 // An address (value, range or prefix), then maybe `. PORT[-PORT]`.
                 let (addr, _) = self.key_part(d)?;

@@ -266,12 +266,12 @@ pub(crate) fn set(out: &mut String, s: &SetDecl, o: &PrintOptions) {
             let _ = write!(out, "\t\ttype {}", names.join(" . "));
         }
     }
-    match (&s.data_typeof, s.data) {
+    match (&s.data_typeof, s.data_type_text()) {
         (Some(e), _) if s.key_typeof.is_some() => {
             let _ = write!(out, " : {}", super::expr(e));
         }
         (_, Some(d)) => {
-            let _ = write!(out, " : {}", d.name());
+            let _ = write!(out, " : {d}");
         }
         _ => {}
     }
