@@ -310,12 +310,37 @@ impl<T: Word> TestW<T> {
                 pass((st[i].ct_id != 0).then(|| self.meta(&pkts[i], &st[i])))
             }),
             // No transport protocol (a non-IP frame): the load breaks.
-            Src::L4proto => filter(live & v.l4, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
+            Src::L4proto => self.meta_filter(live & v.l4, pkts, st, |p, _| {
+                p.meta.l4.map_or(0, |l| u128::from(l.proto))
+            }),
+            // The frequent sources (the dependencies nft writes, the mark, the devices) each
+            // with a loop of its own: no dispatch per packet.
+            Src::Protocol => self.meta_filter(live, pkts, st, |p, _| u128::from(p.meta.protocol)),
+            Src::Nfproto => self.meta_filter(live, pkts, st, |_, s| u128::from(s.nfproto)),
+            Src::Mark => self.meta_filter(live, pkts, st, |_, s| u128::from(s.mark)),
+            Src::Iifname => self.meta_filter(live, pkts, st, |_, s| s.iif),
+            Src::Oifname => self.meta_filter(live, pkts, st, |_, s| s.oif),
+            Src::Len => self.meta_filter(live, pkts, st, |_, s| u128::from(s.skb_len)),
             s if s.is_computed() || s == Src::OifConst => {
                 filter(live, |i| self.one(&pkts[i], &st[i]))
             }
             _ => filter(live, |i| pass(Some(self.meta(&pkts[i], &st[i])))),
         }
+    }
+
+    /// The packets of `live` whose value of a non-payload source, read by `get` (the same
+    /// as [`Self::meta`] gives for that source), passes the test.
+    #[inline(always)]
+    fn meta_filter(
+        &self,
+        live: u64,
+        pkts: &[Packet<'_>],
+        st: &[PktState],
+        get: impl Fn(&Packet<'_>, &PktState) -> u128,
+    ) -> u64 {
+        filter(live, |i| {
+            self.check(T::from_u128(get(&pkts[i], &st[i])) >> u32::from(self.shift))
+        })
     }
 
     fn new(load: &Load, cmp: &Cmp) -> Self {

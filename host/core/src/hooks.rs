@@ -709,19 +709,22 @@ impl Engine {
             {
                 steal_vector(s, alive, vec, start, &scratch.ed);
             }
-            // One pass over the vector's states: marks, connection effects, outcomes.
-            for (i, (st, r)) in state[..vec.len()].iter().zip(&res[..vec.len()]).enumerate() {
+            // One pass over the vector's states: marks, connection effects, outcomes (an
+            // `extend` over slices: one reservation, no capacity test per packet).
+            let rare_out = &*fx.rare;
+            let states = state[..vec.len()].iter().zip(&res[..vec.len()]);
+            out.extend(states.enumerate().map(|(i, (st, r))| {
                 if st.nftrace {
                     HookResult::mark(marked, start + i);
                 }
                 // Most packets ask nothing of their connection: a cheap test first.
                 if st.ct_mark_set || st.nat != 0 || st.flow != 0 || st.rare != 0 {
-                    let c = conn_fx_of(prog, st, fx.rare);
+                    let c = conn_fx_of(prog, st, rare_out);
                     if !c.is_empty() {
                         conn_fx.push((start + i, c));
                     }
                 }
-                out.push(Outcome {
+                Outcome {
                     verdict: r.0,
                     decision: r.1,
                     mark: st.mark,
@@ -729,10 +732,10 @@ impl Engine {
                     dup: st.dup,
                     reject: match st.rare {
                         0 => None,
-                        _ => crate::eval::rare_of(fx.rare, st).reject,
+                        _ => crate::eval::rare_of(rare_out, st).reject,
                     },
-                });
-            }
+                }
+            }));
             start = end;
         }
     }

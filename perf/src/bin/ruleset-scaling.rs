@@ -12,6 +12,7 @@
 //!
 //! ```text
 //! cargo run --release -p wasp-perf --bin ruleset-scaling [-- --runs 5 --min-packets 200000 --json]
+//! cargo run --release -p wasp-perf --bin ruleset-scaling -- --vector-only 10 --runs 1
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,10 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Run only the vector pipeline with this many rules (0, 10, 100 or 1000): one variant to
+    /// profile or to count instructions of (`valgrind --tool=callgrind`).
+    #[arg(long, value_name = "RULES")]
+    vector_only: Option<usize>,
     /// Captures to use instead of the sample firewall's.
     #[arg(long = "in")]
     captures: Vec<PathBuf>,
@@ -204,10 +209,15 @@ fn main() {
     }
     let mut rows = Vec::new();
     for &n in &RULE_COUNTS {
+        if args.vector_only.is_some_and(|o| o != n) {
+            continue;
+        }
         let text = linear_ruleset(n);
         let ruleset = wasp_ruleset::parse_str(&text, "bench.nft").expect("benchmark ruleset");
         let mut engine = Engine::compile(&ruleset).expect("benchmark ruleset compiles");
-        let modes: &[Mode] = if n == 0 {
+        let modes: &[Mode] = if args.vector_only.is_some() {
+            &[Mode::Vector]
+        } else if n == 0 {
             &[Mode::ParseOnly, Mode::Vector, Mode::PerPacket]
         } else {
             &[Mode::Vector, Mode::PerPacket]
@@ -270,7 +280,7 @@ fn main() {
     println!("| rules | mode | Mpps | wall ns/pkt | CPU ns/pkt | CPU ns/rule | vector speed-up |");
     println!("|---:|---|---:|---:|---:|---:|---:|");
     for r in &rows {
-        let per_rule = if r.rules > 0 {
+        let per_rule = if r.rules > 0 && base(r.mode) > 0.0 {
             format!("{:.2}", (r.cpu_ns - base(r.mode)) / r.rules as f64)
         } else {
             "-".into()
