@@ -196,6 +196,9 @@ struct Lane<'a> {
     nftrace: bool,
     /// The route's output device (forwarded packets).
     out: Option<DevId>,
+    /// The link header the neighbour output writes after postrouting (forwarded packets:
+    /// the hooks until then see the received one, as the kernel's).
+    link: Option<crate::Rewrite>,
     /// TCP flags of the frame as it came in (0 for other protocols).
     tcp_flags: u8,
     /// Still on its way (no fate yet).
@@ -455,6 +458,7 @@ fn front<'a>(
         mark,
         nftrace,
         out: None,
+        link: None,
         tcp_flags,
         live: true,
     })
@@ -511,12 +515,17 @@ fn rest<'a>(
     // 4. The route.
     let (mut local, mut fwd) = (Vec::new(), Vec::new());
     for (k, l) in lanes.iter_mut().enumerate().filter(|(_, l)| l.live) {
-        let routed = match g.route(l.input, &l.cur, cx.now_ns) {
+        let routed = match g.route_in_place(l.input, &l.cur, cx.now_ns) {
             Action::Local => {
                 local.push(k);
                 continue;
             }
-            Action::Forward { dev, rewrite } => (dev, rewrite.to_frame(&l.cur)),
+            Action::Forward { dev, rewrite } => {
+                let mut v = l.cur[..rewrite.len.min(l.cur.len())].to_vec();
+                rewrite.apply_ip(&mut v);
+                l.link = Some(rewrite);
+                (dev, v)
+            }
             Action::Transmit { dev, frame } => (dev, frame.to_vec()),
             other => {
                 // Answered (time exceeded, unreachable), dropped, or waiting for a neighbour:
@@ -619,6 +628,9 @@ fn rest<'a>(
                 out,
                 cx.now_ns,
             );
+        }
+        if let Some(rw) = l.link {
+            rw.apply_link(&mut frame);
         }
         l.live = false;
         cx.fates[l.idx] = Some(IpFate::Send {

@@ -328,6 +328,14 @@ impl Rewrite {
     /// Apply to `buf`, a copy of the received frame's first [`Rewrite::len`] bytes (shorter
     /// buffers are left as they are).
     pub fn apply(&self, buf: &mut [u8]) {
+        self.apply_ip(buf);
+        self.apply_link(buf);
+    }
+
+    /// The IP header's part: the TTL or hop limit one lower. What the forward and
+    /// postrouting hooks see: ip_forward decrements it before NF_INET_FORWARD, while the
+    /// link header stays the received one until the neighbour output after postrouting.
+    pub fn apply_ip(&self, buf: &mut [u8]) {
         let Ok(mut eth) = ethernet::FrameMut::new_checked(buf) else {
             return;
         };
@@ -343,6 +351,14 @@ impl Rewrite {
             };
             ip.decrement_ttl();
         }
+    }
+
+    /// The link header's part: the next hop's and the output device's addresses (the
+    /// neighbour output, after the postrouting hook).
+    pub fn apply_link(&self, buf: &mut [u8]) {
+        let Ok(mut eth) = ethernet::FrameMut::new_checked(buf) else {
+            return;
+        };
         eth.set_dst(self.dmac);
         eth.set_src(self.smac);
     }

@@ -591,6 +591,42 @@ table ip t {
     );
 }
 
+#[test]
+fn forward_and_postrouting_see_the_received_link_header_and_the_lower_ttl() {
+    // ip_forward decrements the TTL before NF_INET_FORWARD; the link header stays the
+    // received one until the neighbour output after postrouting (checked on the kernel: a
+    // forward chain's `ether saddr` is the sender's address).
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let rules = format!(
+        r#"
+table inet t {{
+    chain fwd {{
+        type filter hook forward priority 0; policy drop;
+        ether saddr {c} ether daddr {w0} ip ttl 63 accept
+    }}
+    chain post {{
+        type filter hook postrouting priority 0; policy drop;
+        ether saddr {c} ip ttl 63 accept
+    }}
+}}
+"#,
+        c = mac(CLIENT),
+        w0 = mac(W0)
+    );
+    let mut r = rig(&rules);
+    let (fate, sent) = r.send("w0", &tcp(CLIENT, W0, C, S, 40000, 80, SYN, 64, b""), 1.0);
+    assert_eq!((fate, sent.len()), (Fate::Sent, 1), "both chains accept");
+    let f = &sent[0].2;
+    // Sent with the next hop's and the output device's addresses.
+    assert_eq!((&f[0..6], &f[6..12]), (&SERVER[..], &W1[..]));
+    assert_eq!(f[22], 63);
+}
+
 /// The client's SYN to the server with TCP options `opts` (a multiple of 4 bytes), checksums
 /// right.
 pub(super) fn syn_with_options(opts: &[u8]) -> Vec<u8> {
