@@ -432,6 +432,19 @@ impl Ctx<'_> {
                 hi.extend_from_slice(&b.to_be_bytes()[16 - wb..]);
             }
             let value = match &e.data {
+                // A map of devices (`fwd to KEY map @m`, `dup to KEY map @m`): the device's
+                // output target.
+                Some(ElemData::Value(v))
+                    if decl.is_some_and(|d| d.data == Some(DataType::IfaceIndex)) =>
+                {
+                    let end = v
+                        .bytes
+                        .iter()
+                        .position(|c| *c == 0)
+                        .unwrap_or(v.bytes.len());
+                    let name = String::from_utf8_lossy(&v.bytes[..end]).into_owned();
+                    u32::from(self.out_target(&name, None, e.span)?)
+                }
                 Some(ElemData::Value(v)) if decl.is_some_and(nat_valued) => {
                     let target =
                         self.nat_data(std::slice::from_ref(&KeyPart::Value(v.clone())), e.span)?;

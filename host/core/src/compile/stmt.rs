@@ -529,6 +529,25 @@ impl Ctx<'_> {
         span: Span,
     ) -> Result<(), Error> {
         let (ti, t, named) = (rule.ti, rule.t, rule.named);
+        if let Expr::Map {
+            key,
+            map: map @ SetRef::Named(_),
+            data: DataType::IfaceIndex,
+        } = m
+        {
+            // A named map of devices: its values are output targets already (`build_set`).
+            let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
+            let set = self.set_ref(ti, t, named, map, &loads, false, span)?;
+            rule.ops.push(
+                Op::OutMap {
+                    keys: loads.into(),
+                    set,
+                    fwd,
+                },
+                MergeKind::Fence,
+            );
+            return Ok(());
+        }
         let Expr::Map {
             key,
             map: SetRef::Anonymous(elems),

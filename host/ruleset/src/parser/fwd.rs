@@ -158,13 +158,22 @@ impl Parser<'_> {
             ));
         }
         let mspan = self.peek_span()?;
-        if let Some(Tok::SetRef(_)) = self.peek_tok()? {
+        if let Some(Tok::SetRef(_)) = self.peek_tok()?
+            && data != DataType::IfaceIndex
+        {
+            // A named map of devices is read (its targets interned at each compile, as any
+            // change of its elements compiles again); one of next-hop addresses is not.
             return Err(self.st.error(
                 mspan,
-                unsupported::message_with("@map", &format!("a named map of `{word}` targets")),
+                unsupported::message_with(
+                    "@map",
+                    &format!(
+                        "a named map of `{word}` next hops (`{word} ip to KEY map @m device DEV`)"
+                    ),
+                ),
             ));
         }
-        if !self.at_punct("{")? {
+        if !self.at_punct("{")? && !matches!(self.peek_tok()?, Some(Tok::SetRef(_))) {
             return self.expected("`{` after `map`");
         }
         let map = self.data_map(key, kspan, data)?;
@@ -416,8 +425,8 @@ table ip6 t {
             e.contains("e.nft:3:31") && e.contains("IPv6 address"),
             "{e}"
         );
-        // A named map of targets is not read (wasp interns the targets when it compiles).
-        let e = err_in("ip", "input", "dup to ip saddr map @m");
+        // A named map of next hops is not read (wasp interns the targets when it compiles).
+        let e = err_in("ip", "input", r#"dup to ip saddr map @m device "lo""#);
         assert!(e.contains("e.nft:3:22") && e.contains("named map"), "{e}");
         // `fwd ip to KEY map { ... }` needs its device.
         let e = err("fwd ip to ip saddr map { 1.1.1.1 : 2.2.2.2 }");
