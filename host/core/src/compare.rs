@@ -201,12 +201,17 @@ impl<T: Word> TestW<T> {
                 .filter(|(b, end)| b + usize::from(self.off) + usize::from(self.len) <= *end)
                 .and_then(|(b, _)| u16::try_from(b).ok())
                 .and_then(|b| self.read_at(p.frame, b)),
+            // Plain patterns only up to here, so that the match is one jump: the frequent
+            // sources need neither the connection nor a computation.
+            Src::Protocol | Src::Nfproto | Src::Mark | Src::Iifname | Src::Len => {
+                Some(self.meta(p, st))
+            }
+            Src::L4proto if p.meta.l4.is_none() => None,
+            Src::OifConst if st.oif == 0 => None,
             s if s.needs_conn() && st.ct_id == 0 => None,
             s if s.is_computed() => {
                 crate::expr::meta_value(s, p, st).map(|v| T::from_u128(v) >> u32::from(self.shift))
             }
-            Src::L4proto if p.meta.l4.is_none() => None,
-            Src::OifConst if st.oif == 0 => None,
             _ => Some(self.meta(p, st)),
         };
         raw.is_some_and(|r| self.check(r))

@@ -39,6 +39,9 @@ pub struct Engine {
     pub(crate) env: MetaEnv,
     /// The rare statement outputs of the vector being walked ([`crate::expr::StmtOut`]).
     pub(crate) rare: Vec<crate::expr::StmtOut>,
+    /// The element hits of the vector being walked ([`crate::eval::ElemHits`]): kept here, so
+    /// that a walk does not fill its kilobyte of slots anew.
+    pub(crate) hits: Box<crate::eval::ElemHits>,
     /// Some rule writes a connection ([`Engine::writes_conn`]).
     writes_conn: bool,
     /// Some rule has `flow add` ([`Engine::has_flow_add`]).
@@ -190,6 +193,7 @@ impl Engine {
             epoch: None,
             env: MetaEnv::default(),
             rare: Vec::new(),
+            hits: Box::default(),
             scratch,
             state: [PktState::default(); MAX_VECTOR],
             res: [(FinalVerdict::Accept, None); MAX_VECTOR],

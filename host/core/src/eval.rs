@@ -43,7 +43,7 @@ pub(crate) struct Effects<'a, 'b> {
     pub oif: &'a str,
     /// Set elements found by the operation running now whose counter counts them: their
     /// packets go to the set's counter site in one call ([`flush_hits`]).
-    pub hits: ElemHits,
+    pub hits: &'a mut ElemHits,
     /// The packet path's time, ns after the engine's epoch (set element expiry).
     pub now: u64,
     /// Plugins.

@@ -8,7 +8,7 @@ use crate::compare::bits;
 use crate::compiled::{ChainId, Program};
 use crate::conn::ConnFx;
 use crate::engine::Engine;
-use crate::eval::{Effects, ElemHits, ExtFx, walk_one};
+use crate::eval::{Effects, ExtFx, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
 use crate::ext::{DupCopies, DupPoint, ExtEdit, Extensions};
 use crate::packet::{FinalVerdict, MAX_VECTOR, OutId, Outcome, Packet, TraceSink, nfproto};
@@ -336,6 +336,7 @@ impl Engine {
             conn_count,
             env,
             rare,
+            hits,
             ..
         } = self;
         let mut ext: Option<&mut dyn Extensions> = match given {
@@ -377,7 +378,10 @@ impl Engine {
             marked_only,
             marked: u64::from(packet.nftrace && packet_index < 64) << (packet_index % 64),
             oif: if egress { dev } else { "" },
-            hits: ElemHits::default(),
+            hits: {
+                hits.n = 0;
+                hits
+            },
             now,
             ext: ExtFx {
                 ext,
@@ -527,6 +531,7 @@ impl Engine {
             conn_count,
             env,
             rare,
+            hits,
             ..
         } = self;
         let HookResult {
@@ -617,7 +622,10 @@ impl Engine {
                 },
                 trace: trace.as_deref_mut(),
                 oif: if egress { dev } else { "" },
-                hits: ElemHits::default(),
+                hits: {
+                    hits.n = 0;
+                    hits
+                },
                 now,
                 ext: ExtFx {
                     ext: ext.as_deref_mut().map(|e| e as &mut dyn Extensions),

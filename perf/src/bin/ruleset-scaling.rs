@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! cargo run --release -p wasp-perf --bin ruleset-scaling [-- --runs 5 --min-packets 200000 --json]
-//! cargo run --release -p wasp-perf --bin ruleset-scaling -- --vector-only 10 --runs 1
+//! cargo run --release -p wasp-perf --bin ruleset-scaling -- --only 10 --mode vector --runs 1
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -39,10 +39,13 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only the vector pipeline with this many rules (0, 10, 100 or 1000): one variant to
-    /// profile or to count instructions of (`valgrind --tool=callgrind`).
+    /// Run only the rows of this many rules (0, 10, 100 or 1000): a variant to profile or to
+    /// count instructions of (`valgrind --tool=callgrind`).
     #[arg(long, value_name = "RULES")]
-    vector_only: Option<usize>,
+    only: Option<usize>,
+    /// With `--only`: run only this mode (`parse`, `vector` or `packet`).
+    #[arg(long, value_name = "MODE")]
+    mode: Option<String>,
     /// Captures to use instead of the sample firewall's.
     #[arg(long = "in")]
     captures: Vec<PathBuf>,
@@ -115,6 +118,15 @@ enum Mode {
 }
 
 impl Mode {
+    /// The `--mode` word.
+    fn short(self) -> &'static str {
+        match self {
+            Mode::ParseOnly => "parse",
+            Mode::Vector => "vector",
+            Mode::PerPacket => "packet",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Mode::ParseOnly => "parse only",
@@ -209,22 +221,25 @@ fn main() {
     }
     let mut rows = Vec::new();
     for &n in &RULE_COUNTS {
-        if args.vector_only.is_some_and(|o| o != n) {
+        if args.only.is_some_and(|o| o != n) {
             continue;
         }
         let text = linear_ruleset(n);
         let ruleset = wasp_ruleset::parse_str(&text, "bench.nft").expect("benchmark ruleset");
         let mut engine = Engine::compile(&ruleset).expect("benchmark ruleset compiles");
-        let modes: &[Mode] = if args.vector_only.is_some() {
-            &[Mode::Vector]
-        } else if n == 0 {
+        let all: &[Mode] = if n == 0 {
             &[Mode::ParseOnly, Mode::Vector, Mode::PerPacket]
         } else {
             &[Mode::Vector, Mode::PerPacket]
         };
+        let modes: Vec<Mode> = all
+            .iter()
+            .copied()
+            .filter(|m| args.mode.as_deref().is_none_or(|want| m.short() == want))
+            .collect();
         let mut samples: Vec<(Vec<f64>, Vec<f64>, f64)> = vec![(vec![], vec![], 0.0); modes.len()];
         // Warm-up, then alternate the variants in each run.
-        for &m in modes {
+        for &m in &modes {
             run_once(&mut engine, &frames, m, frames.len());
         }
         for _ in 0..args.runs {
