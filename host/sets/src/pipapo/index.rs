@@ -662,7 +662,16 @@ impl Index {
     /// The entry of the key's interval: the root's, then the nodes' down the tree.
     #[inline(always)]
     fn entry(&self, key: &[u8]) -> u32 {
-        let mut e = self.root.entry(key);
+        let e = self.root.entry(key);
+        if e & 3 == 0 && e != EMPTY {
+            return self.descend(e, key);
+        }
+        e
+    }
+
+    /// The entry under node entry `e`, down the decision tree (crowded intervals only).
+    #[inline(never)]
+    fn descend(&self, mut e: u32, key: &[u8]) -> u32 {
         while e & 3 == 0 && e != EMPTY {
             e = match self.nodes.get((e >> 2) as usize - 1) {
                 Some(l) => l.entry(key),
@@ -917,8 +926,16 @@ impl<X: Clone> Pipapo<X> {
             .and_then(|i| self.probe_indexed(i, key, now))
         {
             Some(r) => r,
-            None => self.lookup_variant(Variant::best(), key, now),
+            None => self.lookup_sent_back(key, now),
         }
+    }
+
+    /// Pipapo's answer for a key the index sends back (or when no index is built): out of
+    /// line, so that the index's probe stays small enough to inline at its callers.
+    #[cold]
+    #[inline(never)]
+    fn lookup_sent_back(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
+        self.lookup_variant(Variant::best(), key, now)
     }
 
     /// Batched lookup through the field index (as [`Pipapo::lookup_batch`]): `keys` holds
