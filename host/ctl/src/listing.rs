@@ -659,16 +659,15 @@ pub fn stmt_json(s: &Stmt, f: &ListFlags) -> Json {
             if let Some(a) = via {
                 o.insert("addr".into(), json!(a.to_string()));
             }
+            // nft keeps what follows `to` in `addr`, also a netdev copy's device or a map of
+            // devices (`{"dup": {"addr": "lo"}}`, checked with `nft -j list` on the kernel);
+            // `dev` is the `device` clause of an ip or ip6 copy.
             if let Some(m) = map {
-                // The map gives the device (netdev) or the address.
-                let what = if m.dtype() == wasp_ruleset::model::DataType::IfaceIndex {
-                    "dev"
-                } else {
-                    "addr"
-                };
-                o.insert(what.into(), expr_json(m));
+                o.insert("addr".into(), expr_json(m));
             }
-            if !dev.is_empty() {
+            if via.is_none() && map.is_none() {
+                o.insert("addr".into(), json!(dev));
+            } else if !dev.is_empty() {
                 o.insert("dev".into(), json!(dev));
             }
             json!({ "dup": o })

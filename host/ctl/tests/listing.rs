@@ -371,3 +371,12 @@ fn one_named_object_listings() {
     assert_eq!(objects.len(), 1, "{got}");
     assert_eq!(objects[0]["counter"]["name"], "d");
 }
+
+/// Maps of concatenated data, named NAT maps, a set statement with concatenated data and named
+/// maps of `fwd`/`dup` devices: tests/data/maps.nft as `nft -j list ruleset` (1.0.6, kernel
+/// 6.18) printed it (the map's data type one string, `"ipv4_addr . inet_service"`; the set
+/// statement a string, nft having no JSON for it).
+#[test]
+fn json_maps_match_nft() {
+    json_matches_nft("maps");
+}

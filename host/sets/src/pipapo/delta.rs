@@ -187,13 +187,16 @@ impl<X: Clone> Pipapo<X> {
     ) -> Option<Option<ElemHandle>> {
         match ix.probe(key, now, self.gone()) {
             Probe::Found(Some(h)) => Some(Some(h)),
+            Probe::Found(None) if self.delta.is_none() => Some(None),
             Probe::Found(None) => Some(self.added_lookup(key, now)),
             Probe::Fallback => None,
         }
     }
 
-    /// The oldest element added since the index's build containing `key`.
-    #[inline(always)]
+    /// The oldest element added since the index's build containing `key`. Out of line: it
+    /// looks up the overlay's own set (a recursion that would keep the probe from being
+    /// inlined where it is called).
+    #[inline(never)]
     fn added_lookup(&self, key: &[u8], now: u64) -> Option<ElemHandle> {
         let d = self.delta.as_deref()?;
         if d.added.is_empty() {
