@@ -437,13 +437,7 @@ impl Ctx<'_> {
                 Some(ElemData::Value(v))
                     if decl.is_some_and(|d| d.data == Some(DataType::IfaceIndex)) =>
                 {
-                    let end = v
-                        .bytes
-                        .iter()
-                        .position(|c| *c == 0)
-                        .unwrap_or(v.bytes.len());
-                    let name = String::from_utf8_lossy(&v.bytes[..end]).into_owned();
-                    u32::from(self.out_target(&name, None, e.span)?)
+                    u32::from(self.out_target(&ifname(&v.bytes), None, e.span)?)
                 }
                 Some(ElemData::Value(v)) if decl.is_some_and(nat_valued) => {
                     let target =
@@ -1448,4 +1442,10 @@ fn read_only(e: &Expr) -> bool {
 /// [`Program::nat_data`]: crate::compiled::Program::nat_data
 pub(crate) fn nat_valued(decl: &wasp_ruleset::model::SetDecl) -> bool {
     matches!(decl.data, Some(DataType::Ipv4Addr | DataType::Ipv6Addr)) || !decl.data_tail.is_empty()
+}
+
+/// A device name from an `ifname` / `iface_index` value's bytes (NUL-padded).
+pub(crate) fn ifname(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|c| *c == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }

@@ -529,47 +529,56 @@ impl Ctx<'_> {
         span: Span,
     ) -> Result<(), Error> {
         let (ti, t, named) = (rule.ti, rule.t, rule.named);
-        if let Expr::Map {
-            key,
-            map: map @ SetRef::Named(_),
-            data: DataType::IfaceIndex,
-        } = m
-        {
+        let (key, map) = match m {
             // A named map of devices: its values are output targets already (`build_set`).
-            let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
-            let set = self.set_ref(ti, t, named, map, &loads, false, span)?;
-            rule.ops.push(
-                Op::OutMap {
-                    keys: loads.into(),
-                    set,
-                    fwd,
-                },
-                MergeKind::Fence,
-            );
-            return Ok(());
-        }
-        let Expr::Map {
-            key,
-            map: SetRef::Anonymous(elems),
-            data,
-        } = m
-        else {
-            return Err(self.err(
-                span,
-                "the targets of `dup`/`fwd` come from an anonymous map",
-            ));
+            Expr::Map {
+                key,
+                map: map @ SetRef::Named(_),
+                data: DataType::IfaceIndex,
+            } => (key, map.clone()),
+            Expr::Map {
+                key,
+                map: SetRef::Anonymous(elems),
+                data,
+            } => (
+                key,
+                SetRef::Anonymous(self.out_map_elems(elems, *data, dev)?),
+            ),
+            _ => {
+                return Err(self.err(
+                    span,
+                    "the targets of `dup`/`fwd` come from an anonymous map or a named map of devices",
+                ));
+            }
         };
-        let mut elems = elems.clone();
+        let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
+        let set = self.set_ref(ti, t, named, &map, &loads, false, span)?;
+        rule.ops.push(
+            Op::OutMap {
+                keys: loads.into(),
+                set,
+                fwd,
+            },
+            MergeKind::Fence,
+        );
+        Ok(())
+    }
+
+    /// An anonymous map's elements of `dup`/`fwd` targets with each element's data the id
+    /// of its output target (a device, or a next hop out of `dev`).
+    fn out_map_elems(
+        &mut self,
+        elems: &[wasp_ruleset::model::SetElem],
+        data: DataType,
+        dev: &str,
+    ) -> Result<Vec<wasp_ruleset::model::SetElem>, Error> {
+        let mut elems = elems.to_vec();
         for e in &mut elems {
             let Some(ElemData::Value(v)) = &e.data else {
                 continue;
             };
-            let id = match (*data, v.bytes.as_slice()) {
-                (DataType::IfaceIndex, b) => {
-                    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
-                    let name = String::from_utf8_lossy(&b[..end]).into_owned();
-                    self.out_target(&name, None, e.span)?
-                }
+            let id = match (data, v.bytes.as_slice()) {
+                (DataType::IfaceIndex, b) => self.out_target(&super::ifname(b), None, e.span)?,
                 (_, &[a, b, c, d]) => {
                     self.out_target(dev, Some(std::net::IpAddr::from([a, b, c, d])), e.span)?
                 }
@@ -586,18 +595,7 @@ impl Ctx<'_> {
                 wildcard: false,
             }));
         }
-        let loads = self.value_loads(t.family, key, span, &mut rule.ops)?;
-        let anon = SetRef::Anonymous(elems);
-        let set = self.set_ref(ti, t, named, &anon, &loads, false, span)?;
-        rule.ops.push(
-            Op::OutMap {
-                keys: loads.into(),
-                set,
-                fwd,
-            },
-            MergeKind::Fence,
-        );
-        Ok(())
+        Ok(elems)
     }
 
     /// `log [prefix ...] [flags ...] [group N]`.
