@@ -17,6 +17,7 @@ pub mod lexer;
 pub mod meta_keys;
 pub mod model;
 pub mod options;
+pub mod keywords;
 mod parser;
 mod print;
 pub mod proto;

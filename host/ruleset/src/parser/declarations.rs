@@ -117,7 +117,7 @@ impl Parser<'_> {
                 }
                 Some(Tok::Word(w)) if w == "flags" => {
                     self.advance();
-                    let (f, fspan) = self.name("a table flag")?;
+                    let (f, fspan) = self.word_name("a table flag")?;
                     if f != "dormant" {
                         return Err(self
                             .st

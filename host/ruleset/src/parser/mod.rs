@@ -293,6 +293,25 @@ impl<'s> Parser<'s> {
 
     /// A name (identifier): a word or a quoted string.
     pub fn name(&mut self, what: &str) -> PResult<(String, Span)> {
+        if let Some(Token {
+            tok: Tok::Word(w),
+            span,
+        }) = self.peek()?.cloned()
+            && crate::keywords::is_keyword(&w)
+        {
+            return Err(self.st.error(
+                span,
+                format!(
+                    "expected {what}, found `{w}`, a word of the nft language (nft: syntax error, unexpected {w}, expecting string)"
+                ),
+            ));
+        }
+        self.word_name(what)
+    }
+
+    /// [`Parser::name`] without the keyword check: names of wasp's own (plugins) and words
+    /// that are not names (table flags).
+    pub fn word_name(&mut self, what: &str) -> PResult<(String, Span)> {
         match self.peek()?.cloned() {
             Some(Token {
                 tok: Tok::Word(w),

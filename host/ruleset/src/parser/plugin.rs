@@ -86,7 +86,7 @@ impl Parser<'_> {
     /// `plugin NAME { path "FILE"; }` or `plugin NAME` (after `plugin`), declared in table
     /// `ti`; `span` is the `plugin` keyword.
     pub(super) fn plugin_decl(&mut self, ti: usize, span: Span) -> PResult<()> {
-        let (name, nspan) = self.name("a plugin name")?;
+        let (name, nspan) = self.word_name("a plugin name")?;
         let whole = Span {
             len: span.through(nspan).len,
             ..span

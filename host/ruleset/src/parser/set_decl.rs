@@ -112,7 +112,7 @@ impl Parser<'_> {
                     }
                 }
                 "flags" => loop {
-                    let (f, fspan) = self.name("a set flag")?;
+                    let (f, fspan) = self.word_name("a set flag")?;
                     match f.as_str() {
                         "interval" => set.flags.interval = true,
                         "timeout" => set.flags.timeout = true,
