@@ -13,11 +13,11 @@
 pub mod datatypes;
 pub mod error;
 pub mod json_in;
+pub mod keywords;
 pub mod lexer;
 pub mod meta_keys;
 pub mod model;
 pub mod options;
-pub mod keywords;
 mod parser;
 mod print;
 pub mod proto;

@@ -173,6 +173,16 @@ impl Parser<'_> {
                 ),
             ));
         }
+        if let Some(Tok::SetRef(name)) = self.peek_tok()?
+            && let Some((first, tail)) = self.declared_set_data(&name)
+            && (first != DataType::IfaceIndex || !tail.is_empty())
+        {
+            // nft: "datatype mismatch: expected network interface index, ...".
+            return Err(self.st.error(
+                mspan,
+                format!("datatype mismatch: `{word}` takes its devices from a map of iface_index data, map `@{name}` has other data"),
+            ));
+        }
         if !self.at_punct("{")? && !matches!(self.peek_tok()?, Some(Tok::SetRef(_))) {
             return self.expected("`{` after `map`");
         }

@@ -116,12 +116,26 @@ impl Parser<'_> {
         };
         let with_addr = matches!(kind, NatKind::Snat | NatKind::Dnat);
         let mut written_family = None;
-        if with_addr {
+        if with_addr
+            && let Some(Tok::Word(w)) = self.peek_tok()?
+            && (w == "ip" || w == "ip6")
+        {
+            // `dnat ip to ...` names the family; `dnat ip saddr map @m` (nft's form without
+            // `to`) starts the target expression with it.
             let fspan = self.peek_span()?;
-            if self.eat_word("ip")? {
-                written_family = Some((Family::Ip, fspan));
-            } else if self.eat_word("ip6")? {
-                written_family = Some((Family::Ip6, fspan));
+            let Some(word) = self.next()? else {
+                return self.expected("`to`");
+            };
+            let family_word =
+                matches!(self.peek_tok()?, Some(Tok::Word(ref n)) if n == "to" || n == "prefix");
+            if family_word {
+                written_family = Some((if w == "ip" { Family::Ip } else { Family::Ip6 }, fspan));
+            } else if matches!(self.peek_tok()?, Some(Tok::Word(ref n)) if crate::model::PayloadField::named(&w, n).is_some())
+            {
+                self.pending.push(word);
+            } else {
+                // nft: "syntax error, unexpected ..." (a family wants `to`).
+                return self.expected(&format!("`to` after `{} {w}`", kind.name()));
             }
         }
         let prefix_span = self.peek_span()?;
@@ -299,10 +313,26 @@ impl Parser<'_> {
             } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
                 self.advance();
                 end = mspan;
-                if self
-                    .declared_set_data(&name)
-                    .is_some_and(|(_, tail)| !tail.is_empty())
+                let declared = self.declared_set_data(&name);
+                if let Some((first, tail)) = &declared
+                    && (*first != addr || !matches!(tail.as_slice(), [] | [DataType::InetService]))
                 {
+                    // nft: "datatype mismatch: expected concatenation of (IPv4 address,
+                    // internet network service), expression has type ...".
+                    let have: Vec<&str> = std::iter::once(first.name())
+                        .chain(tail.iter().map(|d| d.name()))
+                        .collect();
+                    return Err(self.st.error(
+                        mspan,
+                        format!(
+                            "datatype mismatch: a NAT map's data is {} or {} . inet_service, map `@{name}` has {}",
+                            addr.name(),
+                            addr.name(),
+                            have.join(" . ")
+                        ),
+                    ));
+                }
+                if declared.is_some_and(|(_, tail)| !tail.is_empty()) {
                     // An address and a port: nft lists the family (`is_nat_proto_map`) and
                     // wants the transport protocol known.
                     listed_family = true;

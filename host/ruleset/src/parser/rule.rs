@@ -821,13 +821,6 @@ fn fold_xor(left: Expr, op: RelOp, right: Rhs) -> (Expr, Rhs) {
     (left, right)
 }
 
-/// nft 1.0.6 lists a match that is the implicit dependency of the field right after it as if
-/// it had not been written (the kernel holds the same bytecode either way): `meta l4proto tcp
-/// tcp dport 22` lists as `tcp dport 22` (and `meta l4proto udp th dport 22` as `udp dport
-/// 22`), `meta nfproto ipv4 ip saddr 1.2.3.4` and `ether type ip ip saddr 1.2.3.4` as `ip
-/// saddr 1.2.3.4`, `ether type vlan vlan id 2` as `vlan id 2`; in an ip or ip6 table also
-/// `ip protocol tcp tcp dport 22` and `meta protocol ip udp dport 67`. Only `==` of one
-/// value, and only when the field follows at once (checked against nft 1.0.6's listings).
 /// In an inet table, a value statement keyed by a field that does not end on a byte boundary
 /// through a named map (`meta mark set ip6 dscp map @m`) is listed by nft 1.0.6 with the field
 /// as raw bytes, which carry no protocol: their `meta nfproto` dependency is then listed in
@@ -884,6 +877,15 @@ fn explicit_raw_key_dependency(stmts: &mut Vec<Stmt>) {
     }
 }
 
+/// nft 1.0.6 lists a match that is the implicit dependency of a later field as if it had not
+/// been written (the kernel holds the same bytecode either way): `meta l4proto tcp tcp dport
+/// 22` lists as `tcp dport 22` (and `meta l4proto udp th dport 22` as `udp dport 22`), `meta
+/// nfproto ipv4 ip saddr 1.2.3.4` and `ether type ip ip saddr 1.2.3.4` as `ip saddr 1.2.3.4`,
+/// `ether type vlan vlan id 2` as `vlan id 2`; in an ip or ip6 table also `ip protocol tcp
+/// tcp dport 22` and `meta protocol ip udp dport 67`. Only `==` of one value. A `meta
+/// l4proto`, `meta nfproto` or `ip protocol` dependency also reaches past other matches and
+/// into a NAT map's key; the others only the field right after them (checked against nft
+/// 1.0.6's listings).
 fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
     // `meta iiftype ether` is the dependency nft writes for a link-layer field: a later one
     // takes it as its own and the listing drops it (nft's protocol context of the link layer).
@@ -946,7 +948,7 @@ fn drop_implied_dependencies(stmts: &mut [Stmt], family: Family) {
                 if !matches!(&m.left, Expr::Payload(_)) || m.left != dep_left)
                 && matches!(
                     dep_left,
-                    Expr::Meta(MetaKey::L4proto)
+                    Expr::Meta(MetaKey::L4proto | MetaKey::Nfproto)
                         | Expr::Payload(PayloadField::IP_PROTOCOL | PayloadField::IP6_NEXTHDR)
                 );
             if !keeps {

@@ -68,10 +68,12 @@ impl Parser<'_> {
                             return self.expected("`:` and the map's data type");
                         }
                         self.advance();
+                        let dspan = self.peek_span()?;
                         set.data = Some(self.type_name()?);
                         while self.eat_punct(".")? {
                             set.data_tail.push(self.type_name()?);
                         }
+                        self.check_concat_data(&set, dspan)?;
                     }
                 }
                 "typeof" => {
@@ -95,6 +97,7 @@ impl Parser<'_> {
                             set.data = Some(DataType::Verdict);
                         } else {
                             let mut ctx = super::expr::RuleCtx::new(Family::Inet);
+                            let dspan = self.peek_span()?;
                             let (e, _) = self.primary_expr(&mut ctx)?;
                             set.data = Some(e.dtype());
                             let mut parts = vec![e];
@@ -103,6 +106,7 @@ impl Parser<'_> {
                                 set.data_tail.push(e.dtype());
                                 parts.push(e);
                             }
+                            self.check_concat_data(&set, dspan)?;
                             set.data_typeof = Some(if parts.len() == 1 {
                                 parts.remove(0)
                             } else {
@@ -236,6 +240,20 @@ impl Parser<'_> {
         }
     }
 
+    /// Concatenated data has fields of fixed size (nft: "can not use variable sized data
+    /// types (verdict) in concat expressions", at the data type at `span`).
+    fn check_concat_data(&self, set: &SetDecl, span: Span) -> PResult<()> {
+        if !set.data_tail.is_empty()
+            && (set.data == Some(DataType::Verdict) || set.data_tail.contains(&DataType::Verdict))
+        {
+            return Err(self.st.error(
+                span,
+                "can not use variable sized data types (verdict) in concat expressions",
+            ));
+        }
+        Ok(())
+    }
+
     /// The elements of set `set` after `{` up to and including `}`: keys of its type, data of
     /// its data type (each field of concatenated data a single value, as nft requires).
     pub(super) fn set_elements(&mut self, set: &SetDecl) -> PResult<Vec<crate::model::SetElem>> {
@@ -319,6 +337,62 @@ mod tests {
         );
         assert!(
             e.contains("c.nft:4:23") && e.contains("has data of one field (ipv4_addr)"),
+            "{e}"
+        );
+    }
+
+    /// What nft refuses around maps of several data fields and the statements that read
+    /// them, refused where nft refuses it: data of the wrong shape for NAT or for `fwd`, a
+    /// verdict among concatenated data, a number as a device, a family without `to`; and
+    /// nft's form without `to` read.
+    #[test]
+    fn map_data_shapes_are_checked_where_they_are_used() {
+        let err = |text: &str| parse_str(text, "c.nft").unwrap_err().to_string();
+        let nat = |data: &str, rule: &str| {
+            format!(
+                "table ip t {{\n map m {{ type ipv4_addr : {data}; }}\n chain c {{ type nat hook prerouting priority 0;\n  {rule}\n }}\n}}\n"
+            )
+        };
+        let e = err(&nat(
+            "ipv4_addr . inet_service . inet_service",
+            "meta l4proto tcp dnat ip to ip saddr map @m",
+        ));
+        assert!(
+            e.contains("c.nft:4:44") && e.contains("datatype mismatch"),
+            "{e}"
+        );
+        let e = err(&nat("mark", "dnat to ip saddr map @m"));
+        assert!(e.contains("datatype mismatch"), "{e}");
+        let e = err(&nat("ipv4_addr", "dnat ip ip saddr map @m"));
+        assert!(
+            e.contains("c.nft:4:11") && e.contains("`to` after `dnat ip`"),
+            "{e}"
+        );
+        let rs = parse_str(&nat("ipv4_addr", "dnat ip saddr map @m"), "c.nft").unwrap();
+        assert!(crate::print::ruleset(&rs, false).contains("dnat to ip saddr map @m"));
+        let e = err(
+            "table netdev t {\n map d { type ipv4_addr : iface_index . ipv4_addr; }\n chain c { type filter hook ingress device \"lo\" priority 0;\n  fwd to ip saddr map @d\n }\n}\n",
+        );
+        assert!(
+            e.contains("c.nft:4:23") && e.contains("datatype mismatch"),
+            "{e}"
+        );
+        let e = err("table ip t {\n map m { type inet_service : ipv4_addr . verdict; }\n}\n");
+        assert!(
+            e.contains("c.nft:2:30") && e.contains("variable sized"),
+            "{e}"
+        );
+        let e = err(
+            "table netdev t {\n map d { type ipv4_addr : iface_index; elements = { 10.0.0.1 : 1 } }\n}\n",
+        );
+        assert!(
+            e.contains("c.nft:2:64") && e.contains("not ifindexes"),
+            "{e}"
+        );
+        // nft's keywords name nothing.
+        let e = err("table ip t {\n chain fwd {\n }\n}\n");
+        assert!(
+            e.contains("c.nft:2:8") && e.contains("unexpected fwd"),
             "{e}"
         );
     }

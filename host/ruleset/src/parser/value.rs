@@ -404,6 +404,18 @@ impl Parser<'_> {
                 }
                 elem.data = Some(ElemData::Nat(parts));
             } else {
+                if d == DataType::IfaceIndex
+                    && let Some(Tok::Word(w)) = self.peek_tok()?
+                    && w.chars().all(|c| c.is_ascii_digit())
+                {
+                    // nft reads a number as an ifindex (of its host); the data of a map of
+                    // devices names them in wasp, as `fwd to "eth1"` does.
+                    let span = self.peek_span()?;
+                    return Err(self.st.error(
+                        span,
+                        format!("wasp names output devices, not ifindexes: write the device's name in quotes instead of `{w}`"),
+                    ));
+                }
                 let (v, _) = self.single_value(d)?;
                 elem.data = Some(ElemData::Value(v));
             }
