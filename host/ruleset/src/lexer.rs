@@ -186,10 +186,27 @@ pub fn lex(text: &str, file: FileId) -> Result<Vec<Token>, LexError> {
                     while i < chars.len() && is_word_char(chars[i]) {
                         i += 1;
                     }
+                    // A word ending in one `:` or `.` (`22: accept`, `10.0.0.2. 80`) is the
+                    // word, then that separator, as nft's scanner reads them; `fe80::` keeps
+                    // its colons.
+                    let end = match chars[start..i] {
+                        [.., a, b] if matches!(b, ':' | '.') && a != b => i - 1,
+                        _ => i,
+                    };
                     out.push(Token {
-                        tok: Tok::Word(chars[start..i].iter().collect()),
-                        span: span(line, line_start, start, i),
+                        tok: Tok::Word(chars[start..end].iter().collect()),
+                        span: span(line, line_start, start, end),
                     });
+                    if end < i {
+                        out.push(Token {
+                            tok: if chars[end] == ':' {
+                                Tok::Word(":".into())
+                            } else {
+                                Tok::Punct(".")
+                            },
+                            span: span(line, line_start, end, i),
+                        });
+                    }
                     continue;
                 }
                 let p = match c {
@@ -251,6 +268,26 @@ mod tests {
                 Tok::Word("22".into()),
                 Tok::Punct(","),
                 Tok::Word("fe80::1-fe80::5".into()),
+                Tok::Punct("}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_trailing_colon_or_dot_is_its_own_token() {
+        assert_eq!(
+            words("{ 22: accept, 10.0.0.2. 80, fe80:: }"),
+            vec![
+                Tok::Punct("{"),
+                Tok::Word("22".into()),
+                Tok::Word(":".into()),
+                Tok::Word("accept".into()),
+                Tok::Punct(","),
+                Tok::Word("10.0.0.2".into()),
+                Tok::Punct("."),
+                Tok::Word("80".into()),
+                Tok::Punct(","),
+                Tok::Word("fe80::".into()),
                 Tok::Punct("}"),
             ]
         );

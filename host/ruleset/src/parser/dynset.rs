@@ -71,7 +71,7 @@ impl Parser<'_> {
             }
         }
         let mut map_data = None;
-        if matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+        if self.at_colon()? {
             self.advance();
             let Some((dtype, tail)) = self.declared_set_data(&set) else {
                 return Err(self.st.error(

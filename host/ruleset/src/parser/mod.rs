@@ -226,6 +226,37 @@ impl<'s> Parser<'s> {
         Ok(self.peek()?.map_or(eof, |t| t.span))
     }
 
+    /// `true` when the next token is the `:` between a map element's key and its data (or
+    /// between a map's key and data types). A word that starts with it (`:drop` in `80
+    /// :drop`, which nft reads as two tokens) is split first; `::1` stays an address.
+    pub fn at_colon(&mut self) -> PResult<bool> {
+        let split = match self.peek()? {
+            Some(Token {
+                tok: Tok::Word(w),
+                span,
+            }) if w.len() > 1 && w.starts_with(':') && !w.starts_with("::") => {
+                Some((w[1..].to_string(), *span))
+            }
+            _ => None,
+        };
+        if let Some((rest, span)) = split {
+            self.advance();
+            self.pending.push(Token {
+                tok: Tok::Word(rest),
+                span: Span {
+                    col: span.col + 1,
+                    len: span.len.saturating_sub(1).max(1),
+                    ..span
+                },
+            });
+            self.pending.push(Token {
+                tok: Tok::Word(":".into()),
+                span: Span { len: 1, ..span },
+            });
+        }
+        self.at_word(":")
+    }
+
     /// `true` when the next token is the word `w`.
     pub fn at_word(&mut self, w: &str) -> PResult<bool> {
         Ok(matches!(self.peek()?, Some(Token { tok: Tok::Word(x), .. }) if x == w))

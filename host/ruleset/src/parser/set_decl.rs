@@ -63,8 +63,7 @@ impl Parser<'_> {
                     }
                     set.key = key;
                     if is_map {
-                        let sep = self.peek_tok()?;
-                        if !matches!(sep, Some(Tok::Word(ref c)) if c == ":") {
+                        if !self.at_colon()? {
                             return self.expected("`:` and the map's data type");
                         }
                         self.advance();
@@ -89,7 +88,7 @@ impl Parser<'_> {
                     set.key = exprs.iter().map(Expr::dtype).collect();
                     set.key_typeof = Some(exprs);
                     if is_map {
-                        if !matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+                        if !self.at_colon()? {
                             return self.expected("`:` and the map's data");
                         }
                         self.advance();
@@ -388,6 +387,18 @@ mod tests {
         assert!(
             e.contains("c.nft:2:64") && e.contains("not ifindexes"),
             "{e}"
+        );
+        // The separators as nft's scanner reads them, with or without spaces around.
+        let rs = parse_str(
+            "table ip t {\n map m { type inet_service: ipv4_addr . inet_service; elements = { 80 :10.0.0.2. 8080, 81: 10.0.0.3 . 81 } }\n chain c { type filter hook input priority 0;\n  tcp dport vmap { 22: accept, 23 :drop }\n }\n}\n",
+            "c.nft",
+        )
+        .unwrap();
+        let text = crate::print::ruleset(&rs, false);
+        assert!(
+            text.contains("elements = { 80 : 10.0.0.2 . 8080, 81 : 10.0.0.3 . 81 }")
+                && text.contains("tcp dport vmap { 22 : accept, 23 : drop }"),
+            "{text}"
         );
         // nft's keywords name nothing.
         let e = err("table ip t {\n chain fwd {\n }\n}\n");

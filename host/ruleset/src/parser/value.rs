@@ -363,7 +363,7 @@ impl Parser<'_> {
             }
         }
         if let Some(d) = data {
-            if !matches!(self.peek_tok()?, Some(Tok::Word(ref c)) if c == ":") {
+            if !self.at_colon()? {
                 if self.data_optional {
                     return Ok(elem);
                 }
