@@ -1018,3 +1018,38 @@ fn plugin_state_lives_through_a_ruleset_change() {
     );
     rig.stop();
 }
+
+/// A change that hooks or sends to a device the daemon has no port on is refused and changes
+/// nothing (the daemon opens its ports at start); one within its ports applies.
+#[test]
+fn a_change_naming_a_device_without_a_port_is_refused() {
+    let rig = Rig::start(RULESET, 1);
+    rig.daemon.set_ports(vec!["veth0".into(), "veth1".into()]);
+    for (cmd, dev) in [
+        ("add rule netdev filter ingress fwd to \"veth9\"", "veth9"),
+        (
+            "add map netdev filter devs { type ipv4_addr : iface_index; elements = { 10.0.0.1 : \"veth8\" } }\nadd rule netdev filter ingress dup to ip saddr map @devs",
+            "veth8",
+        ),
+        (
+            "add chain netdev filter other { type filter hook ingress device \"veth7\" priority 0; }",
+            "veth7",
+        ),
+    ] {
+        let e = rig.daemon.apply(cmd, "cmd.nft").expect_err(cmd);
+        assert!(
+            e.to_string()
+                .contains(&format!("device `{dev}` has no port"))
+                && e.to_string().contains("veth0, veth1"),
+            "{e}"
+        );
+        assert_eq!(rig.daemon.ruleset().expect("ruleset").1, 1, "{cmd}");
+    }
+    assert_eq!(
+        rig.daemon
+            .apply("add rule netdev filter ingress fwd to \"veth1\"", "ok.nft")
+            .expect("a port it has"),
+        2
+    );
+    rig.stop();
+}

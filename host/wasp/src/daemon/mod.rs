@@ -233,6 +233,17 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
     };
     let extra: Vec<String> = args.devices.iter().chain(&args.taps).cloned().collect();
     let devs = devices(&engine, gateway.as_ref(), &extra);
+    // What later rulesets may name: the ports, and the gateway's tunnels (their frames come
+    // through their underlay's port).
+    let nameable: Vec<String> = devs
+        .iter()
+        .cloned()
+        .chain(
+            gateway
+                .iter()
+                .flat_map(|g| g.devices().iter().map(|d| d.name.clone())),
+        )
+        .collect();
     if devs.is_empty() {
         return Err(Error::Daemon(format!(
             "{}: no netdev base chain names a device, and no --device given: nothing to open",
@@ -373,6 +384,7 @@ pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Re
         tracing::info!(block = %name, path = %component, args = %block_args, "offload plugin loaded");
         daemon.set_offload_block(Arc::new(b));
     }
+    daemon.set_ports(nameable);
     let daemon = Arc::new(daemon);
     let server = wasp_ctl::server::Server::start(
         wasp_ctl::server::ServerConfig::new(&args.socket),

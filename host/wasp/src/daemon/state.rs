@@ -78,6 +78,8 @@ pub struct Daemon {
     /// SIGHUP reloads that applied, that were refused, and whether the last one applied.
     reloads: [std::sync::atomic::AtomicU64; 2],
     last_reload_ok: std::sync::atomic::AtomicBool,
+    /// The devices the daemon has ports on ([`Daemon::set_ports`]); `None` checks nothing.
+    ports: Mutex<Option<Vec<String>>>,
 }
 
 /// What one worker's instance of a plugin lists for one use site ([`Daemon::plugin_states`]).
@@ -391,6 +393,7 @@ impl Daemon {
             indexer,
             reloads: Default::default(),
             last_reload_ok: std::sync::atomic::AtomicBool::new(true),
+            ports: Mutex::new(None),
         };
         let bundles = {
             let mut cur = d.lock();
@@ -762,6 +765,13 @@ impl Daemon {
 
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
         let mut engine = Engine::compile(&new)?;
+        if let Some(dev) = self.missing_port(&engine) {
+            let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+            return Err(Error::Daemon(format!(
+                "device `{dev}` has no port in this daemon (it opened {} at start and opens no others): nothing changed; name it in the ruleset or with --device when starting `wasp run`",
+                ports.as_deref().unwrap_or_default().join(", ")
+            )));
+        }
         let now = self.clock.now_ns();
         engine.set_epoch(now);
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
@@ -854,6 +864,26 @@ impl Daemon {
         cur.engine.store_counters(&mut r, &mut Summed::of(per));
         cur.engine.reset_quotas(&mut r, |o| what.quota(o));
         Ok((r, what))
+    }
+
+    /// The devices the daemon opened ports on (at start; it opens no others later): a ruleset
+    /// change whose netdev chains hook another device, or whose `fwd`/`dup` send to one, is
+    /// refused ([`Daemon::apply`], [`Daemon::reload`]), as the kernel refuses a device that
+    /// does not exist; before, such packets were dropped without a word.
+    pub fn set_ports(&self, names: Vec<String>) {
+        *self.ports.lock().unwrap_or_else(|p| p.into_inner()) = Some(names);
+    }
+
+    /// The device of `engine`'s hooks and output targets that has no port, if any.
+    fn missing_port(&self, engine: &Engine) -> Option<String> {
+        let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        let ports = ports.as_ref()?;
+        engine
+            .ingress_devices()
+            .into_iter()
+            .map(str::to_string)
+            .chain(engine.out_targets().iter().map(|t| t.dev.to_string()))
+            .find(|d| !d.is_empty() && !ports.contains(d))
     }
 
     /// Give every flowtable, now and in later rulesets, offload block `b` too (after the
