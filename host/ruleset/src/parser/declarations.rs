@@ -80,8 +80,7 @@ impl Parser<'_> {
                 Some(Tok::Word(w)) if w == "set" || w == "map" => {
                     self.advance();
                     let set = self.set_decl(w == "map", item_span)?;
-                    self.block_sets
-                        .push((set.name.clone(), set.data, set.data_tail.clone()));
+                    self.block_sets.push(set.without_elements());
                     block.sets.push(set);
                 }
                 Some(Tok::Word(w)) if w == "comment" => {

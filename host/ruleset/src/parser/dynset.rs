@@ -109,6 +109,12 @@ impl Parser<'_> {
                 "`delete @set` takes the key only (no timeout, no statements)",
             ));
         }
+        if self.declared_set(&set).is_some_and(|s| s.counter) {
+            // The set's elements count anyway: nft 1.0.6 lists the statement without its
+            // `counter` (checked with `nft list ruleset`).
+            u.stmts
+                .retain(|s| !matches!(s, crate::model::Stmt::Counter { .. }));
+        }
         self.refs.push(Ref::SetUpdate {
             name: set,
             span: sspan,
@@ -119,21 +125,25 @@ impl Parser<'_> {
         Ok(Stmt::SetUpdate(Box::new(u)))
     }
 
-    /// The data type of the map `name` declared so far in a table (the rule's table is among
-    /// them; a set statement refers to its own table's sets).
-    /// The data type and the further fields of concatenated data.
+    /// The set `name` declared so far in a table (the rule's table is among them; a set
+    /// statement refers to its own table's sets).
+    fn declared_set(&self, name: &str) -> Option<&crate::model::SetDecl> {
+        self.block_sets.iter().find(|s| s.name == name).or_else(|| {
+            self.st
+                .tables
+                .iter()
+                .flat_map(|t| &t.sets)
+                .find(|s| s.name == name)
+        })
+    }
+
+    /// The data type of the map `name` declared so far ([`Self::declared_set`]) and the
+    /// further fields of concatenated data.
     pub(super) fn declared_set_data(
         &self,
         name: &str,
     ) -> Option<(crate::model::DataType, Vec<crate::model::DataType>)> {
-        if let Some((_, d, tail)) = self.block_sets.iter().find(|(n, _, _)| n == name) {
-            return d.map(|d| (d, tail.clone()));
-        }
-        self.st
-            .tables
-            .iter()
-            .flat_map(|t| &t.sets)
-            .find(|s| s.name == name)
-            .and_then(|s| Some((s.data?, s.data_tail.clone())))
+        let s = self.declared_set(name)?;
+        Some((s.data?, s.data_tail.clone()))
     }
 }

@@ -138,13 +138,9 @@ pub(crate) struct Parser<'s> {
     /// Names of the plugins the rules being read may use: those of their table (declared
     /// before, or anywhere in the table block being read).
     pub(crate) plugins: Vec<String>,
-    /// Names and map data types of the sets declared in the table block being read (not in
-    /// the table yet): what a set statement's `: DATA` is read as.
-    pub(crate) block_sets: Vec<(
-        String,
-        Option<crate::model::DataType>,
-        Vec<crate::model::DataType>,
-    )>,
+    /// The sets declared in the table block being read (not in the table yet), without their
+    /// elements: what a set statement's `: DATA` is read as, and whether it counts.
+    pub(crate) block_sets: Vec<crate::model::SetDecl>,
     /// The further fields of the data of the named map whose elements are being read
     /// ([`crate::model::SetDecl::data_tail`]): each element's data is then concatenated.
     pub(crate) data_tail: Vec<crate::model::DataType>,

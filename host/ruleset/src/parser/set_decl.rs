@@ -340,6 +340,20 @@ mod tests {
         );
     }
 
+    /// A set statement's `counter` on a set that declares `counter` is listed without it, as
+    /// nft lists it (the elements count anyway); on another set it stays.
+    #[test]
+    fn a_set_statements_counter_on_a_counting_set_lists_as_nft() {
+        let text = "table ip t {\n\tset s {\n\t\ttypeof ip saddr\n\t\tflags dynamic\n\t\tcounter\n\t}\n\n\tset u {\n\t\ttypeof ip saddr\n\t\tflags dynamic\n\t}\n\n\tchain c {\n\t\ttype filter hook prerouting priority filter; policy accept;\n\t\tadd @s { ip saddr counter }\n\t\tadd @u { ip saddr counter }\n\t}\n}\n";
+        let rs = parse_str(text, "c.nft").unwrap();
+        // The set statement gives both sets the kernel's default size.
+        assert_eq!(
+            crate::print::ruleset(&rs, false),
+            text.replace("add @s { ip saddr counter }", "add @s { ip saddr }")
+                .replace("ip saddr\n\t\tflags", "ip saddr\n\t\tsize 65535\n\t\tflags")
+        );
+    }
+
     /// What nft refuses around maps of several data fields and the statements that read
     /// them, refused where nft refuses it: data of the wrong shape for NAT or for `fwd`, a
     /// verdict among concatenated data, a number as a device, a family without `to`; and
