@@ -559,7 +559,7 @@ table ip t {
         type filter hook prerouting priority 0; policy accept;
         ip daddr 10.1.0.1 tcp dport 8080 ip daddr set 10.2.0.2
     }
-    chain fwd {
+    chain forward {
         type filter hook forward priority 0; policy drop;
         ip daddr 10.2.0.2 ip dscp set af21 accept
     }
@@ -605,7 +605,7 @@ fn forward_and_postrouting_see_the_received_link_header_and_the_lower_ttl() {
     let rules = format!(
         r#"
 table inet t {{
-    chain fwd {{
+    chain forward {{
         type filter hook forward priority 0; policy drop;
         ether saddr {c} ether daddr {w0} ip ttl 63 accept
     }}
@@ -649,7 +649,7 @@ fn tcp_option_statements_clamp_the_mss_and_strip_options_in_the_forward_hook() {
     let opts = [2, 4, 0x05, 0xb4, 1, 1, 4, 2];
     let rules = r#"
 table inet t {
-    chain fwd {
+    chain forward {
         type filter hook forward priority 0; policy accept;
         tcp flags syn tcp option maxseg size set 1360 reset tcp option sack-perm
     }
@@ -743,7 +743,7 @@ table ip nat {
 fn log_statements_of_the_ip_hooks_leave_their_lines_in_the_engine() {
     let rules = r#"
 table ip t {
-    chain fwd {
+    chain forward {
         type filter hook forward priority 0; policy accept;
         tcp dport 80 log prefix "fwd: "
     }
@@ -782,7 +782,7 @@ table ip t {
         type filter hook prerouting priority 0; policy accept;
         tcp dport 81 dup to 10.2.0.2
     }
-    chain fwd {
+    chain forward {
         type filter hook forward priority 0; policy accept;
         tcp dport 80 dup to 10.1.0.2 device "w0"
     }

@@ -591,7 +591,7 @@ mod tests {
     fn nftrace_marks_follow_the_packet_into_the_ip_hooks() {
         let rs = wasp_ruleset::parse_str(
             "table netdev t {\n chain c {\n  type filter hook ingress device \"lan0\" priority 0; policy accept;\n  udp dport 53 meta nftrace set 1\n }\n}\n\
-             table ip f {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n  udp dport 99 counter\n  udp dport 22 meta nftrace set 1\n  counter\n }\n}\n",
+             table ip f {\n chain forward {\n  type filter hook forward priority 0; policy accept;\n  udp dport 99 counter\n  udp dport 22 meta nftrace set 1\n  counter\n }\n}\n",
             "dp.nft",
         )
         .unwrap();

@@ -87,7 +87,7 @@ fn replay_names_the_base_chains_it_does_not_run() {
     let tmp = setup();
     std::fs::write(
         tmp.path().join("inet.nft"),
-        "table inet f {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\t}\n\tchain fwd {\n\t\ttype filter hook forward priority 0;\n\t}\n}\n",
+        "table inet f {\n\tchain input {\n\t\ttype filter hook input priority 0; policy drop;\n\t}\n\tchain forward {\n\t\ttype filter hook forward priority 0;\n\t}\n}\n",
     )
     .unwrap();
     let out = wasp(
@@ -105,7 +105,7 @@ fn replay_names_the_base_chains_it_does_not_run() {
     let (_, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("note: wasp replay runs ingress base chains (netdev and inet families) only; these base chains are not run: inet f input (hook input), inet f fwd (hook forward)\n"),
+        stderr.contains("note: wasp replay runs ingress base chains (netdev and inet families) only; these base chains are not run: inet f input (hook input), inet f forward (hook forward)\n"),
         "{stderr}"
     );
     // A ruleset with only netdev ingress base chains gets no such note.

@@ -235,7 +235,7 @@ fn replay_traces_the_ip_hooks_of_each_packet() {
     let dir = sample();
     let tmp = tempfile::tempdir().unwrap();
     let rules = std::fs::read_to_string(dir.join("router.nft")).unwrap()
-        + "table ip filter {\n\tchain fwd {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 53 meta nftrace set 1\n\t\tip protocol udp counter\n\t}\n}\n";
+        + "table ip filter {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tudp dport 53 meta nftrace set 1\n\t\tip protocol udp counter\n\t}\n}\n";
     std::fs::write(tmp.path().join("r.nft"), rules).unwrap();
     let out = wasp(
         tmp.path(),
@@ -267,17 +267,17 @@ fn replay_traces_the_ip_hooks_of_each_packet() {
     // The DNS query (third frame): ingress, forward, postrouting (masquerade).
     assert_eq!(
         walks("00000003"),
-        ["netdev office lan_in", "ip filter fwd", "ip nat post"]
+        ["netdev office lan_in", "ip filter forward", "ip nat post"]
     );
     assert!(stdout.contains(
-        "trace id 00000003 ip filter fwd rule udp dport 53 meta nftrace set 1 (verdict continue)\n\
-         trace id 00000003 ip filter fwd rule ip protocol udp counter packets 0 bytes 0 (verdict continue)\n\
-         trace id 00000003 ip filter fwd policy accept\n"
+        "trace id 00000003 ip filter forward rule udp dport 53 meta nftrace set 1 (verdict continue)\n\
+         trace id 00000003 ip filter forward rule ip protocol udp counter packets 0 bytes 0 (verdict continue)\n\
+         trace id 00000003 ip filter forward policy accept\n"
     ), "{stdout}");
     // The HTTPS SYN is forwarded too; the telnet SYN is dropped at ingress.
     assert_eq!(
         walks("00000004"),
-        ["netdev office lan_in", "ip filter fwd", "ip nat post"]
+        ["netdev office lan_in", "ip filter forward", "ip nat post"]
     );
     assert_eq!(walks("00000005"), ["netdev office lan_in"]);
 }

@@ -344,7 +344,7 @@ fn a_netdev_reject_sends_its_reply_out_of_the_input_device() {
 
 const FORWARD: &str = r#"
 table inet f {
-    chain fwd {
+    chain forward {
         type filter hook forward priority 0; policy accept;
         tcp dport 22 reject with tcp reset
         tcp dport 23 reject

@@ -184,13 +184,18 @@ pub(super) fn quoted(s: &str, at: &str) -> Result<String, Fault> {
     Ok(format!("\"{s}\""))
 }
 
-/// A name (table, chain, set, object): a word, else quoted.
+/// A name (table, chain, set, object): a word, else quoted; also quoted when it is one of
+/// nft's keywords (JSON names are strings: `nft -j` takes `{"table": {"name": "fwd"}}`,
+/// which its text syntax cannot name).
 ///
 /// # Errors
 /// As [`string`]; an empty name.
 pub(super) fn name(s: &str, at: &str) -> Result<String, Fault> {
     if s.is_empty() {
         return fault(at, "expected a name, found an empty string");
+    }
+    if crate::keywords::is_keyword(s) {
+        return quoted(s, at);
     }
     string(s, at)
 }

@@ -252,3 +252,22 @@ fn a_batch_applies_to_a_base_and_a_refused_one_leaves_it() {
         "{e}"
     );
 }
+
+/// JSON names are strings: one of nft's keywords (`fwd`, `time`) names a table or chain there,
+/// as `nft -j -f` takes it, and lists as nft lists it.
+#[test]
+fn keywords_name_tables_and_chains_in_json() {
+    let doc = r#"{"nftables": [
+        {"add": {"table": {"family": "ip", "name": "fwd"}}},
+        {"add": {"chain": {"family": "ip", "table": "fwd", "name": "time"}}}
+    ]}"#;
+    assert_eq!(
+        lines(doc),
+        ["add table ip \"fwd\"", "add chain ip \"fwd\" \"time\""]
+    );
+    let rs = parse_str(doc, "k.json").expect("loads");
+    assert_eq!(
+        crate::print::ruleset(&rs, false),
+        "table ip fwd {\n\tchain time {\n\t}\n}\n"
+    );
+}
