@@ -201,8 +201,8 @@ impl<T: Word> TestW<T> {
                 .filter(|(b, end)| b + usize::from(self.off) + usize::from(self.len) <= *end)
                 .and_then(|(b, _)| u16::try_from(b).ok())
                 .and_then(|b| self.read_at(p.frame, b)),
-            // Plain patterns only up to here, so that the match is one jump: the frequent
-            // sources need neither the connection nor a computation.
+            // The frequent sources, before the guards below (each guard costs a test for every
+            // source that reaches it; these need neither the connection nor a computation).
             Src::Protocol | Src::Nfproto | Src::Mark | Src::Iifname | Src::Len => {
                 Some(self.meta(p, st))
             }

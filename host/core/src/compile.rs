@@ -440,17 +440,10 @@ impl Ctx<'_> {
                     u32::from(self.out_target(&ifname(&v.bytes), None, e.span)?)
                 }
                 Some(ElemData::Value(v)) if decl.is_some_and(nat_valued) => {
-                    let target =
-                        self.nat_data(std::slice::from_ref(&KeyPart::Value(v.clone())), e.span)?;
-                    self.prog.nat_data.push(target);
-                    (self.prog.nat_data.len() - 1) as u32
+                    self.push_nat_data(&[KeyPart::Value(v.clone())], e.span)?
                 }
                 Some(ElemData::Value(v)) => value_u128(self.rs, e.span, v)? as u32,
-                Some(ElemData::Nat(parts)) => {
-                    let target = self.nat_data(parts, e.span)?;
-                    self.prog.nat_data.push(target);
-                    (self.prog.nat_data.len() - 1) as u32
-                }
+                Some(ElemData::Nat(parts)) => self.push_nat_data(parts, e.span)?,
                 _ => 0,
             };
             let verdict = if verdict_map {
@@ -929,12 +922,16 @@ impl Ctx<'_> {
         })
     }
 
+    /// The NAT target of `parts` ([`Ctx::nat_data`]) added to the program: its index in
+    /// [`crate::compiled::Program::nat_data`], the value a NAT map's lookup gives.
+    pub(crate) fn push_nat_data(&mut self, parts: &[KeyPart], span: Span) -> Result<u32, Error> {
+        let target = self.nat_data(parts, span)?;
+        self.prog.nat_data.push(target);
+        Ok((self.prog.nat_data.len() - 1) as u32)
+    }
+
     /// The NAT target of a NAT map element's data (an address range, maybe a port range).
-    pub(crate) fn nat_data(
-        &self,
-        parts: &[KeyPart],
-        span: Span,
-    ) -> Result<crate::conn::NatTarget, Error> {
+    fn nat_data(&self, parts: &[KeyPart], span: Span) -> Result<crate::conn::NatTarget, Error> {
         let mut target = crate::conn::NatTarget {
             addr: None,
             ports: None,

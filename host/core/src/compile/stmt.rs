@@ -762,10 +762,8 @@ impl Ctx<'_> {
                 };
                 parts.push(wasp_ruleset::model::KeyPart::Value(c.clone()));
             }
-            let target = self.nat_data(&parts, u.span)?;
-            self.prog.nat_data.push(target);
-            let at = (self.prog.nat_data.len() - 1) as u128;
-            return Ok(Some(Box::new(Load::constant(at, 4))));
+            let at = self.push_nat_data(&parts, u.span)?;
+            return Ok(Some(Box::new(Load::constant(u128::from(at), 4))));
         }
         let l = self.value_loads(rule.t.family, v, u.span, &mut rule.ops)?;
         let [l] = l[..] else {

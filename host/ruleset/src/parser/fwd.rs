@@ -158,30 +158,30 @@ impl Parser<'_> {
             ));
         }
         let mspan = self.peek_span()?;
-        if let Some(Tok::SetRef(_)) = self.peek_tok()?
-            && data != DataType::IfaceIndex
-        {
-            // A named map of devices is read (its targets interned at each compile, as any
-            // change of its elements compiles again); one of next-hop addresses is not.
-            return Err(self.st.error(
-                mspan,
-                unsupported::message_with(
-                    "@map",
-                    &format!(
-                        "a named map of `{word}` next hops (`{word} ip to KEY map @m device DEV`)"
+        if let Some(Tok::SetRef(name)) = self.peek_tok()? {
+            if data != DataType::IfaceIndex {
+                // A named map of devices is read (its targets interned at each compile, as
+                // any change of its elements compiles again); one of next-hop addresses is not.
+                return Err(self.st.error(
+                    mspan,
+                    unsupported::message_with(
+                        "@map",
+                        &format!(
+                            "a named map of `{word}` next hops (`{word} ip to KEY map @m device DEV`)"
+                        ),
                     ),
-                ),
-            ));
-        }
-        if let Some(Tok::SetRef(name)) = self.peek_tok()?
-            && let Some((first, tail)) = self.declared_set_data(&name)
-            && (first != DataType::IfaceIndex || !tail.is_empty())
-        {
-            // nft: "datatype mismatch: expected network interface index, ...".
-            return Err(self.st.error(
-                mspan,
-                format!("datatype mismatch: `{word}` takes its devices from a map of iface_index data, map `@{name}` has other data"),
-            ));
+                ));
+            }
+            if self
+                .declared_set_data(&name)
+                .is_some_and(|(first, tail)| first != DataType::IfaceIndex || !tail.is_empty())
+            {
+                // nft: "datatype mismatch: expected network interface index, ...".
+                return Err(self.st.error(
+                    mspan,
+                    format!("datatype mismatch: `{word}` takes its devices from a map of iface_index data, map `@{name}` has other data"),
+                ));
+            }
         }
         if !self.at_punct("{")? && !matches!(self.peek_tok()?, Some(Tok::SetRef(_))) {
             return self.expected("`{` after `map`");

@@ -765,13 +765,7 @@ impl Daemon {
 
     fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
         let mut engine = Engine::compile(&new)?;
-        if let Some(dev) = self.missing_port(&engine) {
-            let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
-            return Err(Error::Daemon(format!(
-                "device `{dev}` has no port in this daemon (it opened {} at start and opens no others): nothing changed; name it in the ruleset or with --device when starting `wasp run`",
-                ports.as_deref().unwrap_or_default().join(", ")
-            )));
-        }
+        self.check_ports(&engine)?;
         let now = self.clock.now_ns();
         engine.set_epoch(now);
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
@@ -874,16 +868,25 @@ impl Daemon {
         *self.ports.lock().unwrap_or_else(|p| p.into_inner()) = Some(names);
     }
 
-    /// The device of `engine`'s hooks and output targets that has no port, if any.
-    fn missing_port(&self, engine: &Engine) -> Option<String> {
+    /// `engine`'s hooks and output targets ([`super::devices`]) all have a port.
+    ///
+    /// # Errors
+    /// [`Error::Daemon`] naming the first device without one, and the ports.
+    fn check_ports(&self, engine: &Engine) -> Result<(), Error> {
         let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
-        let ports = ports.as_ref()?;
-        engine
-            .ingress_devices()
+        let Some(ports) = ports.as_ref() else {
+            return Ok(());
+        };
+        match super::devices(engine, None, &[])
             .into_iter()
-            .map(str::to_string)
-            .chain(engine.out_targets().iter().map(|t| t.dev.to_string()))
-            .find(|d| !d.is_empty() && !ports.contains(d))
+            .find(|d| !ports.contains(d))
+        {
+            Some(dev) => Err(Error::Daemon(format!(
+                "device `{dev}` has no port in this daemon (it opened {} at start and opens no others): nothing changed; name it in the ruleset or with --device when starting `wasp run`",
+                ports.join(", ")
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Give every flowtable, now and in later rulesets, offload block `b` too (after the
