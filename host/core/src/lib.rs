@@ -47,6 +47,7 @@ pub mod packet;
 mod payload_set;
 mod pipeline;
 pub mod route;
+mod set_oracle;
 mod set_update;
 mod setstore;
 pub mod stateful;
@@ -72,5 +73,6 @@ pub use packet::{
     Decision, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR, OutId, OutTarget, Outcome, Packet, Reject,
     TraceEvent, TraceSink,
 };
+pub use set_oracle::SetOracle;
 pub use set_update::SetUpdate;
 pub use stateful::Stateful;

@@ -27,7 +27,7 @@ pub mod system_names;
 pub use error::Error;
 pub use model::Ruleset;
 pub use parser::batch::ElementTxn;
-pub use parser::setcheck::{ElementOp, SetShadows};
+pub use parser::setcheck::{ElementOp, SetOracle, SetShadows};
 pub use print::options::PrintOptions;
 
 use std::path::Path;
@@ -146,7 +146,30 @@ pub fn apply_elements<'r>(
     text: &str,
     name: &str,
 ) -> Result<Option<ElementTxn<'r>>, Error> {
-    parser::batch::apply_elements(ruleset, shadows, text.as_bytes(), Path::new(name))
+    parser::batch::apply_elements(ruleset, shadows, None, text.as_bytes(), Path::new(name))
+}
+
+/// [`apply_elements`], checking the elements of the sets that `oracle` (the running program
+/// compiled from `ruleset`) holds against it instead of a view of their own: no second copy
+/// of a large set's elements is built or kept for the checks. Sets it does not hold are
+/// checked against views in `shadows`, as [`apply_elements`] does.
+///
+/// # Errors
+/// As [`apply_elements`].
+pub fn apply_elements_against<'r>(
+    ruleset: &'r mut Ruleset,
+    shadows: &'r mut SetShadows,
+    oracle: Box<dyn SetOracle>,
+    text: &str,
+    name: &str,
+) -> Result<Option<ElementTxn<'r>>, Error> {
+    parser::batch::apply_elements(
+        ruleset,
+        shadows,
+        Some(oracle),
+        text.as_bytes(),
+        Path::new(name),
+    )
 }
 
 /// Print `ruleset` with nft's output flags (`-a`, `-s`, `-t`), as `nft list ruleset` does.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::setcheck::{ElementLog, ElementOp, SetShadows, Undo};
+use super::setcheck::{ElementLog, ElementOp, SetOracle, SetShadows, Undo};
 use super::{State, parse_source};
 use crate::error::Error;
 use crate::model::{Ruleset, Table};
@@ -140,6 +140,7 @@ impl ElementTxn<'_> {
     /// lives (the texts no element uses any more are dropped now and then: `SourceGc`).
     pub fn commit(mut self) {
         self.done = true;
+        self.shadows.drop_running();
         if self.shadows.1.due(self.rs.sources.len()) {
             drop_unused_sources(self.rs);
             self.shadows.1.after = self.rs.sources.len();
@@ -166,6 +167,7 @@ impl ElementTxn<'_> {
             );
             self.shadows.0.remove(&key);
         }
+        self.shadows.drop_running();
         self.rs.sources.truncate(self.sources);
     }
 }
@@ -182,6 +184,7 @@ impl Drop for ElementTxn<'_> {
 pub(crate) fn apply_elements<'r>(
     rs: &'r mut Ruleset,
     shadows: &'r mut SetShadows,
+    oracle: Option<Box<dyn SetOracle>>,
     bytes: &[u8],
     path: &Path,
 ) -> Result<Option<ElementTxn<'r>>, Error> {
@@ -191,6 +194,7 @@ pub(crate) fn apply_elements<'r>(
     let mut st = state_of(tables, rs, sources);
     st.elements_only = true;
     st.element_log = Some(Vec::new());
+    st.oracle = oracle;
     shadows.begin();
     st.shadows = std::mem::take(&mut shadows.0);
     let res = parse_into(&mut st, bytes, path);

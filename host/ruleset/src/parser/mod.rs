@@ -67,6 +67,9 @@ pub(crate) struct State {
     pub expansions: usize,
     /// Each named set's kernel back-end as the transaction has built it (acceptance checks).
     pub shadows: HashMap<setcheck::ShadowKey, setcheck::Shadow>,
+    /// The running program element commands are checked against, in an element batch
+    /// ([`crate::apply_elements_against`]).
+    pub oracle: Option<Box<dyn setcheck::SetOracle>>,
     /// Tables (family, name) that hold a NAT or `flow add` statement: only their rules need
     /// the kernel's hook validation (an entry of a deleted table only costs a check).
     pub hook_bound: std::collections::HashSet<(crate::model::Family, String)>,
@@ -92,6 +95,7 @@ impl State {
             table_handle: 0,
             expansions: 0,
             shadows: HashMap::new(),
+            oracle: None,
             hook_bound: std::collections::HashSet::new(),
             element_log: None,
             elements_only: false,

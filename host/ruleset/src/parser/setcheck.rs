@@ -135,6 +135,146 @@ pub(crate) enum Backend {
     Pipapo(Pipapo<u64>),
 }
 
+/// What a running program holds of a batch's named sets: the daemon's compiled sets, which
+/// hold the same elements as the model in the same kernel back-end. An element batch checked
+/// against it keeps no copy of the set's elements ([`crate::apply_elements_against`]).
+///
+/// Sets are named by their table's and their own index in the ruleset the batch starts from;
+/// keys and bounds are each field's big-endian bytes concatenated, as the parser writes them
+/// for sets of fixed-width types (addresses, services, protocols, marks).
+pub trait SetOracle: Send {
+    /// Elements of set `si` of table `ti` in its back-end, and whether it has a catch-all
+    /// element; `None` when the program does not hold the set in a hash or pipapo back-end
+    /// of keys of `key_len` bytes (the parser then checks against a view of its own).
+    fn len(&self, ti: usize, si: usize, key_len: usize) -> Option<(usize, bool)>;
+    /// Start and end of the element that holds `point`: for a hash the element whose key is
+    /// `point`, for pipapo the oldest element whose ranges contain it (the kernel's
+    /// `pipapo_get`). `None` when no element holds it.
+    fn holder(&self, ti: usize, si: usize, point: &[u8]) -> Option<(Vec<u8>, Vec<u8>)>;
+}
+
+/// An element's start and end ([`bounds`]).
+pub(crate) type Bounds = (Vec<u8>, Vec<u8>);
+
+/// A set held by the running program, and this transaction's changes to it: the elements it
+/// added (in a back-end of their own, younger than every element of the program's) and the
+/// program's elements it deleted or flushed.
+#[derive(Debug, Clone)]
+pub(crate) struct Running {
+    /// Table and set index (the oracle's names).
+    ti: usize,
+    si: usize,
+    /// Elements of the program's set.
+    base: usize,
+    /// The program's elements were flushed in this transaction.
+    flushed: bool,
+    /// Bounds of the program's elements deleted in this transaction.
+    deleted: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Elements added in this transaction.
+    added: Backend,
+}
+
+/// A [`Running`] set's answer that needs the whole set (the program's element holding a point
+/// was deleted in this transaction, and an older element might hold it too): the parser then
+/// builds a view from the model.
+#[derive(Debug)]
+pub(crate) struct Undecided;
+
+impl Running {
+    fn len(&self) -> usize {
+        let base = if self.flushed { 0 } else { self.base };
+        base - self.deleted.len() + self.added.len()
+    }
+
+    /// The program's element holding `point` (`Ok(None)`: none, or flushed), unless
+    /// this transaction deleted it.
+    fn base_holder(
+        &self,
+        oracle: &dyn SetOracle,
+        point: &[u8],
+    ) -> Result<Option<Bounds>, Undecided> {
+        if self.flushed {
+            return Ok(None);
+        }
+        match oracle.holder(self.ti, self.si, point) {
+            // A hash holds a key once: the deleted element was the only one.
+            Some(b) if self.deleted.contains(&b) => match self.added {
+                Backend::Hash(_) => Ok(None),
+                _ => Err(Undecided),
+            },
+            h => Ok(h),
+        }
+    }
+
+    /// The element holding `point`, oldest first: the program's, else one this transaction
+    /// added.
+    fn holder(
+        &self,
+        oracle: &dyn SetOracle,
+        point: &[u8],
+    ) -> Result<Option<Bounds>, Undecided> {
+        if let Some(b) = self.base_holder(oracle, point)? {
+            return Ok(Some(b));
+        }
+        Ok(match &self.added {
+            Backend::Hash(h) => h
+                .contains_key(point)
+                .then(|| (point.to_vec(), point.to_vec())),
+            Backend::Pipapo(p) => p
+                .get(point, 0)
+                .ok()
+                .and_then(|h| p.elem(h))
+                .map(|e| (e.start.to_vec(), e.end.to_vec())),
+            Backend::Rbtree(..) => None,
+        })
+    }
+
+    /// As [`Backend::insert`] for a set without data (every fingerprint 0).
+    fn insert(
+        &mut self,
+        oracle: &dyn SetOracle,
+        e: &SetElem,
+        create: bool,
+    ) -> Result<Result<bool, &'static str>, Undecided> {
+        let (lo, hi) = bounds(&e.key);
+        let pipapo = matches!(self.added, Backend::Pipapo(_));
+        if let Some((a, b)) = self.holder(oracle, &lo)? {
+            // An identical element: `add` keeps it, `create` is refused; for pipapo any
+            // other element holding the start point is an overlap.
+            return Ok(if a == lo && b == hi {
+                if create { Err(EXISTS) } else { Ok(false) }
+            } else {
+                Err(EXISTS)
+            });
+        }
+        if pipapo && lo != hi && self.holder(oracle, &hi)?.is_some() {
+            return Ok(Err(EXISTS));
+        }
+        Ok(self.added.insert(e, create))
+    }
+
+    /// As [`Backend::delete`].
+    fn delete(
+        &mut self,
+        oracle: &dyn SetOracle,
+        e: &SetElem,
+    ) -> Result<Result<Bounds, &'static str>, Undecided> {
+        let (lo, _) = bounds(&e.key);
+        if let Some(b) = self.base_holder(oracle, &lo)? {
+            let keyed = match self.added {
+                // A hash element is keyed by its whole key.
+                Backend::Hash(_) => b.0 == lo,
+                _ => true,
+            };
+            if keyed {
+                self.deleted.push(b.clone());
+                return Ok(Ok(b));
+            }
+        }
+        Ok(self.added.delete(e))
+    }
+}
+
 impl Backend {
     /// The empty back-end the kernel picks for `set`.
     fn new(set: &SetDecl) -> Backend {
@@ -270,59 +410,126 @@ impl Backend {
 #[derive(Debug, Clone)]
 pub(crate) struct Shadow {
     /// The back-end's elements.
-    store: Backend,
+    store: Store,
     /// The catch-all element `*` and its data, when the set has one.
     catch_all: Option<Option<ElemData>>,
+}
+
+/// Where a shadow's elements are.
+#[derive(Debug, Clone)]
+enum Store {
+    /// In a back-end of its own (a view built from the model).
+    Own(Box<Backend>),
+    /// In the running program, with this transaction's changes here.
+    Running(Box<Running>),
 }
 
 impl Shadow {
     /// The empty shadow of `set`.
     fn new(set: &SetDecl) -> Shadow {
         Shadow {
-            store: Backend::new(set),
+            store: Store::Own(Box::new(Backend::new(set))),
             catch_all: None,
         }
     }
 
+    /// The shadow of set `si` of table `ti` as `oracle` holds it, with no change yet.
+    fn running(set: &SetDecl, ti: usize, si: usize, base: usize, catch_all: bool) -> Shadow {
+        Shadow {
+            store: Store::Running(Box::new(Running {
+                ti,
+                si,
+                base,
+                flushed: false,
+                deleted: Vec::new(),
+                added: Backend::new(set),
+            })),
+            // A set checked against the program has no data (see `checked_by_program`).
+            catch_all: catch_all.then_some(None),
+        }
+    }
+
     fn len(&self) -> usize {
-        self.store.len() + usize::from(self.catch_all.is_some())
+        let n = match &self.store {
+            Store::Own(b) => b.len(),
+            Store::Running(r) => r.len(),
+        };
+        n + usize::from(self.catch_all.is_some())
+    }
+
+    /// `true` for a single-field interval set (the kernel's rbtree).
+    fn is_rbtree(&self) -> bool {
+        matches!(&self.store, Store::Own(b) if matches!(**b, Backend::Rbtree(..)))
+    }
+
+    /// `true` when the running program holds its elements.
+    fn is_running(&self) -> bool {
+        matches!(self.store, Store::Running(_))
     }
 
     /// As [`Backend::insert`]; the catch-all as the kernel's `nft_setelem_catchall_insert`
-    /// (a second one is "File exists" under `create` or with other data).
-    fn insert(&mut self, e: &SetElem, create: bool) -> Result<bool, &'static str> {
+    /// (a second one is "File exists" under `create` or with other data). [`Undecided`] only
+    /// for a shadow of the running program (asked through `oracle`).
+    fn insert(
+        &mut self,
+        e: &SetElem,
+        create: bool,
+        oracle: Option<&dyn SetOracle>,
+    ) -> Result<Result<bool, &'static str>, Undecided> {
         if !e.is_catch_all() {
-            return self.store.insert(e, create);
+            return match (&mut self.store, oracle) {
+                (Store::Own(b), _) => Ok(b.insert(e, create)),
+                (Store::Running(r), Some(o)) => r.insert(o, e, create),
+                (Store::Running(_), None) => Err(Undecided),
+            };
         }
-        match &self.catch_all {
+        Ok(match &self.catch_all {
             Some(d) if create || *d != e.data => Err(EXISTS),
             Some(_) => Ok(false),
             None => {
                 self.catch_all = Some(e.data.clone());
                 Ok(true)
             }
-        }
+        })
     }
 
     /// As [`Backend::delete`]; the catch-all has empty bounds.
-    fn delete(&mut self, e: &SetElem) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
+    fn delete(
+        &mut self,
+        e: &SetElem,
+        oracle: Option<&dyn SetOracle>,
+    ) -> Result<Result<Bounds, &'static str>, Undecided> {
         if !e.is_catch_all() {
-            return self.store.delete(e);
+            return match (&mut self.store, oracle) {
+                (Store::Own(b), _) => Ok(b.delete(e)),
+                (Store::Running(r), Some(o)) => r.delete(o, e),
+                (Store::Running(_), None) => Err(Undecided),
+            };
         }
-        match self.catch_all.take() {
+        Ok(match self.catch_all.take() {
             Some(_) => Ok((Vec::new(), Vec::new())),
             None => Err(NOT_FOUND),
-        }
+        })
     }
 
     fn flush(&mut self) {
-        self.store.flush();
+        match &mut self.store {
+            Store::Own(b) => b.flush(),
+            Store::Running(r) => {
+                r.flushed = true;
+                r.deleted.clear();
+                r.added.flush();
+            }
+        }
         self.catch_all = None;
     }
 
     /// Give back the back-end's spare capacity (a view just built from the model).
     fn shrink_to_fit(&mut self) {
-        match &mut self.store {
+        let Store::Own(b) = &mut self.store else {
+            return;
+        };
+        match &mut **b {
             Backend::Hash(h) => h.shrink_to_fit(),
             Backend::Rbtree(s, _) => s.shrink_to_fit(),
             Backend::Pipapo(p) => p.shrink_to_fit(),
@@ -331,10 +538,37 @@ impl Shadow {
 
     /// Forget what only lasts for one transaction (the rbtree's ranges deleted in it).
     fn end_transaction(&mut self) {
-        if let Backend::Rbtree(_, deleted) = &mut self.store {
+        if let Store::Own(b) = &mut self.store
+            && let Backend::Rbtree(_, deleted) = &mut **b
+        {
             deleted.clear();
         }
     }
+}
+
+/// Bytes of a key of `set` as [`bounds`] writes it.
+fn key_len(set: &SetDecl) -> usize {
+    set.key.iter().map(|t| t.width_bytes()).sum()
+}
+
+/// Whether element batches may check `set` against the running program
+/// ([`SetOracle`]) instead of a view: a set without data or timeouts (a view compares only
+/// keys then), of fixed-width types whose bytes the program keys as the parser does, in a hash
+/// or pipapo back-end.
+fn checked_by_program(set: &SetDecl) -> bool {
+    use crate::model::DataType as D;
+    let plain = set.key.iter().all(|t| {
+        matches!(
+            t,
+            D::Ipv4Addr | D::Ipv6Addr | D::EtherAddr | D::InetService | D::InetProto | D::Mark
+        )
+    });
+    plain
+        && !set.is_map
+        && set.data.is_none()
+        && !set.flags.timeout
+        && set.timeout_ms.is_none()
+        && !(set.flags.interval && set.key.len() == 1)
 }
 
 /// The kernel back-end's view of each named set, kept from one batch to the next so that a
@@ -386,6 +620,25 @@ impl SetShadows {
         }
     }
 
+    /// Drop the views of the sets that element batches check against `oracle` (the running
+    /// program compiled from `tables`): it holds their elements, and a view would be a second
+    /// copy of them.
+    pub fn forget_checked_by(&mut self, tables: &[crate::model::Table], oracle: &dyn SetOracle) {
+        for (ti, t) in tables.iter().enumerate() {
+            for (si, set) in t.sets.iter().enumerate() {
+                if checked_by_program(set) && oracle.len(ti, si, key_len(set)).is_some() {
+                    self.0.remove(&(t.handle, set.handle));
+                }
+            }
+        }
+    }
+
+    /// Drop the shadows that asked the running program: what they kept of a transaction is
+    /// in the program once it commits, and gone when it is taken back.
+    pub(crate) fn drop_running(&mut self) {
+        self.0.retain(|_, s| !s.is_running());
+    }
+
     /// Keep only the views of sets that `tables` still declares.
     pub(crate) fn retain_declared(&mut self, tables: &[crate::model::Table]) {
         let live: std::collections::HashSet<ShadowKey> = tables
@@ -428,7 +681,15 @@ pub(crate) type ShadowKey = (u64, u64);
 
 impl Parser<'_> {
     /// The shadow of set `si` of table `ti`, rebuilt from the model when missing or stale.
-    fn shadow(&mut self, ti: usize, si: usize) -> &mut Shadow {
+    /// In an element batch checked against the running program ([`SetOracle`]), a set the
+    /// program holds gets a shadow that asks it, unless `own` (a view of its own is needed).
+    fn shadow(&mut self, ti: usize, si: usize, own: bool) -> &mut Shadow {
+        let k = self.fresh_shadow(ti, si, own);
+        self.st.shadows.get_mut(&k).expect("made by fresh_shadow")
+    }
+
+    /// [`Parser::shadow`]'s work: makes the shadow when missing or stale, returns its key.
+    fn fresh_shadow(&mut self, ti: usize, si: usize, own: bool) -> ShadowKey {
         let t = &self.st.tables[ti];
         let set = &t.sets[si];
         let k = (t.handle, set.handle);
@@ -436,16 +697,45 @@ impl Parser<'_> {
             .st
             .shadows
             .get(&k)
-            .is_some_and(|s| s.len() == set.elements.len());
+            .is_some_and(|s| s.len() == set.elements.len() && !(own && s.is_running()));
         if !fresh {
-            let mut s = Shadow::new(set);
-            for e in &set.elements {
-                let _ = s.insert(e, false);
-            }
-            s.shrink_to_fit();
+            let running = match &self.st.oracle {
+                Some(o) if !own && checked_by_program(set) => o
+                    .len(ti, si, key_len(set))
+                    .filter(|&(n, c)| n + usize::from(c) == set.elements.len()),
+                _ => None,
+            };
+            let s = match running {
+                Some((n, catch_all)) => Shadow::running(set, ti, si, n, catch_all),
+                None => {
+                    let mut s = Shadow::new(set);
+                    for e in &set.elements {
+                        let _ = s.insert(e, false, None);
+                    }
+                    s.shrink_to_fit();
+                    s
+                }
+            };
             self.st.shadows.insert(k, s);
         }
-        self.st.shadows.get_mut(&k).expect("inserted above")
+        k
+    }
+
+    /// Run `f` on the shadow of set `si` of table `ti` with the batch's oracle; when the
+    /// running program's shadow cannot decide, again on a view built from the model (which
+    /// always decides: `None` would mean it did not).
+    fn with_shadow<R>(
+        &mut self,
+        ti: usize,
+        si: usize,
+        f: impl Fn(&mut Shadow, Option<&dyn SetOracle>) -> Result<R, Undecided>,
+    ) -> Option<R> {
+        let k = self.fresh_shadow(ti, si, false);
+        let shadow = self.st.shadows.get_mut(&k)?;
+        match f(shadow, self.st.oracle.as_deref()) {
+            Ok(r) => Some(r),
+            Err(Undecided) => f(self.shadow(ti, si, true), None).ok(),
+        }
     }
 
     /// `add element` / `create element` (and a declaration's `elements = { ... }`): insert each
@@ -469,7 +759,9 @@ impl Parser<'_> {
             }
             // Every element of a set with `counter` has one (nft lists it on each).
             e.counter |= counter;
-            let res = self.shadow(ti, si).insert(&e, create);
+            let res = self
+                .with_shadow(ti, si, |s, o| s.insert(&e, create, o))
+                .unwrap_or(Err(INVALID));
             match res {
                 Ok(true) => {
                     let set = &mut self.st.tables[ti].sets[si];
@@ -499,7 +791,9 @@ impl Parser<'_> {
         elems: Vec<SetElem>,
     ) -> PResult<()> {
         for e in elems {
-            let res = self.shadow(ti, si).delete(&e);
+            let res = self
+                .with_shadow(ti, si, |s, o| s.delete(&e, o))
+                .unwrap_or(Err(INVALID));
             match res {
                 Ok(b) => {
                     let set = &mut self.st.tables[ti].sets[si];
@@ -517,7 +811,7 @@ impl Parser<'_> {
                 }
                 Err(m) => {
                     // nft 1.0.6 checks a single-field interval set against its cache first.
-                    let m = if matches!(self.shadow(ti, si).store, Backend::Rbtree(..)) {
+                    let m = if self.shadow(ti, si, false).is_rbtree() {
                         "element does not exist"
                     } else {
                         m
@@ -572,7 +866,7 @@ impl Parser<'_> {
         let mut shadow = Shadow::new(&decl);
         for e in elems {
             let e = normalize(e.clone());
-            if let Err(m) = shadow.insert(&e, false) {
+            if let Ok(Err(m)) = shadow.insert(&e, false, None) {
                 return Err(self.st.error(e.span, m));
             }
         }
@@ -581,7 +875,7 @@ impl Parser<'_> {
 
     /// `flush set`: the set's elements and its shadow emptied.
     pub(super) fn flush_elements(&mut self, ti: usize, si: usize) {
-        self.shadow(ti, si).flush();
+        self.shadow(ti, si, false).flush();
         let old = std::mem::take(&mut self.st.tables[ti].sets[si].elements);
         if let Some(log) = self.st.element_log.as_mut() {
             log.push((ti, si, ElementOp::Flush, Undo::Flushed(old)));

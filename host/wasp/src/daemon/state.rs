@@ -575,6 +575,8 @@ impl Daemon {
             made = wasp_ctl::changes::diff(&cur.ruleset, &new, &inserted);
         }
         let g = self.replace_locked(&mut cur, new)?;
+        // The sets the program holds answer the next element batches' checks themselves.
+        shadows.forget_checked_by(&cur.ruleset.tables, &cur.engine.set_oracle());
         cur.shadows = shadows;
         Ok((g, made))
     }
@@ -601,7 +603,10 @@ impl Daemon {
             generation,
             ..
         } = cur;
-        let Some(txn) = wasp_ruleset::apply_elements(ruleset, shadows, text, name)? else {
+        // Elements of the sets the program holds are checked against it (no copy of them).
+        let oracle = Box::new(engine.set_oracle());
+        let Some(txn) = wasp_ruleset::apply_elements_against(ruleset, shadows, oracle, text, name)?
+        else {
             return Ok(None);
         };
         let Some(update) = engine.set_update(&txn, self.clock.now_ns()) else {
@@ -617,6 +622,8 @@ impl Daemon {
         let mut retired = vec![engine.apply_set_update(&update)];
         // Sets that the packet path changes live in the state the engines share: once.
         engine.apply_dynamic_update(&update);
+        // A view made where the program could not decide is a copy of the set: not kept.
+        shadows.forget_checked_by(&ruleset.tables, &engine.set_oracle());
         *generation += 1;
         self.set_txns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
