@@ -177,7 +177,7 @@ impl Engine {
                             let k = CountKey::Elem {
                                 table: t.handle,
                                 set: s.handle,
-                                key: el.key.clone(),
+                                key: el.key.to_vec(),
                             };
                             out.push((k, site, slot));
                         }
@@ -277,7 +277,7 @@ fn anon_set_keys(t: &Table, chain: u32, handle: u64, nth: u32) -> Option<Vec<Vec
         .find(|r| r.handle == handle)?
         .clone();
     let set = rule.anonymous_sets_mut().nth(nth as usize)?;
-    Some(set.iter().map(|e| e.key.clone()).collect())
+    Some(set.iter().map(|e| e.key.to_vec()).collect())
 }
 
 impl Engine {

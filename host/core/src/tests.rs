@@ -511,7 +511,7 @@ fn in_set(op: RelOp, left: Expr, s: SetRef) -> Stmt {
 }
 fn elem(key: Vec<KeyPart>, data: Option<ElemData>) -> SetElem {
     SetElem {
-        key,
+        key: key.into(),
         data,
         timeout_ms: None,
         expires_ms: None,

@@ -1100,6 +1100,11 @@ pub enum KeyPart {
     Prefix(Value, u8),
 }
 
+/// A set element's key: one part per concatenated field, held in place up to two fields (an
+/// element of a large set then allocates nothing of its own, and its memory is one slot of
+/// its set's element list).
+pub type ElemKey = smallvec::SmallVec<[KeyPart; 2]>;
+
 /// A value's bytes: up to 16 (the widest data types, `ipv6_addr`, `ifname`, `ct label`) held
 /// in place, so that a set element's key allocates nothing per field.
 pub type Bytes = smallvec::SmallVec<[u8; 16]>;
@@ -2030,7 +2035,7 @@ pub struct SetElem {
     /// Key, one part per concatenated field; empty for the catch-all element `*` (the kernel's
     /// NFT_SET_ELEM_CATCHALL: it holds every key no other element holds, see
     /// [`SetElem::is_catch_all`]).
-    pub key: Vec<KeyPart>,
+    pub key: ElemKey,
     /// Map data: a value or a verdict.
     pub data: Option<ElemData>,
     /// `timeout` in ms.
@@ -2054,9 +2059,9 @@ pub struct SetElem {
 impl SetElem {
     /// An element with key `key` written at `span`, and nothing else (no data, timeout,
     /// counter or comment).
-    pub fn new(key: Vec<KeyPart>, span: Span) -> SetElem {
+    pub fn new(key: impl Into<ElemKey>, span: Span) -> SetElem {
         SetElem {
-            key,
+            key: key.into(),
             data: None,
             timeout_ms: None,
             expires_ms: None,

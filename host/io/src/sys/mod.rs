@@ -18,7 +18,9 @@ pub(crate) mod real;
 #[cfg(test)]
 pub(crate) mod fake;
 
-pub(crate) use real::{EventFd, RealSys, enter_netns, heap_in_use, trim_heap};
+pub(crate) use real::{
+    EventFd, RealSys, enter_netns, heap_in_use, map_large_blocks_alone, trim_heap,
+};
 
 /// An operation on one port of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

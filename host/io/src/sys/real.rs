@@ -151,6 +151,32 @@ pub(crate) fn trim_heap() -> bool {
     false
 }
 
+/// Fix the allocator's threshold for mapping a block on its own at `bytes` (glibc's
+/// `mallopt(M_MMAP_THRESHOLD)`; other C libraries: `false`).
+pub(crate) fn map_large_blocks_alone(bytes: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        let Ok(b) = libc::c_int::try_from(bytes) else {
+            return false;
+        };
+        // SAFETY: mallopt(3) takes two integers and changes the allocator's parameters under
+        // its lock; blocks already handed out are unaffected.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, b) == 1 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = bytes;
+        false
+    }
+}
+
+/// Bytes in blocks glibc mapped on their own (`mallinfo2().hblkhd`), for tests.
+#[cfg(all(test, target_env = "gnu"))]
+pub(crate) fn heap_mapped_alone() -> usize {
+    // SAFETY: mallinfo2(3) takes no arguments and only reads the allocator's statistics.
+    unsafe { libc::mallinfo2() }.hblkhd
+}
+
 /// Bytes the C library's allocator has handed out and not had back, over every arena: glibc's
 /// `mallinfo2()`, `uordblks` (chunks in use) + `hblkhd` (blocks mapped on their own). Other C
 /// libraries: `None`.

@@ -436,7 +436,7 @@ impl Parser<'_> {
                 && !elems[0].counter;
             if single {
                 // nft turns a one-element anonymous set into a plain comparison.
-                Rhs::Key(elems.remove(0).key)
+                Rhs::Key(elems.remove(0).key.into_vec())
             } else {
                 Rhs::Set(SetRef::Anonymous(elems))
             }
@@ -1084,7 +1084,7 @@ fn resolve_raw(left: Expr, right: Rhs, family: Family, l3: Option<&str>) -> (Exp
     if fields.iter().all(Option::is_none) {
         return (left, right);
     }
-    let retype = |key: &mut Vec<KeyPart>| {
+    let retype = |key: &mut [KeyPart]| {
         for (p, f) in key.iter_mut().zip(&fields) {
             let Some(f) = f else { continue };
             let t = f.row().dtype;

@@ -13,6 +13,14 @@
 //!
 //! Checked on the local kernel with `nft -c -f` and `nft -f` in a namespace (nft 1.0.6, kernel
 //! 6.18): every message and location below is the one nft printed for the same file.
+//!
+//! The elements are checked against a view of the set in that back-end, built from the model
+//! and kept between batches ([`SetShadows`]), or, for a set that a running program holds in
+//! the same back-end, against the program ([`SetOracle`]: the daemon's compiled sets), with
+//! only the batch's own changes kept here: the same answers without a second copy of the set.
+//! Where the program cannot tell (a pipapo element that holds a point was deleted earlier in
+//! the batch, and an older one might hold it too), the batch goes on against a view built
+//! from the model.
 
 use std::collections::HashMap;
 
@@ -208,11 +216,7 @@ impl Running {
 
     /// The element holding `point`, oldest first: the program's, else one this transaction
     /// added.
-    fn holder(
-        &self,
-        oracle: &dyn SetOracle,
-        point: &[u8],
-    ) -> Result<Option<Bounds>, Undecided> {
+    fn holder(&self, oracle: &dyn SetOracle, point: &[u8]) -> Result<Option<Bounds>, Undecided> {
         if let Some(b) = self.base_holder(oracle, point)? {
             return Ok(Some(b));
         }
@@ -574,7 +578,9 @@ fn checked_by_program(set: &SetDecl) -> bool {
 /// The kernel back-end's view of each named set, kept from one batch to the next so that a
 /// batch of element commands checks its elements against the set without rebuilding it
 /// ([`crate::apply_elements`]). Keyed by table and set handle (never reused); a view whose
-/// element count differs from its set's is rebuilt from the model when next used.
+/// element count differs from its set's is rebuilt from the model when next used. A set that
+/// a running program holds ([`SetOracle`]) needs no view: element batches checked against the
+/// program keep here only what the batch changed, until it commits or is taken back.
 #[derive(Debug, Default)]
 pub struct SetShadows(pub(crate) HashMap<ShadowKey, Shadow>, pub(crate) SourceGc);
 
@@ -947,7 +953,7 @@ pub(super) fn merge_anonymous_intervals(elems: Vec<SetElem>) -> Vec<SetElem> {
                     KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => v.clone(),
                 })
             };
-            e.key = vec![if lo == hi {
+            e.key = smallvec::smallvec![if lo == hi {
                 KeyPart::Value(value(lo))
             } else {
                 KeyPart::Range(value(lo), value(hi))

@@ -89,7 +89,7 @@ impl<X: Clone> Pipapo<X> {
         }
         let (start, end) = self.keys_of(h);
         let (start, end) = (start.to_vec(), end.to_vec());
-        let expires = self.slab[h as usize].as_ref().and_then(|s| s.expires);
+        let expires = self.expires_of(h);
         let Some(d) = self.delta.as_deref_mut() else {
             self.touched();
             return;

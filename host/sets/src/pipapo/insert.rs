@@ -101,7 +101,6 @@ impl<X: Clone> Pipapo<X> {
         self.bblocks_max = self.fields.iter().map(|f| f.bblocks).max().unwrap_or(0);
         self.slab[h as usize] = Some(Slot {
             data: e.data,
-            expires: e.expires,
             ext: e.ext,
         });
         let (kl, nf) = (self.key_len, self.fields.len());

@@ -156,11 +156,10 @@ impl<X> ElemRef<'_, X> {
     }
 }
 
-/// What a slab slot holds besides its keys and rule counts.
+/// What a slab slot holds besides its keys, rule counts and expiry (`Pipapo::expiry`).
 #[derive(Debug, Clone)]
 struct Slot<X> {
     data: u32,
-    expires: Option<u64>,
     ext: X,
 }
 
@@ -257,6 +256,15 @@ impl<X: Clone> Pipapo<X> {
         self.order.is_empty()
     }
 
+    /// Expiry of the element in slot `h` (`None` for never).
+    #[inline]
+    fn expires_of(&self, h: u32) -> Option<u64> {
+        self.expiry
+            .get(h as usize)
+            .copied()
+            .filter(|&t| t != u64::MAX)
+    }
+
     /// The element behind a handle (`None` for a removed one).
     pub fn elem(&self, h: ElemHandle) -> Option<ElemRef<'_, X>> {
         let slot = self.slab.get(h.0 as usize)?.as_ref()?;
@@ -265,7 +273,7 @@ impl<X: Clone> Pipapo<X> {
             start,
             end,
             data: slot.data,
-            expires: slot.expires,
+            expires: self.expires_of(h.0),
             ext: &slot.ext,
         })
     }

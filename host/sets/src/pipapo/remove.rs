@@ -92,7 +92,7 @@ impl<X: Clone> Pipapo<X> {
                     start: start.into(),
                     end: end.into(),
                     data: slot.data,
-                    expires: slot.expires,
+                    expires: self.expires_of(o),
                     ext: slot.ext,
                 });
                 self.expiry[o as usize] = u64::MAX;

@@ -221,6 +221,8 @@ pub fn devices(engine: &Engine, gateway: Option<&Gateway>, extra: &[String]) -> 
 pub fn run(args: &RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(), Error> {
     // RUST_LOG picks what is logged (default: info).
     crate::cli::init_logging("info");
+    // Large sets' tables and their copies go back to the system when dropped.
+    wasp_io::map_large_blocks_alone();
     let ruleset = wasp_ruleset::parse_file(&args.ruleset)?;
     let engine = Engine::compile(&ruleset)?;
     let mut gateway = match &args.gateway {

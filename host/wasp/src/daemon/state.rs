@@ -48,7 +48,9 @@ struct Current {
     /// the IP path).
     netfilter: Option<Netfilter>,
     /// The kernel back-end's view of each named set that a batch checked elements against,
-    /// kept for the next batch (`wasp_ruleset::apply_elements`).
+    /// kept for the next batch (`wasp_ruleset::apply_elements`); none for the sets the
+    /// control engine holds in the same back-end, which element batches check against
+    /// (`Engine::set_oracle`).
     shadows: wasp_ruleset::SetShadows,
 }
 
@@ -581,7 +583,8 @@ impl Daemon {
         Ok((g, made))
     }
 
-    /// A batch of element commands as set transactions: the model changes in place, the
+    /// A batch of element commands as set transactions: the elements are checked against the
+    /// control engine's sets ([`Engine::set_oracle`]), the model changes in place, the
     /// control engine makes new copies of the changed sets ([`Engine::set_update`]), and every
     /// worker swaps them in at its next vector boundary; the rest of the program, its counters
     /// and the plugins stay as they are, and lookups never wait. `Ok(None)` with nothing
