@@ -78,8 +78,7 @@ impl Engine {
                 continue;
             };
             e.counter = true;
-            e.packets = c.packets;
-            e.bytes = c.bytes;
+            e.set_counts(c.packets, c.bytes);
         }
     }
 }

@@ -316,15 +316,14 @@ impl Engine {
                 let looked_up: HashMap<String, (u64, u64)> = set
                     .elements
                     .iter()
-                    .filter(|e| e.counter && (e.packets, e.bytes) != (0, 0))
-                    .map(|e| (wasp_ruleset::element_key_text(e), (e.packets, e.bytes)))
+                    .filter(|e| e.counter && (e.packets(), e.bytes()) != (0, 0))
+                    .map(|e| (wasp_ruleset::element_key_text(e), (e.packets(), e.bytes())))
                     .collect();
                 if !looked_up.is_empty() {
                     for e in &mut elems {
                         if let Some((p, b)) = looked_up.get(&wasp_ruleset::element_key_text(e)) {
                             e.counter = true;
-                            e.packets += p;
-                            e.bytes += b;
+                            e.set_counts(e.packets() + p, e.bytes() + b);
                         }
                     }
                 }
@@ -418,12 +417,16 @@ impl DynamicSet<'_> {
                 }));
             }
             let mut e = SetElem::new(key, decl.span);
-            e.timeout_ms = (v.timeout_ns != 0).then(|| ms(v.timeout_ns));
-            e.expires_ms = v.expires_in_ns.map(ms);
+            let timeout = (v.timeout_ns != 0).then(|| ms(v.timeout_ns));
+            let expires = v.expires_in_ns.map(ms);
+            if timeout.is_some() || expires.is_some() || e.extra.is_some() {
+                let x = e.extra_mut();
+                x.timeout_ms = timeout;
+                x.expires_ms = expires;
+            }
             if let Some((p, b)) = v.counted {
                 e.counter = true;
-                e.packets = p;
-                e.bytes = b;
+                e.set_counts(p, b);
             }
             out.push(e);
         }

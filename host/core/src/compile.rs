@@ -457,15 +457,15 @@ impl Ctx<'_> {
             };
             // Remaining life: `expires`, else the element's `timeout`, else the set's.
             let life_ms = e
-                .expires_ms
-                .or(e.timeout_ms)
+                .expires_ms()
+                .or(e.timeout_ms())
                 .or(decl.and_then(|d| d.timeout_ms));
             let expires = life_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
             if e.counter && e.data.is_some() && matches!(owner, SetOwner::Anonymous(_)) {
                 // nft 1.0.6 refuses a counter on an anonymous map's element (the map has no
                 // statement declared for its elements), naming the `counter`.
                 return Err(self.err(
-                    e.counter_span.unwrap_or(e.span),
+                    e.counter_span().unwrap_or(e.span),
                     "missing statement in map declaration",
                 ));
             }
@@ -476,14 +476,14 @@ impl Ctx<'_> {
             };
             let counter = if counts {
                 counted.push(mi);
-                if e.packets != 0 || e.bytes != 0 {
+                if e.packets() != 0 || e.bytes() != 0 {
                     counter_args.extend([
                         "elem".to_string(),
                         (mi + 1).to_string(),
                         "packets".to_string(),
-                        e.packets.to_string(),
+                        e.packets().to_string(),
                         "bytes".to_string(),
-                        e.bytes.to_string(),
+                        e.bytes().to_string(),
                     ]);
                 }
                 (mi + 1) as u32

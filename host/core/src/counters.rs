@@ -217,8 +217,7 @@ impl Engine {
                 .and_then(|s| s.elements.get_mut(c.element))
             {
                 e.counter = true;
-                e.packets = c.packets;
-                e.bytes = c.bytes;
+                e.set_counts(c.packets, c.bytes);
             }
         }
         self.store_anon_set_counters(ruleset, src);

@@ -158,7 +158,7 @@ impl Engine {
                 ElementOp::Add(e) => {
                     let counter = match set.counter_site {
                         Some(site) if e.counter => {
-                            if e.packets != 0 || e.bytes != 0 {
+                            if e.packets() != 0 || e.bytes() != 0 {
                                 return None;
                             }
                             let list = counted.get_mut(&site)?;
@@ -371,7 +371,7 @@ fn compiled_elem(
         }
         Some(_) => return None,
     };
-    let life_ms = e.expires_ms.or(e.timeout_ms).or(set_timeout);
+    let life_ms = e.expires_ms().or(e.timeout_ms()).or(set_timeout);
     let expires = life_ms.map_or(u64::MAX, |ms| {
         now.saturating_add(ms.saturating_mul(1_000_000))
     });

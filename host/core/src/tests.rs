@@ -511,16 +511,8 @@ fn in_set(op: RelOp, left: Expr, s: SetRef) -> Stmt {
 }
 fn elem(key: Vec<KeyPart>, data: Option<ElemData>) -> SetElem {
     SetElem {
-        key: key.into(),
         data,
-        timeout_ms: None,
-        expires_ms: None,
-        counter: false,
-        packets: 0,
-        bytes: 0,
-        comment: None,
-        span: Span::default(),
-        counter_span: None,
+        ..SetElem::new(key, Span::default())
     }
 }
 fn kv(v: Value) -> KeyPart {

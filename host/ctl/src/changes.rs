@@ -61,7 +61,7 @@ pub enum Object {
         /// The set (without its elements).
         set: SetDecl,
         /// The element.
-        elem: SetElem,
+        elem: Box<SetElem>,
     },
     /// A rule of `chain`, with the handle of the rule before it (`None` when first).
     Rule {
@@ -165,7 +165,7 @@ pub fn element_changes<'r>(
                 table: t.header(),
                 object: Object::Element {
                     set: s.without_elements(),
-                    elem,
+                    elem: Box::new(elem),
                 },
             });
         }
@@ -312,7 +312,7 @@ fn deleted_in(b: &Table, a: &Table, out: &mut Vec<Change>) {
             for elem in listed_elements(&gone, s.flags.interval) {
                 push(Object::Element {
                     set: s.without_elements(),
-                    elem,
+                    elem: Box::new(elem),
                 });
             }
         }
@@ -385,7 +385,7 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
                 .into_iter()
                 .map(|elem| Object::Element {
                     set: shell_set.clone(),
-                    elem,
+                    elem: Box::new(elem),
                 })
                 .collect::<Vec<_>>()
         };

@@ -465,25 +465,25 @@ pub(crate) fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
 pub(crate) fn elem_json(e: &SetElem, f: &ListFlags) -> Json {
     let key = key_json(&e.key);
     let extra =
-        e.counter || e.timeout_ms.is_some() || e.expires_ms.is_some() || e.comment.is_some();
+        e.counter || e.timeout_ms().is_some() || e.expires_ms().is_some() || e.comment().is_some();
     let val = if extra {
         let mut o = json!({ "val": key });
         if e.counter {
             o["counter"] = if f.stateless {
                 Json::Null
             } else {
-                json!({"packets": e.packets, "bytes": e.bytes})
+                json!({"packets": e.packets(), "bytes": e.bytes()})
             };
         }
-        if let Some(ms) = e.timeout_ms {
+        if let Some(ms) = e.timeout_ms() {
             o["timeout"] = json!(ms / 1000);
         }
-        if let Some(ms) = e.expires_ms
+        if let Some(ms) = e.expires_ms()
             && !f.stateless
         {
             o["expires"] = json!(ms / 1000);
         }
-        if let Some(c) = &e.comment {
+        if let Some(c) = e.comment() {
             o["comment"] = json!(c);
         }
         json!({ "elem": o })

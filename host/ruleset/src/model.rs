@@ -2029,8 +2029,10 @@ pub struct SetFlags {
     pub dynamic: bool,
 }
 
-/// One element of a set or map.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One element of a set or map. What few elements carry (a timeout, an expiry, counts, a
+/// comment) is kept apart ([`ElemExtra`]), so that the element of a large set of plain keys is
+/// its key, its span and a few bytes.
+#[derive(Debug, Clone)]
 pub struct SetElem {
     /// Key, one part per concatenated field; empty for the catch-all element `*` (the kernel's
     /// NFT_SET_ELEM_CATCHALL: it holds every key no other element holds, see
@@ -2038,23 +2040,44 @@ pub struct SetElem {
     pub key: ElemKey,
     /// Map data: a value or a verdict.
     pub data: Option<ElemData>,
+    /// `counter` on this element.
+    pub counter: bool,
+    /// Where the element is written.
+    pub span: Span,
+    /// Its timeout, expiry, counts and comment; `None` when it has none of them.
+    pub extra: Option<Box<ElemExtra>>,
+}
+
+/// What few set elements carry ([`SetElem::extra`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ElemExtra {
     /// `timeout` in ms.
     pub timeout_ms: Option<u64>,
     /// `expires` in ms.
     pub expires_ms: Option<u64>,
-    /// `counter` on this element.
-    pub counter: bool,
     /// Packets its counter has counted (`counter packets N bytes M`; 0 without a counter).
     pub packets: u64,
     /// Bytes its counter has counted.
     pub bytes: u64,
     /// `comment "..."`.
     pub comment: Option<String>,
-    /// Where the element is written.
-    pub span: Span,
     /// Where its `counter` keyword is (for errors; `None` without one).
     pub counter_span: Option<Span>,
 }
+
+/// Elements are equal when every part is, an absent [`ElemExtra`] being the default one.
+impl PartialEq for SetElem {
+    fn eq(&self, other: &SetElem) -> bool {
+        let none = ElemExtra::default();
+        self.key == other.key
+            && self.data == other.data
+            && self.counter == other.counter
+            && self.span == other.span
+            && self.extra.as_deref().unwrap_or(&none) == other.extra.as_deref().unwrap_or(&none)
+    }
+}
+
+impl Eq for SetElem {}
 
 impl SetElem {
     /// An element with key `key` written at `span`, and nothing else (no data, timeout,
@@ -2063,14 +2086,54 @@ impl SetElem {
         SetElem {
             key: key.into(),
             data: None,
-            timeout_ms: None,
-            expires_ms: None,
             counter: false,
-            packets: 0,
-            bytes: 0,
-            comment: None,
             span,
-            counter_span: None,
+            extra: None,
+        }
+    }
+
+    /// `timeout` in ms.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.extra.as_ref().and_then(|x| x.timeout_ms)
+    }
+
+    /// `expires` in ms.
+    pub fn expires_ms(&self) -> Option<u64> {
+        self.extra.as_ref().and_then(|x| x.expires_ms)
+    }
+
+    /// Packets its counter has counted.
+    pub fn packets(&self) -> u64 {
+        self.extra.as_ref().map_or(0, |x| x.packets)
+    }
+
+    /// Bytes its counter has counted.
+    pub fn bytes(&self) -> u64 {
+        self.extra.as_ref().map_or(0, |x| x.bytes)
+    }
+
+    /// `comment "..."`.
+    pub fn comment(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|x| x.comment.as_deref())
+    }
+
+    /// Where its `counter` keyword is.
+    pub fn counter_span(&self) -> Option<Span> {
+        self.extra.as_ref().and_then(|x| x.counter_span)
+    }
+
+    /// Its [`ElemExtra`] to change, made when it has none.
+    pub fn extra_mut(&mut self) -> &mut ElemExtra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// Set its counts (`counter packets N bytes M`; an element without counts keeps no
+    /// [`ElemExtra`] for them).
+    pub fn set_counts(&mut self, packets: u64, bytes: u64) {
+        if packets != 0 || bytes != 0 || self.extra.is_some() {
+            let x = self.extra_mut();
+            x.packets = packets;
+            x.bytes = bytes;
         }
     }
 

@@ -392,15 +392,15 @@ fn cmp_keys(a: &[KeyPart], b: &[KeyPart]) -> Ordering {
 fn element(e: &SetElem) -> String {
     let mut s = key_text(&e.key);
     if e.counter {
-        let _ = write!(s, " counter packets {} bytes {}", e.packets, e.bytes);
+        let _ = write!(s, " counter packets {} bytes {}", e.packets(), e.bytes());
     }
-    if let Some(t) = e.timeout_ms {
+    if let Some(t) = e.timeout_ms() {
         let _ = write!(s, " timeout {}", time_text(t));
     }
-    if let Some(t) = e.expires_ms {
+    if let Some(t) = e.expires_ms() {
         let _ = write!(s, " expires {}", time_text(t));
     }
-    if let Some(c) = &e.comment {
+    if let Some(c) = e.comment() {
         let _ = write!(s, " comment \"{c}\"");
     }
     if let Some(d) = &e.data {

@@ -19,7 +19,9 @@ fn cases() -> Vec<PathBuf> {
 fn norm_elems(elems: &mut [SetElem]) {
     for e in elems.iter_mut() {
         e.span = Span::default();
-        e.expires_ms = None;
+        if let Some(x) = e.extra.as_mut() {
+            x.expires_ms = None;
+        }
         for p in &mut e.key {
             // A prefix and the range it covers are the same interval.
             if let KeyPart::Prefix(v, n) = p.clone() {

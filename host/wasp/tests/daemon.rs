@@ -430,7 +430,7 @@ fn dns_counts(r: &wasp_ruleset::Ruleset) -> (u64, u64, u64) {
         .iter()
         .find(|e| matches!(&e.key[..], [KeyPart::Value(v)] if v.bytes == [10, 0, 0, 1].into()))
         .expect("element 10.0.0.1");
-    (packets, used, elem.packets)
+    (packets, used, elem.packets())
 }
 
 /// Counts are exact through changes and concurrent resets: while 20 000 frames pass two
@@ -880,7 +880,7 @@ fn elem_packets(rig: &Rig, addr: [u8; 4]) -> Option<u64> {
         .find(|e| {
             matches!(e.key.as_slice(), [wasp_ruleset::model::KeyPart::Value(v)] if v.bytes == addr.into())
         })
-        .map(|e| e.packets)
+        .map(|e| e.packets())
 }
 
 /// Elements added to or deleted from a set with `counter` go in place (set transactions): the

@@ -459,7 +459,7 @@ fn counted_elements_keep_their_own_counts_through_deletes_in_place() {
             let KeyPart::Value(v) = &x.key[0] else {
                 panic!("a single address");
             };
-            (v.bytes[3], x.packets, x.bytes)
+            (v.bytes[3], x.packets(), x.bytes())
         })
         .collect();
     assert_eq!(elems, after);

@@ -157,7 +157,7 @@ impl ElementTxn<'_> {
                 Undo::Added(_) => {
                     set.elements.pop();
                 }
-                Undo::Removed(at, e) => set.elements.insert(at, e),
+                Undo::Removed(at, e) => set.elements.insert(at, *e),
                 Undo::Flushed(old) => set.elements = old,
             }
             // Its view went through the changes: built again when next used.
@@ -254,7 +254,7 @@ fn drop_unused_sources(r: &mut Ruleset) {
             // Elements come in runs of one file: one insertion per run.
             let mut last = None;
             for e in &s.elements {
-                for f in std::iter::once(e.span.file).chain(e.counter_span.map(|c| c.file)) {
+                for f in std::iter::once(e.span.file).chain(e.counter_span().map(|c| c.file)) {
                     if last != Some(f) {
                         used.insert(f);
                         last = Some(f);

@@ -431,8 +431,8 @@ impl Parser<'_> {
             let single = written == 1
                 && elems.len() == 1
                 && types.len() == 1
-                && elems[0].timeout_ms.is_none()
-                && elems[0].comment.is_none()
+                && elems[0].timeout_ms().is_none()
+                && elems[0].comment().is_none()
                 && !elems[0].counter;
             if single {
                 // nft turns a one-element anonymous set into a plain comparison.

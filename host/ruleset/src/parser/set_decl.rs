@@ -232,7 +232,7 @@ impl Parser<'_> {
     ) -> PResult<()> {
         match elems.iter().find(|e| e.counter && !set.counter) {
             Some(e) => Err(self.st.error(
-                e.counter_span.unwrap_or(e.span),
+                e.counter_span().unwrap_or(e.span),
                 "missing statement in set declaration".to_string(),
             )),
             None => Ok(()),

@@ -673,7 +673,7 @@ pub(crate) enum Undo {
     /// An element was pushed at the end of the set, at this index.
     Added(usize),
     /// The element at this position was removed.
-    Removed(usize, SetElem),
+    Removed(usize, Box<SetElem>),
     /// These were the set's elements.
     Flushed(Vec<SetElem>),
 }
@@ -759,7 +759,7 @@ impl Parser<'_> {
         let timeouts = self.st.tables[ti].sets[si].flags.timeout;
         for e in elems {
             let mut e = normalize(e);
-            if !timeouts && (e.timeout_ms.is_some() || e.expires_ms.is_some()) {
+            if !timeouts && (e.timeout_ms().is_some() || e.expires_ms().is_some()) {
                 // NFT_SET_EXT_TIMEOUT on a set without NFT_SET_TIMEOUT: EINVAL.
                 return Err(self.st.error(e.span, INVALID));
             }
@@ -810,7 +810,7 @@ impl Parser<'_> {
                                 ti,
                                 si,
                                 ElementOp::Delete(gone.clone()),
-                                Undo::Removed(i, gone),
+                                Undo::Removed(i, Box::new(gone)),
                             ));
                         }
                     }
@@ -898,8 +898,8 @@ pub(super) fn merge_anonymous_intervals(elems: Vec<SetElem>) -> Vec<SetElem> {
         e.key.len() == 1
             && e.data.is_none()
             && !e.counter
-            && e.timeout_ms.is_none()
-            && e.comment.is_none()
+            && e.timeout_ms().is_none()
+            && e.comment().is_none()
             && !matches!(&e.key[0], KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) if v.wildcard)
     };
     let interval = elems

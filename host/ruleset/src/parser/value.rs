@@ -344,19 +344,19 @@ impl Parser<'_> {
     fn element_rest(&mut self, mut elem: SetElem, data: Option<DataType>) -> PResult<SetElem> {
         loop {
             if self.eat_word("timeout")? {
-                elem.timeout_ms = Some(self.time()?);
+                elem.extra_mut().timeout_ms = Some(self.time()?);
             } else if self.eat_word("expires")? {
-                elem.expires_ms = Some(self.time()?);
+                elem.extra_mut().expires_ms = Some(self.time()?);
             } else if self.eat_word("comment")? {
-                elem.comment = Some(self.string("a quoted comment")?.0);
+                elem.extra_mut().comment = Some(self.string("a quoted comment")?.0);
             } else if self.at_word("counter")? {
-                elem.counter_span = Some(self.peek_span()?);
+                elem.extra_mut().counter_span = Some(self.peek_span()?);
                 self.advance();
                 elem.counter = true;
                 if self.eat_word("packets")? {
-                    elem.packets = self.number_u64()?;
+                    elem.extra_mut().packets = self.number_u64()?;
                     self.expect_word("bytes")?;
-                    elem.bytes = self.number_u64()?;
+                    elem.extra_mut().bytes = self.number_u64()?;
                 }
             } else {
                 break;

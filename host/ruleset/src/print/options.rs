@@ -337,18 +337,18 @@ pub(crate) fn element(e: &SetElem, o: &PrintOptions) -> String {
         if o.stateless {
             s.push_str(" counter");
         } else {
-            let _ = write!(s, " counter packets {} bytes {}", e.packets, e.bytes);
+            let _ = write!(s, " counter packets {} bytes {}", e.packets(), e.bytes());
         }
     }
-    if let Some(t) = e.timeout_ms {
+    if let Some(t) = e.timeout_ms() {
         let _ = write!(s, " timeout {}", time_text(t));
     }
-    if let Some(t) = e.expires_ms
+    if let Some(t) = e.expires_ms()
         && !o.stateless
     {
         let _ = write!(s, " expires {}", time_text(t));
     }
-    if let Some(c) = &e.comment {
+    if let Some(c) = e.comment() {
         let _ = write!(s, " comment \"{c}\"");
     }
     if let Some(d) = &e.data {

@@ -241,7 +241,7 @@ fn zero_counts(r: &mut Ruleset) {
                     }
                 }
                 for e in rule.anonymous_sets_mut().flatten() {
-                    (e.packets, e.bytes) = (0, 0);
+                    e.set_counts(0, 0);
                 }
             }
         }
@@ -250,7 +250,7 @@ fn zero_counts(r: &mut Ruleset) {
         }
         for s in &mut t.sets {
             for e in &mut s.elements {
-                (e.packets, e.bytes) = (0, 0);
+                e.set_counts(0, 0);
             }
         }
     }
