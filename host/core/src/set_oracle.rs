@@ -1,12 +1,15 @@
 //! The running program's named sets as element batches check against them
-//! ([`wasp_ruleset::SetOracle`]): a set held in a hash or pipapo back-end answers for itself,
-//! so that the control side keeps no second copy of its elements for the checks.
+//! ([`wasp_ruleset::SetOracle`]): a set held in the back-end the kernel would pick (hash,
+//! rbtree-semantics interval set, pipapo) answers for itself, so that the control side keeps
+//! no second copy of its elements for the checks.
 //!
 //! An oracle is a snapshot: it holds the sets of the program it was made from (shared, not
 //! copied) and answers for that program whatever the engine swaps in afterwards. Make one per
 //! batch and drop it with the batch.
 
 use std::sync::Arc;
+
+use wasp_ruleset::{Bounds, SetBackend};
 
 use crate::engine::Engine;
 use crate::setstore::{Set, SetStore};
@@ -44,29 +47,50 @@ impl SetOracle {
 }
 
 impl wasp_ruleset::SetOracle for SetOracle {
-    fn len(&self, ti: usize, si: usize, key_len: usize) -> Option<(usize, bool)> {
+    fn len(
+        &self,
+        ti: usize,
+        si: usize,
+        backend: SetBackend,
+        key_len: usize,
+    ) -> Option<(usize, bool)> {
         let s = self.set(ti, si)?;
-        let n = match &s.store {
-            SetStore::Exact(e) if e.key_len() == key_len => e.len(),
-            SetStore::Pipapo(p) if p.key_len() == key_len => p.len(),
+        // A set of single keys is held as exact keys whatever its flags: it answers for
+        // pipapo (an element holds only its own key), not for the rbtree's range queries.
+        let n = match (&s.store, backend) {
+            (SetStore::Exact(e), SetBackend::Hash | SetBackend::Pipapo)
+                if e.key_len() == key_len =>
+            {
+                e.len()
+            }
+            (SetStore::Pipapo(p), SetBackend::Pipapo) if p.key_len() == key_len => p.len(),
+            (SetStore::Interval(i), SetBackend::Rbtree) if i.key_len() == key_len => i.len(),
             _ => return None,
         };
         Some((n, s.catch_all.is_some()))
     }
 
-    fn holder(&self, ti: usize, si: usize, point: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    fn holder(&self, ti: usize, si: usize, point: &[u8]) -> Option<Bounds> {
         match &self.set(ti, si)?.store {
             SetStore::Exact(e) if point.len() == e.key_len() => {
                 e.get(point).map(|_| (point.to_vec(), point.to_vec()))
             }
-            SetStore::Exact(_) => None,
             // The sets checked this way have no timeouts: time 0 expires nothing.
             SetStore::Pipapo(p) if point.len() == p.key_len() => {
                 let e = p.elem(p.lookup_index(point, 0)?)?;
                 Some((e.start.to_vec(), e.end.to_vec()))
             }
-            SetStore::Pipapo(_) => None,
-            SetStore::Interval(_) | SetStore::Dynamic(_) | SetStore::Ranges(_) => None,
+            _ => None,
+        }
+    }
+
+    fn overlapping(&self, ti: usize, si: usize, start: &[u8], end: &[u8]) -> Option<Bounds> {
+        match &self.set(ti, si)?.store {
+            SetStore::Interval(i) => {
+                let e = i.elem(i.overlapping(start, end, 0)?)?;
+                Some((e.start.to_vec(), e.end.to_vec()))
+            }
+            _ => None,
         }
     }
 }
@@ -88,16 +112,23 @@ table netdev t {
         type ipv4_addr
         elements = { 10.0.0.1, 10.0.0.2 }
     }
+    set i {
+        type ipv4_addr
+        flags interval
+        elements = { 10.0.0.4/30, 10.0.0.9-10.0.0.10 }
+    }
     chain in {
         type filter hook ingress device "eth0" priority 0; policy accept;
         ip daddr . udp dport @c drop
         ip daddr @h drop
+        ip saddr @i drop
     }
 }
 "#;
 
-    /// One element command of a small domain (addresses 10.0.0.0-15, ports 1-12), so that
-    /// batches meet identical, overlapping and missing elements often.
+    /// One element command of a small domain (addresses 10.0.0.0-16, ports 1-14) on the
+    /// concatenated, the hash or the interval set, so that batches meet identical,
+    /// overlapping and missing elements often.
     fn command() -> impl Strategy<Value = String> {
         let verb = prop_oneof![
             Just("add"),
@@ -129,17 +160,30 @@ table netdev t {
             4 => (verb.clone(), prop::collection::vec(concat, 1..3)).prop_map(|(v, es)| {
                 format!("{v} element netdev t c {{ {} }}", es.join(", "))
             }),
-            3 => (verb, prop::collection::vec(0u8..8, 1..3)).prop_map(|(v, es)| {
+            3 => (verb.clone(), prop::collection::vec(0u8..8, 1..3)).prop_map(|(v, es)| {
                 let es: Vec<String> = es.iter().map(|a| format!("10.0.0.{a}")).collect();
                 format!("{v} element netdev t h {{ {} }}", es.join(", "))
             }),
-            1 => prop_oneof![Just("c"), Just("h")].prop_map(|s| format!("flush set netdev t {s}")),
+            3 => (verb.clone(), prop::collection::vec((0u8..16, 0u8..3), 1..3)).prop_map(|(v, es)| {
+                let es: Vec<String> = es
+                    .iter()
+                    .map(|&(a, w)| match w {
+                        0 => format!("10.0.0.{a}"),
+                        1 => format!("10.0.0.{a}-10.0.0.{}", a + 1),
+                        _ => format!("10.0.0.{}/30", a & 0xfc),
+                    })
+                    .collect();
+                format!("{v} element netdev t i {{ {} }}", es.join(", "))
+            }),
+            1 => prop_oneof![Just("c"), Just("h"), Just("i")]
+                .prop_map(|s| format!("flush set netdev t {s}")),
         ]
     }
 
     /// An element batch checked against the program builds no view of the set (a batch
     /// checked against views builds one, and keeps it), and an element the program holds is
-    /// found there: `create` of it is refused.
+    /// found there: `create` of it is refused, and so is a range that overlaps one of the
+    /// interval set's.
     #[test]
     fn a_batch_checked_against_the_program_builds_no_view() {
         let mut rs = wasp_ruleset::parse_str(RULESET, "t.nft").unwrap();
@@ -159,6 +203,19 @@ table netdev t {
         let err = wasp_ruleset::apply_elements_against(&mut rs, &mut shadows, oracle, create, "b")
             .unwrap_err();
         assert!(err.to_string().contains("File exists"), "{err}");
+        assert_eq!(shadows.len(), 0);
+        // The interval set: an overlap is refused, a disjoint range taken, no view built.
+        let overlap = "add element netdev t i { 10.0.0.6-10.0.0.8 }";
+        let oracle = Box::new(engine.set_oracle());
+        let err = wasp_ruleset::apply_elements_against(&mut rs, &mut shadows, oracle, overlap, "b")
+            .unwrap_err();
+        assert!(err.to_string().contains("conflicting intervals"), "{err}");
+        let disjoint = "add element netdev t i { 10.0.0.12/30 }";
+        let oracle = Box::new(engine.set_oracle());
+        wasp_ruleset::apply_elements_against(&mut rs, &mut shadows, oracle, disjoint, "b")
+            .unwrap()
+            .unwrap()
+            .commit();
         assert_eq!(shadows.len(), 0);
         let mut views = wasp_ruleset::SetShadows::default();
         wasp_ruleset::apply_elements(&mut rs, &mut views, add, "b")

@@ -27,7 +27,7 @@ pub mod system_names;
 pub use error::Error;
 pub use model::Ruleset;
 pub use parser::batch::ElementTxn;
-pub use parser::setcheck::{ElementOp, SetOracle, SetShadows};
+pub use parser::setcheck::{Bounds, ElementOp, SetBackend, SetOracle, SetShadows};
 pub use print::options::PrintOptions;
 
 use std::path::Path;

@@ -162,6 +162,24 @@ impl<X: Clone> IntervalSet<X> {
         (v <= it.end && now < it.expires).then_some(ElemHandle(it.h))
     }
 
+    /// A live element at `now` that meets the range `[start, end]` (`None` also for
+    /// wrong-length keys): with disjoint elements, the one holding it when one is identical to
+    /// it or contains it.
+    pub fn overlapping(&self, start: &[u8], end: &[u8], now: u64) -> Option<ElemHandle> {
+        if start.len() != self.len || end.len() != self.len {
+            return None;
+        }
+        let (s, e) = (be_value(start), be_value(end));
+        let mut i = self.floor(s).unwrap_or(0);
+        while let Some(it) = self.items.get(i).filter(|it| it.start <= e) {
+            if it.end >= s && now < it.expires {
+                return Some(ElemHandle(it.h));
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// The live element containing the point `key` (`nft get element`).
     /// Errors: [`SetError::KeyLength`], [`SetError::NotFound`].
     pub fn get(&self, key: &[u8], now: u64) -> Result<ElemHandle, SetError> {
@@ -320,6 +338,32 @@ mod tests {
             mode,
             now,
         )
+    }
+
+    /// `overlapping` finds a live element meeting a range exactly when inserting the range
+    /// would meet one (identical, overlapping, containing or contained), on random sets.
+    #[test]
+    fn overlapping_answers_as_the_insert_check() {
+        proptest!(|(
+            elems in prop::collection::vec((0u16..200, 0u16..20, any::<bool>()), 0..40),
+            probe in (0u16..220, 0u16..30),
+            now in 0u64..3,
+        )| {
+            let mut s = IntervalSet::new(2).unwrap();
+            for (a, w, timed) in elems {
+                let _ = add(&mut s, a, a + w, InsertMode::Add, timed.then_some(1), 0);
+            }
+            let (a, b) = (probe.0, probe.0 + probe.1);
+            let hit = s.overlapping(&a.to_be_bytes(), &b.to_be_bytes(), now);
+            let mut copy = s.clone();
+            let meets = add(&mut copy, a, b, InsertMode::Create, None, now).is_err();
+            prop_assert_eq!(hit.is_some(), meets);
+            if let Some(h) = hit {
+                let e = s.elem(h).unwrap();
+                let (x, y) = (be_value(e.start), be_value(e.end));
+                prop_assert!(x <= u128::from(b) && u128::from(a) <= y);
+            }
+        });
     }
 
     const C09: [(u16, u16, bool); 15] = [

@@ -151,18 +151,39 @@ pub(crate) enum Backend {
 /// keys and bounds are each field's big-endian bytes concatenated, as the parser writes them
 /// for sets of fixed-width types (addresses, services, protocols, marks).
 pub trait SetOracle: Send {
-    /// Elements of set `si` of table `ti` in its back-end, and whether it has a catch-all
-    /// element; `None` when the program does not hold the set in a hash or pipapo back-end
-    /// of keys of `key_len` bytes (the parser then checks against a view of its own).
-    fn len(&self, ti: usize, si: usize, key_len: usize) -> Option<(usize, bool)>;
+    /// Elements of set `si` of table `ti`, and whether it has a catch-all element; `None`
+    /// when the program does not hold the set so that it can answer for `backend` with keys
+    /// of `key_len` bytes (the parser then checks against a view of its own).
+    fn len(
+        &self,
+        ti: usize,
+        si: usize,
+        backend: SetBackend,
+        key_len: usize,
+    ) -> Option<(usize, bool)>;
     /// Start and end of the element that holds `point`: for a hash the element whose key is
     /// `point`, for pipapo the oldest element whose ranges contain it (the kernel's
     /// `pipapo_get`). `None` when no element holds it.
-    fn holder(&self, ti: usize, si: usize, point: &[u8]) -> Option<(Vec<u8>, Vec<u8>)>;
+    fn holder(&self, ti: usize, si: usize, point: &[u8]) -> Option<Bounds>;
+    /// Start and end of an element of a single-field interval set (its elements are disjoint)
+    /// that meets `[start, end]`. `None` when none does.
+    fn overlapping(&self, ti: usize, si: usize, start: &[u8], end: &[u8]) -> Option<Bounds>;
+}
+
+/// The kernel back-end that holds a set's elements (`nft_select_set_ops`), as a
+/// [`SetOracle`] is asked to answer for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetBackend {
+    /// `nft_set_hash`: exact keys.
+    Hash,
+    /// `nft_set_rbtree`: one interval field, disjoint elements.
+    Rbtree,
+    /// `nft_set_pipapo`: concatenated intervals.
+    Pipapo,
 }
 
 /// An element's start and end ([`bounds`]).
-pub(crate) type Bounds = (Vec<u8>, Vec<u8>);
+pub type Bounds = (Vec<u8>, Vec<u8>);
 
 /// A set held by the running program, and this transaction's changes to it: the elements it
 /// added (in a back-end of their own, younger than every element of the program's) and the
@@ -240,6 +261,9 @@ impl Running {
         e: &SetElem,
         create: bool,
     ) -> Result<Result<bool, &'static str>, Undecided> {
+        if matches!(self.added, Backend::Rbtree(..)) {
+            return Ok(self.insert_rbtree(oracle, e, create));
+        }
         let (lo, hi) = bounds(&e.key);
         let pipapo = matches!(self.added, Backend::Pipapo(_));
         if let Some((a, b)) = self.holder(oracle, &lo)? {
@@ -257,13 +281,58 @@ impl Running {
         Ok(self.added.insert(e, create))
     }
 
+    /// [`Running::insert`] into a single-field interval set: as [`Backend::insert`] does for
+    /// the rbtree, with the program's elements deleted in this transaction among the ranges
+    /// deleted in it. Any element of the program that meets the new one is live (one deleted
+    /// in this transaction would have refused it first).
+    fn insert_rbtree(
+        &mut self,
+        oracle: &dyn SetOracle,
+        e: &SetElem,
+        create: bool,
+    ) -> Result<bool, &'static str> {
+        let (lo, hi) = bounds(&e.key);
+        if !self.flushed {
+            if let Some(i) = self.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
+                // The program's element comes back.
+                if create {
+                    return Err(EXISTS);
+                }
+                self.deleted.remove(i);
+                return Ok(true);
+            }
+            if self.deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
+                return Err("interval overlaps with an existing one");
+            }
+            if let Some((a, b)) = oracle.overlapping(self.ti, self.si, &lo, &hi) {
+                return if a == lo && b == hi {
+                    if create { Err(EXISTS) } else { Ok(false) }
+                } else {
+                    Err("conflicting intervals specified")
+                };
+            }
+        }
+        self.added.insert(e, create)
+    }
+
     /// As [`Backend::delete`].
     fn delete(
         &mut self,
         oracle: &dyn SetOracle,
         e: &SetElem,
     ) -> Result<Result<Bounds, &'static str>, Undecided> {
-        let (lo, _) = bounds(&e.key);
+        let (lo, hi) = bounds(&e.key);
+        if matches!(self.added, Backend::Rbtree(..)) {
+            // Exact start and end, as the rbtree keys its elements.
+            let held = !self.flushed
+                && !self.deleted.contains(&(lo.clone(), hi.clone()))
+                && oracle.overlapping(self.ti, self.si, &lo, &hi) == Some((lo.clone(), hi.clone()));
+            if held {
+                self.deleted.push((lo.clone(), hi.clone()));
+                return Ok(Ok((lo, hi)));
+            }
+            return Ok(self.added.delete(e));
+        }
         if let Some(b) = self.base_holder(oracle, &lo)? {
             let keyed = match self.added {
                 // A hash element is keyed by its whole key.
@@ -463,7 +532,10 @@ impl Shadow {
 
     /// `true` for a single-field interval set (the kernel's rbtree).
     fn is_rbtree(&self) -> bool {
-        matches!(&self.store, Store::Own(b) if matches!(**b, Backend::Rbtree(..)))
+        match &self.store {
+            Store::Own(b) => matches!(**b, Backend::Rbtree(..)),
+            Store::Running(r) => matches!(r.added, Backend::Rbtree(..)),
+        }
     }
 
     /// `true` when the running program holds its elements.
@@ -557,8 +629,7 @@ fn key_len(set: &SetDecl) -> usize {
 
 /// Whether element batches may check `set` against the running program
 /// ([`SetOracle`]) instead of a view: a set without data or timeouts (a view compares only
-/// keys then), of fixed-width types whose bytes the program keys as the parser does, in a hash
-/// or pipapo back-end.
+/// keys then), of fixed-width types whose bytes the program keys as the parser does.
 fn checked_by_program(set: &SetDecl) -> bool {
     use crate::model::DataType as D;
     let plain = set.key.iter().all(|t| {
@@ -567,12 +638,16 @@ fn checked_by_program(set: &SetDecl) -> bool {
             D::Ipv4Addr | D::Ipv6Addr | D::EtherAddr | D::InetService | D::InetProto | D::Mark
         )
     });
-    plain
-        && !set.is_map
-        && set.data.is_none()
-        && !set.flags.timeout
-        && set.timeout_ms.is_none()
-        && !(set.flags.interval && set.key.len() == 1)
+    plain && !set.is_map && set.data.is_none() && !set.flags.timeout && set.timeout_ms.is_none()
+}
+
+/// The back-end the kernel picks for `set` (as [`Backend::new`]).
+fn backend_of(set: &SetDecl) -> SetBackend {
+    match (set.flags.interval, set.key.len()) {
+        (false, _) => SetBackend::Hash,
+        (true, 1) => SetBackend::Rbtree,
+        (true, _) => SetBackend::Pipapo,
+    }
 }
 
 /// The kernel back-end's view of each named set, kept from one batch to the next so that a
@@ -632,7 +707,8 @@ impl SetShadows {
     pub fn forget_checked_by(&mut self, tables: &[crate::model::Table], oracle: &dyn SetOracle) {
         for (ti, t) in tables.iter().enumerate() {
             for (si, set) in t.sets.iter().enumerate() {
-                if checked_by_program(set) && oracle.len(ti, si, key_len(set)).is_some() {
+                let held = oracle.len(ti, si, backend_of(set), key_len(set));
+                if checked_by_program(set) && held.is_some() {
                     self.0.remove(&(t.handle, set.handle));
                 }
             }
@@ -707,7 +783,7 @@ impl Parser<'_> {
         if !fresh {
             let running = match &self.st.oracle {
                 Some(o) if !own && checked_by_program(set) => o
-                    .len(ti, si, key_len(set))
+                    .len(ti, si, backend_of(set), key_len(set))
                     .filter(|&(n, c)| n + usize::from(c) == set.elements.len()),
                 _ => None,
             };
