@@ -33,7 +33,7 @@ use crate::compiled::{self, SetId};
 use crate::engine::Engine;
 use crate::ext::CountedElems;
 use crate::field::dtype_width;
-use crate::setstore::{Elem, Set, SetStore};
+use crate::setstore::{Elem, PLAIN_SLOT, Set, SetStore};
 
 /// New copies of the sets an element batch changed, ready to be swapped into every engine
 /// compiled from the same ruleset ([`Engine::apply_set_update`]). Cheap to clone (the sets are
@@ -410,7 +410,9 @@ impl Set {
             SetStore::Pipapo(p) => p.delete(lo, now).ok()?.data,
             SetStore::Dynamic(_) | SetStore::Ranges(_) => return None,
         };
-        self.free.push(at);
+        if at != PLAIN_SLOT {
+            self.free.push(at);
+        }
         Some(())
     }
 
@@ -422,13 +424,17 @@ impl Set {
             SetStore::Pipapo(p) => p.flush(),
             SetStore::Dynamic(_) | SetStore::Ranges(_) => {}
         }
-        self.elems.clear();
+        self.elems.truncate(1);
         self.free.clear();
         self.catch_all = None;
     }
 
-    /// A slot of [`Set::elems`] holding `elem`: one a removal freed, else a new one.
+    /// A slot of [`Set::elems`] holding `elem`: the shared plain slot for a plain element,
+    /// else one a removal freed, else a new one.
     fn free_slot(&mut self, elem: Elem) -> u32 {
+        if elem == Elem::PLAIN {
+            return PLAIN_SLOT;
+        }
         match self.free.pop() {
             Some(i) => {
                 self.elems[i as usize] = elem;
@@ -584,6 +590,46 @@ table netdev t {
             panic!("pipapo")
         };
         assert!(p.has_index());
+    }
+
+    /// Plain elements share one data slot through builds, adds, deletes and flushes; an
+    /// element that carries data has its own.
+    #[test]
+    fn plain_elements_share_one_data_slot() {
+        let mut rs = wasp_ruleset::parse_str(RULESET, "t.nft").unwrap();
+        let mut shadows = wasp_ruleset::SetShadows::default();
+        let mut live = Engine::compile(&rs).unwrap();
+        let slots = |e: &Engine, i: usize| e.prog.sets[e.prog.named_sets[0][i]].elems.len();
+        // c, h and i are plain; v's element carries a verdict of its own (index 0: plain).
+        assert_eq!(
+            (slots(&live, 0), slots(&live, 1), slots(&live, 2)),
+            (1, 1, 1)
+        );
+        apply_in_place(
+            &mut live,
+            &mut rs,
+            &mut shadows,
+            "add element netdev t h { 10.0.0.7, 10.0.0.8 }\nadd element netdev t v { 10.0.0.5 : accept }",
+        );
+        assert_eq!((slots(&live, 1), slots(&live, 3)), (1, 2));
+        apply_in_place(
+            &mut live,
+            &mut rs,
+            &mut shadows,
+            "delete element netdev t h { 10.0.0.1 }",
+        );
+        apply_in_place(&mut live, &mut rs, &mut shadows, "flush set netdev t h");
+        assert_eq!(slots(&live, 1), 1);
+        let h = &live.prog.sets[live.prog.named_sets[0][1]];
+        assert!(h.is_empty() && h.lookup(&[10, 0, 0, 7], 0).is_none());
+        apply_in_place(
+            &mut live,
+            &mut rs,
+            &mut shadows,
+            "add element netdev t h { 10.0.0.9 }",
+        );
+        let h = &live.prog.sets[live.prog.named_sets[0][1]];
+        assert_eq!(h.lookup(&[10, 0, 0, 9], 0), Some(&Elem::PLAIN));
     }
 
     /// A full index build made from the running sets replaces them only where no newer change

@@ -44,10 +44,27 @@ pub(crate) struct Elem {
     pub counter: u32,
 }
 
+impl Elem {
+    /// What an element of a set holds that carries nothing: no verdict or value, no expiry, no
+    /// counter. Every such element shares slot [`PLAIN_SLOT`] of its set's [`Set::elems`].
+    pub const PLAIN: Elem = Elem {
+        verdict: 0,
+        value: 0,
+        expires: u64::MAX,
+        counter: 0,
+    };
+}
+
+/// The slot of [`Set::elems`] that holds [`Elem::PLAIN`], shared by every element that is
+/// plain (a large set of plain keys holds one `Elem`, not one per element).
+pub(crate) const PLAIN_SLOT: u32 = 0;
+
 /// A set or map in its back-end, with its elements' data and a verdict map's verdicts.
 #[derive(Debug, Clone)]
 pub(crate) struct Set {
     pub store: SetStore,
+    /// The elements' data, by the slot each back-end element stores: slot [`PLAIN_SLOT`]
+    /// holds [`Elem::PLAIN`] for every plain element, the others one element each.
     pub elems: Vec<Elem>,
     pub verdicts: Box<[compiled::Verdict]>,
     /// The counter use site of the set's element counters, when an element counts.
@@ -87,7 +104,7 @@ impl Set {
         }
         let mut out = Set {
             store: SetStore::Exact(ExactSet::new(key_len)),
-            elems: Vec::with_capacity(elems.len()),
+            elems: vec![Elem::PLAIN],
             verdicts,
             counter_site: None,
             catch_all: None,
@@ -96,8 +113,8 @@ impl Set {
         if exact {
             let mut s = ExactSet::new(key_len);
             for e in &elems {
-                if s.insert(&e.lo, out.elems.len() as u32) {
-                    out.elems.push(e.elem);
+                if s.insert(&e.lo, out.next_slot(e.elem)) {
+                    out.take_slot(e.elem);
                 }
             }
             out.store = SetStore::Exact(s);
@@ -107,11 +124,11 @@ impl Set {
         let tried = if lens.len() == 1 {
             IntervalSet::new(key_len).ok().and_then(|mut s| {
                 for e in &elems {
-                    let n = new_elem(e, out.elems.len() as u32);
+                    let n = new_elem(e, out.next_slot(e.elem));
                     let before = s.len();
                     s.insert(n, InsertMode::Add, 0).ok()?;
                     if s.len() != before {
-                        out.elems.push(e.elem);
+                        out.take_slot(e.elem);
                     }
                 }
                 s.shrink_to_fit();
@@ -120,11 +137,11 @@ impl Set {
         } else {
             Pipapo::new(lens).ok().and_then(|mut s| {
                 for e in &elems {
-                    let n = new_elem(e, out.elems.len() as u32);
+                    let n = new_elem(e, out.next_slot(e.elem));
                     let before = s.len();
                     s.insert(n, InsertMode::Add, 0).ok()?;
                     if s.len() != before {
-                        out.elems.push(e.elem);
+                        out.take_slot(e.elem);
                     }
                 }
                 // The set is complete: drop the tables' growth slack, and index it for
@@ -138,18 +155,35 @@ impl Set {
         match tried {
             Some(store) => out.store = store,
             None => {
-                out.elems.clear();
+                out.elems.truncate(1);
                 let mut r = RangeList::new(lens);
                 for (i, e) in elems.iter().enumerate() {
-                    if !r.insert(&e.lo, &e.hi, out.elems.len() as u32) {
+                    if !r.insert(&e.lo, &e.hi, out.next_slot(e.elem)) {
                         return Err(i);
                     }
-                    out.elems.push(e.elem);
+                    out.take_slot(e.elem);
                 }
                 out.store = SetStore::Ranges(r);
             }
         }
         Ok(out)
+    }
+
+    /// The slot an element holding `elem` gets when built at once: the shared plain slot, or
+    /// the next one ([`Set::take_slot`] takes it).
+    fn next_slot(&self, elem: Elem) -> u32 {
+        if elem == Elem::PLAIN {
+            PLAIN_SLOT
+        } else {
+            self.elems.len() as u32
+        }
+    }
+
+    /// Take the slot [`Set::next_slot`] gave for `elem`.
+    fn take_slot(&mut self, elem: Elem) {
+        if elem != Elem::PLAIN {
+            self.elems.push(elem);
+        }
     }
 
     /// The live element holding `key` at `now` (ns after the epoch): the back-end's, else
@@ -177,7 +211,15 @@ impl Set {
 
     /// `true` when the set has no element (not even a catch-all).
     pub fn is_empty(&self) -> bool {
-        self.elems.is_empty() && self.catch_all.is_none()
+        let stored = match &self.store {
+            SetStore::Exact(s) => s.len(),
+            SetStore::Interval(s) => s.len(),
+            SetStore::Pipapo(s) => s.len(),
+            SetStore::Ranges(r) => r.len(),
+            // Elements the packet path adds come and go: never taken as empty.
+            SetStore::Dynamic(_) => 1,
+        };
+        stored == 0 && self.catch_all.is_none()
     }
 }
 

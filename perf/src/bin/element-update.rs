@@ -13,7 +13,10 @@
 //! - **concat**: `type ipv4_addr . inet_service; flags interval`, N elements `/30 . port range`,
 //!   `ip daddr . udp dport @s` (the pipapo back-end in both).
 //!
-//! Also the daemon's resident memory after the load (the kernel's is not a process's).
+//! Also memory: the daemon's resident set after the load and what the load added to it, and
+//! what the same load added to the kernel's slab and vmalloc memory (`/proc/meminfo`, where
+//! nf_tables keeps set elements and pipapo's tables; system-wide, so other activity in the
+//! same second counts too).
 //!
 //! Needs root. `--smoke`: size 1000, one run (CI).
 //!
@@ -115,19 +118,42 @@ fn timed(c: &mut Command) -> Res<Duration> {
 /// The kernel side: a namespace with a veth end named as the chain's device.
 struct Kernel {
     ns: String,
+    /// What the load added to the kernel's slab and vmalloc memory, KiB.
+    grew_kib: i64,
+}
+
+/// A field of `/proc/meminfo` in KiB (0 when missing).
+fn meminfo_kib(key: &str) -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The kernel's memory that holds nf_tables' sets: slab objects (elements, rbtree nodes,
+/// hash buckets) and vmalloc areas (pipapo's lookup and mapping tables), KiB, system-wide.
+fn kernel_set_memory_kib() -> i64 {
+    meminfo_kib("Slab") + meminfo_kib("VmallocUsed")
 }
 
 impl Kernel {
     fn load(n: usize, file: &Path) -> Res<Kernel> {
-        let k = Kernel {
+        let mut k = Kernel {
             ns: format!("wasp-elem-nft-{}-{n}", std::process::id()),
+            grew_kib: 0,
         };
         ip(&["netns", "add", &k.ns])?;
         ip(&[
             "-n", &k.ns, "link", "add", DEVICE, "type", "veth", "peer", "name", "l1p",
         ])?;
         ip(&["-n", &k.ns, "link", "set", DEVICE, "up"])?;
+        let before = kernel_set_memory_kib();
         k.nft(&["-f", &file.display().to_string()])?;
+        k.grew_kib = kernel_set_memory_kib() - before;
         Ok(k)
     }
 
@@ -336,9 +362,9 @@ fn main() -> Res<()> {
     );
     println!();
     println!(
-        "| shape | size | wasp add | nft add | wasp delete | nft delete | wasp list set | nft list set | daemon RSS MiB |"
+        "| shape | size | wasp add | nft add | wasp delete | nft delete | wasp list set | nft list set | daemon RSS MiB | wasp load MiB | kernel load MiB |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut n = 0;
     for shape in &args.shapes {
         for &size in &args.sizes {
@@ -346,22 +372,27 @@ fn main() -> Res<()> {
             let file = dir.path().join(format!("{shape}-{size}.nft"));
             std::fs::write(&file, ruleset(shape, size)).map_err(|e| e.to_string())?;
             let daemon = WaspRun::start(&wasp, dir.path(), "wasp-elem-", n, args.workers)?;
+            let rss0 = daemon.rss_kib();
             daemon.apply_file(&file)?;
             let rss = daemon.rss_kib();
             let w = rounds(shape, size, args.runs, |a| daemon.ctl(a))?;
             drop(daemon);
             let kernel = Kernel::load(n, &file)?;
             let k = rounds(shape, size, args.runs, |a| kernel.nft(a))?;
+            let kernel_grew = kernel.grew_kib;
             drop(kernel);
+            let mib = |kib: i64| kib as f64 / 1024.0;
             println!(
-                "| {shape} | {size} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+                "| {shape} | {size} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} |",
                 w[0],
                 k[0],
                 w[1],
                 k[1],
                 w[2],
                 k[2],
-                rss as f64 / 1024.0
+                mib(rss as i64),
+                mib(rss as i64 - rss0 as i64),
+                mib(kernel_grew)
             );
         }
     }

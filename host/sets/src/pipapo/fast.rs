@@ -137,7 +137,7 @@ impl<X: Clone> Pipapo<X> {
             let r = r as usize;
             let m = f.mt.get(r).filter(|_| r < f.rules)?;
             // Without timed elements every slot a rule maps to is live (expiry `u64::MAX`).
-            if !self.timed || self.expiry.get(m.to as usize).is_some_and(|&t| now < t) {
+            if self.live(m.to, now) {
                 return Some(ElemHandle(m.to));
             }
         }

@@ -67,11 +67,13 @@ impl<X: Clone> Pipapo<X> {
             None => {
                 let h = u32::try_from(self.slab.len()).map_err(|_| SetError::Full)?;
                 room(&mut self.slab, 1);
-                room(&mut self.expiry, 1);
                 room(&mut self.keys, 2 * self.key_len);
                 room(&mut self.nrules, self.fields.len());
                 self.slab.push(None);
-                self.expiry.push(u64::MAX);
+                if self.timed {
+                    room(&mut self.expiry, 1);
+                    self.expiry.push(u64::MAX);
+                }
                 self.keys.resize(self.keys.len() + 2 * self.key_len, 0);
                 self.nrules.resize(self.nrules.len() + self.fields.len(), 0);
                 h
@@ -110,8 +112,16 @@ impl<X: Clone> Pipapo<X> {
         for (i, r) in rules.iter().enumerate() {
             self.nrules[h as usize * nf + i] = r.len() as u32;
         }
-        self.expiry[h as usize] = e.expires.unwrap_or(u64::MAX);
-        self.timed |= e.expires.is_some();
+        if let Some(t) = e.expires {
+            if !self.timed {
+                // The first element with an expiry: every slot gets one.
+                self.expiry = vec![u64::MAX; self.slab.len()];
+                self.timed = true;
+            }
+            self.expiry[h as usize] = t;
+        } else if let Some(t) = self.expiry.get_mut(h as usize) {
+            *t = u64::MAX;
+        }
         room(&mut self.order, 1);
         self.order.push(h);
         self.note_insert(h);

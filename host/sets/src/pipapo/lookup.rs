@@ -328,7 +328,7 @@ impl<X: Clone> Pipapo<X> {
                     let r = b * BLOCK_BITS + w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
                     let m = f.mt.get(r).filter(|_| r < f.rules)?;
-                    if self.expiry.get(m.to as usize).is_some_and(|&t| now < t) {
+                    if self.live(m.to, now) {
                         return Some(ElemHandle(m.to));
                     }
                 }

@@ -179,10 +179,11 @@ pub struct Pipapo<X = ()> {
     keys: Vec<u8>,
     /// Per slot one rule count per field.
     nrules: Vec<u32>,
-    /// Expiry per slab slot (`u64::MAX` for never or free), read by lookups.
+    /// Expiry per slab slot (`u64::MAX` for never or free), read by lookups; empty until an
+    /// element with an expiry is inserted (`timed`).
     expiry: Vec<u64>,
     /// `true` once an element with an expiry was inserted (until a flush): without one,
-    /// lookups need not read `expiry`.
+    /// lookups need not read `expiry`, and it holds nothing.
     timed: bool,
     free: Vec<u32>,
     /// Live handles in insertion order (the rule order of every field).
@@ -254,6 +255,13 @@ impl<X: Clone> Pipapo<X> {
     /// `true` when no element is stored.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
+    }
+
+    /// Whether the element in slot `h` is live at `now` (every stored one while no element has
+    /// an expiry).
+    #[inline]
+    fn live(&self, h: u32, now: u64) -> bool {
+        !self.timed || self.expiry.get(h as usize).is_some_and(|&t| now < t)
     }
 
     /// Expiry of the element in slot `h` (`None` for never).

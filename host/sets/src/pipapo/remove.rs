@@ -95,7 +95,9 @@ impl<X: Clone> Pipapo<X> {
                     expires: self.expires_of(o),
                     ext: slot.ext,
                 });
-                self.expiry[o as usize] = u64::MAX;
+                if let Some(t) = self.expiry.get_mut(o as usize) {
+                    *t = u64::MAX;
+                }
                 self.free.push(o);
             }
         }
@@ -147,7 +149,7 @@ impl<X: Clone> Pipapo<X> {
         let dead: Vec<ElemHandle> = self
             .order
             .iter()
-            .filter(|&&h| self.expiry[h as usize] <= now)
+            .filter(|&&h| !self.live(h, now))
             .map(|&h| ElemHandle(h))
             .collect();
         self.remove_many(&dead).len()
