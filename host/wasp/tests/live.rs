@@ -235,6 +235,14 @@ fn forwards_filters_answers_ctl_and_stops_cleanly() {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
+    // The daemon started itself again, in the same process, with huge pages for its large
+    // blocks (glibc's tunable, read only at start).
+    let pid = t.children.last().expect("daemon").id();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    assert!(
+        String::from_utf8_lossy(&environ).contains("glibc.malloc.hugetlb=1"),
+        "GLIBC_TUNABLES of the daemon"
+    );
 
     let ping = sh(&[
         "ip", "netns", "exec", &c, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.9.0.2",

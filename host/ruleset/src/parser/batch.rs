@@ -88,6 +88,11 @@ pub(crate) fn apply_noting(
     shadows.begin();
     st.shadows = std::mem::take(&mut shadows.0);
     parse_into(&mut st, bytes, path)?;
+    // A set filled by this batch gives back the room its element list grew into (the next
+    // element added grows it by an eighth again).
+    for set in st.tables.iter_mut().flat_map(|t| t.sets.iter_mut()) {
+        set.elements.shrink_to_fit();
+    }
     shadows.0 = std::mem::take(&mut st.shadows);
     shadows.retain_declared(&st.tables);
     let mut r = Ruleset {
