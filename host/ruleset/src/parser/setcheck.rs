@@ -182,7 +182,7 @@ pub enum SetBackend {
     Pipapo,
 }
 
-/// An element's start and end ([`bounds`]).
+/// An element's start and end: each field's low and high bound concatenated, big-endian.
 pub type Bounds = (Vec<u8>, Vec<u8>);
 
 /// A set held by the running program, and this transaction's changes to it: the elements it
