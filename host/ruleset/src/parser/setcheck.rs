@@ -134,11 +134,9 @@ fn fingerprint(d: &Option<ElemData>) -> u64 {
 pub(crate) enum Backend {
     /// `nft_set_hash`: exact keys, with each element's data.
     Hash(HashMap<Key, u64>),
-    /// `nft_set_rbtree`: one interval field, and the ranges `delete element` removed in this
-    /// transaction (nft 1.0.6 + kernel 6.18 keep them in the way of the batch's later
-    /// commands: an overlapping add is "interval overlaps with an existing one", a `create` of
-    /// the same range "File exists"; `flush set` clears them).
-    Rbtree(IntervalSet<u64>, Vec<(Vec<u8>, Vec<u8>)>),
+    /// `nft_set_rbtree`: one interval field, and what this transaction did to it
+    /// ([`RbtreeTxn`]).
+    Rbtree(IntervalSet<u64>, RbtreeTxn),
     /// `nft_set_pipapo`: concatenated intervals.
     Pipapo(Pipapo<u64>),
 }
@@ -184,6 +182,19 @@ pub enum SetBackend {
 
 /// An element's start and end: each field's low and high bound concatenated, big-endian.
 pub type Bounds = (Vec<u8>, Vec<u8>);
+
+/// What a transaction did to an rbtree set that its later commands meet (kernel 6.18 with
+/// nft 1.0.6, checked with `nft -f` in a namespace): a range added and then deleted in the same
+/// transaction stays in the way of an add that overlaps it (refused), but not of the same
+/// range added or created again (accepted); a range committed before and deleted in the
+/// transaction is in nobody's way. `flush set` and the transaction's end clear it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RbtreeTxn {
+    /// Ranges added in this transaction (and still held).
+    added: Vec<Bounds>,
+    /// Ranges added in this transaction and deleted again.
+    deleted: Vec<Bounds>,
+}
 
 /// A set held by the running program, and this transaction's changes to it: the elements it
 /// added (in a back-end of their own, younger than every element of the program's) and the
@@ -262,7 +273,7 @@ impl Running {
         create: bool,
     ) -> Result<Result<bool, &'static str>, Undecided> {
         if matches!(self.added, Backend::Rbtree(..)) {
-            return Ok(self.insert_rbtree(oracle, e, create));
+            return self.insert_rbtree(oracle, e, create);
         }
         let (lo, hi) = bounds(&e.key);
         let pipapo = matches!(self.added, Backend::Pipapo(_));
@@ -282,37 +293,34 @@ impl Running {
     }
 
     /// [`Running::insert`] into a single-field interval set: as [`Backend::insert`] does for
-    /// the rbtree, with the program's elements deleted in this transaction among the ranges
-    /// deleted in it. Any element of the program that meets the new one is live (one deleted
-    /// in this transaction would have refused it first).
+    /// the rbtree. The program's elements deleted in this transaction were committed before
+    /// it: in nobody's way ([`RbtreeTxn`]). When the program's element that meets the new one
+    /// is one of them, another might meet it too: [`Undecided`].
     fn insert_rbtree(
         &mut self,
         oracle: &dyn SetOracle,
         e: &SetElem,
         create: bool,
-    ) -> Result<bool, &'static str> {
+    ) -> Result<Result<bool, &'static str>, Undecided> {
         let (lo, hi) = bounds(&e.key);
         if !self.flushed {
             if let Some(i) = self.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
                 // The program's element comes back.
-                if create {
-                    return Err(EXISTS);
-                }
                 self.deleted.remove(i);
-                return Ok(true);
-            }
-            if self.deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
-                return Err("interval overlaps with an existing one");
+                return Ok(Ok(true));
             }
             if let Some((a, b)) = oracle.overlapping(self.ti, self.si, &lo, &hi) {
-                return if a == lo && b == hi {
+                if self.deleted.contains(&(a.clone(), b.clone())) {
+                    return Err(Undecided);
+                }
+                return Ok(if a == lo && b == hi {
                     if create { Err(EXISTS) } else { Ok(false) }
                 } else {
                     Err("conflicting intervals specified")
-                };
+                });
             }
         }
-        self.added.insert(e, create)
+        Ok(self.added.insert(e, create))
     }
 
     /// As [`Backend::delete`].
@@ -356,7 +364,7 @@ impl Backend {
             if lens.len() == 1
                 && let Ok(s) = IntervalSet::new(lens[0])
             {
-                return Backend::Rbtree(s, Vec::new());
+                return Backend::Rbtree(s, RbtreeTxn::default());
             }
             if let Ok(p) = Pipapo::new(&lens) {
                 return Backend::Pipapo(p);
@@ -398,13 +406,10 @@ impl Backend {
                     Ok(true)
                 }
             },
-            Backend::Rbtree(s, deleted) => {
-                if let Some(i) = deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
-                    if create {
-                        return Err(EXISTS);
-                    }
-                    deleted.remove(i);
-                } else if deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
+            Backend::Rbtree(s, txn) => {
+                if let Some(i) = txn.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
+                    txn.deleted.remove(i);
+                } else if txn.deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
                     return Err("interval overlaps with an existing one");
                 }
                 let before = s.len();
@@ -417,6 +422,7 @@ impl Backend {
                             }
                             return Ok(false);
                         }
+                        txn.added.push((lo, hi));
                         Ok(true)
                     }
                     Err(SetError::Exists(_)) => Err(EXISTS),
@@ -452,10 +458,14 @@ impl Backend {
                 Some(_) => Ok((lo.clone(), lo)),
                 None => Err(NOT_FOUND),
             },
-            Backend::Rbtree(s, deleted) => match s.delete(&lo, Some(&hi), 0) {
+            Backend::Rbtree(s, txn) => match s.delete(&lo, Some(&hi), 0) {
                 Ok(x) => {
-                    deleted.push((x.start.to_vec(), x.end.to_vec()));
-                    Ok((x.start.into(), x.end.into()))
+                    let b = (x.start.to_vec(), x.end.to_vec());
+                    if let Some(i) = txn.added.iter().position(|a| *a == b) {
+                        txn.added.remove(i);
+                        txn.deleted.push(b.clone());
+                    }
+                    Ok(b)
                 }
                 Err(_) => Err(NOT_FOUND),
             },
@@ -469,9 +479,9 @@ impl Backend {
     fn flush(&mut self) {
         match self {
             Backend::Hash(h) => h.clear(),
-            Backend::Rbtree(s, deleted) => {
+            Backend::Rbtree(s, txn) => {
                 s.flush();
-                deleted.clear();
+                *txn = RbtreeTxn::default();
             }
             Backend::Pipapo(p) => p.flush(),
         }
@@ -615,9 +625,9 @@ impl Shadow {
     /// Forget what only lasts for one transaction (the rbtree's ranges deleted in it).
     fn end_transaction(&mut self) {
         if let Store::Own(b) = &mut self.store
-            && let Backend::Rbtree(_, deleted) = &mut **b
+            && let Backend::Rbtree(_, txn) = &mut **b
         {
-            deleted.clear();
+            *txn = RbtreeTxn::default();
         }
     }
 }
@@ -794,6 +804,8 @@ impl Parser<'_> {
                     for e in &set.elements {
                         let _ = s.insert(e, false, None);
                     }
+                    // The model's elements are not this transaction's.
+                    s.end_transaction();
                     s.shrink_to_fit();
                     s
                 }
