@@ -184,10 +184,11 @@ pub enum SetBackend {
 pub type Bounds = (Vec<u8>, Vec<u8>);
 
 /// What a transaction did to an rbtree set that its later commands meet (kernel 6.18 with
-/// nft 1.0.6, checked with `nft -f` in a namespace): a range added and then deleted in the same
-/// transaction stays in the way of an add that overlaps it (refused), but not of the same
-/// range added or created again (accepted); a range committed before and deleted in the
-/// transaction is in nobody's way. `flush set` and the transaction's end clear it.
+/// nft 1.0.6, checked with `nft -f` and `nft -c -f` in a namespace): a range added and then
+/// deleted in the same transaction stays in the way of an add that overlaps it and of a
+/// `create` of the same range ("File exists"; the same range added again is taken); a range
+/// committed before and deleted in the transaction is in nobody's way. `flush set` and the
+/// transaction's end clear it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RbtreeTxn {
     /// Ranges added in this transaction (and still held).
@@ -408,6 +409,9 @@ impl Backend {
             },
             Backend::Rbtree(s, txn) => {
                 if let Some(i) = txn.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
+                    if create {
+                        return Err(EXISTS);
+                    }
                     txn.deleted.remove(i);
                 } else if txn.deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
                     return Err("interval overlaps with an existing one");
