@@ -333,12 +333,13 @@ impl Running {
         let (lo, hi) = bounds(&e.key);
         if matches!(self.added, Backend::Rbtree(..)) {
             // Exact start and end, as the rbtree keys its elements.
+            let b = (lo, hi);
             let held = !self.flushed
-                && !self.deleted.contains(&(lo.clone(), hi.clone()))
-                && oracle.overlapping(self.ti, self.si, &lo, &hi) == Some((lo.clone(), hi.clone()));
+                && !self.deleted.contains(&b)
+                && oracle.overlapping(self.ti, self.si, &b.0, &b.1).as_ref() == Some(&b);
             if held {
-                self.deleted.push((lo.clone(), hi.clone()));
-                return Ok(Ok((lo, hi)));
+                self.deleted.push(b.clone());
+                return Ok(Ok(b));
             }
             return Ok(self.added.delete(e));
         }
@@ -655,12 +656,12 @@ fn checked_by_program(set: &SetDecl) -> bool {
     plain && !set.is_map && set.data.is_none() && !set.flags.timeout && set.timeout_ms.is_none()
 }
 
-/// The back-end the kernel picks for `set` (as [`Backend::new`]).
+/// The back-end the kernel picks for `set`, as [`Backend::new`] builds it.
 fn backend_of(set: &SetDecl) -> SetBackend {
-    match (set.flags.interval, set.key.len()) {
-        (false, _) => SetBackend::Hash,
-        (true, 1) => SetBackend::Rbtree,
-        (true, _) => SetBackend::Pipapo,
+    match Backend::new(set) {
+        Backend::Hash(_) => SetBackend::Hash,
+        Backend::Rbtree(..) => SetBackend::Rbtree,
+        Backend::Pipapo(_) => SetBackend::Pipapo,
     }
 }
 
@@ -721,8 +722,9 @@ impl SetShadows {
     pub fn forget_checked_by(&mut self, tables: &[crate::model::Table], oracle: &dyn SetOracle) {
         for (ti, t) in tables.iter().enumerate() {
             for (si, set) in t.sets.iter().enumerate() {
-                let held = oracle.len(ti, si, backend_of(set), key_len(set));
-                if checked_by_program(set) && held.is_some() {
+                if checked_by_program(set)
+                    && oracle.len(ti, si, backend_of(set), key_len(set)).is_some()
+                {
                     self.0.remove(&(t.handle, set.handle));
                 }
             }
