@@ -51,8 +51,15 @@ fn huge_pages_for_the_daemon() {
     };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_default();
+    // The binary's own path, not `/proc/self/exe`: the kernel names the process after the file
+    // it runs, and `ps`, `pgrep wasp` and systemd expect `wasp`. A binary replaced on disk
+    // since it started reads as "... (deleted)": then the link is all that is left.
+    let exe = std::env::current_exe()
+        .ok()
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| "/proc/self/exe".into());
     // Only returns when the exec failed.
-    let _ = std::process::Command::new("/proc/self/exe")
+    let _ = std::process::Command::new(exe)
         .arg0(arg0)
         .args(args)
         .env("GLIBC_TUNABLES", tunables)

@@ -243,6 +243,9 @@ fn forwards_filters_answers_ctl_and_stops_cleanly() {
         String::from_utf8_lossy(&environ).contains("glibc.malloc.hugetlb=1"),
         "GLIBC_TUNABLES of the daemon"
     );
+    // ...under its own name, as `ps` and `pgrep wasp` show it.
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).expect("comm");
+    assert_eq!(comm.trim(), "wasp", "the daemon's process name");
 
     let ping = sh(&[
         "ip", "netns", "exec", &c, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.9.0.2",
