@@ -522,9 +522,14 @@ impl Forwarder {
                 let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
                 way.keep_logs(lines);
             }
+            // Most packets have no walk to hand out: no drain to set up and tear down.
+            if !way.traced.is_empty() {
+                way.traced.clear();
+            }
             let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
-            way.traced.clear();
-            way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
+            if n > 0 {
+                way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
+            }
             let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way);
             done(i, fate, way);
         }

@@ -454,7 +454,9 @@ impl Datapath {
                     exit.log(lines, now_ns);
                 }
                 // Its walks through the IP hooks join its ingress walk, as packet `i`.
-                if let Some(sink) = exit.trace() {
+                if !way.traced.is_empty()
+                    && let Some(sink) = exit.trace()
+                {
                     for mut ev in way.traced.drain(..) {
                         *ev.packet_mut() = i;
                         sink.event(ev);
@@ -462,8 +464,10 @@ impl Datapath {
                 }
                 // What this packet sends, while its frame is at hand.
                 let frame = decided[i].frame;
-                for s in way.sends.drain(..) {
-                    exit.send(i, &s, frame);
+                if !way.sends.is_empty() {
+                    for s in way.sends.drain(..) {
+                        exit.send(i, &s, frame);
+                    }
                 }
                 exit.done(i, &packets[i], &res.outcomes[i], frame, fate);
             },
