@@ -132,7 +132,8 @@ pub fn apply_batch_noting_inserts(
 /// set`, with `define` and `include`) to `ruleset` in place, checking them as [`apply_batch`]
 /// does against the sets' kernel back-ends kept in `shadows`. Nothing is copied but the
 /// elements that change: a one-element command on a set of a million elements costs about
-/// as much as on a set of ten (plus a scan for the element a `delete` removes).
+/// as much as on a set of ten (plus a scan for the element a `delete` removes, and for the
+/// elements an add to an `auto-merge` set meets).
 ///
 /// Returns `Ok(None)`, with `ruleset` as it was, when the batch holds any other command (the
 /// caller then uses [`apply_batch_with`]); else the applied batch, to keep

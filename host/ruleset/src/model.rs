@@ -1936,6 +1936,12 @@ pub struct SetDecl {
 }
 
 impl SetDecl {
+    /// Whether nft merges the elements added to this set (`auto-merge` on a set of one
+    /// interval field; nft accepts the flag on a concatenation and merges nothing there).
+    pub fn merges_elements(&self) -> bool {
+        self.flags.auto_merge && self.flags.interval && self.key.len() == 1 && !self.is_map
+    }
+
     /// The map's data type as nft lists it after `type K : ` (`ipv4_addr . inet_service` for
     /// concatenated data); `None` for a set.
     pub fn data_type_text(&self) -> Option<String> {
@@ -2027,6 +2033,10 @@ pub struct SetFlags {
     pub constant: bool,
     /// `dynamic`
     pub dynamic: bool,
+    /// `auto-merge` (single-field interval sets only): nft merges the elements it adds with
+    /// the overlapping and adjacent ones of the set into one range each (nft's userspace; the
+    /// kernel holds only the merged elements).
+    pub auto_merge: bool,
 }
 
 /// One element of a set or map. What few elements carry (a timeout, an expiry, counts, a

@@ -150,6 +150,9 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
     if s.counter {
         out.push_str("\t\tcounter\n");
     }
+    if s.flags.auto_merge {
+        out.push_str("\t\tauto-merge\n");
+    }
     if let Some(t) = s.timeout_ms {
         let _ = writeln!(out, "\t\ttimeout {}", time_text(t));
     }

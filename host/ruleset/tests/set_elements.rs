@@ -462,3 +462,127 @@ fn catch_all_element() {
     );
     assert_eq!(listed(&r), "elements = { 10.0.0.1 . 10-20, * }");
 }
+
+/// `auto-merge` on a single-field interval set, as nft 1.0.6 with kernel 6.18 lists it after
+/// `nft -f` of each file (and after separate `nft` commands for the batches, which make the
+/// set's elements older than the new ones): overlapping and adjacent elements become one
+/// range, listed as a prefix when it is one; the merged range carries what the lowest element
+/// of the batch in it carries; a range inside an element already held changes nothing.
+#[test]
+fn auto_merge_merges_as_nft() {
+    let set = |elems: &str| {
+        format!(
+            "table ip t {{\nset s {{ type ipv4_addr; flags interval; auto-merge; elements = {{ {elems} }} }}\n}}\n"
+        )
+    };
+    // The elements between `elements = {` and `}`.
+    let inner = |l: String| {
+        l.trim_start_matches("elements = { ")
+            .trim_end_matches(" }")
+            .to_string()
+    };
+    let one = |text: &str| inner(listed(&accepted(text)));
+    // In the declaration.
+    assert_eq!(
+        one(&set(
+            "10.0.0.0/24, 10.0.1.0/24, 10.0.0.5, 10.0.3.1-10.0.3.9, 10.0.3.5-10.0.3.20"
+        )),
+        "10.0.0.0/23, 10.0.3.1-10.0.3.20"
+    );
+    assert_eq!(
+        one(&set("10.0.1.0/24 comment \"b\", 10.0.0.0/24 comment \"a\"")),
+        "10.0.0.0/23 comment \"a\""
+    );
+    // Later commands of the same file: the declared elements are of the batch too.
+    let text = set("10.0.0.0/24 comment \"A\", 10.0.2.0/24 comment \"C\"")
+        + "add element ip t s { 10.0.1.128/25 comment \"B2\", 10.0.1.0/25 comment \"B1\" }\n\
+           add element ip t s { 10.0.0.7 }\nadd element ip t s { 10.9.0.0/16 }\n\
+           create element ip t s { 10.9.1.1 }\n";
+    assert_eq!(one(&text), "10.0.0.0-10.0.2.255 comment \"A\", 10.9.0.0/16");
+    let ports = "table ip t {\nset s { type inet_service; flags interval; auto-merge; elements = { 1-5 } }\n}\n\
+                 add element ip t s { 6-9 }\nadd element ip t s { 20 }\ndelete element ip t s { 20 }\n";
+    assert_eq!(one(ports), "1-9");
+    let ports = "table ip t {\nset s { type inet_service; flags interval; auto-merge; elements = { 1-10, 11, 12-20, 30, 25-35, 0-0 } }\n}\n";
+    assert_eq!(one(ports), "0-20, 25-35");
+
+    // Batches after the set's elements were committed: the new element's attributes win, an
+    // element inside a held one is a no-op (even under `create`).
+    let batch = |base: &str, cmds: &str| {
+        let rs = wasp_ruleset::apply_batch(&accepted(base), cmds, "b.nft")
+            .unwrap_or_else(|e| panic!("{cmds}: {e}"));
+        inner(listed(&rs))
+    };
+    let base = set("10.0.0.0/24 comment \"A\", 10.0.2.0/24 comment \"C\"");
+    assert_eq!(
+        batch(&base, "add element ip t s { 10.0.1.0/24 comment \"B\" }\n"),
+        "10.0.0.0-10.0.2.255 comment \"B\""
+    );
+    assert_eq!(
+        batch(
+            &base,
+            "add element ip t s { 10.0.1.128/25 comment \"B2\", 10.0.1.0/25 comment \"B1\" }\n"
+        ),
+        "10.0.0.0-10.0.2.255 comment \"B1\""
+    );
+    let base = set("10.0.0.0/24 comment \"old\"");
+    assert_eq!(
+        batch(&base, "add element ip t s { 10.0.1.0/24 }\n"),
+        "10.0.0.0/23"
+    );
+    assert_eq!(
+        batch(&base, "add element ip t s { 10.0.0.7 }\n"),
+        "10.0.0.0/24 comment \"old\""
+    );
+    assert_eq!(
+        batch(&base, "create element ip t s { 10.0.0.5 }\n"),
+        "10.0.0.0/24 comment \"old\""
+    );
+    assert_eq!(
+        batch(
+            &set("10.0.0.0/24"),
+            "add element ip t s { 10.0.0.200-10.0.2.5 }\n"
+        ),
+        "10.0.0.0-10.0.2.5"
+    );
+    // No split on delete: a part of a merged range is not an element.
+    let rs = wasp_ruleset::apply_batch(
+        &accepted(&set("10.0.0.0/23")),
+        "delete element ip t s { 10.0.0.128/25 }\n",
+        "b.nft",
+    );
+    assert!(
+        rs.unwrap_err()
+            .to_string()
+            .contains("element does not exist"),
+        "delete of a part"
+    );
+    // Timeouts and counters: the merged element takes the lowest one's.
+    let text = "table ip t {\nset s { type ipv4_addr; flags interval,timeout; counter; auto-merge; elements = { 10.0.0.0/24 timeout 1h, 10.0.1.0/24 timeout 2h } }\n}\n";
+    assert_eq!(
+        one(text),
+        "10.0.0.0/23 counter packets 0 bytes 0 timeout 1h"
+    );
+
+    // Without the flag, the same elements are refused; concatenations are not merged.
+    refused(
+        "table ip t {\nset s { type ipv4_addr; flags interval; elements = { 10.0.0.0/24, 10.0.0.5 } }\n}\n",
+        2,
+        67,
+        "conflicting intervals specified",
+    );
+    let concat = "table ip t {\nset s { type ipv4_addr . inet_service; flags interval; auto-merge; elements = { 10.0.0.0/24 . 80, 10.0.1.0/24 . 80 } }\n}\n";
+    assert_eq!(one(concat), "10.0.0.0/24 . 80, 10.0.1.0/24 . 80");
+    // Where nft refuses the flag.
+    refused(
+        "table ip t {\nset s { type ipv4_addr; auto-merge; }\n}\n",
+        2,
+        5,
+        "auto-merge only works with interval sets",
+    );
+    refused(
+        "table ip t {\nmap m { type ipv4_addr : mark; flags interval; auto-merge; }\n}\n",
+        2,
+        48,
+        "syntax error, unexpected auto-merge",
+    );
+}

@@ -1053,3 +1053,75 @@ fn a_change_naming_a_device_without_a_port_is_refused() {
     );
     rig.stop();
 }
+
+/// `add element` into a set with `auto-merge` in a running daemon merges as nft does (the
+/// set's elements it meets are deleted, one range added, as one set transaction), and the
+/// running set looks up what the listing shows: frames to the merged range and to the gap
+/// before it get the verdicts of the merged set.
+#[test]
+fn elements_added_to_an_auto_merge_set_merge_in_the_running_set() {
+    let text = r#"
+table netdev filter {
+    set s {
+        type ipv4_addr
+        flags interval
+        auto-merge
+        elements = { 10.7.0.0/24, 10.7.2.0/24 }
+    }
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        ip daddr @s drop
+    }
+}
+"#;
+    let rig = Rig::start(text, 2);
+    let listed = |rig: &Rig| {
+        let (r, _) = rig.daemon.ruleset().expect("ruleset");
+        let text = wasp_ruleset::print_ruleset(&r, false);
+        let line = text
+            .lines()
+            .find(|l| l.contains("elements = "))
+            .unwrap_or("");
+        line.trim().to_string()
+    };
+    // Between the two: one range from the first to the last (nft 1.0.6 lists it so).
+    rig.daemon
+        .apply("add element netdev filter s { 10.7.1.0/24 }\n", "<b>")
+        .expect("add");
+    assert_eq!(listed(&rig), "elements = { 10.7.0.0-10.7.2.255 }");
+    assert_eq!(rig.daemon.set_transactions(), 1, "merged in place");
+    // Inside the merged range: nothing changes, also under `create`.
+    rig.daemon
+        .apply("create element netdev filter s { 10.7.1.9 }\n", "<b>")
+        .expect("create inside");
+    assert_eq!(listed(&rig), "elements = { 10.7.0.0-10.7.2.255 }");
+    rig.send((0..10).map(|_| udp_to([10, 7, 1, 77])));
+    rig.send((0..10).map(|_| udp_to([10, 7, 2, 255])));
+    rig.send((0..10).map(|_| udp_to([10, 7, 3, 0])));
+    let st = rig.wait_packets(30);
+    assert_eq!(st.accepted, 10, "only 10.7.3.0 is outside the merged range");
+    // Touching the end: the range grows; the old range is gone from the lookups too.
+    rig.daemon
+        .apply("add element netdev filter s { 10.7.3.0-10.7.3.9 }\n", "<b>")
+        .expect("add adjacent");
+    assert_eq!(listed(&rig), "elements = { 10.7.0.0-10.7.3.9 }");
+    rig.send((0..10).map(|_| udp_to([10, 7, 3, 0])));
+    rig.send((0..10).map(|_| udp_to([10, 7, 3, 10])));
+    let st = rig.wait_packets(50);
+    assert_eq!(
+        st.accepted, 20,
+        "10.7.3.0 now dropped, 10.7.3.10 still passes"
+    );
+    // The merged range is one element: deleting it empties the set.
+    rig.daemon
+        .apply(
+            "delete element netdev filter s { 10.7.0.0-10.7.3.9 }\n",
+            "<b>",
+        )
+        .expect("delete merged");
+    assert_eq!(listed(&rig), "");
+    rig.send((0..10).map(|_| udp_to([10, 7, 0, 1])));
+    let st = rig.wait_packets(60);
+    assert_eq!(st.accepted, 30);
+    rig.stop();
+}

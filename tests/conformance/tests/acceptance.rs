@@ -1,8 +1,10 @@
 //! Acceptance against the kernel: every file in `acceptance/` through `nft -c -f` (in a fresh
 //! network namespace, so that no table of the host is in the way) and through `wasp check`.
-//! Both must accept, or both refuse at the same line and column. The files are set element
+//! Both must accept, or both refuse at the same line and column; an accepted file, loaded with
+//! `nft -f`, lists as `wasp check --print` prints it. The files are set element
 //! transactions: overlaps by back-end (hash, rbtree, pipapo), `create` of an existing element,
-//! `delete`, `flush` + re-add, `size`, inverted ranges, element timeouts, anonymous sets.
+//! `delete`, `flush` + re-add, `size`, inverted ranges, element timeouts, anonymous sets,
+//! `auto-merge`.
 //!
 //! Known difference, not in the corpus: the local kernel (6.18) refuses, inside one `nft -f`
 //! batch of separate `add element` commands, a concatenated element that contains an element
@@ -26,6 +28,45 @@ fn place(text: &str, file: &str) -> Option<String> {
     let rest = &text[at..];
     let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ':'))?;
     Some(rest[..end].trim_end_matches(':').to_string())
+}
+
+/// An accepted file loaded into the kernel (`nft -f`, after `flush ruleset`) lists as `wasp
+/// check --print` prints it, elements' `expires` (the time left) aside: merged, deduplicated
+/// and ordered as the kernel holds them. `None` when they agree.
+fn listing_differs(ns: &Netns, wasp: &Path, dir: &Path, f: &str) -> Option<String> {
+    let run = |args: &[&str]| {
+        ns.command("nft")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("nft")
+    };
+    run(&["flush", "ruleset"]);
+    let load = run(&["-f", f]);
+    if !load.status.success() {
+        return Some(format!(
+            "{f}: `nft -c -f` accepts, `nft -f` refuses:\n{}",
+            String::from_utf8_lossy(&load.stderr)
+        ));
+    }
+    let listed = String::from_utf8_lossy(&run(&["list", "ruleset"]).stdout).into_owned();
+    run(&["flush", "ruleset"]);
+    let kernel: String = listed
+        .split(" expires ")
+        .enumerate()
+        .map(|(i, part)| match i {
+            0 => part,
+            // The time left ends at the next space, comma or brace.
+            _ => part.trim_start_matches(|c: char| !matches!(c, ' ' | ',' | '}' | '\n')),
+        })
+        .collect();
+    let printed = std::process::Command::new(wasp)
+        .args(["check", "--print", f])
+        .current_dir(dir)
+        .output()
+        .expect("wasp");
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    (kernel != printed).then(|| format!("{f}: the kernel lists\n{kernel}wasp prints\n{printed}"))
 }
 
 #[test]
@@ -62,7 +103,12 @@ fn set_transactions_accepted_and_refused_as_nft() {
         let kt = String::from_utf8_lossy(&k.stderr).into_owned();
         let wt = String::from_utf8_lossy(&w.stderr).into_owned();
         match (k.status.success(), w.status.code()) {
-            (true, Some(0)) => accepted += 1,
+            (true, Some(0)) => {
+                accepted += 1;
+                if let Some(d) = listing_differs(&ns, &wasp, &dir, f) {
+                    diffs.push(d);
+                }
+            }
             (false, Some(1)) => {
                 refused += 1;
                 let (kp, wp) = (place(&kt, f), place(&wt, f));

@@ -290,8 +290,7 @@ impl Parser<'_> {
                 self.nat_map = true;
                 let elems = self.elements(&types, Some(addr), None);
                 self.nat_map = false;
-                let elems = elems?;
-                self.check_anonymous(&types, &elems, true)?;
+                let elems = self.check_anonymous(&types, elems?, true)?;
                 for e in &elems {
                     let Some(ElemData::Nat(parts)) = &e.data else {
                         continue;

@@ -203,7 +203,7 @@ impl Parser<'_> {
         let mspan = self.peek_span()?;
         let map = if self.eat_punct("{")? {
             let elems = self.elements(&types, Some(data), None)?;
-            self.check_anonymous(&types, &elems, true)?;
+            let elems = self.check_anonymous(&types, elems, true)?;
             SetRef::Anonymous(elems)
         } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
             self.advance();
@@ -353,7 +353,7 @@ impl Parser<'_> {
             let mspan = self.peek_span()?;
             let map = if self.eat_punct("{")? {
                 let elems = self.elements(&types, Some(DataType::Verdict), None)?;
-                self.check_anonymous(&types, &elems, true)?;
+                let elems = self.check_anonymous(&types, elems, true)?;
                 SetRef::Anonymous(elems)
             } else if let Some(Tok::SetRef(name)) = self.peek_tok()? {
                 self.advance();
@@ -423,7 +423,7 @@ impl Parser<'_> {
         let (mut left, mut op) = (left, op);
         let right = if self.eat_punct("{")? {
             let elems = self.elements(&types, None, None)?;
-            self.check_anonymous(&types, &elems, false)?;
+            let elems = self.check_anonymous(&types, elems, false)?;
             let written = elems.len();
             let mut elems = super::setcheck::merge_anonymous_intervals(elems);
             // (Not a concatenation: nft keeps `a . b { x . y }` a set, checked with nft -a.)

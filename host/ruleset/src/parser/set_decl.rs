@@ -15,7 +15,7 @@ pub(crate) fn dtype_from_name(w: &str) -> Option<DataType> {
 impl Parser<'_> {
     /// `set NAME { ... }` / `map NAME { ... }` (after the keyword).
     pub(super) fn set_decl(&mut self, is_map: bool, span: Span) -> PResult<SetDecl> {
-        let (name, _) = self.name("a set name")?;
+        let (name, name_span) = self.name("a set name")?;
         let open = self.expect_punct("{")?;
         let mut set = SetDecl {
             name,
@@ -156,7 +156,11 @@ impl Parser<'_> {
                         return self.expected("`performance` or `memory`");
                     }
                 }
-                "auto-merge" => {}
+                // nft's grammar has no `auto-merge` in a map.
+                "auto-merge" if is_map => {
+                    return Err(self.st.error(ispan, "syntax error, unexpected auto-merge"));
+                }
+                "auto-merge" => set.flags.auto_merge = true,
                 "counter" => set.counter = true,
                 "comment" => {
                     let (c, _) = self.string("a quoted comment")?;
@@ -201,6 +205,12 @@ impl Parser<'_> {
         if set.timeout_ms.is_some() {
             // A default timeout implies the timeout flag (nft sets NFT_SET_TIMEOUT for it).
             set.flags.timeout = true;
+        }
+        if set.flags.auto_merge && !set.flags.interval {
+            // nft 1.0.6, at the set's name.
+            return Err(self
+                .st
+                .error(name_span, "auto-merge only works with interval sets"));
         }
         if set.key.is_empty() {
             return Err(self.st.error(

@@ -329,6 +329,7 @@ impl Running {
         &mut self,
         oracle: &dyn SetOracle,
         e: &SetElem,
+        cancel: bool,
     ) -> Result<Result<Bounds, &'static str>, Undecided> {
         let (lo, hi) = bounds(&e.key);
         if matches!(self.added, Backend::Rbtree(..)) {
@@ -341,7 +342,7 @@ impl Running {
                 self.deleted.push(b.clone());
                 return Ok(Ok(b));
             }
-            return Ok(self.added.delete(e));
+            return Ok(self.added.delete(e, cancel));
         }
         if let Some(b) = self.base_holder(oracle, &lo)? {
             let keyed = match self.added {
@@ -354,7 +355,7 @@ impl Running {
                 return Ok(Ok(b));
             }
         }
-        Ok(self.added.delete(e))
+        Ok(self.added.delete(e, cancel))
     }
 }
 
@@ -455,8 +456,10 @@ impl Backend {
         }
     }
 
-    /// Delete; returns the removed element's bounds.
-    fn delete(&mut self, e: &SetElem) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
+    /// Delete; returns the removed element's bounds. `cancel`: an rbtree range added in this
+    /// transaction goes as if it had never been added (nft's `auto-merge` replaces such a
+    /// range in its own batch before the kernel sees it), not in the way of later adds.
+    fn delete(&mut self, e: &SetElem, cancel: bool) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
         let (lo, hi) = bounds(&e.key);
         match self {
             Backend::Hash(h) => match h.remove(&lo[..]) {
@@ -468,7 +471,9 @@ impl Backend {
                     let b = (x.start.to_vec(), x.end.to_vec());
                     if let Some(i) = txn.added.iter().position(|a| *a == b) {
                         txn.added.remove(i);
-                        txn.deleted.push(b.clone());
+                        if !cancel {
+                            txn.deleted.push(b.clone());
+                        }
                     }
                     Ok(b)
                 }
@@ -545,6 +550,15 @@ impl Shadow {
         n + usize::from(self.catch_all.is_some())
     }
 
+    /// Whether the rbtree range `b` was added in this transaction (and is still held).
+    fn added_here(&self, b: &Bounds) -> bool {
+        let backend = match &self.store {
+            Store::Own(b) => &**b,
+            Store::Running(r) => &r.added,
+        };
+        matches!(backend, Backend::Rbtree(_, txn) if txn.added.contains(b))
+    }
+
     /// `true` for a single-field interval set (the kernel's rbtree).
     fn is_rbtree(&self) -> bool {
         match &self.store {
@@ -589,11 +603,12 @@ impl Shadow {
         &mut self,
         e: &SetElem,
         oracle: Option<&dyn SetOracle>,
+        cancel: bool,
     ) -> Result<Result<Bounds, &'static str>, Undecided> {
         if !e.is_catch_all() {
             return match (&mut self.store, oracle) {
-                (Store::Own(b), _) => Ok(b.delete(e)),
-                (Store::Running(r), Some(o)) => r.delete(o, e),
+                (Store::Own(b), _) => Ok(b.delete(e, cancel)),
+                (Store::Running(r), Some(o)) => r.delete(o, e, cancel),
                 (Store::Running(_), None) => Err(Undecided),
             };
         }
@@ -848,6 +863,11 @@ impl Parser<'_> {
         elems: Vec<SetElem>,
         create: bool,
     ) -> PResult<()> {
+        let elems = if self.st.tables[ti].sets[si].merges_elements() {
+            self.auto_merge(ti, si, elems)?
+        } else {
+            elems
+        };
         let size = self.st.tables[ti].sets[si].size;
         let counter = self.st.tables[ti].sets[si].counter;
         let timeouts = self.st.tables[ti].sets[si].flags.timeout;
@@ -883,6 +903,139 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// nft's `auto-merge` on elements added to a single-field interval set (nft 1.0.6 with
+    /// kernel 6.18, checked with `nft -f` and `nft list set` in a namespace): the new elements
+    /// and the set's elements they overlap or touch become one range each. A range that only
+    /// covers what one element of the set already holds changes nothing (that element keeps
+    /// its timeout, counter and comment; `create` of it is no error either). Otherwise the
+    /// set's elements in it are deleted, and the merged range is added with what the lowest
+    /// element in it that this batch added carries (timeout, comment, a fresh counter): nft
+    /// merges in its own batch, where the elements the kernel holds are older. Returns the
+    /// elements to add; the deletes are made here (in the batch: a range added earlier in it
+    /// is replaced as if never added, as nft replaces it in its own batch).
+    fn auto_merge(&mut self, ti: usize, si: usize, elems: Vec<SetElem>) -> PResult<Vec<SetElem>> {
+        let k = self.fresh_shadow(ti, si, false);
+        let shadow = &self.st.shadows[&k];
+        let set = &self.st.tables[ti].sets[si];
+        let dtype = set.key[0];
+        let one_range = |e: &SetElem| match e.key.as_slice() {
+            [p] if !low_of(p).wildcard => Some(uint_bounds(p)),
+            _ => None,
+        };
+        let Some(mut new) = elems
+            .iter()
+            .enumerate()
+            .map(|(i, e)| one_range(e).map(|(lo, hi)| (lo, hi, i)))
+            .collect::<Option<Vec<_>>>()
+        else {
+            // A wildcard name or the catch-all: added as written.
+            return Ok(elems);
+        };
+        // An inverted range is refused as written, by the back-end.
+        if new.iter().any(|&(lo, hi, _)| lo > hi) {
+            return Ok(elems);
+        }
+        new.sort_unstable();
+        // The set's elements that meet a new one: (bounds, index in the set).
+        let touches = |lo: u128, hi: u128| {
+            let i = new.partition_point(|n| n.1.saturating_add(1) < lo);
+            new.get(i).is_some_and(|n| n.0 <= hi.saturating_add(1))
+        };
+        let mut old: Vec<(u128, u128, usize)> = set
+            .elements
+            .iter()
+            .enumerate()
+            .filter_map(|(j, e)| {
+                let (lo, hi) = one_range(e)?;
+                touches(lo, hi).then_some((lo, hi, j))
+            })
+            .collect();
+        old.sort_unstable();
+        // Sweep the new ranges and the set's (both sorted by start) into clusters.
+        #[derive(Clone, Copy)]
+        enum Elem {
+            /// Of the new elements.
+            New(usize),
+            /// Of the set's elements, added earlier in this batch.
+            Batch(usize),
+        }
+        struct Cluster {
+            lo: u128,
+            hi: u128,
+            /// The lowest element in it that this batch adds.
+            first_new: Option<Elem>,
+            /// How many new elements it holds.
+            news: usize,
+            /// The set's elements in it.
+            old: Vec<usize>,
+        }
+        let young = |j: usize| shadow.added_here(&bounds(&set.elements[j].key));
+        let mut clusters: Vec<Cluster> = Vec::new();
+        let (mut a, mut b) = (new.iter().peekable(), old.iter().peekable());
+        loop {
+            let (lo, hi, new_i, old_j) = match (a.peek(), b.peek()) {
+                (Some(n), Some(o)) if n.0 <= o.0 => (n.0, n.1, Some(n.2), None),
+                (_, Some(o)) => (o.0, o.1, None, Some(o.2)),
+                (Some(n), None) => (n.0, n.1, Some(n.2), None),
+                (None, None) => break,
+            };
+            if new_i.is_some() {
+                a.next();
+            } else {
+                b.next();
+            }
+            let batch = new_i
+                .map(Elem::New)
+                .or_else(|| old_j.filter(|&j| young(j)).map(Elem::Batch));
+            match clusters.last_mut() {
+                Some(c) if lo <= c.hi.saturating_add(1) => {
+                    c.hi = c.hi.max(hi);
+                    c.first_new = c.first_new.or(batch);
+                    c.news += usize::from(new_i.is_some());
+                    c.old.extend(old_j);
+                }
+                _ => clusters.push(Cluster {
+                    lo,
+                    hi,
+                    first_new: batch,
+                    news: usize::from(new_i.is_some()),
+                    old: old_j.into_iter().collect(),
+                }),
+            }
+        }
+        let mut gone = Vec::new();
+        let mut add = Vec::new();
+        for c in clusters {
+            if c.news == 0 {
+                continue;
+            }
+            if let [j] = c.old[..] {
+                let held = one_range(&set.elements[j]);
+                if held == Some((c.lo, c.hi)) {
+                    continue;
+                }
+            }
+            gone.extend(c.old.iter().map(|&j| set.elements[j].clone()));
+            let value = |n| crate::datatypes::from_uint(dtype, n).ok();
+            let mut e = match c.first_new {
+                Some(Elem::Batch(j)) => set.elements[j].clone(),
+                Some(Elem::New(i)) => elems[i].clone(),
+                None => continue,
+            };
+            // A new element that merged with nothing stays as written (`a/len` a prefix).
+            if c.news > 1 || !c.old.is_empty() {
+                e.key = match (value(c.lo), value(c.hi)) {
+                    (Some(lo), _) if c.lo == c.hi => smallvec::smallvec![KeyPart::Value(lo)],
+                    (Some(lo), Some(hi)) => smallvec::smallvec![KeyPart::Range(lo, hi)],
+                    _ => e.key,
+                };
+            }
+            add.push(e);
+        }
+        self.remove_elements(ti, si, gone, true)?;
+        Ok(add)
+    }
+
     /// `delete element`: remove each element as the back-end keys it.
     pub(super) fn delete_elements(
         &mut self,
@@ -890,9 +1043,20 @@ impl Parser<'_> {
         si: usize,
         elems: Vec<SetElem>,
     ) -> PResult<()> {
+        self.remove_elements(ti, si, elems, false)
+    }
+
+    /// [`Parser::delete_elements`]; `cancel` as [`Backend::delete`]'s.
+    fn remove_elements(
+        &mut self,
+        ti: usize,
+        si: usize,
+        elems: Vec<SetElem>,
+        cancel: bool,
+    ) -> PResult<()> {
         for e in elems {
             let res = self
-                .with_shadow(ti, si, |s, o| s.delete(&e, o))
+                .with_shadow(ti, si, |s, o| s.delete(&e, o, cancel))
                 .unwrap_or(Err(INVALID));
             match res {
                 Ok(b) => {
@@ -927,20 +1091,21 @@ impl Parser<'_> {
     /// kernel 6.18, `nft -c -f`): a single-field set without data merges overlapping ranges
     /// (accepted); a single-field map refuses any overlap ("conflicting intervals
     /// specified"); concatenations with ranges follow pipapo's rules; exact keys the hash's
-    /// (a map key given twice with other data: "File exists").
+    /// (a map key given twice with other data: "File exists"). Returns the elements the kernel
+    /// holds: an element given again identically is held once (`{ 22, 22 }` lists as `{ 22 }`).
     pub(super) fn check_anonymous(
         &mut self,
         key: &[crate::model::DataType],
-        elems: &[SetElem],
+        elems: Vec<SetElem>,
         is_map: bool,
-    ) -> PResult<()> {
+    ) -> PResult<Vec<SetElem>> {
         let interval = elems.iter().any(|e| {
             e.key
                 .iter()
                 .any(|p| !matches!(p, KeyPart::Value(v) if !v.wildcard))
         });
         if interval && key.len() == 1 && !is_map {
-            return Ok(());
+            return Ok(elems);
         }
         let decl = SetDecl {
             name: String::new(),
@@ -964,13 +1129,15 @@ impl Parser<'_> {
             span: crate::model::Span::default(),
         };
         let mut shadow = Shadow::new(&decl);
+        let mut held = Vec::with_capacity(elems.len());
         for e in elems {
-            let e = normalize(e.clone());
-            if let Ok(Err(m)) = shadow.insert(&e, false, None) {
-                return Err(self.st.error(e.span, m));
+            match shadow.insert(&normalize(e.clone()), false, None) {
+                Ok(Err(m)) => return Err(self.st.error(e.span, m)),
+                Ok(Ok(false)) => {}
+                _ => held.push(e),
             }
         }
-        Ok(())
+        Ok(held)
     }
 
     /// `flush set`: the set's elements and its shadow emptied.
@@ -979,6 +1146,33 @@ impl Parser<'_> {
         let old = std::mem::take(&mut self.st.tables[ti].sets[si].elements);
         if let Some(log) = self.st.element_log.as_mut() {
             log.push((ti, si, ElementOp::Flush, Undo::Flushed(old)));
+        }
+    }
+}
+
+/// The low (or only) value of a key part.
+fn low_of(p: &KeyPart) -> &Value {
+    match p {
+        KeyPart::Value(v) | KeyPart::Range(v, _) | KeyPart::Prefix(v, _) => v,
+    }
+}
+
+/// A single-field key part's first and last value as numbers (a prefix's host bits all 0 and
+/// all 1).
+fn uint_bounds(p: &KeyPart) -> (u128, u128) {
+    use crate::datatypes::to_uint;
+    match p {
+        KeyPart::Value(v) => (to_uint(v), to_uint(v)),
+        KeyPart::Range(a, b) => (to_uint(a), to_uint(b)),
+        KeyPart::Prefix(v, n) => {
+            let bits = u32::from(v.dtype.width_bits());
+            let host = bits.saturating_sub(u32::from(*n));
+            let mask = if host >= 128 {
+                u128::MAX
+            } else {
+                (1u128 << host) - 1
+            };
+            (to_uint(v), to_uint(v) | mask)
         }
     }
 }
@@ -1002,28 +1196,11 @@ pub(super) fn merge_anonymous_intervals(elems: Vec<SetElem>) -> Vec<SetElem> {
     if !interval || !elems.iter().all(plain) {
         return elems;
     }
-    let bounds = |p: &KeyPart| -> (u128, u128) {
-        use crate::datatypes::to_uint;
-        match p {
-            KeyPart::Value(v) => (to_uint(v), to_uint(v)),
-            KeyPart::Range(a, b) => (to_uint(a), to_uint(b)),
-            KeyPart::Prefix(v, n) => {
-                let bits = u32::from(v.dtype.width_bits());
-                let host = bits.saturating_sub(u32::from(*n));
-                let mask = if host >= 128 {
-                    u128::MAX
-                } else {
-                    (1u128 << host) - 1
-                };
-                (to_uint(v), to_uint(v) | mask)
-            }
-        }
-    };
     let mut spans: Vec<(u128, u128, usize)> = elems
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let (lo, hi) = bounds(&e.key[0]);
+            let (lo, hi) = uint_bounds(&e.key[0]);
             (lo, hi, i)
         })
         .collect();

@@ -313,8 +313,8 @@ impl Parser<'_> {
             return self.expected("`{` after `map`");
         }
         let types = key.key_types();
-        let mut elems = self.elements(&types, Some(DataType::Ifname), None)?;
-        self.check_anonymous(&types, &elems, true)?;
+        let elems = self.elements(&types, Some(DataType::Ifname), None)?;
+        let mut elems = self.check_anonymous(&types, elems, true)?;
         for e in &mut elems {
             if let Some(ElemData::Value(v)) = &e.data {
                 let name: String = v
