@@ -372,6 +372,123 @@ impl Engine {
     }
 }
 
+/// What became of an element with a timeout in the running program ([`Engine::timed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timed {
+    /// Its time ran out.
+    Expired,
+    /// It has this many ns left.
+    Left(u64),
+}
+
+impl Engine {
+    /// The elements with a timeout of named set `si` of table `ti` of `from` (the ruleset
+    /// this engine was compiled from) as the program holds them at `now` (ns after the epoch),
+    /// by index in the set's elements; elements without a timeout, and those the program does
+    /// not hold, are left out.
+    fn timed(&self, from: &Ruleset, ti: usize, si: usize, now: u64) -> Vec<(usize, Timed)> {
+        let Some(decl) = from.tables.get(ti).and_then(|t| t.sets.get(si)) else {
+            return Vec::new();
+        };
+        let set = match self.prog.named_sets.get(ti).and_then(|t| t.get(si)) {
+            Some(id) if decl.flags.timeout => match self.prog.sets.get(id.idx()) {
+                Some(s) => s,
+                None => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        };
+        let widths: Vec<u8> = decl
+            .key
+            .iter()
+            .map(|&d| crate::field::dtype_width(d))
+            .collect();
+        let mut out = Vec::new();
+        for (i, e) in decl.elements.iter().enumerate() {
+            if e.expires_ms()
+                .or(e.timeout_ms())
+                .or(decl.timeout_ms)
+                .is_none()
+            {
+                continue;
+            }
+            let held = if e.is_catch_all() {
+                set.catch_all.as_ref()
+            } else {
+                crate::set_update::key_bounds(from, e, &widths)
+                    .and_then(|(lo, hi)| set.element_at(&lo, &hi))
+            };
+            match held.map(|x| x.expires) {
+                Some(u64::MAX) | None => {}
+                Some(t) if t <= now => out.push((i, Timed::Expired)),
+                Some(t) => out.push((i, Timed::Left(t - now))),
+            }
+        }
+        out
+    }
+
+    /// Whether an element with a timeout of `from` (the ruleset this engine was compiled
+    /// from) has run out at `now_ns` on the hooks' clock: lookups miss it, and the model still
+    /// lists it until [`Engine::age_timed_elements`] takes it out.
+    pub fn has_expired_elements(&self, from: &Ruleset, now_ns: u64) -> bool {
+        let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
+        from.tables.iter().enumerate().any(|(ti, t)| {
+            (0..t.sets.len()).any(|si| {
+                self.timed(from, ti, si, now)
+                    .iter()
+                    .any(|(_, x)| *x == Timed::Expired)
+            })
+        })
+    }
+
+    /// The elements with a timeout in the named sets of `into` as this engine's program holds
+    /// them at `now_ns` on the hooks' clock, as `nft list` shows them: an element whose time
+    /// ran out is gone (the kernel's lookups skip it and its gc frees it), the others carry the
+    /// time they have left as `expires` (ms), which a program compiled from `into` gives them
+    /// (not their whole timeout again). `from` is the ruleset this engine was compiled from;
+    /// the sets of `into` continue its sets by table and set handle, their elements by key;
+    /// an element `into` holds that `from` did not keeps its whole timeout. Sets the packet
+    /// path changes are [`Engine::store_dynamic_elements`]'s. Returns whether an element was
+    /// taken out.
+    pub fn age_timed_elements(&self, from: &Ruleset, into: &mut Ruleset, now_ns: u64) -> bool {
+        let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
+        let mut dropped = false;
+        for (ti, t) in from.tables.iter().enumerate() {
+            for (si, s) in t.sets.iter().enumerate() {
+                let timed = self.timed(from, ti, si, now);
+                if timed.is_empty() {
+                    continue;
+                }
+                let Some(target) = into
+                    .tables
+                    .iter_mut()
+                    .find(|x| x.handle == t.handle && x.family == t.family)
+                    .and_then(|x| x.sets.iter_mut().find(|x| x.handle == s.handle))
+                else {
+                    continue;
+                };
+                // The state of each element of `from`'s set, by key.
+                let by_key: HashMap<String, Timed> = timed
+                    .into_iter()
+                    .map(|(i, x)| (wasp_ruleset::element_key_text(&s.elements[i]), x))
+                    .collect();
+                let before = target.elements.len();
+                target.elements.retain_mut(|e| {
+                    match by_key.get(&wasp_ruleset::element_key_text(e)) {
+                        Some(Timed::Expired) => false,
+                        Some(Timed::Left(ns)) => {
+                            e.extra_mut().expires_ms = Some(ns / 1_000_000);
+                            true
+                        }
+                        None => true,
+                    }
+                });
+                dropped |= target.elements.len() != before;
+            }
+        }
+        dropped
+    }
+}
+
 /// The live elements of one set the packet path changes ([`Engine::dynamic_elements`]).
 #[derive(Debug)]
 pub struct DynamicSet<'e> {

@@ -312,7 +312,7 @@ impl Engine {
 }
 
 /// The element's start and end keys (each field's bounds concatenated, big-endian).
-fn key_bounds(rs: &Ruleset, e: &SetElem, widths: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn key_bounds(rs: &Ruleset, e: &SetElem, widths: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     if e.key.len() != widths.len() {
         return None;
     }

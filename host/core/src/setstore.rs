@@ -209,6 +209,26 @@ impl Set {
         (now < e.expires).then_some(e)
     }
 
+    /// The element of bounds `lo`..=`hi` (a single key: `lo == hi`), live or expired; `None`
+    /// when the set holds no such element (or keeps its elements elsewhere: packet-path sets,
+    /// range lists).
+    pub(crate) fn element_at(&self, lo: &[u8], hi: &[u8]) -> Option<&Elem> {
+        // At time 0 no element has expired: the lookups find expired ones too.
+        let i = match &self.store {
+            SetStore::Exact(s) if lo == hi => s.get(lo)?,
+            SetStore::Interval(s) => {
+                let e = s.elem(s.lookup(lo, 0)?)?;
+                (e.start == lo && e.end == hi).then_some(e.data)?
+            }
+            SetStore::Pipapo(s) => {
+                let e = s.elem(s.lookup_index(lo, 0)?)?;
+                (e.start == lo && e.end == hi).then_some(e.data)?
+            }
+            _ => return None,
+        };
+        self.elems.get(i as usize)
+    }
+
     /// `true` when the set has no element (not even a catch-all).
     pub fn is_empty(&self) -> bool {
         let stored = match &self.store {

@@ -1125,3 +1125,103 @@ table netdev filter {
     assert_eq!(st.accepted, 30);
     rig.stop();
 }
+
+/// Elements with a timeout in a running daemon, as the kernel keeps them: listed with the
+/// time they have left (`expires`), gone from the listing and the lookups once it runs out,
+/// not brought back by a later change of the ruleset (which gives the others the time they
+/// had left, not their whole timeout again), and taken again by `add element` once expired.
+#[test]
+fn timed_elements_expire_and_stay_expired_through_changes() {
+    let text = r#"
+table netdev filter {
+    set s {
+        type ipv4_addr
+        flags timeout
+        elements = { 10.8.0.1 timeout 1s, 10.8.0.2, 10.8.0.4 timeout 4s }
+    }
+    chain ingress {
+        type filter hook ingress device "veth0" priority 0; policy accept;
+        ip daddr @s drop
+    }
+}
+"#;
+    let rig = Rig::start(text, 1);
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.3 timeout 1s }\n",
+            "<b>",
+        )
+        .expect("add");
+    let elements = |rig: &Rig| {
+        let (r, _) = rig.daemon.ruleset().expect("ruleset");
+        let s = &r.tables[0].sets[0];
+        s.elements
+            .iter()
+            .map(|e| (wasp_ruleset::element_key_text(e), e.expires_ms()))
+            .collect::<Vec<_>>()
+    };
+    let left = |rig: &Rig, key: &str| {
+        elements(rig)
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, ms)| ms)
+    };
+    // Listed with the time left: at most the timeout.
+    let at_once = left(&rig, "10.8.0.1").expect("listed").expect("expires");
+    assert!(at_once <= 1000 && at_once > 500, "{at_once} ms left");
+    assert_eq!(left(&rig, "10.8.0.2"), Some(None), "no timeout, no expires");
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let keys: Vec<String> = elements(&rig).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["10.8.0.2", "10.8.0.4"], "the 1 s elements are gone");
+    rig.send((0..10).map(|_| udp_to([10, 8, 0, 1])));
+    assert_eq!(
+        rig.wait_packets(10).accepted,
+        10,
+        "lookups miss the expired"
+    );
+    // A rule added: a whole compile that brings no expired element back, and gives 10.8.0.4
+    // what it had left.
+    rig.daemon
+        .apply(
+            "add rule netdev filter ingress udp dport 9 counter\n",
+            "<b>",
+        )
+        .expect("rule");
+    let keys: Vec<String> = elements(&rig).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["10.8.0.2", "10.8.0.4"]);
+    let four = left(&rig, "10.8.0.4").expect("listed").expect("expires");
+    assert!(four < 3000, "{four} ms left of 4 s after 1.3 s");
+    rig.send((0..10).map(|_| udp_to([10, 8, 0, 1])));
+    rig.send((0..10).map(|_| udp_to([10, 8, 0, 4])));
+    assert_eq!(rig.wait_packets(30).accepted, 20, "10.8.0.4 still dropped");
+    // Added again once expired: held and dropped again.
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.1 timeout 10s }\n",
+            "<b>",
+        )
+        .expect("add again");
+    assert!(left(&rig, "10.8.0.1").is_some(), "{:?}", elements(&rig));
+    rig.send((0..10).map(|_| udp_to([10, 8, 0, 1])));
+    assert_eq!(rig.wait_packets(40).accepted, 20, "dropped again");
+    // Expired between two element batches (no whole compile in between): the second takes it
+    // with its whole new timeout.
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.5 timeout 300ms }\n",
+            "<b>",
+        )
+        .expect("short");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.5 timeout 10s }\n",
+            "<b>",
+        )
+        .expect("again");
+    let five = left(&rig, "10.8.0.5").expect("listed").expect("expires");
+    assert!(five > 9000, "{five} ms left of a new 10 s");
+    rig.send((0..10).map(|_| udp_to([10, 8, 0, 5])));
+    assert_eq!(rig.wait_packets(50).accepted, 20, "dropped");
+    rig.stop();
+}

@@ -516,8 +516,9 @@ impl Daemon {
         let mut r = cur.ruleset.clone();
         let mut sum = self.summed()?;
         cur.engine.store_counters(&mut r, &mut sum);
-        cur.engine
-            .store_dynamic_elements(&mut r, self.clock.now_ns());
+        let now = self.clock.now_ns();
+        cur.engine.store_dynamic_elements(&mut r, now);
+        cur.engine.age_timed_elements(&cur.ruleset, &mut r, now);
         Ok((r, cur.generation))
     }
 
@@ -565,6 +566,7 @@ impl Daemon {
         changes: bool,
     ) -> Result<(u64, Vec<wasp_ctl::changes::Change>), Error> {
         let mut cur = self.lock();
+        self.drop_expired_locked(&mut cur)?;
         let mut made = Vec::new();
         if let Some(g) = self.apply_elements(&mut cur, text, name, changes.then_some(&mut made))? {
             return Ok((g, made));
@@ -730,6 +732,8 @@ impl Daemon {
             )));
         }
         let mut cur = self.lock();
+        // Elements whose timeout ran out are not carried over as elements added at run time.
+        self.drop_expired_locked(&mut cur)?;
         // `include` reads the file with its own name in messages (file:line:col).
         let text = format!("flush ruleset\ninclude \"{path}\"\n");
         let fresh = wasp_ruleset::apply_batch(&cur.ruleset, &text, "<reload>")?;
@@ -773,10 +777,32 @@ impl Daemon {
         self.lock().engine.index_lag()
     }
 
-    fn replace_locked(&self, cur: &mut Current, new: Ruleset) -> Result<u64, Error> {
+    /// Take the elements whose timeout ran out out of the running ruleset (a whole compile,
+    /// as [`Daemon::replace`]), so that a batch sees the sets as the kernel's lookups and
+    /// element commands see them: such an element can be added again. Nothing happens when
+    /// none has run out.
+    fn drop_expired_locked(&self, cur: &mut Current) -> Result<(), Error> {
+        if !cur
+            .engine
+            .has_expired_elements(&cur.ruleset, self.clock.now_ns())
+        {
+            return Ok(());
+        }
+        let same = cur.ruleset.clone();
+        self.replace_locked(cur, same)?;
+        // The sets' views held the elements that went.
+        cur.shadows.clear();
+        Ok(())
+    }
+
+    fn replace_locked(&self, cur: &mut Current, mut new: Ruleset) -> Result<u64, Error> {
+        let now = self.clock.now_ns();
+        // Elements with a timeout keep the time they have left (not their whole timeout
+        // again), and those whose time ran out go, as in the kernel, where a change of the
+        // ruleset leaves set elements alone.
+        cur.engine.age_timed_elements(&cur.ruleset, &mut new, now);
         let mut engine = Engine::compile(&new)?;
         self.check_ports(&engine)?;
-        let now = self.clock.now_ns();
         engine.set_epoch(now);
         engine.carry_quotas(&cur.engine, &cur.ruleset, &new);
         engine.carry_dynamic(&cur.engine, &cur.ruleset, &new, now);
@@ -867,6 +893,8 @@ impl Daemon {
         let mut r = cur.ruleset.clone();
         cur.engine.store_counters(&mut r, &mut Summed::of(per));
         cur.engine.reset_quotas(&mut r, |o| what.quota(o));
+        cur.engine
+            .age_timed_elements(&cur.ruleset, &mut r, self.clock.now_ns());
         Ok((r, what))
     }
 
