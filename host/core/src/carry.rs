@@ -429,13 +429,24 @@ impl Engine {
     /// Whether an element with a timeout of `from` (the ruleset this engine was compiled
     /// from) has run out at `now_ns` on the hooks' clock: lookups miss it, and the model still
     /// lists it until [`Engine::age_timed_elements`] takes it out.
+    /// One pass over the element slots of each set with timeouts (not a walk of the
+    /// elements): may say `true` for an element a batch deleted whose slot is not reused yet.
     pub fn has_expired_elements(&self, from: &Ruleset, now_ns: u64) -> bool {
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
         from.tables.iter().enumerate().any(|(ti, t)| {
-            (0..t.sets.len()).any(|si| {
-                self.timed(from, ti, si, now)
-                    .iter()
-                    .any(|(_, x)| *x == Timed::Expired)
+            t.sets.iter().enumerate().any(|(si, s)| {
+                s.flags.timeout
+                    && self
+                        .prog
+                        .named_sets
+                        .get(ti)
+                        .and_then(|t| t.get(si))
+                        .and_then(|id| self.prog.sets.get(id.idx()))
+                        .is_some_and(|set| {
+                            // A packet-path set keeps its elements (and their expiry) itself.
+                            !matches!(set.store, crate::setstore::SetStore::Dynamic(_))
+                                && set.earliest_expiry() <= now
+                        })
             })
         })
     }

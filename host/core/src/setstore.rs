@@ -229,6 +229,21 @@ impl Set {
         self.elems.get(i as usize)
     }
 
+    /// The earliest expiry (ns after the epoch) of the elements the set holds, the catch-all
+    /// included; `u64::MAX` when none expires. One pass over the element slots (a plain
+    /// element has none of its own).
+    pub(crate) fn earliest_expiry(&self) -> u64 {
+        let freed: std::collections::HashSet<u32> = self.free.iter().copied().collect();
+        self.elems
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| freed.is_empty() || !freed.contains(&(*i as u32)))
+            .map(|(_, e)| e.expires)
+            .chain(self.catch_all.map(|c| c.expires))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// `true` when the set has no element (not even a catch-all).
     pub fn is_empty(&self) -> bool {
         let stored = match &self.store {
