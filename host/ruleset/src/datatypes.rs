@@ -446,18 +446,16 @@ fn name_of<T: Copy + PartialEq>(table: &[(&'static str, T)], v: T) -> Option<&'s
     table.iter().find(|(_, x)| *x == v).map(|(n, _)| *n)
 }
 
-/// Parse `text` as a value of `dtype`. `quoted` is true for a `"..."` string (only ifnames
-/// take one). The error says what was expected.
+/// Parse `text` as a value of `dtype`, written as a word or as a `"..."` string (nft resolves
+/// a string by its data type too: `ip saddr "10.0.0.1"`, `tcp dport "ssh"`). The error says
+/// what was expected.
 ///
 /// # Errors
 /// A message such as "expected a port number or service name, found `htps`".
-pub fn parse_value(dtype: DataType, text: &str, quoted: bool) -> Result<Value, String> {
+pub fn parse_value(dtype: DataType, text: &str) -> Result<Value, String> {
     let bad = || format!("expected {}, found `{text}`", expected(dtype));
     if let Some(v) = parse_meta_value(dtype, text) {
         return v;
-    }
-    if quoted && dtype != DataType::Ifname {
-        return Err(format!("expected {}, found \"{text}\"", expected(dtype)));
     }
     let symbolic = |table: &[(&str, u8)]| -> Result<Value, String> {
         match lookup(table, text) {
@@ -1053,7 +1051,7 @@ mod tests {
     use super::*;
 
     fn p(d: DataType, t: &str) -> Value {
-        parse_value(d, t, false).unwrap()
+        parse_value(d, t).unwrap()
     }
 
     #[test]
@@ -1074,17 +1072,17 @@ mod tests {
             [0xff, 0xff, 1, 2, 3, 4]
         );
         assert!(
-            parse_value(DataType::Integer(12), "4096", false)
+            parse_value(DataType::Integer(12), "4096")
                 .unwrap_err()
                 .contains("exceeds")
         );
-        assert!(parse_value(DataType::Dscp, "64", false).is_err());
+        assert!(parse_value(DataType::Dscp, "64").is_err());
         assert!(
-            parse_value(DataType::InetService, "htps", false)
+            parse_value(DataType::InetService, "htps")
                 .unwrap_err()
                 .contains("port number")
         );
-        assert!(parse_value(DataType::Ifname, "0123456789abcdef", false).is_err());
+        assert!(parse_value(DataType::Ifname, "0123456789abcdef").is_err());
     }
 
     #[test]

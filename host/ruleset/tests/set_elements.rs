@@ -586,3 +586,29 @@ fn auto_merge_merges_as_nft() {
         "syntax error, unexpected auto-merge",
     );
 }
+
+/// nft resolves a `"..."` string by the data type wherever a value goes, and takes empty
+/// places in an element list; listed as nft 1.0.6 lists the same file (kernel 6.18).
+#[test]
+fn quoted_values_and_empty_places_as_nft() {
+    let text = "table ip t {\nset s { type ipv4_addr; elements = { 10.0.0.1,, 10.0.0.2, \"10.0.0.3\" } }\nchain c {\nip saddr \"10.1.1.1\" accept\nip saddr { 10.2.2.2,,, \"10.2.2.3\" } accept\ntcp dport \"ssh\" accept\nct state \"established\" accept\n}\n}\n";
+    let printed = wasp_ruleset::print_ruleset(&accepted(text), false);
+    assert_eq!(
+        printed,
+        "table ip t {\n\tset s {\n\t\ttype ipv4_addr\n\t\telements = { 10.0.0.1, 10.0.0.2,\n\t\t\t     10.0.0.3 }\n\t}\n\n\tchain c {\n\t\tip saddr 10.1.1.1 accept\n\t\tip saddr { 10.2.2.2, 10.2.2.3 } accept\n\t\ttcp dport 22 accept\n\t\tct state established accept\n\t}\n}\n"
+    );
+    // A string is one value: no prefix or range inside it (nft: "Could not resolve hostname").
+    refused(
+        "table ip t {\nchain c {\nip saddr \"10.0.0.0/8\" accept\n}\n}\n",
+        3,
+        10,
+        "expected an IPv4 address",
+    );
+    // A leading comma is not an empty place (nft: "syntax error, unexpected comma").
+    refused(
+        "table ip t {\nchain c {\nip saddr { ,10.2.2.2 } accept\n}\n}\n",
+        3,
+        12,
+        "",
+    );
+}

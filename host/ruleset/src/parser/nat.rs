@@ -537,10 +537,10 @@ impl Parser<'_> {
                 .to_string()
         };
         let one = |p: &Self, s: &str| -> PResult<IpAddr> {
-            let v = parse_value(dtype, &unbracket(s), false).map_err(|m| p.st.error(span, m))?;
+            let v = parse_value(dtype, &unbracket(s)).map_err(|m| p.st.error(span, m))?;
             Ok(to_ip(&v.bytes))
         };
-        if let Ok(v) = parse_value(dtype, &unbracket(text), false) {
+        if let Ok(v) = parse_value(dtype, &unbracket(text)) {
             let a = to_ip(&v.bytes);
             return Ok((a, a, false));
         }
@@ -562,8 +562,8 @@ impl Parser<'_> {
         for (i, _) in text.match_indices('-') {
             let (a, b) = (&text[..i], &text[i + 1..]);
             let (Ok(x), Ok(y)) = (
-                parse_value(dtype, &unbracket(a), false),
-                parse_value(dtype, &unbracket(b), false),
+                parse_value(dtype, &unbracket(a)),
+                parse_value(dtype, &unbracket(b)),
             ) else {
                 continue;
             };
@@ -632,7 +632,7 @@ fn last_bracket(text: &str) -> usize {
 
 /// A port number or service name (nft's `inet_service`).
 fn port_value(text: &str) -> Result<u16, String> {
-    let v = parse_value(DataType::InetService, text, false)?;
+    let v = parse_value(DataType::InetService, text)?;
     Ok(u16::from_be_bytes([v.bytes[0], v.bytes[1]]))
 }
 

@@ -105,7 +105,7 @@ impl Parser<'_> {
             _ => return self.expected(&format!("an {what} code name or number")),
         };
         let code = match dtype {
-            Some(d) => crate::datatypes::parse_value(d, &text, false)
+            Some(d) => crate::datatypes::parse_value(d, &text)
                 .ok()
                 .and_then(|v| v.bytes.first().copied()),
             None => ICMPX_CODES

@@ -29,12 +29,12 @@ impl Parser<'_> {
         let span = self.peek_span()?;
         match self.peek_tok()? {
             Some(Tok::Word(w)) => {
-                let v = parse_value(dtype, &w, false).map_err(|m| self.st.error(span, m))?;
+                let v = parse_value(dtype, &w).map_err(|m| self.st.error(span, m))?;
                 self.advance();
                 Ok((v, span))
             }
             Some(Tok::Str(s)) => {
-                let v = parse_value(dtype, &s, true).map_err(|m| self.st.error(span, m))?;
+                let v = parse_value(dtype, &s).map_err(|m| self.st.error(span, m))?;
                 self.advance();
                 Ok((v, span))
             }
@@ -50,7 +50,7 @@ impl Parser<'_> {
             Some(Tok::Str(s)) => (s, true),
             _ => return self.expected(expected(dtype)),
         };
-        if let Ok(mut v) = parse_value(dtype, &text, quoted) {
+        if let Ok(mut v) = parse_value(dtype, &text) {
             self.advance();
             // A bitmask element may be written `syn | ack` (nft ORs the flags).
             if dtype == DataType::TcpFlag {
@@ -71,7 +71,7 @@ impl Parser<'_> {
         }
         if !quoted && dtype != DataType::Ifname {
             if let Some((addr, len)) = text.rsplit_once('/')
-                && let Ok(mut v) = parse_value(dtype, addr, false)
+                && let Ok(mut v) = parse_value(dtype, addr)
             {
                 let bits = u32::from(dtype.width_bits());
                 let Some(n) = parse_uint(len).filter(|n| *n <= u128::from(bits)) else {
@@ -88,16 +88,14 @@ impl Parser<'_> {
             }
             for (i, _) in text.match_indices('-') {
                 let (a, b) = (&text[..i], &text[i + 1..]);
-                if let (Ok(lo), Ok(hi)) =
-                    (parse_value(dtype, a, false), parse_value(dtype, b, false))
-                {
+                if let (Ok(lo), Ok(hi)) = (parse_value(dtype, a), parse_value(dtype, b)) {
                     self.advance();
                     return self.range(lo, hi, span);
                 }
             }
         }
         // Report the error of the plain value (it names what was expected).
-        let msg = parse_value(dtype, &text, quoted).err().unwrap_or_default();
+        let msg = parse_value(dtype, &text).err().unwrap_or_default();
         Err(self.st.error(span, msg))
     }
 
@@ -134,8 +132,8 @@ impl Parser<'_> {
         if d.is_empty()
             && !k.is_empty()
             && colon_type
-            && parse_value(key[0], w, false).is_err()
-            && parse_value(key[0], k, false).is_ok()
+            && parse_value(key[0], w).is_err()
+            && parse_value(key[0], k).is_ok()
         {
             let n = k.chars().count() as u32;
             let (k, colon) = (
@@ -296,6 +294,10 @@ impl Parser<'_> {
             }
             self.skip_newlines()?;
             if self.eat_punct(",")? {
+                // nft takes empty places in the list (`{ a,, b }`).
+                while self.eat_punct(",")? {
+                    self.skip_newlines()?;
+                }
                 continue;
             }
             if self.at_punct("}")? {
