@@ -85,12 +85,10 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
         tables: vec![table],
         sources: Vec::new(),
     };
-    let add = format!(
-        "add element {fam_name} {} {} {}\n",
-        req.table, req.set, req.elements
-    );
-    let parsed =
-        wasp_ruleset::apply_batch(&scratch, &add, "<command>").map_err(|e| e.to_string())?;
+    // The same command with `add` (as long as `get`): an error quotes the user's command.
+    let add = format!("add{}", &command["get".len()..]);
+    let parsed = wasp_ruleset::apply_batch(&scratch, &format!("{add}\n"), "<command>")
+        .map_err(|e| e.to_string().replacen(&add, command, 1))?;
     let queries = &parsed.tables[0].sets[0].elements;
     let set = &rs.tables[ti].sets[si];
     let mut found = vec![false; set.elements.len()];

@@ -238,6 +238,21 @@ fn elements() {
         }
         other => panic!("{other:?}"),
     }
+    // A key that is not one of the set's type: the error quotes the `get` command.
+    match ctl(
+        &sock,
+        &["get", "element", "netdev", "filt", "blk", "{ 10.0.0.999 }"],
+    ) {
+        Err(wasp::Error::Ctl(m)) => {
+            assert!(
+                m.contains("expected an IPv4 address")
+                    && m.contains("get element netdev filt blk { 10.0.0.999 }")
+                    && !m.contains("add element"),
+                "{m}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     // Deleting what is not there is the kernel's error.
     assert!(matches!(
         ctl(
