@@ -591,6 +591,19 @@ impl Parser<'_> {
                 let Some(si) = t.sets.iter().position(|s| s.name == sname) else {
                     return Err(self.st.error(sspan, format!("unknown set `{sname}`")));
                 };
+                // A set a rule names (`@s` in a match, map, vmap or set statement: every
+                // such place lists as `@s`) is in use: the kernel refuses at the set's name.
+                let used = t
+                    .chains
+                    .iter()
+                    .flat_map(|c| c.rules.iter())
+                    .any(|r| names_set(&crate::print::rule_text(r), &sname));
+                if used {
+                    return Err(self.st.error(
+                        sspan,
+                        format!("Could not process rule: Device or resource busy (set `{sname}` is used by a rule)"),
+                    ));
+                }
                 t.sets.remove(si);
             }
             "rule" => {
@@ -627,4 +640,15 @@ impl Parser<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether the rule text `rule` (as listed) names set `name` (`@name`, not `@name2`).
+fn names_set(rule: &str, name: &str) -> bool {
+    let at = format!("@{name}");
+    rule.match_indices(&at).any(|(i, _)| {
+        !rule[i + at.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    })
 }
