@@ -112,7 +112,7 @@ impl Parser<'_> {
             }
             "delete" | "destroy" => {
                 self.advance();
-                self.delete_command()
+                self.delete_command(w == "destroy")
             }
             w if super::unsupported::COMMANDS.contains(&w) => {
                 Err(self.st.error(span, super::unsupported::message(w)))
@@ -476,7 +476,9 @@ impl Parser<'_> {
         Ok(())
     }
 
-    fn delete_command(&mut self) -> PResult<()> {
+    /// `delete ...`; `destroy`: `destroy element`, which skips elements the set does not hold
+    /// (the other objects are deleted as by `delete`).
+    fn delete_command(&mut self, destroy: bool) -> PResult<()> {
         let span = self.peek_span()?;
         let what = if self.eat_word("table")? {
             "table"
@@ -635,7 +637,7 @@ impl Parser<'_> {
                 self.data_optional = true;
                 let elems = self.set_elements(&set);
                 self.data_optional = false;
-                self.delete_elements(ti, si, elems?)?;
+                self.delete_elements(ti, si, elems?, destroy)?;
             }
         }
         Ok(())

@@ -1032,28 +1032,37 @@ impl Parser<'_> {
             }
             add.push(e);
         }
-        self.remove_elements(ti, si, gone, true)?;
+        self.remove_elements(ti, si, gone, Removal::Cancel)?;
         Ok(add)
     }
 
-    /// `delete element`: remove each element as the back-end keys it.
+    /// `delete element` (`destroy`: `destroy element`, where an element the set does not hold
+    /// is no error, as the kernel's NFT_MSG_DESTROYSETELEM): remove each element as the
+    /// back-end keys it.
     pub(super) fn delete_elements(
         &mut self,
         ti: usize,
         si: usize,
         elems: Vec<SetElem>,
+        destroy: bool,
     ) -> PResult<()> {
-        self.remove_elements(ti, si, elems, false)
+        let how = if destroy {
+            Removal::Destroy
+        } else {
+            Removal::Delete
+        };
+        self.remove_elements(ti, si, elems, how)
     }
 
-    /// [`Parser::delete_elements`]; `cancel` as [`Backend::delete`]'s.
+    /// [`Parser::delete_elements`], or the cancel of `auto-merge` ([`Backend::delete`]'s).
     fn remove_elements(
         &mut self,
         ti: usize,
         si: usize,
         elems: Vec<SetElem>,
-        cancel: bool,
+        how: Removal,
     ) -> PResult<()> {
+        let cancel = how == Removal::Cancel;
         for e in elems {
             let res = self
                 .with_shadow(ti, si, |s, o| s.delete(&e, o, cancel))
@@ -1073,6 +1082,7 @@ impl Parser<'_> {
                         }
                     }
                 }
+                Err(NOT_FOUND) if how == Removal::Destroy => {}
                 Err(m) => {
                     // nft 1.0.6 checks a single-field interval set against its cache first.
                     let m = if self.shadow(ti, si, false).is_rbtree() {
@@ -1148,6 +1158,17 @@ impl Parser<'_> {
             log.push((ti, si, ElementOp::Flush, Undo::Flushed(old)));
         }
     }
+}
+
+/// How [`Parser::remove_elements`] takes elements out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removal {
+    /// `delete element`: a missing element is an error.
+    Delete,
+    /// `destroy element`: a missing element is skipped.
+    Destroy,
+    /// `auto-merge` replacing elements it merged (see [`Backend::delete`]'s `cancel`).
+    Cancel,
 }
 
 /// The low (or only) value of a key part.
