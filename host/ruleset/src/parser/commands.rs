@@ -313,7 +313,12 @@ impl Parser<'_> {
                         ))
                     )
                 });
-                self.insert_elements(ti, si, elems, create)?;
+                let how = if create {
+                    super::setcheck::Adding::Create
+                } else {
+                    super::setcheck::Adding::Add
+                };
+                self.insert_elements(ti, si, elems, how)?;
                 // A jump added to a verdict map is validated as a jump in a rule (the kernel
                 // refuses the element command: nft points at `add`).
                 let t = &self.st.tables[ti];

@@ -348,7 +348,7 @@ impl Parser<'_> {
                             ),
                         ));
                     }
-                    self.insert_elements(ti, si, set.elements, false)?;
+                    self.insert_elements(ti, si, set.elements, super::setcheck::Adding::Declared)?;
                 }
                 None => {
                     let handle = self.take_handle(ti);
@@ -359,7 +359,7 @@ impl Parser<'_> {
                         ..set
                     });
                     let si = self.st.tables[ti].sets.len() - 1;
-                    self.insert_elements(ti, si, elements, false)?;
+                    self.insert_elements(ti, si, elements, super::setcheck::Adding::Declared)?;
                 }
             }
         }

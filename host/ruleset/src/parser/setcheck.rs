@@ -185,16 +185,19 @@ pub type Bounds = (Vec<u8>, Vec<u8>);
 
 /// What a transaction did to an rbtree set that its later commands meet (kernel 6.18 with
 /// nft 1.0.6, checked with `nft -f` and `nft -c -f` in a namespace): a range added and then
-/// deleted in the same transaction stays in the way of an add that overlaps it and of a
-/// `create` of the same range ("File exists"; the same range added again is taken); a range
+/// deleted in the same transaction stays in the way of an add that overlaps it, and, when a
+/// set declaration's `elements` added it, of a `create` of the same range ("File exists"; one
+/// that `add element` added is taken again by `create`, and any by `add`); a range
 /// committed before and deleted in the transaction is in nobody's way. `flush set` and the
 /// transaction's end clear it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RbtreeTxn {
-    /// Ranges added in this transaction (and still held).
-    added: Vec<Bounds>,
-    /// Ranges added in this transaction and deleted again.
-    deleted: Vec<Bounds>,
+    /// Ranges added in this transaction (and still held), each with whether a set
+    /// declaration's `elements` added it.
+    added: Vec<(Bounds, bool)>,
+    /// Ranges added in this transaction and deleted again, each with whether a set
+    /// declaration's `elements` added it.
+    deleted: Vec<(Bounds, bool)>,
 }
 
 /// A set held by the running program, and this transaction's changes to it: the elements it
@@ -271,11 +274,12 @@ impl Running {
         &mut self,
         oracle: &dyn SetOracle,
         e: &SetElem,
-        create: bool,
+        how: Adding,
     ) -> Result<Result<bool, &'static str>, Undecided> {
         if matches!(self.added, Backend::Rbtree(..)) {
-            return self.insert_rbtree(oracle, e, create);
+            return self.insert_rbtree(oracle, e, how);
         }
+        let create = how == Adding::Create;
         let (lo, hi) = bounds(&e.key);
         let pipapo = matches!(self.added, Backend::Pipapo(_));
         if let Some((a, b)) = self.holder(oracle, &lo)? {
@@ -290,7 +294,7 @@ impl Running {
         if pipapo && lo != hi && self.holder(oracle, &hi)?.is_some() {
             return Ok(Err(EXISTS));
         }
-        Ok(self.added.insert(e, create))
+        Ok(self.added.insert(e, how))
     }
 
     /// [`Running::insert`] into a single-field interval set: as [`Backend::insert`] does for
@@ -301,8 +305,9 @@ impl Running {
         &mut self,
         oracle: &dyn SetOracle,
         e: &SetElem,
-        create: bool,
+        how: Adding,
     ) -> Result<Result<bool, &'static str>, Undecided> {
+        let create = how == Adding::Create;
         let (lo, hi) = bounds(&e.key);
         if !self.flushed {
             if let Some(i) = self.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
@@ -321,7 +326,7 @@ impl Running {
                 });
             }
         }
-        Ok(self.added.insert(e, create))
+        Ok(self.added.insert(e, how))
     }
 
     /// As [`Backend::delete`].
@@ -386,7 +391,8 @@ impl Backend {
 
     /// Insert; `Ok(true)` when the element is new, `Ok(false)` for an identical one under
     /// `add`, `Err(message)` as nft words the refusal.
-    fn insert(&mut self, e: &SetElem, create: bool) -> Result<bool, &'static str> {
+    fn insert(&mut self, e: &SetElem, how: Adding) -> Result<bool, &'static str> {
+        let create = how == Adding::Create;
         let (lo, hi) = bounds(&e.key);
         let mode = if create {
             InsertMode::Create
@@ -410,12 +416,16 @@ impl Backend {
                 }
             },
             Backend::Rbtree(s, txn) => {
-                if let Some(i) = txn.deleted.iter().position(|(a, b)| *a == lo && *b == hi) {
-                    if create {
+                if let Some(i) = txn
+                    .deleted
+                    .iter()
+                    .position(|((a, b), _)| *a == lo && *b == hi)
+                {
+                    if create && txn.deleted[i].1 {
                         return Err(EXISTS);
                     }
                     txn.deleted.remove(i);
-                } else if txn.deleted.iter().any(|(a, b)| *a <= hi && lo <= *b) {
+                } else if txn.deleted.iter().any(|((a, b), _)| *a <= hi && lo <= *b) {
                     return Err("interval overlaps with an existing one");
                 }
                 let before = s.len();
@@ -428,7 +438,7 @@ impl Backend {
                             }
                             return Ok(false);
                         }
-                        txn.added.push((lo, hi));
+                        txn.added.push(((lo, hi), how == Adding::Declared));
                         Ok(true)
                     }
                     Err(SetError::Exists(_)) => Err(EXISTS),
@@ -469,10 +479,10 @@ impl Backend {
             Backend::Rbtree(s, txn) => match s.delete(&lo, Some(&hi), 0) {
                 Ok(x) => {
                     let b = (x.start.to_vec(), x.end.to_vec());
-                    if let Some(i) = txn.added.iter().position(|a| *a == b) {
-                        txn.added.remove(i);
+                    if let Some(i) = txn.added.iter().position(|(a, _)| *a == b) {
+                        let (_, declared) = txn.added.remove(i);
                         if !cancel {
-                            txn.deleted.push(b.clone());
+                            txn.deleted.push((b.clone(), declared));
                         }
                     }
                     Ok(b)
@@ -556,7 +566,7 @@ impl Shadow {
             Store::Own(b) => &**b,
             Store::Running(r) => &r.added,
         };
-        matches!(backend, Backend::Rbtree(_, txn) if txn.added.contains(b))
+        matches!(backend, Backend::Rbtree(_, txn) if txn.added.iter().any(|(a, _)| a == b))
     }
 
     /// `true` for a single-field interval set (the kernel's rbtree).
@@ -578,18 +588,18 @@ impl Shadow {
     fn insert(
         &mut self,
         e: &SetElem,
-        create: bool,
+        how: Adding,
         oracle: Option<&dyn SetOracle>,
     ) -> Result<Result<bool, &'static str>, Undecided> {
         if !e.is_catch_all() {
             return match (&mut self.store, oracle) {
-                (Store::Own(b), _) => Ok(b.insert(e, create)),
-                (Store::Running(r), Some(o)) => r.insert(o, e, create),
+                (Store::Own(b), _) => Ok(b.insert(e, how)),
+                (Store::Running(r), Some(o)) => r.insert(o, e, how),
                 (Store::Running(_), None) => Err(Undecided),
             };
         }
         Ok(match &self.catch_all {
-            Some(d) if create || *d != e.data => Err(EXISTS),
+            Some(d) if how == Adding::Create || *d != e.data => Err(EXISTS),
             Some(_) => Ok(false),
             None => {
                 self.catch_all = Some(e.data.clone());
@@ -823,7 +833,7 @@ impl Parser<'_> {
                 None => {
                     let mut s = Shadow::new(set);
                     for e in &set.elements {
-                        let _ = s.insert(e, false, None);
+                        let _ = s.insert(e, Adding::Declared, None);
                     }
                     // The model's elements are not this transaction's.
                     s.end_transaction();
@@ -861,7 +871,7 @@ impl Parser<'_> {
         ti: usize,
         si: usize,
         elems: Vec<SetElem>,
-        create: bool,
+        how: Adding,
     ) -> PResult<()> {
         let elems = if self.st.tables[ti].sets[si].merges_elements() {
             self.auto_merge(ti, si, elems)?
@@ -880,7 +890,7 @@ impl Parser<'_> {
             // Every element of a set with `counter` has one (nft lists it on each).
             e.counter |= counter;
             let res = self
-                .with_shadow(ti, si, |s, o| s.insert(&e, create, o))
+                .with_shadow(ti, si, |s, o| s.insert(&e, how, o))
                 .unwrap_or(Err(INVALID));
             match res {
                 Ok(true) => {
@@ -1141,7 +1151,7 @@ impl Parser<'_> {
         let mut shadow = Shadow::new(&decl);
         let mut held = Vec::with_capacity(elems.len());
         for e in elems {
-            match shadow.insert(&normalize(e.clone()), false, None) {
+            match shadow.insert(&normalize(e.clone()), Adding::Add, None) {
                 Ok(Err(m)) => return Err(self.st.error(e.span, m)),
                 Ok(Ok(false)) => {}
                 _ => held.push(e),
@@ -1158,6 +1168,17 @@ impl Parser<'_> {
             log.push((ti, si, ElementOp::Flush, Undo::Flushed(old)));
         }
     }
+}
+
+/// What adds an element ([`Parser::insert_elements`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Adding {
+    /// A set declaration's `elements = { ... }` (as `add`).
+    Declared,
+    /// `add element`: an identical element is kept once.
+    Add,
+    /// `create element`: an identical element is "File exists".
+    Create,
 }
 
 /// How [`Parser::remove_elements`] takes elements out.
