@@ -551,6 +551,32 @@ fn auto_merge_merges_as_nft() {
         ),
         "10.0.0.0-10.0.2.5"
     );
+    // A new range over a held element, with another new element inside it below the held
+    // one (the new elements overlap each other): one range.
+    let ports = "table inet t {\nset s { type inet_service; flags interval; auto-merge; elements = { 50 } }\n}\nadd element inet t s { 1-100, 20 }\n";
+    assert_eq!(one(ports), "1-100");
+    // `create` of an element the batch added is "File exists"; of one committed before, or
+    // of a part of one, no error (above).
+    refused(
+        "table ip t {\nset s { type ipv4_addr; flags interval; auto-merge; }\n}\ncreate element ip t s { 10.0.0.1-10.0.0.5 }\ncreate element ip t s { 10.0.0.1-10.0.0.5 }\n",
+        5,
+        25,
+        "File exists",
+    );
+    assert_eq!(
+        batch(
+            &set("10.0.0.0/24"),
+            "create element ip t s { 10.0.0.0/24 }\n"
+        ),
+        "10.0.0.0/24"
+    );
+    // No separator after the flag.
+    assert_eq!(
+        one(
+            "table ip t {\nset s { auto-merge type inet_service; flags interval; elements = { 1-5, 6 } }\n}\n"
+        ),
+        "1-6"
+    );
     // No split on delete: a part of a merged range is not an element.
     let rs = wasp_ruleset::apply_batch(
         &accepted(&set("10.0.0.0/23")),

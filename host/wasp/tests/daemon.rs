@@ -1223,5 +1223,26 @@ table netdev filter {
     assert!(five > 9000, "{five} ms left of a new 10 s");
     rig.send((0..10).map(|_| udp_to([10, 8, 0, 5])));
     assert_eq!(rig.wait_packets(50).accepted, 20, "dropped");
+    // Added again with another timeout: the new timeout, from now (as the kernel updates
+    // it); with the same one, the time left runs on.
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.4 timeout 20s }\n",
+            "<b>",
+        )
+        .expect("retime");
+    let four = left(&rig, "10.8.0.4").expect("listed").expect("expires");
+    assert!(four > 19_000, "{four} ms left of a new 20 s");
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 10.8.0.5 timeout 10s }\n",
+            "<b>",
+        )
+        .expect("same timeout");
+    let five_again = left(&rig, "10.8.0.5").expect("listed").expect("expires");
+    assert!(
+        five_again <= five,
+        "{five_again} ms: the same timeout restarts nothing"
+    );
     rig.stop();
 }

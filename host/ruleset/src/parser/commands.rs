@@ -555,15 +555,20 @@ impl Parser<'_> {
                 let Some(ci) = t.chains.iter().position(|c| c.name == cname) else {
                     return Err(self.st.error(cspan, format!("unknown chain `{cname}`")));
                 };
+                // A chain that a rule or a verdict map's element jumps to is in use (EBUSY); one
+                // with rules goes with its rules (kernel 6.18 with nft 1.0.6).
+                let jumps_here = |v: &crate::model::Verdict| matches!(v, crate::model::Verdict::Jump(j) | crate::model::Verdict::Goto(j) if *j == cname);
                 let used = t.chains.iter().any(|c| {
                     c.rules
                         .iter()
                         .any(|r| super::handles::rule_jumps(r).any(|j| j == cname))
+                }) || t.sets.iter().flat_map(|s| s.elements.iter()).any(|e| {
+                    matches!(&e.data, Some(crate::model::ElemData::Verdict(v)) if jumps_here(v))
                 });
-                if used || !t.chains[ci].rules.is_empty() {
+                if used {
                     return Err(self.st.error(
                         cspan,
-                        format!("cannot delete chain `{cname}`: it is not empty or is jumped to"),
+                        format!("Could not process rule: Device or resource busy (chain `{cname}` is jumped to)"),
                     ));
                 }
                 t.chains.remove(ci);

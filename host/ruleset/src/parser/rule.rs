@@ -423,8 +423,9 @@ impl Parser<'_> {
         let (mut left, mut op) = (left, op);
         let right = if self.eat_punct("{")? {
             let elems = self.elements(&types, None, None)?;
-            let elems = self.check_anonymous(&types, elems, false)?;
+            // Counted as written: `{ 22, 22 }` stays a set of one (nft lists `{ 22 }`).
             let written = elems.len();
+            let elems = self.check_anonymous(&types, elems, false)?;
             let mut elems = super::setcheck::merge_anonymous_intervals(elems);
             // (Not a concatenation: nft keeps `a . b { x . y }` a set, checked with nft -a.)
             // A set merged down to one interval stays a set.

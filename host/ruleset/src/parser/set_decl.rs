@@ -160,7 +160,12 @@ impl Parser<'_> {
                 "auto-merge" if is_map => {
                     return Err(self.st.error(ispan, "syntax error, unexpected auto-merge"));
                 }
-                "auto-merge" => set.flags.auto_merge = true,
+                "auto-merge" => {
+                    // nft's grammar wants no separator after it (`auto-merge }`,
+                    // `auto-merge elements = { ... }`).
+                    set.flags.auto_merge = true;
+                    continue;
+                }
                 "counter" => set.counter = true,
                 "comment" => {
                     let (c, _) = self.string("a quoted comment")?;

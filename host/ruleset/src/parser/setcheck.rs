@@ -874,7 +874,7 @@ impl Parser<'_> {
         how: Adding,
     ) -> PResult<()> {
         let elems = if self.st.tables[ti].sets[si].merges_elements() {
-            self.auto_merge(ti, si, elems)?
+            self.auto_merge(ti, si, elems, how)?
         } else {
             elems
         };
@@ -906,7 +906,7 @@ impl Parser<'_> {
                     wasp_sets::grow::room(&mut set.elements, 1);
                     set.elements.push(e);
                 }
-                Ok(false) => {}
+                Ok(false) => self.retime(ti, si, &e),
                 Err(m) => return Err(self.st.error(e.span, m)),
             }
         }
@@ -923,7 +923,13 @@ impl Parser<'_> {
     /// merges in its own batch, where the elements the kernel holds are older. Returns the
     /// elements to add; the deletes are made here (in the batch: a range added earlier in it
     /// is replaced as if never added, as nft replaces it in its own batch).
-    fn auto_merge(&mut self, ti: usize, si: usize, elems: Vec<SetElem>) -> PResult<Vec<SetElem>> {
+    fn auto_merge(
+        &mut self,
+        ti: usize,
+        si: usize,
+        elems: Vec<SetElem>,
+        how: Adding,
+    ) -> PResult<Vec<SetElem>> {
         let k = self.fresh_shadow(ti, si, false);
         let shadow = &self.st.shadows[&k];
         let set = &self.st.tables[ti].sets[si];
@@ -946,10 +952,19 @@ impl Parser<'_> {
             return Ok(elems);
         }
         new.sort_unstable();
+        // The new elements' union as disjoint ranges in order (new elements may overlap each
+        // other), to find the set's elements that meet them by a binary search.
+        let mut spans: Vec<(u128, u128)> = Vec::new();
+        for &(lo, hi, _) in &new {
+            match spans.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => spans.push((lo, hi)),
+            }
+        }
         // The set's elements that meet a new one: (bounds, index in the set).
         let touches = |lo: u128, hi: u128| {
-            let i = new.partition_point(|n| n.1.saturating_add(1) < lo);
-            new.get(i).is_some_and(|n| n.0 <= hi.saturating_add(1))
+            let i = spans.partition_point(|n| n.1.saturating_add(1) < lo);
+            spans.get(i).is_some_and(|n| n.0 <= hi.saturating_add(1))
         };
         let mut old: Vec<(u128, u128, usize)> = set
             .elements
@@ -974,8 +989,8 @@ impl Parser<'_> {
             hi: u128,
             /// The lowest element in it that this batch adds.
             first_new: Option<Elem>,
-            /// How many new elements it holds.
-            news: usize,
+            /// The new elements in it.
+            news: Vec<usize>,
             /// The set's elements in it.
             old: Vec<usize>,
         }
@@ -1001,14 +1016,14 @@ impl Parser<'_> {
                 Some(c) if lo <= c.hi.saturating_add(1) => {
                     c.hi = c.hi.max(hi);
                     c.first_new = c.first_new.or(batch);
-                    c.news += usize::from(new_i.is_some());
+                    c.news.extend(new_i);
                     c.old.extend(old_j);
                 }
                 _ => clusters.push(Cluster {
                     lo,
                     hi,
                     first_new: batch,
-                    news: usize::from(new_i.is_some()),
+                    news: new_i.into_iter().collect(),
                     old: old_j.into_iter().collect(),
                 }),
             }
@@ -1016,12 +1031,18 @@ impl Parser<'_> {
         let mut gone = Vec::new();
         let mut add = Vec::new();
         for c in clusters {
-            if c.news == 0 {
+            if c.news.is_empty() {
                 continue;
             }
             if let [j] = c.old[..] {
                 let held = one_range(&set.elements[j]);
                 if held == Some((c.lo, c.hi)) {
+                    // `create` of an element this batch added is "File exists" (nft 1.0.6:
+                    // of one committed before, or of a part of it, no error).
+                    let same = c.news.iter().find(|&&i| one_range(&elems[i]) == held);
+                    if let (Adding::Create, Some(&i), true) = (how, same, young(j)) {
+                        return Err(self.st.error(elems[i].span, EXISTS));
+                    }
                     continue;
                 }
             }
@@ -1033,7 +1054,7 @@ impl Parser<'_> {
                 None => continue,
             };
             // A new element that merged with nothing stays as written (`a/len` a prefix).
-            if c.news > 1 || !c.old.is_empty() {
+            if c.news.len() > 1 || !c.old.is_empty() {
                 e.key = match (value(c.lo), value(c.hi)) {
                     (Some(lo), _) if c.lo == c.hi => smallvec::smallvec![KeyPart::Value(lo)],
                     (Some(lo), Some(hi)) => smallvec::smallvec![KeyPart::Range(lo, hi)],
@@ -1044,6 +1065,42 @@ impl Parser<'_> {
         }
         self.remove_elements(ti, si, gone, Removal::Cancel)?;
         Ok(add)
+    }
+
+    /// An element added again to a hash set with timeouts takes the new element's timeout,
+    /// from now, when it differs (kernel 6.18 with nft 1.0.6: `nft_add_set_elem` updates the
+    /// timeout of an element that exists; `timeout 10m` added again as `timeout 1m` lists
+    /// `timeout 1m expires 59s...`, added again without one lists none); its comment and
+    /// counts stay. The same timeout changes nothing (the time left runs on). In the batch's
+    /// log the element is deleted and added again.
+    fn retime(&mut self, ti: usize, si: usize, e: &SetElem) {
+        let set = &mut self.st.tables[ti].sets[si];
+        if !set.flags.timeout || set.flags.interval || e.is_catch_all() {
+            return;
+        }
+        let b = bounds(&e.key);
+        let Some(i) = set.elements.iter().position(|x| has_bounds(&x.key, &b)) else {
+            return;
+        };
+        if set.elements[i].timeout_ms() == e.timeout_ms() {
+            return;
+        }
+        let old = set.elements.remove(i);
+        let mut new = old.clone();
+        let x = new.extra_mut();
+        x.timeout_ms = e.timeout_ms();
+        x.expires_ms = None;
+        let at = set.elements.len();
+        if let Some(log) = self.st.element_log.as_mut() {
+            log.push((
+                ti,
+                si,
+                ElementOp::Delete(old.clone()),
+                Undo::Removed(i, Box::new(old)),
+            ));
+            log.push((ti, si, ElementOp::Add(new.clone()), Undo::Added(at)));
+        }
+        set.elements.push(new);
     }
 
     /// `delete element` (`destroy`: `destroy element`, where an element the set does not hold
