@@ -50,7 +50,7 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         json: bool,
     },
-    /// `add|delete|get element FAMILY TABLE SET { ... }`.
+    /// `add|create|delete|destroy|get element FAMILY TABLE SET { ... }`.
     Element(ElementRequest),
     /// `reset counters` / `reset element ...`.
     Reset(ResetRequest),
@@ -186,7 +186,7 @@ pub struct Echo {
     pub json: bool,
 }
 
-/// `add|delete|get element`.
+/// `add|create|delete|destroy|get element`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ElementRequest {
     /// What to do.
@@ -204,11 +204,13 @@ pub struct ElementRequest {
 
 impl ElementRequest {
     /// The request as one nft command (`add element netdev t s { ... }`), which the daemon
-    /// can apply with `wasp_ruleset::apply_batch` (for `add` and `delete`; `get` reads).
+    /// can apply with `wasp_ruleset::apply_batch` (all but `get`, which reads).
     pub fn command_text(&self) -> String {
         let verb = match self.op {
             ElementOp::Add => "add",
+            ElementOp::Create => "create",
             ElementOp::Delete => "delete",
+            ElementOp::Destroy => "destroy",
             ElementOp::Get => "get",
         };
         format!(
@@ -227,8 +229,12 @@ impl ElementRequest {
 pub enum ElementOp {
     /// `add element`
     Add,
+    /// `create element`: an element the set holds is "File exists".
+    Create,
     /// `delete element`
     Delete,
+    /// `destroy element`: elements the set does not hold are skipped.
+    Destroy,
     /// `get element`
     Get,
 }

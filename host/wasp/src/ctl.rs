@@ -1,5 +1,5 @@
 //! `wasp ctl`: the client side of the control socket, with nft's words and flags where nft
-//! has them (`list`, `-f`, `add|delete|get element`, `reset`, `monitor`, `-a -s -t -j`) and
+//! has them (`list`, `-f`, `add|create|delete|destroy|get element`, `reset`, `monitor`, `-a -s -t -j`) and
 //! wasp's own (`plugin`, `stats`, `dump rules [--brief]`). The protocol is
 //! `host/ctl/PROTOCOL.md`.
 //!
@@ -27,7 +27,7 @@ use crate::error::Error;
 /// rule|table|chain|set|map|counter|quota|limit|flowtable ...` (rules placed by `position
 /// H`, `handle H` or `index N`), `flush ruleset|table|chain|set ...`; `list
 /// ruleset|tables|chains|sets|maps|flowtables [FAMILY]`, `list counters|quotas|limits [[table]
-/// [FAMILY] TABLE]`, `list set|map|chain|counter|quota|limit [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|delete|get element
+/// [FAMILY] TABLE]`, `list set|map|chain|counter|quota|limit [FAMILY] TABLE NAME`, `list table [FAMILY] TABLE`, `add|create|delete|destroy|get element
 /// [FAMILY] TABLE SET { ELEMENTS }`, `reset counters [table [FAMILY] TABLE]`, `reset
 /// counter|quota [FAMILY] TABLE NAME`, `reset rules
 /// [table [FAMILY] TABLE | chain [FAMILY] TABLE CHAIN]`, `reset quotas [table [FAMILY]
@@ -82,7 +82,7 @@ pub struct CtlArgs {
 }
 
 /// The usage line of the commands, for errors.
-const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|delete|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., plugin state, monitor, monitor trace, stats, dump rules [--brief], or -f FILE";
+const COMMANDS: &str = "add|create|insert|replace|delete|flush table|chain|rule|set|map|counter|quota|limit|flowtable ..., list ..., list conntrack, delete conntrack [FILTER], flush conntrack, list flowtable [[FAMILY] TABLE] NAME, add|create|delete|destroy|get element ..., reset counters|counter|rules|quotas|quota|element ..., plugin load|swap|unload ..., plugin state, monitor, monitor trace, stats, dump rules [--brief], or -f FILE";
 
 /// What the command line asks, as a request and how to print its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -282,12 +282,18 @@ pub fn plan(args: &CtlArgs) -> Result<Plan, Error> {
             let req = wasp_ctl::listing::parse_list_words(rest, flags).map_err(usage)?;
             plan(Request::List(req), Output::Text)
         }
-        [op @ ("add" | "delete" | "get"), "element", ..] => {
+        [
+            op @ ("add" | "create" | "delete" | "destroy" | "get"),
+            "element",
+            ..,
+        ] => {
             let (family, table, set, elements) =
                 element_words(&args.command[2..], &format!("{op} element"))?;
             let op = match *op {
                 "add" => ElementOp::Add,
+                "create" => ElementOp::Create,
                 "delete" => ElementOp::Delete,
+                "destroy" => ElementOp::Destroy,
                 _ => ElementOp::Get,
             };
             let output = if op == ElementOp::Get {

@@ -261,6 +261,39 @@ fn elements() {
         ),
         Err(wasp::Error::Ctl(_))
     ));
+    // `create` of an element the set holds is the kernel's error; `destroy` of one it does
+    // not hold is none.
+    ctl(
+        &sock,
+        &["create", "element", "netdev", "filt", "blk", "{ 10.0.0.8 }"],
+    )
+    .unwrap();
+    assert!(matches!(
+        ctl(
+            &sock,
+            &["create", "element", "netdev", "filt", "blk", "{ 10.0.0.8 }"]
+        ),
+        Err(wasp::Error::Ctl(m)) if m.contains("File exists")
+    ));
+    ctl(
+        &sock,
+        &[
+            "destroy",
+            "element",
+            "netdev",
+            "filt",
+            "blk",
+            "{ 10.0.0.8, 10.0.0.9 }",
+        ],
+    )
+    .unwrap();
+    assert!(
+        ctl(
+            &sock,
+            &["get", "element", "netdev", "filt", "blk", "{ 10.0.0.8 }"]
+        )
+        .is_err()
+    );
     // No braces: a usage error, nothing sent.
     assert!(matches!(
         ctl(

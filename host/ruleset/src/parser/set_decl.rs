@@ -134,7 +134,8 @@ impl Parser<'_> {
                         break;
                     }
                 },
-                "timeout" => set.timeout_ms = Some(self.time()?),
+                // `timeout 0s` is none, as nft sends it (no timeout, no `flags timeout`).
+                "timeout" => set.timeout_ms = Some(self.time()?).filter(|&t| t != 0),
                 "gc-interval" => set.gc_interval_ms = Some(self.time()?),
                 "size" => {
                     let nspan = self.peek_span()?;

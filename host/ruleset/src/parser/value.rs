@@ -346,7 +346,11 @@ impl Parser<'_> {
     fn element_rest(&mut self, mut elem: SetElem, data: Option<DataType>) -> PResult<SetElem> {
         loop {
             if self.eat_word("timeout")? {
-                elem.extra_mut().timeout_ms = Some(self.time()?);
+                // `timeout 0s` is none (nft sends no timeout: the element never expires).
+                let t = self.time()?;
+                if t != 0 {
+                    elem.extra_mut().timeout_ms = Some(t);
+                }
             } else if self.eat_word("expires")? {
                 elem.extra_mut().expires_ms = Some(self.time()?);
             } else if self.eat_word("comment")? {

@@ -667,7 +667,9 @@ mod flag_tests {
         for (req, change) in [
             (apply, true),
             (element(ElementOp::Add), true),
+            (element(ElementOp::Create), true),
             (element(ElementOp::Delete), true),
+            (element(ElementOp::Destroy), true),
             (element(ElementOp::Get), false),
             (Request::List(ListRequest::default()), false),
             (Request::Stats, false),
