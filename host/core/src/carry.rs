@@ -457,7 +457,8 @@ impl Engine {
     /// time they have left as `expires` (ms), which a program compiled from `into` gives them
     /// (not their whole timeout again). `from` is the ruleset this engine was compiled from;
     /// the sets of `into` continue its sets by table and set handle, their elements by key;
-    /// an element `into` holds that `from` did not keeps its whole timeout. Sets the packet
+    /// an element `into` holds that `from` did not, or holds with another timeout (added
+    /// again with it), keeps its whole timeout. Sets the packet
     /// path changes are [`Engine::store_dynamic_elements`]'s. Returns whether an element was
     /// taken out.
     pub fn age_timed_elements(&self, from: &Ruleset, into: &mut Ruleset, now_ns: u64) -> bool {
@@ -477,16 +478,21 @@ impl Engine {
                 else {
                     continue;
                 };
-                // The state of each element of `from`'s set, by key.
-                let by_key: HashMap<String, Timed> = timed
+                // The state of each element of `from`'s set and its timeout, by key.
+                let by_key: HashMap<String, (Timed, Option<u64>)> = timed
                     .into_iter()
-                    .map(|(i, x)| (wasp_ruleset::element_key_text(&s.elements[i]), x))
+                    .map(|(i, x)| {
+                        let e = &s.elements[i];
+                        (wasp_ruleset::element_key_text(e), (x, e.timeout_ms()))
+                    })
                     .collect();
                 let before = target.elements.len();
                 target.elements.retain_mut(|e| {
                     match by_key.get(&wasp_ruleset::element_key_text(e)) {
-                        Some(Timed::Expired) => false,
-                        Some(Timed::Left(ns)) => {
+                        // Added again with another timeout: that one, from now.
+                        Some((_, timeout)) if *timeout != e.timeout_ms() => true,
+                        Some((Timed::Expired, _)) => false,
+                        Some((Timed::Left(ns), _)) => {
                             e.extra_mut().expires_ms = Some(ns / 1_000_000);
                             true
                         }

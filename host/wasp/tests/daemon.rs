@@ -1244,5 +1244,14 @@ table netdev filter {
         five_again <= five,
         "{five_again} ms: the same timeout restarts nothing"
     );
+    // The same in a batch that also changes a rule (a whole compile).
+    rig.daemon
+        .apply(
+            "add rule netdev filter ingress udp dport 10 counter\nadd element netdev filter s { 10.8.0.4 timeout 30s }\n",
+            "<b>",
+        )
+        .expect("retime with a rule");
+    let four = left(&rig, "10.8.0.4").expect("listed").expect("expires");
+    assert!(four > 29_000, "{four} ms left of a new 30 s");
     rig.stop();
 }
