@@ -429,6 +429,7 @@ impl Engine {
     /// Whether an element with a timeout of `from` (the ruleset this engine was compiled
     /// from) has run out at `now_ns` on the hooks' clock: lookups miss it, and the model still
     /// lists it until [`Engine::age_timed_elements`] takes it out.
+    ///
     /// One pass over the element slots of each set with timeouts (not a walk of the
     /// elements): may say `true` for an element a batch deleted whose slot is not reused yet.
     pub fn has_expired_elements(&self, from: &Ruleset, now_ns: u64) -> bool {
@@ -459,11 +460,9 @@ impl Engine {
     /// the sets of `into` continue its sets by table and set handle, their elements by key;
     /// an element `into` holds that `from` did not, or holds with another timeout (added
     /// again with it), keeps its whole timeout. Sets the packet
-    /// path changes are [`Engine::store_dynamic_elements`]'s. Returns whether an element was
-    /// taken out.
-    pub fn age_timed_elements(&self, from: &Ruleset, into: &mut Ruleset, now_ns: u64) -> bool {
+    /// path changes are [`Engine::store_dynamic_elements`]'s.
+    pub fn age_timed_elements(&self, from: &Ruleset, into: &mut Ruleset, now_ns: u64) {
         let now = now_ns.saturating_sub(self.epoch.unwrap_or(now_ns));
-        let mut dropped = false;
         for (ti, t) in from.tables.iter().enumerate() {
             for (si, s) in t.sets.iter().enumerate() {
                 let timed = self.timed(from, ti, si, now);
@@ -486,7 +485,6 @@ impl Engine {
                         (wasp_ruleset::element_key_text(e), (x, e.timeout_ms()))
                     })
                     .collect();
-                let before = target.elements.len();
                 target.elements.retain_mut(|e| {
                     match by_key.get(&wasp_ruleset::element_key_text(e)) {
                         // Added again with another timeout: that one, from now.
@@ -499,10 +497,8 @@ impl Engine {
                         None => true,
                     }
                 });
-                dropped |= target.elements.len() != before;
             }
         }
-        dropped
     }
 }
 

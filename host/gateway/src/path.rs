@@ -522,10 +522,8 @@ impl Forwarder {
                 let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
                 way.keep_logs(lines);
             }
+            way.traced.clear();
             // Most packets have no walk to hand out: no drain to set up and tear down.
-            if !way.traced.is_empty() {
-                way.traced.clear();
-            }
             let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
             if n > 0 {
                 way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));

@@ -557,14 +557,15 @@ impl Parser<'_> {
                 };
                 // A chain that a rule or a verdict map's element jumps to is in use (EBUSY); one
                 // with rules goes with its rules (kernel 6.18 with nft 1.0.6).
-                let jumps_here = |v: &crate::model::Verdict| matches!(v, crate::model::Verdict::Jump(j) | crate::model::Verdict::Goto(j) if *j == cname);
                 let used = t.chains.iter().any(|c| {
                     c.rules
                         .iter()
                         .any(|r| super::handles::rule_jumps(r).any(|j| j == cname))
-                }) || t.sets.iter().flat_map(|s| s.elements.iter()).any(|e| {
-                    matches!(&e.data, Some(crate::model::ElemData::Verdict(v)) if jumps_here(v))
-                });
+                }) || t
+                    .sets
+                    .iter()
+                    .flat_map(|s| s.elements.iter())
+                    .any(|e| super::handles::elem_jump(e) == Some(cname.as_str()));
                 if used {
                     return Err(self.st.error(
                         cspan,

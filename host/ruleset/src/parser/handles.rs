@@ -132,27 +132,33 @@ impl NamedObj {
     }
 }
 
+/// The chain a verdict jumps or goes to.
+pub(crate) fn jump_target(v: &Verdict) -> Option<&str> {
+    match v {
+        Verdict::Jump(c) | Verdict::Goto(c) => Some(c.as_str()),
+        _ => None,
+    }
+}
+
+/// The chain a verdict map's element jumps or goes to.
+pub(crate) fn elem_jump(e: &crate::model::SetElem) -> Option<&str> {
+    match &e.data {
+        Some(ElemData::Verdict(v)) => jump_target(v),
+        _ => None,
+    }
+}
+
 /// Chains a rule jumps or goes to (verdicts and verdict-map data).
 pub(crate) fn rule_jumps(rule: &Rule) -> impl Iterator<Item = &str> {
     rule.stmts.iter().flat_map(|s| {
         let mut out: Vec<&str> = Vec::new();
-        fn verdict(v: &Verdict) -> Option<&str> {
-            match v {
-                Verdict::Jump(c) | Verdict::Goto(c) => Some(c.as_str()),
-                _ => None,
-            }
-        }
         match s {
-            Stmt::Verdict(v) => out.extend(verdict(v)),
+            Stmt::Verdict(v) => out.extend(jump_target(v)),
             Stmt::VerdictMap {
                 map: SetRef::Anonymous(elems),
                 ..
             } => {
-                for e in elems {
-                    if let Some(crate::model::ElemData::Verdict(v)) = &e.data {
-                        out.extend(verdict(v));
-                    }
-                }
+                out.extend(elems.iter().filter_map(elem_jump));
             }
             _ => {}
         }
@@ -692,20 +698,11 @@ pub(crate) fn hook_violation(t: &Table) -> Option<String> {
 /// Chains a statement leads to: jumps and gotos, also through verdict maps (anonymous, or a
 /// named map of the table with its elements).
 fn targets<'a>(t: &'a Table, s: &'a Stmt) -> Vec<&'a str> {
-    let verdict = |v: &'a Verdict| match v {
-        Verdict::Jump(c) | Verdict::Goto(c) => Some(c.as_str()),
-        _ => None,
-    };
     let elems = |e: &'a [crate::model::SetElem]| -> Vec<&'a str> {
-        e.iter()
-            .filter_map(|e| match &e.data {
-                Some(ElemData::Verdict(v)) => verdict(v),
-                _ => None,
-            })
-            .collect()
+        e.iter().filter_map(elem_jump).collect()
     };
     match s {
-        Stmt::Verdict(v) => verdict(v).into_iter().collect(),
+        Stmt::Verdict(v) => jump_target(v).into_iter().collect(),
         Stmt::VerdictMap {
             map: SetRef::Anonymous(e),
             ..

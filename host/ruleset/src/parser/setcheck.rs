@@ -894,17 +894,11 @@ impl Parser<'_> {
                 .unwrap_or(Err(INVALID));
             match res {
                 Ok(true) => {
-                    let set = &mut self.st.tables[ti].sets[si];
-                    if size.is_some_and(|n| set.elements.len() >= n as usize) {
+                    let held = self.st.tables[ti].sets[si].elements.len();
+                    if size.is_some_and(|n| held >= n as usize) {
                         return Err(self.st.error(e.span, FULL));
                     }
-                    if let Some(log) = self.st.element_log.as_mut() {
-                        let at = set.elements.len();
-                        log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added(at)));
-                    }
-                    // A large set that takes one element more grows by an eighth, not twice.
-                    wasp_sets::grow::room(&mut set.elements, 1);
-                    set.elements.push(e);
+                    self.push_element(ti, si, e);
                 }
                 Ok(false) => self.retime(ti, si, &e),
                 Err(m) => return Err(self.st.error(e.span, m)),
@@ -917,7 +911,9 @@ impl Parser<'_> {
     /// kernel 6.18, checked with `nft -f` and `nft list set` in a namespace): the new elements
     /// and the set's elements they overlap or touch become one range each. A range that only
     /// covers what one element of the set already holds changes nothing (that element keeps
-    /// its timeout, counter and comment; `create` of it is no error either). Otherwise the
+    /// its timeout, counter and comment; `create` of a part of it, or of the element itself
+    /// when it was committed before, is no error; of one this batch added, "File exists").
+    /// Otherwise the
     /// set's elements in it are deleted, and the merged range is added with what the lowest
     /// element in it that this batch added carries (timeout, comment, a fresh counter): nft
     /// merges in its own batch, where the elements the kernel holds are older. Returns the
@@ -1074,7 +1070,7 @@ impl Parser<'_> {
     /// counts stay. The same timeout changes nothing (the time left runs on). In the batch's
     /// log the element is deleted and added again.
     fn retime(&mut self, ti: usize, si: usize, e: &SetElem) {
-        let set = &mut self.st.tables[ti].sets[si];
+        let set = &self.st.tables[ti].sets[si];
         if !set.flags.timeout || set.flags.interval || e.is_catch_all() {
             return;
         }
@@ -1085,22 +1081,37 @@ impl Parser<'_> {
         if set.elements[i].timeout_ms() == e.timeout_ms() {
             return;
         }
-        let old = set.elements.remove(i);
-        let mut new = old.clone();
+        let mut new = self.take_element(ti, si, i);
         let x = new.extra_mut();
         x.timeout_ms = e.timeout_ms();
         x.expires_ms = None;
-        let at = set.elements.len();
+        self.push_element(ti, si, new);
+    }
+
+    /// Add `e` at the end of set `si` of table `ti`, in the batch's log.
+    fn push_element(&mut self, ti: usize, si: usize, e: SetElem) {
+        let set = &mut self.st.tables[ti].sets[si];
+        if let Some(log) = self.st.element_log.as_mut() {
+            let at = set.elements.len();
+            log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added(at)));
+        }
+        // A large set that takes one element more grows by an eighth, not twice.
+        wasp_sets::grow::room(&mut set.elements, 1);
+        set.elements.push(e);
+    }
+
+    /// Remove element `i` of set `si` of table `ti`, in the batch's log; returns it.
+    fn take_element(&mut self, ti: usize, si: usize, i: usize) -> SetElem {
+        let gone = self.st.tables[ti].sets[si].elements.remove(i);
         if let Some(log) = self.st.element_log.as_mut() {
             log.push((
                 ti,
                 si,
-                ElementOp::Delete(old.clone()),
-                Undo::Removed(i, Box::new(old)),
+                ElementOp::Delete(gone.clone()),
+                Undo::Removed(i, Box::new(gone.clone())),
             ));
-            log.push((ti, si, ElementOp::Add(new.clone()), Undo::Added(at)));
         }
-        set.elements.push(new);
+        gone
     }
 
     /// `delete element` (`destroy`: `destroy element`, where an element the set does not hold
@@ -1136,17 +1147,9 @@ impl Parser<'_> {
                 .unwrap_or(Err(INVALID));
             match res {
                 Ok(b) => {
-                    let set = &mut self.st.tables[ti].sets[si];
+                    let set = &self.st.tables[ti].sets[si];
                     if let Some(i) = set.elements.iter().position(|x| has_bounds(&x.key, &b)) {
-                        let gone = set.elements.remove(i);
-                        if let Some(log) = self.st.element_log.as_mut() {
-                            log.push((
-                                ti,
-                                si,
-                                ElementOp::Delete(gone.clone()),
-                                Undo::Removed(i, Box::new(gone)),
-                            ));
-                        }
+                        self.take_element(ti, si, i);
                     }
                 }
                 Err(NOT_FOUND) if how == Removal::Destroy => {}

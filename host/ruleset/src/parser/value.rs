@@ -24,17 +24,13 @@ pub(crate) fn mask_prefix(bytes: &mut [u8], bits: u32) {
 }
 
 impl Parser<'_> {
-    /// One value of `dtype` (a word or, for an ifname, a string).
+    /// One value of `dtype`, a word or a `"..."` string.
     pub(super) fn single_value(&mut self, dtype: DataType) -> PResult<(Value, Span)> {
         let span = self.peek_span()?;
         match self.peek_tok()? {
-            Some(Tok::Word(w)) => {
+            // A `"..."` string is read by the data type too (nft resolves it so).
+            Some(Tok::Word(w) | Tok::Str(w)) => {
                 let v = parse_value(dtype, &w).map_err(|m| self.st.error(span, m))?;
-                self.advance();
-                Ok((v, span))
-            }
-            Some(Tok::Str(s)) => {
-                let v = parse_value(dtype, &s).map_err(|m| self.st.error(span, m))?;
                 self.advance();
                 Ok((v, span))
             }
