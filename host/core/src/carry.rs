@@ -317,7 +317,7 @@ impl Engine {
                     .elements
                     .iter()
                     .filter(|e| e.counter && (e.packets(), e.bytes()) != (0, 0))
-                    .map(|e| (wasp_ruleset::element_key_text(e), (e.packets(), e.bytes())))
+                    .map(|e| (wasp_ruleset::element_key_text(&e), (e.packets(), e.bytes())))
                     .collect();
                 if !looked_up.is_empty() {
                     for e in &mut elems {
@@ -327,7 +327,7 @@ impl Engine {
                         }
                     }
                 }
-                set.elements = elems;
+                set.elements = elems.into();
             }
         }
     }
@@ -414,7 +414,7 @@ impl Engine {
             let held = if e.is_catch_all() {
                 set.catch_all.as_ref()
             } else {
-                crate::set_update::key_bounds(from, e, &widths)
+                crate::set_update::key_bounds(from, &e, &widths)
                     .and_then(|(lo, hi)| set.element_at(&lo, &hi))
             };
             match held.map(|x| x.expires) {
@@ -480,12 +480,12 @@ impl Engine {
                 // The state of each element of `from`'s set and its timeout, by key.
                 let by_key: HashMap<String, (Timed, Option<u64>)> = timed
                     .into_iter()
-                    .map(|(i, x)| {
-                        let e = &s.elements[i];
-                        (wasp_ruleset::element_key_text(e), (x, e.timeout_ms()))
+                    .filter_map(|(i, x)| {
+                        let e = s.elements.get(i)?;
+                        Some((wasp_ruleset::element_key_text(&e), (x, e.timeout_ms())))
                     })
                     .collect();
-                target.elements.retain_mut(|e| {
+                target.elements.to_mut().retain_mut(|e| {
                     match by_key.get(&wasp_ruleset::element_key_text(e)) {
                         // Added again with another timeout: that one, from now.
                         Some((_, timeout)) if *timeout != e.timeout_ms() => true,

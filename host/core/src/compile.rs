@@ -495,6 +495,8 @@ impl Ctx<'_> {
                 value,
                 expires,
                 counter,
+                // A named set's listing from its compiled set names each element's file.
+                origin: if decl.is_some() { e.span.file } else { 0 },
             };
             if e.is_catch_all() {
                 // The parser keeps one catch-all per set.
@@ -606,7 +608,20 @@ impl Ctx<'_> {
         for s in &t.sets {
             let widths = self.decl_widths(s);
             let is_vmap = s.is_map && s.data == Some(DataType::Verdict);
-            let id = self.build_set(ti, t, &widths, &s.elements, is_vmap, SetOwner::Named(s))?;
+            // Elements held by the running program's set are listed for the build.
+            let listed: Vec<SetElem>;
+            let elems = match s.elements.as_slice() {
+                Some(v) => v,
+                None => {
+                    listed = s
+                        .elements
+                        .iter()
+                        .map(std::borrow::Cow::into_owned)
+                        .collect();
+                    &listed
+                }
+            };
+            let id = self.build_set(ti, t, &widths, elems, is_vmap, SetOwner::Named(s))?;
             if (s.flags.dynamic || changed.contains(s.name.as_str()))
                 && !s.flags.interval
                 && !is_vmap

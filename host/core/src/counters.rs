@@ -214,7 +214,7 @@ impl Engine {
                 .tables
                 .get_mut(c.table as usize)
                 .and_then(|t| t.sets.iter_mut().find(|s| s.name == c.set))
-                .and_then(|s| s.elements.get_mut(c.element))
+                .and_then(|s| s.elements.to_mut().get_mut(c.element))
             {
                 e.counter = true;
                 e.set_counts(c.packets, c.bytes);

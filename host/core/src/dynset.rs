@@ -259,6 +259,7 @@ impl DynSet {
                         value,
                         expires: expiry(timeout),
                         counter: 0,
+                        origin: 0,
                     },
                     limits: u.limits.iter().map(Bucket::new).collect(),
                     quotas: u.quotas.iter().map(QuotaState::new).collect(),

@@ -41,6 +41,7 @@ mod expr;
 pub mod ext;
 mod fib_rt;
 mod field;
+mod held;
 mod hooks;
 mod merge;
 pub mod packet;
@@ -68,6 +69,7 @@ pub use ext::{
     COUNTER_PLUGIN, CountedElems, CounterSource, CounterUse, DupCopies, DupCopy, DupPoint, ExtEdit,
     ExtKind, ExtPacket, ExtSite, ExtVerdict, Extensions, Fallback, apply_edits, edited_frames,
 };
+pub use held::HOLD_MIN;
 pub use hooks::{At, ChainStats, HookResult, Steal};
 pub use packet::{
     Decision, FinalVerdict, MAX_OUT_TARGETS, MAX_VECTOR, OutId, OutTarget, Outcome, Packet, Reject,

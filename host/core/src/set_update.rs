@@ -33,7 +33,7 @@ use crate::compiled::{self, SetId};
 use crate::engine::Engine;
 use crate::ext::CountedElems;
 use crate::field::dtype_width;
-use crate::setstore::{Elem, PLAIN_SLOT, Set, SetStore};
+use crate::setstore::{Elem, Set, SetStore};
 
 /// New copies of the sets an element batch changed, ready to be swapped into every engine
 /// compiled from the same ruleset ([`Engine::apply_set_update`]). Cheap to clone (the sets are
@@ -380,6 +380,7 @@ fn compiled_elem(
         value,
         expires,
         counter,
+        origin: e.span.file,
     })
 }
 
@@ -388,7 +389,7 @@ impl Set {
     /// back-end: an identical element is kept once). `None` when the back-end cannot hold it
     /// (a range in a set of exact keys) or refuses it.
     fn insert(&mut self, lo: &[u8], hi: &[u8], elem: Elem, now: u64) -> Option<()> {
-        let at = self.free_slot(elem);
+        let at = self.slot_for(elem);
         let ok = match &mut self.store {
             SetStore::Exact(s) => lo == hi && s.insert(lo, at),
             SetStore::Interval(s) => s
@@ -410,9 +411,7 @@ impl Set {
             SetStore::Pipapo(p) => p.delete(lo, now).ok()?.data,
             SetStore::Dynamic(_) | SetStore::Ranges(_) => return None,
         };
-        if at != PLAIN_SLOT {
-            self.free.push(at);
-        }
+        self.release_slot(at);
         Some(())
     }
 
@@ -426,25 +425,8 @@ impl Set {
         }
         self.elems.truncate(1);
         self.free.clear();
+        self.shared.clear();
         self.catch_all = None;
-    }
-
-    /// A slot of [`Set::elems`] holding `elem`: the shared plain slot for a plain element,
-    /// else one a removal freed, else a new one.
-    fn free_slot(&mut self, elem: Elem) -> u32 {
-        if elem == Elem::PLAIN {
-            return PLAIN_SLOT;
-        }
-        match self.free.pop() {
-            Some(i) => {
-                self.elems[i as usize] = elem;
-                i
-            }
-            None => {
-                self.elems.push(elem);
-                (self.elems.len() - 1) as u32
-            }
-        }
     }
 }
 
@@ -592,14 +574,16 @@ table netdev t {
         assert!(p.has_index());
     }
 
-    /// Plain elements share one data slot through builds, adds, deletes and flushes; an
-    /// element that carries data has its own.
+    /// Plain elements of one file share one data slot through builds, adds, deletes and
+    /// flushes (the slot says which file they came from, and is freed with the last of
+    /// them); an element that carries data has its own.
     #[test]
-    fn plain_elements_share_one_data_slot() {
+    fn plain_elements_of_a_file_share_one_data_slot() {
         let mut rs = wasp_ruleset::parse_str(RULESET, "t.nft").unwrap();
         let mut shadows = wasp_ruleset::SetShadows::default();
         let mut live = Engine::compile(&rs).unwrap();
-        let slots = |e: &Engine, i: usize| e.prog.sets[e.prog.named_sets[0][i]].elems.len();
+        let set = |e: &Engine, i: usize| e.prog.sets[e.prog.named_sets[0][i]].clone();
+        let slots = |e: &Engine, i: usize| set(e, i).elems.len();
         // c, h and i are plain; v's element carries a verdict of its own (index 0: plain).
         assert_eq!(
             (slots(&live, 0), slots(&live, 1), slots(&live, 2)),
@@ -611,25 +595,56 @@ table netdev t {
             &mut shadows,
             "add element netdev t h { 10.0.0.7, 10.0.0.8 }\nadd element netdev t v { 10.0.0.5 : accept }",
         );
-        assert_eq!((slots(&live, 1), slots(&live, 3)), (1, 2));
+        let batch = rs.sources.last().unwrap().id;
+        assert_ne!(batch, 0);
+        // The batch's two plain elements share one slot of their own.
+        assert_eq!((slots(&live, 1), slots(&live, 3)), (2, 2));
+        let h = set(&live, 1);
+        let seven = *h.lookup(&[10, 0, 0, 7], 0).unwrap();
+        assert!(seven.is_plain() && seven.origin == batch);
+        assert_eq!(h.lookup(&[10, 0, 0, 8], 0), Some(&seven));
+        assert_eq!(h.lookup(&[10, 0, 0, 1], 0), Some(&Elem::PLAIN));
+        // The slot goes with the last of its elements, and a later element takes it.
         apply_in_place(
             &mut live,
             &mut rs,
             &mut shadows,
-            "delete element netdev t h { 10.0.0.1 }",
+            "delete element netdev t h { 10.0.0.7 }",
+        );
+        assert_eq!(set(&live, 1).shared.get(&batch).map(|s| s.1), Some(1));
+        apply_in_place(
+            &mut live,
+            &mut rs,
+            &mut shadows,
+            "delete element netdev t h { 10.0.0.8, 10.0.0.1 }",
+        );
+        let h = set(&live, 1);
+        assert!(h.shared.is_empty());
+        assert_eq!(h.free, [1]);
+        apply_in_place(
+            &mut live,
+            &mut rs,
+            &mut shadows,
+            "add element netdev t h { 10.0.0.6 }",
+        );
+        let h = set(&live, 1);
+        let six = *h.lookup(&[10, 0, 0, 6], 0).unwrap();
+        assert_eq!(
+            (h.elems.len(), six.origin),
+            (2, rs.sources.last().unwrap().id)
         );
         apply_in_place(&mut live, &mut rs, &mut shadows, "flush set netdev t h");
         assert_eq!(slots(&live, 1), 1);
-        let h = &live.prog.sets[live.prog.named_sets[0][1]];
-        assert!(h.is_empty() && h.lookup(&[10, 0, 0, 7], 0).is_none());
+        let h = set(&live, 1);
+        assert!(h.is_empty() && h.shared.is_empty() && h.lookup(&[10, 0, 0, 6], 0).is_none());
         apply_in_place(
             &mut live,
             &mut rs,
             &mut shadows,
             "add element netdev t h { 10.0.0.9 }",
         );
-        let h = &live.prog.sets[live.prog.named_sets[0][1]];
-        assert_eq!(h.lookup(&[10, 0, 0, 9], 0), Some(&Elem::PLAIN));
+        let h = set(&live, 1);
+        assert!(h.lookup(&[10, 0, 0, 9], 0).is_some_and(Elem::is_plain));
     }
 
     /// A full index build made from the running sets replaces them only where no newer change
@@ -702,15 +717,7 @@ table netdev t {
         let mut live = Engine::compile(&rs).unwrap();
         let d = &live.prog.stateful.dynsets[0];
         // An element the packet path added.
-        d.insert(
-            &[10, 0, 0, 9],
-            Elem {
-                verdict: 0,
-                value: 0,
-                expires: u64::MAX,
-                counter: 0,
-            },
-        );
+        d.insert(&[10, 0, 0, 9], Elem::PLAIN);
         for b in [
             "add element netdev t d { 10.0.0.2 }",
             "delete element netdev t d { 10.0.0.1 }",

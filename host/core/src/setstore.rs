@@ -42,21 +42,34 @@ pub(crate) struct Elem {
     /// The element's counter slot at its set's counter site (`Set::counter_site`;
     /// [`crate::CountedElems`]), 0 when it does not count.
     pub counter: u32,
+    /// The source file the element came from ([`wasp_ruleset::model::Span::file`]; 0 for an
+    /// anonymous set's): what a listing from the set says of it
+    /// ([`crate::held::HeldSet`]). Lookups do not read it.
+    pub origin: u32,
 }
 
 impl Elem {
     /// What an element of a set holds that carries nothing: no verdict or value, no expiry, no
-    /// counter. Every such element shares slot [`PLAIN_SLOT`] of its set's [`Set::elems`].
+    /// counter, of file 0. Every such element shares slot [`PLAIN_SLOT`] of its set's
+    /// [`Set::elems`].
     pub const PLAIN: Elem = Elem {
         verdict: 0,
         value: 0,
         expires: u64::MAX,
         counter: 0,
+        origin: 0,
     };
+
+    /// `true` when it carries nothing but its origin: the elements of one origin share a
+    /// slot ([`Set::slot_for`]).
+    pub fn is_plain(&self) -> bool {
+        Elem { origin: 0, ..*self } == Elem::PLAIN
+    }
 }
 
 /// The slot of [`Set::elems`] that holds [`Elem::PLAIN`], shared by every element that is
-/// plain (a large set of plain keys holds one `Elem`, not one per element).
+/// plain and of file 0 (a large set of plain keys holds one `Elem` per file its elements came
+/// from, not one per element).
 pub(crate) const PLAIN_SLOT: u32 = 0;
 
 /// A set or map in its back-end, with its elements' data and a verdict map's verdicts.
@@ -75,6 +88,9 @@ pub(crate) struct Set {
     pub catch_all: Option<Elem>,
     /// Slots of [`Set::elems`] that removed elements left, for the next added ones.
     pub free: Vec<u32>,
+    /// The shared slots of plain elements of a file other than 0: origin -> (slot, elements
+    /// that use it). A slot is freed when its last element goes.
+    pub shared: std::collections::BTreeMap<u32, (u32, u32)>,
 }
 
 /// An element to add: per-field bounds concatenated, and its data.
@@ -109,6 +125,7 @@ impl Set {
             counter_site: None,
             catch_all: None,
             free: Vec::new(),
+            shared: Default::default(),
         };
         if exact {
             let mut s = ExactSet::new(key_len);
@@ -156,6 +173,7 @@ impl Set {
             Some(store) => out.store = store,
             None => {
                 out.elems.truncate(1);
+                out.shared.clear();
                 let mut r = RangeList::new(lens);
                 for (i, e) in elems.iter().enumerate() {
                     if !r.insert(&e.lo, &e.hi, out.next_slot(e.elem)) {
@@ -169,21 +187,75 @@ impl Set {
         Ok(out)
     }
 
-    /// The slot an element holding `elem` gets when built at once: the shared plain slot, or
-    /// the next one ([`Set::take_slot`] takes it).
+    /// The slot an element holding `elem` gets when built at once: the shared plain slot of
+    /// its file, or the next one ([`Set::take_slot`] takes it).
     fn next_slot(&self, elem: Elem) -> u32 {
         if elem == Elem::PLAIN {
-            PLAIN_SLOT
-        } else {
-            self.elems.len() as u32
+            return PLAIN_SLOT;
+        }
+        match self.shared.get(&elem.origin) {
+            Some(&(slot, _)) if elem.is_plain() => slot,
+            _ => self.elems.len() as u32,
         }
     }
 
     /// Take the slot [`Set::next_slot`] gave for `elem`.
     fn take_slot(&mut self, elem: Elem) {
-        if elem != Elem::PLAIN {
+        let slot = self.next_slot(elem);
+        self.use_slot(elem, slot);
+    }
+
+    /// The slot an added element holding `elem` gets: its file's shared slot when plain, else
+    /// one a removal freed, else a new one.
+    pub(crate) fn slot_for(&mut self, elem: Elem) -> u32 {
+        if elem == Elem::PLAIN {
+            return PLAIN_SLOT;
+        }
+        let slot = match self.shared.get(&elem.origin) {
+            Some(&(slot, _)) if elem.is_plain() => slot,
+            _ => match self.free.pop() {
+                Some(i) => {
+                    self.elems[i as usize] = elem;
+                    i
+                }
+                None => self.elems.len() as u32,
+            },
+        };
+        self.use_slot(elem, slot);
+        slot
+    }
+
+    /// Count a use of `slot` by an element holding `elem` (a new slot is pushed).
+    fn use_slot(&mut self, elem: Elem, slot: u32) {
+        if slot == PLAIN_SLOT {
+            return;
+        }
+        if slot as usize == self.elems.len() {
             self.elems.push(elem);
         }
+        if elem.is_plain() {
+            self.shared.entry(elem.origin).or_insert((slot, 0)).1 += 1;
+        }
+    }
+
+    /// The element that used `slot` is gone: the slot is freed unless other elements share it.
+    pub(crate) fn release_slot(&mut self, slot: u32) {
+        if slot == PLAIN_SLOT {
+            return;
+        }
+        let Some(e) = self.elems.get(slot as usize) else {
+            return;
+        };
+        if e.is_plain()
+            && let Some(users) = self.shared.get_mut(&e.origin)
+        {
+            users.1 -= 1;
+            if users.1 > 0 {
+                return;
+            }
+            self.shared.remove(&e.origin);
+        }
+        self.free.push(slot);
     }
 
     /// The live element holding `key` at `now` (ns after the epoch): the back-end's, else

@@ -11,6 +11,7 @@
 //! that replaced another (same handle, other statements) is a deletion and an addition, as
 //! the kernel reports `replace rule`.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value as Json, json};
@@ -159,7 +160,7 @@ pub fn element_changes<'r>(
             wasp_ruleset::ElementOp::Delete(e) => (Verb::Delete, e),
             wasp_ruleset::ElementOp::Flush => continue,
         };
-        for elem in listed_elements(std::slice::from_ref(elem), s.flags.interval) {
+        for elem in listed_elements([Cow::Borrowed(elem)], s.flags.interval) {
             out.push(Change {
                 verb,
                 table: t.header(),
@@ -302,14 +303,12 @@ fn deleted_in(b: &Table, a: &Table, out: &mut Vec<Change>) {
         if let Some(n) = a.sets.iter().find(|x| x.handle == s.handle)
             && n.elements != s.elements
         {
-            let keys: HashSet<String> = n.elements.iter().map(element_key_text).collect();
-            let gone: Vec<SetElem> = s
+            let keys: HashSet<String> = n.elements.iter().map(|e| element_key_text(&e)).collect();
+            let gone = s
                 .elements
                 .iter()
-                .filter(|e| !keys.contains(&element_key_text(e)))
-                .cloned()
-                .collect();
-            for elem in listed_elements(&gone, s.flags.interval) {
+                .filter(|e| !keys.contains(&element_key_text(e)));
+            for elem in listed_elements(gone, s.flags.interval) {
                 push(Object::Element {
                     set: s.without_elements(),
                     elem: Box::new(elem),
@@ -380,8 +379,8 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
     let mut later = Vec::new();
     for s in &a.sets {
         let shell_set = s.without_elements();
-        let elems = |from: Vec<SetElem>| {
-            listed_elements(&from, s.flags.interval)
+        let elems = |from: Vec<Cow<'_, SetElem>>| {
+            listed_elements(from, s.flags.interval)
                 .into_iter()
                 .map(|elem| Object::Element {
                     set: shell_set.clone(),
@@ -392,17 +391,17 @@ fn added_in(b: Option<&Table>, a: &Table, inserted: &[(u64, u64)], out: &mut Vec
         match old_set(s.handle) {
             None => {
                 let mut objs = vec![Object::Set(shell_set.clone())];
-                objs.extend(elems(s.elements.clone()));
+                objs.extend(elems(s.elements.iter().collect()));
                 new.push((s.handle, Verb::Add, objs));
             }
             Some(o) if o.elements == s.elements => {}
             Some(o) => {
-                let keys: HashSet<String> = o.elements.iter().map(element_key_text).collect();
-                let added: Vec<SetElem> = s
+                let keys: HashSet<String> =
+                    o.elements.iter().map(|e| element_key_text(&e)).collect();
+                let added: Vec<Cow<'_, SetElem>> = s
                     .elements
                     .iter()
                     .filter(|e| !keys.contains(&element_key_text(e)))
-                    .cloned()
                     .collect();
                 later.extend(elems(added));
             }

@@ -74,7 +74,7 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
     // (a map's copy made a set, as `get` names keys only).
     let t = &rs.tables[ti];
     let mut set = t.sets[si].clone();
-    set.elements.clear();
+    set.elements = Default::default();
     set.is_map = false;
     set.data = None;
     set.data_typeof = None;
@@ -95,7 +95,7 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
     for q in queries {
         let mut any = false;
         for (i, e) in set.elements.iter().enumerate() {
-            if holds(e, q) {
+            if holds(&e, &q) {
                 found[i] = true;
                 any = true;
             }
@@ -109,7 +109,7 @@ pub fn find_elements(rs: &Ruleset, req: &ElementRequest) -> Result<Vec<SetElem>,
         .iter()
         .zip(found)
         .filter(|(_, f)| *f)
-        .map(|(e, _)| e.clone())
+        .map(|(e, _)| e.into_owned())
         .collect())
 }
 

@@ -453,7 +453,7 @@ pub(crate) fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
         o["comment"] = json!(c);
     }
     if !s.elements.is_empty() && !f.terse {
-        o["elem"] = Json::Array(s.elements.iter().map(|e| elem_json(e, f)).collect());
+        o["elem"] = Json::Array(s.elements.iter().map(|e| elem_json(&e, f)).collect());
     }
     if s.counter {
         o["stmt"] = json!([{"counter": null}]);
@@ -1050,7 +1050,8 @@ fn set_ref_json(r: &SetRef) -> Json {
         SetRef::Anonymous(elems) => {
             let f = ListFlags::default();
             // In the order nft lists them (sorted by key).
-            let sorted = wasp_ruleset::listed_elements(elems, false);
+            let sorted =
+                wasp_ruleset::listed_elements(elems.iter().map(std::borrow::Cow::Borrowed), false);
             json!({ "set": sorted.iter().map(|e| elem_json(e, &f)).collect::<Vec<_>>() })
         }
     }

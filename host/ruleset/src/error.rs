@@ -201,14 +201,7 @@ pub(crate) fn included_from(sources: &[SourceFile], span: Span) -> Vec<(PathBuf,
 /// A [`Located`] error at `span` of one of `sources`.
 pub(crate) fn located(sources: &[SourceFile], span: Span, message: String) -> Located {
     let (path, line_text) = match source_in(sources, span.file) {
-        Some(src) => (
-            src.path.clone(),
-            src.text
-                .lines()
-                .nth(span.line.saturating_sub(1) as usize)
-                .unwrap_or("")
-                .to_string(),
-        ),
+        Some(src) => (src.path.clone(), src.line(span.line).unwrap_or_default()),
         None => (PathBuf::from("<ruleset>"), String::new()),
     };
     Located {

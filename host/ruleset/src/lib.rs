@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod datatypes;
+mod elements;
 pub mod error;
 pub mod json_in;
 pub mod keywords;
@@ -251,9 +252,19 @@ pub fn print_element(e: &model::SetElem, opts: &PrintOptions) -> String {
 
 /// Set elements in the order nft lists them (sorted by key as `nft list` sorts them;
 /// a concatenation with ranges in insertion order), ranges that are prefixes as prefixes.
-/// `interval`: the set has the `interval` flag.
-pub fn listed_elements(elems: &[model::SetElem], interval: bool) -> Vec<model::SetElem> {
+/// `interval`: the set has the `interval` flag. Takes a named set's elements
+/// (`&set.elements`) or borrowed ones (`slice.iter().map(Cow::Borrowed)`).
+pub fn listed_elements<'a>(
+    elems: impl IntoIterator<Item = std::borrow::Cow<'a, model::SetElem>>,
+    interval: bool,
+) -> Vec<model::SetElem> {
     print::sorted_elements(elems, interval)
+}
+
+/// A key part in the form nft lists it: a range that covers a prefix (of an address or mark)
+/// as the prefix, a one-value range and a full-length prefix as the value.
+pub fn listed_part(p: &model::KeyPart) -> model::KeyPart {
+    print::normalize_part(p)
 }
 
 /// An expression as nft lists it (`ip saddr`, `tcp dport . ip daddr`).

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+pub use crate::elements::{Elements, HeldElements, Place};
+
 /// Index into [`Ruleset::sources`].
 pub type FileId = u32;
 
@@ -52,12 +54,26 @@ pub struct SourceFile {
     /// Path as given (the main file) or as resolved (includes).
     pub path: PathBuf,
     /// Full text, kept so that later errors (compile time) can show the offending line.
-    pub text: String,
+    text: SourceText,
     /// The `include` statement that read this file (`None` for the main file).
     pub included_from: Option<Span>,
-    /// Byte offset in `text` where each line starts (line 1 at index 0).
-    line_starts: Vec<usize>,
 }
+
+/// A source file's text: as read, with the byte offset where each line starts (line 1 at
+/// index 0), or packed ([`SourceFile::pack`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SourceText {
+    Plain {
+        text: String,
+        line_starts: Vec<usize>,
+    },
+    /// Deflated (miniz_oxide, level 1).
+    Packed(Box<[u8]>),
+}
+
+/// The smallest text [`SourceFile::pack`] packs, bytes: a file of a large set's elements,
+/// not a hand-written ruleset.
+pub const PACK_MIN: usize = 64 * 1024;
 
 impl SourceFile {
     /// Source file `id` of `text`, read from `path` (by `included_from`, for an include).
@@ -68,26 +84,53 @@ impl SourceFile {
         SourceFile {
             id,
             path,
-            text,
+            text: SourceText::Plain { text, line_starts },
             included_from,
-            line_starts,
+        }
+    }
+
+    /// The whole text (unpacked when packed).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.text {
+            SourceText::Plain { text, .. } => std::borrow::Cow::Borrowed(text),
+            SourceText::Packed(bytes) => std::borrow::Cow::Owned(
+                miniz_oxide::inflate::decompress_to_vec(bytes)
+                    .ok()
+                    .and_then(|v| String::from_utf8(v).ok())
+                    .unwrap_or_default(),
+            ),
         }
     }
 
     /// Line `n` (1-based) without its line ending, as `str::lines` gives it; `None` past the
-    /// end. O(1): the line starts are indexed once.
-    pub fn line(&self, n: u32) -> Option<&str> {
+    /// end. O(1) for a text as read (the line starts are indexed once); a packed text is
+    /// unpacked.
+    pub fn line(&self, n: u32) -> Option<String> {
         let i = (n as usize).checked_sub(1)?;
-        let start = *self.line_starts.get(i)?;
-        let end = self
-            .line_starts
-            .get(i + 1)
-            .map_or(self.text.len(), |&e| e - 1);
-        if start >= self.text.len() {
-            return None;
+        match &self.text {
+            SourceText::Plain { text, line_starts } => {
+                let start = *line_starts.get(i)?;
+                let end = line_starts.get(i + 1).map_or(text.len(), |&e| e - 1);
+                if start >= text.len() {
+                    return None;
+                }
+                let l = &text[start..end];
+                Some(l.strip_suffix('\r').unwrap_or(l).to_string())
+            }
+            SourceText::Packed(_) => self.text().lines().nth(i).map(str::to_string),
         }
-        let l = &self.text[start..end];
-        Some(l.strip_suffix('\r').unwrap_or(l))
+    }
+
+    /// Keep a text of at least [`PACK_MIN`] bytes deflated (a daemon keeps each batch's text
+    /// for messages about it; the text of a large set's elements is mostly what no message
+    /// will show). Lines read back as before.
+    pub fn pack(&mut self) {
+        if let SourceText::Plain { text, .. } = &self.text
+            && text.len() >= PACK_MIN
+        {
+            let packed = miniz_oxide::deflate::compress_to_vec(text.as_bytes(), 1);
+            self.text = SourceText::Packed(packed.into());
+        }
     }
 }
 
@@ -112,6 +155,12 @@ impl Ruleset {
     /// that id (a span made by hand, or of a file dropped since).
     pub fn source(&self, file: FileId) -> Option<&SourceFile> {
         source_in(&self.sources, file)
+    }
+
+    /// Pack the text of every large source file ([`SourceFile::pack`]): what a daemon keeps
+    /// for messages costs a fraction of the file.
+    pub fn pack_sources(&mut self) {
+        self.sources.iter_mut().for_each(SourceFile::pack);
     }
 }
 
@@ -1927,8 +1976,9 @@ pub struct SetDecl {
     pub size: Option<u32>,
     /// `counter` (each element gets a counter).
     pub counter: bool,
-    /// Elements as declared (after the transaction's add/delete/flush were applied).
-    pub elements: Vec<SetElem>,
+    /// Elements as declared (after the transaction's add/delete/flush were applied): listed
+    /// here, or held by the running program's compiled set ([`Elements`]).
+    pub elements: Elements,
     /// `comment "..."`.
     pub comment: Option<String>,
     /// Where the set was declared.
@@ -1968,7 +2018,7 @@ impl SetDecl {
             gc_interval_ms: self.gc_interval_ms,
             size: self.size,
             counter: self.counter,
-            elements: Vec::new(),
+            elements: Elements::default(),
             comment: self.comment.clone(),
             span: self.span,
         }
@@ -2452,8 +2502,38 @@ mod source_tests {
             let f = SourceFile::new(0, "t.nft".into(), text.to_string(), None);
             for n in 0..6u32 {
                 let want = n.checked_sub(1).and_then(|i| text.lines().nth(i as usize));
-                assert_eq!(f.line(n), want, "{text:?} line {n}");
+                assert_eq!(f.line(n).as_deref(), want, "{text:?} line {n}");
             }
         }
+    }
+
+    #[test]
+    fn a_packed_text_reads_back_as_it_was_and_small_texts_stay_as_read() {
+        let text: String = (0..20_000)
+            .map(|i| {
+                format!(
+                    "\t\t10.{}.{}.0/24 . {}-{},\r\n",
+                    i >> 8,
+                    i & 0xff,
+                    i % 50,
+                    100 + i % 50
+                )
+            })
+            .collect();
+        assert!(text.len() >= super::PACK_MIN);
+        let plain = SourceFile::new(3, "big.nft".into(), text.clone(), None);
+        let mut packed = plain.clone();
+        packed.pack();
+        assert_ne!(packed, plain);
+        assert_eq!(packed.text(), text);
+        for n in [0, 1, 2, 7_777, 20_000, 20_001] {
+            assert_eq!(packed.line(n), plain.line(n), "line {n}");
+        }
+        let mut small = SourceFile::new(4, "s.nft".into(), "table ip t {}\n".into(), None);
+        small.pack();
+        assert_eq!(
+            small,
+            SourceFile::new(4, "s.nft".into(), "table ip t {}\n".into(), None)
+        );
     }
 }

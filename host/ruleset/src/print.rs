@@ -19,14 +19,15 @@
 
 pub(crate) mod options;
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt::Write;
 
 use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
 use crate::model::{
-    BinOp, Chain, ChainType, DataType, ElemData, Expr, Family, Hook, Ip6ExtHdr, KeyPart, Limit,
-    Match, NatStmt, PayloadBase, Policy, Quota, RejectKind, RelOp, Rhs, Rule, Ruleset, SetDecl,
-    SetElem, SetRef, Stmt, Table, Value, Verdict,
+    BinOp, Chain, ChainType, DataType, ElemData, Elements, Expr, Family, Hook, Ip6ExtHdr, KeyPart,
+    Limit, Match, NatStmt, PayloadBase, Policy, Quota, RejectKind, RelOp, Rhs, Rule, Ruleset,
+    SetDecl, SetElem, SetRef, Stmt, Table, Value, Verdict,
 };
 use crate::parser::chain::{std_prio_ok, std_prios};
 
@@ -187,7 +188,7 @@ fn set(out: &mut String, s: &SetDecl, handles: bool) {
     out.push_str("\t}\n");
 }
 
-fn elements_text(elems: &[SetElem], interval: bool, per_line: usize) -> String {
+fn elements_text(elems: &Elements, interval: bool, per_line: usize) -> String {
     let sorted = sorted_elements(elems, interval);
     let mut out = String::new();
     let mut count = 0;
@@ -234,19 +235,22 @@ pub(crate) fn set_flags_text(s: &SetDecl) -> Option<String> {
 ///
 /// The catch-all element `*` comes last (the kernel dumps it after the back-end's elements,
 /// `nft_set_catchall_dump`).
-pub(crate) fn sorted_elements(elems: &[SetElem], interval: bool) -> Vec<SetElem> {
-    let pipapo = elems.iter().any(|e| e.key.len() > 1)
-        && (interval
-            || elems
-                .iter()
-                .any(|e| e.key.iter().any(|p| !matches!(p, KeyPart::Value(_)))));
+pub(crate) fn sorted_elements<'a>(
+    elems: impl IntoIterator<Item = Cow<'a, SetElem>>,
+    interval: bool,
+) -> Vec<SetElem> {
+    let (mut concat, mut ranges) = (false, false);
     let mut v: Vec<SetElem> = elems
-        .iter()
-        .map(|e| SetElem {
-            key: e.key.iter().map(normalize_part).collect(),
-            ..e.clone()
+        .into_iter()
+        .map(|e| {
+            concat |= e.key.len() > 1;
+            ranges |= e.key.iter().any(|p| !matches!(p, KeyPart::Value(_)));
+            let mut e = e.into_owned();
+            e.key = e.key.iter().map(normalize_part).collect();
+            e
         })
         .collect();
+    let pipapo = concat && (interval || ranges);
     if pipapo {
         // A stable sort keeps the others' order.
         v.sort_by_key(SetElem::is_catch_all);
@@ -774,7 +778,7 @@ fn set_ref(r: &SetRef) -> String {
     match r {
         SetRef::Named(n) => format!("@{n}"),
         SetRef::Anonymous(elems) => {
-            let sorted = sorted_elements(elems, false);
+            let sorted = sorted_elements(elems.iter().map(Cow::Borrowed), false);
             let items: Vec<String> = sorted.iter().map(element).collect();
             format!("{{ {} }}", items.join(", "))
         }

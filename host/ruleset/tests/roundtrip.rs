@@ -75,7 +75,7 @@ fn normalize(mut r: Ruleset) -> Ruleset {
         }
         for s in &mut t.sets {
             s.span = Span::default();
-            norm_elems(&mut s.elements);
+            norm_elems(s.elements.to_mut());
         }
         for c in &mut t.chains {
             c.span = Span::default();

@@ -111,11 +111,54 @@ impl ExactSet {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Every key with its data, in the table's order (which is not the insertion order). A
+    /// key of up to 16 bytes is rebuilt from the number it is stored as.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (std::borrow::Cow<'_, [u8]>, u32)> + '_> {
+        let len = self.key_len;
+        match &self.map {
+            Keys::Short(m) => Box::new(m.iter().map(move |(&k, &d)| {
+                (
+                    std::borrow::Cow::Owned(k.to_be_bytes()[16 - len..].to_vec()),
+                    d,
+                )
+            })),
+            Keys::Long(m) => Box::new(
+                m.iter()
+                    .map(|(k, &d)| (std::borrow::Cow::Borrowed(&k[..]), d)),
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iteration_gives_back_every_key_as_inserted() {
+        for len in [2usize, 4, 6, 16, 17, 32] {
+            let mut s = ExactSet::new(len);
+            let keys: Vec<Vec<u8>> = (0..50u8)
+                .map(|i| {
+                    (0..len)
+                        .map(|j| i.wrapping_mul(7).wrapping_add(j as u8))
+                        .collect()
+                })
+                .collect();
+            for (i, k) in keys.iter().enumerate() {
+                assert!(s.insert(k, i as u32));
+            }
+            let mut got: Vec<(Vec<u8>, u32)> = s.iter().map(|(k, d)| (k.into_owned(), d)).collect();
+            got.sort_by_key(|g| g.1);
+            let want: Vec<(Vec<u8>, u32)> = keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (k, i as u32))
+                .collect();
+            assert_eq!(got, want, "key length {len}");
+        }
+    }
 
     #[test]
     fn exact_keys_of_concatenation() {

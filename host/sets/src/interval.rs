@@ -113,6 +113,11 @@ impl<X: Clone> IntervalSet<X> {
         self.items.is_empty()
     }
 
+    /// Handles of the stored elements in key order (expired ones included).
+    pub fn handles(&self) -> impl Iterator<Item = ElemHandle> + '_ {
+        self.items.iter().map(|it| ElemHandle(it.h))
+    }
+
     /// The element behind a handle.
     pub fn elem(&self, h: ElemHandle) -> Option<IntervalRef<'_, X>> {
         let slot = self.slab.get(h.0 as usize)?.as_ref()?;

@@ -1176,7 +1176,7 @@ pub fn replay(
             Some(SetCounterSummary {
                 table: t.name.clone(),
                 set: c.set,
-                element: wasp_ruleset::element_key_text(e),
+                element: wasp_ruleset::element_key_text(&e),
                 packets: c.packets,
                 bytes: c.bytes,
             })

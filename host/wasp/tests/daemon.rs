@@ -1157,7 +1157,7 @@ table netdev filter {
         let s = &r.tables[0].sets[0];
         s.elements
             .iter()
-            .map(|e| (wasp_ruleset::element_key_text(e), e.expires_ms()))
+            .map(|e| (wasp_ruleset::element_key_text(&e), e.expires_ms()))
             .collect::<Vec<_>>()
     };
     let left = |rig: &Rig, key: &str| {

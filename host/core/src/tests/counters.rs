@@ -430,7 +430,9 @@ fn counted_elements_keep_their_own_counts_through_deletes_in_place() {
         e.set_element_counters(c)
             .iter()
             .map(|x| {
-                let KeyPart::Value(v) = &rs.tables[0].sets[0].elements[x.element].key[0] else {
+                let KeyPart::Value(v) =
+                    &rs.tables[0].sets[0].elements.get(x.element).unwrap().key[0]
+                else {
                     panic!("a single address");
                 };
                 (v.bytes[3], x.packets, x.bytes)

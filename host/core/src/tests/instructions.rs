@@ -407,7 +407,8 @@ fn sets_exact_ranges_concat_named_and_negated() {
         elements: vec![
             elem(vec![kv(port(80))], None),
             elem(vec![kv(port(443))], None),
-        ],
+        ]
+        .into(),
         comment: None,
         span: Span::default(),
     };

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::setcheck::{ElementLog, ElementOp, SetOracle, SetShadows, Undo};
 use super::{State, parse_source};
 use crate::error::Error;
-use crate::model::{Ruleset, Table};
+use crate::model::{Place, Ruleset, Table};
 
 /// The highest handle given out in table `t` (chains, sets, named objects, flowtables,
 /// rules).
@@ -134,8 +134,9 @@ impl ElementTxn<'_> {
     pub fn ops_at(&self) -> impl Iterator<Item = (usize, usize, &ElementOp, Option<usize>)> {
         self.log.iter().map(|(t, s, op, undo)| {
             let at = match undo {
-                Undo::Added(at) | Undo::Removed(at, _) => Some(*at),
-                Undo::Flushed(_) => None,
+                Undo::Added(at) => *at,
+                Undo::Removed(Place::Listed(at), _) => Some(*at),
+                Undo::Removed(..) | Undo::Flushed(_) => None,
             };
             (*t, *s, op, at)
         })
@@ -159,10 +160,8 @@ impl ElementTxn<'_> {
         for (ti, si, _, undo) in self.log.drain(..).rev() {
             let set = &mut self.rs.tables[ti].sets[si];
             match undo {
-                Undo::Added(_) => {
-                    set.elements.pop();
-                }
-                Undo::Removed(at, e) => set.elements.insert(at, *e),
+                Undo::Added(_) => set.elements.unpush(),
+                Undo::Removed(at, e) => set.elements.unremove(at, *e),
                 Undo::Flushed(old) => set.elements = old,
             }
             // Its view went through the changes: built again when next used.
@@ -256,6 +255,11 @@ fn drop_unused_sources(r: &mut Ruleset) {
         }
         for s in &t.sets {
             used.insert(s.span.file);
+            if s.elements.holder().is_some() {
+                // Held elements carry no counter; their files are few.
+                used.extend(s.elements.files());
+                continue;
+            }
             // Elements come in runs of one file: one insertion per run.
             let mut last = None;
             for e in &s.elements {

@@ -565,7 +565,7 @@ impl Parser<'_> {
                     .sets
                     .iter()
                     .flat_map(|s| s.elements.iter())
-                    .any(|e| super::handles::elem_jump(e) == Some(cname.as_str()));
+                    .any(|e| super::handles::elem_jump(&e) == Some(cname.as_str()));
                 if used {
                     return Err(self.st.error(
                         cspan,

@@ -354,14 +354,19 @@ impl Parser<'_> {
                             ),
                         ));
                     }
-                    self.insert_elements(ti, si, set.elements, super::setcheck::Adding::Declared)?;
+                    self.insert_elements(
+                        ti,
+                        si,
+                        set.elements.into_vec(),
+                        super::setcheck::Adding::Declared,
+                    )?;
                 }
                 None => {
                     let handle = self.take_handle(ti);
-                    let elements = set.elements.clone();
+                    let elements = set.elements.clone().into_vec();
                     self.st.tables[ti].sets.push(SetDecl {
                         handle,
-                        elements: Vec::new(),
+                        elements: Default::default(),
                         ..set
                     });
                     let si = self.st.tables[ti].sets.len() - 1;
@@ -714,7 +719,8 @@ fn targets<'a>(t: &'a Table, s: &'a Stmt) -> Vec<&'a str> {
             .sets
             .iter()
             .find(|s| &s.name == n)
-            .map(|s| elems(&s.elements))
+            .and_then(|s| s.elements.as_slice())
+            .map(elems)
             .unwrap_or_default(),
         _ => Vec::new(),
     }

@@ -31,7 +31,7 @@ impl Parser<'_> {
             gc_interval_ms: None,
             size: None,
             counter: false,
-            elements: Vec::new(),
+            elements: Default::default(),
             comment: None,
             span,
         };
@@ -232,7 +232,7 @@ impl Parser<'_> {
             let elems = self.set_elements(&set)?;
             self.pending = saved;
             self.check_elem_counters(&set, &elems)?;
-            set.elements = elems;
+            set.elements = elems.into();
             let _ = elem_start;
         }
         Ok(set)
@@ -322,8 +322,8 @@ mod tests {
         let m = &rs.tables[0].sets[0];
         assert_eq!(m.data, Some(crate::model::DataType::Ipv4Addr));
         assert_eq!(m.data_tail, [crate::model::DataType::InetService]);
-        let Some(crate::model::ElemData::Nat(parts)) = &m.elements[0].data else {
-            panic!("concatenated data: {:?}", m.elements[0].data);
+        let Some(crate::model::ElemData::Nat(parts)) = &m.elements.get(0).unwrap().data else {
+            panic!("concatenated data: {:?}", m.elements.get(0).unwrap().data);
         };
         assert_eq!(parts.len(), 2);
     }

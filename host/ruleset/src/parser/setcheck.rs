@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use wasp_sets::{InsertMode, IntervalSet, NewElem, Pipapo, SetError};
 
 use super::{PResult, Parser};
-use crate::model::{ElemData, KeyPart, SetDecl, SetElem, Value};
+use crate::model::{ElemData, Elements, KeyPart, Place, SetDecl, SetElem, Value};
 
 /// nft's text for EEXIST from the kernel.
 const EXISTS: &str = "Could not process rule: File exists";
@@ -787,12 +787,13 @@ pub enum ElementOp {
 /// How to take one [`ElementOp`] back.
 #[derive(Debug)]
 pub(crate) enum Undo {
-    /// An element was pushed at the end of the set, at this index.
-    Added(usize),
-    /// The element at this position was removed.
-    Removed(usize, Box<SetElem>),
+    /// An element was pushed at the end of the set, at this index (`None`: beside the
+    /// elements' holder, [`crate::model::Elements::push`]).
+    Added(Option<usize>),
+    /// The element was removed from this place.
+    Removed(Place, Box<SetElem>),
     /// These were the set's elements.
-    Flushed(Vec<SetElem>),
+    Flushed(Elements),
 }
 
 /// The element commands of a transaction, with what undoes each: (table, set) index, the
@@ -833,7 +834,7 @@ impl Parser<'_> {
                 None => {
                     let mut s = Shadow::new(set);
                     for e in &set.elements {
-                        let _ = s.insert(e, Adding::Declared, None);
+                        let _ = s.insert(&e, Adding::Declared, None);
                     }
                     // The model's elements are not this transaction's.
                     s.end_transaction();
@@ -926,10 +927,14 @@ impl Parser<'_> {
         elems: Vec<SetElem>,
         how: Adding,
     ) -> PResult<Vec<SetElem>> {
+        // A merging set's elements are listed (only sets of plain keys that do not merge are
+        // held); the sweep below reads them by index.
+        self.st.tables[ti].sets[si].elements.to_mut();
         let k = self.fresh_shadow(ti, si, false);
         let shadow = &self.st.shadows[&k];
         let set = &self.st.tables[ti].sets[si];
         let dtype = set.key[0];
+        let listed = set.elements.as_slice().unwrap_or_default();
         let one_range = |e: &SetElem| match e.key.as_slice() {
             [p] if !low_of(p).wildcard => Some(uint_bounds(p)),
             _ => None,
@@ -962,8 +967,7 @@ impl Parser<'_> {
             let i = spans.partition_point(|n| n.1.saturating_add(1) < lo);
             spans.get(i).is_some_and(|n| n.0 <= hi.saturating_add(1))
         };
-        let mut old: Vec<(u128, u128, usize)> = set
-            .elements
+        let mut old: Vec<(u128, u128, usize)> = listed
             .iter()
             .enumerate()
             .filter_map(|(j, e)| {
@@ -990,7 +994,7 @@ impl Parser<'_> {
             /// The set's elements in it.
             old: Vec<usize>,
         }
-        let young = |j: usize| shadow.added_here(&bounds(&set.elements[j].key));
+        let young = |j: usize| shadow.added_here(&bounds(&listed[j].key));
         let mut clusters: Vec<Cluster> = Vec::new();
         let (mut a, mut b) = (new.iter().peekable(), old.iter().peekable());
         loop {
@@ -1031,7 +1035,7 @@ impl Parser<'_> {
                 continue;
             }
             if let [j] = c.old[..] {
-                let held = one_range(&set.elements[j]);
+                let held = one_range(&listed[j]);
                 if held == Some((c.lo, c.hi)) {
                     // `create` of an element this batch added is "File exists" (nft 1.0.6:
                     // of one committed before, or of a part of it, no error).
@@ -1042,10 +1046,10 @@ impl Parser<'_> {
                     continue;
                 }
             }
-            gone.extend(c.old.iter().map(|&j| set.elements[j].clone()));
+            gone.extend(c.old.iter().map(|&j| listed[j].clone()));
             let value = |n| crate::datatypes::from_uint(dtype, n).ok();
             let mut e = match c.first_new {
-                Some(Elem::Batch(j)) => set.elements[j].clone(),
+                Some(Elem::Batch(j)) => listed[j].clone(),
                 Some(Elem::New(i)) => elems[i].clone(),
                 None => continue,
             };
@@ -1075,13 +1079,15 @@ impl Parser<'_> {
             return;
         }
         let b = bounds(&e.key);
-        let Some(i) = set.elements.iter().position(|x| has_bounds(&x.key, &b)) else {
+        let Some(held) = set.elements.iter().find(|x| has_bounds(&x.key, &b)) else {
             return;
         };
-        if set.elements[i].timeout_ms() == e.timeout_ms() {
+        if held.timeout_ms() == e.timeout_ms() {
             return;
         }
-        let mut new = self.take_element(ti, si, i);
+        let Some(mut new) = self.take_element(ti, si, &b) else {
+            return;
+        };
         let x = new.extra_mut();
         x.timeout_ms = e.timeout_ms();
         x.expires_ms = None;
@@ -1091,27 +1097,32 @@ impl Parser<'_> {
     /// Add `e` at the end of set `si` of table `ti`, in the batch's log.
     fn push_element(&mut self, ti: usize, si: usize, e: SetElem) {
         let set = &mut self.st.tables[ti].sets[si];
-        if let Some(log) = self.st.element_log.as_mut() {
-            let at = set.elements.len();
-            log.push((ti, si, ElementOp::Add(e.clone()), Undo::Added(at)));
+        match self.st.element_log.as_mut() {
+            Some(log) => {
+                let at = set.elements.push(e.clone());
+                log.push((ti, si, ElementOp::Add(e), Undo::Added(at)));
+            }
+            None => {
+                set.elements.push(e);
+            }
         }
-        // A large set that takes one element more grows by an eighth, not twice.
-        wasp_sets::grow::room(&mut set.elements, 1);
-        set.elements.push(e);
     }
 
-    /// Remove element `i` of set `si` of table `ti`, in the batch's log; returns it.
-    fn take_element(&mut self, ti: usize, si: usize, i: usize) -> SetElem {
-        let gone = self.st.tables[ti].sets[si].elements.remove(i);
+    /// Remove the element of bounds `b` from set `si` of table `ti`, in the batch's log;
+    /// returns it (`None` when the set holds none).
+    fn take_element(&mut self, ti: usize, si: usize, b: &Bounds) -> Option<SetElem> {
+        let (gone, at) = self.st.tables[ti].sets[si]
+            .elements
+            .remove(&b.0, &b.1, |x| has_bounds(&x.key, b))?;
         if let Some(log) = self.st.element_log.as_mut() {
             log.push((
                 ti,
                 si,
                 ElementOp::Delete(gone.clone()),
-                Undo::Removed(i, Box::new(gone.clone())),
+                Undo::Removed(at, Box::new(gone.clone())),
             ));
         }
-        gone
+        Some(gone)
     }
 
     /// `delete element` (`destroy`: `destroy element`, where an element the set does not hold
@@ -1147,10 +1158,7 @@ impl Parser<'_> {
                 .unwrap_or(Err(INVALID));
             match res {
                 Ok(b) => {
-                    let set = &self.st.tables[ti].sets[si];
-                    if let Some(i) = set.elements.iter().position(|x| has_bounds(&x.key, &b)) {
-                        self.take_element(ti, si, i);
-                    }
+                    self.take_element(ti, si, &b);
                 }
                 Err(NOT_FOUND) if how == Removal::Destroy => {}
                 Err(m) => {
@@ -1204,7 +1212,7 @@ impl Parser<'_> {
             gc_interval_ms: None,
             size: None,
             counter: false,
-            elements: Vec::new(),
+            elements: Elements::default(),
             comment: None,
             span: crate::model::Span::default(),
         };

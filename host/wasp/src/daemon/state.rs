@@ -107,6 +107,14 @@ fn lock_current(m: &Mutex<Current>) -> MutexGuard<'_, Current> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One copy of a large set's elements in the daemon, as in the kernel: the model lists them
+/// from the program's compiled sets ([`Engine::hold_elements`]; call after every change of
+/// `engine` or `ruleset`), and keeps the text of large files packed for messages.
+fn one_copy(engine: &Engine, ruleset: &mut Ruleset) {
+    engine.hold_elements(ruleset);
+    ruleset.pack_sources();
+}
+
 /// One pass of the indexer: the sets left with an overlay, their index built anew and swapped
 /// in where they are still the running copies; the replaced copies dropped here.
 fn reindex(current: &Mutex<Current>, mailboxes: &[Arc<super::mailbox::Mailbox>]) {
@@ -123,6 +131,11 @@ fn reindex(current: &Mutex<Current>, mailboxes: &[Arc<super::mailbox::Mailbox>])
             return;
         }
         retired.push(old);
+        // The model lists the held sets from the new copies (the old ones go).
+        let Current {
+            engine, ruleset, ..
+        } = &mut *cur;
+        one_copy(engine, ruleset);
         mailboxes
             .iter()
             .map(|mb| {
@@ -249,8 +262,12 @@ fn zero_counts(r: &mut Ruleset) {
             (o.packets, o.bytes) = (0, 0);
         }
         for s in &mut t.sets {
-            for e in &mut s.elements {
-                e.set_counts(0, 0);
+            // Held elements carry no counts: only those added since can.
+            let counted = |e: &wasp_ruleset::model::SetElem| e.packets() != 0 || e.bytes() != 0;
+            if s.elements.added().iter().any(counted) {
+                for e in s.elements.to_mut() {
+                    e.set_counts(0, 0);
+                }
             }
         }
     }
@@ -303,21 +320,21 @@ fn with_runtime_elements(running: &Ruleset, fresh: &Ruleset) -> Option<Ruleset> 
             }) else {
                 continue;
             };
-            // `out` is a copy of `fresh`: the same set there holds the file's keys.
-            let mut held: std::collections::HashSet<&[wasp_ruleset::model::KeyPart]> =
-                fresh.tables[ti].sets[si]
-                    .elements
-                    .iter()
-                    .map(|e| e.key.as_slice())
-                    .collect();
+            // `out` is a copy of `fresh`: the same set there holds the file's keys. Keys are
+            // compared as listed (an element the program holds reads back as its listed form).
+            let mut held: std::collections::HashSet<String> = fresh.tables[ti].sets[si]
+                .elements
+                .iter()
+                .map(|e| wasp_ruleset::element_key_text(&e))
+                .collect();
             let mut more = Vec::new();
             for e in old.elements.iter().filter(|e| !from_file(e)) {
-                if held.insert(&e.key) {
-                    more.push(e.clone());
+                if held.insert(wasp_ruleset::element_key_text(&e)) {
+                    more.push(e.into_owned());
                 }
             }
             added |= !more.is_empty();
-            set.elements.extend(more);
+            set.elements.to_mut().extend(more);
         }
     }
     added.then_some(out)
@@ -367,6 +384,8 @@ impl Daemon {
         let mut engine = Engine::compile(&ruleset)?;
         let now = clock.now_ns();
         engine.set_epoch(now);
+        let mut ruleset = ruleset;
+        one_copy(&engine, &mut ruleset);
         let current = Arc::new(Mutex::new(Current {
             ruleset,
             generation: 1,
@@ -625,6 +644,8 @@ impl Daemon {
         // Every replaced set is dropped here, on the control side, when the last worker has
         // handed its copy back (a worker never frees a large set between two vectors).
         let mut retired = vec![engine.apply_set_update(&update)];
+        // The model lists the sets the program holds from their new copies.
+        one_copy(engine, ruleset);
         // Sets that the packet path changes live in the state the engines share: once.
         engine.apply_dynamic_update(&update);
         // A view made where the program could not decide is a copy of the set: not kept.
@@ -836,6 +857,10 @@ impl Daemon {
             netfilter,
             shadows: wasp_ruleset::SetShadows::default(),
         };
+        let Current {
+            engine, ruleset, ..
+        } = cur;
+        one_copy(engine, ruleset);
         for (i, rx) in acks.into_iter().enumerate() {
             rx.recv_timeout(WORKER_ANSWER).map_err(|_| {
                 Error::Daemon(format!(
