@@ -14,7 +14,9 @@
 //! `expr` (loads and comparisons), `compare` (matches lowered to their field's width, the read
 //! cache), `eval` (one packet, the reference walk), `pipeline` (the vector pipeline), `trace`
 //! (event text), `setstore` (compiled sets in their kernel back-ends), `set_update` (element
-//! changes applied to the compiled sets without a compile: [`SetUpdate`]).
+//! changes applied to the compiled sets without a compile: [`SetUpdate`]), `held` (a large
+//! set's elements listed from its compiled set, so that the model keeps no copy:
+//! [`Engine::hold_elements`]).
 //!
 //! Speed (see `cargo bench -p wasp-core` and `perf/`'s `ruleset-scaling`): matches run at the
 //! width of their field; the vector pipeline runs each operation once per vector over a bitmask

@@ -20,7 +20,6 @@
 pub(crate) mod options;
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::fmt::Write;
 
 use crate::datatypes::{print_range_end, print_value, tcp_flags_text, time_text};
@@ -258,9 +257,9 @@ pub(crate) fn sorted_elements<'a>(
         if v.first().is_some_and(|e| flag_key(&e.key)) {
             v.reverse();
         }
-        v.sort_by(|a, b| {
-            (a.is_catch_all().cmp(&b.is_catch_all())).then_with(|| cmp_keys(&a.key, &b.key))
-        });
+        // Each element's sort key is made once (a comparison that made both would allocate
+        // twice per comparison); the sort is stable.
+        v.sort_by_cached_key(|e| (e.is_catch_all(), sort_key(&e.key)));
     }
     v
 }
@@ -383,17 +382,14 @@ fn low(p: &KeyPart) -> &Value {
     }
 }
 
-fn cmp_keys(a: &[KeyPart], b: &[KeyPart]) -> Ordering {
-    if a.len() > 1 && a.iter().any(|p| host_register(low(p).dtype)) {
-        return concat_le(a).cmp(&concat_le(b));
+/// The bytes a key sorts by as nft lists it: each field's sort value in turn (a field has the
+/// same width in every key of a set, so comparing the bytes compares field after field), or
+/// the whole key read as one little-endian number when a field is in host byte order.
+fn sort_key(key: &[KeyPart]) -> Vec<u8> {
+    if key.len() > 1 && key.iter().any(|p| host_register(low(p).dtype)) {
+        return concat_le(key);
     }
-    for (x, y) in a.iter().zip(b) {
-        match sort_value(low(x)).cmp(&sort_value(low(y))) {
-            Ordering::Equal => {}
-            o => return o,
-        }
-    }
-    Ordering::Equal
+    key.iter().flat_map(|p| sort_value(low(p))).collect()
 }
 
 fn element(e: &SetElem) -> String {

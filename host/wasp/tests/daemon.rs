@@ -767,6 +767,58 @@ fn a_reload_takes_the_file_and_keeps_runtime_elements() {
     rig.stop();
 }
 
+/// A large set's elements are held by the program's set (one copy in the daemon), and a reload
+/// still tells the elements added at run time from the file's: they are kept, the ones the
+/// file dropped go.
+#[test]
+fn a_reload_keeps_the_runtime_elements_of_a_held_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.nft");
+    let n = wasp_core::HOLD_MIN + 500;
+    let addr = |i: usize| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+    let rules = |from: usize| {
+        let elements: Vec<String> = (from..from + n).map(addr).collect();
+        format!(
+            "table netdev filter {{\n\tset s {{\n\t\ttype ipv4_addr\n\t\telements = {{ {} }}\n\t}}\n\tchain ingress {{\n\t\ttype filter hook ingress device \"veth0\" priority 0; policy accept;\n\t\tip saddr @s counter drop\n\t}}\n}}\n",
+            elements.join(", ")
+        )
+    };
+    std::fs::write(&file, rules(0)).unwrap();
+    let rig = Rig::start_file(&file, 1);
+    let held = |rig: &Rig| {
+        let (r, _) = rig.daemon.ruleset().expect("ruleset");
+        let s = &r.tables[0].sets[0];
+        (s.elements.holder().is_some(), s.elements.len())
+    };
+    assert_eq!(held(&rig), (true, n));
+    rig.daemon
+        .apply(
+            "add element netdev filter s { 192.168.0.1, 192.168.0.2 }\n",
+            "<element>",
+        )
+        .expect("runtime elements");
+    assert_eq!(held(&rig), (true, n + 2));
+    // The file now starts one element later: 10.0.0.0 goes, one new element comes.
+    std::fs::write(&file, rules(1)).unwrap();
+    rig.daemon.reload().expect("reload");
+    assert_eq!(held(&rig), (true, n + 2));
+    let (r, _) = rig.daemon.ruleset().expect("ruleset");
+    let text = wasp_ruleset::print_ruleset(&r, false);
+    let words: std::collections::HashSet<&str> = text
+        .split(|c: char| c == ',' || c == '{' || c == '}' || c.is_whitespace())
+        .collect();
+    assert!(words.contains("192.168.0.1") && words.contains("192.168.0.2"));
+    assert!(words.contains(addr(n).as_str()), "the file's new element");
+    assert!(
+        !words.contains("10.0.0.0"),
+        "the element the file dropped is gone"
+    );
+    // Once the file dropped is gone, another reload of the same file changes nothing.
+    rig.daemon.reload().expect("reload");
+    assert_eq!(held(&rig), (true, n + 2));
+    rig.stop();
+}
+
 /// A UDP frame to `dst` port 53.
 fn udp_to(dst: [u8; 4]) -> Vec<u8> {
     eth(1, 0x0800, &ipv4([10, 9, 9, 9], dst, 17, &udp(40000, 53)))

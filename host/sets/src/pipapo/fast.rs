@@ -135,10 +135,10 @@ impl<X: Clone> Pipapo<X> {
     fn last_live(&self, f: &Field, rules: &Rules, now: u64) -> Option<ElemHandle> {
         for &r in &rules.r[..rules.n] {
             let r = r as usize;
-            let m = f.mt.get(r).filter(|_| r < f.rules)?;
+            let h = *f.ends.get(r).filter(|_| r < f.rules)?;
             // Without timed elements every slot a rule maps to is live (expiry `u64::MAX`).
-            if self.live(m.to, now) {
-                return Some(ElemHandle(m.to));
+            if self.live(h, now) {
+                return Some(ElemHandle(h));
             }
         }
         None
@@ -249,7 +249,8 @@ impl<X: Clone> Pipapo<X> {
                     return Flow::Done(Some(h));
                 }
                 if rules.r[..rules.n].iter().any(|&r| {
-                    f.mt.get(r as usize)
+                    f.ends
+                        .get(r as usize)
                         .filter(|_| (r as usize) < f.rules)
                         .is_none()
                 }) {

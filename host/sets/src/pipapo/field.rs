@@ -50,14 +50,15 @@ pub enum GroupPolicy {
     Fixed4,
 }
 
-/// One mapping slot. In every field but the last: the first rule (`to`) and the rule count
-/// (`n`) of the same element in the next field. In the last field `to` holds the element
-/// handle and `n` is 0.
+/// One mapping slot of a field but the last: the first rule (`to`) and the rule count (`n`)
+/// of the same element in the next field. (The last field maps each rule to its element's
+/// handle: [`Field::ends`], half the size; the kernel's `union nft_pipapo_map_bucket` takes
+/// a slot of this size there too.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Map {
-    /// First rule in the next field, or the element handle in the last field.
+    /// First rule in the next field.
     pub to: u32,
-    /// Rules in the next field (0 in the last field).
+    /// Rules in the next field.
     pub n: u32,
 }
 
@@ -81,8 +82,10 @@ pub struct Field {
     /// Lookup table: `groups * 2^bb` buckets of `stride` blocks, bucket `(g, v)` at block
     /// `((g << bb) | v) * stride`; its first `bblocks` blocks hold the rules.
     pub lt: Vec<Block>,
-    /// One mapping slot per rule.
+    /// One mapping slot per rule (every field but the last; empty in the last).
     pub mt: Vec<Map>,
+    /// The last field: the element handle of each rule (empty in the others).
+    pub ends: Vec<u32>,
     /// Per bucket, blocks `[lo, hi)` outside which the bucket is zero (`[u32::MAX, 0]` for
     /// an empty bucket; may be wider than the truth, never narrower). A lookup ANDs only the
     /// intersection of its buckets' ranges: a selftest set's high-byte buckets hold a few
@@ -92,6 +95,21 @@ pub struct Field {
 
 /// `Field::nz` of an empty bucket.
 pub(crate) const NZ_EMPTY: [u32; 2] = [u32::MAX, 0];
+
+/// Keep the entries of `v` (one per rule) outside the spans `cuts` (sorted, disjoint
+/// `(first rule, count)`).
+fn retain_uncut<T>(v: &mut Vec<T>, cuts: &[(usize, usize)]) {
+    let mut k = 0;
+    let mut i = 0;
+    v.retain(|_| {
+        let r = i;
+        i += 1;
+        while k < cuts.len() && cuts[k].0 + cuts[k].1 <= r {
+            k += 1;
+        }
+        !(k < cuts.len() && cuts[k].0 <= r)
+    });
+}
 
 /// Size of a lookup table in bytes.
 #[inline]
@@ -111,6 +129,7 @@ impl Field {
             stride: 0,
             lt: Vec::new(),
             mt: Vec::new(),
+            ends: Vec::new(),
             nz: Vec::new(),
         }
     }
@@ -238,6 +257,7 @@ impl Field {
         }
         self.lt.shrink_to_fit();
         self.mt.shrink_to_fit();
+        self.ends.shrink_to_fit();
         self.nz.shrink_to_fit();
     }
 
@@ -308,16 +328,8 @@ impl Field {
                 };
             }
         }
-        let mut k = 0;
-        let mut i = 0;
-        self.mt.retain(|_| {
-            let r = i;
-            i += 1;
-            while k < cuts.len() && cuts[k].0 + cuts[k].1 <= r {
-                k += 1;
-            }
-            !(k < cuts.len() && cuts[k].0 <= r)
-        });
+        retain_uncut(&mut self.mt, cuts);
+        retain_uncut(&mut self.ends, cuts);
         self.rules -= total;
     }
 

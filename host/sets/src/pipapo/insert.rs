@@ -88,16 +88,17 @@ impl<X: Clone> Pipapo<X> {
                 f.set_rule(f.rules + k, *p);
             }
             f.rules += n;
-            let slot = if i < last {
-                Map {
+            if i < last {
+                let slot = Map {
                     to: firsts[i + 1] as u32,
                     n: rules[i + 1].len() as u32,
-                }
+                };
+                room(&mut f.mt, n);
+                f.mt.extend(std::iter::repeat_n(slot, n));
             } else {
-                Map { to: h, n: 0 }
-            };
-            room(&mut f.mt, n);
-            f.mt.extend(std::iter::repeat_n(slot, n));
+                room(&mut f.ends, n);
+                f.ends.extend(std::iter::repeat_n(h, n));
+            }
             f.adjust_bits(self.policy);
         }
         self.bblocks_max = self.fields.iter().map(|f| f.bblocks).max().unwrap_or(0);
@@ -110,7 +111,8 @@ impl<X: Clone> Pipapo<X> {
         self.keys[at..at + kl].copy_from_slice(start);
         self.keys[at + kl..at + 2 * kl].copy_from_slice(end);
         for (i, r) in rules.iter().enumerate() {
-            self.nrules[h as usize * nf + i] = r.len() as u32;
+            // `expand` gives at most 2 * 128 - 2 prefixes.
+            self.nrules[h as usize * nf + i] = u8::try_from(r.len()).unwrap_or(u8::MAX);
         }
         if let Some(t) = e.expires {
             if !self.timed {

@@ -327,9 +327,9 @@ impl<X: Clone> Pipapo<X> {
                 while word != 0 {
                     let r = b * BLOCK_BITS + w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
-                    let m = f.mt.get(r).filter(|_| r < f.rules)?;
-                    if self.live(m.to, now) {
-                        return Some(ElemHandle(m.to));
+                    let h = *f.ends.get(r).filter(|_| r < f.rules)?;
+                    if self.live(h, now) {
+                        return Some(ElemHandle(h));
                     }
                 }
             }

@@ -177,8 +177,9 @@ pub struct Pipapo<X = ()> {
     slab: Vec<Option<Slot<X>>>,
     /// Per slot `2 * key_len` bytes: start key, then end key.
     keys: Vec<u8>,
-    /// Per slot one rule count per field.
-    nrules: Vec<u32>,
+    /// Per slot one rule count per field (a range of a field of at most 128 bits expands to
+    /// at most 254 prefixes: a byte).
+    nrules: Vec<u8>,
     /// Expiry per slab slot (`u64::MAX` for never or free), read by lookups; empty until an
     /// element with an expiry is inserted (`timed`).
     expiry: Vec<u64>,
@@ -311,7 +312,7 @@ impl<X: Clone> Pipapo<X> {
 
     /// Rule counts per field of slot `h`.
     #[inline]
-    fn nrules_of(&self, h: u32) -> &[u32] {
+    fn nrules_of(&self, h: u32) -> &[u8] {
         let n = self.fields.len();
         &self.nrules[h as usize * n..(h as usize + 1) * n]
     }
@@ -335,7 +336,7 @@ impl<X: Clone> Pipapo<X> {
     pub fn table_bytes(&self) -> usize {
         self.fields
             .iter()
-            .map(|f| f.lt_bytes() + f.mt.len() * std::mem::size_of::<Map>())
+            .map(|f| f.lt_bytes() + f.mt.len() * std::mem::size_of::<Map>() + f.ends.len() * 4)
             .sum()
     }
 
