@@ -453,7 +453,9 @@ pub(crate) fn set_json(t: &Table, s: &SetDecl, f: &ListFlags) -> Json {
         o["comment"] = json!(c);
     }
     if !s.elements.is_empty() && !f.terse {
-        o["elem"] = Json::Array(s.elements.iter().map(|e| elem_json(&e, f)).collect());
+        // In the order and form nft lists them (`nft -j` sorts as the text listing does).
+        let listed = wasp_ruleset::listed_elements(&s.elements, s.flags.interval);
+        o["elem"] = Json::Array(listed.iter().map(|e| elem_json(e, f)).collect());
     }
     if s.counter {
         o["stmt"] = json!([{"counter": null}]);
@@ -1310,4 +1312,30 @@ pub fn parse_list_words(words: &[&str], flags: ListFlags) -> Result<ListRequest,
         ));
     }
     Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `nft -j list set` (nft 1.0.6, kernel 6.18) lists elements as the text listing does:
+    /// sorted by key, a concatenation with ranges in insertion order, a prefix masked.
+    #[test]
+    fn json_elements_come_in_nfts_order_and_form() {
+        let rs = wasp_ruleset::parse_str(
+            "table ip t {\n set s { type ipv4_addr; elements = { 10.0.0.9, 10.0.0.1, 10.0.0.5 } }\n set c { type ipv4_addr . inet_service; flags interval; elements = { 10.0.0.9 . 80, 10.0.0.1/24 . 1-5 } }\n}\n",
+            "j.nft",
+        )
+        .unwrap();
+        let t = &rs.tables[0];
+        let f = ListFlags::default();
+        assert_eq!(
+            set_json(t, &t.sets[0], &f)["set"]["elem"],
+            json!(["10.0.0.1", "10.0.0.5", "10.0.0.9"])
+        );
+        assert_eq!(
+            set_json(t, &t.sets[1], &f)["set"]["elem"],
+            json!([{"concat": ["10.0.0.9", 80]}, {"concat": [{"prefix": {"addr": "10.0.0.0", "len": 24}}, {"range": [1, 5]}]}])
+        );
+    }
 }
