@@ -1691,8 +1691,11 @@ fn count_after(text: &str, line: &str, after: &str) -> u64 {
 /// then `FRAMES` UDP datagrams (10 000 a second) pass wasp while 10 element changes (which move the counted
 /// element's position in its set) and one rule insertion apply and three `wasp ctl reset
 /// counters` readers run. Per phase, what the readers printed plus the final count equals the
-/// frames sent, for the forwarding rule's counter and for the client's set element; the
-/// server received every datagram. 100 phases of 2 000 frames: the 200 000 frames
+/// frames the rules saw, for the forwarding rule's counter and for the client's set element,
+/// and every frame sent is accounted for: the server received it, or one of the daemon's
+/// rings dropped it and the daemon says so (on a quiet machine none is dropped: all counts
+/// equal the frames sent; a loaded machine running the other tests can overrun a ring). 100
+/// phases of 2 000 frames: the 200 000 frames
 /// with 1 000 element changes, 100 rule changes and 100 whole-ruleset applies
 /// (`WASP_LIVE_PHASES` runs fewer).
 #[test]
@@ -1751,8 +1754,18 @@ fn counters_are_exact_through_changes_applies_and_concurrent_resets() {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0)
     };
+    // The receiver is bound once it has written its first count (datagrams sent before
+    // would meet a closed port: the first phase lost its first burst so).
+    let start = Instant::now();
+    while !count_file.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(count_file.exists(), "the receiver did not start");
     let rule = "udp dport 9000 counter";
     let elem = "10.9.0.1 counter packets ";
+    // Datagrams delivered and ring losses (receive, send) up to the phase.
+    let mut delivered = 0;
+    let mut lost = (0, 0);
     for phase in 0..phases {
         let (okk, _, err) = ctl(&w, &sock, &["-f", whole.to_str().unwrap()]);
         assert!(okk, "phase {phase}: whole ruleset: {err}");
@@ -1793,8 +1806,9 @@ fn counters_are_exact_through_changes_applies_and_concurrent_resets() {
         }
         let mut sender = t.children.pop().expect("sender");
         assert!(sender.wait().expect("sender").success());
-        // Every datagram of the phase forwarded (the receiver's count catches up).
-        let want = FRAMES * (phase + 1);
+        // The receiver's count catches up: every datagram of the phase, or (a ring dropped
+        // some on a loaded machine) what there is after 10 s.
+        let want = delivered + FRAMES;
         let start = Instant::now();
         while received() < want && start.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(50));
@@ -1812,13 +1826,45 @@ fn counters_are_exact_through_changes_applies_and_concurrent_resets() {
             count_after(&out, rule, "counter packets "),
             count_after(&out, elem, elem),
         );
-        assert_eq!(received(), want, "phase {phase}: datagrams received");
+        // Each datagram is accounted for: delivered, or dropped by a ring (the daemon's
+        // receive ring before the rules, its send ring after them), as the daemon reports.
+        let (rx_lost, tx_lost) = port_losses(&w, &sock);
+        let got = received() - delivered;
+        delivered += got;
+        let (rx_d, tx_d) = (rx_lost - lost.0, tx_lost - lost.1);
+        lost = (rx_lost, tx_lost);
+        assert_eq!(
+            got + rx_d + tx_d,
+            FRAMES,
+            "phase {phase}: datagrams delivered {got}, dropped by a receive ring {rx_d}, by a send ring {tx_d}; counted {} and {}",
+            r + fr,
+            e + fe
+        );
+        // The counts are exact: every datagram the rules saw, counted once across the resets.
+        let seen = got + tx_d;
         assert_eq!(
             (r + fr, e + fe),
-            (FRAMES, FRAMES),
+            (seen, seen),
             "phase {phase}: the rule's and the element's counts (resets listed {r} and {e}, then {fr} and {fe} remained)"
         );
     }
+}
+
+/// The daemon's ring losses so far, summed over its ports: frames its receive rings dropped
+/// before it read them, and frames it could not send (`wasp ctl -j stats`).
+fn port_losses(ns: &str, sock: &Path) -> (u64, u64) {
+    let (okk, stats, err) = ctl(ns, sock, &["-j", "stats"]);
+    assert!(okk, "{err}");
+    let v: serde_json::Value = serde_json::from_str(stats.trim()).expect("stats json");
+    let sum = |k: &str| -> u64 {
+        v["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|p| p[k].as_u64().unwrap_or(0))
+            .sum()
+    };
+    (sum("rx_dropped"), sum("tx_dropped"))
 }
 
 /// A plugin that never returns costs no frame: with the test guest `probe` in `loop` mode as a
