@@ -406,4 +406,30 @@ mod tests {
         Engine::compile(&rs).unwrap().hold_elements(&mut rs);
         assert_eq!(held(&rs), [false, true, true, true, false, false]);
     }
+    /// Sets of other key types are held too, and list as they did: IPv6 prefixes and ranges,
+    /// MAC addresses, marks with ranges, a concatenation of protocol, port and address.
+    #[test]
+    fn sets_of_other_key_types_are_held_and_list_the_same() {
+        let n = HOLD_MIN + 10;
+        let list = |f: &dyn Fn(usize) -> String| (0..n).map(f).collect::<Vec<_>>().join(", ");
+        let text = format!(
+            "table inet t {{\n set a {{ type ipv6_addr; flags interval; elements = {{ {} }} }}\n set m {{ type ether_addr; elements = {{ {} }} }}\n set k {{ type mark; flags interval; elements = {{ {} }} }}\n set c {{ type inet_proto . inet_service . ipv4_addr; flags interval; elements = {{ {} }} }}\n}}\n",
+            list(&|i| if i % 2 == 0 {
+                format!("2001:db8:{i:x}::/48")
+            } else {
+                format!("2001:db9::{:x}-2001:db9::{:x}", i * 8, i * 8 + 3)
+            }),
+            list(&|i| format!("02:00:00:00:{:02x}:{:02x}", i >> 8, i & 0xff)),
+            list(&|i| format!("{}-{}", i * 10, i * 10 + 3)),
+            list(&|i| format!("tcp . {} . 10.{}.{}.0/24", i % 1000, i >> 8, i & 0xff)),
+        );
+        let listed = wasp_ruleset::parse_str(&text, "r.nft").unwrap();
+        let mut rs = listed.clone();
+        Engine::compile(&rs).unwrap().hold_elements(&mut rs);
+        assert_eq!(held(&rs), [true, true, true, true]);
+        assert_eq!(
+            wasp_ruleset::print_ruleset(&rs, false),
+            wasp_ruleset::print_ruleset(&listed, false)
+        );
+    }
 }
