@@ -19,9 +19,11 @@
 //!    connection another worker confirmed meanwhile resolves the clash as the kernel's
 //!    `nf_ct_resolve_clash` (the existing entry wins).
 //!
-//! Memory: entries live in 64 shards (`parking_lot::Mutex`), each a slab of entries and a hash
-//! map from both tuples to the slot; an id names the shard, the slot and the slot's generation,
-//! so every by-id call is one lock and no search. See `perf/RESULTS.md` ("Conntrack") for the
+//! Memory: entries live in 64 shards (`parking_lot::Mutex`), each a slab of entries and an
+//! index from both tuples to the slot (open addressing, one 48-byte bucket per tuple); an id
+//! names the shard, the slot and the slot's generation, so every by-id call is one lock and no
+//! search. A caller with a vector of packets calls [`Conntrack::prefetch`] for each before
+//! tracking them, so that their index lookups in a large table overlap their cache misses. See `perf/RESULTS.md` ("Conntrack") for the
 //! bytes per flow and the costs.
 //!
 //! Fragments: reassembly is out of scope, and the kernel's conntrack without defragmentation
@@ -41,11 +43,13 @@
 //! kernel adds a connection at binding time); the table limit counts
 //! unconfirmed entries as the kernel does, but early drop looks at 8 slots of the new tuple's
 //! shard rather than 8 hash buckets; `ct count` lists are checked whole on every add.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod count;
 mod display;
+mod index;
 mod nat;
+mod prefetch;
 mod rewrite;
 mod table;
 mod tcp;
@@ -54,7 +58,7 @@ mod tuple;
 pub use display::EntryInfo;
 pub use nat::{Manip, NatError, NatRange};
 pub use rewrite::{NatRewrite, RewriteError};
-pub use table::{Config, ConfirmError, Conntrack, Stats, Teardown};
+pub use table::{Config, ConfirmError, Conntrack, PREFETCH_MIN, Stats, Teardown};
 pub use tcp::{TcpState, Timeouts};
 pub use tuple::{NoTuple, Tuple, proto};
 

@@ -1241,3 +1241,62 @@ fn state_counts_by_protocol_and_state() {
     // Past every timeout: none.
     assert_eq!(ct.state_counts(1_000_000 * S), vec![]);
 }
+
+/// Tracking a vector whose lookups were prefetched first gives what tracking it without the
+/// prefetch gives: two tables of the same seed, filled past [`PREFETCH_MIN`] with the same
+/// connections, then given the same vectors of hits, misses, replies and an invalid packet.
+#[test]
+fn prefetched_vectors_track_as_without_prefetch() {
+    let n = PREFETCH_MIN + 500;
+    let flow = |i: usize| {
+        let src = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+        (udp(&src, 1000 + (i % 7) as u16, "192.0.2.1", 53), src)
+    };
+    let cfg = Config {
+        seed: 7,
+        ..Config::default()
+    };
+    let (a, b) = (Conntrack::new(cfg), Conntrack::new(cfg));
+    for ct in [&a, &b] {
+        for i in 0..n {
+            let info = track(ct, &flow(i).0, 1);
+            ct.confirm(info.id, 1).unwrap();
+        }
+        assert_eq!(ct.len(), n);
+    }
+    // Vectors of 64: known flows (every third answered by its reply), new flows, one
+    // frame that is no packet.
+    let mut frames = Vec::new();
+    for i in 0..640usize {
+        let k = i * 37 % (n + 200);
+        let (f, src) = flow(k);
+        frames.push(match i % 3 {
+            0 => udp("192.0.2.1", 53, &src, 1000 + (k % 7) as u16),
+            _ if i % 50 == 7 => vec![0u8; 20],
+            _ => f,
+        });
+    }
+    let metas: Vec<_> = frames.iter().map(|f| parse(f)).collect();
+    let (mut established, mut found) = (0, 0);
+    for (v, chunk) in frames.chunks(64).enumerate() {
+        let now = 10 + v as u64;
+        let metas = &metas[v * 64..v * 64 + chunk.len()];
+        for (f, m) in chunk.iter().zip(metas) {
+            a.prefetch(f, m, 0);
+        }
+        for (f, m) in chunk.iter().zip(metas) {
+            let got = a.track(f, m, 0, now);
+            let want = b.track(f, m, 0, now);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+            established += usize::from(got.state == ct_state::ESTABLISHED);
+            found += usize::from(got.id != 0 && !got.pending);
+        }
+    }
+    // About a third are replies; most of the rest are flows of the table.
+    assert!(
+        established > 150 && found > 500,
+        "{established} established, {found} found"
+    );
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.check_consistency(), b.check_consistency());
+}

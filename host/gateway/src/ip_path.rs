@@ -26,7 +26,9 @@
 //! size set 1360`, `reset tcp option sack-perm`) edit the frame that the later hooks, the
 //! route and the send see, as the kernel's statements write the skb in place.
 //!
-//! **Vectors.** Steps 1 and 2 run packet by packet, in order; the packets they pass gather
+//! **Vectors.** Each packet's conntrack lookup is prefetched for the whole vector first
+//! ([`wasp_conntrack::Conntrack::prefetch`]); then steps 1 and 2 run packet by packet, in
+//! order; the packets they pass gather
 //! in a batch, and steps 3 to 7 run over the whole batch: one [`Engine::run`] per hook for
 //! every packet of the batch that reaches it (the rules' vector pipeline), the route, NAT and
 //! confirm per packet in order. Each packet reads its connection as it was right after its
@@ -295,6 +297,17 @@ fn run<'a>(
     // Packets of offloaded flows need no batch: it is made for the first packet that does.
     let mut batch: Vec<Lane<'a>> = Vec::new();
     let mut decap = Vec::new();
+    // Every packet's conntrack lookup starts loading its part of the table before the first
+    // is probed, so that the misses of a large table overlap (zone 0: a chain before
+    // conntrack may set another, and then its packets are not prefetched).
+    if !cx.engine.has_pre_conntrack() {
+        let ct = cx.nf.conntrack();
+        for p in pkts {
+            if let Some(meta) = p.meta {
+                ct.prefetch(p.frame, meta, 0);
+            }
+        }
+    }
     for p in pkts {
         let hit = match looked.as_mut() {
             Some(l) => Some(l.hits.get_mut(p.idx).and_then(Option::take)),

@@ -7,8 +7,11 @@
 //! template's `PacketMeta` (the offsets are the same for every flow), so the times are the
 //! table's: insert = `track` (a miss, an unconfirmed entry) + `confirm`; lookup = `track` of a
 //! packet of a confirmed flow (a hit: found, timeout and counters updated), flows visited in a
-//! scrambled order. With 2 threads each thread inserts, then looks up, its own half of the
-//! flows at the same time as the other. Times: the threads' CPU ns per operation (mean of the
+//! scrambled order, once one flow after the other and once in vectors of 64 whose lookups are
+//! prefetched first ([`Conntrack::prefetch`]) and then tracked in order, as the gateway's IP
+//! path runs a vector (the two alternate which goes first from run to run). With 2 threads
+//! each thread inserts, then looks up, its own half of the flows at the same time as the
+//! other. Times: the threads' CPU ns per operation (mean of the
 //! threads) and the wall-clock rate of all threads together; medians of `--runs` runs, each on
 //! a fresh table. Memory: the process's resident set growth while the 1-thread run inserts,
 //! divided by the flows (the slab of entries, both index maps, allocator slack).
@@ -81,13 +84,42 @@ fn scrambled(n: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Per-thread result: (insert CPU ns, lookup CPU ns, operations each).
+/// Look up every flow of `order` one after the other (`vector` false) or in vectors of 64,
+/// each vector's lookups prefetched first ([`Conntrack::prefetch`]) then tracked in order, as
+/// the gateway's IP path runs them; returns the hits.
+fn lookups(ct: &Conntrack, meta: &PacketMeta, order: &[u32], vector: bool, now: u64) -> u64 {
+    let mut hits = 0u64;
+    let mut hit = |info: wasp_conntrack::CtInfo| hits += u64::from(info.id != 0 && !info.pending);
+    if vector {
+        let mut frames = vec![template(); 64];
+        for chunk in order.chunks(64) {
+            for (f, &i) in frames.iter_mut().zip(chunk) {
+                flow(f, i);
+                ct.prefetch(f, meta, 0);
+            }
+            for f in &frames[..chunk.len()] {
+                hit(ct.track(f, meta, 0, now));
+            }
+        }
+    } else {
+        let mut f = template();
+        for &i in order {
+            flow(&mut f, i);
+            hit(ct.track(&f, meta, 0, now));
+        }
+    }
+    hits
+}
+
+/// Per-thread result: (insert CPU ns, lookup CPU ns one by one, lookup CPU ns in vectors
+/// with prefetch), operations each; `vector_first` runs the vector lookups first.
 fn worker(
     ct: &Conntrack,
     meta: &PacketMeta,
     flows: &[u32],
     phase: &std::sync::Barrier,
-) -> (u64, u64) {
+    vector_first: bool,
+) -> (u64, u64, u64) {
     let mut f = template();
     phase.wait();
     let c0 = thread_cpu_ns();
@@ -105,22 +137,24 @@ fn worker(
         .collect();
     phase.wait();
     phase.wait();
-    let c1 = thread_cpu_ns();
-    let mut hits = 0u64;
-    for &i in &order {
-        flow(&mut f, i);
-        let info = ct.track(&f, meta, 0, 2_000);
-        hits += u64::from(info.id != 0 && !info.pending);
+    let mut took = [0u64; 2];
+    for (k, vector) in [vector_first, !vector_first].into_iter().enumerate() {
+        let c1 = thread_cpu_ns();
+        let hits = lookups(ct, meta, &order, vector, 2_000 + k as u64);
+        took[usize::from(vector)] = thread_cpu_ns() - c1;
+        assert_eq!(hits, flows.len() as u64, "every lookup must hit");
+        if k == 0 {
+            phase.wait();
+            phase.wait();
+        }
     }
-    let look = thread_cpu_ns() - c1;
     phase.wait();
-    assert_eq!(hits, flows.len() as u64, "every lookup must hit");
-    (ins, look)
+    (ins, took[0], took[1])
 }
 
 /// One run: (insert ns/op CPU, insert Mops/s wall, lookup ns/op CPU, lookup Mops/s wall,
-/// bytes/flow).
-fn run(threads: usize, n: u32) -> [f64; 5] {
+/// bytes/flow, lookup ns/op CPU in vectors with prefetch, its Mops/s wall).
+fn run(threads: usize, n: u32, vector_first: bool) -> [f64; 7] {
     let template = template();
     let meta = wasp_wire::parse(&template);
     let rss0 = rss_bytes();
@@ -132,14 +166,15 @@ fn run(threads: usize, n: u32) -> [f64; 5] {
         .map(|t| (0..n).filter(|i| *i as usize % threads == t).collect())
         .collect();
     let barrier = std::sync::Barrier::new(threads + 1);
-    let (mut ins_wall, mut look_wall) = (0u64, 0u64);
+    let mut ins_wall = 0u64;
+    let mut look_wall = [0u64; 2];
     let mut rss1 = 0;
-    let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+    let results: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
         let hs: Vec<_> = parts
             .iter()
             .map(|p| {
                 let (ct, meta, b) = (&ct, &meta, &barrier);
-                s.spawn(move || worker(ct, meta, p, b))
+                s.spawn(move || worker(ct, meta, p, b, vector_first))
             })
             .collect();
         barrier.wait();
@@ -147,22 +182,27 @@ fn run(threads: usize, n: u32) -> [f64; 5] {
         barrier.wait();
         ins_wall = t0.elapsed().as_nanos() as u64;
         rss1 = rss_bytes();
-        barrier.wait();
-        let t1 = Instant::now();
-        barrier.wait();
-        look_wall = t1.elapsed().as_nanos() as u64;
+        for vector in [vector_first, !vector_first] {
+            barrier.wait();
+            let t1 = Instant::now();
+            barrier.wait();
+            look_wall[usize::from(vector)] = t1.elapsed().as_nanos() as u64;
+        }
         hs.into_iter().map(|h| h.join().expect("worker")).collect()
     });
     assert_eq!(ct.len(), n as usize);
     let per = |sum: u64| sum as f64 / n as f64;
     let ins_cpu: u64 = results.iter().map(|r| r.0).sum();
     let look_cpu: u64 = results.iter().map(|r| r.1).sum();
+    let vec_cpu: u64 = results.iter().map(|r| r.2).sum();
     [
         per(ins_cpu),
         n as f64 / ins_wall as f64 * 1e3,
         per(look_cpu),
-        n as f64 / look_wall as f64 * 1e3,
+        n as f64 / look_wall[0] as f64 * 1e3,
         rss1.saturating_sub(rss0) as f64 / n as f64,
+        per(vec_cpu),
+        n as f64 / look_wall[1] as f64 * 1e3,
     ]
 }
 
@@ -210,14 +250,14 @@ fn main() {
     );
     println!();
     println!(
-        "| threads | insert CPU ns | insert Mops/s | lookup CPU ns | lookup Mops/s | bytes/flow (RSS) | hot lookup ns | map ns |"
+        "| threads | insert CPU ns | insert Mops/s | lookup CPU ns | lookup Mops/s | vector + prefetch lookup CPU ns | its Mops/s | vector / one by one | bytes/flow (RSS) | hot lookup ns | map ns |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for threads in [1usize, 2] {
         let mut runs = Vec::new();
         let (mut hots, mut maps) = (Vec::new(), Vec::new());
-        for _ in 0..args.runs.max(1) {
-            runs.push(run(threads, args.flows));
+        for r in 0..args.runs.max(1) {
+            runs.push(run(threads, args.flows, r % 2 == 1));
             hots.push(hot(args.flows.min(1_000_000)));
             maps.push(map_baseline(args.flows));
         }
@@ -227,12 +267,15 @@ fn main() {
         } else {
             "-".to_string()
         };
+        let ratio = median(runs.iter().map(|r| r[5] / r[2]).collect());
         println!(
-            "| {threads} | {:.1} | {:.2} | {:.1} | {:.2} | {mem} | {:.1} | {:.1} |",
+            "| {threads} | {:.1} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2} | {ratio:.2} | {mem} | {:.1} | {:.1} |",
             col(0),
             col(1),
             col(2),
             col(3),
+            col(5),
+            col(6),
             median(hots),
             median(maps)
         );

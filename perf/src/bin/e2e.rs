@@ -25,6 +25,9 @@
 //! - `floor`: W threads, each with an `AfPacketGroup` on `if1` (one fanout group, hash), in a
 //!   loop of `poll(64, 256, 2 ms)` doing nothing with the frames: `io-floor`'s receive loop
 //!   (copied, not shared: `io-floor.rs` belongs to the io helper).
+//! - `floor reading headers`: the same loop reading each frame's EtherType, IPv4 protocol and
+//!   UDP destination port (two cache lines the kernel wrote on the sender's CPU): the least a
+//!   classifier pays per frame over the floor, a reference for the wasp rows' extra.
 //! - `wasp`: W daemon workers as `wasp run` wires them (`Daemon::new`, one `AfPacketGroup` per
 //!   worker in a fanout group, `IoPorts`, `Worker` with `Forwarder::new(None)`), each on a
 //!   thread of ours that calls `Worker::step(POLL_TIMEOUT)` in a loop (what `Worker::run`
@@ -142,6 +145,9 @@ enum Variant {
     Kernel(Rules),
     /// The bare `wasp-io` receive loop on N threads.
     Floor(usize),
+    /// The bare receive loop on N threads reading each frame's EtherType, IPv4 protocol and
+    /// UDP destination port: the least any classifier reads of a frame.
+    Touch(usize),
     /// N wasp daemon workers.
     Wasp(Rules, usize),
     /// N wasp daemon workers while a thread renders the metrics endpoint's text every
@@ -218,6 +224,7 @@ fn run(args: &Args) -> Res<()> {
     for &w in &args.workers {
         variants.extend([
             Variant::Floor(w),
+            Variant::Touch(w),
             Variant::Wasp(Rules::Base, w),
             Variant::Wasp(Rules::Counter, w),
             Variant::Wasp(Rules::Linear, w),
@@ -264,14 +271,19 @@ fn run(args: &Args) -> Res<()> {
                 Variant::Floor(w) => {
                     let t = topo(n)?;
                     n += 1;
-                    measure_rx(&t, None, w, mode, args, &frames, &set, &ksoftirqd)?
+                    measure_rx(&t, Rx::Floor, w, mode, args, &frames, &set, &ksoftirqd)?
+                }
+                Variant::Touch(w) => {
+                    let t = topo(n)?;
+                    n += 1;
+                    measure_rx(&t, Rx::Touch, w, mode, args, &frames, &set, &ksoftirqd)?
                 }
                 Variant::Wasp(r, w) => {
                     let t = topo(n)?;
                     n += 1;
                     measure_rx(
                         &t,
-                        Some((r, false)),
+                        Rx::Wasp(r, false),
                         w,
                         mode,
                         args,
@@ -285,7 +297,7 @@ fn run(args: &Args) -> Res<()> {
                     n += 1;
                     measure_rx(
                         &t,
-                        Some((r, true)),
+                        Rx::Wasp(r, true),
                         w,
                         mode,
                         args,
@@ -364,9 +376,9 @@ fn report(args: &Args, variants: &[Variant], samples: &[Vec<Sample>]) {
     );
     println!();
     println!(
-        "| workers | floor Mpps | wasp Mpps | floor rx CPU ns/pkt | wasp rx CPU ns/pkt | wasp − floor, rx | wasp / floor, rx | floor sum ns/pkt | wasp sum ns/pkt | wasp / floor, sum | drops wasp (floor) |"
+        "| workers | floor Mpps | wasp Mpps | floor rx CPU ns/pkt | wasp rx CPU ns/pkt | wasp − floor, rx | floor reading headers − floor, rx | wasp / floor, rx | floor sum ns/pkt | wasp sum ns/pkt | wasp / floor, sum | drops wasp (floor) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &w in &args.workers {
         let (f, e) = (Variant::Floor(w), Variant::Wasp(Rules::Base, w));
         let ratio = |g: fn(&Sample) -> f64| {
@@ -378,8 +390,14 @@ fn report(args: &Args, variants: &[Variant], samples: &[Vec<Sample>]) {
                     .collect(),
             )
         };
+        let t = Variant::Touch(w);
+        let touch = if samples[idx(t)].is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:+.0}", extra(t, f, |s| s.rx_ns))
+        };
         println!(
-            "| {w} | {:.3} | {:.3} | {:.0} | {:.0} | {:+.0} | {:.2} | {:.0} | {:.0} | {:.2} | {} ({}) |",
+            "| {w} | {:.3} | {:.3} | {:.0} | {:.0} | {:+.0} | {touch} | {:.2} | {:.0} | {:.0} | {:.2} | {} ({}) |",
             med(f, |s| s.mpps),
             med(e, |s| s.mpps),
             med(f, |s| s.rx_ns),
@@ -480,6 +498,7 @@ fn label(v: Variant, n: usize) -> String {
         Variant::Kernel(Rules::Base) => "kernel counter drop".into(),
         Variant::Kernel(r) => format!("kernel {}", rules_name(r, n)),
         Variant::Floor(w) => format!("floor, {w} rx"),
+        Variant::Touch(w) => format!("floor reading headers, {w} rx"),
         Variant::Wasp(Rules::Base, w) => format!("wasp empty, {w}w"),
         Variant::Wasp(r, w) => format!("wasp {}, {w}w", rules_name(r, n)),
         Variant::Scraped(r, w) => format!("wasp {} scraped, {w}w", rules_name(r, n)),
@@ -630,12 +649,22 @@ fn total(slots: &[Arc<Slot>]) -> u64 {
     slots.iter().map(|s| s.total.load(Ordering::Relaxed)).sum()
 }
 
-/// One run with `workers` receiving threads on `if1`: the floor loop (`rules` None) or wasp
-/// workers running `rules`.
+/// What receives on `if1` in a run of [`measure_rx`].
+#[derive(Debug, Clone, Copy)]
+enum Rx {
+    /// The bare receive loop.
+    Floor,
+    /// The bare receive loop reading each frame's headers ([`Variant::Touch`]).
+    Touch,
+    /// wasp workers running the rules, the metrics endpoint scraped or not.
+    Wasp(Rules, bool),
+}
+
+/// One run with `workers` receiving threads on `if1`, as `rx` says.
 #[allow(clippy::too_many_arguments)]
 fn measure_rx(
     topo: &Topo,
-    rules: Option<(Rules, bool)>,
+    rx: Rx,
     workers: usize,
     mode: RxMode,
     args: &Args,
@@ -670,8 +699,11 @@ fn measure_rx(
     let mut daemon: Option<Arc<Daemon>> = None;
     let mut bundles = Vec::new();
     let mut links = Vec::new();
-    let scrape = rules.is_some_and(|(_, s)| s);
-    let rules = rules.map(|(r, _)| r);
+    let (rules, scrape) = match rx {
+        Rx::Wasp(r, s) => (Some(r), s),
+        Rx::Floor | Rx::Touch => (None, false),
+    };
+    let touch = matches!(rx, Rx::Touch);
     if let Some(r) = rules {
         let text = wasp_ruleset(r, args.rules, set);
         let ruleset = wasp_ruleset::parse_str(&text, "e2e.nft").map_err(|e| e.to_string())?;
@@ -724,10 +756,24 @@ fn measure_rx(
                 .spawn(move || -> Joined {
                     let mut g = g;
                     let wait = Duration::from_millis(2);
+                    // Reading: EtherType, IPv4 protocol, UDP destination port.
+                    let mut seen = 0u64;
                     let r = rx_loop(&shared, &slot, || {
-                        g.poll(floor_min, 256, wait, &mut |_| {})
-                            .map_err(|e| e.to_string())
+                        g.poll(floor_min, 256, wait, &mut |fs| {
+                            if touch {
+                                for f in fs {
+                                    let b = f.data;
+                                    if let (Some(t), Some(p), Some(d)) =
+                                        (b.get(12..14), b.get(23), b.get(36..38))
+                                    {
+                                        seen = seen.wrapping_add(u64::from(t[0] ^ *p ^ d[1]));
+                                    }
+                                }
+                            }
+                        })
+                        .map_err(|e| e.to_string())
                     });
+                    std::hint::black_box(seen);
                     let st = g.stats()[0];
                     r.map(|()| (st.rx_dropped, 0, 0))
                 }),
