@@ -20,7 +20,7 @@
 //!    `nf_ct_resolve_clash` (the existing entry wins).
 //!
 //! Memory: entries live in 64 shards (`parking_lot::Mutex`), each a slab of entries and an
-//! index from both tuples to the slot (open addressing, one 48-byte bucket per tuple); an id
+//! index from both tuples to the slot (`wasp_index`, open addressing); an id
 //! names the shard, the slot and the slot's generation, so every by-id call is one lock and no
 //! search. A caller with a vector of packets calls [`Conntrack::prefetch`] for each before
 //! tracking them, so that their index lookups in a large table overlap their cache misses. See `perf/RESULTS.md` ("Conntrack") for the
@@ -43,13 +43,11 @@
 //! kernel adds a connection at binding time); the table limit counts
 //! unconfirmed entries as the kernel does, but early drop looks at 8 slots of the new tuple's
 //! shard rather than 8 hash buckets; `ct count` lists are checked whole on every add.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod count;
 mod display;
-mod index;
 mod nat;
-mod prefetch;
 mod rewrite;
 mod table;
 mod tcp;

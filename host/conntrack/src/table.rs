@@ -8,11 +8,11 @@ use foldhash::fast::FixedState;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
+use wasp_index::{Head, Index};
 use wasp_wire::{L3Kind, PacketMeta, icmp, icmpv6, ipv4, ipv6, tcp as tcp_hdr, udp};
 
 use crate::count::Counts;
 use crate::display::EntryInfo;
-use crate::index::{Head, Index};
 use crate::tcp::{self, NS, Segment, Tcp, TcpState, Timeouts, Verdict};
 use crate::tuple::{Key, l4_fields, proto};
 use crate::{CtInfo, Dir, ct_state, status};
@@ -166,9 +166,9 @@ pub(crate) struct Slot {
 /// Where a tuple's entry is: shard, slot and which of its tuples it is.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Loc {
-    pub(crate) slot: u32,
-    pub(crate) shard: u8,
-    pub(crate) dir: u8,
+    slot: u32,
+    shard: u8,
+    dir: u8,
 }
 
 /// The keyed hasher of the index maps: foldhash seeded from the table's seed, so a sender
@@ -190,7 +190,7 @@ pub(crate) fn fmix(mut z: u64) -> u64 {
 }
 
 pub(crate) struct Shard {
-    index: Index,
+    index: Index<Key, Loc, Hb>,
     pub slots: Vec<Slot>,
     free: Vec<u32>,
 }
@@ -200,7 +200,7 @@ pub struct Conntrack {
     shards: Box<[Mutex<Shard>]>,
     /// Per shard: where its index's buckets are, read without the lock by
     /// [`Conntrack::prefetch`].
-    heads: Box<[Head]>,
+    heads: Box<[Head<Hb>]>,
     pub(crate) cfg: Config,
     count: AtomicUsize,
     stats: AtomicStats,

@@ -8,7 +8,9 @@
 //! `flow add @NAME` runs on a packet of an established connection ([`Flowtable::add`]); from
 //! then on the ingress hook asks [`Flowtable::fast_path`] first, and a hit skips every chain:
 //! the caller writes the frame with the returned [`FlowEdit`] while copying it into its send
-//! buffer, and sends it.
+//! buffer, and sends it. A caller with a vector of frames calls [`Flowtable::prefetch`] for
+//! each first, so that the key lookups of a large table overlap their cache misses (the key
+//! index is `wasp_index`'s).
 //!
 //! The crate knows no conntrack: a connection is an opaque `ct_id: u64`, and what happens to it
 //! comes back as a [`Teardown`] (TCP FIN or RST in the fast path, idleness in [`Flowtable::gc`],
@@ -46,5 +48,5 @@ pub use route::{EncapTemplate, GeneveEncap, NatEdit, Route, TunnelWork};
 pub use table::{
     AddError, BlockError, DEFAULT_TIMEOUT_NS, EventSink, FastPath, FlowCounters, FlowEvent,
     FlowEventKind, FlowId, FlowInfo, FlowSpec, Flowtable, FlowtableConfig, FlowtableStats,
-    OffloadState, SlowReason, Teardown, TeardownReason,
+    OffloadState, PREFETCH_MIN, SlowReason, Teardown, TeardownReason,
 };

@@ -986,3 +986,70 @@ fn default_seeds_are_drawn_at_random() {
         (0..8).map(|_| FlowtableConfig::default().seed).collect();
     assert_eq!(seeds.len(), 8);
 }
+
+/// Fast paths of a vector whose lookups were prefetched first answer as without the prefetch:
+/// the same table (past [`PREFETCH_MIN`] flows) asked the same frames of both directions,
+/// flows it lacks and a frame of neither IP family, with and without the prefetch.
+#[test]
+fn prefetched_vectors_answer_as_without_prefetch() {
+    let ft = table();
+    let n = PREFETCH_MIN as u32 + 300;
+    let client = |i: u32| v4(10, (i >> 16) as u8, (i >> 8) as u8, i as u8);
+    for i in 0..n {
+        let mut spec = snat_flow(UDP, false, 1024 + (i % 60000) as u16);
+        spec.keys[0].src = client(i);
+        spec.routes[1].nat.dst = Some(client(i));
+        spec.keys[1].dst_port = 1024 + (i % 60000) as u16;
+        spec.keys[1].src_port = 80;
+        spec.ct_id = u64::from(i);
+        ft.add(spec, 1).expect("add");
+    }
+    assert_eq!(ft.len(), n as usize);
+    let mut frames = Vec::new();
+    for i in 0..512u32 {
+        let k = i * 41 % (n + 100);
+        let mut p = Pkt::new(&key(client(k), v4(192, 0, 2, 11), 40000, 80, UDP, 0));
+        if i % 4 == 1 {
+            // The reply, to the gateway's address and the flow's port.
+            p = Pkt::new(&key(
+                v4(192, 0, 2, 11),
+                v4(198, 51, 100, 1),
+                80,
+                1024 + (k % 60000) as u16,
+                UDP,
+                1,
+            ));
+        }
+        let mut f = p.build();
+        if i % 97 == 5 {
+            f[12] = 0x08;
+            f[13] = 0x06;
+        }
+        frames.push((f, u16::from(i % 4 == 1)));
+    }
+    let (mut hits, mut answers) = (0, Vec::new());
+    for prefetch in [true, false] {
+        let mut got = Vec::new();
+        for chunk in frames.chunks(64) {
+            let metas: Vec<_> = chunk.iter().map(|(f, _)| wasp_wire::parse(f)).collect();
+            if prefetch {
+                for ((f, iif), m) in chunk.iter().zip(&metas) {
+                    ft.prefetch(f, m, *iif);
+                }
+            }
+            for ((f, iif), m) in chunk.iter().zip(&metas) {
+                let r = ft.fast_path(f, m, *iif, 2);
+                hits += usize::from(matches!(r, FastPath::Forward { .. }));
+                got.push(match r {
+                    FastPath::Forward { out_dev, edit, .. } => {
+                        format!("{out_dev} {:?}", edit.to_vec(f).expect("write"))
+                    }
+                    other => format!("{other:?}"),
+                });
+            }
+        }
+        answers.push(got);
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert!(hits > 700, "{hits} forwarded of {}", 2 * frames.len());
+}

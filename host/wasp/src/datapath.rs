@@ -378,6 +378,7 @@ impl Datapath {
         let mut hits: Vec<Option<FlowHit>> = Vec::new();
         if flow_hook.is_some() {
             hits.resize_with(packets.len(), || None);
+            forwarder.flow_prefetch(dev, packets.iter().map(|p| (p.frame, &p.meta)));
         }
         {
             // `log` lines come through a sink that wants only them when the exit traces

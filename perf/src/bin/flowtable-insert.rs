@@ -4,9 +4,12 @@
 //! run, with one block registered (the `HwModel`, which takes every flow); and the fast path's
 //! cost per packet for a hit (frame parse + lookup + counters + writing the edited frame into a
 //! send buffer) with a plain forward edit (MACs, TTL) and with a NAT edit (source address and
-//! port), 64- and 1500-byte frames. Then insertion with 1 thread by offload block: none, the
-//! `HwModel`, and the bundled `offload_table` plugin through `wasp_plugin::PluginBlock` (one
-//! Wasm call per flow add, under the block's mutex), all taking every flow.
+//! port), 64- and 1500-byte frames; the fast path over `--many` flows (300 000) each looked up
+//! once in a scrambled order, one by one against vectors of 64 whose lookups are prefetched
+//! first ([`Flowtable::prefetch`], as the data path runs a vector). Then insertion with 1
+//! thread by offload block: none, the `HwModel`, and the bundled `offload_table` plugin
+//! through `wasp_plugin::PluginBlock` (one Wasm call per flow add, under the block's mutex),
+//! all taking every flow.
 //!
 //! Insertion: each run makes a fresh table per variant (variants interleaved within a run),
 //! each thread adds `--flows` distinct flows prepared beforehand; ops/s is total flows over the
@@ -42,7 +45,10 @@ struct Args {
     /// Packets per fast-path measurement.
     #[arg(long, default_value_t = 2_000_000)]
     packets: usize,
-    /// CI smoke: 2000 flows, 1 run, 20000 packets.
+    /// Flows of the fast path over many flows (each looked up once per run).
+    #[arg(long, default_value_t = 300_000)]
+    many: usize,
+    /// CI smoke: 2000 flows, 1 run, 20000 packets, 8192 flows for the many-flow fast path.
     #[arg(long)]
     quick: bool,
 }
@@ -244,6 +250,38 @@ fn frame(spec: &FlowSpec, len: usize) -> Vec<u8> {
     f
 }
 
+/// Fast path on every frame of `frames` in order, one by one (`vector` false) or in vectors of
+/// 64 whose lookups are prefetched first ([`Flowtable::prefetch`]), as the data path runs a
+/// vector: CPU ns per packet.
+fn many_run(ft: &Flowtable, frames: &[Vec<u8>], vector: bool) -> f64 {
+    let mut out = vec![0u8; 2048];
+    let mut forwarded = 0usize;
+    let mut forward = |f: &[u8], meta: &wasp_wire::PacketMeta| {
+        if let FastPath::Forward { edit, .. } = ft.fast_path(f, meta, 0, 1) {
+            forwarded += edit.write(f, &mut out).map_or(0, |_| 1);
+        }
+    };
+    let cpu0 = thread_cpu_ns();
+    if vector {
+        for chunk in frames.chunks(64) {
+            let metas: Vec<_> = chunk.iter().map(|f| wasp_wire::parse(f)).collect();
+            for (f, m) in chunk.iter().zip(&metas) {
+                ft.prefetch(f, m, 0);
+            }
+            for (f, m) in chunk.iter().zip(&metas) {
+                forward(f, m);
+            }
+        }
+    } else {
+        for f in frames {
+            forward(f, &wasp_wire::parse(f));
+        }
+    }
+    let cpu = (thread_cpu_ns() - cpu0) as f64;
+    assert_eq!(forwarded, frames.len(), "every packet hits and is written");
+    cpu / frames.len() as f64
+}
+
 /// Fast path on `frames` round-robin, `packets` packets: (ns per packet wall, CPU ns).
 fn fast_run(ft: &Flowtable, frames: &[Vec<u8>], packets: usize) -> (f64, f64) {
     let mut out = vec![0u8; 2048];
@@ -267,7 +305,7 @@ fn fast_run(ft: &Flowtable, frames: &[Vec<u8>], packets: usize) -> (f64, f64) {
 fn main() {
     let mut a = Args::parse();
     if a.quick {
-        (a.flows, a.runs, a.packets) = (2000, 1, 20000);
+        (a.flows, a.runs, a.packets, a.many) = (2000, 1, 20000, 8192);
     }
     let runs = a.runs.max(1);
 
@@ -344,6 +382,51 @@ fn main() {
             median(&mut cpu[v])
         );
     }
+    println!();
+
+    // --- fast path over many flows: one by one against vectors with prefetch ----------------
+    let ft = Flowtable::new(FlowtableConfig {
+        max_flows: a.many + 1024,
+        ..FlowtableConfig::default()
+    });
+    let specs: Vec<FlowSpec> = (0..a.many as u32).map(|i| spec(0, i, true)).collect();
+    for s in &specs {
+        ft.add(s.clone(), 0).expect("add");
+    }
+    // Each flow once, in a scrambled order (multiplication by an odd constant modulo the next
+    // power of two, values past the end skipped).
+    let m = (a.many as u32).next_power_of_two().max(2);
+    let frames: Vec<Vec<u8>> = (0..m)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) & (m - 1))
+        .filter(|&i| (i as usize) < a.many)
+        .map(|i| frame(&specs[i as usize], 64))
+        .collect();
+    drop(specs);
+    let (mut one, mut vec, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        let mut pair = [0.0; 2];
+        for vector in [run % 2 == 1, run % 2 == 0] {
+            pair[usize::from(vector)] = many_run(&ft, &frames, vector);
+        }
+        one.push(pair[0]);
+        vec.push(pair[1]);
+        ratio.push(pair[1] / pair[0]);
+    }
+    println!(
+        "Fast path over {} NAT flows (each once, scrambled order, 64-byte frames), one by one against vectors of 64 prefetched first, median of {runs} runs",
+        a.many
+    );
+    println!();
+    println!(
+        "| one by one CPU ns/packet | vector + prefetch CPU ns/packet | vector / one by one |"
+    );
+    println!("|---:|---:|---:|");
+    println!(
+        "| {:.1} | {:.1} | {:.2} |",
+        median(&mut one),
+        median(&mut vec),
+        median(&mut ratio)
+    );
     println!();
 
     // --- fast path ----------------------------------------------------------------------------
