@@ -24,7 +24,7 @@ pub(crate) const ETH_TEB: u16 = ethernet::ethertype::TEB;
 /// Geneve gateway has tenants whose inner addresses may overlap).
 ///
 /// The L3 protocol is the family of `src` and `dst` (both the same family: [`FlowKey::valid`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     /// Source address of the packets of this direction.
     pub src: IpAddr,
@@ -43,6 +43,29 @@ pub struct FlowKey {
     /// `Some(vni)`: the packets of this direction arrive Geneve-encapsulated (carrying Ethernet)
     /// in VNI `vni`, and the addresses and ports are those of the inner packet. `None`: plain.
     pub tun_id: Option<u32>,
+}
+
+/// The key hashed as five words (addresses as 128 bits each, then ports, protocols, device and
+/// VNI packed): a fifth of the hashing work of the fields one by one, on the fast path of every
+/// packet. Keys that are equal hash equal.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let bits = |a: IpAddr| match a {
+            IpAddr::V4(v) => u128::from(u32::from(v)),
+            IpAddr::V6(v) => u128::from(v),
+        };
+        h.write_u128(bits(self.src));
+        h.write_u128(bits(self.dst));
+        h.write_u64(
+            u64::from(self.src_port)
+                | u64::from(self.dst_port) << 16
+                | u64::from(self.l4proto) << 32
+                | u64::from(self.iif) << 40
+                | u64::from(self.src.is_ipv6()) << 56
+                | u64::from(self.tun_id.is_some()) << 57,
+        );
+        h.write_u32(self.tun_id.unwrap_or(0));
+    }
 }
 
 impl FlowKey {

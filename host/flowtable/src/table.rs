@@ -400,7 +400,8 @@ pub struct Flowtable {
     refused: AtomicU64,
     blocks: BlockList,
     sink: Option<EventSink>,
-    /// The keyed hash that picks a key's shard.
+    /// The keyed hash of the keys: its bits 32 and up pick a key's shard, its low bits the
+    /// bucket in the shard's index (which hashes with the same seed).
     hash: KeyHash,
 }
 
@@ -408,9 +409,8 @@ impl Flowtable {
     /// An empty flowtable.
     pub fn new(cfg: FlowtableConfig) -> Flowtable {
         let n = cfg.shards.max(1).next_power_of_two();
-        // The indexes hash with another seed than the shard's pick: a shard's keys share the
-        // low bits of that hash.
-        let index_hash = || KeyHash::with_seed(cfg.seed.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15);
+        // One hash per key: its bits 32 and up pick the shard, its low bits the bucket.
+        let index_hash = || KeyHash::with_seed(cfg.seed);
         Flowtable {
             shards: (0..n)
                 .map(|_| RwLock::new(KeyMap::new(index_hash())))
@@ -462,10 +462,11 @@ impl Flowtable {
         }
     }
 
-    /// The shard of `key`: its index's lock and head.
-    fn shard(&self, key: &FlowKey) -> (&RwLock<KeyMap>, &Head<KeyHash>) {
-        let i = (self.hash.hash_one(key) as usize) & (self.shards.len() - 1);
-        (&self.shards[i], &self.heads[i])
+    /// The shard of `key`: its index's lock and head, and the key's hash.
+    fn shard(&self, key: &FlowKey) -> (&RwLock<KeyMap>, &Head<KeyHash>, u64) {
+        let h = self.hash.hash_one(key);
+        let i = ((h >> 32) as usize) & (self.shards.len() - 1);
+        (&self.shards[i], &self.heads[i], h)
     }
 
     fn id_shard(&self, id: u64) -> &Mutex<IdMap> {
@@ -526,7 +527,7 @@ impl Flowtable {
         // Both keys in, or neither.
         for (i, dir) in [Dir::Original, Dir::Reply].into_iter().enumerate() {
             let key = &flow.keys[i];
-            let (shard, head) = self.shard(key);
+            let (shard, head, _) = self.shard(key);
             let mut s = shard.write();
             if s.get(key).is_some() {
                 drop(s);
@@ -580,10 +581,10 @@ impl Flowtable {
     }
 
     fn get(&self, key: &FlowKey) -> Option<(Arc<Flow>, Dir)> {
-        self.shard(key)
-            .0
+        let (shard, _, h) = self.shard(key);
+        shard
             .read()
-            .get(key)
+            .get_hashed(h, key)
             .map(|(f, d)| (Arc::clone(f), *d))
     }
 
@@ -675,8 +676,8 @@ impl Flowtable {
             return;
         }
         let touch = |key: &FlowKey| {
-            let (_, head) = self.shard(key);
-            head.prefetch(head.hash(key));
+            let (_, head, h) = self.shard(key);
+            head.prefetch(h);
         };
         if let Some((off, vni)) = geneve_inner(meta)
             && let Some(p) = parse_at(frame, off, iif, Some(vni))

@@ -121,8 +121,15 @@ impl<K: Hash + Eq, V, S: BuildHasher> Index<K, V, S> {
     /// The bucket that holds `key`.
     #[inline]
     fn find(&self, key: &K) -> Option<usize> {
+        self.find_hashed(self.hasher.hash_one(key), key)
+    }
+
+    /// The bucket that holds `key`, whose hash is `hash`.
+    #[inline]
+    fn find_hashed(&self, hash: u64, key: &K) -> Option<usize> {
         let mask = self.buckets.len().checked_sub(1)?;
-        let mut i = self.home(key, mask);
+        debug_assert_eq!(hash, self.hasher.hash_one(key));
+        let mut i = hash as usize & mask;
         loop {
             match &self.buckets[i] {
                 None => return None,
@@ -139,24 +146,35 @@ impl<K: Hash + Eq, V, S: BuildHasher> Index<K, V, S> {
         self.buckets[i].as_ref().map(|(_, v)| v)
     }
 
+    /// [`Index::get`] with the key's hash already made by the same hasher (the caller's, for
+    /// its shard, or [`Head::hash`]): one hash per lookup.
+    #[inline]
+    pub fn get_hashed(&self, hash: u64, key: &K) -> Option<&V> {
+        let i = self.find_hashed(hash, key)?;
+        self.buckets[i].as_ref().map(|(_, v)| v)
+    }
+
     /// Set `key`'s value (returning the one it replaces); a new array, when the index grows,
     /// is published in `head`.
     pub fn insert(&mut self, key: K, value: V, head: &Head<S>) -> Option<V> {
-        if let Some(i) = self.find(&key) {
-            let (_, v) = self.buckets[i].as_mut()?;
-            return Some(std::mem::replace(v, value));
-        }
+        // Grown first (also when `key` is there: harmless), so that one probe finds the key
+        // or, at the first empty bucket, the place for it.
         if (self.len + 1) * 4 > self.buckets.len() * 3 {
             self.grow(head);
         }
         let mask = self.buckets.len() - 1;
         let mut i = self.home(&key, mask);
-        while self.buckets[i].is_some() {
-            i = (i + 1) & mask;
+        loop {
+            match &mut self.buckets[i] {
+                Some((k, v)) if *k == key => return Some(std::mem::replace(v, value)),
+                Some(_) => i = (i + 1) & mask,
+                empty @ None => {
+                    *empty = Some((key, value));
+                    self.len += 1;
+                    return None;
+                }
+            }
         }
-        self.buckets[i] = Some((key, value));
-        self.len += 1;
-        None
     }
 
     /// Take `key` out; the buckets after it that probed past it move back, so that no probe
@@ -255,6 +273,7 @@ mod tests {
             let mask = ix.buckets.len() - 1;
             for n in 0..3000 {
                 assert_eq!(ix.get(&key(n)), model.get(&n));
+                assert_eq!(ix.get_hashed(head.hash(&key(n)), &key(n)), model.get(&n));
                 assert_eq!(head.hash(&key(n)) as usize & mask, ix.home(&key(n), mask));
                 head.prefetch(head.hash(&key(n)));
             }
