@@ -218,8 +218,10 @@ pub const MAX_WALK_LEN: usize = u16::MAX as usize;
 /// `nft_set_pktinfo_ipv4_validate` / `nft_set_pktinfo_ipv6_validate`; the generic fields walk
 /// every VLAN tag. Never panics, never reads past `frame.len()`, allocates nothing.
 ///
-/// The common frame (see [`parse_common`]) is described by one straight walk; every other
-/// frame by the general one, which gives the same answer for the common frame too.
+/// The common frame (untagged IPv4 without options or IPv6 without extension headers, valid,
+/// not a fragment, carrying a whole TCP header, a UDP header on a port that is no tunnel's,
+/// or ICMP/ICMPv6) is described by one straight walk; every other frame by the general one,
+/// which gives the same answer for the common frame too.
 #[inline]
 pub fn parse(frame: &[u8]) -> PacketMeta {
     let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
