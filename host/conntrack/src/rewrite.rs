@@ -65,11 +65,47 @@ fn adjust_at(f: &mut [u8], at: usize, old: &[u8], new: &[u8], zero_rule: bool) {
     put16(f, at, n);
 }
 
-fn addr_vec(a: IpAddr, v4: bool) -> Result<Vec<u8>, RewriteError> {
+fn put_addr(to: &mut [u8], a: IpAddr, v4: bool) -> Result<(), RewriteError> {
     match (a, v4) {
-        (IpAddr::V4(x), true) => Ok(x.octets().to_vec()),
-        (IpAddr::V6(x), false) => Ok(x.octets().to_vec()),
-        _ => Err(RewriteError::Family),
+        (IpAddr::V4(x), true) => to.copy_from_slice(&x.octets()),
+        (IpAddr::V6(x), false) => to.copy_from_slice(&x.octets()),
+        _ => return Err(RewriteError::Family),
+    }
+    Ok(())
+}
+
+/// A header's source and destination addresses, one after the other as the header holds them
+/// (8 bytes for IPv4, 32 for IPv6), kept on the stack: what a rewrite reads and writes per
+/// packet without allocating.
+#[derive(Clone, Copy)]
+struct Pair {
+    b: [u8; 32],
+    len: usize,
+}
+
+impl Pair {
+    /// A copy of `addrs` (at most 32 bytes: the addresses of one header).
+    fn of(addrs: &[u8]) -> Pair {
+        let mut b = [0; 32];
+        b[..addrs.len()].copy_from_slice(addrs);
+        Pair {
+            b,
+            len: addrs.len(),
+        }
+    }
+
+    /// Write `a` as the first (`first`) or second address.
+    fn put(&mut self, first: bool, a: IpAddr, v4: bool) -> Result<(), RewriteError> {
+        let al = self.len / 2;
+        let at = if first { 0 } else { al };
+        put_addr(&mut self.b[at..at + al], a, v4)
+    }
+}
+
+impl std::ops::Deref for Pair {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.b[..self.len]
     }
 }
 
@@ -222,16 +258,13 @@ impl NatRewrite {
         if end < ip.addrs().end {
             return Err(RewriteError::NotIp);
         }
-        let new_src = self.src.map(|(a, _)| addr_vec(a, v4)).transpose()?;
-        let new_dst = self.dst.map(|(a, _)| addr_vec(a, v4)).transpose()?;
-        let old_a = frame[ip.addrs()].to_vec();
-        let mut new_a = old_a.clone();
-        let al = ip.alen();
-        if let Some(s) = &new_src {
-            new_a[..al].copy_from_slice(s);
+        let old_a = Pair::of(&frame[ip.addrs()]);
+        let mut new_a = old_a;
+        if let Some((a, _)) = self.src {
+            new_a.put(true, a, v4)?;
         }
-        if let Some(d) = &new_dst {
-            new_a[al..].copy_from_slice(d);
+        if let Some((a, _)) = self.dst {
+            new_a.put(false, a, v4)?;
         }
         let lo = usize::from(l4.offset);
         if l4.fragoff == 0 && lo < end {
@@ -290,14 +323,14 @@ impl NatRewrite {
             let h = ipv6::PacketMut::new_checked(inner).map_err(|_| RewriteError::Truncated)?;
             (h.next_header(), inner_at + ipv6::HEADER_LEN)
         };
-        let old_ia = f[ip.addrs()].to_vec();
-        let mut new_ia = old_ia.clone();
+        let old_ia = Pair::of(&f[ip.addrs()]);
+        let mut new_ia = old_ia;
         // The quoted packet went the other way: its source is our destination.
         if let Some((a, _)) = self.dst {
-            new_ia[..al].copy_from_slice(&addr_vec(a, ip.v4)?);
+            new_ia.put(true, a, ip.v4)?;
         }
         if let Some((a, _)) = self.src {
-            new_ia[al..].copy_from_slice(&addr_vec(a, ip.v4)?);
+            new_ia.put(false, a, ip.v4)?;
         }
         if il4 < f.len() {
             rewrite_l4(

@@ -45,6 +45,8 @@ struct Ctx<'r> {
     quota_objects: HashMap<(usize, String), u32>,
     /// A `meta cpu|random|time|day|hour` was compiled ([`Program::needs_env`]).
     needs_env: std::cell::Cell<bool>,
+    /// A `ct` key of the connection's detail was compiled ([`Program::reads_ct_detail`]).
+    reads_ct_detail: std::cell::Cell<bool>,
     /// A rule looks a set up that set statements change, and one changes a set
     /// ([`Program::one_by_one`] when both).
     dyn_read: bool,
@@ -74,6 +76,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
         limit_objects: HashMap::new(),
         quota_objects: HashMap::new(),
         needs_env: std::cell::Cell::new(false),
+        reads_ct_detail: std::cell::Cell::new(false),
         dyn_read: false,
         dyn_write: false,
     };
@@ -156,6 +159,7 @@ pub(crate) fn compile(rs: &Ruleset) -> Result<Program, Error> {
     mark_cached_reads(&mut cx.prog);
     cx.prog.stateful = std::sync::Arc::new(cx.stateful);
     cx.prog.needs_env = cx.needs_env.get();
+    cx.prog.reads_ct_detail = cx.reads_ct_detail.get();
     cx.prog.one_by_one = cx.dyn_read && cx.dyn_write;
     Ok(cx.prog)
 }
@@ -682,7 +686,10 @@ impl Ctx<'_> {
                     CtKey::Direction => (Src::CtDir, 1),
                     CtKey::Status => (Src::CtStatus, 4),
                     CtKey::Mark => (Src::CtMark, 4),
-                    k => (Src::CtDetail(*k), k.dtype().width_bytes() as u8),
+                    k => {
+                        self.reads_ct_detail.set(true);
+                        (Src::CtDetail(*k), k.dtype().width_bytes() as u8)
+                    }
                 };
                 loads.push(Load::meta(src, w));
             }

@@ -335,6 +335,9 @@ pub(crate) struct Program {
     /// A rule reads `meta cpu`, `meta random` or the wall clock (`meta time|day|hour`): the
     /// engine fills those per packet only then.
     pub needs_env: bool,
+    /// A rule reads a `ct` key of the connection's detail (tuples, `expiration`, `packets`,
+    /// `bytes`, `zone`, `label`, ...: [`crate::Packet::ct_detail`]).
+    pub reads_ct_detail: bool,
     /// A rule changes a set from the packet path (`add @s { ... }`) and a rule looks such a
     /// set up: the hooks walk their packets one at a time, so that a packet's lookup sees what
     /// the packets before it added, as in the kernel (a vector would run each rule over all

@@ -275,6 +275,13 @@ impl Engine {
         self.flow_add
     }
 
+    /// `true` when some rule reads a `ct` key of the connection's detail (its tuples,
+    /// `expiration`, `packets`, `bytes`, `zone`, `label`, ...): only then does a caller need
+    /// to give the packets their [`crate::Packet::ct_detail`].
+    pub fn reads_ct_detail(&self) -> bool {
+        self.prog.reads_ct_detail
+    }
+
     /// The NAT statements of the ruleset ([`crate::ConnFx::nat`] indexes them).
     pub fn nat_specs(&self) -> &[NatSpec] {
         &self.prog.nats

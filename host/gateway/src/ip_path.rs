@@ -291,8 +291,8 @@ fn run<'a>(
     mut looked: Option<&mut Looked<'_>>,
 ) -> Vec<Decap> {
     let (writes, flow_add) = (cx.engine.writes_conn(), cx.engine.has_flow_add());
-    // Whether a hook reads an established connection: then each packet's connection is
-    // read right after its conntrack step (found out at the first packet that needs it).
+    // Whether a hook reads an established connection's detail: then each packet's connection
+    // is read right after its conntrack step (found out at the first packet that needs it).
     let mut reads_conn = None;
     // Packets of offloaded flows need no batch: it is made for the first packet that does.
     let mut batch: Vec<Lane<'a>> = Vec::new();
@@ -433,17 +433,19 @@ fn front<'a>(
     if info.drop {
         return done(IpFate::Dropped(DropReason::Conntrack));
     }
-    // The connection as this packet left it, for the hooks' `ct` expressions.
+    // The connection's detail as this packet left it, for the hooks' `ct` keys that read it
+    // (its status and mark came with the tracking).
     let mut detail = None;
     let reads = *reads_conn.get_or_insert_with(|| {
-        [
-            Hook::Prerouting,
-            Hook::Input,
-            Hook::Forward,
-            Hook::Postrouting,
-        ]
-        .into_iter()
-        .any(|h| cx.engine.ip_hook_runs(h, false))
+        cx.engine.reads_ct_detail()
+            && [
+                Hook::Prerouting,
+                Hook::Input,
+                Hook::Forward,
+                Hook::Postrouting,
+            ]
+            .into_iter()
+            .any(|h| cx.engine.ip_hook_runs(h, false))
     });
     if info.id != 0
         && (reads || info.pending)

@@ -846,3 +846,40 @@ fn a_deleted_connection_leaves_the_fast_path_at_once_and_its_next_packet_is_trac
     assert_eq!(e.len(), 1, "tracked anew");
     assert_eq!(e[0].mark, 0x2a);
 }
+
+#[test]
+fn ct_detail_keys_read_the_connection_of_every_packet() {
+    // Only a connection whose reply comes from the server's port 80 passes: the port
+    // forwarded one, all of its packets both ways (new, then established); the one to port 22
+    // has another reply tuple and is dropped. Without the connection's detail every packet
+    // would be dropped.
+    let rules = r#"
+table ip nat {
+    chain pre {
+        type nat hook prerouting priority dstnat; policy accept;
+        tcp dport 8080 dnat to 10.2.0.2:80
+    }
+}
+table ip filter {
+    chain forward {
+        type filter hook forward priority filter; policy drop;
+        ct protocol tcp ct original ip saddr 10.1.0.2 ct reply ip saddr 10.2.0.2 ct reply proto-src 80 accept
+    }
+}
+"#;
+    let mut r = rig(rules);
+    let (fate, _) = r.send("w0", &c2s(SYN, 64, b""), 1.0);
+    assert_eq!(fate, Fate::Sent);
+    let reply = tcp(SERVER, W1, S, C, 80, 40000, SYN | ACK, 64, b"");
+    assert_eq!(r.send("w1", &reply, 1.1).0, Fate::Sent);
+    assert_eq!(r.send("w0", &c2s(ACK, 64, b""), 1.2).0, Fate::Sent);
+    assert_eq!(
+        r.send("w0", &c2s(ACK | PSH, 64, b"data"), 1.3).0,
+        Fate::Sent
+    );
+    let other = tcp(CLIENT, W0, C, S, 40001, 22, SYN, 64, b"");
+    assert_eq!(
+        r.send("w0", &other, 1.4).0,
+        Fate::Dropped(DropReason::Verdict)
+    );
+}
