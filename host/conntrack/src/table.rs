@@ -84,13 +84,30 @@ pub struct Stats {
 
 #[derive(Default)]
 struct AtomicStats {
-    found: AtomicU64,
-    invalid: AtomicU64,
-    new: AtomicU64,
-    drop: AtomicU64,
+    /// The per-packet counts, one stripe per tracking thread (as the kernel's per-CPU
+    /// `nf_conntrack_stat`): threads that track at once do not write one cache line.
+    per_packet: [Stripe; STRIPES],
     early_drop: AtomicU64,
     insert_failed: AtomicU64,
     clash_resolve: AtomicU64,
+}
+
+/// Stripes of the per-packet counts (threads beyond share them, still exactly).
+const STRIPES: usize = 8;
+
+/// One thread's stripe of the per-packet counts: `found`, `invalid`, `new`, `drop`, on a
+/// cache line of its own.
+#[derive(Default)]
+#[repr(align(64))]
+struct Stripe([AtomicU64; 4]);
+
+/// The stripe of the calling thread: threads take stripes in turn, at their first track.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static MINE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    MINE.with(|m| *m)
 }
 
 /// Why [`Conntrack::confirm`] failed. Either way the packet is dropped, as the kernel's
@@ -315,11 +332,12 @@ impl Conntrack {
     pub fn stats(&self) -> Stats {
         let s = &self.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let per = |k: usize| s.per_packet.iter().map(|st| l(&st.0[k])).sum();
         Stats {
-            found: l(&s.found),
-            invalid: l(&s.invalid),
-            new: l(&s.new),
-            drop: l(&s.drop),
+            found: per(0),
+            invalid: per(1),
+            new: per(2),
+            drop: per(3),
             early_drop: l(&s.early_drop),
             insert_failed: l(&s.insert_failed),
             clash_resolve: l(&s.clash_resolve),
@@ -367,16 +385,18 @@ impl Conntrack {
     /// `untracked`; ICMP errors whose inner packet belongs to a connection get `related`.
     pub fn track(&self, frame: &[u8], meta: &PacketMeta, zone: u16, now_ns: u64) -> CtInfo {
         let info = self.track_inner(frame, meta, zone, now_ns);
-        let s = &self.stats;
-        if info.drop {
-            s.drop.fetch_add(1, Ordering::Relaxed);
+        let k = if info.drop {
+            3
         } else if info.state == ct_state::INVALID {
-            s.invalid.fetch_add(1, Ordering::Relaxed);
+            1
         } else if info.pending {
-            s.new.fetch_add(1, Ordering::Relaxed);
+            2
         } else if info.id != 0 {
-            s.found.fetch_add(1, Ordering::Relaxed);
-        }
+            0
+        } else {
+            return info;
+        };
+        self.stats.per_packet[stripe()].0[k].fetch_add(1, Ordering::Relaxed);
         info
     }
 

@@ -1300,3 +1300,34 @@ fn prefetched_vectors_track_as_without_prefetch() {
     assert_eq!(a.len(), b.len());
     assert_eq!(a.check_consistency(), b.check_consistency());
 }
+
+/// The per-packet counts are exact when threads track at once (each thread counts into its
+/// own stripe; `stats` sums them).
+#[test]
+fn counts_of_threads_tracking_at_once_add_up() {
+    let ct = table();
+    let flows: Vec<Vec<u8>> = (0..4)
+        .map(|i| udp(&format!("10.0.0.{}", i + 1), 1000, "192.0.2.1", 53))
+        .collect();
+    for f in &flows {
+        let info = track(&ct, f, 1);
+        ct.confirm(info.id, 1).unwrap();
+    }
+    let before = ct.stats();
+    assert_eq!(before.new, 4);
+    std::thread::scope(|s| {
+        for t in 0..12 {
+            let (ct, f) = (&ct, &flows[t % 4]);
+            s.spawn(move || {
+                for n in 0..1000 {
+                    assert_ne!(track(ct, f, 2 + n).id, 0);
+                }
+                assert_eq!(track(ct, &[0u8; 10], 2).state, ct_state::INVALID);
+            });
+        }
+    });
+    let after = ct.stats();
+    assert_eq!(after.found - before.found, 12 * 1000);
+    assert_eq!(after.invalid - before.invalid, 12);
+    assert_eq!(after.new, 4);
+}
