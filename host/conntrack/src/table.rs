@@ -287,20 +287,21 @@ enum Found {
 impl Conntrack {
     /// An empty table.
     pub fn new(cfg: Config) -> Conntrack {
-        let shards = (0..SHARDS)
+        // Each shard's index and its head hash alike.
+        let (shards, heads): (Vec<_>, Vec<_>) = (0..SHARDS)
             .map(|i| {
-                Mutex::new(Shard {
-                    index: Index::new(keyed(cfg.seed, i as u64)),
+                let hasher = keyed(cfg.seed, i as u64);
+                let shard = Mutex::new(Shard {
+                    index: Index::new(hasher.clone()),
                     slots: Vec::new(),
                     free: Vec::new(),
-                })
+                });
+                (shard, Head::new(hasher))
             })
-            .collect();
+            .unzip();
         Conntrack {
-            shards,
-            heads: (0..SHARDS)
-                .map(|i| Head::new(keyed(cfg.seed, i as u64)))
-                .collect(),
+            shards: shards.into(),
+            heads: heads.into(),
             cfg,
             count: AtomicUsize::new(0),
             stats: AtomicStats::default(),

@@ -406,6 +406,7 @@ mod tests {
         Engine::compile(&rs).unwrap().hold_elements(&mut rs);
         assert_eq!(held(&rs), [false, true, true, true, false, false]);
     }
+
     /// Sets of other key types are held too, and list as they did: IPv6 prefixes and ranges,
     /// MAC addresses, marks with ranges, a concatenation of protocol, port and address.
     #[test]

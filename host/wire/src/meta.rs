@@ -243,7 +243,8 @@ const TH6: usize = NET + ipv6::HEADER_LEN;
 /// [`parse_walk`] (a test compares the two over generated and mutated frames).
 #[inline]
 fn parse_common(f: &[u8], len: u32) -> Option<PacketMeta> {
-    let (proto, th, end) = match get_be16(f, ethernet::field::ETHERTYPE)? {
+    let protocol = get_be16(f, ethernet::field::ETHERTYPE)?;
+    let (l3, proto, th, end) = match protocol {
         ethertype::IPV4 => {
             // Version 4, IHL 5; total length within the capture; no fragment offset.
             let ip = f.get(NET..TH4)?;
@@ -259,7 +260,7 @@ fn parse_common(f: &[u8], len: u32) -> Option<PacketMeta> {
             ) {
                 return None;
             }
-            (proto, TH4, NET + total)
+            (L3Kind::Ipv4, proto, TH4, NET + total)
         }
         ethertype::IPV6 => {
             // Version 6; a payload length within the capture (not a jumbogram); a transport
@@ -276,7 +277,7 @@ fn parse_common(f: &[u8], len: u32) -> Option<PacketMeta> {
             ) {
                 return None;
             }
-            (proto, TH6, TH6 + plen)
+            (L3Kind::Ipv6, proto, TH6, TH6 + plen)
         }
         _ => return None,
     };
@@ -298,11 +299,6 @@ fn parse_common(f: &[u8], len: u32) -> Option<PacketMeta> {
     if !whole {
         return None;
     }
-    let protocol = if th == TH4 {
-        ethertype::IPV4
-    } else {
-        ethertype::IPV6
-    };
     let l4 = Some(L4Info {
         proto,
         offset: th as u16,
@@ -316,11 +312,7 @@ fn parse_common(f: &[u8], len: u32) -> Option<PacketMeta> {
         inner_l3_offset: NET as u16,
         protocol,
         net_offset: NET as u16,
-        l3: if th == TH4 {
-            L3Kind::Ipv4
-        } else {
-            L3Kind::Ipv6
-        },
+        l3,
         l4,
         ip6_exthdrs: 0,
         inner_l4: l4,
