@@ -20,7 +20,13 @@
 //! decapsulation) and the answers that leave encapsulated (slow: the chains then the tunnel
 //! device's encapsulation; fast: the flow's cached outer header).
 //!
-//! Usage: `cargo run --release -p wasp-perf --bin flow-path [-- --packets N --rounds R]`.
+//! With `--egress N`, a netdev egress chain of N rules that match nothing sits on the output
+//! device: every forwarded frame, slow or fast, runs it before it leaves (as the kernel's
+//! dev_queue_xmit runs nf_hook_egress), one hook call per packet at 1/call and one per vector
+//! at N/call.
+//!
+//! Usage: `cargo run --release -p wasp-perf --bin flow-path [-- --packets N --rounds R
+//! --egress N]`.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -47,6 +53,10 @@ struct Args {
     /// Packets per call in the vector columns (the daemon's receive batch).
     #[arg(long, default_value_t = 64)]
     vector: usize,
+    /// Rules of a netdev egress chain on the output device `w1` (none that match, policy
+    /// accept): every forwarded frame runs it before it leaves. 0: no egress chain.
+    #[arg(long, default_value_t = 0)]
+    egress: usize,
 }
 
 const GW: &str = "\
@@ -80,8 +90,9 @@ fn forward_rules(s: &mut String, rules: usize, offload: bool) {
 }
 
 /// The gateway's ruleset: port forwarding and masquerade, a forward chain of `rules`
-/// non-matching rules, then the established accept; with `offload`, `flow add @ft` too.
-fn ruleset(rules: usize, offload: bool) -> String {
+/// non-matching rules, then the established accept; with `offload`, `flow add @ft` too; with
+/// `egress` > 0, a netdev egress chain of that many non-matching rules on `w1`.
+fn ruleset(rules: usize, offload: bool, egress: usize) -> String {
     let mut s = String::from(
         "table ip nat {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n  iifname \"w0\" tcp dport 8080 dnat to 10.2.0.2:80\n }\n chain post {\n  type nat hook postrouting priority srcnat; policy accept;\n  oifname \"w1\" masquerade\n }\n}\ntable ip filter {\n flowtable ft {\n  hook ingress priority 0; devices = { w0, w1 };\n }\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
     );
@@ -89,6 +100,18 @@ fn ruleset(rules: usize, offload: bool) -> String {
     s.push_str(
         "  ct state established,related accept\n  ct state new iifname \"w0\" accept\n }\n}\n",
     );
+    if egress > 0 {
+        s.push_str("table netdev out {\n chain eg {\n  type filter hook egress device \"w1\" priority 0; policy accept;\n");
+        for i in 0..egress {
+            let _ = writeln!(
+                s,
+                "  ip daddr 198.51.100.{} tcp sport {} drop",
+                i % 250 + 1,
+                2000 + i
+            );
+        }
+        s.push_str(" }\n}\n");
+    }
     s
 }
 
@@ -140,8 +163,8 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(rules: usize, offload: bool) -> Rig {
-        Rig::with(GW, &ruleset(rules, offload))
+    fn new(rules: usize, offload: bool, egress: usize) -> Rig {
+        Rig::with(GW, &ruleset(rules, offload, egress))
     }
 
     fn with(gw: &str, rules: &str) -> Rig {
@@ -306,8 +329,8 @@ fn measure_frame(
 fn main() {
     let args = Args::parse();
     println!(
-        "flow-path: one established TCP connection through a NAT gateway ({} forward rules before the accept), {} packets x {} rounds, CPU ns/packet (median)",
-        args.rules, args.packets, args.rounds
+        "flow-path: one established TCP connection through a NAT gateway ({} forward rules before the accept, {} egress rules on the output device), {} packets x {} rounds, CPU ns/packet (median)",
+        args.rules, args.egress, args.packets, args.rounds
     );
     println!();
     let v = args.vector;
@@ -316,8 +339,8 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for size in [64usize, 1500] {
-        let mut slow = Rig::new(args.rules, false);
-        let mut fast = Rig::new(args.rules, true);
+        let mut slow = Rig::new(args.rules, false, args.egress);
+        let mut fast = Rig::new(args.rules, true, args.egress);
         for r in [&mut slow, &mut fast] {
             // Handshake: SYN, SYN-ACK, ACK (the ACK offloads it in `fast`).
             let _ = r.one("w0", &frame(true, tcp_flags::SYN, 64), 1_000_000_000);
