@@ -22,6 +22,14 @@
 //! nf_do_netdev_egress limits `nf_dup_skb_recursion`. A device the gateway marks down sends
 //! nothing ([`DropReason::DeviceDown`]).
 //!
+//! Over a vector ([`Forwarder::vector`]) the packets' last sends (routed, offloaded, the
+//! gateway's replies) to devices with an egress hook run that hook together: one hook call per
+//! device with those frames in packet order, after every packet's other sends. What each packet
+//! sends, and in which order, is what it would send alone, and `done` still takes the packets
+//! in order; only the egress hooks' stateful statements (`limit`, `quota`, plugins) see the
+//! vector's frames in that order rather than interleaved with the `fwd`/`dup` copies, which
+//! run their egress hooks one by one as they are made.
+//!
 //! A frame that leaves as it came in, or with the gateway's few rewritten bytes (MACs, TTL), is
 //! described, not copied ([`Body::Input`]): the daemon copies it once, from the receive ring
 //! into its send buffer, and rewrites it there. Frames made here (replies, ICMP errors,
@@ -124,6 +132,9 @@ pub struct WayOut {
     pub(crate) ip_logs: Vec<(usize, String)>,
     /// The result of the hook calls the way out makes (egress, IP hooks).
     pub(crate) hook: HookResult,
+    /// The sends of a vector's packets whose turn waits for the egress hook calls of the
+    /// vector's last sends, as (packet index, send).
+    pub(crate) held: Vec<(usize, Send)>,
     /// Record the IP hooks' walks (set by the caller while it traces): `Some(true)` those of
     /// the packets `meta nftrace set 1` marked (`wasp ctl monitor trace`), `Some(false)` every
     /// packet's (`wasp replay --trace`).
@@ -548,21 +559,61 @@ impl Forwarder {
                 way.hook_dups.sort_by_key(|d| d.0);
             }
         }
+        // Each packet's way out in order. A packet whose last send waits for its device's
+        // egress hook (a tail, run below for the whole vector) holds its turn, and so does
+        // every packet after it: `done` is called in packet order.
+        let mut tails: Vec<Tail> = Vec::new();
+        let mut held: Vec<Option<Fate>> = Vec::new();
         for (i, p) in pkts.iter().enumerate() {
             let ip = fates.get_mut(i).and_then(Option::take);
-            let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();
-            if n > 0 {
-                let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
-                way.keep_logs(lines);
+            let fate = self.finish(
+                engine,
+                re(&mut ext),
+                in_dev,
+                p,
+                ip,
+                i,
+                now_ns,
+                way,
+                &mut tails,
+            );
+            match fate {
+                Some(f) if tails.is_empty() => {
+                    hand_out(way, i);
+                    done(i, f, way);
+                }
+                f => {
+                    held.push(f);
+                    way.held.extend(way.sends.drain(..).map(|s| (i, s)));
+                }
             }
-            way.traced.clear();
-            // Most packets have no walk to hand out: no drain to set up and tear down.
-            let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
-            if n > 0 {
-                way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
+        }
+        if !tails.is_empty() {
+            let first = pkts.len() - held.len();
+            self.egress_tails(
+                engine,
+                re(&mut ext),
+                pkts,
+                tails,
+                now_ns,
+                way,
+                &mut |i, f| {
+                    held[i - first] = Some(f);
+                },
+            );
+            // Each packet's sends in the order they leave: those made before its tail, then
+            // what its tail sent (`sort_by_key` is stable).
+            way.held.sort_by_key(|s| s.0);
+            let mut sends = std::mem::take(&mut way.held).into_iter().peekable();
+            for (k, f) in held.into_iter().enumerate() {
+                let i = first + k;
+                while let Some((_, s)) = sends.next_if(|s| s.0 == i) {
+                    way.sends.push(s);
+                }
+                hand_out(way, i);
+                debug_assert!(f.is_some(), "every tail has its fate");
+                done(i, f.unwrap_or(Fate::Dropped(DropReason::Egress)), way);
             }
-            let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way);
-            done(i, fate, way);
         }
         way.ip_logs.clear();
         way.ip_trace.clear();
@@ -570,8 +621,125 @@ impl Forwarder {
         way.hook_dups.clear();
     }
 
+    /// Run the egress hooks of a vector's `tails` (one hook call per device, the tails in
+    /// packet order within it), then each tail's way on from its outcome, in packet order
+    /// ([`Forwarder::after_egress`]): its sends are held in `way.held` under its packet and
+    /// `fate(i, fate)` is told packet `i`'s fate.
+    #[allow(clippy::too_many_arguments)]
+    fn egress_tails(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        pkts: &[Decided<'_>],
+        tails: Vec<Tail>,
+        now_ns: u64,
+        way: &mut WayOut,
+        fate: &mut dyn FnMut(usize, Fate),
+    ) {
+        // A tail's egress outcome, or why it never reached the hook.
+        let mut outs: Vec<Result<Outcome, DropReason>> = tails
+            .iter()
+            .map(|t| self.check_out(&t.dev, 0))
+            .map(|r| r.map(|()| Outcome::unseen(0)))
+            .collect();
+        let mut devs: Vec<&Arc<str>> = Vec::new();
+        for t in &tails {
+            if !devs.iter().any(|d| **d == t.dev) {
+                devs.push(&t.dev);
+            }
+        }
+        for dev in devs {
+            let mine: Vec<usize> = (0..tails.len())
+                .filter(|&k| tails[k].dev == *dev && outs[k].is_ok())
+                .collect();
+            let frames: Vec<Cow<'_, [u8]>> = mine
+                .iter()
+                .map(|&k| tails[k].body.bytes(pkts[tails[k].i].frame))
+                .collect();
+            let packets: Vec<Packet<'_>> = mine
+                .iter()
+                .zip(&frames)
+                .map(|(&k, f)| egress_packet(f, tails[k].mark))
+                .collect();
+            engine.run(
+                At::Egress(dev),
+                &packets,
+                now_ns,
+                &mut way.hook,
+                None,
+                re(&mut ext),
+            );
+            for (&k, o) in mine.iter().zip(&way.hook.outcomes) {
+                outs[k] = Ok(*o);
+            }
+        }
+        for (t, out) in tails.into_iter().zip(outs) {
+            let input = pkts[t.i].frame;
+            let sent = out.and_then(|o| {
+                self.after_egress(
+                    engine,
+                    re(&mut ext),
+                    t.dev,
+                    input,
+                    t.body,
+                    t.kind,
+                    &o,
+                    0,
+                    now_ns,
+                    way,
+                )
+            });
+            let f = self.tail_fate(t.kind, t.unreachable, sent);
+            way.held.extend(way.sends.drain(..).map(|s| (t.i, s)));
+            fate(t.i, f);
+        }
+    }
+
+    /// The last send of a packet's way out (routed, offloaded, a reply): sent now when its
+    /// device has no egress hook (the packet's fate), else kept in `tails` for the vector's
+    /// egress hook calls (`None`).
+    #[allow(clippy::too_many_arguments)]
+    fn send_tail(
+        &mut self,
+        engine: &mut Engine,
+        ext: Option<&mut dyn Extensions>,
+        t: Tail,
+        input: &[u8],
+        now_ns: u64,
+        way: &mut WayOut,
+        tails: &mut Vec<Tail>,
+    ) -> Option<Fate> {
+        if engine.has_hook(Hook::Egress, &t.dev) {
+            tails.push(t);
+            return None;
+        }
+        let sent = self.transmit(
+            engine, ext, t.dev, input, t.body, t.kind, t.mark, 0, now_ns, way,
+        );
+        Some(self.tail_fate(t.kind, t.unreachable, sent))
+    }
+
+    /// The fate of a packet whose last send of `kind` went as `sent`: a solicitation or an
+    /// ICMP error stands for a packet lost (`no-neighbour`, `unreachable`), whatever became
+    /// of the frame sent for it.
+    fn tail_fate(
+        &mut self,
+        kind: SendKind,
+        unreachable: DropReason,
+        sent: Result<(), DropReason>,
+    ) -> Fate {
+        match sent {
+            _ if kind == SendKind::Solicit => self.lose(DropReason::NoNeighbour),
+            _ if kind == SendKind::Unreachable => self.lose(unreachable),
+            Err(l) => Fate::Dropped(l),
+            Ok(()) if kind == SendKind::Reply => Fate::Replied,
+            Ok(()) => Fate::Sent,
+        }
+    }
+
     /// The way out of packet `i` of a vector (`p`), after the IP path gave it `ip` (when it
-    /// took the IP path).
+    /// took the IP path): its fate, or `None` when its last send waits in `tails` for its
+    /// device's egress hook ([`Forwarder::send_tail`]).
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
@@ -583,7 +751,8 @@ impl Forwarder {
         i: usize,
         now_ns: u64,
         way: &mut WayOut,
-    ) -> Fate {
+        tails: &mut Vec<Tail>,
+    ) -> Option<Fate> {
         let Decided {
             frame,
             dups,
@@ -618,13 +787,13 @@ impl Forwarder {
                 let reply = self.reject_reply(r, in_dev, frame);
                 self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
             }
-            return Fate::Dropped(DropReason::Verdict);
+            return Some(Fate::Dropped(DropReason::Verdict));
         }
         if let Some(id) = outcome.fwd {
             let Some(t) = engine.out_target(id).cloned() else {
-                return Fate::Dropped(DropReason::Verdict);
+                return Some(Fate::Dropped(DropReason::Verdict));
             };
-            return self.fwd(
+            return Some(self.fwd(
                 engine,
                 ext,
                 &t,
@@ -635,14 +804,14 @@ impl Forwarder {
                 1,
                 now_ns,
                 way,
-            );
+            ));
         }
         let Some(g) = self.gateway.as_mut() else {
             self.stats.local += 1;
-            return Fate::Local;
+            return Some(Fate::Local);
         };
         let Some(input) = g.device(in_dev) else {
-            return self.lose(DropReason::UnknownDevice);
+            return Some(self.lose(DropReason::UnknownDevice));
         };
         let mut pre_routed = None;
         if let Some(fate) = ip {
@@ -652,13 +821,15 @@ impl Forwarder {
                 IpFate::Routed(r) => pre_routed = Some(r),
                 IpFate::Local => {
                     self.stats.local += 1;
-                    return Fate::Local;
+                    return Some(Fate::Local);
                 }
-                IpFate::Dropped(DropReason::Conntrack) => return self.lose(DropReason::Conntrack),
-                IpFate::Dropped(r) => return Fate::Dropped(r),
+                IpFate::Dropped(DropReason::Conntrack) => {
+                    return Some(self.lose(DropReason::Conntrack));
+                }
+                IpFate::Dropped(r) => return Some(Fate::Dropped(r)),
                 IpFate::Rejected { reply } => {
                     self.send_reject(engine, ext, in_dev, frame, reply, now_ns, way);
-                    return Fate::Dropped(DropReason::Verdict);
+                    return Some(Fate::Dropped(DropReason::Verdict));
                 }
                 IpFate::Send {
                     dev,
@@ -672,12 +843,15 @@ impl Forwarder {
                     } else {
                         SendKind::Forward
                     };
-                    return match self
-                        .transmit(engine, ext, name, frame, body, kind, mark, 0, now_ns, way)
-                    {
-                        Ok(()) => Fate::Sent,
-                        Err(l) => Fate::Dropped(l),
+                    let t = Tail {
+                        i,
+                        dev: name,
+                        body,
+                        kind,
+                        mark,
+                        unreachable: DropReason::NoRoute,
                     };
+                    return self.send_tail(engine, ext, t, frame, now_ns, way, tails);
                 }
             }
         }
@@ -685,15 +859,15 @@ impl Forwarder {
             Some(r) => r,
             None => match self.gateway.as_mut() {
                 Some(g) => Routed::from(g.route_in_place(input, frame, now_ns)),
-                None => return Fate::Local,
+                None => return Some(Fate::Local),
             },
         };
         let (dev, out, kind, unreachable) = match routed {
             Routed::Local => {
                 self.stats.local += 1;
-                return Fate::Local;
+                return Some(Fate::Local);
             }
-            Routed::Drop(r) => return self.lose(r),
+            Routed::Drop(r) => return Some(self.lose(r)),
             Routed::Send {
                 dev,
                 body,
@@ -710,13 +884,15 @@ impl Forwarder {
         } else {
             outcome.mark
         };
-        match self.transmit(engine, ext, name, frame, out, kind, mark, 0, now_ns, way) {
-            _ if kind == SendKind::Solicit => self.lose(DropReason::NoNeighbour),
-            _ if kind == SendKind::Unreachable => self.lose(unreachable),
-            Err(l) => Fate::Dropped(l),
-            Ok(()) if kind == SendKind::Reply => Fate::Replied,
-            Ok(()) => Fate::Sent,
-        }
+        let t = Tail {
+            i,
+            dev: name,
+            body: out,
+            kind,
+            mark,
+            unreachable,
+        };
+        self.send_tail(engine, ext, t, frame, now_ns, way, tails)
     }
 
     /// The reply of `reject` `r` at an ingress hook to `frame` from `in_dev`
@@ -942,31 +1118,12 @@ impl Forwarder {
         now_ns: u64,
         way: &mut WayOut,
     ) -> Result<(), DropReason> {
-        if depth > RECURSION_LIMIT + 1 {
-            self.lose(DropReason::Recursion);
-            return Err(DropReason::Recursion);
-        }
-        if self.gateway.as_ref().is_some_and(|g| !g.is_up(&dev)) {
-            let l = DropReason::DeviceDown;
-            self.lose(l);
-            return Err(l);
-        }
+        self.check_out(&dev, depth)?;
         let o = if engine.has_hook(Hook::Egress, &dev) {
             let frame = body.bytes(input);
-            let p = Packet {
-                frame: &frame,
-                meta: wasp_wire::parse(&frame),
-                iifname: "",
-                mark,
-                oifname: "",
-                ct: wasp_core::CtMeta::NONE,
-                ct_detail: None,
-                nftrace: false,
-                route: None,
-            };
             engine.run(
                 At::Egress(&dev),
-                &[p],
+                &[egress_packet(&frame, mark)],
                 now_ns,
                 &mut way.hook,
                 None,
@@ -976,6 +1133,41 @@ impl Forwarder {
         } else {
             Outcome::unseen(mark)
         };
+        self.after_egress(engine, ext, dev, input, body, kind, &o, depth, now_ns, way)
+    }
+
+    /// Whether a frame may leave on `dev` at `depth` `fwd`/`dup` nesting: not past the
+    /// recursion limit, not on a device the gateway marks down (the loss counted).
+    fn check_out(&mut self, dev: &str, depth: u32) -> Result<(), DropReason> {
+        if depth > RECURSION_LIMIT + 1 {
+            self.lose(DropReason::Recursion);
+            return Err(DropReason::Recursion);
+        }
+        if self.gateway.as_ref().is_some_and(|g| !g.is_up(dev)) {
+            let l = DropReason::DeviceDown;
+            self.lose(l);
+            return Err(l);
+        }
+        Ok(())
+    }
+
+    /// The rest of [`Forwarder::transmit`] once `dev`'s egress hook gave `o` (an accept with
+    /// the packet's mark when `dev` has none): its `dup`s, then the drop, the `fwd`, a tunnel
+    /// device's encapsulation, or the send.
+    #[allow(clippy::too_many_arguments)]
+    fn after_egress(
+        &mut self,
+        engine: &mut Engine,
+        mut ext: Option<&mut dyn Extensions>,
+        dev: Arc<str>,
+        input: &[u8],
+        body: Body,
+        kind: SendKind,
+        o: &Outcome,
+        depth: u32,
+        now_ns: u64,
+        way: &mut WayOut,
+    ) -> Result<(), DropReason> {
         for id in o.dups() {
             if let Some(t) = engine.out_target(id).cloned() {
                 let _ = self.transmit(
@@ -1055,6 +1247,52 @@ impl Forwarder {
         }
         way.sends.push(Send { dev, body, kind });
         Ok(())
+    }
+}
+
+/// The last send of a packet's way out, waiting for its device's egress hook
+/// ([`Forwarder::send_tail`]).
+#[derive(Debug)]
+struct Tail {
+    /// The packet's index in the vector (its frame is the input the body is made from).
+    i: usize,
+    dev: Arc<str>,
+    body: Body,
+    kind: SendKind,
+    mark: u32,
+    /// The loss a [`SendKind::Unreachable`] send stands for.
+    unreachable: DropReason,
+}
+
+/// A frame to run through an egress hook: `meta mark` `mark`, no input device (the hook's
+/// device is the output device), no connection.
+fn egress_packet(frame: &[u8], mark: u32) -> Packet<'_> {
+    Packet {
+        frame,
+        meta: wasp_wire::parse(frame),
+        iifname: "",
+        mark,
+        oifname: "",
+        ct: wasp_core::CtMeta::NONE,
+        ct_detail: None,
+        nftrace: false,
+        route: None,
+    }
+}
+
+/// Move packet `i`'s IP hook `log` lines and walk events to `way.logs` and `way.traced`
+/// (both sorted by packet, so `i`'s lead), for its `done`.
+fn hand_out(way: &mut WayOut, i: usize) {
+    let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();
+    if n > 0 {
+        let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
+        way.keep_logs(lines);
+    }
+    way.traced.clear();
+    // Most packets have no walk to hand out: no drain to set up and tear down.
+    let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
+    if n > 0 {
+        way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
     }
 }
 

@@ -398,6 +398,7 @@ mod path {
     use crate::path::Body;
     use wasp_core::Engine;
     use wasp_core::Packet;
+    use wasp_ruleset::model::Hook;
 
     const RULES: &str = r#"
 table netdev t {
@@ -604,6 +605,120 @@ table netdev t {
         assert_eq!((fate, s[0].dev.as_str()), (Fate::Sent, "veth1"));
         let (fate, _) = run(&mut fw, &mut e, &with_port([10, 9, 3, 4], 10));
         assert_eq!(fate, Fate::Dropped(DropReason::NoNeighbour));
+    }
+
+    /// A vector's last sends run their devices' egress hooks together (one hook call per
+    /// device), yet every packet ends as it does alone: the same fate, the same frames in the
+    /// same order, the same counts, `done` called in packet order. The mix: routed, dropped
+    /// and `dup`ed at egress, `fwd` and `dup` at ingress (their egress hooks run at once),
+    /// an egress `fwd` loop, dropped at ingress, local.
+    #[test]
+    fn a_vector_through_egress_hooks_ends_as_its_packets_alone() {
+        let rules = RULES.replace(
+            "meta mark 0 ip daddr 10.9.9.9 drop",
+            "meta mark 0 ip daddr 10.9.9.9 drop\n        udp dport 55 dup to \"mon\"",
+        );
+        let mut frames = Vec::new();
+        for dst in [[10, 9, 3, 4], [10, 9, 9, 9], [10, 0, 1, 1], [10, 9, 3, 5]] {
+            for port in [53u16, 7, 9, 10, 11, 12, 55] {
+                frames.push(with_port(dst, port));
+            }
+        }
+        // Shuffled (a fixed permutation), so that kinds alternate within the vector.
+        let n = frames.len();
+        let frames: Vec<Vec<u8>> = (0..n).map(|i| frames[(i * 11) % n].clone()).collect();
+        let compile = || {
+            let rs = wasp_ruleset::parse_str(&rules, "v.nft").unwrap();
+            Engine::compile(&rs).unwrap()
+        };
+        // Alone: one packet per call.
+        let (mut e1, mut fw1) = (compile(), Forwarder::new(Some(gw())));
+        // A packet's fate and what it sent: (device, kind, bytes) in order.
+        type Ending = (Fate, Vec<(String, SendKind, Vec<u8>)>);
+        let alone: Vec<Ending> = frames
+            .iter()
+            .map(|f| {
+                let (fate, sent) = run(&mut fw1, &mut e1, f);
+                let sent = sent.into_iter().map(|s| (s.dev, s.kind, s.frame)).collect();
+                (fate, sent)
+            })
+            .collect();
+        // As one vector.
+        let (mut e2, mut fw2) = (compile(), Forwarder::new(Some(gw())));
+        let pkts: Vec<Packet<'_>> = frames
+            .iter()
+            .map(|f| Packet {
+                frame: f,
+                meta: wasp_wire::parse(f),
+                iifname: "veth0",
+                mark: 0,
+                oifname: "",
+                ct: wasp_core::CtMeta::NONE,
+                ct_detail: None,
+                nftrace: false,
+                route: None,
+            })
+            .collect();
+        let mut res = wasp_core::HookResult::new();
+        e2.run(
+            wasp_core::At::Ingress("veth0"),
+            &pkts,
+            0,
+            &mut res,
+            None,
+            None,
+        );
+        let decided: Vec<Decided<'_>> = pkts
+            .iter()
+            .zip(&res.outcomes)
+            .map(|(p, o)| Decided {
+                frame: p.frame,
+                meta: Some(&p.meta),
+                dups: &[],
+                outcome: o,
+                nftrace: false,
+            })
+            .collect();
+        let mut way = WayOut::default();
+        let mut together = Vec::new();
+        fw2.vector(
+            &mut e2,
+            None,
+            "veth0",
+            &decided,
+            0,
+            &mut way,
+            None,
+            &mut |i, fate, way| {
+                assert_eq!(i, together.len(), "done in packet order");
+                let sent = way
+                    .sends
+                    .drain(..)
+                    .map(|s| (s.dev.to_string(), s.kind, s.frame(&frames[i]).into_owned()))
+                    .collect::<Vec<_>>();
+                together.push((fate, sent));
+            },
+        );
+        assert_eq!(together.len(), n);
+        for (i, (a, t)) in alone.iter().zip(&together).enumerate() {
+            assert_eq!(a, t, "packet {i}");
+        }
+        assert_eq!(fw1.stats(), fw2.stats());
+        for dev in ["veth1", "loopa", "loopb"] {
+            assert_eq!(
+                e1.chain_stats(Hook::Egress, dev),
+                e2.chain_stats(Hook::Egress, dev),
+                "{dev}"
+            );
+        }
+        // The mix is what it claims to be.
+        let st = fw2.stats();
+        assert_eq!(st.local, 3);
+        assert_eq!(st.sent(SendKind::Forward), 6);
+        assert_eq!(st.sent(SendKind::Fwd), 6);
+        assert_eq!(st.sent(SendKind::Dup), 6);
+        assert_eq!(st.lost(DropReason::Egress), 5);
+        assert_eq!(st.lost(DropReason::Recursion), 4);
     }
 }
 
