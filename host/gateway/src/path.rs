@@ -22,8 +22,9 @@
 //! nf_do_netdev_egress limits `nf_dup_skb_recursion`. A device the gateway marks down sends
 //! nothing ([`DropReason::DeviceDown`]).
 //!
-//! Over a vector ([`Forwarder::vector`]) the packets' last sends (routed, offloaded, the
-//! gateway's replies) to devices with an egress hook run that hook together: one hook call per
+//! Over a vector ([`Forwarder::vector`]) the packets' last sends (routed, offloaded, stolen
+//! by an ingress `fwd`, the gateway's replies) to devices with an egress hook run that hook
+//! together: one hook call per
 //! device with those frames in packet order, after every packet's other sends. What each packet
 //! sends, and in which order, is what it would send alone, and `done` still takes the packets
 //! in order; only the egress hooks' stateful statements (`limit`, `quota`, plugins) see the
@@ -135,6 +136,8 @@ pub struct WayOut {
     /// The sends of a vector's packets whose turn waits for the egress hook calls of the
     /// vector's last sends, as (packet index, send).
     pub(crate) held: Vec<(usize, Send)>,
+    /// The frames of a device's held last sends, one after another, for its egress hook call.
+    pub(crate) egress_frames: Vec<u8>,
     /// Record the IP hooks' walks (set by the caller while it traces): `Some(true)` those of
     /// the packets `meta nftrace set 1` marked (`wasp ctl monitor trace`), `Some(false)` every
     /// packet's (`wasp replay --trace`).
@@ -562,21 +565,14 @@ impl Forwarder {
         // Each packet's way out in order. A packet whose last send waits for its device's
         // egress hook (a tail, run below for the whole vector) holds its turn, and so does
         // every packet after it: `done` is called in packet order.
+        // A vector of one gains nothing from holding its tail.
+        let defer = pkts.len() > 1;
         let mut tails: Vec<Tail> = Vec::new();
         let mut held: Vec<Option<Fate>> = Vec::new();
         for (i, p) in pkts.iter().enumerate() {
             let ip = fates.get_mut(i).and_then(Option::take);
-            let fate = self.finish(
-                engine,
-                re(&mut ext),
-                in_dev,
-                p,
-                ip,
-                i,
-                now_ns,
-                way,
-                &mut tails,
-            );
+            let wait = if defer { Some(&mut tails) } else { None };
+            let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way, wait);
             match fate {
                 Some(f) if tails.is_empty() => {
                     hand_out(way, i);
@@ -639,7 +635,7 @@ impl Forwarder {
         // A tail's egress outcome, or why it never reached the hook.
         let mut outs: Vec<Result<Outcome, DropReason>> = tails
             .iter()
-            .map(|t| self.check_out(&t.dev, 0))
+            .map(|t| self.check_out(&t.dev, t.depth))
             .map(|r| r.map(|()| Outcome::unseen(0)))
             .collect();
         let mut devs: Vec<&Arc<str>> = Vec::new();
@@ -652,14 +648,22 @@ impl Forwarder {
             let mine: Vec<usize> = (0..tails.len())
                 .filter(|&k| tails[k].dev == *dev && outs[k].is_ok())
                 .collect();
-            let frames: Vec<Cow<'_, [u8]>> = mine
-                .iter()
-                .map(|&k| tails[k].body.bytes(pkts[tails[k].i].frame))
-                .collect();
+            // The frames as they would leave, one after another in one buffer.
+            let arena = &mut way.egress_frames;
+            arena.clear();
+            let mut spans = Vec::with_capacity(mine.len());
+            for &k in &mine {
+                let (body, input) = (&tails[k].body, pkts[tails[k].i].frame);
+                let at = arena.len();
+                arena.resize(at + body.len(input), 0);
+                body.write(input, &mut arena[at..]);
+                spans.push(at..arena.len());
+            }
+            let arena = &way.egress_frames;
             let packets: Vec<Packet<'_>> = mine
                 .iter()
-                .zip(&frames)
-                .map(|(&k, f)| egress_packet(f, tails[k].mark))
+                .zip(spans)
+                .map(|(&k, span)| egress_packet(&arena[span], tails[k].mark))
                 .collect();
             engine.run(
                 At::Egress(dev),
@@ -684,7 +688,7 @@ impl Forwarder {
                     t.body,
                     t.kind,
                     &o,
-                    0,
+                    t.depth,
                     now_ns,
                     way,
                 )
@@ -695,9 +699,9 @@ impl Forwarder {
         }
     }
 
-    /// The last send of a packet's way out (routed, offloaded, a reply): sent now when its
-    /// device has no egress hook (the packet's fate), else kept in `tails` for the vector's
-    /// egress hook calls (`None`).
+    /// The last send of a packet's way out (routed, offloaded, an ingress `fwd`, a reply): kept in `tails` for
+    /// the vector's egress hook calls when its device has an egress hook (`None`), else sent
+    /// now (the packet's fate); always sent now without `tails` (a vector of one).
     #[allow(clippy::too_many_arguments)]
     fn send_tail(
         &mut self,
@@ -707,14 +711,16 @@ impl Forwarder {
         input: &[u8],
         now_ns: u64,
         way: &mut WayOut,
-        tails: &mut Vec<Tail>,
+        tails: Option<&mut Vec<Tail>>,
     ) -> Option<Fate> {
-        if engine.has_hook(Hook::Egress, &t.dev) {
+        if let Some(tails) = tails
+            && engine.has_hook(Hook::Egress, &t.dev)
+        {
             tails.push(t);
             return None;
         }
         let sent = self.transmit(
-            engine, ext, t.dev, input, t.body, t.kind, t.mark, 0, now_ns, way,
+            engine, ext, t.dev, input, t.body, t.kind, t.mark, t.depth, now_ns, way,
         );
         Some(self.tail_fate(t.kind, t.unreachable, sent))
     }
@@ -751,7 +757,7 @@ impl Forwarder {
         i: usize,
         now_ns: u64,
         way: &mut WayOut,
-        tails: &mut Vec<Tail>,
+        tails: Option<&mut Vec<Tail>>,
     ) -> Option<Fate> {
         let Decided {
             frame,
@@ -793,7 +799,7 @@ impl Forwarder {
             let Some(t) = engine.out_target(id).cloned() else {
                 return Some(Fate::Dropped(DropReason::Verdict));
             };
-            return Some(self.fwd(
+            return self.fwd(
                 engine,
                 ext,
                 &t,
@@ -804,7 +810,8 @@ impl Forwarder {
                 1,
                 now_ns,
                 way,
-            ));
+                tails.map(|w| (w, i)),
+            );
         }
         let Some(g) = self.gateway.as_mut() else {
             self.stats.local += 1;
@@ -849,6 +856,7 @@ impl Forwarder {
                         body,
                         kind,
                         mark,
+                        depth: 0,
                         unreachable: DropReason::NoRoute,
                     };
                     return self.send_tail(engine, ext, t, frame, now_ns, way, tails);
@@ -890,6 +898,7 @@ impl Forwarder {
             body: out,
             kind,
             mark,
+            depth: 0,
             unreachable,
         };
         self.send_tail(engine, ext, t, frame, now_ns, way, tails)
@@ -1001,6 +1010,7 @@ impl Forwarder {
                 1,
                 now_ns,
                 way,
+                None,
             );
         }
     }
@@ -1027,7 +1037,9 @@ impl Forwarder {
         Fate::Dropped(why)
     }
 
-    /// Send `body` (made from `input`) to `fwd` target `t` (nested `depth` deep).
+    /// Send `body` (made from `input`) to `fwd` target `t` (nested `depth` deep): the fate of
+    /// the packet it stands for, or `None` when the send waits in `wait`'s tails as packet
+    /// `wait.1`'s last ([`Forwarder::send_tail`]).
     #[allow(clippy::too_many_arguments)]
     fn fwd(
         &mut self,
@@ -1041,12 +1053,13 @@ impl Forwarder {
         depth: u32,
         now_ns: u64,
         way: &mut WayOut,
-    ) -> Fate {
+        wait: Option<(&mut Vec<Tail>, usize)>,
+    ) -> Option<Fate> {
         let out = match t.via {
             None => body,
             Some(via) => {
                 let Some(g) = self.gateway.as_mut() else {
-                    return self.lose(DropReason::NoNeighbour);
+                    return Some(self.lose(DropReason::NoNeighbour));
                 };
                 // The input as it came: rewritten in place; anything else: through a copy.
                 let as_input = body == Body::whole(input);
@@ -1062,7 +1075,7 @@ impl Forwarder {
                         rewrite: Some(rewrite),
                     },
                     Action::Transmit { frame, .. } => Body::Owned(frame.to_vec()),
-                    Action::Drop(r) => return self.lose(r),
+                    Action::Drop(r) => return Some(self.lose(r)),
                     Action::Resolve { frame, .. } => {
                         let req = Body::Owned(frame.to_vec());
                         let _ = self.transmit(
@@ -1077,29 +1090,28 @@ impl Forwarder {
                             now_ns,
                             way,
                         );
-                        return self.lose(DropReason::NoNeighbour);
+                        return Some(self.lose(DropReason::NoNeighbour));
                     }
                     Action::Reply { .. } | Action::Local | Action::Unreachable { .. } => {
-                        return self.lose(DropReason::NotIp);
+                        return Some(self.lose(DropReason::NotIp));
                     }
                 }
             }
         };
-        match self.transmit(
-            engine,
-            ext,
-            t.dev.clone(),
-            input,
-            out,
+        let (tails, i) = match wait {
+            Some((tails, i)) => (Some(tails), i),
+            None => (None, 0),
+        };
+        let tail = Tail {
+            i,
+            dev: t.dev.clone(),
+            body: out,
             kind,
             mark,
             depth,
-            now_ns,
-            way,
-        ) {
-            Ok(()) => Fate::Sent,
-            Err(l) => Fate::Dropped(l),
-        }
+            unreachable: DropReason::NoRoute,
+        };
+        self.send_tail(engine, ext, tail, input, now_ns, way, tails)
     }
 
     /// Run the egress hook of `dev` on `body` (made from `input`) and send it (or what the
@@ -1202,8 +1214,9 @@ impl Forwarder {
                 depth + 1,
                 now_ns,
                 way,
+                None,
             ) {
-                Fate::Dropped(l) => Err(l),
+                Some(Fate::Dropped(l)) => Err(l),
                 _ => Ok(()),
             };
         }
@@ -1260,6 +1273,8 @@ struct Tail {
     body: Body,
     kind: SendKind,
     mark: u32,
+    /// Its `fwd` nesting (1 for an ingress `fwd`, else 0).
+    depth: u32,
     /// The loss a [`SendKind::Unreachable`] send stands for.
     unreachable: DropReason,
 }
