@@ -356,7 +356,7 @@ fn start_daemon(t: &mut Topo, dir: &Path, rules: &str, args: &[&str]) -> PathBuf
         .arg(&sock)
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("daemon.log")).expect("daemon log"))
         .spawn()
         .expect("wasp run");
     t.children.push(daemon);
@@ -3135,8 +3135,17 @@ fn srccount_swapped_from_js_to_python_under_live_traffic_loses_nothing_and_count
 "#,
         js.display()
     );
-    // One worker: srccount's counts are per instance, and each worker has its own.
-    let sock = start_daemon(&mut t, dir.path(), &rules, &["--workers", "1"]);
+    // One worker: srccount's counts are per instance, and each worker has its own. A call
+    // that overran its deadline would re-create the instance and restart its count; the
+    // scripted builds' garbage collections on a loaded test machine are not what this test is
+    // about, so the deadline is ten times the default (the daemon's log says if one hit it).
+    let sock = start_daemon(
+        &mut t,
+        dir.path(),
+        &rules,
+        &["--workers", "1", "--plugin-deadline", "100"],
+    );
+    let log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
 
     // The server counts datagrams until 3 s pass without one.
     let count_file = dir.path().join("count");
@@ -3211,11 +3220,12 @@ fn srccount_swapped_from_js_to_python_under_live_traffic_loses_nothing_and_count
         .unwrap_or_else(|| panic!("{out}"));
     assert!(
         line.contains(&format!("counter packets {} ", sent - LIMIT)),
-        "srccount counted on across the swap: {line} ({sent} sent)"
+        "srccount counted on across the swap: {line} ({sent} sent); the daemon's log:\n{}",
+        log()
     );
     // The Python build lists every datagram the client sent: it went on from the count the
     // JavaScript build handed over.
-    assert_eq!(srccount_state(&w, &sock), u64::from(sent));
+    assert_eq!(srccount_state(&w, &sock), u64::from(sent), "{}", log());
 }
 
 /// `wasp ctl plugin state` of the srccount test's one worker: the client's packet count

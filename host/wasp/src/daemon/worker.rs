@@ -269,9 +269,12 @@ impl<P: PortGroup> Worker<P> {
             .store(super::metrics::view(ports, &self.ctx.dp));
     }
 
+    /// The plugin runtime's events (failures, back-offs, swaps) to the daemon's log and to
+    /// `wasp ctl monitor`.
     fn publish_events(&mut self) {
         if let Some(rt) = self.ctx.dp.runtime.as_mut() {
             for e in rt.take_events() {
+                tracing::info!(target: "wasp::plugin", worker = self.tracing.worker, "{}", e.text);
                 self.events.publish(Event {
                     kind: "plugin",
                     text: e.text,
