@@ -1297,16 +1297,17 @@ fn egress_packet(frame: &[u8], mark: u32) -> Packet<'_> {
 
 /// Move packet `i`'s IP hook `log` lines and walk events to `way.logs` and `way.traced`
 /// (both sorted by packet, so `i`'s lead), for its `done`.
+#[inline(always)]
 fn hand_out(way: &mut WayOut, i: usize) {
-    let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();
-    if n > 0 {
+    way.traced.clear();
+    // Most packets have no line and no walk to hand out: two tests.
+    if way.ip_logs.first().is_some_and(|l| l.0 == i) {
+        let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();
         let lines: Vec<String> = way.ip_logs.drain(..n).map(|l| l.1).collect();
         way.keep_logs(lines);
     }
-    way.traced.clear();
-    // Most packets have no walk to hand out: no drain to set up and tear down.
-    let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
-    if n > 0 {
+    if way.ip_trace.first().is_some_and(|l| l.0 == i) {
+        let n = way.ip_trace.iter().take_while(|l| l.0 == i).count();
         way.traced.extend(way.ip_trace.drain(..n).map(|l| l.1));
     }
 }
