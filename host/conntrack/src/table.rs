@@ -730,13 +730,34 @@ impl Conntrack {
         };
         let orig = sl.entry.tuple[0];
         let reply = sl.entry.tuple[1];
-        let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
-        let clash = gbr.index.get(&reply).copied();
-        let clash = ga.index.get(&orig).copied().or(clash);
-        if let Some(other) = clash {
+        // Both tuples go in, each in one probe that stops at a tuple already there: a clash,
+        // resolved with the entry that holds the original tuple if one does, else the reply's
+        // (the tuple put in first is taken out again).
+        let here = |dir| Loc {
+            slot: slot as u32,
+            shard: a as u8,
+            dir,
+        };
+        if let Err(&other) = ga.index.insert_new(orig, here(0), &self.heads[a]) {
             drop(gb);
             drop(ga);
             return self.resolve_clash(id, &sl.entry, other, now_ns);
+        }
+        // A connection to itself (generic protocols, a TCP self-connect) has equal tuples: the
+        // kernel hashes it twice and finds the original direction first; one entry does that.
+        if reply != orig {
+            let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
+            let clash = gbr
+                .index
+                .insert_new(reply, here(1), &self.heads[b])
+                .err()
+                .copied();
+            if let Some(other) = clash {
+                ga.index.remove(&orig);
+                drop(gb);
+                drop(ga);
+                return self.resolve_clash(id, &sl.entry, other, now_ns);
+            }
         }
         let s = &mut ga.slots[slot];
         s.kind = LIVE;
@@ -749,30 +770,6 @@ impl Conntrack {
                 .or_default()
                 .push(id);
         }
-        ga.index.insert(
-            orig,
-            Loc {
-                slot: slot as u32,
-                shard: a as u8,
-                dir: 0,
-            },
-            &self.heads[a],
-        );
-        // A connection to itself (generic protocols, a TCP self-connect) has equal tuples: the
-        // kernel hashes it twice and finds the original direction first; one entry does that.
-        let gbr = gb.as_deref_mut().unwrap_or(&mut ga);
-        if reply == orig {
-            return Ok(id);
-        }
-        gbr.index.insert(
-            reply,
-            Loc {
-                slot: slot as u32,
-                shard: a as u8,
-                dir: 1,
-            },
-            &self.heads[b],
-        );
         Ok(id)
     }
 

@@ -671,6 +671,38 @@ fn clash_on_confirm_takes_the_existing_entry() {
     ct.check_consistency().unwrap();
 }
 
+/// Two connections from different clients, both pending, given the same source NAT mapping
+/// (192.0.2.1:7, as two workers may choose before either confirms): their original tuples
+/// differ, their reply tuples are the same. The second confirm finds the first's reply tuple,
+/// is refused as the kernel refuses it (`insert_failed`), and leaves nothing of its own in the
+/// table: its original tuple, put in first, is taken out again.
+#[test]
+fn a_reply_clash_on_confirm_is_refused_and_leaves_no_trace() {
+    let ct = table();
+    let fx = udp("10.0.0.1", 7, "10.0.0.2", 8);
+    let fy = udp("10.0.0.3", 7, "10.0.0.2", 8);
+    let x = track(&ct, &fx, 0);
+    let y = track(&ct, &fy, 0);
+    let r = NatRange {
+        addr: Some((ip("192.0.2.1"), ip("192.0.2.1"))),
+        ports: Some((7, 7)),
+        ..NatRange::default()
+    };
+    ct.nat_setup(x.id, Manip::Src, &r).unwrap();
+    ct.nat_setup(y.id, Manip::Src, &r).unwrap();
+    assert_eq!(ct.confirm(x.id, 0), Ok(x.id));
+    assert_eq!(ct.confirm(y.id, 0), Err(ConfirmError::Clash));
+    assert_eq!(ct.stats().insert_failed, 1);
+    assert_eq!(ct.len(), 1);
+    ct.check_consistency().unwrap();
+    // y's original tuple is free again: its next packet starts a connection of its own.
+    let again = track(&ct, &fy, 1);
+    assert!(again.pending && again.id != x.id);
+    // x's answers still find x.
+    let answer = udp("10.0.0.2", 8, "192.0.2.1", 7);
+    assert_eq!(track(&ct, &answer, 2).id, x.id);
+}
+
 #[test]
 fn mark_kill_and_flow_teardown_c19() {
     let ct = table();

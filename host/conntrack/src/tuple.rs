@@ -117,6 +117,7 @@ pub(crate) struct Key {
 }
 
 impl std::hash::Hash for Key {
+    #[inline]
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         let w = self.words();
         for x in w {

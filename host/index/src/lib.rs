@@ -177,6 +177,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> Index<K, V, S> {
         }
     }
 
+    /// Put `key` in with `value` unless it is there: then `Err` with the value it has, and
+    /// nothing changes. One probe where a lookup then an [`Index::insert`] make two. A new
+    /// array, when the index grows, is published in `head`.
+    pub fn insert_new(&mut self, key: K, value: V, head: &Head<S>) -> Result<(), &V> {
+        if (self.len + 1) * 4 > self.buckets.len() * 3 {
+            self.grow(head);
+        }
+        let mask = self.buckets.len() - 1;
+        let mut i = self.home(&key, mask);
+        // The probe stops at the key or at the first empty bucket: the place for it.
+        while let Some((k, _)) = &self.buckets[i] {
+            if *k == key {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if self.buckets[i].is_none() {
+            self.buckets[i] = Some((key, value));
+            self.len += 1;
+            return Ok(());
+        }
+        self.buckets[i].as_ref().map_or(Ok(()), |(_, v)| Err(v))
+    }
+
     /// Take `key` out; the buckets after it that probed past it move back, so that no probe
     /// meets a hole before its key.
     pub fn remove(&mut self, key: &K) -> Option<V> {
@@ -243,7 +267,8 @@ mod tests {
         [r, u64::from(n), r.rotate_left(17), 53, 17]
     }
 
-    /// Inserts, replacements and removes in a scrambled order answer as a `HashMap` does,
+    /// Inserts, replacements, inserts of absent keys and removes in a scrambled order answer
+    /// as a `HashMap` does,
     /// through growth and the backward shifts of removal; the head names the live array and
     /// hashes as the index.
     #[test]
@@ -260,8 +285,19 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let n = (x % 3000) as u32;
-                if (x >> 40) % 5 < 3 {
+                let op = (x >> 40) % 5;
+                if op < 2 {
                     assert_eq!(ix.insert(key(n), step, &head), model.insert(n, step));
+                } else if op == 2 {
+                    // Only when absent; else the value there, unchanged.
+                    let want = match model.get(&n) {
+                        Some(&v) => Err(v),
+                        None => {
+                            model.insert(n, step);
+                            Ok(())
+                        }
+                    };
+                    assert_eq!(ix.insert_new(key(n), step, &head).map_err(|v| *v), want);
                 } else {
                     let old = ix.remove(&key(n));
                     assert_eq!(old, model.remove(&n));
