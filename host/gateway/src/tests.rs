@@ -451,8 +451,9 @@ table netdev t {
         (fate, sent)
     }
 
-    fn run_raw(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Send>) {
-        let p = Packet {
+    /// `f` as it comes in on veth0.
+    fn on_veth0(f: &[u8]) -> Packet<'_> {
+        Packet {
             frame: f,
             meta: wasp_wire::parse(f),
             iifname: "veth0",
@@ -462,7 +463,11 @@ table netdev t {
             ct_detail: None,
             nftrace: false,
             route: None,
-        };
+        }
+    }
+
+    fn run_raw(fw: &mut Forwarder, e: &mut Engine, f: &[u8]) -> (Fate, Vec<Send>) {
+        let p = on_veth0(f);
         let mut res = wasp_core::HookResult::new();
         e.run(
             wasp_core::At::Ingress("veth0"),
@@ -645,20 +650,7 @@ table netdev t {
             .collect();
         // As one vector.
         let (mut e2, mut fw2) = (compile(), Forwarder::new(Some(gw())));
-        let pkts: Vec<Packet<'_>> = frames
-            .iter()
-            .map(|f| Packet {
-                frame: f,
-                meta: wasp_wire::parse(f),
-                iifname: "veth0",
-                mark: 0,
-                oifname: "",
-                ct: wasp_core::CtMeta::NONE,
-                ct_detail: None,
-                nftrace: false,
-                route: None,
-            })
-            .collect();
+        let pkts: Vec<Packet<'_>> = frames.iter().map(|f| on_veth0(f)).collect();
         let mut res = wasp_core::HookResult::new();
         e2.run(
             wasp_core::At::Ingress("veth0"),
