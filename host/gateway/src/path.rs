@@ -699,9 +699,10 @@ impl Forwarder {
         }
     }
 
-    /// The last send of a packet's way out (routed, offloaded, an ingress `fwd`, a reply): kept in `tails` for
-    /// the vector's egress hook calls when its device has an egress hook (`None`), else sent
-    /// now (the packet's fate); always sent now without `tails` (a vector of one).
+    /// The last send of a packet's way out (routed, offloaded, an ingress `fwd`, a reply):
+    /// kept in `tails` for the vector's egress hook calls when its device has an egress hook
+    /// (`None`), else sent now (the packet's fate); always sent now without `tails` (a vector
+    /// of one).
     #[allow(clippy::too_many_arguments)]
     fn send_tail(
         &mut self,
