@@ -24,12 +24,12 @@
 //!
 //! Over a vector ([`Forwarder::vector`]) the packets' last sends (routed, offloaded, stolen
 //! by an ingress `fwd`, the gateway's replies) to devices with an egress hook run that hook
-//! together: one hook call per
-//! device with those frames in packet order, after every packet's other sends. What each packet
-//! sends, and in which order, is what it would send alone, and `done` still takes the packets
-//! in order; only the egress hooks' stateful statements (`limit`, `quota`, plugins) see the
-//! vector's frames in that order rather than interleaved with the `fwd`/`dup` copies, which
-//! run their egress hooks one by one as they are made.
+//! together: one hook call per device with those frames in packet order, after every
+//! packet's other sends. What each packet sends, and in which order, is what it would send
+//! alone, and `done` still takes the packets in order; only the egress hooks' stateful
+//! statements (`limit`, `quota`, plugins) see the vector's frames in that order rather than
+//! interleaved with the `fwd`/`dup` copies, which run their egress hooks one by one as they
+//! are made.
 //!
 //! A frame that leaves as it came in, or with the gateway's few rewritten bytes (MACs, TTL), is
 //! described, not copied ([`Body::Input`]): the daemon copies it once, from the receive ring
@@ -564,8 +564,8 @@ impl Forwarder {
         }
         // Each packet's way out in order. A packet whose last send waits for its device's
         // egress hook (a tail, run below for the whole vector) holds its turn, and so does
-        // every packet after it: `done` is called in packet order.
-        // A vector of one gains nothing from holding its tail.
+        // every packet after it: `done` is called in packet order. A vector of one gains
+        // nothing from holding its tail.
         let defer = pkts.len() > 1;
         let mut tails: Vec<Tail> = Vec::new();
         let mut held: Vec<Option<Fate>> = Vec::new();
@@ -648,6 +648,9 @@ impl Forwarder {
             let mine: Vec<usize> = (0..tails.len())
                 .filter(|&k| tails[k].dev == *dev && outs[k].is_ok())
                 .collect();
+            if mine.is_empty() {
+                continue;
+            }
             // The frames as they would leave, one after another in one buffer.
             let arena = &mut way.egress_frames;
             arena.clear();
@@ -714,15 +717,24 @@ impl Forwarder {
         way: &mut WayOut,
         tails: Option<&mut Vec<Tail>>,
     ) -> Option<Fate> {
-        if let Some(tails) = tails
-            && engine.has_hook(Hook::Egress, &t.dev)
-        {
+        let hooked = engine.has_hook(Hook::Egress, &t.dev);
+        if hooked && let Some(tails) = tails {
             tails.push(t);
             return None;
         }
-        let sent = self.transmit(
-            engine, ext, t.dev, input, t.body, t.kind, t.mark, t.depth, now_ns, way,
-        );
+        let sent = if hooked {
+            self.transmit(
+                engine, ext, t.dev, input, t.body, t.kind, t.mark, t.depth, now_ns, way,
+            )
+        } else {
+            // What `transmit` does for a device without an egress hook, without asking again.
+            let unseen = Outcome::unseen(t.mark);
+            self.check_out(&t.dev, t.depth).and_then(|()| {
+                self.after_egress(
+                    engine, ext, t.dev, input, t.body, t.kind, &unseen, t.depth, now_ns, way,
+                )
+            })
+        };
         Some(self.tail_fate(t.kind, t.unreachable, sent))
     }
 
