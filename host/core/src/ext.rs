@@ -451,6 +451,9 @@ impl DupCopies {
     /// The copies of packet `packet` (index in the call's input); empty for a packet whose
     /// `dup`s send the frame its walk ended with.
     pub fn of(&self, packet: usize) -> &[DupCopy] {
+        if self.copies.is_empty() {
+            return &[];
+        }
         let lo = self.copies.partition_point(|c| c.packet < packet);
         let hi = self.copies.partition_point(|c| c.packet <= packet);
         &self.copies[lo..hi]

@@ -8,7 +8,7 @@ use crate::compare::bits;
 use crate::compiled::{ChainId, Program};
 use crate::conn::ConnFx;
 use crate::engine::Engine;
-use crate::eval::{Effects, ExtFx, walk_one};
+use crate::eval::{Effects, ExtFx, policy_decision, walk_one};
 use crate::expr::{PktState, ifname_value, skb_len_ingress};
 use crate::ext::{DupCopies, DupPoint, ExtEdit, Extensions};
 use crate::packet::{FinalVerdict, MAX_VECTOR, OutId, Outcome, Packet, TraceSink, nfproto};
@@ -582,7 +582,8 @@ impl Engine {
             if let Some(e) = ext.as_deref_mut().map(|e| e as &mut dyn Extensions) {
                 e.advance(now_ns);
             }
-            let view = View::new(vec);
+            // The vector's header offsets, made when a chain with rules runs.
+            let mut view: Option<View<'_>> = None;
             scratch.new_vector(egress);
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
             for (i, p) in vec.iter().enumerate() {
@@ -682,7 +683,8 @@ impl Engine {
                     // nft_do_chain_inet_ingress: non-IP frames skip the chain, IP packets
                     // that fail header validation are dropped before it (see `inet_gate`);
                     // packets an earlier chain's statements edited are judged as edited.
-                    let (ip, l4) = scratch.ed.gate(view.ip, view.l4);
+                    let v = view.get_or_insert_with(|| View::new(vec));
+                    let (ip, l4) = scratch.ed.gate(v.ip, v.l4);
                     let bad = alive & ip & !l4;
                     for i in bits(bad) {
                         res[i] = (FinalVerdict::Drop, None);
@@ -695,17 +697,26 @@ impl Engine {
                 if entry == 0 {
                     continue;
                 }
-                let (dropped, stolen) = run_base(
-                    prog,
-                    &mut fx,
-                    scratch,
-                    base,
-                    entry,
-                    &view,
-                    vec,
-                    &mut state[..vec.len()],
-                    &mut res[..vec.len()],
-                );
+                let (dropped, stolen) = if chain.rules.is_empty() && !fx.walk {
+                    // No rule to walk: the policy decides every packet that entered.
+                    let (v, d) = policy_decision(prog, base);
+                    for i in bits(entry) {
+                        res[i] = (v, Some(d));
+                    }
+                    (if v == FinalVerdict::Drop { entry } else { 0 }, 0)
+                } else {
+                    run_base(
+                        prog,
+                        &mut fx,
+                        scratch,
+                        base,
+                        entry,
+                        view.get_or_insert_with(|| View::new(vec)),
+                        vec,
+                        &mut state[..vec.len()],
+                        &mut res[..vec.len()],
+                    )
+                };
                 stats.0 += u64::from(entry.count_ones());
                 stats.1 += u64::from((entry & !dropped).count_ones());
                 stats.2 += u64::from(dropped.count_ones());

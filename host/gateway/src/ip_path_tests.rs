@@ -71,7 +71,7 @@ impl Rig {
             now_ns,
             &mut self.way,
             hook.map(|_| &mut hits[..]),
-            &mut |i, fate, way| {
+            |i, fate, way: &mut crate::WayOut| {
                 let sent = way
                     .sends
                     .drain(..)

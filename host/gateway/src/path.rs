@@ -441,7 +441,7 @@ impl Forwarder {
             now_ns,
             way,
             None,
-            &mut |_, f, _| {
+            |_, f: Fate, _: &mut WayOut| {
                 fate = f;
             },
         );
@@ -523,7 +523,7 @@ impl Forwarder {
         now_ns: u64,
         way: &mut WayOut,
         flows: Option<&mut [Option<FlowHit>]>,
-        done: &mut dyn FnMut(usize, Fate, &mut WayOut),
+        mut done: impl FnMut(usize, Fate, &mut WayOut),
     ) {
         let mut fates: Vec<Option<IpFate>> = Vec::new();
         if let (Some(g), Some(nf)) = (self.gateway.as_mut(), self.nf.as_ref())
@@ -570,9 +570,15 @@ impl Forwarder {
         let mut tails: Vec<Tail> = Vec::new();
         let mut held: Vec<Option<Fate>> = Vec::new();
         for (i, p) in pkts.iter().enumerate() {
-            let ip = fates.get_mut(i).and_then(Option::take);
-            let wait = if defer { Some(&mut tails) } else { None };
-            let fate = self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way, wait);
+            let o = p.outcome;
+            let fate = if o.verdict == FinalVerdict::Drop && o.dup == 0 && o.reject.is_none() {
+                // Dropped by a chain with nothing to send: what `finish` gives, without it.
+                Some(Fate::Dropped(DropReason::Verdict))
+            } else {
+                let ip = fates.get_mut(i).and_then(Option::take);
+                let wait = if defer { Some(&mut tails) } else { None };
+                self.finish(engine, re(&mut ext), in_dev, p, ip, i, now_ns, way, wait)
+            };
             match fate {
                 Some(f) if tails.is_empty() => {
                     hand_out(way, i);

@@ -681,7 +681,7 @@ table netdev t {
             0,
             &mut way,
             None,
-            &mut |i, fate, way| {
+            |i, fate, way: &mut WayOut| {
                 assert_eq!(i, together.len(), "done in packet order");
                 let sent = way
                     .sends

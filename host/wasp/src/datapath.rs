@@ -336,12 +336,12 @@ impl Datapath {
     /// Run a vector of `frames` (at most [`wasp_core::MAX_VECTOR`]) that entered on `dev` at
     /// `now_ns` (ns on the packet clock) through the ingress hook and the way out; what
     /// leaves and what became of each packet go to `exit`, in packet order.
-    pub fn vector<'f>(
+    pub fn vector<'f, E: Exit + ?Sized>(
         &mut self,
         dev: &str,
         frames: impl Iterator<Item = &'f [u8]>,
         now_ns: u64,
-        exit: &mut dyn Exit,
+        exit: &mut E,
     ) -> VectorCounts {
         let Datapath {
             engine,
@@ -352,10 +352,11 @@ impl Datapath {
             logs,
             ..
         } = self;
-        let packets: Vec<Packet<'_>> = frames
-            .map(|frame| Packet {
+        let mut packets: Vec<Packet<'_>> = Vec::with_capacity(wasp_core::MAX_VECTOR);
+        for frame in frames {
+            packets.push(Packet {
                 frame,
-                meta: wasp_wire::parse(frame),
+                meta: wasp_wire::PacketMeta::default(),
                 iifname: dev,
                 mark: 0,
                 oifname: "",
@@ -363,8 +364,12 @@ impl Datapath {
                 ct_detail: None,
                 nftrace: false,
                 route: None,
-            })
-            .collect();
+            });
+            // Parsed in place: a `Packet` is too large to build aside and move cheaply.
+            if let Some(p) = packets.last_mut() {
+                p.meta = wasp_wire::parse(frame);
+            }
+        }
         let mut counts = VectorCounts {
             packets: packets.len() as u64,
             ..VectorCounts::default()
@@ -413,15 +418,25 @@ impl Datapath {
         // edit: the packet as it was at the `dup`.
         let edited = res.edited_frames(packets.iter().map(|p| p.frame));
         let dups = res.dup_copies(packets.iter().map(|p| p.frame));
+        // Most vectors have no edit, no `dup` copy and no traced packet: each packet then
+        // goes on with its frame and parse as they came.
+        let plain = edited.is_empty() && dups.is_empty() && res.marked.is_empty();
         let decided: Vec<Decided<'_>> = packets
             .iter()
+            .zip(&res.outcomes)
             .enumerate()
-            .map(|(i, pkt)| {
+            .map(|(i, (pkt, o))| {
                 counts.bytes += pkt.frame.len() as u64;
                 counts.malformed += u64::from(pkt.meta.malformed.is_some());
-                let o = &res.outcomes[i];
-                if o.verdict == FinalVerdict::Accept {
-                    counts.accepted += 1;
+                counts.accepted += u64::from(o.verdict == FinalVerdict::Accept);
+                if plain {
+                    return Decided {
+                        frame: pkt.frame,
+                        meta: Some(&pkt.meta),
+                        dups: &[],
+                        outcome: o,
+                        nftrace: false,
+                    };
                 }
                 // The IP path reuses the ingress hook's parse of a frame no statement edited.
                 let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
@@ -448,7 +463,7 @@ impl Datapath {
             now_ns,
             way,
             flows,
-            &mut |i, fate, way| {
+            |i, fate, way: &mut WayOut| {
                 if !way.logs.is_empty() {
                     let lines = std::mem::take(&mut way.logs);
                     counts.logged += lines.len() as u64;

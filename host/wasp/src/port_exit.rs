@@ -89,6 +89,7 @@ impl<'a> PortExit<'a> {
     }
 
     /// Count how a packet ended.
+    #[inline]
     pub fn done(&mut self, fate: Fate) {
         match fate {
             Fate::Local => self.counts.local += 1,

@@ -262,7 +262,7 @@ impl Rig {
             now,
             &mut self.way,
             None,
-            &mut |i, _, way| {
+            |i, _, way: &mut WayOut| {
                 for s in way.sends.drain(..) {
                     let n = s.body.len(frames[i]);
                     s.body.write(frames[i], &mut buf[..n]);

@@ -630,3 +630,57 @@ fn trace_of_marked_packets_only() {
         assert!(res.nftrace(0), "still marked (vector of {n})");
     }
 }
+
+/// Base chains without rules decide by their policy alone, before, between and after chains
+/// with rules: the vector gives each packet what the per-packet walk gives it, and the chains'
+/// statistics count every packet that entered each (one walk of a vector of one, then a
+/// vector of four).
+#[test]
+fn chains_without_rules_decide_by_policy_among_chains_with_rules() {
+    let text = "table netdev t {\n\
+        chain first { type filter hook ingress device \"eth0\" priority -10; policy accept; }\n\
+        chain rules { type filter hook ingress device \"eth0\" priority 0; policy accept;\n\
+            tcp dport 80 meta mark set 7 accept\n\
+            tcp dport 25 drop\n\
+        }\n\
+        chain last { type filter hook ingress device \"eth0\" priority 10; policy drop; }\n\
+        }\n\
+        table netdev u {\n\
+        chain open { type filter hook ingress device \"eth0\" priority 20; policy accept; }\n\
+        }\n";
+    let rs = wasp_ruleset::parse_str(text, "empty-chains.nft").expect("parses");
+    let mut vector = Engine::compile(&rs).expect("compiles");
+    let mut walk = Engine::compile(&rs).expect("compiles");
+    let frames = vec![
+        f22(),
+        f80(),
+        ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], 0, &tcp(1000, 25, SYN)),
+        f22(),
+    ];
+    let got = run(&mut vector, &frames);
+    let want: Vec<Outcome> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| walk.one("eth0", &pkt(f), i, 0, None).0)
+        .collect();
+    assert_eq!(got, want);
+    // Dropped by `last`'s policy (rule `None`), by `rules`' rule 2 (port 25), and the mark
+    // of port 80 stays with the packet to the end.
+    assert_eq!(
+        got.iter().map(|o| o.verdict).collect::<Vec<_>>(),
+        [D, D, D, D]
+    );
+    assert_eq!(got[0].decision.map(|d| (d.chain, d.rule)), Some((2, None)));
+    assert_eq!(got[2].decision.map(|d| d.chain), Some(1));
+    assert_eq!(got[1].mark, 7);
+    let stats = |e: &Engine| {
+        e.chain_stats(Hook::Ingress, "eth0")
+            .iter()
+            .map(|s| (s.packets, s.accepted, s.dropped))
+            .collect::<Vec<_>>()
+    };
+    // first: 4 in, 4 accepted; rules: 4 in, one dropped; last: 3 in, 3 dropped; `u`'s
+    // chain sees none (every packet was dropped before it).
+    assert_eq!(stats(&vector), [(4, 4, 0), (4, 3, 1), (3, 0, 3), (0, 0, 0)]);
+    assert_eq!(stats(&vector), stats(&walk));
+}

@@ -339,8 +339,19 @@ impl Exit for DaemonExit<'_> {
         self.port.send(s, frame);
     }
 
+    #[inline]
     fn done(&mut self, i: usize, p: &Packet<'_>, _: &Outcome, _: &[u8], fate: Fate) {
         self.port.done(fate);
+        if self.trace.is_some() {
+            self.traced(i, p);
+        }
+    }
+}
+
+impl DaemonExit<'_> {
+    /// What packet `i` logged and walked, while someone watches traces.
+    #[cold]
+    fn traced(&mut self, i: usize, p: &Packet<'_>) {
         let Some(t) = self.trace.as_deref_mut() else {
             return;
         };
@@ -359,6 +370,59 @@ impl Exit for DaemonExit<'_> {
                 packet: describe_packet(self.dev, p.frame, &p.meta),
                 events: walk,
             });
+        }
+    }
+}
+
+/// What runs a batch's vectors through the data path shares.
+struct Vectors<'a> {
+    stats: &'a WorkerStats,
+    events: &'a EventBus,
+    log_limit: &'a mut LogLimit,
+    /// Set while someone watches traces.
+    tracing: Option<&'a mut Tracing>,
+    now: u64,
+}
+
+impl Vectors<'_> {
+    /// One vector of `frames` (at most [`MAX_VECTOR`]) from port `port` through the data
+    /// path; its counts go to the worker's statistics.
+    fn run<'f>(
+        &mut self,
+        ctx: &mut WorkerCtx,
+        tx: &mut dyn TxSide,
+        port: usize,
+        frames: impl Iterator<Item = &'f [u8]>,
+    ) {
+        let stats = self.stats;
+        let WorkerCtx { dp, ports, .. } = ctx;
+        let dev: &str = ports.get(port).map_or("", String::as_str);
+        WorkerStats::add(&stats.vectors, 1);
+        let mut exit = DaemonExit {
+            port: PortExit::new(tx, ports),
+            stats,
+            events: self.events,
+            log_limit: &mut *self.log_limit,
+            trace: self.tracing.as_deref_mut(),
+            dev,
+            generation: dp.generation,
+            now: self.now,
+        };
+        let c = dp.vector(dev, frames, self.now, &mut exit);
+        if let Some(t) = exit.trace.as_deref_mut() {
+            t.marked.clear();
+        }
+        let e = exit.port.counts;
+        WorkerStats::add(&stats.packets, c.packets);
+        WorkerStats::add(&stats.bytes, c.bytes);
+        WorkerStats::add(&stats.malformed, c.malformed);
+        WorkerStats::add(&stats.accepted, c.accepted);
+        WorkerStats::add(&stats.logged, c.logged);
+        WorkerStats::add(&stats.local, e.local);
+        WorkerStats::add(&stats.transmitted, e.sent);
+        WorkerStats::add(&stats.rejects, e.rejects);
+        for (reason, n) in DropReason::ALL.iter().zip(e.drops) {
+            stats.drop(*reason, n);
         }
     }
 }
@@ -383,7 +447,22 @@ fn process(
         return Ok(());
     }
     let traced = events.tracing();
-    // Ports present in this batch, each once (a batch usually holds one).
+    let mut on = Vectors {
+        stats,
+        events,
+        log_limit,
+        tracing: traced.then_some(tracing),
+        now,
+    };
+    // Most batches come from one port: its frames are the vectors as they lie.
+    let port = frames[0].port;
+    if frames.iter().all(|f| f.port == port) {
+        for vector in frames.chunks(MAX_VECTOR) {
+            on.run(ctx, tx, port, vector.iter().map(|f| f.data));
+        }
+        return Ok(());
+    }
+    // Ports present in this batch, each once.
     let mut done = 0u64;
     for first in 0..frames.len() {
         let port = frames[first].port;
@@ -397,36 +476,8 @@ fn process(
         }
         idx.clear();
         idx.extend((first..frames.len()).filter(|&i| frames[i].port == port));
-        let WorkerCtx { dp, ports, .. } = ctx;
-        let dev: &str = ports.get(port).map_or("", String::as_str);
         for vector in idx.chunks(MAX_VECTOR) {
-            WorkerStats::add(&stats.vectors, 1);
-            let mut exit = DaemonExit {
-                port: PortExit::new(&mut *tx, ports),
-                stats,
-                events,
-                log_limit: &mut *log_limit,
-                trace: traced.then_some(&mut *tracing),
-                dev,
-                generation: dp.generation,
-                now,
-            };
-            let c = dp.vector(dev, vector.iter().map(|&i| frames[i].data), now, &mut exit);
-            if let Some(t) = exit.trace.as_deref_mut() {
-                t.marked.clear();
-            }
-            let e = exit.port.counts;
-            WorkerStats::add(&stats.packets, c.packets);
-            WorkerStats::add(&stats.bytes, c.bytes);
-            WorkerStats::add(&stats.malformed, c.malformed);
-            WorkerStats::add(&stats.accepted, c.accepted);
-            WorkerStats::add(&stats.logged, c.logged);
-            WorkerStats::add(&stats.local, e.local);
-            WorkerStats::add(&stats.transmitted, e.sent);
-            WorkerStats::add(&stats.rejects, e.rejects);
-            for (reason, n) in DropReason::ALL.iter().zip(e.drops) {
-                stats.drop(*reason, n);
-            }
+            on.run(ctx, tx, port, vector.iter().map(|&i| frames[i].data));
         }
     }
     Ok(())
