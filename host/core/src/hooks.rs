@@ -586,22 +586,24 @@ impl Engine {
             let mut view: Option<View<'_>> = None;
             scratch.new_vector(egress);
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
+            // The packets' walk states, made when a chain with rules runs (the IP hooks read
+            // each packet's family first): a hook whose chains hold only policies reads none.
+            let mut stated = false;
+            if l3 {
+                let ifs = (&mut iif, &mut oif_of);
+                fill_states(
+                    hook,
+                    vec,
+                    oif,
+                    ifs,
+                    &mut state[..vec.len()],
+                    env,
+                    prog,
+                    now_ns,
+                );
+                stated = true;
+            }
             for (i, p) in vec.iter().enumerate() {
-                if !std::ptr::eq(p.iifname, iif.0) {
-                    iif = (p.iifname, ifname_value(p.iifname));
-                }
-                let oif = if l3 && !p.oifname.is_empty() {
-                    if !std::ptr::eq(p.oifname, oif_of.0) {
-                        oif_of = (p.oifname, ifname_value(p.oifname));
-                    }
-                    oif_of.1
-                } else {
-                    oif
-                };
-                state[i] = packet_state(hook, iif.1, oif, p);
-                if prog.needs_env {
-                    env.fill(&mut state[i], now_ns);
-                }
                 res[i] = (FinalVerdict::Accept, None);
                 if hook == Hook::Ingress && p.meta.untag_drop {
                     // Freed before the hook (see `discarded_before_hook`).
@@ -705,6 +707,20 @@ impl Engine {
                     }
                     (if v == FinalVerdict::Drop { entry } else { 0 }, 0)
                 } else {
+                    if !stated {
+                        let ifs = (&mut iif, &mut oif_of);
+                        fill_states(
+                            hook,
+                            vec,
+                            oif,
+                            ifs,
+                            &mut state[..vec.len()],
+                            env,
+                            prog,
+                            now_ns,
+                        );
+                        stated = true;
+                    }
                     run_base(
                         prog,
                         &mut fx,
@@ -731,6 +747,26 @@ impl Engine {
             // One pass over the vector's states: marks, connection effects, outcomes (an
             // `extend` over slices: one reservation, no capacity test per packet).
             let rare_out = &*fx.rare;
+            if !stated {
+                // No walk ran: each packet keeps what it came with.
+                out.extend(
+                    vec.iter()
+                        .zip(&res[..vec.len()])
+                        .enumerate()
+                        .map(|(i, (p, r))| {
+                            if p.nftrace {
+                                HookResult::mark(marked, start + i);
+                            }
+                            Outcome {
+                                verdict: r.0,
+                                decision: r.1,
+                                ..Outcome::unseen(p.mark)
+                            }
+                        }),
+                );
+                start = end;
+                continue;
+            }
             let states = state[..vec.len()].iter().zip(&res[..vec.len()]);
             out.extend(states.enumerate().map(|(i, (st, r))| {
                 if st.nftrace {
@@ -836,6 +872,42 @@ fn conn_fx_of(prog: &Program, st: &PktState, rare: &[crate::expr::StmtOut]) -> C
         label: r.ct_label,
         event: r.ct_event,
         notrack: r.notrack,
+    }
+}
+
+/// The walk states of the packets of `vec` at the start of hook `hook` into `state` (one per
+/// packet): `oif` is the hook's output device ([`ifname_value`]; the IP hooks use each packet's
+/// own), `ifs` the last input and output device names met and their values (a vector usually
+/// comes from one device: the same `&str`, so a pointer comparison finds it).
+#[allow(clippy::too_many_arguments)]
+fn fill_states<'p>(
+    hook: Hook,
+    vec: &[Packet<'p>],
+    oif: u128,
+    ifs: (&mut (&'p str, u128), &mut (&'p str, u128)),
+    state: &mut [PktState],
+    env: &mut crate::engine::MetaEnv,
+    prog: &Program,
+    now_ns: u64,
+) {
+    let l3 = !matches!(hook, Hook::Ingress | Hook::Egress);
+    let (iif, oif_of) = ifs;
+    for (p, st) in vec.iter().zip(state) {
+        if !std::ptr::eq(p.iifname, iif.0) {
+            *iif = (p.iifname, ifname_value(p.iifname));
+        }
+        let oif = if l3 && !p.oifname.is_empty() {
+            if !std::ptr::eq(p.oifname, oif_of.0) {
+                *oif_of = (p.oifname, ifname_value(p.oifname));
+            }
+            oif_of.1
+        } else {
+            oif
+        };
+        *st = packet_state(hook, iif.1, oif, p);
+        if prog.needs_env {
+            env.fill(st, now_ns);
+        }
     }
 }
 

@@ -684,3 +684,45 @@ fn chains_without_rules_decide_by_policy_among_chains_with_rules() {
     assert_eq!(stats(&vector), [(4, 4, 0), (4, 3, 1), (3, 0, 3), (0, 0, 0)]);
     assert_eq!(stats(&vector), stats(&walk));
 }
+
+/// A hook whose chains hold only policies runs no walk: each packet keeps the mark it came
+/// with, and one marked by `meta nftrace set 1` at an earlier hook stays marked (the
+/// kernel's `skb->nf_trace`), in a vector as alone.
+#[test]
+fn a_hook_of_policies_alone_keeps_each_packets_mark_and_trace_flag() {
+    let text = "table netdev t {\n\
+        chain a { type filter hook ingress device \"eth0\" priority 0; policy accept; }\n\
+        chain b { type filter hook ingress device \"eth0\" priority 5; policy accept; }\n\
+        }\n";
+    let rs = wasp_ruleset::parse_str(text, "policies.nft").expect("parses");
+    let mut e = Engine::compile(&rs).expect("compiles");
+    let frames = [f22(), f80(), f22()];
+    let mut pk: Vec<Packet<'_>> = frames.iter().map(|f| pkt(f)).collect();
+    pk[1].mark = 42;
+    pk[2].nftrace = true;
+    let mut out = vec![Outcome::unseen(0); pk.len()];
+    let res = e.ingress("eth0", &pk, 0, &mut out, None);
+    assert_eq!(out.iter().map(|o| o.mark).collect::<Vec<_>>(), [0, 42, 0]);
+    assert!(
+        out.iter()
+            .all(|o| o.verdict == A && o.fwd.is_none() && o.dup == 0)
+    );
+    assert_eq!(out[0].decision.map(|d| (d.chain, d.rule)), Some((1, None)));
+    assert_eq!(
+        (0..3).map(|i| res.nftrace(i)).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    // The per-packet walk gives the same.
+    for (i, p) in pk.iter().enumerate() {
+        let (o, r) = e.one("eth0", p, 0, 0, None);
+        assert_eq!(o, out[i], "packet {i}");
+        assert_eq!(r.nftrace(0), i == 2, "packet {i}");
+    }
+    let s = e.chain_stats(Hook::Ingress, "eth0");
+    assert_eq!(
+        s.iter()
+            .map(|s| (s.packets, s.accepted))
+            .collect::<Vec<_>>(),
+        [(6, 6), (6, 6)]
+    );
+}
