@@ -463,6 +463,7 @@ impl Datapath {
             now_ns,
             way,
             flows,
+            #[inline(always)]
             |i, fate, way: &mut WayOut| {
                 if !way.logs.is_empty() {
                     let lines = std::mem::take(&mut way.logs);
