@@ -278,6 +278,8 @@ pub struct Datapath {
     res: HookResult,
     way: WayOut,
     logs: LogLines,
+    /// The memory of a vector's decisions, kept from vector to vector.
+    spare: Vec<Decided<'static>>,
 }
 
 impl Datapath {
@@ -291,6 +293,7 @@ impl Datapath {
             res: HookResult::new(),
             way: WayOut::default(),
             logs: LogLines::default(),
+            spare: Vec::new(),
         };
         dp.install_parts(bundle.runtime, bundle.generation, bundle.netfilter);
         dp
@@ -350,6 +353,7 @@ impl Datapath {
             res,
             way,
             logs,
+            spare,
             ..
         } = self;
         let mut packets: Vec<Packet<'_>> = Vec::with_capacity(wasp_core::MAX_VECTOR);
@@ -421,37 +425,39 @@ impl Datapath {
         // Most vectors have no edit, no `dup` copy and no traced packet: each packet then
         // goes on with its frame and parse as they came.
         let plain = edited.is_empty() && dups.is_empty() && res.marked.is_empty();
-        let decided: Vec<Decided<'_>> = packets
-            .iter()
-            .zip(&res.outcomes)
-            .enumerate()
-            .map(|(i, (pkt, o))| {
-                counts.bytes += pkt.frame.len() as u64;
-                counts.malformed += u64::from(pkt.meta.malformed.is_some());
-                counts.accepted += u64::from(o.verdict == FinalVerdict::Accept);
-                if plain {
-                    return Decided {
-                        frame: pkt.frame,
-                        meta: Some(&pkt.meta),
-                        dups: &[],
-                        outcome: o,
-                        nftrace: false,
+        let mut decided: Vec<Decided<'_>> = recycle(std::mem::take(spare));
+        decided.extend(
+            packets
+                .iter()
+                .zip(&res.outcomes)
+                .enumerate()
+                .map(|(i, (pkt, o))| {
+                    counts.bytes += pkt.frame.len() as u64;
+                    counts.malformed += u64::from(pkt.meta.malformed.is_some());
+                    counts.accepted += u64::from(o.verdict == FinalVerdict::Accept);
+                    if plain {
+                        return Decided {
+                            frame: pkt.frame,
+                            meta: Some(&pkt.meta),
+                            dups: &[],
+                            outcome: o,
+                            nftrace: false,
+                        };
+                    }
+                    // The IP path reuses the ingress hook's parse of a frame no statement edited.
+                    let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
+                        Some(e) => (e, None),
+                        None => (pkt.frame, Some(&pkt.meta)),
                     };
-                }
-                // The IP path reuses the ingress hook's parse of a frame no statement edited.
-                let (frame, meta) = match edited.get(i).and_then(Option::as_deref) {
-                    Some(e) => (e, None),
-                    None => (pkt.frame, Some(&pkt.meta)),
-                };
-                Decided {
-                    frame,
-                    meta,
-                    dups: dups.of(i),
-                    outcome: o,
-                    nftrace: res.nftrace(i),
-                }
-            })
-            .collect();
+                    Decided {
+                        frame,
+                        meta,
+                        dups: dups.of(i),
+                        outcome: o,
+                        nftrace: res.nftrace(i),
+                    }
+                }),
+        );
         let ext = runtime.as_mut().map(|r| r as &mut dyn Extensions);
         let flows = flow_hook.map(|_| &mut hits[..]);
         way.trace = exit.trace().map(|t| t.marked_only());
@@ -489,8 +495,16 @@ impl Datapath {
                 exit.done(i, &packets[i], &res.outcomes[i], frame, fate);
             },
         );
+        *spare = recycle(decided);
         counts
     }
+}
+
+/// `v` emptied, as a vector of the same type for other borrows: its memory is kept (a
+/// collect from a vector's own iterator into one of the same layout reuses the allocation).
+fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 #[cfg(test)]
