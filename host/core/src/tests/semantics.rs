@@ -632,9 +632,8 @@ fn trace_of_marked_packets_only() {
 }
 
 /// Base chains without rules decide by their policy alone, before, between and after chains
-/// with rules: the vector gives each packet what the per-packet walk gives it, and the chains'
-/// statistics count every packet that entered each (one walk of a vector of one, then a
-/// vector of four).
+/// with rules: a vector of four gives each packet what the per-packet walk gives it alone,
+/// and the chains' statistics count every packet that entered each, the same both ways.
 #[test]
 fn chains_without_rules_decide_by_policy_among_chains_with_rules() {
     let text = "table netdev t {\n\
