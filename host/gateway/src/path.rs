@@ -1318,7 +1318,9 @@ fn egress_packet(frame: &[u8], mark: u32) -> Packet<'_> {
 /// (both sorted by packet, so `i`'s lead), for its `done`.
 #[inline(always)]
 fn hand_out(way: &mut WayOut, i: usize) {
-    way.traced.clear();
+    if !way.traced.is_empty() {
+        way.traced.clear();
+    }
     // Most packets have no line and no walk to hand out: two tests.
     if way.ip_logs.first().is_some_and(|l| l.0 == i) {
         let n = way.ip_logs.iter().take_while(|l| l.0 == i).count();

@@ -486,13 +486,13 @@ impl Datapath {
                     }
                 }
                 // What this packet sends, while its frame is at hand.
-                let frame = decided[i].frame;
+                let d = &decided[i];
                 if !way.sends.is_empty() {
                     for s in way.sends.drain(..) {
-                        exit.send(i, &s, frame);
+                        exit.send(i, &s, d.frame);
                     }
                 }
-                exit.done(i, &packets[i], &res.outcomes[i], frame, fate);
+                exit.done(i, &packets[i], d.outcome, d.frame, fate);
             },
         );
         *spare = recycle(decided);
