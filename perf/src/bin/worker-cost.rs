@@ -16,6 +16,7 @@
 //! [--variant floor|worker|both] [--rules empty|counter]`. CI smoke mode: `--packets 20000
 //! --rounds 1`.
 
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -29,6 +30,7 @@ use wasp::daemon::worker::{Clock, Worker, WorkerLinks};
 use wasp_gateway::Forwarder;
 use wasp_io::{Frame, IoError, PortGroup, PortInfo, PortStats, TxSide};
 use wasp_perf::sys;
+use wasp_perf::traffic::build::{Net, PacketSpec, Transport};
 use wasp_plugin::HostConfig;
 
 /// Frames per poll: the daemon's receive batch (`RX_BATCH`).
@@ -150,33 +152,19 @@ impl PortGroup for Loop {
     }
 }
 
-/// An Ethernet/IPv4/UDP frame of [`FRAME`] bytes, 10.0.0.1:(10000 + flow) to 10.0.7.214:2002.
+/// An Ethernet/IPv4/UDP frame of [`FRAME`] bytes, 10.0.0.1:(10000 + flow) to 10.0.7.214:2002
+/// (e2e's frames), with a valid IPv4 checksum.
 fn frame(flow: u16) -> Vec<u8> {
-    let mut f = vec![0u8; FRAME];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip_len = (FRAME - 14) as u16;
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 7, 214]);
-    let mut s: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
-    f[14..34].copy_from_slice(&ip);
-    f[34..36].copy_from_slice(&(10000 + flow).to_be_bytes());
-    f[36..38].copy_from_slice(&2002u16.to_be_bytes());
-    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    f
+    let net = Net::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 7, 214));
+    let udp = Transport::Udp {
+        sport: 10000 + flow,
+        dport: 2002,
+    };
+    let mut spec = PacketSpec::new(net, Some(udp));
+    spec.src_mac = [0x02, 0, 0, 0, 0, 0x01];
+    spec.dst_mac = [0x02, 0, 0, 0, 0, 0x02];
+    spec.payload = vec![0; FRAME - 14 - 20 - 8];
+    spec.build()
 }
 
 fn ruleset(r: Rules) -> String {
@@ -316,4 +304,31 @@ fn main() -> Result<(), String> {
     println!("|---:|---:|---:|");
     println!("| {} | {} | {} |", show(&fl), show(&wk), show(&diff));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_64_byte_udp_to_the_probe_port_and_parse_clean() {
+        for flow in [0, 63] {
+            let f = frame(flow);
+            assert_eq!(f.len(), FRAME);
+            let m = wasp_wire::parse(&f);
+            assert_eq!(m.malformed, None);
+            assert_eq!(m.l4.map(|l| (l.proto, l.offset)), Some((17, 34)));
+            assert_eq!(&f[30..34], &[10, 0, 7, 214]);
+            assert_eq!(u16::from_be_bytes([f[34], f[35]]), 10000 + flow);
+            assert_eq!(u16::from_be_bytes([f[36], f[37]]), 2002);
+        }
+    }
+
+    #[test]
+    fn the_worker_counts_every_packet_and_drops_it_under_both_rulesets() {
+        for rules in [Rules::Empty, Rules::Counter] {
+            let ns = worker(4, rules).expect("the worker runs");
+            assert!(ns > 0.0);
+        }
+    }
 }
