@@ -360,7 +360,7 @@ impl Datapath {
         for frame in frames {
             packets.push(Packet {
                 frame,
-                meta: wasp_wire::PacketMeta::default(),
+                meta: wasp_wire::parse(frame),
                 iifname: dev,
                 mark: 0,
                 oifname: "",
@@ -369,10 +369,6 @@ impl Datapath {
                 nftrace: false,
                 route: None,
             });
-            // Parsed in place: a `Packet` is too large to build aside and move cheaply.
-            if let Some(p) = packets.last_mut() {
-                p.meta = wasp_wire::parse(frame);
-            }
         }
         let mut counts = VectorCounts {
             packets: packets.len() as u64,
