@@ -586,23 +586,9 @@ impl Engine {
             let mut view: Option<View<'_>> = None;
             scratch.new_vector(egress);
             let mut alive = u64::MAX >> (MAX_VECTOR - vec.len());
-            // The packets' walk states, made when a chain with rules runs (the IP hooks read
-            // each packet's family first): a hook whose chains hold only policies reads none.
+            // The packets' walk states, made when a chain with rules runs: a hook whose chains
+            // hold only policies reads none.
             let mut stated = false;
-            if l3 {
-                let ifs = (&mut iif, &mut oif_of);
-                fill_states(
-                    hook,
-                    vec,
-                    oif,
-                    ifs,
-                    &mut state[..vec.len()],
-                    env,
-                    prog,
-                    now_ns,
-                );
-                stated = true;
-            }
             for (i, p) in vec.iter().enumerate() {
                 res[i] = (FinalVerdict::Accept, None);
                 if hook == Hook::Ingress && p.meta.untag_drop {
@@ -646,13 +632,13 @@ impl Engine {
             // Packets of each IP family, and those whose nat chains run (IP hooks).
             let (mut v4, mut v6, mut nat) = (0u64, 0u64, 0u64);
             if l3 {
-                for (i, st) in state[..vec.len()].iter().enumerate() {
-                    match st.nfproto {
+                for (i, p) in vec.iter().enumerate() {
+                    match nfproto(p.meta.protocol) {
                         2 => v4 |= 1 << i,
                         10 => v6 |= 1 << i,
                         _ => {}
                     }
-                    if st.nat_pending {
+                    if p.ct.nat_pending {
                         nat |= 1 << i;
                     }
                 }
@@ -709,16 +695,8 @@ impl Engine {
                 } else {
                     if !stated {
                         let ifs = (&mut iif, &mut oif_of);
-                        fill_states(
-                            hook,
-                            vec,
-                            oif,
-                            ifs,
-                            &mut state[..vec.len()],
-                            env,
-                            prog,
-                            now_ns,
-                        );
+                        let st = &mut state[..vec.len()];
+                        fill_states(hook, vec, oif, ifs, st, env, prog, now_ns);
                         stated = true;
                     }
                     run_base(
